@@ -1,0 +1,45 @@
+"""`coevolve` command line. Each subcommand lives in coevolve/commands/<name>.py
+and exposes `register(subparsers)`; the handler it sets returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill"]
+
+
+class UsageError(Exception):
+    """A bad config, flag or file, reported as one line and exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coevolve", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"coevolve.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"coevolve.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as exc:
+        print(f"coevolve {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""What every text generator offers, whether it is the in-process engine or a
+remote OpenAI-compatible endpoint. Search methods and agents depend on this
+protocol only, so a fake generator can stand in for unit tests of search logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"sampling.max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"
+    meta: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Batched chat completion. One call = many conversations, generated together.
+
+    `seeds`, when given, has one sampling seed per conversation so that a
+    batch is reproducible run to run and its members differ from each other.
+    """
+
+    def chat(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        sampling: Sampling,
+        seeds: Sequence[int] | None = None,
+    ) -> list[Completion]: ...

@@ -1,0 +1,25 @@
+"""Task registry: name -> "module:attribute". Adding a task = adding a module
+and one line here; modules are imported lazily so listing tasks is cheap."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+TASKS: dict[str, str] = {
+    # heuristic design (filled in by the AHD tasks)
+}
+
+
+def get_task(name: str) -> Any:
+    try:
+        target = TASKS[name]
+    except KeyError:
+        known = ", ".join(sorted(TASKS)) or "none"
+        raise KeyError(f"unknown task {name!r} (known: {known})") from None
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
+def list_tasks() -> list[str]:
+    return sorted(TASKS)
