@@ -51,3 +51,35 @@ def gap(objective: float, reference: float, direction: Direction) -> float:
         raise ValueError("gap is undefined for a zero reference")
     diff = objective - reference if direction == "min" else reference - objective
     return diff / abs(reference)
+
+
+@runtime_checkable
+class AgentTask(Protocol):
+    """A multi-turn environment an LLM agent acts in, one text action per turn.
+
+    Pure Python and deterministic: the agent loop owns the LLM, the task owns
+    the world. `state` is whatever the task needs and is opaque to the loop.
+    """
+
+    name: str
+    system_prompt: str  # rules of the game and the action format
+    stop: tuple[str, ...]  # stop strings that end one action
+
+    def cases(self, split: str, n: int, seed: int) -> list[Any]:
+        """`n` deterministic episodes of `split` ("train" or "eval") for `seed`;
+        each case has a string `id` unique within its split."""
+
+    def reset(self, case: Any) -> tuple[Any, str]:
+        """Fresh episode state and the first observation shown to the agent."""
+
+    def step(self, state: Any, action_text: str) -> tuple[str, bool]:
+        """Apply one raw LLM action: (observation, episode done)."""
+
+    def max_turns(self, case: Any) -> int:
+        """Turn budget of an episode."""
+
+    def reward(self, state: Any) -> float:
+        """Episode reward, read at the end (0..1)."""
+
+    def metrics(self, state: Any) -> dict[str, float]:
+        """Diagnostics of an episode (moves, errors, ...) for logs and reports."""

@@ -8,6 +8,10 @@ from typing import Any
 
 TASKS: dict[str, str] = {
     # heuristic design (filled in by the AHD tasks)
+    # agent tasks (multi-turn environments, tasks.base.AgentTask)
+    "sudoku": "tasks.sudoku:Sudoku",
+    "sudoku9": "tasks.sudoku:sudoku9",
+    "react_math": "tasks.react_math:ReactMath",
 }
 
 
