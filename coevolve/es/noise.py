@@ -1,0 +1,49 @@
+"""The one noise generator. A perturbation is never stored: its noise is a pure
+function of (seed, parameter name, element index) and is regenerated on demand,
+one bounded chunk at a time.
+
+Each parameter gets its own stream, seeded from a hash of (seed, name), so
+tensors are independent of each other and of the order they are visited in.
+Streams are drawn with torch's generator on the parameter's device: CPU and CUDA
+generators differ, so a history replays bit-for-bit only on the same device
+kind (the history records it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterator
+
+import torch
+
+# Elements per draw: bounds the scratch memory ES adds (16 MiB of fp32) and is
+# part of the noise definition, so it must never change silently.
+CHUNK = 1 << 22
+NOISE_VERSION = 1
+
+
+def stream_seed(seed: int, name: str) -> int:
+    digest = hashlib.sha256(f"coevolve-noise-v{NOISE_VERSION}:{seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def chunks(numel: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, numel, CHUNK):
+        yield start, min(start + CHUNK, numel)
+
+
+def generator(seed: int, name: str, device: torch.device) -> torch.Generator:
+    gen = torch.Generator(device=device)
+    gen.manual_seed(stream_seed(seed, name))
+    return gen
+
+
+def draw(gen: torch.Generator, n: int, device: torch.device) -> torch.Tensor:
+    """The next n standard-normal fp32 values of a parameter's stream."""
+    return torch.randn(n, generator=gen, device=device, dtype=torch.float32)
+
+
+def member_seed(run_seed: int, generation: int, index: int) -> int:
+    """Seeds for ES population members: distinct per (run, generation, member)."""
+    digest = hashlib.sha256(f"coevolve-member:{run_seed}:{generation}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF

@@ -1,0 +1,191 @@
+"""ESOpt: the Agentic ESOpt update θ ← θ + α/G Σ ẑ_i ε_i (no 1/σ, as in the
+paper) with a σ schedule, driven through any engine that offers
+`apply_update(seeds, coefficients, alpha)` and `checksum()`.
+
+ask() hands out (seed, σ) members; the caller runs each perturbed model and
+computes one scalar reward per member; tell() normalises, updates the engine
+and appends the generation to history.jsonl.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from coevolve.es import history, noise
+
+
+class WeightEngine(Protocol):
+    device: str
+
+    def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None: ...
+
+    def checksum(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    population: int = 8
+    sigma: float = 1e-3
+    sigma_end: float = 1e-4
+    schedule: str = "cosine"  # "cosine" | "constant"
+    alpha: float = 5e-4
+    generations: int = 10
+    normalise: str = "zscore"  # "zscore" | "rank"
+    antithetic: bool = False
+    seed: int = 0
+    epsilon: float = 1e-8
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.population >= 2, f"es.population must be >= 2 (got {self.population})"),
+            (math.isfinite(self.sigma) and self.sigma > 0, f"es.sigma must be > 0 (got {self.sigma})"),
+            (math.isfinite(self.sigma_end) and self.sigma_end > 0,
+             f"es.sigma_end must be > 0 (got {self.sigma_end}); σ = 0 would apply no exploration"),
+            (self.schedule in ("cosine", "constant"), f"es.schedule must be 'cosine' or 'constant' (got {self.schedule!r})"),
+            (math.isfinite(self.alpha) and self.alpha > 0, f"es.alpha must be > 0 (got {self.alpha})"),
+            (self.generations >= 1, f"es.generations must be >= 1 (got {self.generations})"),
+            (self.normalise in ("zscore", "rank"), f"es.normalise must be 'zscore' or 'rank' (got {self.normalise!r})"),
+            (not self.antithetic or self.population % 2 == 0,
+             f"es.population must be even with antithetic pairs (got {self.population})"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class Member:
+    index: int
+    seed: int
+    sigma: float  # signed: the second of an antithetic pair has -σ
+
+
+def sigma_at(cfg: ESConfig, generation: int) -> float:
+    """Cosine decay from sigma to sigma_end over the run; the last generation
+    still explores with sigma_end (the reference code ends at σ = 0)."""
+    if cfg.schedule == "constant" or cfg.generations <= 1:
+        return cfg.sigma
+    t = min(max(generation, 0), cfg.generations - 1) / (cfg.generations - 1)
+    return cfg.sigma_end + 0.5 * (cfg.sigma - cfg.sigma_end) * (1 + math.cos(math.pi * t))
+
+
+def normalise(rewards: Sequence[float], method: str = "zscore", epsilon: float = 1e-8) -> np.ndarray:
+    """The one reward normaliser. Equal rewards carry no direction: all zeros."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 1 or r.size < 2:
+        raise ValueError(f"need at least 2 rewards, got {r.size}")
+    if not np.all(np.isfinite(r)):
+        raise ValueError(f"rewards must be finite, got {r.tolist()}")
+    if method == "zscore":
+        # sample std (ddof=1), as in the paper's worked example
+        std = r.std(ddof=1)
+        if std == 0:
+            return np.zeros_like(r)
+        return (r - r.mean()) / (std + epsilon)
+    if method == "rank":
+        # centred ranks in [-0.5, 0.5]; ties share their mean rank
+        order = r.argsort(kind="stable")
+        ranks = np.empty_like(r)
+        ranks[order] = np.arange(r.size, dtype=np.float64)
+        for value in np.unique(r):
+            tie = r == value
+            ranks[tie] = ranks[tie].mean()
+        return ranks / (r.size - 1) - 0.5
+    raise ValueError(f"unknown normalisation {method!r}")
+
+
+class ESOpt:
+    def __init__(self, cfg: ESConfig, history_path: str | Path, generation: int = 0) -> None:
+        self.cfg = cfg
+        self.history_path = Path(history_path)
+        self.generation = generation
+
+    @property
+    def sigma(self) -> float:
+        return sigma_at(self.cfg, self.generation)
+
+    def ask(self) -> list[Member]:
+        sigma = self.sigma
+        g = self.cfg.population
+        if self.cfg.antithetic:
+            members = []
+            for pair in range(g // 2):
+                seed = noise.member_seed(self.cfg.seed, self.generation, pair)
+                members += [Member(2 * pair, seed, sigma), Member(2 * pair + 1, seed, -sigma)]
+            return members
+        return [Member(i, noise.member_seed(self.cfg.seed, self.generation, i), sigma) for i in range(g)]
+
+    def tell(
+        self,
+        engine: WeightEngine,
+        members: Sequence[Member],
+        rewards: Sequence[float],
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        if len(rewards) != len(members):
+            raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
+        z = normalise(rewards, self.cfg.normalise, self.cfg.epsilon)  # raises before any change
+        coefficients = [float(zi) * (1.0 if m.sigma > 0 else -1.0) for zi, m in zip(z, members)]
+        seeds = [m.seed for m in members]
+        started = time.time()
+        engine.apply_update(seeds, coefficients, self.cfg.alpha)
+        record = {
+            "generation": self.generation,
+            "seeds": seeds,
+            "sigmas": [m.sigma for m in members],
+            "rewards": [float(r) for r in rewards],
+            "normalised": [float(v) for v in z],
+            "coefficients": coefficients,
+            "sigma": abs(members[0].sigma),
+            "alpha": self.cfg.alpha,
+            "population": len(members),
+            "noise_version": noise.NOISE_VERSION,
+            "device": getattr(engine, "device", "unknown"),
+            "checksum": engine.checksum(),
+            "update_seconds": round(time.time() - started, 3),
+            "time": time.time(),
+        }
+        if extra:
+            record["extra"] = extra
+        history.append(self.history_path, record)
+        self.generation += 1
+        return record
+
+    @classmethod
+    def resume(cls, cfg: ESConfig, history_path: str | Path, engine: WeightEngine, verify: bool = True) -> "ESOpt":
+        """Re-apply every recorded update to a fresh engine (bit-exact on the
+        same device kind) and continue after the last one."""
+        records = replay(history_path, engine, verify=verify)
+        return cls(cfg, history_path, generation=len(records))
+
+    def config_dict(self) -> dict[str, Any]:
+        return asdict(self.cfg)
+
+
+class ReplayError(RuntimeError):
+    pass
+
+
+def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True) -> list[dict[str, Any]]:
+    history.truncate_torn_tail(history_path)
+    records = history.read(history_path)
+    for record in records:
+        if record.get("noise_version", noise.NOISE_VERSION) != noise.NOISE_VERSION:
+            raise ReplayError(f"{history_path}: generation {record['generation']} used noise v{record['noise_version']}")
+        recorded_device = record.get("device")
+        device = getattr(engine, "device", None)
+        if verify and recorded_device and device and recorded_device != device:
+            raise ReplayError(
+                f"{history_path} was recorded on {recorded_device}; noise streams differ on {device}, "
+                "so replay cannot reproduce its weights"
+            )
+        engine.apply_update(record["seeds"], record["coefficients"], record["alpha"])
+        if verify and "checksum" in record and engine.checksum() != record["checksum"]:
+            raise ReplayError(f"{history_path}: checksum mismatch after generation {record['generation']}")
+    return records
