@@ -19,8 +19,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
+from coevolve.sandbox.results import ToolResult
+
 SPLITS = ("train", "eval")
-ToolFn = Callable[[str], str]  # code -> observation text
+ToolFn = Callable[[str], ToolResult]  # code -> output and typed failure
 
 OUTPUT_LIMIT = 1500  # characters of tool output shown to the agent
 
@@ -180,37 +182,24 @@ def answers_match(given: str, expected: str) -> bool:
 
 class SandboxTool:
     """The Python tool, run in coevolve's sandbox (rlimits, timeout, no
-    network, private temp dir). The sandbox starts on first use."""
+    network, private temp dir), like heuristic candidates. The sandbox starts
+    on first use and stops at close()."""
 
     def __init__(self, timeout_s: float = 10.0) -> None:
         self.timeout_s = timeout_s
         self._sandbox = None
 
-    def __call__(self, code: str) -> str:
+    def __call__(self, code: str) -> ToolResult:
         if self._sandbox is None:
             from coevolve.sandbox import Sandbox
 
             self._sandbox = Sandbox(workers=1, timeout_s=self.timeout_s).__enter__()
-        result = self._sandbox.run_python(code, timeout_s=self.timeout_s)
-        return format_tool_result(result.stdout, result.error, getattr(result, "failure", None))
+        return self._sandbox.run_python(code, timeout_s=self.timeout_s)
 
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.__exit__(None, None, None)
             self._sandbox = None
-
-
-def format_tool_result(stdout: str, error: str | None, failure: object = None) -> str:
-    parts = []
-    if stdout:
-        parts.append(stdout.rstrip())
-    if error or failure:
-        kind = getattr(failure, "value", failure)
-        parts.append(f"Error ({kind}): {error}" if kind else f"Error: {error}")
-    text = "\n".join(parts) or "(no output; use print() to see values)"
-    if len(text) > OUTPUT_LIMIT:
-        text = text[:OUTPUT_LIMIT] + "\n... (output truncated)"
-    return text
 
 
 # ---------------------------------------------------------------- task
@@ -270,9 +259,12 @@ class ReactMath:
         code = extract_code(action_text)
         if code is not None:
             state.tool_calls += 1
-            output = self.tool(code)
-            if output.startswith("Error") or "\nError" in output:
+            result = self.tool(code)
+            if not result.ok:
                 state.tool_errors += 1
+            output = result.observation()
+            if len(output) > OUTPUT_LIMIT:
+                output = output[:OUTPUT_LIMIT] + "\n... (output truncated)"
             observation = f"Python output:\n{output}"
         else:
             state.no_action += 1

@@ -1,0 +1,186 @@
+"""Batched multi-turn rollouts of an agent in an AgentTask.
+
+Every live episode's next turn goes into one `generator.chat` call, so a
+batch of episodes costs about as many engine calls as its longest episode
+has turns. Sampling seeds are derived from (seed, episode, turn): a rollout
+is reproducible, and episodes differ from each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from coevolve.agents.skills import Skill, inject_skills
+from coevolve.engine.base import Generator, Message, Sampling
+
+
+@dataclass
+class Trajectory:
+    task: str
+    case_id: str
+    messages: list[Message]  # the full conversation, system prompt first
+    actions: list[str]
+    observations: list[str]  # observations[0] is the first one, before any action
+    reward: float = 0.0
+    turns: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    finish: str = "done"  # "done" | "turn_budget"
+    label: str = ""  # who produced it, e.g. "gen 3 member 5"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Trajectory":
+        return cls(**data)
+
+
+def derive_seed(*parts: object) -> int:
+    """A 31-bit sampling seed from any tuple of ids (stable across runs)."""
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+def rollout(
+    generator: Generator,
+    task: Any,
+    cases: Sequence[Any],
+    sampling: Sampling,
+    seed: int = 0,
+    skills: Sequence[Skill] = (),
+    history_turns: int | None = None,
+    label: str = "",
+) -> list[Trajectory]:
+    """Play every case to its end, all episodes advancing together.
+
+    `skills` are appended to the task's system prompt (skills.inject_skills).
+    `history_turns` keeps only the last k (action, observation) pairs in the prompt, to bound context on long
+    episodes; the trajectory always records everything.
+    """
+    if history_turns is not None and history_turns < 0:
+        raise ValueError(f"history_turns must be >= 0 or None, got {history_turns}")
+    stop = tuple(dict.fromkeys((*sampling.stop, *getattr(task, "stop", ()))))
+    turn_sampling = Sampling(
+        temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=stop
+    )
+    system = inject_skills(task.system_prompt, skills)
+    states, trajectories = [], []
+    for case in cases:
+        state, first = task.reset(case)
+        states.append(state)
+        trajectories.append(
+            Trajectory(
+                task=task.name,
+                case_id=str(case.id),
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": first}],
+                actions=[],
+                observations=[first],
+                label=label,
+            )
+        )
+    live = list(range(len(cases)))
+    while live:
+        conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
+        seeds = [derive_seed(seed, i, trajectories[i].turns) for i in live]
+        completions = generator.chat(conversations, turn_sampling, seeds=seeds)
+        if len(completions) != len(live):
+            raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
+        still_live = []
+        for i, completion in zip(live, completions):
+            trajectory, state = trajectories[i], states[i]
+            action = completion.text.strip()
+            observation, done = task.step(state, action)
+            trajectory.turns += 1
+            trajectory.actions.append(action)
+            trajectory.observations.append(observation)
+            trajectory.messages.append({"role": "assistant", "content": action})
+            trajectory.messages.append({"role": "user", "content": observation})
+            if not done and trajectory.turns >= task.max_turns(cases[i]):
+                done = True
+                trajectory.finish = "turn_budget"
+            if done:
+                trajectory.reward = float(task.reward(state))
+                trajectory.metrics = dict(task.metrics(state))
+            else:
+                still_live.append(i)
+        live = still_live
+    return trajectories
+
+
+def _prompt(messages: list[Message], history_turns: int | None) -> list[Message]:
+    # messages = system, first observation, then (assistant, user) pairs
+    if history_turns is None or len(messages) <= 2 + 2 * history_turns:
+        return messages
+    return messages[:2] + (messages[-2 * history_turns :] if history_turns else [])
+
+
+def mean_reward(trajectories: Sequence[Trajectory]) -> float:
+    if not trajectories:
+        raise ValueError("mean_reward of no trajectories")
+    return sum(t.reward for t in trajectories) / len(trajectories)
+
+
+def mean_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    keys = sorted({k for t in trajectories for k in t.metrics})
+    return {k: sum(t.metrics.get(k, 0.0) for t in trajectories) / len(trajectories) for k in keys}
+
+
+# ---------------------------------------------------------------- storage
+
+
+def to_markdown(trajectories: Sequence[Trajectory], title: str = "Trajectories") -> str:
+    """Human-readable transcript: the system prompt once, then every episode."""
+    lines = [f"# {title}", ""]
+    if trajectories:
+        lines += ["## System prompt", "", "```text", trajectories[0].messages[0]["content"], "```", ""]
+        solved = sum(t.reward > 0 for t in trajectories)
+        lines += [f"{len(trajectories)} episodes, mean reward {mean_reward(trajectories):.3f}, solved {solved}", ""]
+    for n, t in enumerate(trajectories):
+        label = f" ({t.label})" if t.label else ""
+        metrics = ", ".join(f"{k}={v:g}" for k, v in sorted(t.metrics.items()))
+        lines += [f"## Episode {n}: {t.task} case {t.case_id}{label}", ""]
+        lines += [f"reward {t.reward:g}, turns {t.turns}, finish {t.finish}; {metrics}", ""]
+        lines += ["**Observation 0**", "", "```text", t.observations[0], "```", ""]
+        for turn, (action, observation) in enumerate(zip(t.actions, t.observations[1:]), start=1):
+            lines += [f"**Action {turn}**", "", "```text", action, "```", ""]
+            lines += [f"**Observation {turn}**", "", "```text", observation, "```", ""]
+    return "\n".join(lines)
+
+
+def save_trajectories(trajectories: Sequence[Trajectory], path_stem: str | Path, title: str) -> tuple[Path, Path]:
+    """Write `<stem>.jsonl` (machine-readable, for distill) and `<stem>.md`
+    (for people), each atomically."""
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    jsonl = stem.with_suffix(".jsonl")
+    markdown = stem.with_suffix(".md")
+    _write_atomic(jsonl, "".join(json.dumps(t.to_dict()) + "\n" for t in trajectories))
+    _write_atomic(markdown, to_markdown(trajectories, title))
+    return jsonl, markdown
+
+
+def load_trajectories(path: str | Path) -> list[Trajectory]:
+    """Trajectories from one .jsonl file or every .jsonl below a directory."""
+    path = Path(path)
+    files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+    out = []
+    for file in files:
+        for number, line in enumerate(file.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                out.append(Trajectory.from_dict(data))
+            except (json.JSONDecodeError, TypeError) as exc:
+                raise ValueError(f"{file}:{number}: not a trajectory record ({exc})") from None
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

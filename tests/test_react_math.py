@@ -1,0 +1,160 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from coevolve.sandbox.results import FailureKind, ToolResult
+from tasks.base import AgentTask
+from tasks.react_math import ReactMath, answers_match, extract_boxed, extract_code, load_problems
+from tasks.registry import get_task
+
+
+class RecordingTool:
+    """Stands in for the sandbox: runs nothing, returns canned output."""
+
+    def __init__(self, result: ToolResult):
+        self.result = result
+        self.calls: list[str] = []
+
+    def __call__(self, code: str) -> ToolResult:
+        self.calls.append(code)
+        return self.result
+
+
+def test_registered_and_follows_the_agent_protocol():
+    assert isinstance(get_task("react_math"), AgentTask)
+
+
+def test_generated_problems_are_deterministic_with_integer_answers():
+    task = ReactMath(tool=RecordingTool(ToolResult("", "", None)))
+    cases = task.cases("train", 30, seed=0)
+    assert cases == task.cases("train", 30, seed=0)
+    assert [c.question for c in cases] != [c.question for c in task.cases("eval", 30, seed=0)]
+    assert len({c.question.split()[0:3][0] for c in cases}) > 2  # several problem kinds
+    for case in cases:
+        int(case.answer)
+
+
+def test_generated_answers_are_right():
+    # recompute every generated answer by evaluating the question's numbers independently
+    task = ReactMath(tool=RecordingTool(ToolResult("", "", None)))
+    for case in task.cases("eval", 60, seed=5):
+        q, a = case.question, int(case.answer)
+        if q.startswith("What is") and "%" not in q:
+            assert eval(q[len("What is "):].rstrip("?")) == a
+        elif q.startswith("Solve for x"):
+            lhs, rhs = q.split(": ")[1].split(". What")[0].split(" = ")
+            assert eval(lhs.replace("x", f"*({a})")) == int(rhs)
+        elif "%" in q:
+            p, base = q[len("What is "):].rstrip("?").split("% of ")
+            assert int(p) * int(base) / 100 == a
+
+
+@pytest.mark.parametrize(
+    "text,boxed",
+    [("so \\boxed{42}.", "42"), ("\\boxed{1} then \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"), ("no box", None),
+     ("\\boxed{unclosed", None)],
+)
+def test_boxed_extraction(text, boxed):
+    assert extract_boxed(text) == boxed
+
+
+def test_code_extraction_handles_unclosed_fences():
+    assert extract_code("Let me compute.\n```python\nprint(2+3)\n```\nthen") == "print(2+3)"
+    assert extract_code("```\nprint(1)\n") == "print(1)"
+    assert extract_code("just words") is None
+
+
+@pytest.mark.parametrize(
+    "given,expected,same",
+    [("42", "42", True), ("42.0", "42", True), ("$1,200", "1200", True), ("x = -3", "-3", True),
+     ("0.5", "1/2", True), ("41", "42", False), ("seven", "7", False), ("\\text{ 12 }", "12", True)],
+)
+def test_exact_match_normalises_formatting_only(given, expected, same):
+    assert answers_match(given, expected) is same
+
+
+def test_tool_call_then_correct_answer_earns_reward_one():
+    tool = RecordingTool(ToolResult("377\n", "", None))
+    task = ReactMath(tool=tool, turns=3)
+    case = task.cases("train", 1, seed=1)[0]
+    state, observation = task.reset(case)
+    assert case.question in observation
+    observation, done = task.step(state, "I compute:\n```python\nprint(29*13)\n```")
+    assert tool.calls == ["print(29*13)"] and observation == "Python output:\n377" and not done
+    observation, done = task.step(state, f"The answer is \\boxed{{{case.answer}}}")
+    assert done and task.reward(state) == 1.0
+    assert task.metrics(state) == {"solved": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
+                                   "tool_errors": 0.0, "no_action": 0.0}
+
+
+def test_wrong_answer_tool_errors_and_turn_budget():
+    tool = RecordingTool(ToolResult("", "ZeroDivisionError: division by zero", FailureKind.EXCEPTION))
+    task = ReactMath(tool=tool, turns=2)
+    case = task.cases("eval", 1, seed=0)[0]
+    state, _ = task.reset(case)
+    observation, done = task.step(state, "```python\n1/0\n```")
+    assert "[exception] ZeroDivisionError" in observation and not done
+    observation, done = task.step(state, "hmm")
+    assert done and "Out of turns" in observation and task.reward(state) == 0.0
+    assert task.metrics(state)["tool_errors"] == 1.0 and task.metrics(state)["no_action"] == 1.0
+    state, _ = task.reset(case)
+    task.step(state, f"\\boxed{{{int(case.answer) + 1}}}")
+    assert task.reward(state) == 0.0
+
+
+def test_user_jsonl_problems(tmp_path: Path):
+    path = tmp_path / "p.jsonl"
+    lines = [{"question": f"q{i}", "answer": str(i)} for i in range(4)] + [{"question": "e", "answer": "1", "split": "eval"}]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    task = ReactMath(tool=RecordingTool(ToolResult("", "", None)), problems_file=path)
+    assert len(task.cases("train", 4)) == 4
+    assert {c.question for c in task.cases("eval", 5)} == {"q0", "q1", "q2", "q3", "e"}
+    with pytest.raises(ValueError, match="the file has 4"):
+        task.cases("train", 5)
+    path.write_text('{"question": "q"}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:1: missing field 'answer'"):
+        load_problems(path)
+    path.write_text('{"question": "q", "answer": 1}\nnot json\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:2: not valid JSON"):
+        load_problems(path)
+
+
+# ------------------------------------------------ the real sandbox as the tool
+
+def _sandbox_ready() -> bool:
+    try:
+        from coevolve.sandbox import Sandbox  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_sandbox = pytest.mark.skipif(not _sandbox_ready(), reason="coevolve.sandbox.Sandbox not landed yet")
+
+
+@needs_sandbox
+def test_hostile_tool_calls_are_contained(tmp_path: Path):
+    from tasks.react_math import SandboxTool
+
+    outside = tmp_path / "written_by_tool.txt"
+    tool = SandboxTool(timeout_s=3)
+    task = ReactMath(tool=tool, turns=6)
+    try:
+        state, _ = task.reset(task.cases("train", 1)[0])
+        observation, _ = task.step(state, "```python\nwhile True:\n    pass\n```")
+        assert "[timeout]" in observation
+        observation, _ = task.step(state, f"```python\nopen({str(outside)!r}, 'w').write('x')\nprint('wrote')\n```")
+        assert not outside.exists()
+        observation, _ = task.step(
+            state, "```python\nimport socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)\nprint('online')\n```"
+        )
+        assert "online" not in observation and "[" in observation
+        observation, _ = task.step(state, "```python\nimport os\nos.system('touch /tmp/coevolve_tool_escape')\nprint(6*7)\n```")
+        assert not os.path.exists("/tmp/coevolve_tool_escape")
+        observation, done = task.step(state, "```python\nprint(6 * 7)\n```")
+        assert observation == "Python output:\n42"  # the sandbox still works after all of that
+        assert task.metrics(state)["tool_errors"] >= 3
+    finally:
+        task.close()
