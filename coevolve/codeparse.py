@@ -1,0 +1,322 @@
+"""LLM text -> a candidate program in the task template's shape.
+
+Small models wrap code in prose, forget to close fences, rename the function,
+wrap it in a class, or leave example calls at the bottom. `extract` finds
+the code, keeps its helpers and imports, renames the function that matches
+the template to the template's name, adds the template's imports, and drops
+top-level statements that would run at import time. The idea is the first
+sentence in braces outside the code (EoH's convention), else the function's
+docstring, else the first line of prose.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import re
+import textwrap
+import tokenize
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
+_CODE_START = re.compile(r"^\s*(def |async def |class |import |from \S+ import |@)")
+_BRACED = re.compile(r"\{([^{}]+)\}")
+_CODE_KEYS = ("code", "function", "python", "program", "heuristic", "solution")
+_IDEA_KEYS = ("idea", "description", "thought", "algorithm", "explanation")
+_RUNTIME_ONLY = {"print", "input", "exit", "quit"}
+
+
+@dataclass
+class Candidate:
+    code: str
+    idea: str
+
+
+def template_parameters(template: str, function_name: str) -> list[str]:
+    """Positional parameter names of `function_name` in the template."""
+    for node in ast.walk(ast.parse(template)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
+            return [arg.arg for arg in node.args.posonlyargs + node.args.args]
+    raise ValueError(f"template does not define {function_name!r}")
+
+
+def extract(text: str, function_name: str, template: str) -> Candidate | None:
+    """Best-effort program from LLM output; None when the text holds no code.
+
+    Code that is present but cannot be repaired into valid Python is still
+    returned, so the sandbox reports it as a syntax failure rather than a
+    parse failure: the two mean different things to a reward."""
+    text = text.replace("\r\n", "\n")
+    from_json = _from_json(text)
+    if from_json is not None:
+        code, idea = from_json
+        prose = ""
+    else:
+        code, prose = _find_code(text, function_name)
+        idea = ""
+    if code is None:
+        return None
+    code = textwrap.dedent(code).strip("\n")
+    tree = _parse_repaired(code)
+    if tree is None:
+        if "def " not in code:
+            return None
+        return Candidate(code=code + "\n", idea=idea or _idea_from_prose(prose, None))
+    code, tree = tree
+    shaped = _shape(code, tree, function_name, template)
+    if shaped is None:
+        return None
+    code, docstring = shaped
+    return Candidate(code=code, idea=idea or _idea_from_prose(prose, docstring))
+
+
+# -- finding the code ---------------------------------------------------------
+def _from_json(text: str) -> tuple[str, str] | None:
+    """Some models answer with a JSON object holding the code and the idea."""
+    stripped = text.strip()
+    fenced = re.search(r"```json\s*\n(.*?)(```|$)", stripped, re.S)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    code = next((data[key] for key in _CODE_KEYS if isinstance(data.get(key), str)), None)
+    if code is None or "def " not in code and "return" not in code:
+        return None
+    code = _strip_fences(code)
+    idea = next((data[key] for key in _IDEA_KEYS if isinstance(data.get(key), str)), "")
+    return code, _one_line(idea)
+
+
+def _strip_fences(code: str) -> str:
+    return "\n".join(line for line in code.split("\n") if not _FENCE.match(line))
+
+
+def _fenced_blocks(text: str) -> tuple[list[str], str]:
+    """Contents of ``` fences (an unclosed fence runs to the end) and the
+    prose outside them."""
+    blocks: list[str] = []
+    prose: list[str] = []
+    current: list[str] | None = None
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            if current is None:
+                current = []
+            else:
+                blocks.append("\n".join(current))
+                current = None
+            continue
+        (prose if current is None else current).append(line)
+    if current is not None:
+        blocks.append("\n".join(current))
+    return blocks, "\n".join(prose)
+
+
+def _defines(code: str, name: str) -> bool:
+    return re.search(rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+
+
+def _find_code(text: str, function_name: str) -> tuple[str | None, str]:
+    blocks, prose = _fenced_blocks(text)
+    if blocks:
+        # The last block defining the exact name: models that restate the
+        # template before improving it put their version second.
+        exact = [block for block in blocks if _defines(block, function_name)]
+        if exact:
+            return exact[-1], prose
+        with_def = [block for block in blocks if re.search(r"^\s*def\s", block, re.M)]
+        if with_def:
+            return with_def[0], prose
+        with_return = [block for block in blocks if re.search(r"^\s*return\b", block, re.M)]
+        if with_return:
+            return with_return[0], prose
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if _CODE_START.match(line) and (line.lstrip().startswith(("def ", "async def ", "class ", "@"))
+                                        or any(_CODE_START.match(rest) for rest in lines[index + 1:])):
+            return "\n".join(lines[index:]), "\n".join(lines[:index])
+    return None, text
+
+
+def _parse_repaired(code: str) -> tuple[str, ast.Module] | None:
+    """Parse, dropping trailing lines (truncated output, prose after bare
+    code) until it parses. None when no prefix with code parses."""
+    lines = code.split("\n")
+    for end in range(len(lines), 0, -1):
+        attempt = "\n".join(lines[:end]).rstrip()
+        if not attempt.strip():
+            break
+        try:
+            tree = ast.parse(attempt)
+        except (SyntaxError, ValueError):
+            continue
+        if tree.body:
+            return attempt, tree
+    return None
+
+
+# -- shaping into the template --------------------------------------------------
+def _shape(code: str, tree: ast.Module, function_name: str, template: str) -> tuple[str, str | None] | None:
+    parameters = template_parameters(template, function_name)
+    functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not functions:
+        wrapper = _class_with_methods(tree)
+        if wrapper is not None:
+            code, tree = _unwrap_class(tree, wrapper)
+            functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not functions:
+        if not any(isinstance(node, ast.Return) for node in tree.body):
+            return None
+        code = _wrap_body(code, function_name, parameters)
+        tree = ast.parse(code)
+        functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    target = _choose_target(functions, function_name, len(parameters))
+    docstring = ast.get_docstring(target)
+    code = _drop_runtime_statements(code, tree)
+    if target.name != function_name:
+        code = _rename(code, target.name, function_name)
+    code = _add_template_imports(code, template)
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return None
+    return code.strip("\n") + "\n", docstring
+
+
+def _class_with_methods(tree: ast.Module) -> ast.ClassDef | None:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(isinstance(item, ast.FunctionDef) for item in node.body):
+            return node
+    return None
+
+
+class _SelfCalls(ast.NodeTransformer):
+    """self.method(...) -> method(...) for the unwrapped class's methods."""
+
+    def __init__(self, methods: set[str]) -> None:
+        self.methods = methods
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls") and node.attr in self.methods:
+            return ast.copy_location(ast.Name(id=node.attr, ctx=node.ctx), node)
+        return node
+
+
+def _unwrap_class(tree: ast.Module, wrapper: ast.ClassDef) -> tuple[str, ast.Module]:
+    """A class whose methods hold the heuristic becomes module functions."""
+    methods = [item for item in wrapper.body if isinstance(item, ast.FunctionDef) and item.name != "__init__"]
+    names = {method.name for method in methods}
+    functions = []
+    for method in methods:
+        is_static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in method.decorator_list)
+        method.decorator_list = [d for d in method.decorator_list
+                                 if not (isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod"))]
+        if not is_static and method.args.args and method.args.args[0].arg in ("self", "cls"):
+            method.args.args = method.args.args[1:]
+        functions.append(_SelfCalls(names).visit(method))
+    position = tree.body.index(wrapper)
+    tree.body[position:position + 1] = functions
+    tree = ast.fix_missing_locations(tree)
+    code = ast.unparse(tree)
+    return code, ast.parse(code)
+
+
+def _wrap_body(code: str, function_name: str, parameters: list[str]) -> str:
+    """Bare statements ending in `return`: the body of the template's function."""
+    return f"def {function_name}({', '.join(parameters)}):\n" + textwrap.indent(code, "    ")
+
+
+def _choose_target(functions: list[ast.FunctionDef | ast.AsyncFunctionDef], function_name: str,
+                   arity: int) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    for node in functions:
+        if node.name == function_name:
+            return node
+    matching = [node for node in functions if len(node.args.posonlyargs + node.args.args) == arity]
+    pool = matching or functions
+    # Among several, the entry point is the one no other function calls.
+    called = {
+        call.func.id
+        for node in functions
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+    }
+    entry = [node for node in pool if node.name not in called]
+    return (entry or pool)[0]
+
+
+def _drop_runtime_statements(code: str, tree: ast.Module) -> str:
+    """Remove top-level statements that would run at import: example calls,
+    prints, `if __name__ == "__main__":` blocks, loops."""
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    runtime = defined | _RUNTIME_ONLY
+    drop: list[tuple[int, int]] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and not _calls_any(node, runtime):
+            continue
+        if isinstance(node, ast.Try) and all(isinstance(item, (ast.Import, ast.ImportFrom)) for item in node.body):
+            continue
+        drop.append((node.lineno, node.end_lineno or node.lineno))
+    if not drop:
+        return code
+    lines = code.split("\n")
+    for start, end in reversed(drop):
+        del lines[start - 1:end]
+    return "\n".join(lines)
+
+
+def _calls_any(node: ast.AST, names: set[str]) -> bool:
+    return any(
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in names
+        for call in ast.walk(node)
+    )
+
+
+def _rename(code: str, old: str, new: str) -> str:
+    """Rename every use of the identifier `old` (not inside strings)."""
+    lines = code.split("\n")
+    edits: list[tuple[int, int]] = []
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.NAME and token.string == old:
+            edits.append(token.start)
+    for row, col in reversed(edits):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + new + line[col + len(old):]
+    return "\n".join(lines)
+
+
+def _add_template_imports(code: str, template: str) -> str:
+    present = {ast.unparse(node) for node in ast.parse(code).body if isinstance(node, (ast.Import, ast.ImportFrom))}
+    missing = [
+        ast.unparse(node)
+        for node in ast.parse(template).body
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.unparse(node) not in present
+    ]
+    return "\n".join(missing + [code]) if missing else code
+
+
+# -- the idea ----------------------------------------------------------------------
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).strip()
+
+
+def _idea_from_prose(prose: str, docstring: str | None) -> str:
+    for match in _BRACED.finditer(prose):
+        idea = _one_line(match.group(1))
+        if len(idea) >= 10 and " " in idea and not re.fullmatch(r"[\w\s:,'\"]+:[\w\s,'\"]+", idea):
+            return idea
+    if docstring:
+        return _one_line(docstring.split("\n\n")[0])
+    for line in prose.split("\n"):
+        line = _one_line(line.strip("#*>-` "))
+        if len(line) >= 10:
+            return line[:300]
+    return ""

@@ -1,0 +1,260 @@
+"""The Sandbox: a pool of warm worker processes that score untrusted code.
+
+Each worker is a separate interpreter (started with subprocess, never forked
+from the caller, which may hold an inference engine and its threads). A job
+is sent to an idle worker; the worker forks a restricted child for it and
+replies with a plain dict. A worker that dies or stops answering is replaced
+and its job reported as a `crash`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+from coevolve.sandbox import wire
+from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
+
+Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
+
+# Time a worker may take beyond the candidate's own limit before it is
+# presumed stuck: instance generation on first use, fork, clean-up.
+_WORKER_GRACE_S = 120.0
+
+
+class _WorkerProcess:
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = "1"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "coevolve.sandbox.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # a Ctrl-C in the terminal stops the caller, not the pool
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.write_fd = self.process.stdin.fileno()
+        self.read_fd = self.process.stdout.fileno()
+        hello = self.request({"op": "hello", "sys_path": list(sys.path)}, timeout_s=60.0)
+        self.network_isolated = bool(hello.get("network_isolated"))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        wire.send(self.write_fd, message)
+        return wire.recv(self.read_fd, deadline=time.monotonic() + timeout_s)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self.process.wait()
+
+
+def _portable_task(task: Any) -> Any:
+    """How a task travels to a worker: a registry name as is; an object of an
+    importable class with a no-argument constructor as a class reference (the
+    worker builds it once and keeps it warm); anything else pickled."""
+    if isinstance(task, str):
+        return task
+    cls = type(task)
+    try:
+        inspect.signature(cls).bind()
+        importable = cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__
+    except (TypeError, ValueError):
+        importable = False
+    if importable:
+        return ("class", cls.__module__, cls.__qualname__)
+    try:
+        pickle.dumps(task)
+    except Exception as exc:
+        raise ValueError(f"task object {task!r} cannot be sent to a sandbox worker: give its registry "
+                         f"name, or make its class importable with a no-argument constructor ({exc})") from None
+    return task
+
+
+class Sandbox:
+    """Scores candidate programs on tasks, in parallel, under limits.
+
+    >>> with Sandbox(timeout_s=30) as sb:
+    ...     result = sb.evaluate(code, "tsp_construct")          # task.train set
+    ...     results = sb.evaluate_many([(code, "tsp_construct", "test", 50)])
+    """
+
+    def __init__(self, workers: int | None = None, timeout_s: float = 60.0,
+                 memory_mb: int = 2048, output_limit: int = 10_000) -> None:
+        if workers is None:
+            workers = len(os.sched_getaffinity(0))
+        if workers < 1:
+            raise ValueError(f"sandbox workers must be >= 1, got {workers}")
+        if timeout_s <= 0:
+            raise ValueError(f"sandbox timeout_s must be > 0, got {timeout_s}")
+        if memory_mb < 16:
+            raise ValueError(f"sandbox memory_mb must be >= 16, got {memory_mb}")
+        self.workers = workers
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.output_limit = output_limit
+        self._idle: queue.Queue[_WorkerProcess | None] = queue.Queue()
+        for _ in range(workers):
+            self._idle.put(None)  # a slot; its worker starts on first use
+        self._all: list[_WorkerProcess] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._tasks: dict[str, Any] = {}
+
+    # -- public API --------------------------------------------------------
+    def evaluate(self, code: str, task: Any, split: str | None = None,
+                 size: int | None = None) -> EvalResult:
+        """Score `code` on a task (registry name or task object); split and
+        size default to the task's training set."""
+        job = self._evaluation_job(code, task, split, size)
+        reply = self._submit(job, self.timeout_s)
+        return EvalResult.from_dict(reply)
+
+    def evaluate_many(self, jobs: Sequence[Job]) -> list[EvalResult]:
+        """Score many (code, task, split, size) jobs over the pool; results in
+        the order of `jobs`."""
+        prepared = [self._evaluation_job(*job) for job in jobs]
+        if not prepared:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(prepared))) as threads:
+            replies = list(threads.map(lambda job: self._submit(job, self.timeout_s), prepared))
+        return [EvalResult.from_dict(reply) for reply in replies]
+
+    def run_python(self, code: str, timeout_s: float = 10.0) -> ToolResult:
+        """Run a script for an agent's python tool. A trailing expression's
+        value is printed, as in a notebook."""
+        job = {"op": "python", "code": code, "timeout_s": timeout_s,
+               "memory_mb": self.memory_mb, "output_limit": self.output_limit}
+        reply = self._submit(job, timeout_s)
+        failure = reply.get("failure")
+        return ToolResult(stdout=reply.get("output", ""), error=reply.get("message", ""),
+                          failure=FailureKind(failure) if failure else None,
+                          seconds=float(reply.get("seconds", 0.0)))
+
+    def worker_pids(self) -> list[int]:
+        with self._lock:
+            return [worker.pid for worker in self._all]
+
+    @property
+    def network_isolated(self) -> bool:
+        """True when the workers run in an empty network namespace (root);
+        otherwise only the in-process socket guard blocks the network."""
+        with self._lock:
+            return bool(self._all) and all(worker.network_isolated for worker in self._all)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers, self._all = self._all, []
+        for worker in workers:
+            worker.stop()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_all", None):
+            self.close()
+
+    # -- internals -----------------------------------------------------------
+    def _resolve_task(self, task: Any) -> Any:
+        if not isinstance(task, str):
+            return task
+        if task not in self._tasks:
+            from tasks.registry import get_task
+
+            try:
+                self._tasks[task] = get_task(task)
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+        return self._tasks[task]
+
+    def _evaluation_job(self, code: str, task: Any, split: str | None,
+                        size: int | None) -> dict[str, Any]:
+        task_object = self._resolve_task(task)
+        default_split, default_size = task_object.train
+        split = default_split if split is None else split
+        splits = task_object.splits()
+        if split not in splits:
+            raise ValueError(f"task {task_object.name!r} has no split {split!r} "
+                             f"(splits: {', '.join(splits)})")
+        if size is None:
+            if split == default_split:
+                size = default_size
+            elif len(splits[split]) == 1:
+                size = splits[split][0]
+            else:
+                raise ValueError(f"split {split!r} of task {task_object.name!r} has several sizes "
+                                 f"{splits[split]}: pass size")
+        if size not in splits[split]:
+            raise ValueError(f"task {task_object.name!r} split {split!r} has no size {size} "
+                             f"(sizes: {splits[split]})")
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        return {"op": "evaluate", "code": code, "task": _portable_task(task), "split": split, "size": size,
+                "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
+                "output_limit": self.output_limit}
+
+    def _checkout(self) -> _WorkerProcess:
+        if self._closed:
+            raise RuntimeError("the sandbox is closed")
+        worker = self._idle.get()
+        if worker is None or worker.process.poll() is not None:
+            if worker is not None:
+                self._forget(worker)
+            try:
+                worker = _WorkerProcess()
+            except BaseException:
+                self._idle.put(None)
+                raise
+            with self._lock:
+                self._all.append(worker)
+        return worker
+
+    def _forget(self, worker: _WorkerProcess) -> None:
+        worker.stop()
+        with self._lock:
+            if worker in self._all:
+                self._all.remove(worker)
+
+    def _submit(self, job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        worker = self._checkout()
+        try:
+            reply = worker.request(job, timeout_s + _WORKER_GRACE_S)
+        except (wire.PeerGone, wire.WireTimeout, BrokenPipeError, OSError) as exc:
+            self._forget(worker)
+            self._idle.put(None)
+            what = "stopped answering" if isinstance(exc, wire.WireTimeout) else "died"
+            return {"failure": FailureKind.CRASH.value, "objective": None,
+                    "message": f"sandbox worker {what} while running the candidate"}
+        except BaseException:
+            self._forget(worker)
+            self._idle.put(None)
+            raise
+        self._idle.put(worker)
+        if "error" in reply:
+            raise RuntimeError(f"sandbox worker failed outside the candidate:\n{reply['error']}")
+        return reply

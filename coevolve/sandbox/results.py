@@ -1,0 +1,76 @@
+"""What the sandbox hands back: a score or a typed failure, never an exception.
+
+The failure kinds are ordered roughly by how far a candidate got (parse ->
+syntax -> loads -> runs -> scores), so search rewards can tell them apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+
+class FailureKind(str, Enum):
+    PARSE = "parse"  # no code could be extracted (set by the caller via codeparse)
+    SYNTAX = "syntax"
+    MISSING_FUNCTION = "missing_function"
+    BAD_SIGNATURE = "bad_signature"
+    EXCEPTION = "exception"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    INVALID = "invalid"
+    CRASH = "crash"  # the candidate's process died: segfault, os._exit, sys.exit, killed
+
+
+@dataclass
+class EvalResult:
+    objective: float | None
+    failure: FailureKind | None
+    message: str = ""
+    seconds: float = 0.0
+    instances: int = 0  # instances scored (all of the set when ok)
+    output: str = ""  # the candidate's captured stdout/stderr, truncated
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.objective is not None and math.isfinite(self.objective)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["failure"] = self.failure.value if self.failure else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        failure = data.get("failure")
+        return cls(
+            objective=data.get("objective"),
+            failure=FailureKind(failure) if failure else None,
+            message=data.get("message", ""),
+            seconds=float(data.get("seconds", 0.0)),
+            instances=int(data.get("instances", 0)),
+            output=data.get("output", ""),
+        )
+
+
+@dataclass
+class ToolResult:
+    """Outcome of `Sandbox.run_python`, shaped for an agent's observation."""
+
+    stdout: str
+    error: str
+    failure: FailureKind | None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def observation(self) -> str:
+        """One text block to show the agent: output, then the error if any."""
+        parts = [self.stdout.rstrip("\n")] if self.stdout else []
+        if self.failure is not None:
+            parts.append(f"[{self.failure.value}] {self.error}".rstrip())
+        return "\n".join(parts) if parts else "(no output)"
