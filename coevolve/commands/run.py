@@ -1,0 +1,143 @@
+"""`coevolve run CONFIG.toml [flags]` and `coevolve run --resume DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from coevolve.cli import UsageError
+from coevolve.config import as_dict, build_config, dump_toml, load_config, read_toml
+from coevolve.runstore import RunStore
+from coevolve.search.runconfig import RunConfig
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("run", help="run a search (sample, eoh, and their +esopt variants) over one budget",
+                              description=__doc__)
+    p.add_argument("config", nargs="?", help="TOML config (see examples/)")
+    p.add_argument("--method", help="sample | eoh | sample+esopt | eoh+esopt")
+    p.add_argument("--task", help="task name (see `coevolve tasks`)")
+    p.add_argument("--budget", type=int, help="evaluations, all candidates included")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--model", help="HF checkpoint directory (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--out", help="run directory (default: runs/<task>-<method>-seed<seed>-<time>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR (a killed or finished run)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=handle)
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
+    run = {k: getattr(args, k) for k in ("method", "task", "budget", "seed", "out") if getattr(args, k) is not None}
+    out: dict[str, dict] = {"run": run} if run else {}
+    if args.model is not None:
+        out["model"] = {"path": args.model}
+    return out
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunStore, bool]:
+    """The validated config and its run directory; True when resuming."""
+    if args.resume:
+        if args.config or any(overrides_from(args).values()):
+            raise UsageError("--resume takes only the run directory; its config.toml is the config")
+        store = RunStore.open(args.resume)
+        return build_config(RunConfig, read_toml(store.config_path)), store, True
+    if not args.config:
+        raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
+    config = load_config(RunConfig, args.config, overrides_from(args))
+    if not config.run.out:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        method = config.run.method.replace("+", "_")
+        config.run.out = str(Path("runs") / f"{config.run.task}-{method}-seed{config.run.seed}-{stamp}")
+    store = RunStore.create(config.run.out, dump_toml(as_dict(config)))
+    return config, store, False
+
+
+def handle(args: argparse.Namespace) -> int:
+    config, store, resuming = resolve_config(args)
+    from tasks.registry import get_task
+
+    try:
+        task = get_task(config.run.task)
+    except KeyError as exc:
+        raise UsageError(f"config error: run.task: {exc.args[0]}") from None
+    summary = execute(config, store, task, progress=not args.no_progress, resuming=resuming)
+    print_table(summary, store)
+    return 0
+
+
+def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
+    """Build the engine, sandbox and proposer, then run the loop."""
+    from coevolve.engine.vllm_engine import Engine
+    from coevolve.sandbox import Sandbox
+    from coevolve.search.loop import SearchLoop
+
+    remote = None
+    if config.proposer.base_url:
+        from coevolve.engine.openai_client import OpenAIGenerator
+
+        remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
+                                 api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
+    engine = Engine(config.model.path or None)
+    bar = _progress_bar(config, store, resuming) if progress else None
+    try:
+        with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
+                     memory_mb=config.sandbox.memory_mb) as sandbox:
+            loop = SearchLoop(config, store, engine, sandbox, task, remote=remote,
+                              on_progress=bar.update_from if bar else None)
+            return loop.run()
+    finally:
+        if bar:
+            bar.close()
+        engine.close()
+
+
+class _Bar:
+    """tqdm over evaluations, with best, valid rate and σ in the postfix."""
+
+    def __init__(self, total: int, description: str) -> None:
+        from tqdm import tqdm
+
+        self.tqdm = tqdm(total=total, desc=description, unit="eval", file=sys.stderr, dynamic_ncols=True)
+
+    def update_from(self, progress) -> None:
+        self.tqdm.update(progress.used - self.tqdm.n)
+        postfix = {"best": "-" if progress.best is None else f"{progress.best:.4g}",
+                   "valid": f"{progress.valid_rate:.0%}"}
+        if progress.sigma is not None:
+            postfix["sigma"] = f"{progress.sigma:.2e}"
+        self.tqdm.set_postfix(postfix, refresh=True)
+
+    def close(self) -> None:
+        self.tqdm.close()
+
+
+def _progress_bar(config: RunConfig, store: RunStore, resuming: bool) -> _Bar:
+    what = f"{config.run.method} {config.run.task}" + (" (resumed)" if resuming else "")
+    return _Bar(config.run.budget, what)
+
+
+def print_table(summary: dict, store: RunStore) -> None:
+    best = summary.get("best") or {}
+    train = summary["train"]
+    ledger = summary["ledger"]
+    gap = best.get("gap")
+    rows = [
+        ("method", summary["method"]),
+        ("task", f"{summary['task']} ({train['split']}{train['size']}, {train['direction']})"),
+        ("evaluations", f"{summary['evaluations']} / {summary['budget']}"),
+        ("valid", f"{summary['valid']} ({summary['valid_rate']:.1%})"),
+        ("failures", ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "-"),
+        ("best objective", "-" if not best else f"{best['objective']:.6g} (candidate {best['id']}, {best['operator']})"),
+        ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
+        ("gap", "-" if gap is None else f"{gap:.2%}"),
+        ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "
+                         f"{ledger['completion_tokens']} completion tokens)"),
+    ]
+    if summary.get("es"):
+        rows.append(("ES updates", str(summary["es"]["updates"])))
+    rows.append(("run directory", str(store.dir)))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")

@@ -1,0 +1,199 @@
+"""TOML configs as typed dataclasses.
+
+A config file is a set of `[section]` tables; each section maps to a dataclass
+whose fields are the allowed keys, with their types and defaults. Loading
+checks unknown keys, types and each section's own rules, and reports the first
+problem as one line naming the field: `config error: es.sigma must be > 0 (got -1)`.
+The same machinery serves the run, compare and agent configs: a new config is
+a new dataclass of sections.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+from coevolve.cli import UsageError
+
+T = TypeVar("T")
+
+
+def config_error(field: str, problem: str, value: Any = dataclasses.MISSING) -> UsageError:
+    got = "" if value is dataclasses.MISSING else f" (got {value!r})"
+    return UsageError(f"config error: {field} {problem}{got}")
+
+
+def require(condition: bool, field: str, problem: str, value: Any = dataclasses.MISSING) -> None:
+    """Section checks call this: `require(self.sigma > 0, "es.sigma", "must be > 0", self.sigma)`."""
+    if not condition:
+        raise config_error(field, problem, value)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, field: str) -> Any:
+    """Check `value` against the annotation `tp`; ints are accepted for floats."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, field)
+            except UsageError:
+                pass
+        raise config_error(field, f"must be {' or '.join(_type_name(o) for o in options)}", value)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise config_error(field, "must be a list", value)
+        (item_type, *_) = typing.get_args(tp) or (Any,)
+        items = [_coerce(v, item_type, f"{field}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise config_error(field, "must be true or false", value)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise config_error(field, "must be an integer", value)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise config_error(field, "must be a number", value)
+        if not math.isfinite(value):
+            raise config_error(field, "must be finite", value)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise config_error(field, "must be a string", value)
+        return value
+    raise TypeError(f"config field {field}: unsupported annotation {tp!r}")
+
+
+def build_section(cls: type[T], table: Any, name: str) -> T:
+    """One `[name]` table -> a `cls` instance; runs `cls.check(name)` when defined."""
+    if not isinstance(table, dict):
+        raise config_error(name, "must be a table", table)
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in table:
+        if key not in known:
+            raise config_error(f"{name}.{key}", f"is not a known field (known: {', '.join(sorted(known))})")
+    values = {key: _coerce(value, hints[key], f"{name}.{key}") for key, value in table.items()}
+    try:
+        section = cls(**values)
+    except TypeError as exc:  # a required field is missing
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise config_error(f"{name}.{missing[0]}", "is required") from None
+        raise config_error(name, str(exc)) from None
+    check = getattr(section, "check", None)
+    if check is not None:
+        check(name)
+    return section
+
+
+def build_config(cls: type[T], raw: dict[str, Any]) -> T:
+    """A whole config: each field of `cls` is a section dataclass (or a plain value)."""
+    if not isinstance(raw, dict):
+        raise config_error("config", "must be a table of sections", raw)
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in known:
+            raise config_error(key, f"is not a known section (known: {', '.join(sorted(known))})")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in raw:
+            continue
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            values[f.name] = build_section(tp, raw[f.name], f.name)
+        else:
+            values[f.name] = _coerce(raw[f.name], tp, f.name)
+    config = cls(**values)
+    check = getattr(config, "check", None)
+    if check is not None:
+        check()
+    return config
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {path}: {exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config error: {path} is not valid TOML: {exc}") from None
+
+
+def load_config(cls: type[T], path: str | Path, overrides: dict[str, dict[str, Any]] | None = None) -> T:
+    """Read `path`, apply `{section: {key: value}}` overrides (CLI flags), validate."""
+    raw = read_toml(path)
+    for section, values in (overrides or {}).items():
+        table = raw.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise config_error(section, "must be a table", table)
+        table.update(values)
+    return build_config(cls, raw)
+
+
+def as_dict(config: Any) -> dict[str, Any]:
+    """A config (or section) as plain dicts and lists, ready for JSON or TOML."""
+    return dataclasses.asdict(config)
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: TOML cannot hold {value}")
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    raise ValueError(f"{where}: cannot write {type(value).__name__} to TOML")
+
+
+def dump_toml(data: dict[str, Any]) -> str:
+    """Write sections of scalars and lists (what our configs hold) as TOML.
+    None values are left out: TOML has no null, and every None field defaults to None."""
+    top: list[str] = []
+    sections: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines = [f"[{key}]"]
+            lines += [f"{k} = {_toml_value(v, f'{key}.{k}')}" for k, v in value.items() if v is not None]
+            sections.append("\n".join(lines))
+        elif value is not None:
+            top.append(f"{key} = {_toml_value(value, key)}")
+    parts = (["\n".join(top)] if top else []) + sections
+    return "\n\n".join(parts) + "\n"
+
+
+def one_of(value: str, choices: Iterable[str], field: str) -> None:
+    choices = list(choices)
+    require(value in choices, field, f"must be one of {', '.join(choices)}", value)

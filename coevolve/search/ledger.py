@@ -1,0 +1,71 @@
+"""The one counter of the evaluation budget.
+
+Every candidate the LLM is asked to produce costs one evaluation, whatever
+becomes of it: initial population, retries, duplicates of earlier code and
+texts with no parseable code all count. (The reference code leaks parse
+failures and init retries; charging per request closes that leak and makes
+the cost of a weak proposer visible.) LLM requests and tokens are counted
+separately and never consume budget.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from coevolve.engine.base import Completion
+
+
+class BudgetExceeded(RuntimeError):
+    """A charge beyond the budget: a bug in the caller, never silently allowed."""
+
+
+@dataclass
+class Ledger:
+    budget: int
+    used: int = 0
+    outcomes: Counter = field(default_factory=Counter)  # "evaluated" / "duplicate" / "parse" -> count
+    llm_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise ValueError(f"budget must be >= 1, got {self.budget}")
+
+    @property
+    def remaining(self) -> int:
+        return self.budget - self.used
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.budget
+
+    def grant(self, wanted: int) -> int:
+        """How many of `wanted` candidates may still be requested (a batch is cut to the budget)."""
+        return max(0, min(wanted, self.remaining))
+
+    def charge(self, outcome: str) -> int:
+        """Charge one candidate; returns its evaluation number (1-based)."""
+        if self.used >= self.budget:
+            raise BudgetExceeded(f"evaluation {self.used + 1} charged beyond the budget of {self.budget}")
+        self.used += 1
+        self.outcomes[outcome] += 1
+        return self.used
+
+    def record_llm(self, completions: Iterable[Completion]) -> None:
+        for completion in completions:
+            self.llm_requests += 1
+            self.prompt_tokens += completion.prompt_tokens
+            self.completion_tokens += completion.completion_tokens
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget,
+            "used": self.used,
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "llm_requests": self.llm_requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }

@@ -1,0 +1,52 @@
+"""Best-so-far vs evaluations, as a PNG (matplotlib's Agg backend: no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+
+def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tuple[int, float]]:
+    """Running best of (evaluation, objective) points, one entry per improvement."""
+    curve: list[tuple[int, float]] = []
+    for evaluation, objective in sorted(points):
+        if not curve or (objective < curve[-1][1] if direction == "min" else objective > curve[-1][1]):
+            curve.append((evaluation, objective))
+    return curve
+
+
+def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, *,
+                     budget: int | None = None, title: str = "", ylabel: str = "best objective") -> Path:
+    """One step line per label; each curve is a best-so-far list of (evaluation, objective),
+    drawn as flat until `budget` so that runs of equal budget compare at a glance."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for label, curve in curves.items():
+        if not curve:
+            continue
+        xs = [e for e, _ in curve]
+        ys = [v for _, v in curve]
+        end = max(budget or xs[-1], xs[-1])
+        ax.step(xs + [end], ys + [ys[-1]], where="post", label=label)
+        ax.plot(xs, ys, "o", markersize=3, color=ax.lines[-1].get_color())
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if budget:
+        ax.set_xlim(0, budget)
+    if any(curves.values()):
+        ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

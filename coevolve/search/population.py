@@ -1,0 +1,96 @@
+"""Candidates and the population they compete in: prob-rank parent selection,
+survival of the best N, and removal of duplicates by objective (EoH's rules)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Direction = Literal["min", "max"]
+
+
+@dataclass
+class Candidate:
+    """One requested heuristic and what became of it."""
+
+    id: int  # its evaluation number: 1..budget
+    step: int
+    operator: str
+    parents: list[int]
+    model_state: dict  # {"kind": "base"} | {"kind": "perturbed", "seed", "sigma", "member"} | {"kind": "remote", ...}
+    code: str | None = None  # None: no code could be extracted
+    idea: str | None = None
+    objective: float | None = None  # None unless the code ran and gave a valid result
+    failure: str | None = None  # "parse", "duplicate" never: duplicates keep the original's result
+    message: str = ""
+    seconds: float = 0.0
+    duplicate_of: int | None = None
+    reward: float | None = None  # ES reward, for candidates from perturbed models
+
+    @property
+    def valid(self) -> bool:
+        return self.objective is not None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Candidate":
+        return cls(**data)
+
+
+def better(a: float, b: float, direction: Direction) -> bool:
+    return a < b if direction == "min" else a > b
+
+
+def sort_key(direction: Direction):
+    """Best first; ties go to the earlier candidate so the order is deterministic."""
+    sign = 1.0 if direction == "min" else -1.0
+    return lambda c: (sign * c.objective, c.id)
+
+
+@dataclass
+class Population:
+    size: int
+    direction: Direction
+    members: list[Candidate] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def add(self, candidate: Candidate) -> bool:
+        """Admit a valid candidate unless one with the same objective is already in."""
+        if not candidate.valid:
+            return False
+        if any(m.objective == candidate.objective for m in self.members):
+            return False
+        self.members.append(candidate)
+        return True
+
+    def survive(self) -> None:
+        """Keep the best `size`, ranked best first."""
+        self.members.sort(key=sort_key(self.direction))
+        del self.members[self.size:]
+
+    def ranked(self) -> list[Candidate]:
+        return sorted(self.members, key=sort_key(self.direction))
+
+    def best(self) -> Candidate | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def select(self, count: int, rng: np.random.Generator) -> list[Candidate]:
+        """Prob-rank selection without replacement: weight 1 / (rank + 1 + |pop|), rank 0 = best.
+        Asks for more parents than there are members get every member."""
+        ranked = self.ranked()
+        if count >= len(ranked):
+            return ranked
+        weights = np.array([1.0 / (rank + 1 + len(ranked)) for rank in range(len(ranked))])
+        chosen = rng.choice(len(ranked), size=count, replace=False, p=weights / weights.sum())
+        return [ranked[i] for i in sorted(chosen)]
+
+    def snapshot(self) -> list[dict]:
+        return [{"id": c.id, "objective": c.objective, "operator": c.operator, "idea": c.idea, "code": c.code}
+                for c in self.ranked()]

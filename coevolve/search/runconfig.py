@@ -1,0 +1,158 @@
+"""The `coevolve run` config: one dataclass per TOML section, with its rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coevolve.config import one_of, require
+
+METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
+OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3")
+
+
+@dataclass
+class RunSection:
+    method: str = "eoh+esopt"
+    task: str = "tsp_construct"
+    budget: int = 100
+    seed: int = 0
+    out: str = ""  # empty: runs/<task>-<method>-seed<seed>-<time>
+
+    def check(self, name: str) -> None:
+        one_of(self.method, METHODS, f"{name}.method")
+        require(bool(self.task), f"{name}.task", "must not be empty")
+        require(self.budget >= 1, f"{name}.budget", "must be >= 1", self.budget)
+        require(self.seed >= 0, f"{name}.seed", "must be >= 0", self.seed)
+
+
+@dataclass
+class ModelSection:
+    path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
+
+
+@dataclass
+class SamplingSection:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 384
+
+    def check(self, name: str) -> None:
+        require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
+        require(0 < self.top_p <= 1, f"{name}.top_p", "must be in (0, 1]", self.top_p)
+        require(self.max_tokens >= 1, f"{name}.max_tokens", "must be >= 1", self.max_tokens)
+
+
+@dataclass
+class EohSection:
+    population: int = 10  # survivors kept after each operator (paper: 10)
+    offspring: int = 10  # candidates per non-perturbed operator per generation (paper: 10)
+    operators: list[str] = field(default_factory=lambda: ["e1", "e2", "m1", "m2"])
+    parents: int = 2  # parents shown to e1 / e2
+    init: int = 0  # initial i1 candidates; 0 means `population`
+
+    def check(self, name: str) -> None:
+        require(self.population >= 1, f"{name}.population", "must be >= 1", self.population)
+        require(self.offspring >= 1, f"{name}.offspring", "must be >= 1", self.offspring)
+        require(len(self.operators) >= 1, f"{name}.operators", "must name at least one operator")
+        for op in self.operators:
+            one_of(op, OPERATORS[1:], f"{name}.operators")
+        require(self.parents >= 1, f"{name}.parents", "must be >= 1", self.parents)
+        require(self.init >= 0, f"{name}.init", "must be >= 0", self.init)
+
+
+@dataclass
+class SampleSection:
+    batch: int = 20  # i1 candidates per step (paper: 20)
+    population: int = 10  # best candidates kept for the snapshots
+
+    def check(self, name: str) -> None:
+        require(self.batch >= 1, f"{name}.batch", "must be >= 1", self.batch)
+        require(self.population >= 1, f"{name}.population", "must be >= 1", self.population)
+
+
+@dataclass
+class EsSection:
+    population: int = 8  # perturbations per ES generation (G)
+    proposals_per_member: int = 1  # candidates each perturbed model proposes
+    sigma: float = 1e-3
+    sigma_end: float = 1e-4
+    schedule: str = "cosine"
+    alpha: float = 5e-4
+    normalise: str = "zscore"
+    antithetic: bool = False
+    operators: list[str] = field(default_factory=lambda: ["m1", "m2"])  # eoh+esopt: which operators run perturbed
+
+    def check(self, name: str) -> None:
+        require(self.population >= 2, f"{name}.population", "must be >= 2", self.population)
+        require(self.proposals_per_member >= 1, f"{name}.proposals_per_member", "must be >= 1",
+                self.proposals_per_member)
+        require(self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
+        require(self.sigma_end > 0, f"{name}.sigma_end", "must be > 0", self.sigma_end)
+        one_of(self.schedule, ("cosine", "constant"), f"{name}.schedule")
+        require(self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
+        one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
+        if self.antithetic:
+            require(self.population % 2 == 0, f"{name}.population", "must be even when antithetic", self.population)
+        for op in self.operators:
+            one_of(op, OPERATORS[1:], f"{name}.operators")
+
+
+@dataclass
+class RewardSection:
+    """ES reward levels for one candidate; see docs/search.md for why."""
+
+    unparseable: float = -1.0  # no code could be extracted
+    failing: float = -0.6  # code that does not run or gives an invalid solution
+    worse_floor: float = -0.4  # valid candidates approach this as they get much worse than the reference
+    gain: float = 5.0  # tanh slope on the relative improvement
+
+    def check(self, name: str) -> None:
+        require(self.unparseable < self.failing, f"{name}.unparseable", f"must be < {name}.failing",
+                self.unparseable)
+        require(self.failing < self.worse_floor, f"{name}.failing", f"must be < {name}.worse_floor", self.failing)
+        require(self.worse_floor < 0, f"{name}.worse_floor", "must be < 0", self.worse_floor)
+        require(self.gain > 0, f"{name}.gain", "must be > 0", self.gain)
+
+
+@dataclass
+class SandboxSection:
+    timeout_s: float = 30.0
+    workers: int = 0  # 0: the sandbox's default
+    memory_mb: int = 2048
+
+    def check(self, name: str) -> None:
+        require(self.timeout_s > 0, f"{name}.timeout_s", "must be > 0", self.timeout_s)
+        require(self.workers >= 0, f"{name}.workers", "must be >= 0", self.workers)
+        require(self.memory_mb >= 64, f"{name}.memory_mb", "must be >= 64", self.memory_mb)
+
+
+@dataclass
+class ProposerSection:
+    """An optional OpenAI-compatible endpoint for the non-perturbed operators."""
+
+    base_url: str = ""  # empty: the engine's own model proposes everything
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = 8
+
+    def check(self, name: str) -> None:
+        if self.base_url:
+            require(bool(self.model), f"{name}.model", "is required when proposer.base_url is set")
+        require(self.concurrency >= 1, f"{name}.concurrency", "must be >= 1", self.concurrency)
+
+
+@dataclass
+class RunConfig:
+    run: RunSection = field(default_factory=RunSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    sampling: SamplingSection = field(default_factory=SamplingSection)
+    eoh: EohSection = field(default_factory=EohSection)
+    sample: SampleSection = field(default_factory=SampleSection)
+    es: EsSection = field(default_factory=EsSection)
+    reward: RewardSection = field(default_factory=RewardSection)
+    sandbox: SandboxSection = field(default_factory=SandboxSection)
+    proposer: ProposerSection = field(default_factory=ProposerSection)
+
+    @property
+    def uses_es(self) -> bool:
+        return self.run.method.endswith("+esopt")

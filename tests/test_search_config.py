@@ -1,0 +1,84 @@
+"""Config loading and validation: every bad field is one line naming it."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from coevolve.cli import UsageError, main
+from coevolve.config import as_dict, build_config, dump_toml, load_config
+from coevolve.search.runconfig import RunConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[es]\nsigma = -1\n", "config error: es.sigma must be > 0 (got -1.0)"),
+    ("[es]\nsigmaa = 1\n", "config error: es.sigmaa is not a known field"),
+    ("[run]\nbudget = 0\n", "config error: run.budget must be >= 1 (got 0)"),
+    ("[run]\nbudget = 'ten'\n", "config error: run.budget must be an integer (got 'ten')"),
+    ("[run]\nmethod = 'evo'\n", "config error: run.method must be one of sample, eoh, sample+esopt, eoh+esopt"),
+    ("[runn]\n", "config error: runn is not a known section"),
+    ("run = 3\n", "config error: run must be a table (got 3)"),
+    ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
+    ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),
+    ("[reward]\nfailing = -2.0\n", "config error: reward.unparseable must be < reward.failing (got -1.0)"),
+    ("[proposer]\nbase_url = 'http://x'\n", "config error: proposer.model is required when proposer.base_url is set"),
+    ("[es\n", "is not valid TOML"),
+])
+def test_bad_configs_name_the_field(tmp_path, text, message):
+    with pytest.raises(UsageError) as info:
+        load_config(RunConfig, write(tmp_path, text))
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_defaults_overrides_and_round_trip(tmp_path):
+    config = load_config(RunConfig, write(tmp_path, "[run]\nmethod = 'eoh'\n[es]\nsigma = 2\n"),
+                         {"run": {"budget": 7, "seed": 3}})
+    assert (config.run.method, config.run.budget, config.run.seed) == ("eoh", 7, 3)
+    assert config.es.sigma == 2.0 and isinstance(config.es.sigma, float)  # ints accepted for floats
+    assert config.eoh.operators == ["e1", "e2", "m1", "m2"]
+    again = build_config(RunConfig, tomllib.loads(dump_toml(as_dict(config))))
+    assert as_dict(again) == as_dict(config)
+
+
+def test_missing_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="config file not found"):
+        load_config(RunConfig, tmp_path / "nope.toml")
+
+
+def test_every_example_config_is_valid():
+    examples = sorted((ROOT / "examples").glob("*.toml"))
+    run_examples = [p for p in examples if "[run]" in p.read_text()]
+    assert len(run_examples) >= 4
+    methods = set()
+    for path in run_examples:
+        config = load_config(RunConfig, path)
+        methods.add(config.run.method)
+    assert methods == {"sample", "eoh", "sample+esopt", "eoh+esopt"}
+
+
+def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
+    code = main(["run", str(write(tmp_path, "[es]\nsigma = -1\n")), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip() == "coevolve run: error: config error: es.sigma must be > 0 (got -1.0)"
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "config.toml").write_text("")
+    assert main(["run", str(write(tmp_path, "")), "--out", str(tmp_path / "r")]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main(["run", "--resume", str(tmp_path / "missing")]) == 2
+    assert "run directory not found" in capsys.readouterr().err
