@@ -28,7 +28,7 @@ class Trajectory:
     reward: float = 0.0
     turns: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
-    finish: str = "done"  # "done" | "turn_budget"
+    finish: str = "done"  # "done" before the turn budget ran out, else "turn_budget"
     label: str = ""  # who produced it, e.g. "gen 3 member 5"
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def rollout(
             trajectory.observations.append(observation)
             trajectory.messages.append({"role": "assistant", "content": action})
             trajectory.messages.append({"role": "user", "content": observation})
-            if not done and trajectory.turns >= task.max_turns(cases[i]):
+            if trajectory.turns >= task.max_turns(cases[i]):
                 done = True
                 trajectory.finish = "turn_budget"
             if done:
@@ -113,8 +113,9 @@ def rollout(
 
 def _prompt(messages: list[Message], history_turns: int | None) -> list[Message]:
     # messages = system, first observation, then (assistant, user) pairs
+    # always a copy: the trajectory keeps growing after the generator saw it
     if history_turns is None or len(messages) <= 2 + 2 * history_turns:
-        return messages
+        return list(messages)
     return messages[:2] + (messages[-2 * history_turns :] if history_turns else [])
 
 

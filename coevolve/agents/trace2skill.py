@@ -86,6 +86,7 @@ def merge_conversation(lesson_lists: Sequence[Sequence[str]], limit: int) -> lis
     return [{"role": "system", "content": MERGE_SYSTEM.format(limit=limit)}, {"role": "user", "content": user}]
 
 
+_YAML_KEY = re.compile(r"^[a-z_]+:\s")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+(.*)$")
 
 
@@ -98,10 +99,11 @@ def parse_lessons(text: str, limit: int = 20) -> list[str]:
     seen: set[str] = set()
     for raw in candidates:
         lesson = " ".join(raw.replace("`", "'").split()).strip(" -*")
-        if lesson.startswith("#") or "---" in lesson or lesson.endswith(":"):
-            continue  # headings, separators, "Lessons:" labels
+        if lesson.startswith("#") or "---" in lesson or lesson.endswith(":") or _YAML_KEY.match(lesson):
+            continue  # headings, separators, "Lessons:" labels, echoed front matter
         words = re.findall(r"[A-Za-z]{2,}", lesson)
-        if len(lesson) < LESSON_MIN_CHARS or len(words) < 3:
+        distinct = len({w.lower() for w in words})
+        if len(lesson) < LESSON_MIN_CHARS or len(words) < 4 or distinct < max(3, len(words) // 4):
             continue
         if len(lesson) > LESSON_MAX_CHARS:
             lesson = lesson[: LESSON_MAX_CHARS - 3].rsplit(" ", 1)[0] + "..."

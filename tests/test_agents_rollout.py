@@ -1,0 +1,93 @@
+from pathlib import Path
+
+from coevolve.agents.rollout import derive_seed, load_trajectories, mean_reward, rollout, save_trajectories
+from coevolve.agents.skills import Skill
+from coevolve.engine.base import Completion, Sampling
+from tasks.sudoku import Sudoku
+
+
+class ScriptedSolver:
+    """A Generator that solves sudoku cases it knows, except for the ones in
+    `fumble`, where it answers garbage. Records every call."""
+
+    def __init__(self, cases, fumble=()):
+        self.solutions = {c.puzzle: c.solution for c in cases}
+        self.fumble = set(fumble)
+        self.calls = []
+
+    def chat(self, conversations, sampling, seeds=None):
+        self.calls.append({"n": len(conversations), "sampling": sampling, "seeds": list(seeds),
+                           "conversations": conversations})
+        out = []
+        for conversation in conversations:
+            board = _board(conversation[-1]["content"])
+            puzzle = _board(conversation[1]["content"])
+            if tuple(map(tuple, puzzle)) in self.fumble:
+                out.append(Completion(text="I am not sure."))
+                continue
+            solution = self.solutions[tuple(map(tuple, puzzle))]
+            r, c = next((r, c) for r in range(4) for c in range(4) if board[r][c] == 0)
+            out.append(Completion(text=f" set {r + 1} {c + 1} {solution[r][c]}\n"))
+        return out
+
+
+def _board(observation):
+    rows = [line.split("|")[1].split() for line in observation.splitlines() if "|" in line]
+    return [[0 if v == "." else int(v) for v in row] for row in rows]
+
+
+def test_all_live_episodes_share_one_call_per_turn_and_finish():
+    task = Sudoku(masked=3)
+    cases = task.cases("train", 4, seed=0)
+    generator = ScriptedSolver(cases, fumble=[cases[3].puzzle])
+    sampling = Sampling(temperature=0.5, max_tokens=16, stop=("END",))
+    trajectories = rollout(generator, task, cases, sampling, seed=7)
+    # solvers finish in 3 turns, the fumbler burns its 9-turn budget alone
+    assert [call["n"] for call in generator.calls] == [4, 4, 4] + [1] * 6
+    assert [t.reward for t in trajectories] == [1.0, 1.0, 1.0, 0.0]
+    assert trajectories[3].turns == 9 and trajectories[3].finish == "turn_budget"
+    assert trajectories[0].turns == 3 and trajectories[0].finish == "done"
+    assert trajectories[0].metrics["correct_moves"] == 3.0
+    assert mean_reward(trajectories) == 0.75
+    # per-turn stop strings include the task's and the caller's, max_tokens is kept
+    assert generator.calls[0]["sampling"].stop == ("END", "\n\n") and generator.calls[0]["sampling"].max_tokens == 16
+    # seeds derive from (seed, episode, turn): distinct within a call, reproducible
+    assert generator.calls[0]["seeds"] == [derive_seed(7, i, 0) for i in range(4)]
+    assert len(set(generator.calls[0]["seeds"] + generator.calls[1]["seeds"])) == 8
+    t = trajectories[0]
+    assert [m["role"] for m in t.messages] == ["system", "user"] + ["assistant", "user"] * 3
+    assert t.actions[0].startswith("set") and len(t.observations) == 4
+
+
+def test_skills_change_the_system_prompt_the_agent_sees():
+    task = Sudoku(masked=2)
+    cases = task.cases("train", 1, seed=0)
+    plain, skilled = ScriptedSolver(cases), ScriptedSolver(cases)
+    rollout(plain, task, cases, Sampling())
+    skill = Skill("corner-first", "Start at a corner.", "- Fill row 1 first.")
+    rollout(skilled, task, cases, Sampling(), skills=[skill])
+    system_plain = plain.calls[0]["conversations"][0][0]["content"]
+    system_skilled = skilled.calls[0]["conversations"][0][0]["content"]
+    assert system_plain == task.system_prompt
+    assert system_skilled != system_plain and "- Fill row 1 first." in system_skilled
+
+
+def test_history_window_bounds_the_prompt_but_not_the_record():
+    task = Sudoku(masked=4)
+    cases = task.cases("train", 1, seed=1)
+    generator = ScriptedSolver(cases, fumble=[cases[0].puzzle])
+    trajectories = rollout(generator, task, cases, Sampling(), history_turns=1)
+    assert max(len(call["conversations"][0]) for call in generator.calls) == 4
+    assert len(trajectories[0].messages) == 2 + 2 * 12
+
+
+def test_markdown_and_jsonl_round_trip(tmp_path: Path):
+    task = Sudoku(masked=2)
+    cases = task.cases("eval", 2, seed=0)
+    trajectories = rollout(ScriptedSolver(cases), task, cases, Sampling(), label="gen 0 member 1")
+    jsonl, markdown = save_trajectories(trajectories, tmp_path / "traj" / "gen_000", "Generation 0")
+    assert load_trajectories(jsonl) == trajectories
+    assert load_trajectories(tmp_path / "traj") == trajectories
+    text = markdown.read_text()
+    assert text.startswith("# Generation 0") and "mean reward 1.000" in text
+    assert text.count("## Episode") == 2 and "**Action 2**" in text and "(gen 0 member 1)" in text
