@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
+import numpy as np
+
 Direction = Literal["min", "max"]
 
 
@@ -83,3 +85,69 @@ class AgentTask(Protocol):
 
     def metrics(self, state: Any) -> dict[str, float]:
         """Diagnostics of an episode (moves, errors, ...) for logs and reports."""
+
+
+def as_index(value: Any, upper: int, what: str) -> int:
+    """Validate a heuristic's choice of an index in [0, upper). Accepts Python
+    and numpy integers (or a one-element integer array, which numpy idioms
+    like `np.where(...)[0][:1]` produce); anything else is InvalidSolution
+    with a message naming what came back."""
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iu":
+        value = value.reshape(()).item()
+    if value is None:
+        raise InvalidSolution(f"returned None instead of a {what} index")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and np.isnan(value):
+            raise InvalidSolution(f"returned NaN instead of a {what} index")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise InvalidSolution(f"returned {type(value).__name__} {shown}, expected an int {what} index")
+    index = int(value)
+    if not 0 <= index < upper:
+        raise InvalidSolution(f"{what} index {index} is out of range 0..{upper - 1}")
+    return index
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One instance set in a seeded stream: drawn by `make(rng)` in stream order."""
+
+    split: str
+    size: int
+    make: Callable[[np.random.RandomState], Any]
+
+
+class SeededSets:
+    """Instance sets drawn in a fixed order from one RandomState(seed) stream.
+
+    The reference repos draw several sets one after another from the global
+    numpy seed; a set is reproducible only if every earlier draw happens
+    first. A private RandomState gives the same stream without touching
+    numpy's global state. Sets are drawn lazily (up to the one asked for) and
+    cached."""
+
+    def __init__(self, seed: int, draws: list[Draw]):
+        self.seed = seed
+        self.draws = draws
+        self._cache: dict[tuple[str, int], Any] = {}
+
+    def splits(self) -> dict[str, list[int]]:
+        result: dict[str, list[int]] = {}
+        for draw in self.draws:
+            result.setdefault(draw.split, []).append(draw.size)
+        return result
+
+    def get(self, split: str, size: int) -> Any:
+        key = (split, size)
+        if key in self._cache:
+            return self._cache[key]
+        if key not in {(d.split, d.size) for d in self.draws}:
+            raise KeyError(f"no instance set {split}{size} (available: {self.splits()})")
+        rng = np.random.RandomState(self.seed)
+        for draw in self.draws:
+            drawn = draw.make(rng)  # always draw, even if cached, to advance the stream
+            if isinstance(drawn, np.ndarray):
+                drawn.setflags(write=False)  # shared by every evaluation: nobody may edit it
+            self._cache.setdefault((draw.split, draw.size), drawn)
+            if (draw.split, draw.size) == key:
+                break
+        return self._cache[key]

@@ -7,7 +7,13 @@ import importlib
 from typing import Any
 
 TASKS: dict[str, str] = {
-    # heuristic design (filled in by the AHD tasks)
+    # heuristic design
+    "tsp_construct": "tasks.tsp_construct:TSPConstruct",
+    "kp_construct": "tasks.kp_construct:KPConstruct",
+    "asp": "tasks.asp:AdmissibleSets",
+    "tsp_aco": "tasks.tsp_aco:TSPACO",
+    "cvrp_aco": "tasks.cvrp_aco:CVRPACO",
+    "bpp_aco": "tasks.bpp_aco:BPPACO",
     # agent tasks (multi-turn environments, tasks.base.AgentTask)
     "sudoku": "tasks.sudoku:Sudoku",
     "sudoku9": "tasks.sudoku:sudoku9",

@@ -1,0 +1,158 @@
+"""Admissible sets (FunSearch): evolve `priority(el, n, w)`, which ranks the
+candidate vectors of FunSearch's symmetric greedy construction of a
+constant-weight admissible set A(n, w). The score is the size of the set
+built (higher is better).
+
+The construction follows FunSearch's `admissible_set` notebook as used by
+the Agentic-ESOpt reference: vectors in {0,1,2}^n are split into n/3 groups
+of three coordinates; each group takes one of 7 triple patterns; a
+pre-admissible row of patterns expands to every cyclic rotation of its
+groups. Rows are picked greedily by priority among those still compatible
+with every row picked so far. The compatibility test is vectorised here
+(one numpy pass per pick) instead of the reference's Python loops; the picks
+and the result are the same.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from numbers import Real
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.base import InvalidSolution, Reference
+
+TRIPLES = [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 2), (0, 2, 1), (1, 1, 1), (2, 2, 2)]
+PATTERN_WEIGHT = np.array([0, 1, 1, 2, 2, 3, 3])  # non-zero entries of each triple
+ROTATIONS = np.array([1, 3, 3, 3, 3, 1, 1])  # distinct cyclic rotations of each triple
+# FunSearch's 35 forbidden sorted pattern triples (in pattern indices 0..6).
+FORBIDDEN = [
+    (0, 0, 0), (0, 1, 1), (0, 2, 2), (0, 3, 3), (0, 4, 4), (0, 5, 5), (0, 6, 6),
+    (1, 1, 1), (1, 1, 2), (1, 2, 2), (1, 2, 3), (1, 2, 4), (1, 3, 3), (1, 4, 4),
+    (1, 5, 5), (1, 6, 6), (2, 2, 2), (2, 3, 3), (2, 4, 4), (2, 5, 5), (2, 6, 6),
+    (3, 3, 3), (3, 3, 4), (3, 4, 4), (3, 4, 5), (3, 4, 6), (3, 5, 5), (3, 6, 6),
+    (4, 4, 4), (4, 5, 5), (4, 6, 6), (5, 5, 5), (5, 5, 6), (5, 6, 6), (6, 6, 6),
+]
+FORBIDDEN_TABLE = np.zeros((7, 7, 7), dtype=bool)
+for _triple in FORBIDDEN:
+    for _a, _b, _c in itertools.permutations(_triple):
+        FORBIDDEN_TABLE[_a, _b, _c] = True
+
+# Test sizes n -> w (the paper's Table 5 settings); the train set is (15, 10).
+WEIGHTS = {12: 7, 15: 10, 21: 15}
+# FunSearch's reported sizes of symmetric constant-weight admissible sets
+# (Romera-Paredes et al., Nature 2024); C(n, w) is the trivial upper bound.
+BEST_KNOWN = {12: 792, 15: 3003, 21: 43596}
+CHUNK = 20_000_000  # booleans per compatibility pass, to bound memory
+
+TEMPLATE = '''import numpy as np
+
+
+def priority(el, n, w):
+    """Score a candidate vector for a greedy admissible-set construction.
+
+    Args:
+        el: tuple of n ints, each 0, 1 or 2, with exactly w non-zero entries
+            (the candidate vector in {0,1,2}^n).
+        n: int, length of the vectors.
+        w: int, number of non-zero entries per vector.
+
+    Returns:
+        float: priority; candidates with higher priority are added first.
+    """
+    # Baseline: prefer vectors whose non-zero entries are mostly 1s.
+    return float(sum(1 for x in el if x == 1))
+'''
+
+
+def as_priority(value: Any) -> float:
+    """A priority must be one real, non-NaN number."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(()).item()
+    if value is None or isinstance(value, (str, bytes)) or not isinstance(value, (Real, np.number)):
+        raise InvalidSolution(f"priority returned {type(value).__name__}, expected a float")
+    if isinstance(value, (complex, np.complexfloating)):
+        raise InvalidSolution("priority returned a complex number, expected a float")
+    number = float(value)
+    if math.isnan(number):
+        raise InvalidSolution("priority returned NaN")
+    return number
+
+
+def candidate_rows(n: int, w: int) -> np.ndarray:
+    """All rows of triple patterns of total weight w, in the reference's order."""
+    if n % 3 or n <= 0:
+        raise ValueError(f"n must be a positive multiple of 3, got {n}")
+    groups = n // 3
+    rows = np.array(list(itertools.product(range(7), repeat=groups)), dtype=np.int8)
+    return rows[PATTERN_WEIGHT[rows].sum(axis=1) == w]
+
+
+def admissible_set_size(fn: Callable[..., Any], n: int, w: int) -> int:
+    """Size of the admissible set that the greedy construction builds with `fn`."""
+    rows = candidate_rows(n, w)
+    scores = np.array(
+        [as_priority(fn(sum((TRIPLES[p] for p in row), ()), n, w)) for row in rows.tolist()]
+    )
+    weights = PATTERN_WEIGHT[rows]
+    picked: list[np.ndarray] = []
+    size = 0
+    while len(rows):
+        best = int(np.argmax(scores))
+        new = rows[best]
+        picked_array = np.array(picked, dtype=np.int8).reshape(len(picked), rows.shape[1])
+        new_weight = weights[best]
+        comparable = (weights >= new_weight).all(axis=1) | (weights <= new_weight).all(axis=1)
+        survive = ~comparable & ~_completes_forbidden(picked_array, new, rows)
+        picked.append(new)
+        size += int(np.prod(ROTATIONS[new]))
+        rows, scores, weights = rows[survive], scores[survive], weights[survive]
+    return size
+
+
+def _completes_forbidden(picked: np.ndarray, new: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each row: does (some picked row, new, row) forbid it in every group?"""
+    killed = np.zeros(len(rows), dtype=bool)
+    if not len(picked) or not len(rows):
+        return killed
+    step = max(1, CHUNK // (len(rows) * rows.shape[1]))
+    for start in range(0, len(picked), step):
+        block = picked[start : start + step]
+        table = FORBIDDEN_TABLE[block[:, None, :], new[None, None, :], rows[None, :, :]]
+        killed |= table.all(axis=2).any(axis=0)
+    return killed
+
+
+class AdmissibleSets:
+    name = "asp"
+    description = (
+        "Admissible sets (FunSearch): build a large set of vectors in {0,1,2}^n with exactly w non-zero "
+        "entries that satisfies the admissible-set conditions. A greedy construction adds candidate "
+        "vectors in order of priority(el, n, w), skipping any that conflict with those already added. "
+        "Design the priority; the score is the size of the set built for n=15, w=10 (higher is better)."
+    )
+    function_name = "priority"
+    template = TEMPLATE
+    direction = "max"
+    train = ("train", 15)
+
+    def splits(self) -> dict[str, list[int]]:
+        return {"train": [15], "test": sorted(WEIGHTS)}
+
+    def instances(self, split: str, size: int) -> tuple[int, int]:
+        """An ASP "instance set" is one (n, w) pair; the construction is deterministic."""
+        if size not in self.splits().get(split, []):
+            raise KeyError(f"no instance set {split}{size} (available: {self.splits()})")
+        return (size, WEIGHTS[size])
+
+    def evaluate(self, fn: Callable[..., Any], instances: tuple[int, int]) -> float:
+        n, w = instances
+        return float(admissible_set_size(fn, n, w))
+
+    def reference(self, split: str, size: int) -> Reference | None:
+        n, w = self.instances(split, size)
+        if n in BEST_KNOWN:
+            return Reference(float(BEST_KNOWN[n]), "best-known", "FunSearch (Romera-Paredes et al. 2024)")
+        return Reference(float(math.comb(n, w)), "bound", "C(n, w) bound")

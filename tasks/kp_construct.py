@@ -1,0 +1,107 @@
+"""Constructive 0-1 knapsack: evolve `select_next_item`, the step rule of a
+greedy packer (same instances and calling convention as the Agentic-ESOpt
+reference code)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.base import Draw, Reference, SeededSets, as_index
+from tasks.references import cached_values, checksum, knapsack_optimum
+
+# The reference's capacities: 12.5 for 50 items, 25 otherwise.
+CAPACITY = {50: 12.5, 100: 25.0, 200: 25.0}
+TOLERANCE = 1e-12  # the reference's slack when comparing weight and capacity
+
+TEMPLATE = '''import numpy as np
+
+
+def select_next_item(remaining_capacity, weights, values):
+    """Choose the next item to put in a 0-1 knapsack under construction.
+
+    Args:
+        remaining_capacity: float, capacity left in the knapsack.
+        weights: 1-D numpy float array, weights of the items not yet packed.
+        values: 1-D numpy float array, values of the same items.
+
+    Returns:
+        int: index (into weights/values) of the item to pack next, or None
+        to stop. Packing stops too when the chosen item does not fit.
+    """
+    # Baseline: the best value/weight ratio among the items that still fit.
+    ratio = np.where(weights <= remaining_capacity, values / weights, -np.inf)
+    best = int(np.argmax(ratio))
+    if ratio[best] == -np.inf:
+        return None
+    return best
+'''
+
+
+def _kp_draws() -> list[Draw]:
+    # NOTES §3: np.random.seed(3333), train100, val 50/100/200, test 50/100/200;
+    # columns are (weight, value).
+    draws = [Draw("train", 100, lambda rng: rng.rand(64, 100, 2))]
+    draws += [Draw("val", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (50, 100, 200)]
+    draws += [Draw("test", n, lambda rng, n=n: rng.rand(1000, n, 2)) for n in (50, 100, 200)]
+    return draws
+
+
+class KPConstruct:
+    name = "kp_construct"
+    description = (
+        "0-1 Knapsack Problem: choose items, each at most once, to maximise total value without "
+        "exceeding the knapsack's weight capacity. Items are packed one at a time: select_next_item "
+        "sees the remaining capacity and the weights and values of the items not yet packed, and "
+        "returns the index of the next one. The score is the mean total value (higher is better)."
+    )
+    function_name = "select_next_item"
+    template = TEMPLATE
+    direction = "max"
+    train = ("train", 100)
+
+    def __init__(self) -> None:
+        self._sets = SeededSets(3333, _kp_draws())
+
+    def splits(self) -> dict[str, list[int]]:
+        return self._sets.splits()
+
+    def instances(self, split: str, size: int) -> np.ndarray:
+        """(count, size, 2) items as (weight, value) in [0, 1)."""
+        return self._sets.get(split, size)
+
+    def evaluate(self, fn: Callable[..., Any], instances: np.ndarray) -> float:
+        capacity = CAPACITY[instances.shape[1]]
+        return float(np.mean([self.packed_value(fn, items, capacity) for items in instances]))
+
+    def packed_value(self, fn: Callable[..., Any], items: np.ndarray, capacity: float) -> float:
+        """Pack one knapsack with `fn` and return the packed value."""
+        weights = np.array(items[:, 0], dtype=float)
+        values = np.array(items[:, 1], dtype=float)
+        remaining = float(capacity)
+        total = 0.0
+        while weights.size and remaining + TOLERANCE >= weights.min():
+            # copies: a heuristic that edits its arguments must not edit our state
+            choice = fn(remaining, weights.copy(), values.copy())
+            if choice is None:
+                break
+            index = as_index(choice, weights.size, "item")
+            if weights[index] > remaining + TOLERANCE:
+                break  # NOTES §3: a pick that does not fit ends the packing
+            total += values[index]
+            remaining -= weights[index]
+            weights = np.delete(weights, index)
+            values = np.delete(values, index)
+        return total
+
+    def reference(self, split: str, size: int) -> Reference | None:
+        instances = self.instances(split, size)
+        capacity = CAPACITY[size]
+        values = cached_values(
+            f"{self.name}-{split}-{size}",
+            instances,
+            lambda items: knapsack_optimum(items[:, 0], items[:, 1], capacity),
+            f"{checksum(instances)}-dp",
+        )
+        return Reference(float(values.mean()), "exact", "dynamic programming over the Pareto front")

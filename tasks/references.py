@@ -1,0 +1,121 @@
+"""Reference objectives for instance sets, computed lazily and cached on disk.
+
+LKH on 1000 test instances takes minutes to hours, so per-instance values are
+stored in one JSON file per (task, split, size) under
+$COEVOLVE_CACHE/references (default ~/.cache/coevolve/references). The file
+records a checksum of the instances, so a changed generator never reuses
+stale values, and it is rewritten as work progresses, so an interrupted run
+keeps what it computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+SAVE_EVERY_SECONDS = 10.0
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("COEVOLVE_CACHE") or str(Path.home() / ".cache" / "coevolve")
+    return Path(root) / "references"
+
+
+def checksum(array: np.ndarray) -> str:
+    """sha256[:16] over float64 C-order bytes: the NOTES convention."""
+    data = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
+    return hashlib.sha256(data.tobytes()).hexdigest()[:16]
+
+
+def cached_values(
+    key: str,
+    instances: Sequence[np.ndarray] | np.ndarray,
+    solve_one: Callable[[np.ndarray], float],
+    fingerprint: str,
+) -> np.ndarray:
+    """Per-instance reference values for `instances`, solving only the missing
+    ones. `key` names the cache file (e.g. "tsp_construct-test-50");
+    `fingerprint` identifies the instances and the solver settings."""
+    path = cache_dir() / f"{key}.json"
+    values: list[float | None] = [None] * len(instances)
+    if path.exists():
+        try:
+            stored = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"reference cache {path} is not valid JSON ({error}); delete it to recompute") from None
+        if stored.get("fingerprint") == fingerprint and len(stored.get("values", [])) == len(instances):
+            values = stored["values"]
+    last_save = time.monotonic()
+    dirty = False
+    for index, instance in enumerate(instances):
+        if values[index] is not None:
+            continue
+        values[index] = float(solve_one(instance))
+        dirty = True
+        if time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+            _save(path, fingerprint, values)
+            last_save, dirty = time.monotonic(), False
+    if dirty:
+        _save(path, fingerprint, values)
+    return np.asarray(values, dtype=float)
+
+
+def _save(path: Path, fingerprint: str, values: list[float | None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".tmp{os.getpid()}")
+    temporary.write_text(json.dumps({"fingerprint": fingerprint, "values": values}))
+    temporary.replace(path)  # atomic: a reader never sees half a file
+
+
+LKH_SCALE = 1e6  # elkai wants integer distances; 1e6 keeps 6 decimals of a unit square
+LKH_RUNS = 1
+
+
+def lkh_tour_length(coords: np.ndarray, runs: int = LKH_RUNS) -> float:
+    """Length of LKH-3's tour (via elkai) for points in the plane, measured in
+    float distances. Best-known, not proven optimal."""
+    import elkai  # imported here: only reference computation needs it
+
+    coords = np.asarray(coords, dtype=float)
+    n = len(coords)
+    distances = np.linalg.norm(coords[:, None, :] - coords[None, :, :], axis=-1)
+    if n <= 3:
+        order = list(range(n))
+    else:
+        scaled = np.rint(distances * LKH_SCALE).astype(np.int64)
+        order = elkai.DistanceMatrix(scaled.tolist()).solve_tsp(runs=runs)[:-1]
+    tour = np.asarray(order)
+    if sorted(order) != list(range(n)):
+        raise RuntimeError(f"LKH returned a tour that is not a permutation of {n} nodes")
+    return float(distances[tour, np.roll(tour, -1)].sum())
+
+
+def knapsack_optimum(weights: np.ndarray, values: np.ndarray, capacity: float) -> float:
+    """Exact 0-1 knapsack optimum with real-valued weights and values.
+
+    Dynamic programming over items on the Pareto front of (weight, value)
+    pairs (Nemhauser-Ullmann): after each item only states that no other state
+    beats in both weight and value survive. No discretisation, so the result
+    is exact; the front stays small (thousands of states) on random
+    instances."""
+    front_weight = np.zeros(1)
+    front_value = np.zeros(1)
+    for weight, value in zip(np.asarray(weights, float), np.asarray(values, float)):
+        fits = front_weight + weight <= capacity
+        cand_weight = np.concatenate([front_weight, front_weight[fits] + weight])
+        cand_value = np.concatenate([front_value, front_value[fits] + value])
+        # sort by weight, then by value descending; keep states whose value
+        # beats every lighter state's
+        order = np.lexsort((-cand_value, cand_weight))
+        cand_weight, cand_value = cand_weight[order], cand_value[order]
+        best_before = np.maximum.accumulate(cand_value)
+        keep = np.ones(len(cand_value), dtype=bool)
+        keep[1:] = cand_value[1:] > best_before[:-1]
+        front_weight, front_value = cand_weight[keep], cand_value[keep]
+    return float(front_value.max())

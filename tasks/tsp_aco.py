@@ -1,0 +1,95 @@
+"""TSP with ant colony optimisation: evolve `heuristics(distance_matrix)`, the
+prior matrix that guides the ants (ReEvo / Agentic-ESOpt tsp_aco)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.aco import ACOSet, construct_tours, deposit_tours, prepare_prior, run_colony
+from tasks.base import Draw, Reference, SeededSets
+from tasks.references import cached_values, checksum, lkh_tour_length
+from tasks.tsp_construct import distance_matrix
+
+N_ANTS = 30
+N_ITERATIONS = 100
+DECAY = 0.9
+COLONY_SEED = 7
+
+TEMPLATE = '''import numpy as np
+
+
+def heuristics(distance_matrix):
+    """Prior desirability of every edge for an ant colony solving a TSP.
+
+    Args:
+        distance_matrix: (n, n) numpy float array of Euclidean distances
+            between cities; the diagonal is set to 1.
+
+    Returns:
+        (n, n) numpy float array: how promising it is to travel from city i to
+        city j (larger is more promising; negative values count as 0). Ants
+        choose the next city with probability proportional to
+        pheromone * this prior.
+    """
+    # Baseline: closer cities are more promising.
+    return 1.0 / distance_matrix
+'''
+
+
+def _tsp_aco_draws() -> list[Draw]:
+    # NOTES §3 (checksums verified for train50 and test50): np.random.seed(1234),
+    # train 5x50, val 64 each of 20/50/100, then test 64 each of 50/100/200.
+    draws = [Draw("train", 50, lambda rng: rng.rand(5, 50, 2))]
+    draws += [Draw("val", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (20, 50, 100)]
+    draws += [Draw("test", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (50, 100, 200)]
+    return draws
+
+
+class TSPACO:
+    name = "tsp_aco"
+    description = (
+        "Traveling Salesman Problem solved by ant colony optimisation: ants build tours city by city, "
+        "choosing each next city with probability proportional to pheromone times a prior. "
+        "Write heuristics(distance_matrix), which returns that prior for every pair of cities; "
+        "the score is the mean length of the best tour found (lower is better)."
+    )
+    function_name = "heuristics"
+    template = TEMPLATE
+    direction = "min"
+    train = ("train", 50)
+
+    def __init__(self) -> None:
+        self._sets = SeededSets(1234, _tsp_aco_draws())
+
+    def splits(self) -> dict[str, list[int]]:
+        return self._sets.splits()
+
+    def instances(self, split: str, size: int) -> ACOSet:
+        """data: (count, size, 2) city coordinates; 30 ants, 100 iterations."""
+        return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
+
+    def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
+        return float(np.mean([self.solve(fn, coords, instances, i) for i, coords in enumerate(instances.data)]))
+
+    def solve(self, fn: Callable[..., Any], coords: np.ndarray, settings: ACOSet, index: int) -> float:
+        distances = distance_matrix(coords)
+        shown = distances.copy()
+        np.fill_diagonal(shown, 1.0)  # the reference's convention: 1/d stays finite
+        prior = prepare_prior(fn(shown), len(coords))
+        return run_colony(
+            prior,
+            settings.n_iterations,
+            DECAY,
+            lambda attractiveness, rng: construct_tours(attractiveness, distances, N_ANTS, rng),
+            deposit_tours,
+            settings.rng(index),
+        )
+
+    def reference(self, split: str, size: int) -> Reference | None:
+        coords = self._sets.get(split, size)
+        values = cached_values(
+            f"{self.name}-{split}-{size}", coords, lkh_tour_length, f"{checksum(coords)}-lkh-runs1"
+        )
+        return Reference(float(values.mean()), "best-known", "LKH-3 via elkai (runs=1)")

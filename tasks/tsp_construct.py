@@ -1,0 +1,107 @@
+"""Constructive TSP: evolve `select_next_node`, the step rule of a greedy
+tour builder (EoH's tsp_construct, same instances and calling convention as
+the Agentic-ESOpt reference code, so its published heuristics re-score)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.base import Draw, InvalidSolution, Reference, SeededSets, as_index
+from tasks.references import cached_values, checksum, lkh_tour_length
+
+NEIGHBOURS = 50  # the reference shows at most this many nearest unvisited nodes
+
+TEMPLATE = '''import numpy as np
+
+
+def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):
+    """Choose the next city of a TSP tour under construction.
+
+    Args:
+        current_node: int, index of the city the tour is at now.
+        destination_node: int, index of the city the tour must return to (the start).
+        unvisited_nodes: 1-D numpy int array of unvisited cities, sorted from
+            nearest to farthest from current_node (at most 50 of them).
+        distance_matrix: 2-D numpy float array (read-only) of Euclidean
+            distances between all cities.
+
+    Returns:
+        int: the next city, one of unvisited_nodes.
+    """
+    # Baseline: nearest neighbour.
+    distances = distance_matrix[current_node][unvisited_nodes]
+    return unvisited_nodes[np.argmin(distances)]
+'''
+
+
+def distance_matrix(coords: np.ndarray) -> np.ndarray:
+    """Euclidean distances between all pairs of points, (n, 2) -> (n, n)."""
+    return np.linalg.norm(coords[:, None, :] - coords[None, :, :], axis=-1)
+
+
+def _tsp_draws() -> list[Draw]:
+    # NOTES §3: np.random.seed(1234), then train50, val 20..200, test 20..1000.
+    draws = [Draw("train", 50, lambda rng: rng.rand(64, 50, 2))]
+    draws += [Draw("val", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (20, 50, 100, 200)]
+    draws += [Draw("test", n, lambda rng, n=n: rng.rand(1000, n, 2)) for n in (20, 50, 100, 200, 500, 1000)]
+    return draws
+
+
+class TSPConstruct:
+    name = "tsp_construct"
+    description = (
+        "Traveling Salesman Problem: find the shortest closed tour visiting every city exactly once. "
+        "A tour is built step by step from city 0: at each step select_next_node picks the next city "
+        "among the unvisited ones, and the tour finally returns to city 0. "
+        "Design a better step rule than nearest neighbour; the score is the mean tour length (lower is better)."
+    )
+    function_name = "select_next_node"
+    template = TEMPLATE
+    direction = "min"
+    train = ("train", 50)
+
+    def __init__(self) -> None:
+        self._sets = SeededSets(1234, _tsp_draws())
+
+    def splits(self) -> dict[str, list[int]]:
+        return self._sets.splits()
+
+    def instances(self, split: str, size: int) -> np.ndarray:
+        """(count, size, 2) city coordinates in the unit square."""
+        return self._sets.get(split, size)
+
+    def evaluate(self, fn: Callable[..., Any], instances: np.ndarray) -> float:
+        return float(np.mean([self.tour_length(fn, coords) for coords in instances]))
+
+    def tour_length(self, fn: Callable[..., Any], coords: np.ndarray) -> float:
+        """Build one tour with `fn` (the reference's loop) and return its length."""
+        n = len(coords)
+        distances = distance_matrix(coords)
+        by_distance = np.argsort(distances, axis=1)[:, 1:]  # column 0 is the node itself
+        distances.setflags(write=False)  # a heuristic that edits it fails instead of corrupting later steps
+        visited = np.zeros(n, dtype=bool)
+        visited[0] = True
+        route = [0]
+        current = 0
+        for step in range(1, n - 1):
+            near = by_distance[current]
+            unvisited = near[~visited[near]][:NEIGHBOURS]
+            chosen = as_index(fn(current, 0, unvisited, distances), n, "node")
+            if visited[chosen]:
+                raise InvalidSolution(f"node {chosen} was already visited (step {step})")
+            visited[chosen] = True
+            route.append(chosen)
+            current = chosen
+        if n > 1:
+            route.append(int(np.flatnonzero(~visited)[0]))  # the last node is forced
+        tour = np.asarray(route)
+        return float(distances[tour, np.roll(tour, -1)].sum())
+
+    def reference(self, split: str, size: int) -> Reference | None:
+        instances = self.instances(split, size)
+        values = cached_values(
+            f"{self.name}-{split}-{size}", instances, lkh_tour_length, f"{checksum(instances)}-lkh-runs1"
+        )
+        return Reference(float(values.mean()), "best-known", "LKH-3 via elkai (runs=1)")
