@@ -1,0 +1,131 @@
+"""The loop with a fake engine and evaluator: budget accounting, run directory,
+determinism, ES updates, and resume after a kill at any point."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import networkx as nx
+import pytest
+
+from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.runstore import RunStore, read_jsonl
+from coevolve.search.loop import SearchLoop
+from coevolve.search.methods import make_method, planned_es_generations
+from coevolve.search.runconfig import RunConfig
+from search_fakes import FakeEngine, FakeEvaluator, FakeTask
+
+METHODS = ["sample", "eoh", "sample+esopt", "eoh+esopt"]
+
+
+def make_config(method: str, budget: int, seed: int = 0) -> RunConfig:
+    return build_config(RunConfig, {
+        "run": {"method": method, "task": "fake", "budget": budget, "seed": seed},
+        "eoh": {"population": 4, "offspring": 3},
+        "sample": {"batch": 5, "population": 4},
+        "es": {"population": 4, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1},
+    })
+
+
+def run(directory, config: RunConfig, engine: FakeEngine | None = None, resume: bool = False):
+    store = RunStore.open(directory) if resume else RunStore.create(directory, dump_toml(as_dict(config)))
+    engine = engine or FakeEngine()
+    evaluator = FakeEvaluator()
+    summary = SearchLoop(config, store, engine, evaluator, FakeTask()).run()
+    return summary, engine, evaluator
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_spends_exactly_its_budget(tmp_path, method):
+    config = make_config(method, budget=23)
+    summary, engine, evaluator = run(tmp_path / "r", config)
+    d = tmp_path / "r"
+    assert summary["evaluations"] == 23 == sum(summary["ledger"]["outcomes"].values())
+    candidates = read_jsonl(d / "candidates.jsonl")
+    assert [c["id"] for c in candidates] == list(range(1, 24))
+    outcomes = summary["ledger"]["outcomes"]
+    assert outcomes.get("parse", 0) == sum(c["failure"] == "parse" for c in candidates) > 0
+    assert outcomes.get("duplicate", 0) == sum(c["duplicate_of"] is not None for c in candidates) > 0
+    assert evaluator.evaluated == outcomes["evaluated"]  # duplicates and parse failures never reach the sandbox
+    assert summary["ledger"]["llm_requests"] == 23 == sum(engine.calls)
+    assert summary["valid"] == sum(c["objective"] is not None for c in candidates)
+
+    for name in ["config.toml", "events.jsonl", "genealogy.json", "best.py", "summary.json", "progress.png"]:
+        assert (d / name).stat().st_size > 0, name
+    events = read_jsonl(d / "events.jsonl")
+    assert events[0]["type"] == "start" and events[-1]["type"] == "end"
+    steps = [e for e in events if e["type"] == "step"]
+    assert sorted(p.name for p in (d / "population").iterdir()) == [f"gen_{i:04d}.json" for i in range(len(steps))]
+    graph = nx.node_link_graph(json.loads((d / "genealogy.json").read_text()), edges="links")
+    assert graph.number_of_nodes() == 23
+    assert all(graph.has_edge(p, c["id"]) for c in candidates for p in c["parents"])
+    best = summary["best"]
+    assert best["objective"] == min(c["objective"] for c in candidates if c["objective"] is not None)
+    assert f"SCORE = {best['objective']}" in (d / "best.py").read_text()
+    assert summary["train"]["reference"] == 5.0 and best["gap"] == pytest.approx((best["objective"] - 5) / 5)
+
+    if method.endswith("+esopt"):
+        history = read_jsonl(d / "history.jsonl")
+        planned = planned_es_generations(make_method(config), 23, 1)
+        assert len(history) == summary["es"]["updates"] == planned >= 2
+        assert summary["es"]["checksum"] != FakeEngine().checksum()
+        assert engine.perturbed_calls == sum(len(e["es"]["members"]) for e in steps if e["es"])
+        perturbed = [c for c in candidates if c["model_state"]["kind"] == "perturbed"]
+        assert perturbed and all(c["reward"] is not None for c in perturbed)
+    else:
+        assert not (d / "history.jsonl").exists()
+        assert engine.perturbed_calls == 0 and summary["es"] is None
+    if method.startswith("eoh"):
+        assert {c["operator"] for c in candidates} >= {"i1", "e1", "e2", "m1"}
+
+
+def test_same_seed_same_summary_other_seed_differs(tmp_path):
+    a, *_ = run(tmp_path / "a", make_config("eoh+esopt", 30, seed=1))
+    b, *_ = run(tmp_path / "b", make_config("eoh+esopt", 30, seed=1))
+    c, *_ = run(tmp_path / "c", make_config("eoh+esopt", 30, seed=2))
+    assert a == b
+    assert a["best_so_far"] != c["best_so_far"]
+
+
+@pytest.mark.parametrize("method", ["eoh+esopt", "sample+esopt", "eoh"])
+def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, method):
+    config = make_config(method, 31, seed=3)
+    full, full_engine, _ = run(tmp_path / "full", config)
+    full_events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    full_history = read_jsonl(tmp_path / "full" / "history.jsonl")
+    steps = [e for e in full_events if e["type"] == "step"]
+    rng = random.Random(0)
+    for kept in range(len(steps) + 1):
+        # killed after `kept` step events; for an ES step, maybe before its update reached history.jsonl
+        lost_update = kept > 0 and steps[kept - 1]["es"] is not None and rng.random() < 0.5
+        generations = sum(1 for e in steps[:kept] if e["es"]) - int(lost_update)
+        d = tmp_path / f"k{kept}"
+        d.mkdir()
+        (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+        with open(d / "events.jsonl", "w") as handle:
+            for event in full_events[:1 + kept]:
+                handle.write(json.dumps(event) + "\n")
+            handle.write(json.dumps(full_events[1 + kept])[: rng.randrange(1, 40)])  # torn line
+        if method.endswith("+esopt"):
+            with open(d / "history.jsonl", "w") as handle:
+                for record in full_history[:generations]:
+                    handle.write(json.dumps(record) + "\n")
+        resumed, engine, evaluator = run(d, config, resume=True)
+        assert resumed == full, f"kill after {kept} steps"
+        live = steps[kept:]
+        assert evaluator.evaluated == sum(1 for e in live for r in e["results"] if "objective" in r and r["failure"] != "parse")
+        assert read_jsonl(d / "candidates.jsonl") == read_jsonl(tmp_path / "full" / "candidates.jsonl")
+        if method.endswith("+esopt"):
+            strip = lambda rs: [{k: r[k] for k in ("generation", "seeds", "coefficients", "checksum")} for r in rs]
+            assert strip(read_jsonl(d / "history.jsonl")) == strip(full_history)
+            assert engine.checksum() == full_engine.checksum()
+        events = read_jsonl(d / "events.jsonl")
+        assert [e for e in events if e["type"] == "step"] == steps  # nothing logged twice
+
+
+def test_resume_refuses_a_log_from_another_config(tmp_path):
+    run(tmp_path / "r", make_config("eoh", 12))
+    other = make_config("eoh", 12, seed=9)
+    with pytest.raises(RuntimeError, match="another config"):
+        SearchLoop(other, RunStore.open(tmp_path / "r"), FakeEngine(), FakeEvaluator(), FakeTask()).run()
