@@ -1,0 +1,88 @@
+"""`coevolve distill RUN_DIR --out skills/NAME`: Trace2Skill over the
+trajectories an agent run saved (RUN_DIR/trajectories/*.jsonl), written as
+an Agent Skill folder. The teacher is the local engine (the embedded model
+or --model) or any OpenAI-compatible endpoint (--teacher-base-url)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from coevolve.cli import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("distill", help="distil an agent run's trajectories into a SKILL.md (Trace2Skill)",
+                              description=__doc__)
+    p.add_argument("run_dir", help="agent run directory (holds trajectories/) or one trajectories .jsonl file")
+    p.add_argument("--out", required=True, help="skill folder to write, e.g. skills/sudoku-distilled")
+    p.add_argument("--teacher-base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--teacher-model", help="model name at the endpoint (required with --teacher-base-url)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    p.add_argument("--model", help="local HF checkpoint as teacher (default: the embedded model)")
+    p.add_argument("--previous", help="existing skill folder whose lessons the new skill keeps and extends")
+    p.add_argument("--description", help="skill description (default: generated)")
+    p.add_argument("--successes", type=int, default=0, help="successful traces analysed too (default 0)")
+    p.add_argument("--max-failed-per-case", type=int, default=1)
+    p.add_argument("--include-eval", action="store_true", help="also use held-out evaluation trajectories")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=handle)
+
+
+def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
+    if run_dir.is_file():
+        return [run_dir]
+    folder = run_dir / "trajectories"
+    if not folder.is_dir():
+        raise UsageError(f"{run_dir}: no trajectories/ folder (is this an agent run directory?)")
+    files = sorted(p for p in folder.glob("*.jsonl") if include_eval or not p.name.startswith("eval_"))
+    if not files:
+        raise UsageError(f"{folder}: no trajectory .jsonl files")
+    return files
+
+
+def handle(args: argparse.Namespace) -> int:
+    from coevolve.agents.rollout import load_trajectories
+    from coevolve.agents.skills import SkillError, load_skill
+    from coevolve.agents.trace2skill import distill
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.exists():
+        raise UsageError(f"{run_dir}: no such run directory or file")
+    if args.teacher_base_url and not args.teacher_model:
+        raise UsageError("--teacher-model is required with --teacher-base-url")
+    if args.successes < 0 or args.max_failed_per_case < 1:
+        raise UsageError("--successes must be >= 0 and --max-failed-per-case >= 1")
+    try:
+        trajectories = [t for f in trajectory_files(run_dir, args.include_eval) for t in load_trajectories(f)]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not trajectories:
+        raise UsageError(f"{run_dir}: the trajectory files hold no episodes")
+    try:
+        previous = load_skill(args.previous) if args.previous else None
+    except SkillError as exc:
+        raise UsageError(f"--previous: {exc}") from None
+
+    engine = None
+    if args.teacher_base_url:
+        from coevolve.engine.openai_client import OpenAIGenerator
+
+        teacher = OpenAIGenerator(args.teacher_base_url, args.teacher_model, api_key_env=args.api_key_env)
+    else:
+        from coevolve.engine.vllm_engine import Engine
+
+        teacher = engine = Engine(args.model or None)
+    try:
+        skill = distill(
+            teacher, trajectories, args.out, description=args.description, previous=previous,
+            max_failed_per_case=args.max_failed_per_case, successes=args.successes, seed=args.seed,
+        )
+    except SkillError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if engine is not None:
+            engine.close()
+    lessons = sum(line.startswith("- ") for line in skill.body.splitlines())
+    print(f"wrote {Path(args.out) / 'SKILL.md'}: {lessons} lessons from {len(trajectories)} trajectories")
+    return 0

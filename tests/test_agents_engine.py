@@ -1,0 +1,71 @@
+"""Agents on the real engine: a short ES run on Sudoku and skill injection.
+Kept small (few cases, short actions) for 2 CPU cores."""
+
+import json
+
+import pytest
+
+from coevolve.agents.es_agent import AgentRunConfig, run_agent
+from coevolve.agents.rollout import rollout
+from coevolve.agents.skills import load_skill
+from coevolve.engine.base import Sampling
+from tasks.sudoku import Sudoku
+
+pytestmark = pytest.mark.engine
+
+
+def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
+    from coevolve.es import ESConfig
+
+    task = Sudoku(masked=2)
+    cfg = AgentRunConfig(method="esopt", budget_episodes=24, population=4, batch=3, eval_cases=3,
+                         sampling=Sampling(temperature=1.0, max_tokens=12),
+                         eval_sampling=Sampling(temperature=0.0, max_tokens=12), seed=1)
+    es_cfg = ESConfig(population=4, sigma=3e-3, sigma_end=1e-3, alpha=1.5e-3, generations=2, seed=1)
+    before = engine.checksum()
+    try:
+        summary = run_agent(engine, task, cfg, tmp_path, es_config=es_cfg)
+    finally:
+        records = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()] \
+            if (tmp_path / "history.jsonl").exists() else []
+        # give the session engine back as it was, up to fp32 rounding (the
+        # updates are replayed negated, newest first)
+        for record in reversed(records):
+            engine.apply_update(record["seeds"], [-c for c in record["coefficients"]], record["alpha"])
+    assert summary["rounds"] == 2 and summary["ledger"]["used"] == 24
+    assert len(records) == 2
+    for record in records:
+        assert len(record["rewards"]) == 4 and all(0.0 <= r <= 1.0 for r in record["rewards"])
+        assert record["extra"]["episodes_used"] in (12, 24)
+    assert records[0]["checksum"] != before  # the update moved the weights
+    assert summary["checksum"] == records[-1]["checksum"]
+    evals = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    assert [e["round"] for e in evals] == [0, 1, 2]
+    markdown = (tmp_path / "trajectories" / "round_001.md").read_text()
+    assert markdown.count("## Episode") == 12 and "round 1 member 3" in markdown
+    actions = [line for line in markdown.splitlines() if line.startswith("**Action")]
+    assert actions  # the model really acted
+
+
+def test_injected_skill_changes_what_the_agent_sees(engine):
+    task = Sudoku(masked=2)
+    cases = task.cases("eval", 2, seed=0)
+    skill = load_skill("skills/sudoku-basics")
+    greedy = Sampling(temperature=0.0, max_tokens=12)
+
+    class Recording:
+        def __init__(self):
+            self.prompt_tokens = []
+
+        def chat(self, conversations, sampling, seeds=None):
+            completions = engine.chat(conversations, sampling, seeds)
+            self.prompt_tokens.append([c.prompt_tokens for c in completions])
+            return completions
+
+    plain, skilled = Recording(), Recording()
+    without = rollout(plain, task, cases, greedy)
+    with_skill = rollout(skilled, task, cases, greedy, skills=[skill])
+    assert skill.body in with_skill[0].messages[0]["content"]
+    assert skill.body not in without[0].messages[0]["content"]
+    # the engine really received the longer prompt
+    assert skilled.prompt_tokens[0][0] > plain.prompt_tokens[0][0] + 50

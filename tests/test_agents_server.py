@@ -1,0 +1,46 @@
+"""Trace2Skill against a real OpenAI-compatible server started on loopback."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest_server import openai_server  # noqa: F401  (session fixture)
+
+from coevolve.agents.rollout import rollout, save_trajectories
+from coevolve.agents.skills import load_skill
+from coevolve.engine.base import Sampling
+from tasks.sudoku import Sudoku
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.server
+
+
+def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_path, monkeypatch):  # noqa: F811
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
+    served = OpenAIGenerator(openai_server.base_url, openai_server.model, concurrency=4)
+    task = Sudoku(masked=2)
+    trajectories = rollout(served, task, task.cases("train", 3, seed=0), Sampling(temperature=0.7, max_tokens=16))
+    assert all(t.turns >= 1 for t in trajectories)
+    run_dir = tmp_path / "run"
+    save_trajectories(trajectories, run_dir / "trajectories" / "round_000", "served rollouts")
+
+    out = tmp_path / "skills" / "served-sudoku"
+    result = subprocess.run(
+        [sys.executable, "-m", "coevolve.cli", "distill", str(run_dir), "--out", str(out),
+         "--teacher-base-url", openai_server.base_url, "--teacher-model", openai_server.model, "--successes", "1"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "EMPTY"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "wrote" in result.stdout
+    skill = load_skill(out)
+    assert skill.name == "served-sudoku"
+    assert len((out / "SKILL.md").read_text().splitlines()) <= 80
+
+    # the distilled skill reaches the agent's system prompt
+    with_skill = rollout(served, task, task.cases("eval", 1, seed=0), Sampling(max_tokens=8), skills=[skill])
+    assert skill.body in with_skill[0].messages[0]["content"]
+    assert with_skill[0].messages[0]["content"] != trajectories[0].messages[0]["content"]
