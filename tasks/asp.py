@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Callable
 
@@ -125,6 +126,14 @@ def _completes_forbidden(picked: np.ndarray, new: np.ndarray, rows: np.ndarray) 
     return killed
 
 
+@dataclass(frozen=True)
+class Setting:
+    """An ASP "instance set" is one (n, w) pair: the construction is deterministic."""
+
+    n: int
+    w: int
+
+
 class AdmissibleSets:
     name = "asp"
     description = (
@@ -141,18 +150,16 @@ class AdmissibleSets:
     def splits(self) -> dict[str, list[int]]:
         return {"train": [15], "test": sorted(WEIGHTS)}
 
-    def instances(self, split: str, size: int) -> tuple[int, int]:
-        """An ASP "instance set" is one (n, w) pair; the construction is deterministic."""
+    def instances(self, split: str, size: int) -> Setting:
         if size not in self.splits().get(split, []):
             raise KeyError(f"no instance set {split}{size} (available: {self.splits()})")
-        return (size, WEIGHTS[size])
+        return Setting(size, WEIGHTS[size])
 
-    def evaluate(self, fn: Callable[..., Any], instances: tuple[int, int]) -> float:
-        n, w = instances
-        return float(admissible_set_size(fn, n, w))
+    def evaluate(self, fn: Callable[..., Any], instances: Setting) -> float:
+        return float(admissible_set_size(fn, instances.n, instances.w))
 
     def reference(self, split: str, size: int) -> Reference | None:
-        n, w = self.instances(split, size)
+        n, w = self.instances(split, size).n, self.instances(split, size).w
         if n in BEST_KNOWN:
             return Reference(float(BEST_KNOWN[n]), "best-known", "FunSearch (Romera-Paredes et al. 2024)")
         return Reference(float(math.comb(n, w)), "bound", "C(n, w) bound")

@@ -1,0 +1,182 @@
+"""Constructive TSP and KP evaluators: baselines reproduce values computed
+by separate, plain implementations here, and every bad decision is an
+InvalidSolution naming what was wrong."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tasks.base import InvalidSolution
+from tasks.registry import get_task
+
+
+def load(template: str, name: str):
+    namespace: dict = {}
+    exec(template, namespace)
+    return namespace[name]
+
+
+def plain_nearest_neighbour_length(points) -> float:
+    """Nearest neighbour from city 0, written without numpy."""
+    points = [tuple(p) for p in points]
+    unvisited = set(range(1, len(points)))
+    tour, here = [0], 0
+    while unvisited:
+        here = min(unvisited, key=lambda j: math.dist(points[here], points[j]))
+        unvisited.remove(here)
+        tour.append(here)
+    return sum(math.dist(points[a], points[b]) for a, b in zip(tour, tour[1:] + tour[:1]))
+
+
+def plain_ratio_greedy_value(items, capacity) -> float:
+    """Best value/weight first, skipping items that no longer fit."""
+    room, total = capacity, 0.0
+    for weight, value in sorted(items.tolist(), key=lambda wv: wv[1] / wv[0], reverse=True):
+        if weight <= room + 1e-12:
+            room -= weight
+            total += value
+    return total
+
+
+def test_nearest_neighbour_on_tsp_test20_matches_a_plain_implementation():
+    task = get_task("tsp_construct")
+    instances = task.instances("test", 20)
+    ours = task.evaluate(load(task.template, task.function_name), instances)
+    expected = float(np.mean([plain_nearest_neighbour_length(p) for p in instances]))
+    assert ours == pytest.approx(expected, rel=1e-12)
+    assert 4.0 < ours < 5.0  # TSP20 optimum is about 3.83; NN is ~20% worse
+
+
+def test_ratio_greedy_on_kp_test100_matches_a_plain_implementation():
+    task = get_task("kp_construct")
+    instances = task.instances("test", 100)
+    ours = task.evaluate(load(task.template, task.function_name), instances)
+    expected = float(np.mean([plain_ratio_greedy_value(items, 25.0) for items in instances]))
+    assert ours == pytest.approx(expected, rel=1e-12)
+
+
+def test_tsp_arguments_follow_the_reference_convention():
+    task = get_task("tsp_construct")
+    coords = task.instances("val", 20)[0]
+    calls = []
+
+    def spy(current, destination, unvisited, distances):
+        calls.append((current, destination, unvisited.copy()))
+        assert not distances.flags.writeable
+        return unvisited[-1]  # farthest shown node: exercises the full list
+
+    task.tour_length(spy, coords)
+    assert len(calls) == 18  # n - 2 decisions, the last node is forced
+    seen = {0}
+    distances = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
+    for current, destination, unvisited in calls:
+        assert destination == 0
+        assert current in seen
+        assert set(unvisited.tolist()) == set(range(20)) - seen
+        assert np.all(np.diff(distances[current][unvisited]) >= 0)  # nearest first
+        seen.add(int(unvisited[-1]))
+
+
+def test_tsp_shows_at_most_50_unvisited_nodes():
+    task = get_task("tsp_construct")
+    sizes = []
+
+    def spy(current, destination, unvisited, distances):
+        sizes.append(len(unvisited))
+        return unvisited[0]
+
+    task.tour_length(spy, task.instances("val", 100)[0])
+    assert max(sizes) == 50 and sizes[-1] == 2
+
+
+@pytest.mark.parametrize(
+    "returned, message",
+    [
+        (lambda c, d, u, m: 0, "already visited"),
+        (lambda c, d, u, m: 10**6, "out of range"),
+        (lambda c, d, u, m: -1, "out of range"),
+        (lambda c, d, u, m: float("nan"), "NaN"),
+        (lambda c, d, u, m: None, "None"),
+        (lambda c, d, u, m: float(u[0]), "float"),
+        (lambda c, d, u, m: "3", "str"),
+        (lambda c, d, u, m: u, "ndarray"),
+        (lambda c, d, u, m: True, "bool"),
+    ],
+)
+def test_tsp_bad_decisions_are_invalid_with_a_reason(returned, message):
+    task = get_task("tsp_construct")
+    with pytest.raises(InvalidSolution, match=message):
+        task.evaluate(returned, task.instances("val", 20))
+
+
+def test_tsp_accepts_numpy_integers_and_one_element_arrays():
+    task = get_task("tsp_construct")
+    instances = task.instances("val", 20)[:4]
+    plain = task.evaluate(lambda c, d, u, m: int(u[0]), instances)
+    assert task.evaluate(lambda c, d, u, m: np.int32(u[0]), instances) == plain
+    assert task.evaluate(lambda c, d, u, m: u[:1], instances) == plain
+
+
+def test_tsp_heuristic_cannot_corrupt_the_distance_matrix():
+    task = get_task("tsp_construct")
+
+    def vandal(current, destination, unvisited, distances):
+        distances[:] = 0
+        return unvisited[0]
+
+    with pytest.raises(ValueError, match="read-only"):
+        task.evaluate(vandal, task.instances("val", 20))
+
+
+def test_kp_none_or_a_pick_that_does_not_fit_stops_packing():
+    task = get_task("kp_construct")
+    items = task.instances("val", 50)[0]
+    assert task.packed_value(lambda cap, w, v: None, items, 12.5) == 0.0
+    # always the heaviest item: packs until the heaviest remaining one does not fit
+    heaviest = task.packed_value(lambda cap, w, v: int(np.argmax(w)), items, 12.5)
+    weights = np.sort(items[:, 0])[::-1]
+    stop = np.searchsorted(np.cumsum(weights), 12.5 + 1e-12)
+    order = np.argsort(-items[:, 0])
+    assert heaviest == pytest.approx(items[order[:stop], 1].sum())
+
+
+@pytest.mark.parametrize(
+    "returned, message",
+    [
+        (lambda cap, w, v: len(w), "out of range"),
+        (lambda cap, w, v: float("nan"), "NaN"),
+        (lambda cap, w, v: "0", "str"),
+        (lambda cap, w, v: [0], "list"),
+    ],
+)
+def test_kp_bad_decisions_are_invalid_with_a_reason(returned, message):
+    task = get_task("kp_construct")
+    with pytest.raises(InvalidSolution, match=message):
+        task.evaluate(returned, task.instances("val", 50))
+
+
+def test_kp_heuristic_editing_its_arguments_changes_nothing():
+    task = get_task("kp_construct")
+    instances = task.instances("val", 50)[:8]
+    baseline = load(task.template, task.function_name)
+
+    def vandal(cap, weights, values):
+        choice = baseline(cap, weights, values)
+        weights[:] = 0.0
+        values[:] = 100.0
+        return choice
+
+    assert task.evaluate(vandal, instances) == task.evaluate(baseline, instances)
+
+
+def test_train_evaluation_of_baselines_is_fast():
+    import time
+
+    for name in ("tsp_construct", "kp_construct"):
+        task = get_task(name)
+        fn = load(task.template, task.function_name)
+        instances = task.instances(*task.train)
+        start = time.perf_counter()
+        task.evaluate(fn, instances)
+        assert time.perf_counter() - start < 1.0, name
