@@ -180,3 +180,33 @@ def test_train_evaluation_of_baselines_is_fast():
         start = time.perf_counter()
         task.evaluate(fn, instances)
         assert time.perf_counter() - start < 1.0, name
+
+
+def test_a_published_reference_heuristic_rescores_to_its_published_values():
+    """The Agentic-ESOpt repo's EoH+ESOpt TSP rep1 program scores nodes by
+    2*d(current, j) - d(destination, j); its file records train 6.5107 and
+    test N=20 4.21249113244207. Same instances + same convention = same numbers."""
+    task = get_task("tsp_construct")
+
+    def reflected(current, destination, unvisited, distances):
+        score = 2 * distances[current][unvisited] - distances[destination][unvisited]
+        return unvisited[np.argmin(score)]
+
+    assert task.evaluate(reflected, task.instances("train", 50)) == pytest.approx(6.5107, abs=5e-5)
+    assert task.evaluate(reflected, task.instances("test", 20)) == pytest.approx(4.21249113244207, rel=1e-12)
+
+
+def test_a_published_kp_heuristic_rescores_to_its_train_value():
+    """The reference repo's EoH+ESOpt KP rep1 program ranks fitting items by
+    v / (w * (1 - v / S)), S the total value of fitting items; its file
+    records train objective 40.15671."""
+    task = get_task("kp_construct")
+
+    def discounted(capacity, weights, values):
+        fitting = np.flatnonzero(weights <= capacity)
+        if not len(fitting):
+            return None
+        share = values[fitting] / values[fitting].sum()
+        return fitting[np.argmax(values[fitting] / (weights[fitting] * (1 - share)))]
+
+    assert task.evaluate(discounted, task.instances("train", 100)) == pytest.approx(40.15671, abs=5e-6)
