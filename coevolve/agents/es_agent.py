@@ -11,7 +11,8 @@ Methods (same budget, same cases, same evaluation):
 - `esopt+trace2skill`: ES generations, and every `skill_every` generations a
   skill update distilled from the latest generation's trajectories.
 
-Budget = training episodes (coevolve.search.ledger.Ledger, one charge per
+ES methods also stop after `es_config.generations` generations (the σ
+schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger, one charge per
 episode). Held-out evaluation (greedy, `eval` split) runs every `eval_every`
 rounds and is not charged: it measures, it does not search. The run dir
 holds history.jsonl (ES), eval.jsonl, trajectories/round_NNN.{md,jsonl},
@@ -45,6 +46,7 @@ class AgentRunConfig:
     eval_every: int = 1  # rounds between held-out evaluations
     skill_every: int = 2  # ES generations between skill updates (esopt+trace2skill)
     skill_name: str = "distilled"
+    skill_successes: int = 2  # successful traces analysed per skill update, next to the failures
     sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=24))
     eval_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=24))
     history_turns: int | None = None
@@ -130,6 +132,8 @@ def run_agent(
     run_eval(0)
     round_index = 0
     while ledger.grant(cfg.episodes_per_round) == cfg.episodes_per_round:
+        if es is not None and es.generation >= es_config.generations:
+            break  # the σ schedule is spent; set generations = budget / episodes_per_round
         cases = task.cases("train", cfg.batch, seed=derive_seed(cfg.seed, "train", round_index))
         if es is not None:
             trajectories, rewards = [], []
@@ -166,6 +170,7 @@ def run_agent(
         if uses_skills and (cfg.method == "trace2skill" or round_index % cfg.skill_every == 0):
             distilled = distill(
                 teacher, trajectories, run_dir / "skills" / cfg.skill_name, previous=distilled,
+                successes=cfg.skill_successes,
                 seed=derive_seed(cfg.seed, "distill", round_index),
             )
         if round_index % cfg.eval_every == 0:
