@@ -108,3 +108,12 @@ def test_distill_rejects_no_trajectories_and_bad_folder_names(tmp_path: Path):
     with pytest.raises(ValueError, match="lowercase"):
         distill(teacher, [trace("a", 0)], tmp_path / "Not_Valid")
     assert not (tmp_path / "Not_Valid").exists()
+
+
+def test_merge_prompts_stay_small_enough_for_a_small_context():
+    from coevolve.agents.trace2skill import MERGE_CHARS, merge_conversation
+
+    lists = [[f"{' '.join(NATO[:20])} lesson {i} {j}" for j in range(15)] for i in range(4)]
+    conversation = merge_conversation(lists, limit=15)
+    assert len(conversation[1]["content"]) < MERGE_CHARS + 400
+    assert all(f"List {i + 1}:\n- " in conversation[1]["content"] for i in range(4))  # every list is heard

@@ -35,6 +35,7 @@ MERGE_SYSTEM = (
     "general lessons, at most {limit}. One lesson per line, each line starting with '- '. No other text."
 )
 TRANSCRIPT_CHARS = 2400  # keeps analyst prompts inside a 2048-token context
+MERGE_CHARS = 3200  # likewise for merge prompts
 LESSON_MIN_CHARS, LESSON_MAX_CHARS = 12, 200
 DEFAULT_SAMPLING = Sampling(temperature=0.3, max_tokens=200)
 
@@ -81,7 +82,18 @@ def analyst_conversation(trajectory: Trajectory) -> list[Message]:
 
 
 def merge_conversation(lesson_lists: Sequence[Sequence[str]], limit: int) -> list[Message]:
-    blocks = ["\n".join(f"- {lesson}" for lesson in lessons) for lessons in lesson_lists]
+    # each list gets an equal share of MERGE_CHARS, so a merge prompt always
+    # fits a small model's context; a list's first lessons are its best
+    share = MERGE_CHARS // max(1, len(lesson_lists))
+    blocks = []
+    for lessons in lesson_lists:
+        kept, used = [], 0
+        for lesson in lessons:
+            if kept and used + len(lesson) > share:
+                break
+            kept.append(f"- {lesson}")
+            used += len(lesson) + 3
+        blocks.append("\n".join(kept))
     user = "\n\n".join(f"List {i + 1}:\n{block}" for i, block in enumerate(blocks)) + "\n\nMerged list:"
     return [{"role": "system", "content": MERGE_SYSTEM.format(limit=limit)}, {"role": "user", "content": user}]
 
