@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 Grid = list[list[int]]  # 0 = empty
 
 SPLITS = ("train", "eval")
+MOVE_PROMPT = "Your move (set <row> <col> <value>):"
 
 
 @dataclass(frozen=True)
@@ -160,11 +161,14 @@ def render(board: Grid) -> str:
 
 # "set 1 2 3", "set(1, 2, 3)", "Set row 1 column 2 to 3", "SET r1 c2 v3"
 _ACTION = re.compile(r"\bset\b\D{0,20}?(\d+)\D{1,20}?(\d+)\D{1,20}?(\d+)", re.IGNORECASE | re.DOTALL)
+# a reply that is nothing but three numbers: "1 2 3", "(1, 2, 3)"
+_BARE_TRIPLE = re.compile(r"^\W*(\d+)[\s,]+(\d+)[\s,]+(\d+)\W*$")
 
 
 def parse_action(text: str) -> tuple[int, int, int] | None:
-    """First `set <row> <col> <value>` in `text` (1-indexed), leniently."""
-    match = _ACTION.search(text)
+    """First `set <row> <col> <value>` in `text` (1-indexed), leniently; a
+    reply of exactly three numbers counts as a move too."""
+    match = _ACTION.search(text) or _BARE_TRIPLE.match(text.strip())
     if not match:
         return None
     return int(match.group(1)), int(match.group(2)), int(match.group(3))
@@ -217,7 +221,7 @@ class Sudoku:
 
     def reset(self, case: SudokuCase) -> tuple[SudokuState, str]:
         state = SudokuState(case=case, board=[list(row) for row in case.puzzle])
-        return state, f"Puzzle:\n{render(state.board)}\nEmpty cells: {case.masked}. Your move?"
+        return state, f"Puzzle:\n{render(state.board)}\nEmpty cells: {case.masked}. {MOVE_PROMPT}"
 
     def step(self, state: SudokuState, action_text: str) -> tuple[str, bool]:
         if state.done:
@@ -231,7 +235,7 @@ class Sudoku:
         if empty == 0:
             status = "The board is full: solved!" if self.reward(state) == 1.0 else "The board is full but not valid."
             return f"{feedback}\n{render(state.board)}\n{status}", True
-        return f"{feedback}\n{render(state.board)}\nEmpty cells: {empty}. Your move?", state.done
+        return f"{feedback}\n{render(state.board)}\nEmpty cells: {empty}. {MOVE_PROMPT}", state.done
 
     def _apply(self, state: SudokuState, action_text: str) -> str:
         move = parse_action(action_text)
