@@ -17,6 +17,8 @@ from coevolve.engine import models
 from coevolve.engine.base import Completion, Message, Sampling
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
+# vLLM logs every engine step at INFO; users of a search loop want our progress bar.
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 
 def _device_kind() -> str:
@@ -158,6 +160,12 @@ class Engine:
         if self._perturbation is not None:
             raise RuntimeError("apply_update while perturbed; restore first")
         self._rpc("es_update", [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
+
+    def reset(self) -> None:
+        """Back to the checkpoint's weights (drops every ES update)."""
+        if self._perturbation is not None:
+            self.restore()
+        self._rpc("es_reset", str(self.model_path))
 
     def checksum(self) -> str:
         return self._rpc("es_checksum")

@@ -71,6 +71,23 @@ class WeightsExtension:
         self._perturbed = False
         return self.es_num_parameters()
 
+    def es_reset(self, model_dir: str) -> None:
+        """Reload the checkpoint's weights in place (vLLM's own loader handles
+        fused tensors) and make them the new θ."""
+        from pathlib import Path
+
+        from safetensors.torch import safe_open
+
+        def weights():
+            for file in sorted(Path(model_dir).glob("*.safetensors")):
+                with safe_open(str(file), framework="pt") as handle:
+                    for key in handle.keys():
+                        yield key, handle.get_tensor(key)
+
+        with torch.no_grad():
+            self._model().load_weights(weights())
+        self.es_init()
+
     def es_num_parameters(self) -> int:
         return sum(p.numel() for _, p in self._params())
 

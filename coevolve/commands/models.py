@@ -1,0 +1,38 @@
+"""`coevolve models prepare|list`."""
+
+from __future__ import annotations
+
+import argparse
+
+from coevolve.engine import models
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("models", help="prepare or list models")
+    actions = parser.add_subparsers(dest="action", required=True)
+    prepare = actions.add_parser("prepare", help="convert the embedded GGUF model into an HF checkpoint (idempotent)")
+    prepare.set_defaults(handler=_prepare)
+    listing = actions.add_parser("list", help="show available models")
+    listing.set_defaults(handler=_list)
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from coevolve.cli import UsageError
+
+    try:
+        path = models.prepare()
+    except models.ModelError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"embedded model ready: {path}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    rows = models.list_models()
+    print(f"{'name':28} {'parameters':>12}  status    path")
+    for info in rows:
+        params = f"{info.parameters:,}" if info.parameters else "-"
+        status = "ready" if info.prepared else "not prepared (coevolve models prepare)"
+        print(f"{info.name:28} {params:>12}  {status:8}  {info.path}")
+    print("any local HF checkpoint directory also works as --model DIR")
+    return 0

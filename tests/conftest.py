@@ -1,0 +1,39 @@
+"""Shared fixtures. One real engine per test session (starting vLLM costs ~20 s
+and a second in-process engine would double memory): tests that need it take
+the `engine` fixture and must leave its weights as they found them, except
+tests that say they move them (they restore via `engine_baseline`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    from coevolve.engine.models import default_model_dir
+
+    return default_model_dir()
+
+
+@pytest.fixture(scope="session")
+def engine(model_dir):
+    from coevolve.engine.vllm_engine import Engine
+
+    eng = Engine(model_dir, max_model_len=2048, max_num_seqs=64)
+    yield eng
+    eng.close()
+
+
+def run_python(code: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a script in a fresh interpreter (for checks that need a fresh engine)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT
+    )

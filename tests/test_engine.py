@@ -1,0 +1,140 @@
+"""The engine and ES core on the real embedded model and the real vLLM engine."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+
+import pytest
+
+from coevolve.engine.base import Sampling
+from coevolve.engine.models import ModelError, count_checkpoint_parameters, resolve
+from coevolve.es import ESConfig, ESOpt, history
+from tests.conftest import run_python
+
+pytestmark = pytest.mark.engine
+
+PROMPTS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "user", "content": "Write one sentence about the sea."}],
+    [{"role": "user", "content": "List three fruits."}],
+]
+GREEDY = Sampling(temperature=0.0, max_tokens=24)
+
+
+def greedy(engine) -> list[str]:
+    return [c.text for c in engine.chat(PROMPTS, GREEDY)]
+
+
+def test_every_checkpoint_parameter_is_perturbed(engine, model_dir):
+    expected = count_checkpoint_parameters(model_dir)
+    assert expected == 134_515_008
+    assert engine.num_parameters() == expected
+    touched = engine.perturb(7, 1e-3)
+    engine.restore()
+    assert touched == expected
+
+
+def test_perturb_changes_output_and_restore_is_exact(engine):
+    base_sum, base_text = engine.checksum(), greedy(engine)
+    with engine.perturbed(123, 2e-2):
+        assert engine.checksum() != base_sum
+        assert greedy(engine) != base_text
+    assert engine.checksum() == base_sum
+    assert greedy(engine) == base_text
+
+
+def test_two_hundred_cycles_leave_weights_bit_identical(engine):
+    base = engine.checksum()
+    for i in range(200):
+        engine.perturb(1000 + i, 1e-3)
+        engine.restore()
+    assert engine.checksum() == base
+
+
+def test_same_seed_same_weights_different_seed_different(engine):
+    with engine.perturbed(5, 1e-2):
+        first = engine.checksum()
+    with engine.perturbed(5, 1e-2):
+        again = engine.checksum()
+    with engine.perturbed(6, 1e-2):
+        other = engine.checksum()
+    assert first == again
+    assert first != other
+
+
+def test_chat_batches_with_per_request_seeds(engine):
+    sampling = Sampling(temperature=1.0, max_tokens=16)
+    convs = [PROMPTS[1]] * 4
+    a = engine.chat(convs, sampling, seeds=[1, 2, 3, 4])
+    b = engine.chat(convs, sampling, seeds=[1, 2, 3, 4])
+    assert [c.text for c in a] == [c.text for c in b]
+    assert len({c.text for c in a}) > 1
+    assert all(c.completion_tokens > 0 and c.prompt_tokens > 0 for c in a)
+    stopped = engine.chat([PROMPTS[2]], Sampling(temperature=0.0, max_tokens=64, stop=("\n",)))
+    assert "\n" not in stopped[0].text
+
+
+def test_bad_input_is_rejected_and_weights_stay(engine, tmp_path):
+    base = engine.checksum()
+    with pytest.raises(ValueError, match="sigma"):
+        engine.perturb(1, 0.0)
+    with pytest.raises(ValueError, match="sigma"):
+        engine.perturb(1, -1e-3)
+    with pytest.raises(ValueError, match="population"):
+        ESConfig(population=1)
+    es = ESOpt(ESConfig(population=2, generations=1), tmp_path / "history.jsonl")
+    members = es.ask()
+    with pytest.raises(ValueError, match="finite"):
+        es.tell(engine, members, [1.0, math.nan])
+    with pytest.raises(ValueError, match="finite"):
+        engine.apply_update([1, 2], [1.0, math.inf], 1e-3)
+    assert engine.checksum() == base
+    assert not (tmp_path / "history.jsonl").exists()
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve(tmp_path / "missing")
+    (tmp_path / "notamodel").mkdir()
+    with pytest.raises(ModelError, match="config.json"):
+        resolve(tmp_path / "notamodel")
+
+
+def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
+    """Three ES generations, then (in a fresh interpreter) a fresh engine replays
+    history.jsonl to the same checksum, and the exported checkpoint reloads in
+    vLLM with the same greedy outputs. The engine is put back afterwards."""
+    path = tmp_path / "history.jsonl"
+    base = engine.checksum()
+    es = ESOpt(ESConfig(population=4, sigma=1e-2, alpha=5e-3, generations=3, seed=11), path)
+    for _ in range(3):
+        members = es.ask()
+        es.tell(engine, members, [float(i % 3) for i in range(len(members))])
+    tuned = engine.checksum()
+    assert tuned != base
+    assert len(history.read(path)) == 3
+    tuned_text = greedy(engine)
+    export_dir = engine.export(tmp_path / "exported")
+    engine.reset()
+    assert engine.checksum() == base
+
+    script = textwrap.dedent(
+        f"""
+        import json
+        from coevolve.engine.vllm_engine import Engine
+        from coevolve.engine.base import Sampling
+        from coevolve.es import ESConfig, ESOpt
+        fresh = Engine()
+        ESOpt.resume(ESConfig(population=4, generations=3), {str(path)!r}, fresh)
+        replayed = fresh.checksum()
+        fresh.close()
+        reloaded = Engine({str(export_dir)!r})
+        texts = [c.text for c in reloaded.chat({PROMPTS!r}, Sampling(temperature=0.0, max_tokens=24))]
+        print("RESULT" + json.dumps({{"replayed": replayed, "texts": texts}}))
+        """
+    )
+    proc = run_python(script, env={"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+    assert lines, proc.stderr[-3000:]
+    result = json.loads(lines[-1][len("RESULT"):])
+    assert result["replayed"] == tuned
+    assert result["texts"] == tuned_text
