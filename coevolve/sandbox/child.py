@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
-import io
+import fcntl
 import os
 import select
 import shutil
@@ -23,6 +23,7 @@ from coevolve.sandbox.guard import apply_limits, install_guards
 from coevolve.sandbox.results import FailureKind
 
 _PR_SET_PDEATHSIG = 1
+_F_SETPIPE_SZ = 1031
 _PR_SET_CHILD_SUBREAPER = 36
 _TAIL_BYTES = 2000
 _MEMORY_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory")
@@ -44,27 +45,40 @@ def die_with_parent() -> None:
     prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-class _LimitedWriter(io.RawIOBase):
-    """A file descriptor that swallows everything past `limit` bytes, so a
-    print loop costs no system calls once the budget is spent."""
+class _LimitedText:
+    """sys.stdout/sys.stderr for the candidate: writes to a file descriptor
+    until `limit` bytes, then swallows everything, so a print loop costs no
+    system calls once the budget is spent."""
+
+    encoding = "utf-8"
+    errors = "replace"
 
     def __init__(self, fd: int, limit: int) -> None:
         self._fd = fd
         self._left = limit
 
-    def writable(self) -> bool:
-        return True
+    def write(self, text: str) -> int:
+        if self._left > 0:
+            data = str(text).encode("utf-8", "replace")[: self._left]
+            os.write(self._fd, data)
+            self._left -= len(data)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
 
     def fileno(self) -> int:
         return self._fd
 
-    def write(self, data: Any) -> int:
-        size = len(data)
-        if self._left > 0:
-            chunk = bytes(data[: self._left])
-            os.write(self._fd, chunk)
-            self._left -= len(chunk)
-        return size
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
 
 
 class _OutputCapture:
@@ -127,8 +141,8 @@ def _enter_child(workdir: str, out_w: int, close_fds: list[int], memory_mb: int,
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
     sys.stdin = open(os.devnull)
-    sys.stdout = io.TextIOWrapper(_LimitedWriter(1, output_limit), write_through=True)  # type: ignore[arg-type]
-    sys.stderr = io.TextIOWrapper(_LimitedWriter(2, output_limit), write_through=True)  # type: ignore[arg-type]
+    sys.stdout = _LimitedText(1, output_limit)
+    sys.stderr = _LimitedText(2, output_limit)
     faulthandler.enable(file=sys.stderr)
     apply_limits(memory_mb, timeout_s)
     install_guards(workdir)
@@ -149,6 +163,10 @@ def run_in_child(
     workdir = tempfile.mkdtemp(prefix="cand-", dir=scratch_root)
     result_r, result_w = os.pipe()
     out_r, out_w = os.pipe()
+    try:  # a bigger pipe: a flood of output needs fewer hand-offs between processes
+        fcntl.fcntl(out_r, _F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        pass
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -193,8 +211,14 @@ def _supervise(pid: int, start: float, workdir: str, result_r: int, out_r: int,
         if now >= deadline and exit_status is None:
             timed_out = True
             break
-        wait = 0.05 if exit_status is not None else deadline - now
-        ready, _, _ = select.select(list(open_fds), [], [], wait) if open_fds else ([], [], [])
+        # Poll for the child's exit too: normally its exit closes the pipes
+        # and wakes select, but a process it forked may hold them open.
+        wait = 0.05 if exit_status is not None else min(deadline - now, 0.1)
+        if open_fds:
+            ready, _, _ = select.select(list(open_fds), [], [], wait)
+        else:  # pipes closed, exit imminent: wait for it briefly
+            ready = []
+            time.sleep(0.001)
         for fd in ready:
             chunk = os.read(fd, 1 << 16)
             if not chunk:

@@ -13,6 +13,7 @@ import inspect
 import os
 import pickle
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,7 @@ class _WorkerProcess:
         self.read_fd = self.process.stdout.fileno()
         hello = self.request({"op": "hello", "sys_path": list(sys.path)}, timeout_s=60.0)
         self.network_isolated = bool(hello.get("network_isolated"))
+        self.scratch_root = str(hello.get("scratch_root", ""))
 
     @property
     def pid(self) -> int:
@@ -57,16 +59,26 @@ class _WorkerProcess:
         wire.send(self.write_fd, message)
         return wire.recv(self.read_fd, deadline=time.monotonic() + timeout_s)
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
+    def stop(self, graceful: bool = True) -> None:
+        """Close the worker: EOF on its stdin lets it clean up and exit; one
+        that does not within a few seconds, or a stuck one, is killed."""
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5.0 if graceful else 0.0)
+        except subprocess.TimeoutExpired:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-        self.process.wait()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        if self.scratch_root:
+            shutil.rmtree(self.scratch_root, ignore_errors=True)
 
 
 def _portable_task(task: Any) -> Any:
@@ -234,8 +246,8 @@ class Sandbox:
                 self._all.append(worker)
         return worker
 
-    def _forget(self, worker: _WorkerProcess) -> None:
-        worker.stop()
+    def _forget(self, worker: _WorkerProcess, graceful: bool = True) -> None:
+        worker.stop(graceful)
         with self._lock:
             if worker in self._all:
                 self._all.remove(worker)
@@ -245,13 +257,13 @@ class Sandbox:
         try:
             reply = worker.request(job, timeout_s + _WORKER_GRACE_S)
         except (wire.PeerGone, wire.WireTimeout, BrokenPipeError, OSError) as exc:
-            self._forget(worker)
+            self._forget(worker, graceful=False)
             self._idle.put(None)
             what = "stopped answering" if isinstance(exc, wire.WireTimeout) else "died"
             return {"failure": FailureKind.CRASH.value, "objective": None,
                     "message": f"sandbox worker {what} while running the candidate"}
         except BaseException:
-            self._forget(worker)
+            self._forget(worker, graceful=False)
             self._idle.put(None)
             raise
         self._idle.put(worker)

@@ -29,7 +29,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy  # noqa: E402,F401  (warm import, inherited by every child)
 
 from coevolve.sandbox import wire  # noqa: E402
-from coevolve.sandbox.child import become_subreaper, die_with_parent, run_in_child, traceback_tail  # noqa: E402
+from coevolve.sandbox.child import become_subreaper, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 
 CANDIDATE_FILE = "<candidate>"
@@ -231,7 +231,9 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    die_with_parent()
+    # No parent-death signal here: it fires when the *thread* that started
+    # the worker exits, and the Sandbox starts workers from pool threads.
+    # The worker exits on EOF from its stdin instead.
     become_subreaper()
     network_isolated = isolate_network()
 
@@ -248,13 +250,17 @@ def main() -> None:
                 for entry in reversed(job.get("sys_path", [])):
                     if entry not in sys.path:
                         sys.path.insert(0, entry)
-                reply: dict[str, Any] = {"pid": os.getpid(), "network_isolated": network_isolated}
+                reply: dict[str, Any] = {"pid": os.getpid(), "network_isolated": network_isolated,
+                                         "scratch_root": worker.scratch_root}
             else:
                 try:
                     reply = handlers[op](job)
                 except Exception:
                     reply = {"error": traceback.format_exc(limit=8)}
-            wire.send(write_fd, reply)
+            try:
+                wire.send(write_fd, reply)
+            except BrokenPipeError:
+                return  # the Sandbox is gone
     finally:
         import shutil
 

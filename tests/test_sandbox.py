@@ -1,0 +1,340 @@
+"""The sandbox against real hostile candidates, in real worker processes.
+
+A tiny TSP task defined here keeps the battery fast and independent of the
+task modules; the registry path is covered by test_registry_task_name."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+import uuid
+
+import numpy as np
+import psutil
+import pytest
+
+from coevolve.sandbox import EvalResult, FailureKind, Sandbox
+from tasks.base import InvalidSolution
+
+TINY_TEMPLATE = '''import numpy as np
+
+
+def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):
+    """Nearest unvisited node."""
+    return unvisited_nodes[np.argmin(distance_matrix[current_node][unvisited_nodes])]
+'''
+
+
+class TinyTSP:
+    """Four 8-city instances; the same calling convention as tsp_construct."""
+
+    name = "tiny_tsp"
+    description = "tiny TSP for sandbox tests"
+    function_name = "select_next_node"
+    template = TINY_TEMPLATE
+    direction = "min"
+    train = ("train", 8)
+
+    def splits(self) -> dict[str, list[int]]:
+        return {"train": [8], "test": [8, 12]}
+
+    def instances(self, split: str, size: int) -> np.ndarray:
+        seed = {"train": 1, "test": 2}[split] * 1000 + size
+        return np.random.RandomState(seed).rand(4, size, 2)
+
+    def evaluate(self, fn, instances) -> float:
+        lengths = []
+        for coords in instances:
+            n = len(coords)
+            distances = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
+            visited = [0]
+            while len(visited) < n:
+                unvisited = np.array([i for i in np.argsort(distances[visited[-1]]) if i not in visited])
+                choice = fn(visited[-1], 0, unvisited, distances)
+                if not isinstance(choice, (int, np.integer)) or isinstance(choice, bool):
+                    raise InvalidSolution(f"returned {choice!r}, expected a node index")
+                if not 0 <= choice < n or int(choice) in visited:
+                    raise InvalidSolution(f"node {choice} is visited or out of range")
+                visited.append(int(choice))
+            tour = np.array(visited)
+            lengths.append(distances[tour, np.roll(tour, -1)].sum())
+        return float(np.mean(lengths))
+
+
+def nearest(current_node, destination_node, unvisited_nodes, distance_matrix):
+    return unvisited_nodes[np.argmin(distance_matrix[current_node][unvisited_nodes])]
+
+
+GOOD = TINY_TEMPLATE
+GOOD_OBJECTIVE = TinyTSP().evaluate(nearest, TinyTSP().instances("train", 8))
+
+
+def heuristic(body: str, imports: str = "") -> str:
+    """A candidate whose select_next_node runs `body`."""
+    return (imports + "\n" if imports else "") + (
+        "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+        + textwrap.indent(textwrap.dedent(body), "    ")
+    )
+
+
+@pytest.fixture
+def marked_env(monkeypatch):
+    """Tag every process the sandbox starts, so leftovers can be found even
+    if they escaped the process tree."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("COEVOLVE_SANDBOX_TEST_MARK", mark)
+    return mark
+
+
+def processes_with_mark(mark: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("COEVOLVE_SANDBOX_TEST_MARK") == mark:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def test_good_candidate_scores_like_in_process_evaluation():
+    with Sandbox(workers=1, timeout_s=10) as sandbox:
+        result = sandbox.evaluate(GOOD, TinyTSP())
+        assert result.ok, result
+        assert result.objective == pytest.approx(GOOD_OBJECTIVE, rel=1e-12)
+        assert result.instances == 4 and result.seconds > 0
+        other = sandbox.evaluate(GOOD, TinyTSP(), "test", 12)
+        expected = TinyTSP().evaluate(nearest, TinyTSP().instances("test", 12))
+        assert other.objective == pytest.approx(expected, rel=1e-12)
+
+
+def test_workers_are_reused_across_candidates():
+    with Sandbox(workers=1, timeout_s=10) as sandbox:
+        sandbox.evaluate(GOOD, TinyTSP())
+        first = sandbox.worker_pids()
+        for _ in range(3):
+            sandbox.evaluate(heuristic("import sys\nsys.modules['numpy'] = None\nreturn unvisited_nodes[0]"), TinyTSP())
+        assert sandbox.worker_pids() == first
+        # the candidate above poisoned sys.modules in its own child only
+        assert sandbox.evaluate(GOOD, TinyTSP()).objective == pytest.approx(GOOD_OBJECTIVE)
+
+
+def hostile_battery(outside: str) -> list[tuple[str, str, object]]:
+    """(label, code, expected failure or a tuple of acceptable ones); None =
+    scores (prints are not a failure)."""
+    return [
+        ("infinite loop", heuristic("while True:\n    pass"), FailureKind.TIMEOUT),
+        ("fork loop", heuristic("while True:\n    os.fork()", "import os"), FailureKind.EXCEPTION),
+        ("10 GB allocation", heuristic("block = bytearray(10 * 1024 ** 3)\nreturn unvisited_nodes[0]"),
+         FailureKind.MEMORY),
+        ("10 GB numpy", heuristic("block = np.ones(10 * 1024 ** 3 // 8)\nreturn unvisited_nodes[0]",
+                                  "import numpy as np"), FailureKind.MEMORY),
+        ("os.system", heuristic(f"os.system('touch {outside}/system')\nreturn unvisited_nodes[0]", "import os"),
+         FailureKind.EXCEPTION),
+        ("subprocess", heuristic(f"subprocess.run(['touch', '{outside}/subprocess'])\nreturn unvisited_nodes[0]",
+                                 "import subprocess"), FailureKind.EXCEPTION),
+        ("write outside", heuristic(f"open('{outside}/open', 'w').write('x')\nreturn unvisited_nodes[0]"),
+         FailureKind.EXCEPTION),
+        ("pathlib outside", heuristic(f"pathlib.Path('{outside}/pathlib').write_text('x')\nreturn unvisited_nodes[0]",
+                                      "import pathlib"), FailureKind.EXCEPTION),
+        ("os.open outside", heuristic(f"os.open('{outside}/osopen', os.O_CREAT | os.O_WRONLY)\n"
+                                      "return unvisited_nodes[0]", "import os"), FailureKind.EXCEPTION),
+        ("remove outside", heuristic(f"os.remove('{outside}/keep')\nreturn unvisited_nodes[0]", "import os"),
+         FailureKind.EXCEPTION),
+        ("socket", heuristic("socket.create_connection(('127.0.0.1', 9))\nreturn unvisited_nodes[0]",
+                             "import socket"), FailureKind.EXCEPTION),
+        ("sys.exit", heuristic("sys.exit(0)", "import sys"), FailureKind.CRASH),
+        ("sys.exit at import", "import sys\nsys.exit(3)\n" + GOOD, FailureKind.CRASH),
+        ("os._exit", heuristic("os._exit(0)", "import os"), FailureKind.CRASH),
+        ("segfault", heuristic("ctypes.string_at(0)", "import ctypes"), FailureKind.CRASH),
+        ("deep recursion", heuristic("def down(k):\n    return down(k + 1)\nreturn down(0)"), FailureKind.EXCEPTION),
+        # Python 3.11 keeps Python frames off the C stack: unbounded recursion
+        # exhausts memory or time, whichever comes first
+        ("unbounded recursion", heuristic("sys.setrecursionlimit(10 ** 8)\ndef down(k):\n    return down(k + 1) + 1\n"
+                                          "return down(0)", "import sys"), (FailureKind.MEMORY, FailureKind.TIMEOUT)),
+        ("kill the worker", heuristic("os.kill(os.getppid(), 9)\nreturn unvisited_nodes[0]", "import os"),
+         FailureKind.EXCEPTION),
+        ("NaN", heuristic("return float('nan')"), FailureKind.INVALID),
+        ("None", heuristic("return None"), FailureKind.INVALID),
+        ("wrong type", heuristic("return 'node'"), FailureKind.INVALID),
+        ("a list", heuristic("return list(unvisited_nodes)"), FailureKind.INVALID),
+        ("visited node", heuristic("return current_node"), FailureKind.INVALID),
+        ("raises", heuristic("raise ValueError('no idea')"), FailureKind.EXCEPTION),
+        ("syntax error", "def select_next_node(a, b, c, d)\n    return c[0]\n", FailureKind.SYNTAX),
+        ("missing function", "def choose(a, b, c, d):\n    return c[0]\n", FailureKind.MISSING_FUNCTION),
+        ("bad signature", "def select_next_node(a, b):\n    return 1\n", FailureKind.BAD_SIGNATURE),
+        # output floods at import time (the heuristic itself runs ~28 times)
+        ("100 MB of prints", "for _ in range(100_000):\n    print('x' * 999)\n" + GOOD, None),
+        ("100 MB in one write", "import os\nos.write(1, b'y' * 100_000_000)\n" + GOOD, None),
+        ("writes its own temp dir", heuristic("open('notes.txt', 'w').write('ok')\nreturn unvisited_nodes[0]"),
+         None),
+    ]
+
+
+def test_hostile_battery(tmp_path, marked_env):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("precious")
+    battery = hostile_battery(str(outside))
+    jobs = []
+    for _, code, _ in battery:
+        jobs += [(code, TinyTSP(), None, None), (GOOD, TinyTSP(), None, None)]
+    began = time.monotonic()
+    with Sandbox(workers=2, timeout_s=3.0, memory_mb=512, output_limit=2000) as sandbox:
+        results = sandbox.evaluate_many(jobs)
+        for pid in sandbox.worker_pids():
+            assert psutil.Process(pid).children() == [], "a candidate process outlived its evaluation"
+    elapsed = time.monotonic() - began
+
+    for (label, _, expected), result, after in zip(battery, results[0::2], results[1::2]):
+        allowed = expected if isinstance(expected, tuple) else (expected,)
+        assert result.failure in allowed, f"{label}: {result}"
+        assert after.ok and after.objective == pytest.approx(GOOD_OBJECTIVE), f"good after {label}: {after}"
+    by_label = {label: result for (label, _, _), result in zip(battery, results[0::2])}
+    assert "PermissionError" in by_label["write outside"].message
+    assert "SIGSEGV" in by_label["segfault"].message
+    assert "time limit" in by_label["infinite loop"].message
+    assert "RecursionError" in by_label["deep recursion"].message
+    for label in ("100 MB of prints", "100 MB in one write"):
+        assert len(by_label[label].output) < 2000 + 3000, label
+    assert sorted(os.listdir(outside)) == ["keep"] and (outside / "keep").read_text() == "precious"
+    assert processes_with_mark(marked_env) == []
+    assert elapsed < 60
+
+
+def test_killed_or_stuck_worker_is_replaced(marked_env):
+    kill_parent = heuristic("ctypes.CDLL(None).kill(os.getppid(), 9)\nreturn unvisited_nodes[0]",
+                            "import ctypes, os")
+    with Sandbox(workers=1, timeout_s=2.0) as sandbox:
+        result = sandbox.evaluate(kill_parent, TinyTSP())
+        assert result.failure == FailureKind.CRASH and "worker died" in result.message
+        assert sandbox.evaluate(GOOD, TinyTSP()).objective == pytest.approx(GOOD_OBJECTIVE)
+    assert processes_with_mark(marked_env) == []
+
+
+def test_orphans_that_escape_the_process_group_are_killed(tmp_path, marked_env):
+    # fork through ctypes (past the guard), start a new session (past the
+    # group kill), and leave the child sleeping: the subreaper sweep ends it.
+    escape = (
+        "import ctypes, os, time\n"
+        "libc = ctypes.CDLL(None)\n"
+        "if libc.fork() == 0:\n"
+        "    libc.setsid()\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+    ) + GOOD
+    with Sandbox(workers=1, timeout_s=5.0) as sandbox:
+        result = sandbox.evaluate(escape, TinyTSP())
+        (worker,) = sandbox.worker_pids()
+        assert psutil.Process(worker).children() == []
+        assert len(processes_with_mark(marked_env)) == 1  # the worker alone
+    assert result.ok, result
+    assert processes_with_mark(marked_env) == []
+
+
+def test_memory_limit_is_per_candidate():
+    with Sandbox(workers=1, timeout_s=5.0, memory_mb=100) as sandbox:
+        big = sandbox.evaluate(heuristic("x = np.ones(40_000_000)\nreturn unvisited_nodes[0]",
+                                         "import numpy as np"), TinyTSP())
+        small = sandbox.evaluate(heuristic("x = np.ones(1_000_000)\nreturn unvisited_nodes[0]",
+                                           "import numpy as np"), TinyTSP())
+    assert big.failure == FailureKind.MEMORY
+    # unvisited_nodes is sorted nearest first: this is nearest neighbour again
+    assert small.ok and small.objective == pytest.approx(GOOD_OBJECTIVE)
+
+
+def test_network_is_isolated_when_root():
+    with Sandbox(workers=1, timeout_s=5.0) as sandbox:
+        # the socket guard is bypassed on purpose (the type the guard does not
+        # replace): only the network namespace is left to stop it
+        tool = sandbox.run_python(
+            "import socket\nraw = socket.SocketType(socket.AF_INET, socket.SOCK_STREAM)\nraw.settimeout(1)\n"
+            "try:\n    raw.connect(('1.1.1.1', 53))\n    print('online')\n"
+            "except OSError as exc:\n    print('offline', exc.errno)\n"
+        )
+        if os.geteuid() != 0:
+            pytest.skip("network namespaces need root; only the socket guard applies")
+        assert sandbox.network_isolated
+    assert tool.ok and tool.stdout.startswith("offline"), tool
+
+
+def test_run_python_for_agents(tmp_path):
+    with Sandbox(workers=1, timeout_s=5.0, output_limit=500) as sandbox:
+        shown = sandbox.run_python("x = 21\nprint('half')\nx * 2")
+        assert shown.ok and shown.stdout == "half\n42\n"
+        error = sandbox.run_python("1 / 0")
+        assert error.failure == FailureKind.EXCEPTION and "ZeroDivisionError" in error.error
+        assert "[exception]" in error.observation()
+        assert sandbox.run_python("print(")
+        assert sandbox.run_python("print(").failure == FailureKind.SYNTAX
+        assert sandbox.run_python("while True: pass", timeout_s=1.0).failure == FailureKind.TIMEOUT
+        assert sandbox.run_python("import sys; sys.exit(2)").failure == FailureKind.CRASH
+        flood = sandbox.run_python("for i in range(100000): print(i)")
+        assert flood.ok and len(flood.stdout) < 500 + 3000
+        target = tmp_path / "agent.txt"
+        wrote = sandbox.run_python(f"open({str(target)!r}, 'w').write('x')")
+        assert wrote.failure == FailureKind.EXCEPTION and not target.exists()
+
+
+def test_evaluate_many_keeps_order_and_runs_in_parallel():
+    variants = [heuristic(f"return unvisited_nodes[min({k}, len(unvisited_nodes) - 1)]") for k in range(4)]
+    expected = []
+    for k in range(4):
+        def pick(current_node, destination_node, unvisited_nodes, distance_matrix, k=k):
+            return unvisited_nodes[min(k, len(unvisited_nodes) - 1)]
+        expected.append(TinyTSP().evaluate(pick, TinyTSP().instances("train", 8)))
+    sleepy = "import time\ntime.sleep(1.0)\n" + GOOD
+    with Sandbox(workers=2, timeout_s=10.0) as sandbox:
+        results = sandbox.evaluate_many([(code, TinyTSP(), "train", 8) for code in variants])
+        sandbox.evaluate_many([(GOOD, TinyTSP(), None, None)] * 2)  # start both workers
+        began = time.monotonic()
+        sandbox.evaluate_many([(sleepy, TinyTSP(), None, None)] * 2)
+        parallel = time.monotonic() - began
+    assert [r.objective for r in results] == pytest.approx(expected)
+    assert len(set(expected)) > 1
+    # each sleepy candidate sleeps 1 s: two workers take one's time, not two
+    with Sandbox(workers=1, timeout_s=30.0) as serial:
+        serial.evaluate(GOOD, TinyTSP())
+        began = time.monotonic()
+        serial.evaluate_many([(sleepy, TinyTSP(), None, None)] * 2)
+        sequential = time.monotonic() - began
+    assert sequential >= 2.0 and parallel < 0.75 * sequential, (parallel, sequential)
+
+
+def test_bad_input_is_a_clear_error():
+    with Sandbox(workers=1) as sandbox:
+        with pytest.raises(ValueError, match="no split 'nope'"):
+            sandbox.evaluate(GOOD, TinyTSP(), "nope")
+        with pytest.raises(ValueError, match="no size 9"):
+            sandbox.evaluate(GOOD, TinyTSP(), "train", 9)
+        with pytest.raises(ValueError, match="several sizes"):
+            sandbox.evaluate(GOOD, TinyTSP(), "test")
+        with pytest.raises(ValueError, match="unknown task 'no_such_task'"):
+            sandbox.evaluate(GOOD, "no_such_task")
+    with pytest.raises(RuntimeError, match="closed"):
+        sandbox.evaluate(GOOD, TinyTSP())
+    with pytest.raises(ValueError, match="workers"):
+        Sandbox(workers=0)
+
+
+def test_result_round_trips_through_json():
+    result = EvalResult(objective=None, failure=FailureKind.TIMEOUT, message="slow", seconds=2.5)
+    again = EvalResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result and not again.ok
+    assert EvalResult(objective=1.5, failure=None).ok
+
+
+def test_registry_task_name():
+    from tasks.registry import list_tasks
+
+    if "tsp_construct" not in list_tasks():
+        pytest.skip("tsp_construct is not registered yet")
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    with Sandbox(workers=1, timeout_s=30.0) as sandbox:
+        result = sandbox.evaluate(task.template, "tsp_construct")
+    assert result.ok and result.instances == 64
+    assert result.objective == pytest.approx(task.evaluate(nearest, task.instances("train", 50)))
