@@ -33,7 +33,7 @@ class ModelSection:
 @dataclass
 class SamplingSection:
     temperature: float = 0.7
-    top_p: float = 0.95
+    top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
     max_tokens: int = 384
 
     def check(self, name: str) -> None:
