@@ -1,0 +1,120 @@
+"""ES overhead, measured side by side in one run on the real engine.
+
+(a) one ES generation (G members x N prompts, each member perturbed, generated,
+    restored) vs the same G*N completions generated unperturbed in one batch;
+(b) perturb + restore seconds per member, and per billion parameters;
+(c) peak memory of an ES generation vs plain inference (each in a fresh
+    process, so the peaks do not mask each other).
+
+    python benchmarks/es_overhead.py [--members 8] [--prompts 8] [--max-tokens 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+PROMPTS = [
+    "Write a Python function that returns the larger of two numbers.",
+    "Explain in one sentence what a heuristic is.",
+    "Give three tips for solving Sudoku.",
+    "What is the capital of Italy?",
+    "Describe a greedy algorithm for the travelling salesman problem.",
+    "List two prime numbers above 50.",
+    "What does a knapsack problem ask?",
+    "Name a sorting algorithm and its complexity.",
+]
+
+
+def _conversations(n: int) -> list[list[dict]]:
+    return [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(n)]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _gpu_peak_mb() -> float | None:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return None
+
+
+def child(mode: str, members: int, prompts: int, max_tokens: int) -> dict:
+    """Runs in a fresh process: 'plain' = inference only, 'es' = one ES generation."""
+    from coevolve.engine.base import Sampling
+    from coevolve.engine.vllm_engine import Engine
+
+    engine = Engine()
+    sampling = Sampling(temperature=0.7, max_tokens=max_tokens)
+    convs = _conversations(prompts)
+    result: dict = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device}
+    rss_after_load = _peak_rss_mb()
+    if mode == "plain":
+        started = time.perf_counter()
+        engine.chat(convs * members, sampling, seeds=list(range(members * prompts)))
+        result["seconds"] = time.perf_counter() - started
+    else:
+        perturb_seconds = 0.0
+        started = time.perf_counter()
+        for m in range(members):
+            t0 = time.perf_counter()
+            engine.perturb(1000 + m, 1e-3)
+            perturb_seconds += time.perf_counter() - t0
+            engine.chat(convs, sampling, seeds=list(range(m * prompts, (m + 1) * prompts)))
+            t0 = time.perf_counter()
+            engine.restore()
+            perturb_seconds += time.perf_counter() - t0
+        result["seconds"] = time.perf_counter() - started
+        result["perturb_restore_seconds_per_member"] = perturb_seconds / members
+    result["peak_rss_mb"] = _peak_rss_mb()
+    result["rss_after_load_mb"] = rss_after_load
+    result["gpu_peak_mb"] = _gpu_peak_mb()
+    return result
+
+
+def _run_child(mode: str, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, "--members", str(args.members),
+           "--prompts", str(args.prompts), "--max-tokens", str(args.max_tokens)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    if not lines:
+        raise SystemExit(f"{mode} run failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][7:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--child", choices=["plain", "es"])
+    args = parser.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(args.child, args.members, args.prompts, args.max_tokens)))
+        return
+    plain = _run_child("plain", args)
+    es = _run_child("es", args)
+    billions = es["parameters"] / 1e9
+    per_member = es["perturb_restore_seconds_per_member"]
+    print(f"device {es['device']}, {es['parameters']:,} parameters, G={args.members} members x N={args.prompts} prompts, "
+          f"{args.max_tokens} new tokens")
+    print(f"(a) ES generation {es['seconds']:.2f} s vs one unperturbed batch of {args.members * args.prompts} "
+          f"{plain['seconds']:.2f} s: ratio {es['seconds'] / plain['seconds']:.2f}x")
+    print(f"(b) perturb+restore {per_member:.3f} s per member = {per_member / billions:.2f} s per billion parameters")
+    print(f"(c) peak host RSS: ES {es['peak_rss_mb']:.0f} MiB vs plain {plain['peak_rss_mb']:.0f} MiB: "
+          f"ratio {es['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x "
+          f"(fp32 master copy of θ = {es['parameters'] * 4 / 2**20:.0f} MiB lives in host RAM)")
+    if es.get("gpu_peak_mb") is not None:
+        print(f"    peak GPU memory: ES {es['gpu_peak_mb']:.0f} MiB vs plain {plain['gpu_peak_mb']:.0f} MiB: "
+              f"ratio {es['gpu_peak_mb'] / plain['gpu_peak_mb']:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
