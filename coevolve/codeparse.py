@@ -25,6 +25,7 @@ _BRACED = re.compile(r"\{([^{}]+)\}")
 _CODE_KEYS = ("code", "function", "python", "program", "heuristic", "solution")
 _IDEA_KEYS = ("idea", "description", "thought", "algorithm", "explanation")
 _RUNTIME_ONLY = {"print", "input", "exit", "quit"}
+_PREAMBLE = re.compile(r"(sure|certainly|of course|okay|ok|here is|here's|below is)\b", re.I)
 
 
 @dataclass
@@ -51,14 +52,17 @@ def extract(text: str, function_name: str, template: str) -> Candidate | None:
     from_json = _from_json(text)
     if from_json is not None:
         code, idea = from_json
-        prose = ""
+        prose, complete = "", True
     else:
-        code, prose = _find_code(text, function_name)
+        code, prose, complete = _find_code(text, function_name)
         idea = ""
     if code is None:
         return None
     code = textwrap.dedent(code).strip("\n")
-    tree = _parse_repaired(code)
+    # Complete code is taken as written: a syntax error in it is the
+    # model's, and the sandbox reports it. Only possibly cut-off code is
+    # repaired by dropping trailing lines.
+    tree = _parse_repaired(code, max_drop=0 if complete else None)
     if tree is None:
         if "def " not in code:
             return None
@@ -98,10 +102,10 @@ def _strip_fences(code: str) -> str:
     return "\n".join(line for line in code.split("\n") if not _FENCE.match(line))
 
 
-def _fenced_blocks(text: str) -> tuple[list[str], str]:
-    """Contents of ``` fences (an unclosed fence runs to the end) and the
-    prose outside them."""
-    blocks: list[str] = []
+def _fenced_blocks(text: str) -> tuple[list[tuple[str, bool]], str]:
+    """(content, closed) of each ``` fence (an unclosed fence runs to the
+    end of the text) and the prose outside them."""
+    blocks: list[tuple[str, bool]] = []
     prose: list[str] = []
     current: list[str] | None = None
     for line in text.split("\n"):
@@ -109,12 +113,12 @@ def _fenced_blocks(text: str) -> tuple[list[str], str]:
             if current is None:
                 current = []
             else:
-                blocks.append("\n".join(current))
+                blocks.append(("\n".join(current), True))
                 current = None
             continue
         (prose if current is None else current).append(line)
     if current is not None:
-        blocks.append("\n".join(current))
+        blocks.append(("\n".join(current), False))
     return blocks, "\n".join(prose)
 
 
@@ -122,33 +126,35 @@ def _defines(code: str, name: str) -> bool:
     return re.search(rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
 
 
-def _find_code(text: str, function_name: str) -> tuple[str | None, str]:
+def _find_code(text: str, function_name: str) -> tuple[str | None, str, bool]:
+    """(code, prose around it, whether the code is known to be complete).
+    Only a closed fence is known complete; bare code may trail into prose
+    and an unclosed fence may be cut off."""
     blocks, prose = _fenced_blocks(text)
     if blocks:
         # The last block defining the exact name: models that restate the
         # template before improving it put their version second.
-        exact = [block for block in blocks if _defines(block, function_name)]
-        if exact:
-            return exact[-1], prose
-        with_def = [block for block in blocks if re.search(r"^\s*def\s", block, re.M)]
-        if with_def:
-            return with_def[0], prose
-        with_return = [block for block in blocks if re.search(r"^\s*return\b", block, re.M)]
-        if with_return:
-            return with_return[0], prose
+        exact = [block for block in blocks if _defines(block[0], function_name)]
+        with_def = [block for block in blocks if re.search(r"^\s*def\s", block[0], re.M)]
+        with_return = [block for block in blocks if re.search(r"^\s*return\b", block[0], re.M)]
+        chosen = exact[-1:] or with_def[:1] or with_return[:1]
+        if chosen:
+            code, closed = chosen[0]
+            return code, prose, closed
     lines = text.split("\n")
     for index, line in enumerate(lines):
         if _CODE_START.match(line) and (line.lstrip().startswith(("def ", "async def ", "class ", "@"))
                                         or any(_CODE_START.match(rest) for rest in lines[index + 1:])):
-            return "\n".join(lines[index:]), "\n".join(lines[:index])
-    return None, text
+            return "\n".join(lines[index:]), "\n".join(lines[:index]), False
+    return None, text, False
 
 
-def _parse_repaired(code: str) -> tuple[str, ast.Module] | None:
-    """Parse, dropping trailing lines (truncated output, prose after bare
-    code) until it parses. None when no prefix with code parses."""
+def _parse_repaired(code: str, max_drop: int | None = None) -> tuple[str, ast.Module] | None:
+    """Parse, dropping up to `max_drop` trailing lines (all if None) until
+    it parses. None when no such prefix with code parses."""
     lines = code.split("\n")
-    for end in range(len(lines), 0, -1):
+    lowest = 1 if max_drop is None else max(1, len(lines) - max_drop)
+    for end in range(len(lines), lowest - 1, -1):
         attempt = "\n".join(lines[:end]).rstrip()
         if not attempt.strip():
             break
@@ -178,7 +184,7 @@ def _shape(code: str, tree: ast.Module, function_name: str, template: str) -> tu
         functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     target = _choose_target(functions, function_name, len(parameters))
     docstring = ast.get_docstring(target)
-    code = _drop_runtime_statements(code, tree)
+    code = _drop_runtime_statements(code, tree, parameters)
     if target.name != function_name:
         code = _rename(code, target.name, function_name)
     code = _add_template_imports(code, template)
@@ -251,26 +257,34 @@ def _choose_target(functions: list[ast.FunctionDef | ast.AsyncFunctionDef], func
     return (entry or pool)[0]
 
 
-def _drop_runtime_statements(code: str, tree: ast.Module) -> str:
+def _drop_runtime_statements(code: str, tree: ast.Module, parameters: list[str]) -> str:
     """Remove top-level statements that would run at import: example calls,
     prints, `if __name__ == "__main__":` blocks, loops."""
     defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     runtime = defined | _RUNTIME_ONLY
+    lines = code.split("\n")
     drop: list[tuple[int, int]] = []
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and not _calls_any(node, runtime):
-            continue
+        if (isinstance(node, (ast.Assign, ast.AnnAssign)) and not _calls_any(node, runtime)
+                and not _assigns_any(node, parameters)):
+            continue  # a module constant the functions may use
         if isinstance(node, ast.Try) and all(isinstance(item, (ast.Import, ast.ImportFrom)) for item in node.body):
             continue
-        drop.append((node.lineno, node.end_lineno or node.lineno))
-    if not drop:
-        return code
-    lines = code.split("\n")
+        start = node.lineno
+        while start > 1 and lines[start - 2].lstrip().startswith("#"):
+            start -= 1  # its comment ("# Example usage") goes with it
+        drop.append((start, node.end_lineno or node.lineno))
     for start, end in reversed(drop):
         del lines[start - 1:end]
     return "\n".join(lines)
+
+
+def _assigns_any(node: ast.Assign | ast.AnnAssign, names: list[str]) -> bool:
+    """Example data named like the function's parameters (distance_matrix = ...)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return any(isinstance(sub, ast.Name) and sub.id in names for target in targets for sub in ast.walk(target))
 
 
 def _calls_any(node: ast.AST, names: set[str]) -> bool:
@@ -300,7 +314,10 @@ def _add_template_imports(code: str, template: str) -> str:
         for node in ast.parse(template).body
         if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.unparse(node) not in present
     ]
-    return "\n".join(missing + [code]) if missing else code
+    if not missing:
+        return code
+    gap = "\n\n" if code.lstrip().startswith(("def ", "async def ", "class ", "@")) else "\n"
+    return "\n".join(missing) + gap + code
 
 
 # -- the idea ----------------------------------------------------------------------
@@ -317,6 +334,7 @@ def _idea_from_prose(prose: str, docstring: str | None) -> str:
         return _one_line(docstring.split("\n\n")[0])
     for line in prose.split("\n"):
         line = _one_line(line.strip("#*>-` "))
-        if len(line) >= 10:
+        # skip "Sure! Here is the function:" and the like: they say nothing
+        if len(line) >= 10 and not line.endswith(":") and not _PREAMBLE.match(line):
             return line[:300]
     return ""

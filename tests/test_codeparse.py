@@ -1,0 +1,124 @@
+"""codeparse on a corpus of messy LLM outputs (tests/data/llm_outputs), each
+extracted and then scored for real in the sandbox on tsp_construct."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coevolve.codeparse import Candidate, extract, template_parameters
+from coevolve.sandbox import Sandbox
+
+CORPUS = Path(__file__).parent / "data" / "llm_outputs"
+EXPECTED = {k: v for k, v in json.loads((CORPUS / "expected.json").read_text()).items() if not k.startswith("_")}
+
+TEMPLATE = '''import numpy as np
+import math
+
+
+def score(a, b, c):
+    """Return a number."""
+    return a + b + c
+'''
+
+
+def test_corpus_is_complete():
+    files = sorted(path.name for path in CORPUS.glob("*.txt"))
+    assert files == sorted(EXPECTED), "every corpus file needs an expectation, and back"
+    assert len(files) >= 20
+
+
+def test_corpus_extracts_and_scores_as_expected():
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    extracted: dict[str, Candidate | None] = {}
+    for name, expected in EXPECTED.items():
+        candidate = extract((CORPUS / name).read_text(), task.function_name, task.template)
+        extracted[name] = candidate
+        assert (candidate is not None) == expected["parses"], name
+        if candidate is not None:
+            assert expected["idea"] in candidate.idea, (name, candidate.idea)
+            if expected["idea"] == "":
+                assert candidate.idea == "", (name, candidate.idea)
+    parsed = [name for name, candidate in extracted.items() if candidate is not None]
+    with Sandbox(workers=2, timeout_s=60.0) as sandbox:
+        baseline, *results = sandbox.evaluate_many(
+            [(task.template, "tsp_construct", None, None)]
+            + [(extracted[name].code, "tsp_construct", None, None) for name in parsed]
+        )
+    assert baseline.ok
+    for name, result in zip(parsed, results):
+        outcome = "ok" if result.ok else result.failure.value
+        assert outcome == EXPECTED[name]["outcome"], f"{name}: {result.message}\n{extracted[name].code}"
+        if EXPECTED[name].get("nearest"):
+            assert result.objective == pytest.approx(baseline.objective), name
+
+
+def test_renaming_covers_recursion_but_not_strings():
+    text = '''```python
+def pick(a, b, c):
+    """pick is recursive"""
+    if a > 10:
+        return pick(a - 1, b, c)
+    return a + b + c
+```'''
+    candidate = extract(text, "score", TEMPLATE)
+    assert candidate is not None
+    assert "def score(a, b, c):" in candidate.code and "return score(a - 1, b, c)" in candidate.code
+    assert '"""pick is recursive"""' in candidate.code
+    namespace: dict = {}
+    exec(candidate.code, namespace)
+    assert namespace["score"](12, 1, 1) == 12
+
+
+def test_template_imports_are_added_once():
+    text = "```python\nimport numpy as np\n\ndef score(a, b, c):\n    return math.sqrt(a) + np.sum([b, c])\n```"
+    candidate = extract(text, "score", TEMPLATE)
+    assert candidate.code.count("import numpy as np") == 1 and "import math" in candidate.code
+    namespace: dict = {}
+    exec(candidate.code, namespace)
+    assert namespace["score"](4, 1, 2) == 5
+
+
+def test_entry_function_is_the_one_nothing_calls():
+    text = ("```python\ndef helper(x, y, z):\n    return x * y * z\n\n"
+            "def main_rule(a, b, c):\n    return helper(a, b, c) + 1\n```")
+    candidate = extract(text, "score", TEMPLATE)
+    namespace: dict = {}
+    exec(candidate.code, namespace)
+    assert namespace["score"](1, 2, 3) == 7 and namespace["helper"](1, 2, 3) == 6
+
+
+def test_complete_code_with_a_syntax_error_is_kept_for_the_sandbox():
+    text = "```python\ndef score(a, b, c):\n    return a +\n```"
+    candidate = extract(text, "score", TEMPLATE)
+    assert candidate is not None and "return a +" in candidate.code
+
+
+def test_cut_off_code_is_repaired_by_dropping_its_tail():
+    text = "```python\ndef score(a, b, c):\n    total = a + b\n    return total +"
+    candidate = extract(text, "score", TEMPLATE)
+    assert candidate is not None and "return total +" not in candidate.code
+    namespace: dict = {}
+    exec(candidate.code, namespace)
+    assert namespace["score"](1, 2, 3) is None  # no return left: the sandbox calls it invalid
+
+
+@pytest.mark.parametrize("text", ["", "I cannot help with that.", "```\n```", "{An idea without any code at all.}"])
+def test_no_code_is_none(text):
+    assert extract(text, "score", TEMPLATE) is None
+
+
+def test_idea_ignores_braces_inside_code_and_dict_like_prose():
+    text = ("Use {x: 1} maps. {Weigh a against b and c.}\n```python\ndef score(a, b, c):\n"
+            "    table = {'a': a}\n    return table['a'] + b + c\n```")
+    assert extract(text, "score", TEMPLATE).idea == "Weigh a against b and c."
+
+
+def test_template_parameters():
+    assert template_parameters(TEMPLATE, "score") == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="does not define 'missing'"):
+        template_parameters(TEMPLATE, "missing")
