@@ -1,0 +1,110 @@
+"""`coevolve eval FILE.py --task T [--split S] [--size N]`: score one program
+in the sandbox on a task's instance sets and compare with the reference.
+
+Without --size every size of the split is scored, one row each. Exit code 0
+when every set scored, 1 when any failed (the typed failure is printed), 2
+for usage errors (unknown task, split or size, missing file)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from coevolve.cli import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("eval", help="score a heuristic program on a task's instance sets",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="Python file defining the task's function (e.g. a run's best.py)")
+    p.add_argument("--task", required=True, help="task name (see `coevolve tasks`)")
+    p.add_argument("--split", help="instance split (default: the task's training split)")
+    p.add_argument("--size", type=int, help="instance size (default: every size of the split)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per instance set (default 1800)")
+    p.add_argument("--memory-mb", type=int, default=4096, help="memory limit of the program (default 4096)")
+    p.add_argument("--workers", type=int, help="sets scored in parallel (default: one per core)")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the reference and gap (computing LKH references for large sets takes long)")
+    p.set_defaults(handler=handle)
+
+
+def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, str, list[int]]:
+    """The task object, the split and the sizes to score, or a UsageError."""
+    from tasks.registry import get_task, list_tasks
+
+    try:
+        task = get_task(task_name)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if not hasattr(task, "function_name"):
+        heuristic = [name for name in list_tasks() if hasattr(get_task(name), "function_name")]
+        raise UsageError(f"task {task_name!r} is an agent task; eval scores heuristic programs "
+                         f"(heuristic tasks: {', '.join(heuristic)})")
+    splits = task.splits()
+    split = split or task.train[0]
+    if split not in splits:
+        raise UsageError(f"task {task_name!r} has no split {split!r} (splits: {', '.join(splits)})")
+    if size is None:
+        return task, split, list(splits[split])
+    if size not in splits[split]:
+        raise UsageError(f"--size {size}: split {split!r} of {task_name!r} has sizes "
+                         f"{', '.join(map(str, splits[split]))}")
+    return task, split, [size]
+
+
+def handle(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    try:
+        code = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    task, split, sizes = resolve(args.task, args.split, args.size)
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be > 0, got {args.timeout}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+
+    from coevolve.sandbox import Sandbox
+    from tasks.base import gap
+
+    print(f"{task.name}: {task.function_name} from {path}, split {split}, "
+          f"{'lower' if task.direction == 'min' else 'higher'} is better", flush=True)
+    began = time.monotonic()
+    workers = min(len(sizes), args.workers) if args.workers else None
+    with Sandbox(workers=workers, timeout_s=args.timeout, memory_mb=args.memory_mb) as sandbox:
+        results = sandbox.evaluate_many([(code, task.name, split, size) for size in sizes])
+
+    header = f"{'size':>6}  {'objective':>12}  {'reference':>12}  {'gap':>8}  {'valid':>11}  {'seconds':>8}"
+    print(header)
+    failed = 0
+    for size, result in zip(sizes, results):
+        if not result.ok:
+            failed += 1
+            kind = result.failure.value if result.failure else "invalid"
+            print(f"{size:>6}  FAILED [{kind}] {result.message.strip()}")
+            if result.output.strip():
+                print("        output: " + result.output.strip()[-500:].replace("\n", "\n        "))
+            continue
+        reference_text, gap_text = "-", "-"
+        if not args.no_reference:
+            reference = task.reference(split, size)
+            if reference is not None:
+                reference_text = f"{reference.value:.4f}"
+                if reference.value != 0:
+                    gap_text = f"{100 * gap(result.objective, reference.value, task.direction):.2f}%"
+        valid = f"{result.instances}/{result.instances}"
+        print(f"{size:>6}  {result.objective:>12.4f}  {reference_text:>12}  {gap_text:>8}  {valid:>11}  "
+              f"{result.seconds:>8.2f}", flush=True)
+    if not args.no_reference:
+        kinds = {task.reference(split, size) for size, result in zip(sizes, results) if result.ok} - {None}
+        for reference in sorted(kinds, key=lambda r: r.source):
+            print(f"reference: {reference.kind}, {reference.source}")
+    print(f"total {time.monotonic() - began:.1f} s")
+    if failed:
+        print(f"{failed} of {len(sizes)} sets failed", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,92 @@
+"""`coevolve eval` and `coevolve tasks`, through the real CLI entry point,
+the real sandbox and the real tsp_construct task."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from coevolve.cli import main
+
+
+@pytest.fixture(autouse=True)
+def private_reference_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COEVOLVE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def nearest_file(tmp_path):
+    from tasks.registry import get_task
+
+    path = tmp_path / "nearest.py"
+    path.write_text(get_task("tsp_construct").template)
+    return path
+
+
+def test_tasks_lists_splits_and_sizes(capsys):
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^tsp_construct\s+select_next_node\(\)\s+minimise", out, re.M)
+    assert re.search(r"^\s+test\s+20, 50, 100, 200, 500, 1000$", out, re.M)
+    assert "sudoku  (agent task" in out
+
+
+def test_eval_prints_objective_gap_valid_and_time(nearest_file, capsys):
+    from tasks.base import gap
+    from tasks.registry import get_task
+
+    assert main(["eval", str(nearest_file), "--task", "tsp_construct", "--split", "val", "--size", "20"]) == 0
+    out = capsys.readouterr().out
+    row = re.search(r"^\s+20\s+([\d.]+)\s+([\d.]+)\s+([\d.-]+)%\s+64/64\s+([\d.]+)$", out, re.M)
+    assert row, out
+    task = get_task("tsp_construct")
+    fn_namespace: dict = {}
+    exec(task.template, fn_namespace)
+    objective = task.evaluate(fn_namespace["select_next_node"], task.instances("val", 20))
+    reference = task.reference("val", 20).value
+    assert float(row.group(1)) == pytest.approx(objective, abs=1e-4)
+    assert float(row.group(2)) == pytest.approx(reference, abs=1e-4)
+    assert float(row.group(3)) == pytest.approx(100 * gap(objective, reference, "min"), abs=0.01)
+    assert "reference: best-known, LKH-3" in out
+
+
+def test_eval_without_size_scores_every_size_of_the_split(nearest_file, capsys):
+    assert main(["eval", str(nearest_file), "--task", "tsp_construct", "--split", "val", "--no-reference"]) == 0
+    out = capsys.readouterr().out
+    sizes = re.findall(r"^\s+(\d+)\s+[\d.]+\s+-\s+-\s+64/64", out, re.M)
+    assert sizes == ["20", "50", "100", "200"], out
+
+
+def test_eval_failure_is_typed_and_exits_1(tmp_path, capsys):
+    path = tmp_path / "visits.py"
+    path.write_text("def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+                    "    print('choosing', current_node)\n    return current_node\n")
+    assert main(["eval", str(path), "--task", "tsp_construct", "--no-reference"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED [invalid]" in captured.out and "already visited" in captured.out
+    assert "output: choosing 0" in captured.out
+    assert "1 of 1 sets failed" in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "tsp_construct", "--split", "nope"], "no split 'nope'"),
+    (["--task", "tsp_construct", "--split", "test", "--size", "7"], "--size 7"),
+    (["--task", "no_such_task"], "unknown task 'no_such_task'"),
+    (["--task", "sudoku"], "agent task"),
+])
+def test_eval_usage_errors_exit_2(nearest_file, capsys, argv, message):
+    assert main(["eval", str(nearest_file)] + argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_eval_missing_file_exits_2_from_the_console(tmp_path):
+    # through a real process, as a user runs it
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys; from coevolve.cli import main; sys.exit(main())",
+         "eval", str(tmp_path / "missing.py"), "--task", "tsp_construct"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 2 and "no such file" in run.stderr
