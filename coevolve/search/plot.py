@@ -15,10 +15,15 @@ def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tup
     return curve
 
 
+Band = tuple[Sequence[int], Sequence[float], Sequence[float]]  # (evaluations, low, high), a step function
+
+
 def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, *,
-                     budget: int | None = None, title: str = "", ylabel: str = "best objective") -> Path:
+                     budget: int | None = None, title: str = "", ylabel: str = "best objective",
+                     bands: Mapping[str, Band] | None = None) -> Path:
     """One step line per label; each curve is a best-so-far list of (evaluation, objective),
-    drawn as flat until `budget` so that runs of equal budget compare at a glance."""
+    drawn as flat until `budget` so that runs of equal budget compare at a glance.
+    `bands` shades a spread (e.g. ± std over seeds) around the label's curve, in its colour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,7 +37,12 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
         ys = [v for _, v in curve]
         end = max(budget or xs[-1], xs[-1])
         ax.step(xs + [end], ys + [ys[-1]], where="post", label=label)
-        ax.plot(xs, ys, "o", markersize=3, color=ax.lines[-1].get_color())
+        color = ax.lines[-1].get_color()
+        ax.plot(xs, ys, "o", markersize=3, color=color)
+        if bands and bands.get(label) and len(bands[label][0]):
+            bx, low, high = (list(part) for part in bands[label])
+            ax.fill_between(bx + [end], low + [low[-1]], high + [high[-1]], step="post", color=color, alpha=0.2,
+                            linewidth=0)
     ax.set_xlabel("evaluations")
     ax.set_ylabel(ylabel)
     if title:

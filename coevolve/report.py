@@ -1,0 +1,423 @@
+"""Tables and plots of a comparison (or of one run), rebuilt from the files on
+disk alone: summary.json and test.json of each run. Nothing is rerun.
+
+A comparison's report has, per task and budget, one row per method with the
+test objective and the gap to the reference (mean ± std over seeds), the
+training valid rate and how many runs produced a heuristic; the methods come
+in pairs (Sample / Sample+ESOpt, EoH / EoH+ESOpt), each pair followed by its Δ
+row: the relative gap reduction of the +ESOpt variant over its base method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from coevolve.cli import UsageError
+from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
+from coevolve.config import build_config, read_toml
+from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.search.plot import plot_best_so_far
+from coevolve.stats import band, gap_reduction, summarise
+
+METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
+PAIRS = [("sample", "sample+esopt"), ("eoh", "eoh+esopt")]
+
+BUDGET_STATEMENT = (
+    "Every run has the same budget of {budget} evaluations, counted by one ledger "
+    "(coevolve/search/ledger.py) for every method: each candidate the LLM is asked for costs one "
+    "evaluation whatever becomes of it — initial population, duplicates of earlier code and texts "
+    "with no parseable code included. LLM requests and tokens are counted separately and consume no budget."
+)
+
+
+# ----------------------------------------------------------------- loading
+def _load_json(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc})") from None
+
+
+def collect(root: Path) -> tuple[CompareConfig, list[dict]]:
+    """The comparison's config and one record per planned run, from its files."""
+    if not (root / COMPARE_CONFIG).exists():
+        raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
+    config = build_config(CompareConfig, read_toml(root / COMPARE_CONFIG))
+    records = []
+    for spec in planned_runs(config):
+        directory = spec.directory(root)
+        state = run_state(directory)
+        summary = _load_json(directory / "summary.json") if state == "finished" else None
+        tests = _load_json(directory / TEST_SCORES) if state == "finished" else None
+        records.append({"task": spec.task, "method": spec.method, "budget": spec.budget, "seed": spec.seed,
+                        "dir": str(directory.relative_to(root)), "state": state, "summary": summary,
+                        "scores": {(s["split"], s["size"]): s for s in (tests or {}).get("scores", [])},
+                        "scored": tests is not None})
+    return config, records
+
+
+# ----------------------------------------------------------------- tables
+def _mean_std(values: Iterable[float | None]) -> dict:
+    return summarise(list(values)).to_dict()
+
+
+def aggregate(config: CompareConfig, records: list[dict]) -> list[dict]:
+    """Per task, budget and test set: one row per method (mean ± std over seeds),
+    then one Δ row per method pair present."""
+    from tasks.registry import get_task
+
+    rows: list[dict] = []
+    for task_name in config.compare.tasks:
+        sets = scored_sets(config, get_task(task_name))
+        for budget in config.compare.budgets:
+            for split, size in sets:
+                by_method: dict[str, dict] = {}
+                for method in config.compare.methods:
+                    mine = [r for r in records
+                            if (r["task"], r["method"], r["budget"]) == (task_name, method, budget)]
+                    done = [r for r in mine if r["summary"] is not None]
+                    scores = [r["scores"].get((split, size)) for r in done]
+                    row = {
+                        "kind": "method", "task": task_name, "budget": budget, "split": split, "size": size,
+                        "method": method, "runs": len(mine), "finished": len(done),
+                        "with_heuristic": sum(1 for r in done if (r["summary"].get("best") is not None)),
+                        "objective": _mean_std(s and s["objective"] for s in scores),
+                        "gap": _mean_std(s and s["gap"] for s in scores),
+                        "train_valid_rate": _mean_std(r["summary"]["valid_rate"] for r in done),
+                        "train_best": _mean_std((r["summary"].get("best") or {}).get("objective") for r in done),
+                        "instances": max((s["instances"] for s in scores if s), default=None),
+                    }
+                    by_method[method] = row
+                    rows.append(row)
+                for base, variant in PAIRS:
+                    if base in by_method and variant in by_method:
+                        rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
+                                     "size": size, "method": f"{base} -> {variant}", "base": base,
+                                     "variant": variant,
+                                     "delta": gap_reduction(by_method[base]["gap"]["mean"],
+                                                            by_method[variant]["gap"]["mean"])})
+    return rows
+
+
+def run_rows(records: list[dict]) -> list[dict]:
+    """One flat row per run and test set (a run without scores gets one row)."""
+    flat = []
+    for r in records:
+        summary = r["summary"] or {}
+        ledger = summary.get("ledger") or {}
+        best = summary.get("best") or {}
+        base = {"task": r["task"], "method": r["method"], "budget": r["budget"], "seed": r["seed"],
+                "state": r["state"], "dir": r["dir"], "evaluations": summary.get("evaluations"),
+                "valid": summary.get("valid"), "valid_rate": summary.get("valid_rate"),
+                "train_best": best.get("objective"), "llm_requests": ledger.get("llm_requests"),
+                "completion_tokens": ledger.get("completion_tokens"),
+                "outcomes": json.dumps(ledger.get("outcomes", {}), sort_keys=True) if ledger else None}
+        scores = list(r["scores"].values()) or [None]
+        for s in scores:
+            flat.append({**base, **{k: (s or {}).get(k) for k in
+                                    ("split", "size", "limit", "instances", "objective", "failure",
+                                     "reference", "gap")}})
+    return flat
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    buffer = io.StringIO()
+    if rows:
+        fields = list(dict.fromkeys(k for row in rows for k in row))
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, dict) and "mean" in value:
+        return "" if value["mean"] is None else value["mean"]
+    return "" if value is None else value
+
+
+def _table_rows_csv(rows: list[dict]) -> list[dict]:
+    """Aggregates flattened: each mean ± std becomes two columns."""
+    out = []
+    for row in rows:
+        flat = {}
+        for key, value in row.items():
+            if isinstance(value, dict) and "mean" in value:
+                flat[f"{key}_mean"], flat[f"{key}_std"], flat[f"{key}_n"] = value["mean"], value["std"], value["n"]
+            else:
+                flat[key] = value
+        out.append(flat)
+    return out
+
+
+# ------------------------------------------------------------- formatting
+def fmt_number(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.4f}" if abs(value) < 1000 else f"{value:.1f}"
+
+
+def fmt_mean_std(stats: dict, percent: bool = False) -> str:
+    if stats["mean"] is None:
+        return "–"
+    show = (lambda v: f"{100 * v:.2f}%") if percent else fmt_number
+    return show(stats["mean"]) + ("" if stats["std"] is None else f" ± {show(stats['std'])}")
+
+
+def fmt_delta(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f}%"
+
+
+def _label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def _ordered_methods(methods: list[str]) -> list[str]:
+    """Pairs first (base, then its +ESOpt variant), then anything unpaired."""
+    order = [m for pair in PAIRS for m in pair if m in methods]
+    return order + [m for m in methods if m not in order]
+
+
+def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budget: int) -> str:
+    """The paper-style table of one task and budget: a row per method, each
+    +ESOpt variant followed by its Δ row against its base method."""
+    mine = [r for r in rows if r["task"] == task_name and r["budget"] == budget]
+    sets = list(dict.fromkeys((r["split"], r["size"]) for r in mine))
+    header = ["Method"]
+    for split, size in sets:
+        header += [f"{split}{size} objective", f"{split}{size} gap"]
+    header += ["train valid rate", "runs with a heuristic"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    methods = _ordered_methods(config.compare.methods)
+    base_of = {variant: base for base, variant in PAIRS}
+    for method in methods:
+        per_set = {(r["split"], r["size"]): r for r in mine if r["kind"] == "method" and r["method"] == method}
+        cells = [_label(method)]
+        for s in sets:
+            cells += [fmt_mean_std(per_set[s]["objective"]), fmt_mean_std(per_set[s]["gap"], percent=True)]
+        first = per_set[sets[0]]
+        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), f"{first['with_heuristic']}/{first['runs']}"]
+        lines.append("| " + " | ".join(cells) + " |")
+        if base_of.get(method) in methods:
+            deltas = {(r["split"], r["size"]): r["delta"] for r in mine
+                      if r["kind"] == "delta" and r["variant"] == method}
+            cells = [f"Δ {_label(method)} vs {_label(base_of[method])}"]
+            for s in sets:
+                cells += ["", fmt_delta(deltas.get(s))]
+            lines.append("| " + " | ".join(cells + ["", ""]) + " |")
+    return "\n".join(lines)
+
+
+def ledger_table(config: CompareConfig, records: list[dict]) -> str:
+    """What the budget bought, per method: ledger outcomes and LLM traffic, summed over finished runs."""
+    lines = ["| Method | runs | evaluations | evaluated | duplicate | no code (parse) | LLM requests "
+             "| completion tokens |", "|---|---|---|---|---|---|---|---|"]
+    for method in _ordered_methods(config.compare.methods):
+        done = [r["summary"] for r in records if r["method"] == method and r["summary"] is not None]
+        ledgers = [s["ledger"] for s in done]
+        outcomes = [ledger.get("outcomes", {}) for ledger in ledgers]
+        cells = [_label(method), str(len(done)), str(sum(s["evaluations"] for s in done))]
+        cells += [str(sum(o.get(k, 0) for o in outcomes)) for k in ("evaluated", "duplicate", "parse")]
+        cells += [str(sum(ledger.get("llm_requests", 0) for ledger in ledgers)),
+                  str(sum(ledger.get("completion_tokens", 0) for ledger in ledgers))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------- plots
+def plot_progress(config: CompareConfig, records: list[dict], task_name: str, budget: int, path: Path) -> Path:
+    """Best-so-far training objective vs evaluations: per method the mean over
+    seeds, shaded ± one std (from the evaluation where some seed has a valid candidate)."""
+    from tasks.registry import get_task
+
+    direction = get_task(task_name).direction
+    curves, bands = {}, {}
+    for method in _ordered_methods(config.compare.methods):
+        runs = [r["summary"] for r in records
+                if (r["task"], r["method"], r["budget"]) == (task_name, method, budget) and r["summary"]]
+        spread = band([s["best_so_far"] for s in runs], budget)
+        label = f"{_label(method)} ({len(runs)} seeds)"
+        curves[label] = list(zip(spread.xs, spread.mean))
+        bands[label] = (spread.xs, spread.low, spread.high)
+    better = "lower" if direction == "min" else "higher"
+    return plot_best_so_far(curves, path, budget=budget, bands=bands,
+                            title=f"{task_name}, budget {budget}: mean ± std over seeds",
+                            ylabel=f"best train objective ({better} is better)")
+
+
+def plot_test_scores(config: CompareConfig, rows: list[dict], records: list[dict], task_name: str,
+                     split: str, size: int, path: Path) -> Path:
+    """Final test objective per method: a bar at the mean, a std whisker, a dot per seed;
+    one group of bars per budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = _ordered_methods(config.compare.methods)
+    budgets = config.compare.budgets
+    width = 0.8 / len(methods)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(budgets) * len(methods)), 4), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for m, method in enumerate(methods):
+        color = colors[m % len(colors)]
+        for b, budget in enumerate(budgets):
+            x = b + (m - (len(methods) - 1) / 2) * width
+            row = next(r for r in rows if r["kind"] == "method" and (r["task"], r["budget"], r["split"], r["size"],
+                                                                      r["method"]) == (task_name, budget, split, size,
+                                                                                       method))
+            stats = row["objective"]
+            if stats["mean"] is not None:
+                ax.bar(x, stats["mean"], width * 0.9, color=color, alpha=0.6,
+                       label=_label(method) if b == 0 else None,
+                       yerr=stats["std"] or 0.0, capsize=3, ecolor="black")
+            seeds = [r["scores"].get((split, size)) for r in records
+                     if (r["task"], r["method"], r["budget"]) == (task_name, method, budget)]
+            values = [s["objective"] for s in seeds if s and s["objective"] is not None]
+            ax.plot([x] * len(values), values, "o", color="black", markersize=3)
+    ax.set_xticks(range(len(budgets)), [f"budget {b}" for b in budgets])
+    ax.set_ylabel(f"{split}{size} objective")
+    ax.set_title(f"{task_name}: best heuristic (by training score) on {split}{size}")
+    values = [r["objective"]["mean"] for r in rows if r["kind"] == "method" and r["task"] == task_name
+              and (r["split"], r["size"]) == (split, size) and r["objective"]["mean"] is not None]
+    if values:  # zoom in: differences between methods are small relative to the objective
+        low, high = min(values), max(values)
+        pad = max((high - low) * 0.5, abs(high) * 0.01, 1e-9)
+        ax.set_ylim(low - pad, high + pad)
+        ax.legend(loc="best", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no run produced a valid heuristic", ha="center", va="center", transform=ax.transAxes)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+# --------------------------------------------------------------- rendering
+def render_comparison(root: str | Path) -> dict[str, Path]:
+    """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
+    from tasks.registry import get_task
+
+    root = Path(root)
+    config, records = collect(root)
+    rows = aggregate(config, records)
+    written: dict[str, Path] = {}
+    plots: dict[tuple, Path] = {}
+    for task_name in config.compare.tasks:
+        for budget in config.compare.budgets:
+            plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
+                                                       root / "plots" / f"progress-{task_name}-b{budget}.png")
+        for split, size in scored_sets(config, get_task(task_name)):
+            plots[(task_name, split, size)] = plot_test_scores(
+                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_name}-{split}{size}.png")
+
+    c, t = config.compare, config.test
+    finished = sum(1 for r in records if r["state"] == "finished")
+    parts = [f"# Comparison: {', '.join(_label(m) for m in c.methods)}",
+             "",
+             f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} evaluations. "
+             f"Seeds: {', '.join(map(str, c.seeds))}. Runs finished: {finished} of {len(records)}.",
+             "",
+             " ".join(BUDGET_STATEMENT.format(budget=b) for b in c.budgets[:1]) +
+             ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)"),
+             "",
+             "Each run's heuristic is its best by training objective (best.py, chosen before any test "
+             "score exists); it is scored on the test sets below with the same sandbox scoring as "
+             "`coevolve eval`. Objective and gap are mean ± sample std over the seeds whose run produced "
+             "a heuristic; gap = relative distance to the reference, positive when worse. "
+             "Δ = (gap of the base method − gap of its +ESOpt variant) / gap of the base method, "
+             "from the mean gaps: the share of the base method's gap that the variant closes.",
+             ""]
+    if t.limit:
+        parts += [f"Test sets cut to their first {t.limit} instances (test.limit; the reference is "
+                  "computed on the same cut sets): numbers are not the paper's full-set numbers.", ""]
+    for task_name in c.tasks:
+        task = get_task(task_name)
+        parts += [f"## {task_name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
+        references = {(r["split"], r["size"]): (r["reference"], r.get("reference_kind"))
+                      for rec in records if rec["task"] == task_name for r in rec["scores"].values()}
+        if references:
+            parts += ["References: " + "; ".join(
+                f"{split}{size} = {fmt_number(value)} ({kind or 'none'})"
+                for (split, size), (value, kind) in sorted(references.items())), ""]
+        for budget in c.budgets:
+            parts += [f"### Budget {budget}", "", markdown_table(config, rows, task_name, budget), "",
+                      f"![best so far]({plots[(task_name, budget)].relative_to(root)})", ""]
+        for split, size in scored_sets(config, task):
+            parts += [f"![test scores]({plots[(task_name, split, size)].relative_to(root)})", ""]
+    parts += ["## What the budget bought", "", ledger_table(config, records), ""]
+    parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | directory |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        s = r["summary"] or {}
+        valid = f"{s['valid']}/{s['evaluations']}" if s else "–"
+        parts.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['seed']} | {r['state']} | "
+                     f"{valid} | {fmt_number((s.get('best') or {}).get('objective'))} | {r['dir']} |")
+    written["report.md"] = root / "report.md"
+    atomic_write_text(written["report.md"], "\n".join(parts) + "\n")
+    written["table.csv"] = root / "table.csv"
+    _write_csv(written["table.csv"], _table_rows_csv(rows))
+    written["runs.csv"] = root / "runs.csv"
+    _write_csv(written["runs.csv"], run_rows(records))
+    written["results.json"] = root / "results.json"
+    atomic_write_json(written["results.json"], {
+        "config": {"compare": vars(c), "test": vars(t)},
+        "budget_counts": BUDGET_STATEMENT.format(budget="B"),
+        "rows": rows, "runs": run_rows(records)})
+    for key, path in plots.items():
+        written["plots/" + path.name] = path
+    return written
+
+
+def render_run(directory: str | Path) -> dict[str, Path]:
+    """One run: progress.png again from summary.json, and report.md with its
+    table (the one `coevolve run` prints) and any test scores."""
+    from coevolve.commands.run import print_table
+
+    store = RunStore.open(directory)
+    summary = _load_json(store.path("summary.json"))
+    if summary is None:
+        raise UsageError(f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
+    direction = summary["train"]["direction"]
+    plot = plot_best_so_far({summary["method"]: [tuple(p) for p in summary["best_so_far"]]},
+                            store.path("progress.png"), budget=summary["budget"],
+                            title=f"{summary['task']}, {summary['method']}, seed {summary['seed']}",
+                            ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        print_table(summary, store)
+    parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
+             table.getvalue().rstrip(), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
+    tests = _load_json(store.path(TEST_SCORES))
+    if tests and tests.get("scores"):
+        parts += ["| test set | instances | objective | reference | gap | failure |", "|---|---|---|---|---|---|"]
+        for s in tests["scores"]:
+            gap = "–" if s["gap"] is None else f"{100 * s['gap']:.2f}%"
+            parts.append(f"| {s['split']}{s['size']} | {s['instances']} | {fmt_number(s['objective'])} | "
+                         f"{fmt_number(s['reference'])} | {gap} | {s['failure'] or ''} |")
+        parts.append("")
+    parts.append("![best so far](progress.png)")
+    atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
+    return {"report.md": store.path("report.md"), "progress.png": plot}
+
+
+def render(directory: str | Path) -> dict[str, Path]:
+    """A comparison directory or a run directory, whichever `directory` is."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UsageError(f"directory not found: {directory}")
+    if (directory / COMPARE_CONFIG).exists():
+        return render_comparison(directory)
+    return render_run(directory)
