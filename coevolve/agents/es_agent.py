@@ -141,7 +141,9 @@ def run_agent(
             for member in members:
                 with engine.perturbed(member.seed, member.sigma):
                     played = rollout(
-                        engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index, member.index),
+                        # common random numbers: every member samples with the same
+                        # seeds, so fitness differences come from the weights alone
+                        engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index),
                         skills=current_skills(), history_turns=cfg.history_turns,
                         label=f"round {round_index} member {member.index}",
                     )
