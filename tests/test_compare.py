@@ -1,0 +1,194 @@
+"""`coevolve compare`: config checks, test scoring (shared with `coevolve eval`),
+cut test sets, and a small real comparison on the embedded model."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coevolve.cli import UsageError
+from coevolve.compare import (CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs,
+                              run_comparison, score_files)
+from coevolve.config import build_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def coevolve(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "coevolve"), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def eval_objective(path: Path, task: str, split: str, size: int) -> str:
+    """The objective `coevolve eval` prints for one set, as printed."""
+    done = coevolve("eval", str(path), "--task", task, "--split", split, "--size", str(size), "--no-reference")
+    match = re.search(rf"^\s*{size}\s+(-?[0-9.]+)\s", done.stdout, re.M)
+    assert match, done.stdout + done.stderr
+    return match.group(1)
+
+
+@pytest.mark.parametrize("raw,field", [
+    ({"compare": {"methods": ["sample", "random"]}}, "compare.methods"),
+    ({"compare": {"tasks": ["tsp_construct", "nope"]}}, "compare.tasks[1]"),
+    ({"compare": {"tasks": ["sudoku"]}}, "compare.tasks[0]"),
+    ({"compare": {"budgets": []}}, "compare.budgets"),
+    ({"compare": {"seeds": [0, 0]}}, "compare.seeds"),
+    ({"test": {"sizes": [7]}}, "test.sizes"),
+    ({"test": {"split": "dev"}}, "test.split"),
+    ({"test": {"limit": -1}}, "test.limit"),
+    ({"es": {"sigma": -1.0}}, "es.sigma"),
+    ({"compare": {"budget": [8]}}, "compare.budget"),
+])
+def test_bad_config_names_the_field(raw, field):
+    with pytest.raises(UsageError, match=re.escape(field)):
+        build_config(CompareConfig, raw)
+
+
+def test_examples_load_and_default_to_the_paper_sets(tmp_path):
+    examples = sorted((ROOT / "examples").glob("compare_*.toml"))
+    assert examples
+    for path in examples:
+        config = load_compare_config(path, out=str(tmp_path))
+        assert config.compare.out == str(tmp_path) and planned_runs(config)
+    from coevolve.compare import scored_sets
+    from tasks.registry import get_task
+
+    default = build_config(CompareConfig, {})
+    assert default.test.limit == 0  # every instance unless asked otherwise
+    assert scored_sets(default, get_task("tsp_construct")) == [("test", 50), ("test", 100)]
+    assert scored_sets(default, get_task("kp_construct")) == [("test", 100)]
+
+
+def test_run_directories_are_distinct_and_seed_major():
+    config = build_config(CompareConfig, {"compare": {"methods": ["eoh", "eoh+esopt"], "budgets": [10, 20],
+                                                      "seeds": [3, 4]}})
+    runs = planned_runs(config)
+    assert len(runs) == 8 == len({r.directory(Path("x")) for r in runs})
+    assert [r.seed for r in runs] == [3] * 4 + [4] * 4
+
+
+def test_scores_equal_what_coevolve_eval_prints(tmp_path):
+    """Same file, same set: the comparison's test score and `coevolve eval`'s print agree."""
+    from coevolve.sandbox import Sandbox
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    path = tmp_path / "best.py"
+    path.write_text(task.template.replace("np.argmin(distances)", "np.argmin(distances + 0.01 * unvisited_nodes)"))
+    with Sandbox(workers=1, timeout_s=120) as sandbox:
+        (score,) = score_files([(path.read_text(), "tsp_construct", "test", 20)], 0, sandbox)
+    assert score["failure"] is None and score["instances"] == 1000 and score["limit"] == 0
+    assert f"{score['objective']:.4f}" == eval_objective(path, "tsp_construct", "test", 20)
+    assert score["reference"] < score["objective"] and score["gap"] > 0
+
+
+def test_limited_sets_score_and_reference_the_first_instances():
+    from coevolve.sandbox import Sandbox
+    from tasks.references import lkh_tour_length
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    namespace: dict = {}
+    exec(task.template, namespace)
+    first = task.instances("test", 20)[:12]
+    expected = task.evaluate(namespace["select_next_node"], first)
+    with Sandbox(workers=1, timeout_s=60) as sandbox:
+        (score,) = score_files([(task.template, "tsp_construct", "test", 20)], 12, sandbox)
+    assert score["instances"] == 12 and score["limit"] == 12
+    assert score["objective"] == pytest.approx(expected, rel=1e-12)
+    assert score["reference"] == pytest.approx(np.mean([lkh_tour_length(c) for c in first]), rel=1e-9)
+    limited = LimitedTask("tsp_construct", 12)
+    assert limited.name != task.name and len(limited.instances("test", 20)) == 12
+    assert not limits_apply("asp") and limits_apply("kp_construct")
+
+
+TINY = {
+    "compare": {"methods": ["sample", "sample+esopt"], "tasks": ["tsp_construct"], "budgets": [8], "seeds": [0, 1]},
+    "test": {"sizes": [20], "timeout_s": 120, "workers": 2},
+    "sample": {"batch": 4, "population": 3},
+    "es": {"population": 2, "proposals_per_member": 2, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3},
+    "sampling": {"max_tokens": 256},
+    "sandbox": {"timeout_s": 20, "workers": 2},
+}
+
+
+def non_blank(path: Path) -> None:
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)[..., :3]
+    ink = (pixels < 0.95).any(axis=-1).mean()
+    colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+    assert ink > 0.02 and colours > 8, (path, ink, colours)
+
+
+@pytest.mark.engine
+def test_small_real_comparison(tmp_path, engine):
+    config = build_config(CompareConfig, json.loads(json.dumps(TINY)))
+    before = engine.checksum()
+    root = run_comparison(config, tmp_path / "cmp", engine=engine, log=lambda line: None)
+    assert engine.checksum() == before  # ES runs leave the shared engine as they found it
+
+    results = json.loads((root / "results.json").read_text())
+    methods = [r for r in results["rows"] if r["kind"] == "method"]
+    deltas = [r for r in results["rows"] if r["kind"] == "delta"]
+    assert [(r["method"], r["budget"], r["split"], r["size"], r["runs"], r["finished"]) for r in methods] == [
+        ("sample", 8, "test", 20, 2, 2), ("sample+esopt", 8, "test", 20, 2, 2)]
+    assert [(d["base"], d["variant"]) for d in deltas] == [("sample", "sample+esopt")]
+    gaps = {}
+    for row in methods:
+        dirs = [root / r["dir"] for r in results["runs"] if r["method"] == row["method"]]
+        summaries = [json.loads((d / "summary.json").read_text()) for d in dirs]
+        assert all(s["evaluations"] == 8 == s["ledger"]["used"] for s in summaries)
+        assert row["train_valid_rate"]["mean"] == pytest.approx(statistics.mean(s["valid_rate"] for s in summaries))
+        scores = [json.loads((d / "test.json").read_text())["scores"] for d in dirs]
+        objectives = [s[0]["objective"] for s in scores if s and s[0]["objective"] is not None]
+        assert row["with_heuristic"] == sum((d / "best.py").exists() for d in dirs)
+        assert row["objective"]["n"] == len(objectives)
+        if objectives:
+            assert row["objective"]["mean"] == pytest.approx(statistics.mean(objectives))
+        gaps[row["method"]] = row["gap"]["mean"]
+        for d in dirs:  # the report's test score is what `coevolve eval` prints for the same file
+            if (d / "best.py").exists():
+                (score,) = json.loads((d / "test.json").read_text())["scores"]
+                if score["objective"] is not None:
+                    assert f"{score['objective']:.4f}" == eval_objective(d / "best.py", "tsp_construct", "test", 20)
+    if gaps["sample"] and gaps["sample+esopt"] is not None:
+        assert deltas[0]["delta"] == pytest.approx((gaps["sample"] - gaps["sample+esopt"]) / gaps["sample"])
+    else:
+        assert deltas[0]["delta"] is None
+
+    report = (root / "report.md").read_text()
+    assert "budget of 8 evaluations" in report and "| Sample |" in report and "| Sample+ESOpt |" in report
+    assert "| Δ Sample+ESOpt vs Sample |" in report
+    assert len((root / "table.csv").read_text().splitlines()) == 1 + 3
+    assert len((root / "runs.csv").read_text().splitlines()) == 1 + 4
+    for name in ["progress-tsp_construct-b8.png", "test-tsp_construct-test20.png"]:
+        non_blank(root / "plots" / name)
+
+    # resumable: a second call reruns and rescores nothing
+    events = {p: p.stat().st_mtime_ns for p in root.glob("runs/*/*/events.jsonl")}
+    tests = {p: p.stat().st_mtime_ns for p in root.glob("runs/*/*/test.json")}
+    lines: list[str] = []
+    run_comparison(config, root, engine=engine, log=lines.append)
+    assert sum("skipped" in line for line in lines) == 4 and not any("scoring" in line for line in lines)
+    assert {p: p.stat().st_mtime_ns for p in events} == events and {p: p.stat().st_mtime_ns for p in tests} == tests
+
+    # `coevolve report DIR` re-renders the same report from the files alone
+    (root / "report.md").unlink()
+    for png in (root / "plots").glob("*.png"):
+        png.unlink()
+    done = coevolve("report", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (root / "report.md").read_text() == report
+    non_blank(root / "plots" / "progress-tsp_construct-b8.png")
+    run_dir = next(root.glob("runs/*/*"))
+    done = coevolve("report", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    assert "evaluations" in (run_dir / "report.md").read_text()
