@@ -1,0 +1,387 @@
+"""Population-parallel ES over several engines, each a Ray actor.
+
+ES needs only scalars to cross process or node boundaries: every engine can
+regenerate any perturbation from its seed, and restore is exact, so an update
+is applied everywhere from (seeds, coefficients) with no weight broadcast.
+After an update the engines compare weight checksums; a mismatch stops the run
+(`DivergenceError`) instead of letting members silently run on different models.
+
+`EnginePool` offers the calls the search loop and `ESOpt` make on a single
+`Engine` (chat, generate_members, perturbed, apply_update, checksum, reset,
+device, num_parameters, close), so either can drive a pool unchanged.
+
+Faults: an engine whose actor dies mid-call is dropped from the pool (logged)
+and its unfinished work is re-run on the engines left. Each call returns exactly
+one result per job, whichever engine produced it, so nothing is counted twice.
+When no engine is left the pool raises `NoEnginesLeft`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from coevolve.config import require
+from coevolve.engine import models
+from coevolve.engine.base import Completion, Message, Sampling
+from coevolve.engine.vllm_engine import MemberJob
+
+log = logging.getLogger(__name__)
+
+LOCAL = "local"
+
+
+class PoolError(RuntimeError):
+    pass
+
+
+class DivergenceError(PoolError):
+    """Engines that should hold identical weights do not."""
+
+
+class NoEnginesLeft(PoolError):
+    pass
+
+
+@dataclass
+class DistributedSection:
+    """The `[distributed]` config section. The default (one engine, local) is
+    the plain in-process engine with no Ray at all."""
+
+    engines: int = 1
+    # "local": start a private Ray cluster on loopback; "auto": join the cluster
+    # this machine belongs to; "ray://host:port": Ray client to a remote head.
+    address: str = LOCAL
+
+    def check(self, name: str) -> None:
+        require(self.engines >= 1, f"{name}.engines", "must be >= 1", self.engines)
+        require(
+            self.address in (LOCAL, "auto") or self.address.startswith("ray://"),
+            f"{name}.address",
+            'must be "local", "auto" or "ray://HOST:PORT"',
+            self.address,
+        )
+
+    @property
+    def uses_ray(self) -> bool:
+        return self.engines > 1 or self.address != LOCAL
+
+
+def build_engine(model: str | Path | None, section: DistributedSection | None = None, **engine_kwargs: Any):
+    """The engine a run asks for: an in-process `Engine` by default, an
+    `EnginePool` when `[distributed]` asks for several engines or a cluster."""
+    if section is None or not section.uses_ray:
+        from coevolve.engine.vllm_engine import Engine
+
+        return Engine(model, **engine_kwargs)
+    return EnginePool(section.engines, model, address=section.address, **engine_kwargs)
+
+
+def core_groups(engines: int, cores: Sequence[int] | None = None) -> list[str]:
+    """Split this machine's cores into one contiguous group per engine, written
+    the way VLLM_CPU_OMP_THREADS_BIND reads them ("0-3", "4"). With more engines
+    than cores, engines share cores round-robin (slow, but it runs)."""
+    if engines < 1:
+        raise ValueError(f"engines must be >= 1, got {engines}")
+    cores = sorted(os.sched_getaffinity(0)) if cores is None else list(cores)
+    if not cores:
+        raise ValueError("no CPU cores available")
+    if engines >= len(cores):
+        return [str(cores[i % len(cores)]) for i in range(engines)]
+    groups = []
+    for i in range(engines):
+        start, end = i * len(cores) // engines, (i + 1) * len(cores) // engines
+        groups.append(",".join(str(c) for c in cores[start:end]))
+    return groups
+
+
+class _EngineHost:
+    """Body of one engine actor. Ray makes it remote in `_actor_class`."""
+
+    def __init__(self, model: str, env: dict[str, str], engine_kwargs: dict[str, Any]) -> None:
+        # runtime_env sets these too; repeating them here covers clusters whose
+        # runtime_env support is limited (Ray client) before vLLM is imported.
+        os.environ.update(env)
+        from coevolve.engine.vllm_engine import Engine
+
+        self.engine = Engine(model, **engine_kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        import socket
+
+        return {
+            "device": self.engine.device,
+            "num_parameters": self.engine.num_parameters(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "checksum": self.engine.checksum(),
+        }
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.engine, method)(*args)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+_ACTOR_CLASS = None
+
+
+def _actor_class():
+    global _ACTOR_CLASS
+    if _ACTOR_CLASS is None:
+        import ray
+
+        # No restarts: a restarted engine would come back at the checkpoint,
+        # not at the current θ; the pool drops it instead.
+        _ACTOR_CLASS = ray.remote(max_restarts=0, max_task_retries=0)(_EngineHost)
+    return _ACTOR_CLASS
+
+
+@dataclass
+class EngineHandle:
+    """One engine of the pool: its name (for logs and errors), Ray actor and pid."""
+
+    name: str
+    actor: Any
+    pid: int
+    host: str
+
+
+class EnginePool:
+    """Several engines behind one `Engine`-like object; see the module docstring."""
+
+    def __init__(
+        self,
+        engines: int,
+        model: str | Path | None = None,
+        address: str | None = None,
+        *,
+        tensor_parallel_size: int = 1,
+        **engine_kwargs: Any,
+    ) -> None:
+        if engines < 1:
+            raise ValueError(f"engines must be >= 1, got {engines}")
+        address = address or LOCAL
+        DistributedSection(engines, address).check("distributed")
+        try:
+            import ray
+        except ImportError:
+            raise PoolError("several engines need Ray: pip install 'coevolve[scale]' (or pip install ray)") from None
+        self._ray = ray
+        self.model_path = models.resolve(model)
+        self.tensor_parallel_size = tensor_parallel_size
+        self._owns_ray = False
+        self.engines: list[EngineHandle] = []
+        self._busy: dict[str, Any] = {}
+        if not ray.is_initialized():
+            if address == LOCAL:
+                # Loopback only: the private cluster must not listen on any
+                # outside interface. A small object store: only text and
+                # scalars travel.
+                ray.init(address="local", include_dashboard=False, num_cpus=engines,
+                         _node_ip_address="127.0.0.1", object_store_memory=100 * 1024 * 1024,
+                         log_to_driver=False)
+            else:
+                ray.init(address=address, log_to_driver=False)
+            self._owns_ray = True
+        try:
+            self._start(engines, address, engine_kwargs)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ start-up
+    def _start(self, engines: int, address: str, engine_kwargs: dict[str, Any]) -> None:
+        ray = self._ray
+        gpus = ray.cluster_resources().get("GPU", 0)
+        kwargs = {**engine_kwargs, "tensor_parallel_size": self.tensor_parallel_size}
+        base_env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if self.tensor_parallel_size == 1 else {}
+        if gpus:
+            options = {"num_cpus": 1, "num_gpus": self.tensor_parallel_size}
+            envs = [dict(base_env) for _ in range(engines)]
+        else:
+            if self.tensor_parallel_size != 1:
+                raise PoolError("tensor_parallel_size > 1 needs GPUs; on CPU each engine is one process")
+            options = {"num_cpus": 1}
+            base_env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
+            # Pin each local engine to its own cores; on a joined cluster the
+            # driver cannot see the workers' cores, so vLLM binds by itself.
+            groups = core_groups(engines) if address == LOCAL else ["auto"] * engines
+            envs = [{**base_env, "VLLM_CPU_OMP_THREADS_BIND": g} for g in groups]
+        actor_class = _actor_class()
+        actors = [
+            actor_class.options(**options, runtime_env={"env_vars": env}).remote(str(self.model_path), env, kwargs)
+            for env in envs
+        ]
+        infos = ray.get([a.describe.remote() for a in actors])
+        self.engines = [
+            EngineHandle(f"engine-{i}", actor, info["pid"], info["host"]) for i, (actor, info) in enumerate(zip(actors, infos))
+        ]
+        devices = {info["device"] for info in infos}
+        counts = {info["num_parameters"] for info in infos}
+        if len(devices) != 1 or len(counts) != 1:
+            raise PoolError(f"engines disagree on device or model size: {infos}")
+        self.device = devices.pop()
+        self._num_parameters = counts.pop()
+        self._compare({h.name: info["checksum"] for h, info in zip(self.engines, infos)}, "at start-up")
+        log.info("engine pool: %d engines on %s (%s)", len(self.engines), self.device,
+                 ", ".join(f"{h.name} pid {h.pid}" for h in self.engines))
+
+    # ------------------------------------------------------------ dispatch
+    @property
+    def busy(self) -> list[str]:
+        """Names of engines with a call in flight (for monitoring)."""
+        return list(self._busy)
+
+    def _drop(self, handle: EngineHandle, exc: BaseException) -> None:
+        if handle in self.engines:
+            self.engines.remove(handle)
+            log.warning("engine pool: %s (pid %d on %s) died and was dropped, %d engines left: %s",
+                        handle.name, handle.pid, handle.host, len(self.engines), str(exc).splitlines()[0])
+
+    def _is_death(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._ray.exceptions.RayActorError)
+
+    def _spread(self, method: str, tasks: Sequence[tuple]) -> list[Any]:
+        """Run `method(*args)` for each args tuple in `tasks`, one call in flight
+        per engine, and return the results in task order. A task whose engine
+        dies goes back to the queue; a task that raises stops the dispatch (after
+        the calls in flight finish) and its error is raised."""
+        ray = self._ray
+        results: list[Any] = [None] * len(tasks)
+        queue = deque(range(len(tasks)))
+        idle = list(self.engines)
+        inflight: dict[Any, tuple[EngineHandle, int]] = {}
+        error: BaseException | None = None
+        try:
+            while inflight or (queue and error is None):
+                while queue and idle and error is None:
+                    handle, index = idle.pop(0), queue.popleft()
+                    inflight[handle.actor.call.remote(method, *tasks[index])] = (handle, index)
+                    self._busy[handle.name] = index
+                if not inflight:
+                    break
+                (ref,), _ = ray.wait(list(inflight), num_returns=1)
+                handle, index = inflight.pop(ref)
+                self._busy.pop(handle.name, None)
+                try:
+                    results[index] = ray.get(ref)
+                    idle.append(handle)
+                except Exception as exc:
+                    if self._is_death(exc):
+                        self._drop(handle, exc)
+                        queue.appendleft(index)
+                    else:
+                        error = error or exc
+                        idle.append(handle)
+        finally:
+            self._busy.clear()
+        if error is not None:
+            raise error
+        if queue:
+            raise NoEnginesLeft(f"all engines died; {len(queue)} of {len(tasks)} {method} calls never finished")
+        return results
+
+    def _broadcast(self, method: str, *args: Any) -> dict[str, Any]:
+        """The same call on every engine; dead engines are dropped. Returns
+        {engine name: result} for the engines that answered."""
+        ray = self._ray
+        calls = [(h, h.actor.call.remote(method, *args)) for h in list(self.engines)]
+        answers: dict[str, Any] = {}
+        error: BaseException | None = None
+        for handle, ref in calls:
+            try:
+                answers[handle.name] = ray.get(ref)
+            except Exception as exc:
+                if self._is_death(exc):
+                    self._drop(handle, exc)
+                else:
+                    error = error or exc
+        if error is not None:
+            raise error
+        if not self.engines:
+            raise NoEnginesLeft(f"all engines died during {method}")
+        return answers
+
+    # ---------------------------------------------------------------- text
+    def chat(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        sampling: Sampling,
+        seeds: Sequence[int] | None = None,
+    ) -> list[Completion]:
+        """One batch split into one contiguous part per engine. Per-request
+        seeds travel with their conversations, so sampled texts do not depend
+        on which engine ran them."""
+        if seeds is not None and len(seeds) != len(conversations):
+            raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
+        if not conversations:
+            return []
+        parts = max(1, min(len(self.engines), len(conversations)))
+        bounds = [(i * len(conversations) // parts, (i + 1) * len(conversations) // parts) for i in range(parts)]
+        tasks = [
+            (list(conversations[a:b]), sampling, None if seeds is None else list(seeds[a:b])) for a, b in bounds
+        ]
+        return [c for part in self._spread("chat", tasks) for c in part]
+
+    def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
+        """Members spread over the engines (one member per engine at a time,
+        the next to whichever engine frees first); results in job order."""
+        return [out[0] for out in self._spread("generate_members", [([job],) for job in jobs])]
+
+    @contextmanager
+    def perturbed(self, seed: int, sigma: float) -> Iterator[None]:
+        """Every engine perturbed by the same (seed, σ): a following `chat`
+        splits its batch across them. `generate_members` is the faster way to
+        run many members; this keeps single-engine callers working."""
+        self._broadcast("perturb", int(seed), float(sigma))
+        try:
+            yield
+        finally:
+            self._broadcast("restore")
+
+    # ------------------------------------------------------------- weights
+    def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None:
+        """Every engine applies the same update from the scalars alone."""
+        self._broadcast("apply_update", [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
+
+    def checksum(self) -> str:
+        """The engines' common weight checksum; raises DivergenceError if they differ."""
+        return self._compare(self._broadcast("checksum"), "after the last update")
+
+    def _compare(self, checksums: dict[str, str], when: str) -> str:
+        if len(set(checksums.values())) > 1:
+            listing = ", ".join(f"{name}={value[:16]}" for name, value in checksums.items())
+            raise DivergenceError(f"engine weights diverged {when}: {listing}")
+        return next(iter(checksums.values()))
+
+    def reset(self) -> None:
+        """Every engine back to the checkpoint's weights."""
+        self._broadcast("reset")
+
+    def num_parameters(self) -> int:
+        return self._num_parameters
+
+    def close(self) -> None:
+        ray = self._ray
+        for handle in self.engines:
+            try:
+                ray.kill(handle.actor)
+            except Exception:  # already gone
+                pass
+        self.engines = []
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+        self._owns_ray = False
+
+    def __enter__(self) -> "EnginePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

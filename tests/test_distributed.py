@@ -1,0 +1,180 @@
+"""EnginePool on a private Ray cluster on loopback: two real vLLM-CPU engines,
+one core each. The single-engine reference runs the same ES generations in a
+fresh interpreter (a plain in-process Engine) before the pool starts, so at
+most two engines are alive at once (~3 GB each)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from coevolve.config import build_section
+from coevolve.cli import UsageError
+from coevolve.distributed import DistributedSection, DivergenceError, EnginePool, core_groups
+
+GREEDY_SHORT = dict(temperature=0.0, max_tokens=16)
+PROMPTS = ["Name a colour.", "What is 2 + 3?"]
+POPULATION = 4
+GENERATIONS = 2
+
+
+def run_es(engine, history_path: str) -> dict:
+    """Two ES generations through `generate_members` and ESOpt.tell. Reward:
+    characters generated, which a large enough σ moves member to member."""
+    from coevolve.engine.base import Sampling
+    from coevolve.engine.vllm_engine import MemberJob
+    from coevolve.es.optimizer import ESConfig, ESOpt
+
+    sampling = Sampling(**GREEDY_SHORT)
+    conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
+    opt = ESOpt(ESConfig(population=POPULATION, sigma=1e-2, schedule="constant", alpha=1e-2,
+                         generations=GENERATIONS, seed=7), history_path)
+    out = {"rewards": [], "checksums": [], "texts": []}
+    for _ in range(GENERATIONS):
+        members = opt.ask()
+        jobs = [MemberJob(m.seed, m.sigma, conversations, sampling, request_seeds=[1, 2]) for m in members]
+        results = engine.generate_members(jobs)
+        assert len(results) == len(jobs)
+        rewards = [float(sum(len(c.text) for c in member)) for member in results]
+        record = opt.tell(engine, members, rewards)
+        out["rewards"].append(rewards)
+        out["checksums"].append(record["checksum"])
+        out["texts"].append([[c.text for c in member] for member in results])
+    return out
+
+
+REFERENCE_SCRIPT = """
+import json, sys, tempfile
+sys.path.insert(0, "tests")
+from test_distributed import run_es
+from coevolve.engine.vllm_engine import Engine
+engine = Engine(None, max_num_seqs=8)
+start = engine.checksum()
+with tempfile.TemporaryDirectory() as tmp:
+    out = run_es(engine, tmp + "/history.jsonl")
+out["start"] = start
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_section_checks():
+    assert not DistributedSection().uses_ray
+    assert DistributedSection(engines=2).uses_ray
+    assert build_section(DistributedSection, {"engines": 3, "address": "ray://10.0.0.1:10001"}, "distributed").engines == 3
+    with pytest.raises(UsageError, match="distributed.engines"):
+        build_section(DistributedSection, {"engines": 0}, "distributed")
+    with pytest.raises(UsageError, match="distributed.address"):
+        build_section(DistributedSection, {"address": "10.0.0.1:6379"}, "distributed")
+
+
+def test_core_groups():
+    assert core_groups(1, [0, 1]) == ["0,1"]
+    assert core_groups(2, [0, 1]) == ["0", "1"]
+    assert core_groups(2, [0, 1, 2, 3, 4]) == ["0,1", "2,3,4"]
+    assert core_groups(3, [4, 5]) == ["4", "5", "4"]
+    with pytest.raises(ValueError):
+        core_groups(0, [0])
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from conftest import run_python
+
+    proc = run_python(REFERENCE_SCRIPT, timeout=900)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def pool(reference):
+    # The reference engine has exited before the pool starts: two engines at most.
+    with EnginePool(2, max_num_seqs=8) as p:
+        yield p
+
+
+@pytest.mark.engine
+def test_two_engines_match_single_engine(pool, reference, tmp_path):
+    assert len(pool.engines) == 2
+    assert len({h.pid for h in pool.engines}) == 2
+    assert pool.device == "cpu"
+    assert pool.checksum() == reference["start"]
+    # A real update happened: rewards differ within a generation and the weights moved.
+    assert len(set(reference["rewards"][0])) > 1
+    assert reference["checksums"][0] != reference["start"]
+
+    out = run_es(pool, str(tmp_path / "history.jsonl"))
+
+    assert out["texts"] == reference["texts"]
+    assert out["rewards"] == reference["rewards"]
+    assert out["checksums"] == reference["checksums"]
+    history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [r["checksum"] for r in history] == reference["checksums"]
+
+
+@pytest.mark.engine
+def test_divergence_is_reported(pool):
+    # One engine alone takes an update the other never saw.
+    lone = pool.engines[1]
+    import ray
+
+    ray.get(lone.actor.call.remote("apply_update", [123], [1.0], 1e-2))
+    with pytest.raises(DivergenceError, match=r"engine-0=.*engine-1="):
+        pool.checksum()
+    # Put both back at the same weights (the checkpoint) for the next test.
+    pool.reset()
+    pool.checksum()
+
+
+@pytest.mark.engine
+def test_engine_killed_mid_generation(pool, reference):
+    from coevolve.engine.base import Sampling
+    from coevolve.engine.vllm_engine import MemberJob
+    from coevolve.search.ledger import Ledger
+    import ray
+
+    # Same first generation as the reference, from the checkpoint's weights.
+    from coevolve.es.optimizer import ESConfig, ESOpt
+
+    members = ESOpt(ESConfig(population=POPULATION, sigma=1e-2, schedule="constant", alpha=1e-2,
+                             generations=GENERATIONS, seed=7), "/dev/null").ask()
+    conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
+    jobs = [MemberJob(m.seed, m.sigma, conversations, Sampling(**GREEDY_SHORT), request_seeds=[1, 2])
+            for m in members]
+    victim = pool.engines[1]
+    outcome: dict = {}
+
+    def generate():
+        try:
+            outcome["results"] = pool.generate_members(jobs)
+        except BaseException as exc:  # reported by the assertions below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    deadline = time.time() + 120
+    while victim.name not in pool.busy and time.time() < deadline:
+        time.sleep(0.05)
+    assert victim.name in pool.busy, "the victim engine never got a member"
+    time.sleep(0.5)  # inside its perturb or generation, not just queued
+    ray.kill(victim.actor)
+    worker.join(timeout=600)
+
+    assert "error" not in outcome, outcome.get("error")
+    results = outcome["results"]
+    assert [h.name for h in pool.engines] == ["engine-0"]
+    # Exactly one result per job, each the one the single engine produced.
+    assert len(results) == len(jobs)
+    assert [[c.text for c in member] for member in results] == reference["texts"][0]
+    ledger = Ledger(budget=len(jobs) * len(PROMPTS))
+    for member in results:
+        for completion in member:
+            ledger.charge("evaluated")
+        ledger.record_llm(member)
+    assert ledger.used == ledger.budget and ledger.llm_requests == len(jobs) * len(PROMPTS)
+    # The survivor still takes updates and checks itself.
+    pool.apply_update([m.seed for m in members], [1.0, -1.0, 0.5, -0.5], 1e-2)
+    assert pool.checksum() != reference["start"]
