@@ -47,7 +47,13 @@ class _WorkerProcess:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.write_fd = self.process.stdin.fileno()
         self.read_fd = self.process.stdout.fileno()
-        hello = self.request({"op": "hello", "sys_path": list(sys.path)}, timeout_s=60.0)
+        self.scratch_root = ""
+        try:
+            hello = self.request({"op": "hello", "sys_path": list(sys.path)}, timeout_s=60.0)
+        except (wire.PeerGone, wire.WireTimeout, OSError) as exc:
+            self.stop(graceful=False)
+            raise RuntimeError(f"a sandbox worker failed to start ({type(exc).__name__}); "
+                               "its error, if any, is on stderr above") from None
         self.network_isolated = bool(hello.get("network_isolated"))
         self.scratch_root = str(hello.get("scratch_root", ""))
 
