@@ -173,7 +173,10 @@ def hostile_battery(outside: str) -> list[tuple[str, str, object]]:
     ]
 
 
-def test_hostile_battery(tmp_path, marked_env):
+def test_hostile_battery(tmp_path, marked_env, monkeypatch):
+    scratch = tmp_path / "scratch"  # where the workers make candidate temp dirs
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_text("precious")
@@ -201,6 +204,7 @@ def test_hostile_battery(tmp_path, marked_env):
         assert len(by_label[label].output) < 2000 + 3000, label
     assert sorted(os.listdir(outside)) == ["keep"] and (outside / "keep").read_text() == "precious"
     assert processes_with_mark(marked_env) == []
+    assert list(scratch.iterdir()) == [], "temp dirs outlived the sandbox"
     assert elapsed < 60
 
 
