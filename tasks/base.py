@@ -84,7 +84,8 @@ class AgentTask(Protocol):
         """Episode reward, read at the end (0..1)."""
 
     def metrics(self, state: Any) -> dict[str, float]:
-        """Diagnostics of an episode (moves, errors, ...) for logs and reports."""
+        """Diagnostics of an episode (moves, errors, ...) for logs and reports;
+        "progress" in [0, 1], when given, is a dense signal for fitness shaping."""
 
 
 def as_index(value: Any, upper: int, what: str) -> int:

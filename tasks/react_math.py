@@ -278,8 +278,11 @@ class ReactMath:
         return 1.0 if state.answer is not None and answers_match(state.answer, state.case.answer) else 0.0
 
     def metrics(self, state: MathState) -> dict[str, float]:
+        acted = 1.0 - state.no_action / state.turns if state.turns else 0.0
         return {
             "solved": self.reward(state),
+            # dense signal for fitness shaping: well-formed actions and an answer given
+            "progress": 0.5 * acted + 0.5 * float(state.answer is not None),
             "turns": float(state.turns),
             "answered": float(state.answer is not None),
             "tool_calls": float(state.tool_calls),

@@ -115,9 +115,19 @@ def test_coevolution_alternates_es_generations_and_skill_updates(tmp_path):
     assert len(engine.updates) == 4
 
 
+def test_shaping_adds_the_progress_metric_to_the_fitness(tmp_path):
+    cfg = AgentRunConfig(method="esopt", budget_episodes=8, population=4, batch=2, eval_cases=1, shaping=0.5)
+    run_agent(FakeEngine(), Sudoku(masked=2), cfg, tmp_path, es_config=es_config())
+    record = read_jsonl(tmp_path / "history.jsonl")[0]
+    # solvers: reward 1 + 0.5 * progress 1; fumblers: every reply unparsed, no right cell
+    assert record["rewards"] == [1.5 if s % 2 == 0 else 0.0 for s in record["seeds"]]
+
+
 def test_bad_configs_are_rejected_clearly(tmp_path):
     with pytest.raises(ValueError, match="method must be one of"):
         AgentRunConfig(method="magic")
+    with pytest.raises(ValueError, match="shaping"):
+        AgentRunConfig(shaping=-1)
     with pytest.raises(ValueError, match="smaller than one round"):
         AgentRunConfig(budget_episodes=10, population=4, batch=3)
     with pytest.raises(ValueError, match="needs es_config"):

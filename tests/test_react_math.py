@@ -85,7 +85,7 @@ def test_tool_call_then_correct_answer_earns_reward_one():
     assert tool.calls == ["print(29*13)"] and observation == "Python output:\n377" and not done
     observation, done = task.step(state, f"The answer is \\boxed{{{case.answer}}}")
     assert done and task.reward(state) == 1.0
-    assert task.metrics(state) == {"solved": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
+    assert task.metrics(state) == {"solved": 1.0, "progress": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
                                    "tool_errors": 0.0, "no_action": 0.0}
 
 

@@ -50,11 +50,16 @@ class AgentRunConfig:
     sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=24))
     eval_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=24))
     history_turns: int | None = None
+    # fitness = mean(reward + shaping * metrics["progress"]); 0 is the paper's
+    # binary reward, > 0 gives a weak model whose rewards are all 0 a direction
+    shaping: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.shaping < 0:
+            raise ValueError(f"shaping must be >= 0, got {self.shaping}")
         for name in ("budget_episodes", "population", "batch", "eval_cases", "eval_every", "skill_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -149,7 +154,7 @@ def run_agent(
                     )
                 _charge(ledger, played)
                 trajectories += played
-                rewards.append(mean_reward(played))
+                rewards.append(fitness(played, cfg.shaping))
             es.tell(engine, members, rewards, extra={
                 "episodes_used": ledger.used, "train_metrics": mean_metrics(trajectories),
                 "skills": [s.name for s in current_skills()],
@@ -197,6 +202,12 @@ def run_agent(
     tmp.write_text(json.dumps(summary, indent=2))
     tmp.replace(run_dir / "summary.json")
     return summary
+
+
+def fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> float:
+    """Mean episode reward, plus `shaping` x the task's "progress" metric."""
+    shaped = [t.reward + shaping * t.metrics.get("progress", 0.0) for t in trajectories]
+    return sum(shaped) / len(shaped)
 
 
 def _charge(ledger: Ledger, trajectories: Sequence[Trajectory]) -> None:
