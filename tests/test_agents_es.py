@@ -83,6 +83,9 @@ def test_esopt_spends_the_budget_in_whole_generations(tmp_path):
     assert (tmp_path / "trajectories" / "round_000.md").exists()
     assert len(read_jsonl(tmp_path / "trajectories" / "round_001.jsonl")) == 12
     assert json.loads((tmp_path / "summary.json").read_text())["checksum"] == "fake-2"
+    with pytest.raises(ValueError, match="already holds a run"):
+        run_agent(engine, Sudoku(masked=2), cfg, tmp_path, es_config=es_config())
+    assert len(read_jsonl(tmp_path / "history.jsonl")) == 2  # the earlier run is untouched
 
 
 def test_esopt_stops_when_the_sigma_schedule_ends(tmp_path):

@@ -103,6 +103,9 @@ def run_agent(
     also written to run_dir/summary.json.
     """
     run_dir = Path(run_dir)
+    earlier = [name for name in ("history.jsonl", "eval.jsonl", "summary.json") if (run_dir / name).exists()]
+    if earlier:
+        raise ValueError(f"{run_dir} already holds a run ({', '.join(earlier)}); choose a new run directory")
     run_dir.mkdir(parents=True, exist_ok=True)
     uses_es = cfg.method in ("esopt", "esopt+trace2skill")
     uses_skills = cfg.method in ("trace2skill", "esopt+trace2skill")
@@ -144,10 +147,10 @@ def run_agent(
             trajectories, rewards = [], []
             members = es.ask()
             for member in members:
+                # common random numbers: every member samples with the same
+                # seeds, so fitness differences come from the weights alone
                 with engine.perturbed(member.seed, member.sigma):
                     played = rollout(
-                        # common random numbers: every member samples with the same
-                        # seeds, so fitness differences come from the weights alone
                         engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index),
                         skills=current_skills(), history_turns=cfg.history_turns,
                         label=f"round {round_index} member {member.index}",
