@@ -35,6 +35,9 @@ class SamplingSection:
     temperature: float = 0.7
     top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
     max_tokens: int = 384
+    # Stop at the code block's closing fence: the small model tends to ramble on
+    # after its code, and those tokens cost time and are never used.
+    stop: list[str] = field(default_factory=lambda: ["\n```\n"])
 
     def check(self, name: str) -> None:
         require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
