@@ -129,3 +129,16 @@ def test_resume_refuses_a_log_from_another_config(tmp_path):
     other = make_config("eoh", 12, seed=9)
     with pytest.raises(RuntimeError, match="another config"):
         SearchLoop(other, RunStore.open(tmp_path / "r"), FakeEngine(), FakeEvaluator(), FakeTask()).run()
+
+
+def test_remote_proposer_serves_base_requests_and_the_engine_perturbed_ones(tmp_path):
+    config = make_config("eoh+esopt", 20)
+    config.proposer.base_url, config.proposer.model = "http://127.0.0.1:1/v1", "remote-model"
+    store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
+    engine, remote = FakeEngine(), FakeEngine()
+    SearchLoop(config, store, engine, FakeEvaluator(), FakeTask(), remote=remote).run()
+    candidates = read_jsonl(store.candidates_path)
+    kinds = [c["model_state"]["kind"] for c in candidates]
+    assert sum(remote.calls) == kinds.count("remote") > 0
+    assert sum(engine.calls) == kinds.count("perturbed") > 0
+    assert {c["model_state"].get("model") for c in candidates if c["model_state"]["kind"] == "remote"} == {"remote-model"}
