@@ -62,6 +62,9 @@ def handle(args: argparse.Namespace) -> int:
         task = get_task(config.run.task)
     except KeyError as exc:
         raise UsageError(f"config error: run.task: {exc.args[0]}") from None
+    verb = "resuming" if resuming else "run directory"
+    print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
+          file=sys.stderr, flush=True)
     summary = execute(config, store, task, progress=not args.no_progress, resuming=resuming)
     print_table(summary, store)
     return 0
