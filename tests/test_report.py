@@ -1,0 +1,120 @@
+"""coevolve.report on a hand-made comparison directory whose numbers are known."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coevolve.cli import UsageError
+from coevolve.compare import CompareConfig, planned_runs, run_config
+from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.report import render, render_comparison
+from coevolve.runstore import atomic_write_json, atomic_write_text
+
+REFERENCE = 4.0
+# objective on test20 per (method, seed); None: the run found no valid heuristic
+OBJECTIVES = {("sample", 0): 4.4, ("sample", 1): 4.6, ("sample", 2): 4.8,
+              ("sample+esopt", 0): 4.2, ("sample+esopt", 1): 4.4, ("sample+esopt", 2): None}
+
+
+def fake_run(directory: Path, config, objective: float | None) -> None:
+    """A finished run's files, as the loop and the scorer leave them."""
+    atomic_write_text(directory / "config.toml", dump_toml(as_dict(config)))
+    atomic_write_text(directory / "events.jsonl", '{"type": "start"}\n{"type": "end", "evaluations": 10}\n')
+    run = config.run
+    valid = 0 if objective is None else 4
+    best = None if objective is None else {"id": 3, "objective": objective + 1.0, "gap": 0.3, "operator": "i1",
+                                           "step": 0, "idea": "x", "model_state": {"kind": "base"}}
+    curve = [] if objective is None else [[2, objective + 2.0], [7, objective + 1.0]]
+    atomic_write_json(directory / "summary.json", {
+        "method": run.method, "task": run.task, "seed": run.seed, "budget": run.budget, "evaluations": 10,
+        "ledger": {"budget": 10, "used": 10, "outcomes": {"evaluated": 4, "parse": 6},
+                   "llm_requests": 10, "prompt_tokens": 100, "completion_tokens": 500},
+        "valid": valid, "valid_rate": valid / 10, "failures": {"parse": 6},
+        "train": {"split": "train", "size": 50, "direction": "min", "reference": 5.0},
+        "best": best, "best_so_far": curve, "population": [], "es": None})
+    if objective is not None:
+        atomic_write_text(directory / "best.py", "def select_next_node(a, b, c, d):\n    return c[0]\n")
+    scores = [] if objective is None else [{
+        "split": "test", "size": 20, "limit": 0, "objective": objective, "failure": None, "message": "",
+        "instances": 1000, "seconds": 1.0, "reference": REFERENCE, "reference_kind": "best-known",
+        "gap": (objective - REFERENCE) / REFERENCE}]
+    atomic_write_json(directory / "test.json", {"file": "best.py" if objective else None, "scores": scores})
+
+
+@pytest.fixture
+def comparison(tmp_path) -> Path:
+    config = build_config(CompareConfig, {
+        "compare": {"methods": ["sample", "sample+esopt"], "tasks": ["tsp_construct"], "budgets": [10],
+                    "seeds": [0, 1, 2]},
+        "test": {"sizes": [20]}})
+    root = tmp_path / "cmp"
+    atomic_write_text(root / "compare.toml", dump_toml(as_dict(config)))
+    for spec in planned_runs(config):
+        directory = spec.directory(root)
+        fake_run(directory, run_config(config, spec, directory), OBJECTIVES[(spec.method, spec.seed)])
+    return root
+
+
+def test_table_numbers(comparison):
+    render_comparison(comparison)
+    rows = json.loads((comparison / "results.json").read_text())["rows"]
+    sample, variant, delta = rows
+    assert sample["objective"] == {"n": 3, "mean": pytest.approx(4.6), "std": pytest.approx(0.2)}
+    assert sample["gap"]["mean"] == pytest.approx(0.15) and sample["gap"]["std"] == pytest.approx(0.05)
+    assert variant["objective"]["n"] == 2 and variant["gap"]["mean"] == pytest.approx(0.075)
+    assert variant["with_heuristic"] == 2 and variant["runs"] == 3
+    assert variant["train_valid_rate"]["mean"] == pytest.approx(0.8 / 3)
+    assert delta["kind"] == "delta" and delta["delta"] == pytest.approx(0.5)
+
+    report = (comparison / "report.md").read_text()
+    assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 3/3 |" in report
+    assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 2/3 |" in report
+    assert "| Δ Sample+ESOpt vs Sample |  | +50.0% |  |  |" in report
+    assert "budget of 10 evaluations" in report and "test20 = 4.0000 (best-known)" in report
+    assert "| Sample | 3 | 30 | 12 | 0 | 18 | 30 | 1500 |" in report  # what the budget bought
+
+    with open(comparison / "table.csv") as handle:
+        table = list(csv.DictReader(handle))
+    assert [r["kind"] for r in table] == ["method", "method", "delta"]
+    assert float(table[0]["objective_mean"]) == pytest.approx(4.6) and float(table[2]["delta"]) == pytest.approx(0.5)
+    with open(comparison / "runs.csv") as handle:
+        runs = list(csv.DictReader(handle))
+    assert len(runs) == 6 and sorted(float(r["objective"]) for r in runs if r["objective"]) == [4.2, 4.4, 4.4, 4.6, 4.8]
+
+
+def test_plots_are_drawn(comparison):
+    import matplotlib.image
+
+    written = render_comparison(comparison)
+    for name in ["plots/progress-tsp_construct-b10.png", "plots/test-tsp_construct-test20.png"]:
+        pixels = matplotlib.image.imread(written[name])[..., :3]
+        ink = (pixels < 0.95).any(axis=-1).mean()
+        colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+        assert ink > 0.02 and colours > 8, (name, ink, colours)
+
+
+def test_unfinished_runs_are_reported_not_invented(comparison):
+    victim = next(comparison.glob("runs/tsp_construct/sample-b10-s1"))
+    atomic_write_text(victim / "events.jsonl", '{"type": "start"}\n')  # killed before its end
+    render_comparison(comparison)
+    sample = json.loads((comparison / "results.json").read_text())["rows"][0]
+    assert (sample["runs"], sample["finished"], sample["objective"]["n"]) == (3, 2, 2)
+    assert sample["objective"]["mean"] == pytest.approx(4.6)  # (4.4 + 4.8) / 2
+    assert "| partial |" in (comparison / "report.md").read_text()
+
+
+def test_render_a_single_run_and_bad_directories(comparison, tmp_path):
+    run = comparison / "runs/tsp_construct/sample-b10-s0"
+    written = render(run)
+    text = written["report.md"].read_text()
+    assert "| test20 | 1000 | 4.4000 | 4.0000 | 10.00% |  |" in text and "progress.png" in text
+    with pytest.raises(UsageError, match="not found"):
+        render(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="not a run directory"):
+        render(tmp_path / "empty")
