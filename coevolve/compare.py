@@ -333,6 +333,8 @@ class LimitedTask:
         self._task.name = self.name
 
     def __getattr__(self, attribute: str) -> Any:
+        if attribute == "_task":  # not built yet (mid-unpickling): no recursion
+            raise AttributeError(attribute)
         return getattr(self._task, attribute)
 
     def __reduce__(self) -> tuple:
