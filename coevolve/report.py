@@ -265,32 +265,32 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], records: list[dict
     methods = _ordered_methods(config.compare.methods)
     budgets = config.compare.budgets
     width = 0.8 / len(methods)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(budgets) * len(methods)), 4), dpi=100)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(budgets) * len(methods)), 4), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    shown: list[float] = []  # every value drawn, to zoom the axis on them
     for m, method in enumerate(methods):
         color = colors[m % len(colors)]
         for b, budget in enumerate(budgets):
             x = b + (m - (len(methods) - 1) / 2) * width
-            row = next(r for r in rows if r["kind"] == "method" and (r["task"], r["budget"], r["split"], r["size"],
-                                                                      r["method"]) == (task_name, budget, split, size,
-                                                                                       method))
+            row = next(r for r in rows if r["kind"] == "method" and r["method"] == method
+                       and (r["task"], r["budget"], r["split"], r["size"]) == (task_name, budget, split, size))
             stats = row["objective"]
             if stats["mean"] is not None:
+                spread = stats["std"] or 0.0
                 ax.bar(x, stats["mean"], width * 0.9, color=color, alpha=0.6,
-                       label=_label(method) if b == 0 else None,
-                       yerr=stats["std"] or 0.0, capsize=3, ecolor="black")
+                       label=_label(method) if b == 0 else None, yerr=spread, capsize=3, ecolor="black")
+                shown += [stats["mean"] - spread, stats["mean"] + spread]
             seeds = [r["scores"].get((split, size)) for r in records
                      if (r["task"], r["method"], r["budget"]) == (task_name, method, budget)]
             values = [s["objective"] for s in seeds if s and s["objective"] is not None]
             ax.plot([x] * len(values), values, "o", color="black", markersize=3)
+            shown += values
     ax.set_xticks(range(len(budgets)), [f"budget {b}" for b in budgets])
     ax.set_ylabel(f"{split}{size} objective")
-    ax.set_title(f"{task_name}: best heuristic (by training score) on {split}{size}")
-    values = [r["objective"]["mean"] for r in rows if r["kind"] == "method" and r["task"] == task_name
-              and (r["split"], r["size"]) == (split, size) and r["objective"]["mean"] is not None]
-    if values:  # zoom in: differences between methods are small relative to the objective
-        low, high = min(values), max(values)
-        pad = max((high - low) * 0.5, abs(high) * 0.01, 1e-9)
+    ax.set_title(f"{task_name} {split}{size}: best heuristic by training score", fontsize="medium")
+    if shown:  # zoom in: differences between methods are small next to the objective itself
+        low, high = min(shown), max(shown)
+        pad = max((high - low) * 0.15, abs(high) * 0.005, 1e-9)
         ax.set_ylim(low - pad, high + pad)
         ax.legend(loc="best", fontsize="small")
     else:
