@@ -58,8 +58,7 @@ def collect(root: Path) -> tuple[CompareConfig, list[dict]]:
         tests = _load_json(directory / TEST_SCORES) if state == "finished" else None
         records.append({"task": spec.task, "method": spec.method, "budget": spec.budget, "seed": spec.seed,
                         "dir": str(directory.relative_to(root)), "state": state, "summary": summary,
-                        "scores": {(s["split"], s["size"]): s for s in (tests or {}).get("scores", [])},
-                        "scored": tests is not None})
+                        "scores": {(s["split"], s["size"]): s for s in (tests or {}).get("scores", [])}})
     return config, records
 
 

@@ -66,6 +66,16 @@ def test_examples_load_and_default_to_the_paper_sets(tmp_path):
     assert scored_sets(default, get_task("kp_construct")) == [("test", 100)]
 
 
+def test_cli_bad_config_exits_2_naming_the_field(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[compare]\nmethods = ["sample"]\n[test]\nsizes = [7]\n')
+    done = coevolve("compare", str(path), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "test.sizes" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()  # nothing started
+    done = coevolve("report", str(tmp_path))
+    assert done.returncode == 2 and "not a run directory" in done.stderr
+
+
 def test_run_directories_are_distinct_and_seed_major():
     config = build_config(CompareConfig, {"compare": {"methods": ["eoh", "eoh+esopt"], "budgets": [10, 20],
                                                       "seeds": [3, 4]}})
