@@ -129,6 +129,29 @@ class _EngineHost:
         self.engine.close()
 
 
+# Ray turns a loopback node address into the machine's outside address unless
+# it believes clusters are off; this flag (read by ray_constants) is the switch.
+_RAY_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def start_local_ray(num_cpus: int) -> None:
+    """A private Ray cluster whose servers listen on 127.0.0.1 only.
+
+    `_node_ip_address="127.0.0.1"` alone is not enough: Ray replaces a loopback
+    node address with the machine's routable one, and its gRPC servers, runtime
+    env agent and metrics server then listen on outside interfaces. With the
+    node address kept at 127.0.0.1 they bind loopback only (checked by the
+    tests with the kernel's socket table)."""
+    os.environ[_RAY_CLUSTER_SWITCH] = "0"  # for Ray's own child processes
+    import ray
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False  # for this process, if ray was imported earlier
+    # A small object store: only text and scalars travel.
+    ray.init(address="local", include_dashboard=False, num_cpus=num_cpus, _node_ip_address="127.0.0.1",
+             object_store_memory=100 * 1024 * 1024, log_to_driver=False)
+
+
 _ACTOR_CLASS = None
 
 
@@ -181,12 +204,7 @@ class EnginePool:
         self._busy: dict[str, Any] = {}
         if not ray.is_initialized():
             if address == LOCAL:
-                # Loopback only: the private cluster must not listen on any
-                # outside interface. A small object store: only text and
-                # scalars travel.
-                ray.init(address="local", include_dashboard=False, num_cpus=engines,
-                         _node_ip_address="127.0.0.1", object_store_memory=100 * 1024 * 1024,
-                         log_to_driver=False)
+                start_local_ray(num_cpus=engines)
             else:
                 ray.init(address=address, log_to_driver=False)
             self._owns_ray = True

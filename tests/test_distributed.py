@@ -96,6 +96,27 @@ def pool(reference):
         yield p
 
 
+def _is_loopback(ip: str) -> bool:
+    return ip in ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+# Fixture set-up (a reference engine, then two pool engines) counts toward the
+# first test's time limit; on a loaded 2-core machine that is minutes.
+@pytest.mark.engine
+@pytest.mark.timeout(1800)
+def test_private_cluster_listens_on_loopback_only(pool):
+    import os
+
+    import psutil
+
+    ray_pids = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
+    assert {h.pid for h in pool.engines} <= ray_pids
+    listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in ray_pids]
+    assert listening, "found no Ray servers to check"
+    outside = [(c.laddr.ip, c.laddr.port, psutil.Process(c.pid).name()) for c in listening if not _is_loopback(c.laddr.ip)]
+    assert outside == []
+
+
 @pytest.mark.engine
 def test_two_engines_match_single_engine(pool, reference, tmp_path):
     assert len(pool.engines) == 2
