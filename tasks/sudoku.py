@@ -159,10 +159,16 @@ def render(board: Grid) -> str:
     return "\n".join(lines)
 
 
+def empty_cells_line(board: Grid) -> str:
+    # listing the empty cells spares a small model the coordinate reading
+    cells = [f"({r + 1}, {c + 1})" for r, row in enumerate(board) for c, v in enumerate(row) if v == 0]
+    return f"Empty cells (row, col): {' '.join(cells)}"
+
+
 # "set 1 2 3", "set(1, 2, 3)", "Set row 1 column 2 to 3", "SET r1 c2 v3"
 _ACTION = re.compile(r"\bset\b\D{0,20}?(\d+)\D{1,20}?(\d+)\D{1,20}?(\d+)", re.IGNORECASE | re.DOTALL)
 # a reply that is nothing but three numbers: "1 2 3", "(1, 2, 3)"
-_BARE_TRIPLE = re.compile(r"^\W*(\d+)[\s,]+(\d+)[\s,]+(\d+)\W*$")
+_BARE_TRIPLE = re.compile(r"^\W*(\d+)\W+(\d+)\W+(\d+)\W*$")
 
 
 def parse_action(text: str) -> tuple[int, int, int] | None:
@@ -221,7 +227,7 @@ class Sudoku:
 
     def reset(self, case: SudokuCase) -> tuple[SudokuState, str]:
         state = SudokuState(case=case, board=[list(row) for row in case.puzzle])
-        return state, f"Puzzle:\n{render(state.board)}\nEmpty cells: {case.masked}. {MOVE_PROMPT}"
+        return state, f"Puzzle:\n{render(state.board)}\n{empty_cells_line(state.board)}\n{MOVE_PROMPT}"
 
     def step(self, state: SudokuState, action_text: str) -> tuple[str, bool]:
         if state.done:
@@ -235,7 +241,7 @@ class Sudoku:
         if empty == 0:
             status = "The board is full: solved!" if self.reward(state) == 1.0 else "The board is full but not valid."
             return f"{feedback}\n{render(state.board)}\n{status}", True
-        return f"{feedback}\n{render(state.board)}\nEmpty cells: {empty}. {MOVE_PROMPT}", state.done
+        return f"{feedback}\n{render(state.board)}\n{empty_cells_line(state.board)}\n{MOVE_PROMPT}", state.done
 
     def _apply(self, state: SudokuState, action_text: str) -> str:
         move = parse_action(action_text)

@@ -38,9 +38,11 @@ def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
     for record in records:
         assert len(record["rewards"]) == 4 and all(0.0 <= r <= 1.0 for r in record["rewards"])
         assert record["extra"]["episodes_used"] in (8, 16)
-    # members' fitness differed (shaped by format and right cells), so the updates moved the weights
-    assert any(len(set(r["rewards"])) > 1 for r in records)
-    assert records[-1]["checksum"] != before
+    # an update moves the weights exactly when the members' fitness differed
+    checksums = [before] + [r["checksum"] for r in records]
+    for record, previous, after in zip(records, checksums, checksums[1:]):
+        assert (after != previous) == (len(set(record["rewards"])) > 1)
+        assert (after != previous) == any(c != 0 for c in record["coefficients"])
     assert summary["checksum"] == records[-1]["checksum"]
     evals = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == [0, 1, 2]

@@ -55,6 +55,7 @@ def test_cases_are_deterministic_and_splits_differ():
         ("set r1 c2 v4\nset 2 2 2", (1, 2, 4)),
         ("1 2 3", (1, 2, 3)),
         ("(4, 1, 2).", (4, 1, 2)),
+        ("(2, 4) 3", (2, 4, 3)),
         ("put 1 2 3", None),
         ("1. 2.", None),
         ("set 1 2", None),
@@ -69,7 +70,7 @@ def test_solving_move_by_move_gives_reward_one():
     task = Sudoku(masked=5)
     case = task.cases("train", 1, seed=3)[0]
     state, observation = task.reset(case)
-    assert "Empty cells: 5" in observation
+    assert "Empty cells (row, col): (" in observation and observation.count(") (") == 4  # five listed
     moves = solve_moves(case)
     for i, move in enumerate(moves):
         observation, done = task.step(state, move)
