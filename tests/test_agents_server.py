@@ -15,6 +15,9 @@ from tasks.sudoku import Sudoku
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
+# the lead's OpenAI-compatible client; until it lands this module skips
+# instead of starting a server it cannot talk to
+pytest.importorskip("coevolve.engine.openai_client")
 
 
 def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_path, monkeypatch):  # noqa: F811
@@ -22,8 +25,9 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
 
     monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
     served = OpenAIGenerator(openai_server.base_url, openai_server.model, concurrency=4)
-    task = Sudoku(masked=2)
-    trajectories = rollout(served, task, task.cases("train", 3, seed=0), Sampling(temperature=0.7, max_tokens=16))
+    task = Sudoku(masked=1)
+    trajectories = rollout(served, task, task.cases("train", 3, seed=0), Sampling(temperature=0.7, max_tokens=10),
+                           history_turns=1)
     assert all(t.turns >= 1 for t in trajectories)
     run_dir = tmp_path / "run"
     save_trajectories(trajectories, run_dir / "trajectories" / "round_000", "served rollouts")
