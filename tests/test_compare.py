@@ -202,3 +202,36 @@ def test_small_real_comparison(tmp_path, engine):
     done = coevolve("report", str(run_dir))
     assert done.returncode == 0, done.stderr
     assert "evaluations" in (run_dir / "report.md").read_text()
+
+
+def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
+    """No engine is started when every run is finished; each best.py is scored once."""
+    from coevolve.compare import run_config
+    from coevolve.config import as_dict, dump_toml
+    from coevolve.runstore import atomic_write_json, atomic_write_text
+    from tasks.registry import get_task
+
+    config = build_config(CompareConfig, {"compare": {"methods": ["eoh", "eoh+esopt"], "budgets": [5],
+                                                      "seeds": [0]}, "test": {"sizes": [20], "limit": 30}})
+    root = tmp_path / "cmp"
+    task = get_task("tsp_construct")
+    for spec in planned_runs(config):
+        d = spec.directory(root)
+        atomic_write_text(d / "config.toml", dump_toml(as_dict(run_config(config, spec, d))))
+        atomic_write_text(d / "events.jsonl", '{"type": "start"}\n{"type": "end"}\n')
+        atomic_write_json(d / "summary.json", {
+            "method": spec.method, "evaluations": 5, "valid": 1, "valid_rate": 0.2, "best_so_far": [[3, 7.0]],
+            "best": {"objective": 7.0}, "ledger": {"outcomes": {"evaluated": 5}, "llm_requests": 5}})
+        atomic_write_text(d / "best.py", task.template)
+    lines: list[str] = []
+    run_comparison(config, root, engine=None, log=lines.append)
+    assert sum("skipped" in line for line in lines) == 2 and sum("scoring" in line for line in lines) == 1
+    namespace: dict = {}
+    exec(task.template, namespace)
+    expected = task.evaluate(namespace["select_next_node"], task.instances("test", 20)[:30])
+    rows = json.loads((root / "results.json").read_text())["rows"]
+    assert [r["objective"]["mean"] for r in rows[:2]] == pytest.approx([expected, expected], rel=1e-12)
+    assert rows[2]["delta"] == pytest.approx(0.0)
+    lines.clear()
+    run_comparison(config, root, engine=None, log=lines.append)
+    assert not any("scoring" in line for line in lines)  # scores reused: same file, same settings
