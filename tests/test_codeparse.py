@@ -122,3 +122,30 @@ def test_template_parameters():
     assert template_parameters(TEMPLATE, "score") == ["a", "b", "c"]
     with pytest.raises(ValueError, match="does not define 'missing'"):
         template_parameters(TEMPLATE, "missing")
+
+
+@pytest.mark.engine
+def test_embedded_model_outputs_never_break_extraction_or_scoring(engine):
+    """Real outputs of the embedded model: whatever it writes, extraction
+    gives a candidate or None and the sandbox a score or a typed failure."""
+    from coevolve.engine.base import Sampling
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    prompt = (f"{task.description}\nFirst, describe your new algorithm in one sentence inside braces {{}}. "
+              f"Then implement it in Python as a function named {task.function_name}, "
+              f"with the same inputs and output as this template:\n```python\n{task.template}```\n"
+              "Do not give additional explanations.")
+    completions = engine.chat([[{"role": "user", "content": prompt}]] * 4,
+                              Sampling(temperature=0.7, max_tokens=300), seeds=list(range(4)))
+    candidates = [extract(c.text, task.function_name, task.template) for c in completions]
+    parsed = [c for c in candidates if c is not None]
+    with Sandbox(workers=2, timeout_s=20.0) as sandbox:
+        results = sandbox.evaluate_many([(c.code, "tsp_construct", None, None) for c in parsed])
+    for result in results:
+        assert result.ok or result.failure is not None
+    tally = {"parse": len(candidates) - len(parsed)}
+    for result in results:
+        key = "ok" if result.ok else result.failure.value
+        tally[key] = tally.get(key, 0) + 1
+    print("embedded model, 4 samples:", tally)
