@@ -42,4 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the package module so UsageError has one identity whether
+    # commands import it from coevolve.cli or not.
+    from coevolve.cli import main as package_main
+
+    sys.exit(package_main())

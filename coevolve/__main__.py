@@ -1,0 +1,5 @@
+import sys
+
+from coevolve.cli import main
+
+sys.exit(main())
