@@ -81,7 +81,9 @@ def test_bad_input_is_rejected_and_weights_stay(engine, tmp_path):
     with pytest.raises(ValueError, match="sigma"):
         engine.perturb(1, 0.0)
     with pytest.raises(ValueError, match="sigma"):
-        engine.perturb(1, -1e-3)
+        engine.perturb(1, math.nan)
+    with pytest.raises(ValueError, match="sigma"):
+        ESConfig(sigma=-1e-3)
     with pytest.raises(ValueError, match="population"):
         ESConfig(population=1)
     es = ESOpt(ESConfig(population=2, generations=1), tmp_path / "history.jsonl")

@@ -213,5 +213,7 @@ class Engine:
 
 
 def _check_sigma(sigma: float) -> None:
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
+    # Negative σ is the mirrored member of an antithetic pair; the schedule's
+    # positivity is checked by ESConfig.
+    if not (math.isfinite(sigma) and sigma != 0):
+        raise ValueError(f"sigma must be a finite, non-zero number, got {sigma}")
