@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coevolve.engine.base import Completion
+from coevolve.engine.base import Completion, generate_members_sequentially
 
 TEMPLATE = '''def heuristic(x):
     """Return a score."""
@@ -68,6 +68,9 @@ class FakeEngine:
             yield
         finally:
             self.perturbation = None
+
+    def generate_members(self, jobs):
+        return generate_members_sequentially(self, jobs)
 
     def apply_update(self, seeds, coefficients, alpha):
         for seed, c in zip(seeds, coefficients):

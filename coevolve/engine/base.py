@@ -50,3 +50,24 @@ class Generator(Protocol):
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
     ) -> list[Completion]: ...
+
+
+@dataclass(frozen=True)
+class MemberJob:
+    """One ES member's generation request: perturb by (seed, sigma), then chat."""
+
+    seed: int
+    sigma: float
+    conversations: Sequence[Sequence[Message]]
+    sampling: Sampling
+    request_seeds: Sequence[int] | None = None
+
+
+def generate_members_sequentially(engine, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
+    """Run each member's requests under its perturbation on one engine that
+    offers `perturbed(seed, sigma)` and `chat`."""
+    results = []
+    for job in jobs:
+        with engine.perturbed(job.seed, job.sigma):
+            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds))
+    return results

@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from coevolve.engine import models
-from coevolve.engine.base import Completion, Message, Sampling
+from coevolve.engine.base import Completion, MemberJob, Message, Sampling, generate_members_sequentially
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
 # vLLM logs every engine step at INFO; users of a search loop want our progress bar.
@@ -35,17 +34,6 @@ def _platform_kwargs(device: str, kv_cache_gib: float, gpu_memory_utilization: f
         # seeds meet chunked prefill; one big unchunked prefill avoids it.
         return {"enable_chunked_prefill": False, "max_num_batched_tokens": 65536}
     return {"gpu_memory_utilization": gpu_memory_utilization}
-
-
-@dataclass(frozen=True)
-class MemberJob:
-    """One ES member's generation request: perturb by (seed, sigma), then chat."""
-
-    seed: int
-    sigma: float
-    conversations: Sequence[Sequence[Message]]
-    sampling: Sampling
-    request_seeds: Sequence[int] | None = None
 
 
 class Engine:
@@ -162,15 +150,10 @@ class Engine:
         finally:
             self.restore()
 
-    def generate_members(self, jobs: Sequence["MemberJob"]) -> list[list[Completion]]:
-        """Each job's conversations generated under its own perturbation, one
-        member after another. Engine pools (coevolve.distributed) offer the same
-        call and spread the members over several engines."""
-        results = []
-        for job in jobs:
-            with self.perturbed(job.seed, job.sigma):
-                results.append(self.chat(job.conversations, job.sampling, job.request_seeds))
-        return results
+    def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
+        """Each job under its own perturbation, one member after another. Engine
+        pools (coevolve.distributed) offer the same call across engines."""
+        return generate_members_sequentially(self, jobs)
 
     def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None:
         if len(seeds) != len(coefficients) or not seeds:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from coevolve.config import as_dict, dump_toml
-from coevolve.engine.base import Completion, Generator, Sampling
+from coevolve.engine.base import Completion, Generator, MemberJob, Sampling
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.ledger import Ledger
 from coevolve.search.methods import Method, StepSpec, make_method, members_for, planned_es_generations
@@ -44,7 +44,7 @@ EVENT_VERSION = 1
 class WeightEngine(Generator, Protocol):
     """What ESOpt variants need beyond generation (coevolve.engine.vllm_engine.Engine)."""
 
-    def perturbed(self, seed: int, sigma: float) -> Any: ...
+    def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]: ...
     def apply_update(self, seeds: list[int], coefficients: list[float], alpha: float) -> None: ...
     def checksum(self) -> str: ...
 
@@ -233,12 +233,15 @@ class SearchLoop:
             texts = generator.chat([self._messages(r) for r in base], sampling, seeds=[r.seed for r in base])
             for r, c in zip(base, texts):
                 out[r.slot] = c
+        jobs, owners = [], []
         for index, member in enumerate(members):
             mine = [r for r in requests if r.member == index]
-            if not mine:
-                continue
-            with self.engine.perturbed(member["seed"], member["sigma"]):
-                texts = self.engine.chat([self._messages(r) for r in mine], sampling, seeds=[r.seed for r in mine])
+            if mine:
+                owners.append(mine)
+                jobs.append(MemberJob(member["seed"], member["sigma"], [self._messages(r) for r in mine],
+                                      sampling, [r.seed for r in mine]))
+        # One call for all members: an engine pool spreads them over its engines.
+        for mine, texts in zip(owners, self.engine.generate_members(jobs) if jobs else []):
             for r, c in zip(mine, texts):
                 out[r.slot] = c
         self.timing["generate_s"] += time.perf_counter() - began
