@@ -125,9 +125,6 @@ class _EngineHost:
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.engine, method)(*args)
 
-    def close(self) -> None:
-        self.engine.close()
-
 
 # Ray turns a loopback node address into the machine's outside address unless
 # it believes clusters are off; this flag (read by ray_constants) is the switch.
