@@ -11,7 +11,7 @@ import pytest
 from coevolve.engine.base import Sampling
 from coevolve.engine.models import ModelError, count_checkpoint_parameters, resolve
 from coevolve.es import ESConfig, ESOpt, history
-from tests.conftest import run_python
+from conftest import run_python
 
 pytestmark = pytest.mark.engine
 

@@ -1,0 +1,62 @@
+"""A real ES run on the real engine improves a real reward.
+
+Property: a reply finished within 16 new tokens. The embedded model is chatty:
+on these 16 everyday questions it mostly keeps going past 16 tokens, so the
+property is mostly failed at base. The ES fitness is the dense version of the
+same property (1 - tokens used / 16, averaged over the questions), so every
+member gets a different score even before any reply finishes. Greedy decoding
+makes the reward a deterministic function of the weights."""
+
+from __future__ import annotations
+
+import pytest
+
+from coevolve.engine.base import Sampling
+from coevolve.es import ESConfig, ESOpt, history
+
+pytestmark = pytest.mark.engine
+
+QUESTIONS = [
+    "What is the capital of France?", "Name a primary color.", "What animal says moo?",
+    "What is 3 times 4?", "Which planet is closest to the sun?", "What do bees make?",
+    "What is the opposite of hot?", "How many legs does a spider have?",
+    "What color is the sky on a clear day?", "What is frozen water called?",
+    "Who wrote Romeo and Juliet?", "What is the largest ocean?", "What gas do plants absorb?",
+    "What is 10 minus 7?", "What language is spoken in Spain?", "What is the fastest land animal?",
+]
+LIMIT = 16
+GREEDY = Sampling(temperature=0.0, max_tokens=LIMIT)
+
+
+def measure(engine) -> tuple[float, float]:
+    """(dense fitness, fraction of replies finished within the limit)."""
+    outs = engine.chat([[{"role": "user", "content": q}] for q in QUESTIONS], GREEDY)
+    fitness = sum(1 - o.completion_tokens / LIMIT for o in outs) / len(outs)
+    finished = sum(o.finish_reason == "stop" for o in outs) / len(outs)
+    return fitness, finished
+
+
+def test_es_makes_replies_shorter(engine, tmp_path):
+    generations = 4
+    base_fitness, base_finished = measure(engine)
+    es = ESOpt(
+        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations, seed=0),
+        tmp_path / "history.jsonl",
+    )
+    try:
+        for _ in range(generations):
+            members = es.ask()
+            rewards = []
+            for m in members:
+                with engine.perturbed(m.seed, m.sigma):
+                    rewards.append(measure(engine)[0])
+            es.tell(engine, members, rewards)
+        tuned_fitness, tuned_finished = measure(engine)
+    finally:
+        engine.reset()
+    records = history.read(tmp_path / "history.jsonl")
+    assert len(records) == generations
+    print(f"\nES brevity: fitness {base_fitness:.3f} -> {tuned_fitness:.3f}, "
+          f"finished within {LIMIT} tokens {base_finished:.2f} -> {tuned_finished:.2f}")
+    assert base_finished <= 0.5  # the property is mostly failed at base
+    assert tuned_fitness > base_fitness
