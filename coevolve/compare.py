@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve.cli import UsageError
+from coevolve.distributed import DistributedSection
 from coevolve.config import as_dict, build_config, dump_toml, one_of, read_toml, require
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.search.runconfig import (METHODS, EohSection, EsSection, ModelSection, ProposerSection, RewardSection,
@@ -95,6 +96,7 @@ class CompareConfig:
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
     proposer: ProposerSection = field(default_factory=ProposerSection)
+    distributed: DistributedSection = field(default_factory=DistributedSection)
 
     def check(self) -> None:
         for index, name in enumerate(self.compare.tasks):
@@ -227,9 +229,9 @@ class _Resources:
 
     def engine(self) -> Any:
         if self._engine is None:
-            from coevolve.engine.vllm_engine import Engine
+            from coevolve.distributed import build_engine
 
-            self._engine = Engine(self.config.model.path or None)
+            self._engine = build_engine(self.config.model.path or None, self.config.distributed)
         return self._engine
 
     def sandbox(self) -> Any:

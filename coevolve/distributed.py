@@ -28,8 +28,7 @@ from typing import Any, Iterator, Sequence
 
 from coevolve.config import require
 from coevolve.engine import models
-from coevolve.engine.base import Completion, Message, Sampling
-from coevolve.engine.vllm_engine import MemberJob
+from coevolve.engine.base import Completion, MemberJob, Message, Sampling
 
 log = logging.getLogger(__name__)
 

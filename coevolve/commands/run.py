@@ -72,7 +72,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
     """Build the engine, sandbox and proposer, then run the loop."""
-    from coevolve.engine.vllm_engine import Engine
+    from coevolve.distributed import build_engine
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
 
@@ -82,7 +82,7 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
 
         remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
                                  api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
-    engine = Engine(config.model.path or None)
+    engine = build_engine(config.model.path or None, config.distributed)
     bar = _progress_bar(config, store, resuming) if progress else None
     try:
         with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,

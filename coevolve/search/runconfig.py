@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coevolve.config import one_of, require
+from coevolve.distributed import DistributedSection
 
 METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
 OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3")
@@ -155,6 +156,7 @@ class RunConfig:
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
     proposer: ProposerSection = field(default_factory=ProposerSection)
+    distributed: DistributedSection = field(default_factory=DistributedSection)
 
     @property
     def uses_es(self) -> bool:
