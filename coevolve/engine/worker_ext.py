@@ -58,8 +58,24 @@ class WeightsExtension:
     def _params(self) -> list[tuple[str, torch.nn.Parameter]]:
         return list(self._model().named_parameters())
 
+    def _stream(self, name: str, p: torch.nn.Parameter) -> str:
+        """Noise stream name of a parameter. Under tensor parallelism a sharded
+        parameter (vLLM marks them with input_dim/output_dim) draws its own
+        stream per rank; replicated ones (norms) share one stream so their
+        copies stay identical. A history is therefore tied to its TP size."""
+        rank, size = self._tp_layout
+        if size > 1 and (hasattr(p, "output_dim") or hasattr(p, "input_dim")):
+            return f"{name}@tp{rank}/{size}"
+        return name
+
     def es_init(self) -> int:
         """Snapshot θ into host fp32. Returns the parameter element count."""
+        try:
+            from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
+
+            self._tp_layout = (get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size())
+        except Exception:  # not inside a vLLM worker (e.g. the CUDA check script)
+            self._tp_layout = (0, 1)
         self._master = {}
         for name, p in self._params():
             master = p.detach().to("cpu", torch.float32).contiguous()
@@ -106,7 +122,7 @@ class WeightsExtension:
         with torch.no_grad():
             for name, p in self._params():
                 master = self._master[name].view(-1)
-                gen = noise.generator(seed, name, p.device)
+                gen = noise.generator(seed, self._stream(name, p), p.device)
                 for start, end in noise.chunks(p.numel()):
                     eps = noise.draw(gen, end - start, p.device)
                     eps.mul_(sigma).add_(master[start:end].to(p.device, non_blocking=True))
@@ -130,7 +146,7 @@ class WeightsExtension:
         with torch.no_grad():
             for name, p in self._params():
                 master = self._master[name].view(-1)
-                gens = [noise.generator(s, name, p.device) for s in seeds]
+                gens = [noise.generator(s, self._stream(name, p), p.device) for s in seeds]
                 for start, end in noise.chunks(p.numel()):
                     acc = torch.zeros(end - start, dtype=torch.float32, device=p.device)
                     for gen, c in zip(gens, coefficients):

@@ -147,6 +147,7 @@ class ESOpt:
             "population": len(members),
             "noise_version": noise.NOISE_VERSION,
             "device": getattr(engine, "device", "unknown"),
+            "tp": getattr(engine, "tensor_parallel_size", 1),
             "checksum": engine.checksum(),
             "update_seconds": round(time.time() - started, 3),
             "time": time.time(),
@@ -184,6 +185,12 @@ def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True) 
             raise ReplayError(
                 f"{history_path} was recorded on {recorded_device}; noise streams differ on {device}, "
                 "so replay cannot reproduce its weights"
+            )
+        tp = getattr(engine, "tensor_parallel_size", 1)
+        if verify and record.get("tp", 1) != tp:
+            raise ReplayError(
+                f"{history_path} was recorded with tensor_parallel_size={record.get('tp', 1)}; sharded noise "
+                f"streams differ at tensor_parallel_size={tp}"
             )
         engine.apply_update(record["seeds"], record["coefficients"], record["alpha"])
         if verify and "checksum" in record and engine.checksum() != record["checksum"]:

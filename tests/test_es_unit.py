@@ -1,0 +1,107 @@
+"""ESOpt logic without an engine: normalisation, schedules, antithetic pairs,
+history durability and replay guards. A tiny numpy engine stands in for the
+weights; the real engine's tests are in test_engine.py."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+from coevolve.es import ESConfig, ESOpt, ReplayError, history, normalise, replay, sigma_at
+
+
+class VectorEngine:
+    device = "cpu"
+    tensor_parallel_size = 1
+
+    def __init__(self) -> None:
+        self.theta = np.zeros(8)
+
+    def apply_update(self, seeds, coefficients, alpha):
+        step = sum(c * np.random.default_rng(s).standard_normal(8) for s, c in zip(seeds, coefficients))
+        self.theta = self.theta + alpha / len(seeds) * step
+
+    def checksum(self) -> str:
+        return hashlib.sha256(self.theta.tobytes()).hexdigest()
+
+
+def test_zscore_matches_the_papers_worked_example():
+    z = normalise([0.6, 0.3, 0.1])
+    assert z == pytest.approx([1.0596, -0.1325, -0.9272], abs=1e-3)
+    assert normalise([2.0, 2.0, 2.0]).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_rank_normalisation_is_centred_and_tie_aware():
+    assert normalise([3.0, 1.0, 2.0], "rank").tolist() == [0.5, -0.5, 0.0]
+    assert normalise([1.0, 1.0, 5.0, 7.0], "rank").tolist() == pytest.approx([-1 / 3, -1 / 3, 1 / 6, 1 / 2])
+
+
+def test_cosine_schedule_ends_at_sigma_end_not_zero():
+    cfg = ESConfig(sigma=1e-3, sigma_end=1e-4, generations=5)
+    values = [sigma_at(cfg, g) for g in range(5)]
+    assert values[0] == pytest.approx(1e-3) and values[-1] == pytest.approx(1e-4)
+    assert all(a > b for a, b in zip(values, values[1:]))
+    assert sigma_at(ESConfig(schedule="constant", generations=5), 4) == 1e-3
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("population", 1), ("sigma", 0.0), ("sigma", -1.0), ("sigma_end", 0.0), ("alpha", math.nan),
+     ("schedule", "linear"), ("normalise", "minmax"), ("generations", 0)],
+)
+def test_bad_config_names_the_field(field, value):
+    with pytest.raises(ValueError, match=f"es.{field}"):
+        ESConfig(**{field: value})
+
+
+def test_antithetic_pairs_share_seeds_and_cancel_when_rewards_tie(tmp_path):
+    es = ESOpt(ESConfig(population=4, antithetic=True, generations=2), tmp_path / "h.jsonl")
+    members = es.ask()
+    assert members[0].seed == members[1].seed and members[0].sigma == -members[1].sigma
+    engine = VectorEngine()
+    record = es.tell(engine, members, [1.0, 0.0, 0.5, 0.5])
+    # a pair whose mirrored members score alike contributes nothing
+    assert record["coefficients"][2] == pytest.approx(-record["coefficients"][3])
+
+
+def test_nan_rewards_change_nothing(tmp_path):
+    engine = VectorEngine()
+    es = ESOpt(ESConfig(population=3), tmp_path / "h.jsonl")
+    with pytest.raises(ValueError, match="finite"):
+        es.tell(engine, es.ask(), [1.0, float("nan"), 0.0])
+    assert not engine.theta.any() and es.generation == 0
+    assert not (tmp_path / "h.jsonl").exists()
+
+
+def test_replay_reproduces_and_guards_device_and_layout(tmp_path):
+    path = tmp_path / "h.jsonl"
+    engine = VectorEngine()
+    es = ESOpt(ESConfig(population=4, generations=3, seed=3), path)
+    for g in range(3):
+        es.tell(engine, es.ask(), [g, 1.0, 2.0, 0.5])
+    fresh = VectorEngine()
+    resumed = ESOpt.resume(es.cfg, path, fresh)
+    assert resumed.generation == 3 and fresh.checksum() == engine.checksum()
+
+    gpu = VectorEngine()
+    gpu.device = "cuda"
+    with pytest.raises(ReplayError, match="recorded on cpu"):
+        replay(path, gpu)
+    sharded = VectorEngine()
+    sharded.tensor_parallel_size = 2
+    with pytest.raises(ReplayError, match="tensor_parallel_size"):
+        replay(path, sharded)
+
+
+def test_torn_history_tail_is_dropped(tmp_path):
+    path = tmp_path / "h.jsonl"
+    history.append(path, {"generation": 0})
+    with open(path, "a") as handle:
+        handle.write('{"generation": 1, "se')  # killed mid-write
+    assert [r["generation"] for r in history.read(path)] == [0]
+    history.truncate_torn_tail(path)
+    history.append(path, {"generation": 1})
+    assert [r["generation"] for r in history.read(path)] == [0, 1]
