@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 
 from coevolve.config import require
 from coevolve.engine import models
-from coevolve.engine.base import Completion, MemberJob, Message, Sampling
+from coevolve.engine.base import check_seeds, Completion, MemberJob, Message, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -333,8 +333,7 @@ class EnginePool:
         """One batch split into one contiguous part per engine. Per-request
         seeds travel with their conversations, so sampled texts do not depend
         on which engine ran them."""
-        if seeds is not None and len(seeds) != len(conversations):
-            raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
+        check_seeds(conversations, seeds)
         if not conversations:
             return []
         parts = max(1, min(len(self.engines), len(conversations)))

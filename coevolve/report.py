@@ -21,7 +21,7 @@ from coevolve.cli import UsageError
 from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
 from coevolve.config import build_config, read_toml
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
-from coevolve.search.plot import plot_best_so_far
+from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_reduction, summarise
 
 METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
@@ -295,13 +295,7 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], records: list[dict
     else:
         ax.text(0.5, 0.5, "no run produced a valid heuristic", ha="center", va="center", transform=ax.transAxes)
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------- rendering

@@ -21,6 +21,15 @@ TASKS: dict[str, str] = {
 }
 
 
+# multi-turn environments (tasks.base.AgentTask): `coevolve run` hands these to
+# coevolve.agents instead of the heuristic search loop
+AGENT_TASKS = frozenset({"sudoku", "sudoku9", "react_math"})
+
+
+def is_agent_task(name: str) -> bool:
+    return name in AGENT_TASKS
+
+
 def get_task(name: str) -> Any:
     try:
         target = TASKS[name]

@@ -52,6 +52,11 @@ class Generator(Protocol):
     ) -> list[Completion]: ...
 
 
+def check_seeds(conversations: Sequence, seeds: Sequence[int] | None) -> None:
+    if seeds is not None and len(seeds) != len(conversations):
+        raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
+
+
 @dataclass(frozen=True)
 class MemberJob:
     """One ES member's generation request: perturb by (seed, sigma), then chat."""

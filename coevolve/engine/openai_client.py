@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from coevolve.engine.base import Completion, Message, Sampling
+from coevolve.engine.base import check_seeds, Completion, Message, Sampling
 
 
 class OpenAIGenerator:
@@ -41,8 +41,7 @@ class OpenAIGenerator:
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        if seeds is not None and len(seeds) != len(conversations):
-            raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
+        check_seeds(conversations, seeds)
         jobs = [(list(c), None if seeds is None else int(seeds[i])) for i, c in enumerate(conversations)]
         with ThreadPoolExecutor(self.concurrency) as pool:
             return list(pool.map(lambda job: self._one(job[0], sampling, job[1]), jobs))

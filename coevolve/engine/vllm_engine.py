@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from coevolve.engine import models
-from coevolve.engine.base import Completion, MemberJob, Message, Sampling, generate_members_sequentially
+from coevolve.engine.base import check_seeds, Completion, MemberJob, Message, Sampling, generate_members_sequentially
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
 # vLLM logs every engine step at INFO; users of a search loop want our progress bar.
@@ -91,8 +91,7 @@ class Engine:
     ) -> list[Completion]:
         from vllm import SamplingParams
 
-        if seeds is not None and len(seeds) != len(conversations):
-            raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
+        check_seeds(conversations, seeds)
         if not conversations:
             return []
         prompts = [

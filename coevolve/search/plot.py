@@ -52,6 +52,13 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
     if any(curves.values()):
         ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Write a PNG atomically (a reader never sees half a file) and free the figure."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
