@@ -1,4 +1,9 @@
-"""`coevolve run CONFIG.toml [flags]` and `coevolve run --resume DIR`."""
+"""`coevolve run CONFIG.toml [flags]` and `coevolve run --resume DIR`.
+
+A config whose run.task is an agent task (tasks.registry.AGENT_TASKS: sudoku,
+sudoku9, react_math) is an agent run (coevolve.agents.runconfig.AgentRunFile,
+run by coevolve.agents.es_agent.run_agent); any other task is a heuristic
+search (coevolve.search.runconfig.RunConfig). The flags apply to both."""
 
 from __future__ import annotations
 
@@ -14,16 +19,20 @@ from coevolve.search.runconfig import RunConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("run", help="run a search (sample, eoh, and their +esopt variants) over one budget",
+    p = subparsers.add_parser("run", help="run a heuristic search (sample, eoh, +esopt) or an agent run "
+                                          "(esopt, trace2skill, esopt+trace2skill) over one budget",
                               description=__doc__)
     p.add_argument("config", nargs="?", help="TOML config (see examples/)")
-    p.add_argument("--method", help="sample | eoh | sample+esopt | eoh+esopt")
+    p.add_argument("--method", help="heuristic tasks: sample | eoh | sample+esopt | eoh+esopt; "
+                                    "agent tasks: esopt | trace2skill | esopt+trace2skill")
     p.add_argument("--task", help="task name (see `coevolve tasks`)")
-    p.add_argument("--budget", type=int, help="evaluations, all candidates included")
+    p.add_argument("--budget", type=int, help="heuristic tasks: evaluations, all candidates included; "
+                                              "agent tasks: training episodes")
     p.add_argument("--seed", type=int)
     p.add_argument("--model", help="HF checkpoint directory (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--out", help="run directory (default: runs/<task>-<method>-seed<seed>-<time>)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR (a killed or finished run)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the heuristic run in DIR (a killed or finished run); not for agent runs yet")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=handle)
 
@@ -36,25 +45,50 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
     return out
 
 
+def config_class(raw: dict, overrides: dict[str, dict]) -> type:
+    """AgentRunFile when the (overridden) run.task is an agent task, else RunConfig."""
+    from tasks.registry import is_agent_task
+
+    run = raw.get("run")
+    task = overrides.get("run", {}).get("task") or (run.get("task") if isinstance(run, dict) else None)
+    if task is not None and is_agent_task(task):
+        from coevolve.agents.runconfig import AgentRunFile
+
+        return AgentRunFile
+    return RunConfig
+
+
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunStore, bool]:
-    """The validated config and its run directory; True when resuming."""
+    """The validated heuristic config and its run directory; True when resuming."""
     if args.resume:
         if args.config or any(overrides_from(args).values()):
             raise UsageError("--resume takes only the run directory; its config.toml is the config")
         store = RunStore.open(args.resume)
-        return build_config(RunConfig, read_toml(store.config_path)), store, True
+        raw = read_toml(store.config_path)
+        if config_class(raw, {}) is not RunConfig:
+            raise UsageError(f"--resume is not supported for agent runs yet ({store.dir} is an agent run); "
+                             "start a new run with another --out")
+        return build_config(RunConfig, raw), store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     config = load_config(RunConfig, args.config, overrides_from(args))
+    return config, _create_store(config), False
+
+
+def _create_store(config) -> RunStore:
+    """A new run directory holding the config (run.out, or a fresh name under runs/)."""
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         method = config.run.method.replace("+", "_")
         config.run.out = str(Path("runs") / f"{config.run.task}-{method}-seed{config.run.seed}-{stamp}")
-    store = RunStore.create(config.run.out, dump_toml(as_dict(config)))
-    return config, store, False
+    return RunStore.create(config.run.out, dump_toml(as_dict(config)))
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.config and not args.resume:
+        overrides = overrides_from(args)
+        if config_class(read_toml(args.config), overrides) is not RunConfig:
+            return handle_agent(args, overrides)
     config, store, resuming = resolve_config(args)
     from tasks.registry import get_task
 
@@ -94,6 +128,74 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         if bar:
             bar.close()
         engine.close()
+
+
+def handle_agent(args: argparse.Namespace, overrides: dict[str, dict]) -> int:
+    from coevolve.agents.runconfig import AgentRunFile
+
+    config = load_config(AgentRunFile, args.config, overrides)
+    task = config.build_task()  # before the run directory exists: a bad problems file leaves nothing behind
+    store = _create_store(config)
+    print(f"run directory: {store.dir}  (agent run: {config.run.method} on {config.run.task}, "
+          f"{config.run.budget} training episodes)", file=sys.stderr, flush=True)
+    summary = execute_agent(config, store, task)
+    print_agent_table(summary, store)
+    return 0
+
+
+def execute_agent(config, store: RunStore, task=None, engine=None) -> dict:
+    """Run an agent config (coevolve.agents.runconfig.AgentRunFile) in `store`.
+    A given `engine` is used and left open (its weights keep the run's
+    updates: reset it afterwards); otherwise one is built and closed."""
+    from coevolve.agents.es_agent import run_agent
+
+    task = task if task is not None else config.build_task()
+    teacher = None
+    if config.teacher.base_url:
+        from coevolve.engine.openai_client import OpenAIGenerator
+
+        teacher = OpenAIGenerator(config.teacher.base_url, config.teacher.model,
+                                  api_key_env=config.teacher.api_key_env, concurrency=config.teacher.concurrency)
+    own_engine = engine is None
+    if own_engine:
+        from coevolve.distributed import build_engine
+
+        engine = build_engine(config.model.path or None, config.distributed)
+    try:
+        return run_agent(engine, task, config.agent_config(), store.dir, es_config=config.es_config(),
+                         skills=config.seed_skills(), teacher=teacher)
+    finally:
+        close = getattr(task, "close", None)  # react_math's sandbox
+        if close is not None:
+            close()
+        if own_engine:
+            engine.close()
+
+
+def print_agent_table(summary: dict, store: RunStore) -> None:
+    first, last = summary["eval_first"], summary["eval_last"]
+    ledger = summary["ledger"]
+
+    def scores(e: dict) -> str:
+        progress = f", progress {e['progress']:.3f}" if "progress" in e else ""
+        return f"reward {e['mean_reward']:.3f}{progress} (round {e['round']})"
+
+    rows = [
+        ("method", summary["method"]),
+        ("task", summary["task"]),
+        ("rounds", str(summary["rounds"])),
+        ("episodes", f"{ledger['used']} / {ledger['budget']}"),
+        ("held-out before", scores(first)),
+        ("held-out after", scores(last)),
+        ("best held-out reward", f"{summary['best_eval_reward']:.3f}"),
+        ("distilled skill", summary["skill"] or "-"),
+    ]
+    if "checksum" in summary:
+        rows.append(("weights checksum", str(summary["checksum"])))
+    rows.append(("run directory", str(store.dir)))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
 
 
 class _Bar:

@@ -1,0 +1,145 @@
+"""`coevolve run` for agent tasks: the config (AgentRunFile), the dispatch from
+run.task, the examples, and one short run on the real engine."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coevolve.agents.runconfig import AgentRunFile
+from coevolve.cli import main
+from coevolve.config import as_dict, dump_toml, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT_EXAMPLES = ["sudoku_esopt", "sudoku_trace2skill", "sudoku_esopt_trace2skill", "math_esopt"]
+
+
+def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
+    config = tmp_path / "config.toml"
+    config.write_text(body)
+    out = tmp_path / "out"
+    return main(["run", str(config), "--out", str(out), *flags]), out
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('[run]\ntask = "sudoku"\nmethod = "eoh"\n', "run.method must be one of esopt, trace2skill, esopt+trace2skill"),
+        ('[run]\ntask = "sudoku"\nbudget = 10\n', "run.budget must pay at least one round of agent.population x "
+                                                   "agent.batch = 64 episodes (got 10)"),
+        ('[run]\ntask = "sudoku"\n[agent]\npopulation = 0\n', "agent.population must be >= 1 (got 0)"),
+        ('[run]\ntask = "sudoku"\n[agent]\npopulation = 1\nbatch = 2\n', "agent.population must be >= 2 for esopt"),
+        ('[run]\ntask = "sudoku"\n[agent]\nshaping = -1\n', "agent.shaping must be >= 0"),
+        ('[run]\ntask = "sudoku"\n[agent]\ntemperature = "hot"\n', "agent.temperature must be a number"),
+        ('[run]\ntask = "sudoku"\n[agent]\npatience = 3\n', "agent.patience is not a known field"),
+        ('[run]\ntask = "sudoku"\n[es]\nsigma = 0\n', "es.sigma must be > 0"),
+        ('[run]\ntask = "sudoku"\n[es]\nantithetic = true\n[agent]\npopulation = 3\n',
+         "agent.population must be even when es.antithetic"),
+        ('[run]\ntask = "sudoku"\n[task]\nmasked = 16\n', "task.masked must be < 16 for sudoku"),
+        ('[run]\ntask = "react_math"\n[task]\nmasked = 2\n', "task.masked applies to sudoku tasks only"),
+        ('[run]\ntask = "sudoku"\n[task]\nturns = 2\n', "task.turns applies to react_math only"),
+        ('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/no-such-skill"]\n',
+         "skills.paths[0] is not a valid skill: skills/no-such-skill: no SKILL.md"),
+        ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "teacher.model is required"),
+        ('[run]\ntask = "sudoku"\n[distributed]\nengines = 0\n', "distributed.engines must be >= 1"),
+        ('[run]\ntask = "sudoku"\n[eoh]\npopulation = 4\n', "eoh is not a known section"),
+    ],
+)
+def test_config_errors_name_the_field_and_leave_no_run_dir(tmp_path, capsys, monkeypatch, body, message):
+    monkeypatch.chdir(ROOT)  # skill paths are relative to the working directory
+    rc, out = run_cli(tmp_path, body)
+    assert rc == 2
+    assert f"config error: {message}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_bad_problems_file_is_a_config_error(tmp_path, capsys):
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text('{"question": "1+1?"}\n')
+    rc, out = run_cli(tmp_path, f'[run]\ntask = "react_math"\n[task]\nproblems_file = "{problems}"\n')
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "config error: task.problems_file cannot be used" in err and "missing field 'answer'" in err
+    assert not out.exists()
+
+
+def test_flags_choose_and_override_like_heuristic_runs(tmp_path, capsys):
+    # --task turns a heuristic example into an agent run, whose config has no [sampling]
+    rc = main(["run", str(ROOT / "examples" / "tsp_sample.toml"), "--task", "sudoku", "--out", str(tmp_path / "a")])
+    assert rc == 2 and "config error: sampling is not a known section" in capsys.readouterr().err
+    # --method is checked against the agent methods; --budget against one round
+    example = str(ROOT / "examples" / "sudoku_esopt.toml")
+    assert main(["run", example, "--method", "eoh+esopt", "--out", str(tmp_path / "b")]) == 2
+    assert "run.method must be one of esopt" in capsys.readouterr().err
+    assert main(["run", example, "--budget", "4", "--out", str(tmp_path / "c")]) == 2
+    assert "run.budget must pay at least one round" in capsys.readouterr().err
+    overrides = {"run": {"method": "trace2skill", "budget": 64, "seed": 3, "out": "x"}, "model": {"path": "/m"}}
+    config = load_config(AgentRunFile, example, overrides)
+    assert (config.run.method, config.run.budget, config.run.seed, config.model.path) == ("trace2skill", 64, 3, "/m")
+    assert config.es_config() is None and config.agent_config().budget_episodes == 64
+
+
+def test_resume_of_an_agent_run_says_it_is_not_supported(tmp_path, capsys):
+    run_dir = tmp_path / "agent-run"
+    run_dir.mkdir()
+    (run_dir / "config.toml").write_text(dump_toml(as_dict(AgentRunFile())))
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert "--resume is not supported for agent runs yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", AGENT_EXAMPLES)
+def test_examples_build_their_run(name, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    config = load_config(AgentRunFile, ROOT / "examples" / f"{name}.toml")
+    agent = config.agent_config()
+    assert agent.method == config.run.method and agent.budget_episodes == config.run.budget
+    task = config.build_task()
+    assert task.name == config.run.task
+    if config.run.task == "sudoku":
+        assert task.masked == config.task.masked
+    es = config.es_config()
+    if config.uses_es:
+        # generations = 0 in the file: as many as the budget pays
+        assert es.population == agent.population
+        assert es.generations == config.run.budget // agent.episodes_per_round
+    else:
+        assert es is None
+    assert [s.name for s in config.seed_skills()] == [Path(p).name for p in config.skills.paths]
+    # what a run directory stores reads back as the same config
+    written = tmp_path / "config.toml"
+    written.write_text(dump_toml(as_dict(config)))
+    assert load_config(AgentRunFile, written) == config
+
+
+@pytest.mark.engine
+def test_short_coevolution_run_on_the_real_engine(engine, tmp_path, monkeypatch, capsys):
+    """examples/sudoku_esopt_trace2skill.toml shrunk to one round: an ES update
+    and a skill distilled by the engine itself, written where the CLI writes."""
+    from coevolve.commands.run import _create_store, execute_agent, print_agent_table
+
+    monkeypatch.chdir(ROOT)
+    overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
+                 "agent": {"population": 2, "batch": 2, "eval_cases": 2, "skill_every": 1, "max_tokens": 8,
+                           "skill_successes": 1},
+                 "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3}}
+    config = load_config(AgentRunFile, ROOT / "examples" / "sudoku_esopt_trace2skill.toml", overrides)
+    store = _create_store(config)
+    before = engine.checksum()
+    try:
+        summary = execute_agent(config, store, engine=engine)
+    finally:
+        engine.reset()
+    assert engine.checksum() == before
+    run_dir = tmp_path / "run"
+    assert load_config(AgentRunFile, run_dir / "config.toml") == config
+    assert summary["rounds"] == 1 and summary["ledger"]["used"] == 4 and summary["ledger"]["budget"] == 4
+    history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert len(history) == 1 and len(history[0]["rewards"]) == 2
+    assert history[0]["extra"]["skills"] == ["sudoku-basics"]  # the seed skill was in the prompt
+    skill_file = run_dir / "skills" / "distilled" / "SKILL.md"
+    assert summary["skill"] and skill_file.is_file() and skill_file.read_text().startswith("---\nname: distilled\n")
+    evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
+    assert evals[0]["skills"] == ["sudoku-basics"] and evals[-1]["skills"] == ["sudoku-basics", "distilled"]
+    print_agent_table(summary, store)
+    table = capsys.readouterr().out
+    assert "esopt+trace2skill" in table and "4 / 4" in table and str(run_dir) in table
