@@ -112,18 +112,18 @@ def test_examples_build_their_run(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.engine
-def test_short_coevolution_run_on_the_real_engine(engine, tmp_path, monkeypatch, capsys):
-    """examples/sudoku_esopt_trace2skill.toml shrunk to one round: an ES update
-    and a skill distilled by the engine itself, written where the CLI writes."""
-    from coevolve.commands.run import _create_store, execute_agent, print_agent_table
+def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monkeypatch, capsys):
+    """examples/sudoku_esopt.toml shrunk to one generation, run where the CLI
+    runs it. (Skill distillation on the engine is slow on 2 cores; the
+    trace2skill path is covered by the agents' engine and server tests.)"""
+    from coevolve.commands.run import create_store, execute_agent, print_agent_table
 
     monkeypatch.chdir(ROOT)
     overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
-                 "agent": {"population": 2, "batch": 2, "eval_cases": 2, "skill_every": 1, "max_tokens": 8,
-                           "skill_successes": 1},
+                 "agent": {"population": 2, "batch": 2, "eval_cases": 2, "max_tokens": 8},
                  "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3}}
-    config = load_config(AgentRunFile, ROOT / "examples" / "sudoku_esopt_trace2skill.toml", overrides)
-    store = _create_store(config)
+    config = load_config(AgentRunFile, ROOT / "examples" / "sudoku_esopt.toml", overrides)
+    store = create_store(config)
     before = engine.checksum()
     try:
         summary = execute_agent(config, store, engine=engine)
@@ -135,11 +135,10 @@ def test_short_coevolution_run_on_the_real_engine(engine, tmp_path, monkeypatch,
     assert summary["rounds"] == 1 and summary["ledger"]["used"] == 4 and summary["ledger"]["budget"] == 4
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert len(history) == 1 and len(history[0]["rewards"]) == 2
-    assert history[0]["extra"]["skills"] == ["sudoku-basics"]  # the seed skill was in the prompt
-    skill_file = run_dir / "skills" / "distilled" / "SKILL.md"
-    assert summary["skill"] and skill_file.is_file() and skill_file.read_text().startswith("---\nname: distilled\n")
+    assert history[0]["extra"]["skills"] == ["sudoku-basics"]  # the seed skill from [skills] was in the prompt
+    assert summary["checksum"] == history[0]["checksum"]
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
-    assert evals[0]["skills"] == ["sudoku-basics"] and evals[-1]["skills"] == ["sudoku-basics", "distilled"]
+    assert [e["round"] for e in evals] == [0, 1]
     print_agent_table(summary, store)
     table = capsys.readouterr().out
-    assert "esopt+trace2skill" in table and "4 / 4" in table and str(run_dir) in table
+    assert "esopt" in table and "4 / 4" in table and str(run_dir) in table and summary["checksum"] in table

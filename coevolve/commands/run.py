@@ -11,11 +11,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from coevolve.cli import UsageError
 from coevolve.config import as_dict, build_config, dump_toml, load_config, read_toml
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import RunConfig
+
+if TYPE_CHECKING:
+    from coevolve.agents.runconfig import AgentRunFile
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,10 +76,10 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunStore, bool]
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     config = load_config(RunConfig, args.config, overrides_from(args))
-    return config, _create_store(config), False
+    return config, create_store(config), False
 
 
-def _create_store(config) -> RunStore:
+def create_store(config: RunConfig | AgentRunFile) -> RunStore:
     """A new run directory holding the config (run.out, or a fresh name under runs/)."""
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -135,7 +139,7 @@ def handle_agent(args: argparse.Namespace, overrides: dict[str, dict]) -> int:
 
     config = load_config(AgentRunFile, args.config, overrides)
     task = config.build_task()  # before the run directory exists: a bad problems file leaves nothing behind
-    store = _create_store(config)
+    store = create_store(config)
     print(f"run directory: {store.dir}  (agent run: {config.run.method} on {config.run.task}, "
           f"{config.run.budget} training episodes)", file=sys.stderr, flush=True)
     summary = execute_agent(config, store, task)
@@ -143,7 +147,7 @@ def handle_agent(args: argparse.Namespace, overrides: dict[str, dict]) -> int:
     return 0
 
 
-def execute_agent(config, store: RunStore, task=None, engine=None) -> dict:
+def execute_agent(config: AgentRunFile, store: RunStore, task: Any = None, engine: Any = None) -> dict:
     """Run an agent config (coevolve.agents.runconfig.AgentRunFile) in `store`.
     A given `engine` is used and left open (its weights keep the run's
     updates: reset it afterwards); otherwise one is built and closed."""
