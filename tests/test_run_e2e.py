@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = {
     "eoh": {"population": 3, "offspring": 2},
     "sample": {"batch": 4, "population": 3},
-    "es": {"population": 3, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3},
-    "sampling": {"max_tokens": 256},
+    "es": {"population": 2, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3},
+    "sampling": {"max_tokens": 192},
     "sandbox": {"timeout_s": 20, "workers": 2},
 }
 
@@ -44,7 +44,8 @@ def sandbox():
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("method,budget", [("sample", 8), ("eoh", 10), ("sample+esopt", 9), ("eoh+esopt", 12)])
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("method,budget", [("sample", 8), ("eoh", 10), ("sample+esopt", 6), ("eoh+esopt", 11)])
 def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budget):
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
@@ -79,6 +80,7 @@ def _coevolve(*args: str) -> subprocess.Popen:
 
 
 @pytest.mark.engine
+@pytest.mark.timeout(2400)
 def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
     config = tiny_config("eoh+esopt", 10, seed=5)
     path = tmp_path / "c.toml"
