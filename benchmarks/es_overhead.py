@@ -58,19 +58,18 @@ def child(mode: str, members: int, prompts: int, max_tokens: int) -> dict:
     engine = Engine()
     result: dict = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device}
     rss_after_load = _peak_rss_mb()
-    if True:
-        perturb_seconds = 0.0
-        started = time.perf_counter()
-        for m in range(members):
-            t0 = time.perf_counter()
-            engine.perturb(1000 + m, 1e-3)
-            perturb_seconds += time.perf_counter() - t0
-            engine.chat(convs, sampling, seeds=list(range(m * prompts, (m + 1) * prompts)))
-            t0 = time.perf_counter()
-            engine.restore()
-            perturb_seconds += time.perf_counter() - t0
-        result["seconds"] = time.perf_counter() - started
-        result["perturb_restore_seconds_per_member"] = perturb_seconds / members
+    perturb_seconds = 0.0
+    started = time.perf_counter()
+    for m in range(members):
+        t0 = time.perf_counter()
+        engine.perturb(1000 + m, 1e-3)
+        perturb_seconds += time.perf_counter() - t0
+        engine.chat(convs, sampling, seeds=list(range(m * prompts, (m + 1) * prompts)))
+        t0 = time.perf_counter()
+        engine.restore()
+        perturb_seconds += time.perf_counter() - t0
+    result["seconds"] = time.perf_counter() - started
+    result["perturb_restore_seconds_per_member"] = perturb_seconds / members
     result["peak_rss_mb"] = _peak_rss_mb()
     result["rss_after_load_mb"] = rss_after_load
     result["gpu_peak_mb"] = _gpu_peak_mb()
