@@ -9,4 +9,4 @@ demo: setup
 	$(VENV)/bin/coevolve run examples/tsp_eoh_esopt.toml
 
 test: setup
-	$(VENV)/bin/python -m pytest -q -rs
+	$(VENV)/bin/python -m pytest -q -rs --durations=15
