@@ -263,12 +263,16 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> di
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
 
+    from coevolve.search.progress import progress_bar
+
     engine = resources.engine()
+    bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
     loop = SearchLoop(config, store, engine, resources.sandbox(), get_task(config.run.task),
-                      remote=resources.remote())
+                      remote=resources.remote(), on_progress=bar.update_from)
     try:
         return loop.run()
     finally:
+        bar.close()
         if config.uses_es:
             engine.reset()
 

@@ -113,6 +113,7 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
     from coevolve.distributed import build_engine
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
+    from coevolve.search.progress import progress_bar
 
     remote = None
     if config.proposer.base_url:
@@ -121,7 +122,7 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
                                  api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
     engine = build_engine(config.model.path or None, config.distributed)
-    bar = _progress_bar(config, store, resuming) if progress else None
+    bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
                      memory_mb=config.sandbox.memory_mb) as sandbox:
@@ -200,31 +201,6 @@ def print_agent_table(summary: dict, store: RunStore) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-
-
-class _Bar:
-    """tqdm over evaluations, with best, valid rate and σ in the postfix."""
-
-    def __init__(self, total: int, description: str) -> None:
-        from tqdm import tqdm
-
-        self.tqdm = tqdm(total=total, desc=description, unit="eval", file=sys.stderr, dynamic_ncols=True)
-
-    def update_from(self, progress) -> None:
-        self.tqdm.update(progress.used - self.tqdm.n)
-        postfix = {"best": "-" if progress.best is None else f"{progress.best:.4g}",
-                   "valid": f"{progress.valid_rate:.0%}"}
-        if progress.sigma is not None:
-            postfix["sigma"] = f"{progress.sigma:.2e}"
-        self.tqdm.set_postfix(postfix, refresh=True)
-
-    def close(self) -> None:
-        self.tqdm.close()
-
-
-def _progress_bar(config: RunConfig, store: RunStore, resuming: bool) -> _Bar:
-    what = f"{config.run.method} {config.run.task}" + (" (resumed)" if resuming else "")
-    return _Bar(config.run.budget, what)
 
 
 def print_table(summary: dict, store: RunStore) -> None:
