@@ -22,6 +22,8 @@ test settings are unchanged.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -29,11 +31,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve.cli import UsageError
-from coevolve.distributed import DistributedSection
 from coevolve.config import as_dict, build_config, dump_toml, one_of, read_toml, require
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
-from coevolve.search.runconfig import (METHODS, EohSection, EsSection, ModelSection, ProposerSection, RewardSection,
-                                       RunConfig, RunSection, SampleSection, SamplingSection, SandboxSection)
+from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -83,20 +83,11 @@ class HoldoutSection:
 
 
 @dataclass
-class CompareConfig:
-    """[compare] and [test], plus the run sections every run shares (see RunConfig)."""
+class CompareConfig(SearchSections):
+    """[compare] and [test], plus the run sections every run shares."""
 
     compare: CompareSection = field(default_factory=CompareSection)
     test: HoldoutSection = field(default_factory=HoldoutSection)
-    model: ModelSection = field(default_factory=ModelSection)
-    sampling: SamplingSection = field(default_factory=SamplingSection)
-    eoh: EohSection = field(default_factory=EohSection)
-    sample: SampleSection = field(default_factory=SampleSection)
-    es: EsSection = field(default_factory=EsSection)
-    reward: RewardSection = field(default_factory=RewardSection)
-    sandbox: SandboxSection = field(default_factory=SandboxSection)
-    proposer: ProposerSection = field(default_factory=ProposerSection)
-    distributed: DistributedSection = field(default_factory=DistributedSection)
 
     def check(self) -> None:
         for index, name in enumerate(self.compare.tasks):
@@ -169,8 +160,8 @@ def planned_runs(config: CompareConfig) -> list[RunSpec]:
 def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConfig:
     run = RunSection(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
     run.check("run")
-    return RunConfig(run=run, model=config.model, sampling=config.sampling, eoh=config.eoh, sample=config.sample,
-                     es=config.es, reward=config.reward, sandbox=config.sandbox, proposer=config.proposer)
+    shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(SearchSections)}
+    return RunConfig(run=run, **shared)
 
 
 def _settings(config: RunConfig) -> dict:

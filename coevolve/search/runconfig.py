@@ -146,8 +146,10 @@ class ProposerSection:
 
 
 @dataclass
-class RunConfig:
-    run: RunSection = field(default_factory=RunSection)
+class SearchSections:
+    """The sections every heuristic-search config shares: RunConfig adds [run],
+    coevolve.compare.CompareConfig adds [compare] and [test]."""
+
     model: ModelSection = field(default_factory=ModelSection)
     sampling: SamplingSection = field(default_factory=SamplingSection)
     eoh: EohSection = field(default_factory=EohSection)
@@ -157,6 +159,11 @@ class RunConfig:
     sandbox: SandboxSection = field(default_factory=SandboxSection)
     proposer: ProposerSection = field(default_factory=ProposerSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
+
+
+@dataclass
+class RunConfig(SearchSections):
+    run: RunSection = field(default_factory=RunSection)
 
     @property
     def uses_es(self) -> bool:
