@@ -31,10 +31,11 @@ class VectorEngine:
 def test_zscore_matches_the_papers_worked_example():
     # The paper's worked example prints, from its rounded mean 0.33 and s_R ~ 0.25,
     # R^ ~ (1.08, -0.12, -0.96). Our default (sample std) must land within that
-    # rounding; the population std (0.2055) would give (1.30, -0.16, -1.14).
+    # rounding (its -0.96 is itself 0.03 off its own inputs); the population std
+    # (0.2055) would give (1.30, -0.16, -1.14).
     paper = [1.08, -0.12, -0.96]
-    assert normalise([0.6, 0.3, 0.1]) == pytest.approx(paper, abs=0.03)
-    assert normalise([0.6, 0.3, 0.1], ddof=0) != pytest.approx(paper, abs=0.03)
+    assert normalise([0.6, 0.3, 0.1]) == pytest.approx(paper, abs=0.05)
+    assert normalise([0.6, 0.3, 0.1], ddof=0).tolist() != pytest.approx(paper, abs=0.05)
     assert normalise([2.0, 2.0, 2.0]).tolist() == [0.0, 0.0, 0.0]
 
 
