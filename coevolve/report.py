@@ -10,7 +10,6 @@ row: the relative gap reduction of the +ESOpt variant over its base method.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -18,14 +17,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from coevolve.cli import UsageError
-from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
+from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets,
+                           structural_differences)
 from coevolve.config import build_config, read_toml
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_reduction, summarise
 
 METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
-PAIRS = [("sample", "sample+esopt"), ("eoh", "eoh+esopt")]
 
 BUDGET_STATEMENT = (
     "Every run has the same budget of {budget} evaluations, counted by one ledger "
@@ -377,8 +376,6 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
 def render_run(directory: str | Path) -> dict[str, Path]:
     """One run: progress.png again from summary.json, and report.md with its
     table (the one `coevolve run` prints) and any test scores."""
-    from coevolve.commands.run import print_table
-
     store = RunStore.open(directory)
     summary = _load_json(store.path("summary.json"))
     if summary is None:
@@ -388,11 +385,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             store.path("progress.png"), budget=summary["budget"],
                             title=f"{summary['task']}, {summary['method']}, seed {summary['seed']}",
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
-    table = io.StringIO()
-    with contextlib.redirect_stdout(table):
-        print_table(summary, store)
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
-             table.getvalue().rstrip(), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
+             run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
     tests = _load_json(store.path(TEST_SCORES))
     if tests and tests.get("scores"):
         parts += ["| test set | instances | objective | reference | gap | failure |", "|---|---|---|---|---|---|"]
@@ -404,6 +398,31 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     parts.append("![best so far](progress.png)")
     atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
     return {"report.md": store.path("report.md"), "progress.png": plot}
+
+
+def run_table(summary: dict, directory: Path) -> str:
+    """The table `coevolve run` prints at the end of a run."""
+    best = summary.get("best") or {}
+    train = summary["train"]
+    ledger = summary["ledger"]
+    gap = best.get("gap")
+    rows = [
+        ("method", summary["method"]),
+        ("task", f"{summary['task']} ({train['split']}{train['size']}, {train['direction']})"),
+        ("evaluations", f"{summary['evaluations']} / {summary['budget']}"),
+        ("valid", f"{summary['valid']} ({summary['valid_rate']:.1%})"),
+        ("failures", ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "-"),
+        ("best objective", "-" if not best else f"{best['objective']:.6g} (candidate {best['id']}, {best['operator']})"),
+        ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
+        ("gap", "-" if gap is None else f"{gap:.2%}"),
+        ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "
+                         f"{ledger['completion_tokens']} completion tokens)"),
+    ]
+    if summary.get("es"):
+        rows.append(("ES updates", str(summary["es"]["updates"])))
+    rows.append(("run directory", str(directory)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
 
 
 def render(directory: str | Path) -> dict[str, Path]:

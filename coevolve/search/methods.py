@@ -231,7 +231,7 @@ def format_plan(plan: dict) -> str:
         elif len(generations) == 1:
             label = f"{what} {generations[0]}"
         else:
-            label = f"{what}s {generations[0]}-{generations[-1]} ({len(generations)}x)"
+            label = f"{what}{'es' if what == 'batch' else 's'} {generations[0]}-{generations[-1]} ({len(generations)}x)"
         lines.append(f"  {label}: {shape}  [{total} evaluations]")
     lines.append(f"  steps: {len(plan['steps'])}, ES updates: {plan['es_updates']}, directions per update: "
                  f"{', '.join(map(str, plan['directions'])) or '-'}")
