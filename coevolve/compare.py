@@ -34,7 +34,7 @@ from coevolve.cli import UsageError
 from coevolve.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, CompareConfig, CompareSection,  # noqa: F401
-                           HoldoutSection, RunSpec, check_structure, load_compare_config, planned_runs, run_config,
+                           HoldoutSection, RunSpec, baseline_directory, check_structure, load_compare_config, planned_runs, run_config,
                            run_state, scored_sets, _task_or_error)
 from coevolve.search.runconfig import RunConfig
 
@@ -265,18 +265,25 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
 
 
 def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress = print) -> None:
-    """Write test.json in every finished run whose scores are missing or stale."""
+    """Write test.json in every finished run whose scores are missing or stale,
+    and in baselines/<task>/ for the task's template: the starting point every
+    run had, which the report compares each run's best with."""
     root = Path(root)
     settings = {"split": config.test.split, "sizes": config.test.sizes, "limit": config.test.limit}
-    pending: list[tuple[Path, str, list[tuple[str, int]], str]] = []
+    entries: list[tuple[Path, str, str | None, str]] = []  # directory, task, code, what the code is
     for spec in planned_runs(config):
         directory = spec.directory(root)
-        if run_state(directory) != "finished":
-            continue
-        sets = scored_sets(config, _task_or_error(spec.task, "compare.tasks"))
-        best = directory / "best.py"
-        code = best.read_text(encoding="utf-8") if best.exists() else None
-        wanted = {"file": "best.py" if code is not None else None,
+        if run_state(directory) == "finished":
+            best = directory / "best.py"
+            entries.append((directory, spec.task, best.read_text(encoding="utf-8") if best.exists() else None,
+                            "best.py"))
+    for task in config.compare.tasks:
+        entries.append((baseline_directory(root, task), task, _task_or_error(task, "compare.tasks").template,
+                        "template"))
+    pending: list[tuple[Path, str, list[tuple[str, int]], str, str]] = []
+    for directory, task, code, what in entries:
+        sets = scored_sets(config, _task_or_error(task, "compare.tasks"))
+        wanted = {"file": what if code is not None else None,
                   "sha256": None if code is None else file_digest(code), "settings": settings,
                   "sets": [list(s) for s in sets]}
         previous = _read_json(directory / TEST_SCORES)
@@ -285,11 +292,12 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
         if code is None:  # no valid heuristic in training: nothing to score
             atomic_write_json(directory / TEST_SCORES, {**wanted, "scores": []})
             continue
-        pending.append((directory, spec.task, sets, code))
+        pending.append((directory, task, sets, code, what))
     if not pending:
         return
-    jobs = [(code, task, split, size) for _, task, sets, code in pending for split, size in sets]
-    log(f"scoring {len(pending)} best heuristics on {len(jobs)} test sets"
+    jobs = [(code, task, split, size) for _, task, sets, code, _ in pending for split, size in sets]
+    runs = sum(1 for *_, what in pending if what == "best.py")
+    log(f"scoring {runs} best heuristics and {len(pending) - runs} task templates on {len(jobs)} test sets"
         + (f" (first {config.test.limit} instances each)" if config.test.limit else ""))
     from coevolve.sandbox import Sandbox
 
@@ -297,11 +305,13 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     with Sandbox(workers=t.workers or None, timeout_s=t.timeout_s, memory_mb=t.memory_mb) as sandbox:
         scores = score_files(jobs, t.limit, sandbox)
     position = 0
-    for directory, _, sets, code in pending:
+    for directory, _, sets, code, what in pending:
         mine, position = scores[position:position + len(sets)], position + len(sets)
         atomic_write_json(directory / TEST_SCORES, {
-            "file": "best.py", "sha256": file_digest(code), "settings": settings,
+            "file": what, "sha256": file_digest(code), "settings": settings,
             "sets": [list(s) for s in sets], "scores": mine})
+        if what == "template":
+            atomic_write_text(directory / "template.py", code)
 
 
 def _read_json(path: Path) -> dict | None:

@@ -137,6 +137,11 @@ class RunSpec:
         return root / "runs" / self.task / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
 
 
+def baseline_directory(root: Path, task: str) -> Path:
+    """Where the task template's test scores live: the starting point of every run."""
+    return Path(root) / "baselines" / task
+
+
 def planned_runs(config: CompareConfig) -> list[RunSpec]:
     """Seeds outermost: a comparison stopped early already holds every method on the first seeds."""
     c = config.compare
