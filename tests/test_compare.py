@@ -172,8 +172,8 @@ def test_small_real_comparison(tmp_path, engine):
                 if score["objective"] is not None:
                     assert f"{score['objective']:.4f}" == eval_objective(d / "best.py", "tsp_construct", "test", 20)
     # Δ recomputed independently: from each run's test objective and the set's own LKH
-    # reference, not from the report's aggregates. These seeds do produce heuristics in
-    # every run (the check fails, rather than passes vacuously, if they stop doing so).
+    # reference, not from the report's aggregates, over the runs that produced a heuristic.
+    # Here each arm has at least one (the check fails, rather than passes vacuously, if not).
     from tasks.base import gap
     from tasks.references import lkh_tour_length
 
@@ -181,9 +181,10 @@ def test_small_real_comparison(tmp_path, engine):
     reference = float(np.mean([lkh_tour_length(c) for c in task.instances("test", 20)]))
     mean_gap = {}
     for method in ("sample", "sample+esopt"):
-        objectives = [json.loads((root / r["dir"] / "test.json").read_text())["scores"][0]["objective"]
-                      for r in results["runs"] if r["method"] == method]
-        assert objectives and None not in objectives, (method, objectives)
+        scored = [json.loads((root / r["dir"] / "test.json").read_text())["scores"]
+                  for r in results["runs"] if r["method"] == method]
+        objectives = [s[0]["objective"] for s in scored if s and s[0]["objective"] is not None]
+        assert objectives, (method, scored)
         mean_gap[method] = statistics.mean(gap(o, reference, "min") for o in objectives)
     assert gaps == pytest.approx(mean_gap, rel=1e-9)
     assert deltas[0]["delta"] is not None
