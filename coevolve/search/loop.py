@@ -117,8 +117,7 @@ class SearchLoop:
         events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
         self._check_start(events)
-        sampling = Sampling(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
-                            max_tokens=cfg.sampling.max_tokens, stop=tuple(cfg.sampling.stop))
+        sampling = cfg.sampling
         with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log:
             if not events:
                 event_log.append({"type": "start", "version": EVENT_VERSION, "config": as_dict(cfg)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coevolve.base.sampling import Sampling
 from coevolve.config import one_of, require
 from coevolve.distributed import DistributedSection
 
@@ -29,21 +30,6 @@ class RunSection:
 @dataclass
 class ModelSection:
     path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
-
-
-@dataclass
-class SamplingSection:
-    temperature: float = 0.7
-    top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
-    max_tokens: int = 384
-    # Stop at the code block's closing fence: the small model tends to ramble on
-    # after its code, and those tokens cost time and are never used.
-    stop: list[str] = field(default_factory=lambda: ["\n```\n"])
-
-    def check(self, name: str) -> None:
-        require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
-        require(0 < self.top_p <= 1, f"{name}.top_p", "must be in (0, 1]", self.top_p)
-        require(self.max_tokens >= 1, f"{name}.max_tokens", "must be >= 1", self.max_tokens)
 
 
 @dataclass
@@ -185,7 +171,10 @@ class SearchSections:
     coevolve.compare.CompareConfig adds [compare] and [test]."""
 
     model: ModelSection = field(default_factory=ModelSection)
-    sampling: SamplingSection = field(default_factory=SamplingSection)
+    # Stop at the code block's closing fence: the small model tends to ramble on after
+    # its code, and those tokens cost time and are never used.
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, top_p=1.0, max_tokens=384,
+                                                                stop=("\n```\n",)))
     eoh: EohSection = field(default_factory=EohSection)
     sample: SampleSection = field(default_factory=SampleSection)
     es: EsSection = field(default_factory=EsSection)
