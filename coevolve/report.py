@@ -530,6 +530,13 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
              run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
+    best = store.path("best.py")
+    found = starting_point(best.read_text(encoding="utf-8"), summary["task"]) if best.exists() else None
+    if found:
+        parts += [f"**This run's best heuristic is {'the task template' if found == 'template' else 'a seed heuristic'}"
+                  " itself: it found nothing better than its starting point.**", ""]
+    elif not best.exists():
+        parts += ["**This run produced no valid heuristic.**", ""]
     tests = _load_json(store.path(TEST_SCORES))
     if tests and tests.get("scores"):
         parts += ["| test set | instances | objective | reference | gap | failure |", "|---|---|---|---|---|---|"]

@@ -153,6 +153,11 @@ def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart
     results = json.loads((root / "results.json").read_text())
     (delta,) = [r for r in results["rows"] if r["kind"] == "delta"]
     assert delta["distinct"] is False and results["structurally_matched"]
+    # `coevolve report RUN_DIR` says it too, for one run
+    render(root / "runs" / "tsp_construct" / "eoh-b36-s0")
+    assert "best heuristic is the task template itself" in (root / "runs/tsp_construct/eoh-b36-s0/report.md").read_text()
+    render(root / "runs" / "tsp_construct" / "eoh-b36-s2")  # the renamed copy: not literally the template
+    assert "task template itself" not in (root / "runs/tsp_construct/eoh-b36-s2/report.md").read_text()
 
 
 def test_report_says_when_the_arms_were_not_structurally_matched(comparison):
