@@ -8,7 +8,7 @@ preset's test sets, and the estimated wall time of the whole preset
 (every method x budget x seed, plus test scoring): evaluations of each
 planned arm x that method's measured seconds per evaluation.
 
-    python benchmarks/paper_step_times.py examples/paper/tsp.toml [--steps 2] [--max-tokens N] [--model DIR]
+    python benchmarks/paper_step_times.py examples/paper/tsp.toml [--steps 1] [--max-tokens N] [--model DIR]
 
 The estimate is linear: EoH prompts grow with the parents' code, so later
 steps may cost more than the first ones measured here. docs/compare.md lists
@@ -30,9 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 
 def short_budget(plan: dict, steps: int) -> int:
-    """T that covers the plan's first `steps` steps after the initial population."""
-    skip = 1 if plan["outside_budget"] else 0
-    return sum(s["count"] for s in plan["steps"][skip:skip + steps])
+    """A T covering `steps` batches (Sample) or generations (EoH), so that every
+    kind of step of the method, perturbed ones included, is measured."""
+    generations = {s["generation"] for s in plan["steps"] if s["generation"] >= 1}
+    chosen = sorted(generations)[:steps]
+    spent = sum(s["count"] for s in plan["steps"] if s["generation"] in chosen)
+    init = sum(s["count"] for s in plan["steps"] if s["generation"] == 0)
+    return spent + (0 if plan["outside_budget"] else init)
 
 
 def main() -> int:
@@ -47,7 +51,8 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("preset")
-    parser.add_argument("--steps", type=int, default=3, help="steps measured per method after the initial population")
+    parser.add_argument("--steps", type=int, default=1,
+                        help="batches (Sample) or generations (EoH) measured per method (default 1)")
     parser.add_argument("--max-tokens", type=int, help="override sampling.max_tokens (shorter: a quicker look)")
     parser.add_argument("--model", help="HF checkpoint directory (default: the preset's [model])")
     parser.add_argument("--task", help="one of the preset's tasks (default: its first)")
