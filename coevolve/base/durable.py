@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any, Iterable, Iterator
 
 __all__ = [
     "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "repair_jsonl",
-    "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
+    "atomic_directory", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
 ]
 
 
@@ -215,3 +216,35 @@ def atomic_write_jsonl(path: str | Path, records: Iterable[Any]) -> None:
 
 def atomic_write_json(path: str | Path, data: Any, *, indent: int | None = 2) -> None:
     atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=True) + "\n")
+
+
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield an empty temp directory beside `path`; on a clean exit its files
+    are fsynced and it replaces `path` (an old `path` is moved aside first and
+    then deleted), on an exception it is removed. A crash never leaves a half
+    directory under the final name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield work
+        for file in work.rglob("*"):
+            if file.is_file():
+                fd = os.open(file, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        _fsync_dir(work)
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / path.name)
+        os.replace(work, path)
+        _fsync_dir(path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
