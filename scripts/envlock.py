@@ -108,8 +108,8 @@ def check(kind: str | None, lock_path: Path | None) -> int:
               file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
-        print("Reinstall the locked set with `bash scripts/setup.sh` (delete the venv's .coevolve-setup stamp "
-              f"first), or, if the new versions are tested and wanted, refresh the lock with `{REFRESH}`.",
+        print(f"To get the locked set back: rm {Path(sys.prefix) / '.coevolve-setup'} && make setup\n"
+              f"If the new versions are tested and wanted instead, refresh the lock: {REFRESH}",
               file=sys.stderr)
         return 1
     print(f"envlock: {len(read_lock(path))} packages match {path.name}")

