@@ -108,7 +108,9 @@ def check(kind: str | None, lock_path: Path | None) -> int:
               file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
-        print(f"To get the locked set back: rm {Path(sys.prefix) / '.coevolve-setup'} && make setup\n"
+        venv = Path(sys.prefix)
+        make = "make setup" if venv == ROOT / ".venv" else f"make setup VENV={venv}"
+        print(f"To get the locked set back: rm {venv / '.coevolve-setup'} && {make}\n"
               f"If the new versions are tested and wanted instead, refresh the lock: {REFRESH}",
               file=sys.stderr)
         return 1
