@@ -28,8 +28,8 @@ from typing import Any, Sequence
 
 from coevolve.agents.rollout import Trajectory, derive_seed, mean_metrics, mean_reward, rollout, save_trajectories
 from coevolve.agents.skills import Skill
-from coevolve.base.durable import append_jsonl, atomic_write_json
 from coevolve.agents.trace2skill import distill
+from coevolve.base.durable import append_jsonl, atomic_write_json
 from coevolve.engine.base import Generator, Sampling
 from coevolve.search.ledger import Ledger
 

@@ -174,5 +174,5 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
             try:
                 out.append(Trajectory.from_dict(data))
             except (TypeError, AttributeError) as exc:
-                raise ValueError(f"{file}: record {number} is not a trajectory ({exc})") from None
+                raise ValueError(f"{file}:{number}: not a trajectory record ({exc})") from None
     return out
