@@ -19,6 +19,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from coevolve.base.durable import atomic_write_json
+
 SAVE_EVERY_SECONDS = 10.0
 
 
@@ -67,10 +69,7 @@ def cached_values(
 
 
 def _save(path: Path, fingerprint: str, values: list[float | None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".tmp{os.getpid()}")
-    temporary.write_text(json.dumps({"fingerprint": fingerprint, "values": values}))
-    temporary.replace(path)  # atomic: a reader never sees half a file
+    atomic_write_json(path, {"fingerprint": fingerprint, "values": values}, indent=None)
 
 
 LKH_SCALE = 1e6  # elkai wants integer distances; 1e6 keeps 6 decimals of a unit square
