@@ -16,7 +16,8 @@ from typing import Any
 
 from coevolve.cli import UsageError
 from coevolve.config import build_config, one_of, read_toml, require
-from coevolve.runstore import RunStore, read_jsonl
+from coevolve.base.durable import read_jsonl
+from coevolve.runstore import RunStore
 from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
 
 COMPARE_CONFIG = "compare.toml"
