@@ -459,7 +459,11 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              f"Seeds: {', '.join(map(str, c.seeds))}. Runs finished: {finished} of {len(records)}.",
              "",
              " ".join(BUDGET_STATEMENT.format(budget=b) for b in c.budgets[:1]) +
-             ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)"),
+             ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)") +
+             (f" EoH's initial population ({config.eoh.init or config.eoh.population} candidates) is charged "
+              "outside the budget, as the paper counts T (eoh.init_in_budget = false): EoH runs spend that many "
+              "more evaluations." if not config.eoh.init_in_budget and any(m.startswith("eoh") for m in c.methods)
+              else ""),
              "",
              "Each run's heuristic is its best by training objective (best.py, chosen before any test "
              "score exists); it is scored on the test sets below with the same sandbox scoring as "
