@@ -174,3 +174,20 @@ def test_paper_reward_is_what_the_loop_feeds_es(tmp_path, method):
             expected = paper_eoh_rewards(objectives, best_parent, [m["objective"] for m in before], "min")
         assert record["rewards"] == pytest.approx(expected)
         assert [c["reward"] for c in mine] == pytest.approx(expected)
+
+
+def test_a_run_started_before_a_setting_existed_still_resumes(tmp_path):
+    """Settings added since a run began are missing from its log; their defaults keep
+    the old behaviour, so the run resumes. A changed value is still refused."""
+    config = make_config("eoh", budget=12)
+    first, _, _ = run(tmp_path / "r", config)
+    events_path = tmp_path / "r" / "events.jsonl"
+    events = read_jsonl(events_path)
+    del events[0]["config"]["eoh"]["m_multiplier"], events[0]["config"]["reward"]["kind"]
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    again, _, _ = run(tmp_path / "r", config, resume=True)
+    assert again == first
+    events[0]["config"]["eoh"]["offspring"] = 99
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    with pytest.raises(RuntimeError, match="another config"):
+        run(tmp_path / "r", config, resume=True)

@@ -162,7 +162,7 @@ class SearchLoop:
         start = events[0]
         if start.get("type") != "start" or start.get("version") != EVENT_VERSION:
             raise RuntimeError(f"{self.store.events_path}: first event is not a version-{EVENT_VERSION} start")
-        if start.get("config") != as_dict(self.config):
+        if not _same_settings(start.get("config"), as_dict(self.config)):
             raise RuntimeError(f"{self.store.events_path} was written under another config than "
                                f"{self.store.config_path}; refusing to mix them")
 
@@ -430,6 +430,15 @@ class SearchLoop:
             for parent in c.parents:
                 graph.add_edge(parent, c.id)
         atomic_write_json(self.store.path("genealogy.json"), nx.node_link_data(graph, edges="links"))
+
+
+def _same_settings(logged: Any, current: Any) -> bool:
+    """Whether a run's logged config is its current one. A setting added to the
+    code since the run started is absent from the log and takes its default,
+    which keeps the old behaviour, so it does not count as a change."""
+    if isinstance(logged, dict) and isinstance(current, dict):
+        return set(logged) <= set(current) and all(_same_settings(logged[k], current[k]) for k in logged)
+    return logged == current
 
 
 def write_config(config: RunConfig) -> str:
