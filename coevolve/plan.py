@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coevolve.base.durable import read_jsonl
 from coevolve.cli import UsageError
 from coevolve.config import build_config, one_of, read_toml, require
-from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
 
@@ -164,7 +164,6 @@ def run_state(directory: Path) -> str:
         return "new"
     ended = any(e.get("type") == "end" for e in read_jsonl(store.events_path))
     return "finished" if ended and store.path("summary.json").exists() else "partial"
-
 
 
 # ------------------------------------------------------- structural matching
