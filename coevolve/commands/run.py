@@ -94,6 +94,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.config and not args.resume:
         overrides = overrides_from(args)
         if config_class(read_toml(args.config), overrides) is not RunConfig:
+            if args.plan:
+                raise UsageError("--plan prints heuristic-search plans; agent runs have no step plan to print")
             return handle_agent(args, overrides)
     if args.plan:
         return handle_plan(args)
