@@ -56,6 +56,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, help="override sampling.max_tokens (shorter: a quicker look)")
     parser.add_argument("--model", help="HF checkpoint directory (default: the preset's [model])")
     parser.add_argument("--task", help="one of the preset's tasks (default: its first)")
+    parser.add_argument("--methods", nargs="+", help="measure only these methods (the estimate then covers them only)")
     args = parser.parse_args()
 
     config = load_compare_config(args.preset)
@@ -67,11 +68,13 @@ def main() -> int:
     budget = min(config.compare.budgets)
     measured: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for method in config.compare.methods:
+        for method in args.methods or config.compare.methods:
             plan = arm_plan(config, task, method, budget)
             spec = RunSpec(task, method, short_budget(plan, args.steps), 0)
             directory = Path(tmp) / method.replace("+", "_")
             run_cfg = run_config(config, spec, directory)
+            if plan["m_multiplier"] is not None:  # keep the full budget's step sizes in the short run
+                run_cfg.eoh = replace(run_cfg.eoh, m_multiplier=plan["m_multiplier"], generations=0)
             store = RunStore.create(directory, dump_toml(as_dict(run_cfg)))
             summary = execute(run_cfg, store, get_task(task), progress=False)
             timing = json.loads((directory / "timing.json").read_text())
@@ -93,7 +96,7 @@ def main() -> int:
     print(f"scoring one heuristic (the template) on {', '.join(f'{s}{n}' for s, n in sets)}: {scoring_s:.1f} s "
           "(references cached after the first time)")
     total = 0.0
-    runs = [s for s in planned_runs(config) if s.task == task]
+    runs = [s for s in planned_runs(config) if s.task == task and s.method in measured]
     for spec in runs:
         plan = arm_plan(config, spec.task, spec.method, spec.budget)
         total += plan["evaluations"] * measured[spec.method]["per_evaluation_s"] + scoring_s
