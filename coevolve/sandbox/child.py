@@ -341,9 +341,10 @@ class _Supervisor:
         assert limit is not None
         used = _cpu_seconds(self.pid) - self.stage_cpu
         if used > limit:
-            why = f"used more than its {limit:.3g} s of CPU time"
+            why = f"exceeded the per-instance time limit: more than {limit:.3g} s of CPU time"
         elif now - self.stage_began > self.limits.stage_wall_s:
-            why = f"took more than {self.limits.stage_wall_s:.3g} s of wall time (CPU limit {limit:.3g} s)"
+            why = (f"exceeded the per-instance time limit: more than {self.limits.stage_wall_s:.3g} s "
+                   f"of wall time (CPU limit {limit:.3g} s)")
         else:
             return False
         self.verdict = {"failure": FailureKind.TIMEOUT.value, "message": f"{self._stage_name()} {why}",
