@@ -169,6 +169,12 @@ class Sandbox:
         self._closed = False
         self._tasks: dict[str, Any] = {}
 
+    @classmethod
+    def from_section(cls, section: Any) -> "Sandbox":
+        """A Sandbox with the limits of a config's sandbox section (anything
+        with timeout_s, workers (0: default) and memory_mb)."""
+        return cls(workers=section.workers or None, timeout_s=section.timeout_s, memory_mb=section.memory_mb)
+
     # -- public API --------------------------------------------------------
     def evaluate(self, code: str, task: Any, split: str | None = None,
                  size: int | None = None) -> EvalResult:
