@@ -190,8 +190,16 @@ class Sandbox:
         prepared = [self._evaluation_job(*job) for job in jobs]
         if not prepared:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(prepared))) as threads:
+        threads = ThreadPoolExecutor(max_workers=min(self.workers, len(prepared)))
+        try:
             replies = list(threads.map(lambda job: self._submit(job, self.timeout_s), prepared))
+        except BaseException:
+            # Ctrl-C (or any error) while candidates run: stop the workers first,
+            # which ends their candidates and unblocks the threads waiting on them
+            self.close()
+            raise
+        finally:
+            threads.shutdown(wait=True, cancel_futures=True)
         return [EvalResult.from_dict(reply) for reply in replies]
 
     def run_python(self, code: str, timeout_s: float = 10.0) -> ToolResult:
