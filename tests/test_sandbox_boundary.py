@@ -229,3 +229,38 @@ def test_the_candidate_sees_only_its_own_namespace(confined_sandbox):
     )
     assert tool.ok, tool
     assert tool.stdout.splitlines() == ["1 ['1']", "ok"]
+
+
+@pytest.mark.parametrize("name", ["tsp_construct", "kp_construct", "asp", "tsp_aco", "cvrp_aco", "bpp_aco"])
+def test_honest_templates_score_to_the_bit_as_in_process(name):
+    """decide in the candidate's process + score in the worker == the whole
+    evaluator in one process (what the scores were before the split)."""
+    from tasks.registry import get_task
+
+    task = get_task(name)
+    namespace: dict = {}
+    exec(task.template, namespace)
+    expected = task.evaluate(namespace[task.function_name], task.instances(*task.train))
+    with Sandbox(workers=1, timeout_s=120.0) as sandbox:
+        result = sandbox.evaluate(task.template, name)
+    assert result.ok, result
+    assert result.objective == expected
+
+
+def test_wire_round_trips_and_refuses_malformed_frames():
+    from coevolve.sandbox import wire
+
+    message = {"failure": None, "decisions": [np.arange(5), np.eye(3), np.array([True, False])],
+               "nested": {"x": [1, 2.5, "s", None]}}
+    back = wire.decode(wire.encode(message))
+    assert back["nested"] == message["nested"]
+    for sent, got in zip(message["decisions"], back["decisions"]):
+        assert got.dtype == sent.dtype and np.array_equal(got, sent) and got.flags.writeable
+    frame = wire.encode({"a": np.arange(4)})
+    for bad in (frame[:-1], frame + b"x", b"\x00" * 3, wire.encode({"a": 1})[:16] + b"{"):
+        with pytest.raises(wire.BadMessage):
+            wire.decode(bad)
+    with pytest.raises(wire.BadMessage, match="limit"):
+        wire.decode(frame, limit=10)
+    with pytest.raises(TypeError):
+        wire.encode({"a": np.array(["text"])})
