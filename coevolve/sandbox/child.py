@@ -129,7 +129,7 @@ class Limits:
     def stage_wall_s(self) -> float:
         # a candidate that blocks (sleeps, waits) uses no CPU: bound its wall time too
         assert self.stage_cpu_s is not None
-        return max(3 * self.stage_cpu_s, self.stage_cpu_s + 10.0)
+        return max(4 * self.stage_cpu_s, self.stage_cpu_s + 20.0)
 
     @property
     def cpu_limit_s(self) -> int:
