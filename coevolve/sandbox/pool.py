@@ -29,7 +29,9 @@ from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
 
 # Time a worker may take beyond the candidate's own limit before it is
-# presumed stuck: instance generation on first use, fork, clean-up.
+# presumed stuck: instance generation on first use, fork, clean-up. The
+# trusted scoring after the candidate (an ACO colony) gets the candidate's
+# limit again: before the evaluator was split, it ran inside that limit.
 _WORKER_GRACE_S = 120.0
 
 
@@ -313,7 +315,7 @@ class Sandbox:
     def _submit(self, job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         worker = self._checkout()
         try:
-            reply = worker.request(job, timeout_s + _WORKER_GRACE_S)
+            reply = worker.request(job, 2 * timeout_s + _WORKER_GRACE_S)
         except (wire.PeerGone, wire.WireTimeout, wire.BadMessage, OSError) as exc:
             self._forget(worker, graceful=False)
             self._idle.put(None)
