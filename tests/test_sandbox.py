@@ -238,21 +238,27 @@ def test_a_dead_worker_is_a_crash_verdict_and_is_replaced(marked_env):
 
 def test_orphans_that_escape_the_process_group_are_killed(tmp_path, marked_env):
     # fork through ctypes (past the guard), start a new session (past the
-    # group kill), and leave the child sleeping: the subreaper sweep ends it.
+    # group kill), and leave the child sleeping. Confined, the seccomp filter
+    # refuses the fork (and the PID namespace would take the child down);
+    # unconfined, the subreaper sweep ends it.
     escape = (
         "import ctypes, os, time\n"
         "libc = ctypes.CDLL(None)\n"
-        "if libc.fork() == 0:\n"
+        "pid = libc.fork()\n"
+        "if pid == 0:\n"
         "    libc.setsid()\n"
         "    time.sleep(60)\n"
         "    os._exit(0)\n"
+        "print('forked', pid)\n"
     ) + GOOD
     with Sandbox(workers=1, timeout_s=5.0) as sandbox:
         result = sandbox.evaluate(escape, TinyTSP())
         (worker,) = sandbox.worker_pids()
         assert psutil.Process(worker).children() == []
         assert len(processes_with_mark(marked_env)) == 1  # the worker alone
+        confined = sandbox.confined
     assert result.ok, result
+    assert ("forked -1" in result.output) == confined, result.output
     assert processes_with_mark(marked_env) == []
 
 
