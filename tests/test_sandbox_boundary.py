@@ -264,3 +264,37 @@ def test_wire_round_trips_and_refuses_malformed_frames():
         wire.decode(frame, limit=10)
     with pytest.raises(TypeError):
         wire.encode({"a": np.array(["text"])})
+
+
+NAMESPACE_KILL = """
+import os, signal, sys, time
+from coevolve.sandbox import confine
+fork = confine.forker()
+ready_r, ready_w = os.pipe()
+pid = fork()
+if pid == 0:  # PID 1 of a new namespace, without the seccomp filter: it may fork
+    if os.fork() == 0:
+        os.setsid()  # past any process-group kill
+        os.write(ready_w, b"x")
+        while True:
+            pass
+    while True:
+        pass
+os.read(ready_r, 1)
+os.kill(pid, signal.SIGKILL)  # one signal to the namespace's init
+os.waitpid(pid, 0)
+print("reaped")
+"""
+
+
+def test_one_kill_ends_the_whole_pid_namespace(marked_env):
+    """The mechanism under the seccomp filter: a setsid grandchild that
+    spins dies with the namespace's init, before wait returns."""
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("PID namespaces need root")
+    run = subprocess.run([sys.executable, "-c", NAMESPACE_KILL], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "reaped", run.stderr
+    assert processes_with_mark(marked_env) == []
