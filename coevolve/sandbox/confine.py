@@ -21,9 +21,12 @@ whole namespace down with it (the kernel kills and reaps every process in
 it before the init's exit completes), so nothing a candidate starts can
 outlive it.
 
-Everything here needs CAP_SYS_ADMIN (run as root). Without it the worker
-probes, fails, and falls back to rlimits, the process group and the Python
-guards, and the Sandbox warns: see `probe()` and docs/sandbox.md.
+Everything here needs CAP_SYS_ADMIN: as root the worker has it; otherwise
+it first becomes root of its own user namespace where the kernel allows
+unprivileged ones (`enter_user_namespace`), which is enough for every step.
+Where neither works the worker's probe fails, it falls back to rlimits, the
+process group and the Python guards, and the Sandbox warns: see `probe()`
+and docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Callable
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -88,6 +92,39 @@ def become_subreaper() -> bool:
     """Without namespaces, orphans a candidate leaves are re-parented to the
     worker instead of init, so the worker can find and kill them."""
     return prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def enter_user_namespace(keep_fds: list[int]) -> str:
+    """For a worker without root: become root of a new user namespace (the
+    user's uid mapped to 0) and the init of a new PID and mount namespace
+    owned by it, with its own /proc. That gives every step below the
+    capabilities it needs, over namespaces this worker owns. The original
+    process stays behind only to wait and pass on the exit status. "" on
+    success, else why not (unprivileged user namespaces disabled, ...)."""
+    uid, gid = os.geteuid(), os.getegid()
+    if _libc.unshare(CLONE_NEWUSER) != 0:
+        return f"no root, and no user namespace: {os.strerror(ctypes.get_errno())}"
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as mapping:
+                mapping.write(text)
+        _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS), "unshare(CLONE_NEWPID | CLONE_NEWNS)")
+    except OSError as exc:
+        return f"no root, and the user namespace is unusable: {exc}"
+    pid = os.fork()
+    if pid:
+        for fd in keep_fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) % 256)
+    die_with_parent()
+    try:
+        _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+        # /proc of our own PID namespace: the worker reads its children's CPU time there
+        _check(_libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
+    except OSError as exc:
+        return f"no root, and the user namespace is unusable: {exc}"
+    return ""
 
 
 def isolate_network() -> bool:
@@ -202,7 +239,7 @@ def probe(scratch: str) -> str:
     if platform.machine() != "x86_64":
         return f"the seccomp filter is written for x86-64, this machine is {platform.machine()}"
     if os.geteuid() != 0:
-        return "not running as root: namespaces and mounts need CAP_SYS_ADMIN"
+        return "not root: namespaces and mounts need CAP_SYS_ADMIN"
     read_end, write_end = os.pipe()
     try:
         forker = _Forker()
