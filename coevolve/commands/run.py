@@ -121,7 +121,10 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
 
         remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
                                  api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
-    engine = build_engine(config.model.path or None, config.distributed)
+    from coevolve.es import engine_options
+
+    es_options = engine_options(config.es.noise, config.es.rank, config.es.population) if config.uses_es else {}
+    engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
@@ -165,7 +168,11 @@ def execute_agent(config: AgentRunFile, store: RunStore, task: Any = None, engin
     if own_engine:
         from coevolve.distributed import build_engine
 
-        engine = build_engine(config.model.path or None, config.distributed)
+        from coevolve.es import engine_options
+
+        es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
+                      if config.uses_es else {})
+        engine = build_engine(config.model.path or None, config.distributed, **es_options)
     try:
         return run_agent(engine, task, config.agent_config(), store.dir, es_config=config.es_config(),
                          skills=config.seed_skills(), teacher=teacher)

@@ -145,7 +145,8 @@ class SearchLoop:
         generations = planned_es_generations(self.method, cfg.run.budget, cfg.es.proposals_per_member)
         es_cfg = ESConfig(population=cfg.es.population, sigma=cfg.es.sigma, sigma_end=cfg.es.sigma_end,
                           schedule=cfg.es.schedule, alpha=cfg.es.alpha, generations=max(generations, 1),
-                          normalise=cfg.es.normalise, antithetic=cfg.es.antithetic, seed=cfg.run.seed)
+                          normalise=cfg.es.normalise, antithetic=cfg.es.antithetic, seed=cfg.run.seed,
+                          noise=cfg.es.noise, rank=cfg.es.rank)
         history = self.store.history_path
         if history.exists() and history.stat().st_size > 0:
             return ESOpt.resume(es_cfg, history, self.engine)
