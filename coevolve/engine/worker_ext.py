@@ -183,16 +183,18 @@ class WeightsExtension:
         from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
 
         manager = self._lora_manager()
-        if slots > manager.lora_slots:
-            raise ValueError(f"{slots} members need {slots} LoRA slots; the engine has {manager.lora_slots}")
+        if slots + 1 > manager.lora_slots:
+            raise ValueError(f"{slots} members need {slots + 1} LoRA slots (one kept zero); "
+                             f"the engine has {manager.lora_slots}")
         manager.remove_all_adapters()
         embedding_modules = self.model_runner.lora_manager.embedding_modules  # type: ignore[attr-defined]
         for adapter_id in range(1, slots + 1):
             manager.add_adapter(manager.create_dummy_lora(adapter_id, rank, embedding_modules))
             manager.pin_adapter(adapter_id)  # activates it; pinned: never evicted or moved
         self._slot_of = {i: manager.lora_index_to_id.index(i + 1) for i in range(slots)}
+        self._check_spare(manager)
         for module in manager.modules.values():
-            for index in self._slot_of.values():
+            for index in range(manager.lora_slots):
                 module.reset_lora(index)
         names = {name for name, _ in self._params()}
         self._lora_layers = []
@@ -216,6 +218,14 @@ class WeightsExtension:
             "frozen_elements": sum(params[n].numel() for n in frozen),
         }
 
+    @staticmethod
+    def _check_spare(manager) -> None:
+        # vLLM-CPU's decode path (bgmv) reads slot -1, the last one, for
+        # requests without an adapter: it must stay free and zero.
+        if manager.lora_index_to_id[-1] is not None:
+            raise RuntimeError("the last LoRA slot must stay free for requests on θ; it holds "
+                               f"adapter {manager.lora_index_to_id[-1]}")
+
     def es_lowrank_load(self, members: list[tuple[int, float]]) -> int:
         """Write member j's factors σ_j·A Bᵀ/√r into the slot of adapter j+1.
         Every requested slot is rewritten, so no earlier member can linger in
@@ -223,6 +233,7 @@ class WeightsExtension:
         manager = self._lora_manager()
         if len(members) > len(self._slot_of):
             raise ValueError(f"{len(members)} members but {len(self._slot_of)} LoRA slots")
+        self._check_spare(manager)
         rank = self._rank
         with torch.no_grad():
             for j, (seed, sigma) in enumerate(members):
