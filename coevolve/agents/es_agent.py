@@ -217,6 +217,7 @@ def run_agent(
     }
     if es is not None:
         summary["checksum"] = engine.checksum()
+        summary["noise"] = engine.noise_info() if hasattr(engine, "noise_info") else {"noise": es_config.noise}
     tmp = run_dir / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2))
     tmp.replace(run_dir / "summary.json")

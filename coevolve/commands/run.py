@@ -35,6 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--model", help="HF checkpoint directory (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--out", help="run directory (default: runs/<task>-<method>-seed<seed>-<time>)")
+    p.add_argument("--noise", choices=["full", "lowrank"],
+                   help="ES noise (es.noise). full: every parameter perturbed, members one after another: the "
+                        "paper's setting, choose it to reproduce the paper. lowrank: each member a rank-r "
+                        "perturbation of every linear weight, the whole population in one vLLM batch "
+                        "(LoRA slots): several times faster per generation; embeddings and norms stay frozen")
+    p.add_argument("--rank", type=int, help="ES low-rank rank (es.rank, default 1; vLLM pads 2..7 to 8, "
+                                            "so 1 is the cheap one on CPU)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the heuristic run in DIR (a killed or finished run); not for agent runs yet")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -46,6 +53,9 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
     out: dict[str, dict] = {"run": run} if run else {}
     if args.model is not None:
         out["model"] = {"path": args.model}
+    es = {k: getattr(args, k) for k in ("noise", "rank") if getattr(args, k, None) is not None}
+    if es:
+        out["es"] = es
     return out
 
 

@@ -382,7 +382,10 @@ class SearchLoop:
             "best_so_far": [list(p) for p in curve],
             "population": [c.id for c in self.population.ranked()],
             "es": None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
-                                                "checksum": self.engine.checksum()},
+                                                "checksum": self.engine.checksum(),
+                                                # low-rank mode: which parameters ES covered and froze
+                                                **(self.engine.noise_info() if hasattr(self.engine, "noise_info")
+                                                   else {"noise": cfg.es.noise})},
         }
         atomic_write_json(self.store.path("summary.json"), summary)
         self._write_genealogy()
