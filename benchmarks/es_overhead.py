@@ -145,7 +145,9 @@ def _backprop_step(conversations: list, max_tokens: int) -> dict:
 
     model_dir = str(default_model_dir())
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.train()
     texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
     batch = tok(texts, return_tensors="pt", padding=True)
