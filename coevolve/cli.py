@@ -7,6 +7,8 @@ import argparse
 import importlib
 import sys
 
+from coevolve.base.durable import CorruptFileError
+
 COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill"]
 
 
@@ -33,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except UsageError as exc:
+    except (UsageError, CorruptFileError) as exc:
         print(f"coevolve {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -22,7 +22,6 @@ skills/<name>/SKILL.md and summary.json.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any, Sequence
 from coevolve.agents.rollout import Trajectory, derive_seed, mean_metrics, mean_reward, rollout, save_trajectories
 from coevolve.agents.skills import Skill
 from coevolve.agents.trace2skill import distill
+from coevolve.base.durable import append_jsonl, atomic_write_json
 from coevolve.engine.base import Generator, Sampling
 from coevolve.search.ledger import Ledger
 
@@ -133,8 +133,7 @@ def run_agent(
         record = {"round": round_index, "episodes_used": ledger.used, **scores,
                   "skills": [s.name for s in current_skills()], "seconds": round(time.time() - started, 2)}
         evals.append(record)
-        with open(run_dir / "eval.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_jsonl(run_dir / "eval.jsonl", record)
         save_trajectories(trajectories, run_dir / "trajectories" / f"eval_{round_index:03d}",
                           f"Held-out evaluation after round {round_index}")
 
@@ -218,9 +217,7 @@ def run_agent(
     if es is not None:
         summary["checksum"] = engine.checksum()
         summary["noise"] = engine.noise_info() if hasattr(engine, "noise_info") else {"noise": es_config.noise}
-    tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    tmp.replace(run_dir / "summary.json")
+    atomic_write_json(run_dir / "summary.json", summary)
     return summary
 
 

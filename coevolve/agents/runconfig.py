@@ -14,6 +14,8 @@ one dataclass per TOML section, each with its rules, read by coevolve.config.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,22 +68,17 @@ class AgentSection:
     skill_every: int = 2  # esopt+trace2skill: ES generations between skill updates
     skill_name: str = "distilled"
     skill_successes: int = 2
-    temperature: float = 0.7  # training rollouts; held-out evaluation uses eval_temperature
-    top_p: float = 1.0
-    max_tokens: int = 24  # per turn
-    eval_temperature: float = 0.0
+    eval_temperature: float = 0.0  # held-out evaluation; training rollouts sample as [sampling] says
     history_turns: int | None = None  # keep only the last k (action, observation) pairs in the prompt
     # fitness = mean(reward + shaping x progress); 0 is the paper's binary reward
     shaping: float = 0.0
 
     def check(self, name: str) -> None:
-        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every", "max_tokens"):
+        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every"):
             require(getattr(self, key) >= 1, f"{name}.{key}", "must be >= 1", getattr(self, key))
         require(self.skill_successes >= 0, f"{name}.skill_successes", "must be >= 0", self.skill_successes)
         require(bool(self.skill_name), f"{name}.skill_name", "must not be empty")
-        require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
         require(self.eval_temperature >= 0, f"{name}.eval_temperature", "must be >= 0", self.eval_temperature)
-        require(0 < self.top_p <= 1, f"{name}.top_p", "must be in (0, 1]", self.top_p)
         if self.history_turns is not None:
             require(self.history_turns >= 0, f"{name}.history_turns", "must be >= 0", self.history_turns)
         require(self.shaping >= 0, f"{name}.shaping", "must be >= 0", self.shaping)
@@ -129,6 +126,8 @@ class AgentRunFile:
     run: AgentRunSection = field(default_factory=AgentRunSection)
     task: TaskOptions = field(default_factory=TaskOptions)
     agent: AgentSection = field(default_factory=AgentSection)
+    # training rollouts; max_tokens is per turn (a Sudoku move is a few tokens)
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, top_p=1.0, max_tokens=24))
     es: AgentEsSection = field(default_factory=AgentEsSection)
     skills: SkillsSection = field(default_factory=SkillsSection)
     # the same shape as the heuristic runs' proposer: an optional endpoint
@@ -183,8 +182,8 @@ class AgentRunFile:
             skill_every=a.skill_every,
             skill_name=a.skill_name,
             skill_successes=a.skill_successes,
-            sampling=Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens),
-            eval_sampling=Sampling(temperature=a.eval_temperature, top_p=a.top_p, max_tokens=a.max_tokens),
+            sampling=self.sampling,
+            eval_sampling=dataclasses.replace(self.sampling, temperature=a.eval_temperature),
             history_turns=a.history_turns,
             shaping=a.shaping,
             seed=self.run.seed,

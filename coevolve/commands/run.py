@@ -45,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="DIR",
                    help="continue the heuristic run in DIR (a killed or finished run); not for agent runs yet")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--plan", action="store_true",
+                   help="heuristic runs: print the plan (steps, operators, evaluations, ES updates) and exit")
     p.set_defaults(handler=handle)
 
 
@@ -103,6 +105,8 @@ def handle(args: argparse.Namespace) -> int:
         overrides = overrides_from(args)
         if config_class(read_toml(args.config), overrides) is not RunConfig:
             return handle_agent(args, overrides)
+    if args.plan:
+        return handle_plan(args)
     config, store, resuming = resolve_config(args)
     from tasks.registry import get_task
 
@@ -115,6 +119,20 @@ def handle(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     summary = execute(config, store, task, progress=not args.no_progress, resuming=resuming)
     print_table(summary, store)
+    return 0
+
+
+def handle_plan(args: argparse.Namespace) -> int:
+    """Print the plan of a heuristic run without creating its directory."""
+    from coevolve.search.methods import format_plan, run_plan
+
+    if args.resume:
+        config = build_config(RunConfig, read_toml(RunStore.open(args.resume).config_path))
+    elif args.config:
+        config = load_config(RunConfig, args.config, overrides_from(args))
+    else:
+        raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
+    print(format_plan(run_plan(config)))
     return 0
 
 
@@ -221,25 +239,6 @@ def print_agent_table(summary: dict, store: RunStore) -> None:
 
 
 def print_table(summary: dict, store: RunStore) -> None:
-    best = summary.get("best") or {}
-    train = summary["train"]
-    ledger = summary["ledger"]
-    gap = best.get("gap")
-    rows = [
-        ("method", summary["method"]),
-        ("task", f"{summary['task']} ({train['split']}{train['size']}, {train['direction']})"),
-        ("evaluations", f"{summary['evaluations']} / {summary['budget']}"),
-        ("valid", f"{summary['valid']} ({summary['valid_rate']:.1%})"),
-        ("failures", ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "-"),
-        ("best objective", "-" if not best else f"{best['objective']:.6g} (candidate {best['id']}, {best['operator']})"),
-        ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
-        ("gap", "-" if gap is None else f"{gap:.2%}"),
-        ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "
-                         f"{ledger['completion_tokens']} completion tokens)"),
-    ]
-    if summary.get("es"):
-        rows.append(("ES updates", str(summary["es"]["updates"])))
-    rows.append(("run directory", str(store.dir)))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    from coevolve.report import run_table
+
+    print(run_table(summary, store.dir))
