@@ -110,6 +110,7 @@ def test_update_moves_weights_and_replays_bit_for_bit(lowrank_engine, tmp_path):
     engine = lowrank_engine
     path = tmp_path / "history.jsonl"
     base_sum = engine.checksum()
+    base_texts = texts(engine.chat(PROMPTS, GREEDY))
     cfg = ESConfig(population=4, sigma=SIGMA, alpha=1e-2, schedule="constant", generations=2, seed=5,
                    noise="lowrank", rank=1, antithetic=True)
     es = ESOpt(cfg, path)
@@ -125,7 +126,9 @@ def test_update_moves_weights_and_replays_bit_for_bit(lowrank_engine, tmp_path):
     finally:
         engine.reset()
     assert engine.checksum() == base_sum
+    assert texts(engine.chat(PROMPTS, GREEDY)) == base_texts  # the packed CPU kernels follow reset
     assert tuned != base_sum and records[-1]["checksum"] == tuned
+    assert tuned_texts != base_texts  # ... and the update
     assert [(r["noise"], r["rank"]) for r in records] == [("lowrank", 1)] * 2
     assert records[0]["frozen_elements"] == engine.noise_info()["frozen_elements"]
 

@@ -121,6 +121,8 @@ class WeightsExtension:
         with torch.no_grad():
             self._model().load_weights(weights())
         self.es_init()
+        if getattr(self, "_lora_layers", None):
+            self._repack()
 
     def es_num_parameters(self) -> int:
         return sum(p.numel() for _, p in self._params())
@@ -208,6 +210,7 @@ class WeightsExtension:
             if module.lora_a_stacked[0].shape[2] < rank:
                 raise ValueError(f"rank {rank} exceeds the engine's max_lora_rank {module.lora_a_stacked[0].shape[2]}")
         self._rank = rank
+        self._repack()
         covered = {name for name, _ in self._lora_layers}
         params = dict(self._params())
         frozen = [name for name in params if name not in covered]
@@ -274,6 +277,18 @@ class WeightsExtension:
                     master[start:end].add_((a[start:end] @ b.T).to("cpu"), alpha=scale)
                     self._write(p, start * cols, end * cols, master[start:end].reshape(-1).to(p.device))
         self._perturbed = False
+        self._repack()
+
+    def _repack(self) -> None:
+        """In low-rank mode θ's live weights change only at an update, so on
+        CPU the linear layers can use vLLM's packed GEMM kernels (oneDNN /
+        sgl) again: they run on a packed copy, rebuilt here after every write,
+        while `weight` stays for the master writes and checksums."""
+        if _stock_dispatch is None:
+            return
+        for _, module in self._lora_layers:
+            if module.base_layer.weight.device.type == "cpu":
+                _stock_dispatch(module.base_layer, remove_weight=False)
 
     def es_checksum(self) -> str:
         """sha256 over the live weights' bytes, in parameter order."""
