@@ -151,7 +151,9 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
                                  api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
     from coevolve.es import engine_options
 
-    es_options = engine_options(config.es.noise, config.es.rank, config.es.population) if config.uses_es else {}
+    from coevolve.search.methods import es_population
+
+    es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
     engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
