@@ -88,8 +88,19 @@ class _Resources:
         if self._engine is None:
             from coevolve.distributed import build_engine
 
-            self._engine = build_engine(self.config.model.path or None, self.config.distributed)
+            from coevolve.es import engine_options
+
+            es = self.config.es
+            self._engine = build_engine(self.config.model.path or None, self.config.distributed,
+                                        **engine_options(es.noise, es.rank, self._es_slots()))
         return self._engine
+
+    def _es_slots(self) -> int:
+        """LoRA slots a low-rank engine needs: the most members any planned ES run asks for."""
+        from coevolve.search.methods import es_population
+
+        runs = [run_config(self.config, spec, Path(".")) for spec in planned_runs(self.config)]
+        return max([es_population(c) for c in runs if c.uses_es], default=2)
 
     def sandbox(self) -> Any:
         if self._sandbox is None:
