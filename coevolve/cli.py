@@ -7,11 +7,9 @@ import argparse
 import importlib
 import sys
 
+from coevolve.base.errors import UsageError
+
 COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill"]
-
-
-class UsageError(Exception):
-    """A bad config, flag or file, reported as one line and exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,8 +40,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the package module so UsageError has one identity whether
-    # commands import it from coevolve.cli or not.
-    from coevolve.cli import main as package_main
-
-    sys.exit(package_main())
+    sys.exit(main())

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.config import as_dict, build_config, dump_toml, one_of, read_toml, require
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections

@@ -18,14 +18,14 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import ConfigError, UsageError
 
 T = TypeVar("T")
 
 
-def config_error(field: str, problem: str, value: Any = dataclasses.MISSING) -> UsageError:
+def config_error(field: str, problem: str, value: Any = dataclasses.MISSING) -> ConfigError:
     got = "" if value is dataclasses.MISSING else f" (got {value!r})"
-    return UsageError(f"config error: {field} {problem}{got}")
+    return ConfigError(f"config error: {field} {problem}{got}")
 
 
 def require(condition: bool, field: str, problem: str, value: Any = dataclasses.MISSING) -> None:

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
 from coevolve.config import build_config, read_toml
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"

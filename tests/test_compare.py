@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.compare import (CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs,
                               run_comparison, score_files)
 from coevolve.config import build_config

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from coevolve.config import build_section
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.distributed import DistributedSection, DivergenceError, EnginePool, core_groups
 
 GREEDY_SHORT = dict(temperature=0.0, max_tokens=16)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.compare import CompareConfig, planned_runs, run_config
 from coevolve.config import as_dict, build_config, dump_toml
 from coevolve.report import render, render_comparison

@@ -10,7 +10,8 @@ import pytest
 
 from tasks.registry import is_agent_task
 
-from coevolve.cli import UsageError, main
+from coevolve.base.errors import UsageError
+from coevolve.cli import main
 from coevolve.config import as_dict, build_config, dump_toml, load_config
 from coevolve.search.runconfig import RunConfig
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

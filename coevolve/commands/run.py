@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.config import as_dict, build_config, dump_toml, load_config, read_toml
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import RunConfig
