@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve.base.errors import UsageError
-from coevolve.config import as_dict, build_config, dump_toml, one_of, read_toml, require
+from coevolve.base.config import as_dict, build_config, dump_toml, one_of, read_toml, require
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
 
@@ -96,7 +96,7 @@ class CompareConfig(SearchSections):
 
 
 def _task_or_error(name: str, field_name: str) -> Any:
-    from coevolve.config import config_error
+    from coevolve.base.config import config_error
     from tasks.registry import get_task
 
     try:
@@ -110,7 +110,7 @@ def _task_or_error(name: str, field_name: str) -> Any:
 
 def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
     """The (split, size) sets a task's best heuristics are scored on."""
-    from coevolve.config import config_error
+    from coevolve.base.config import config_error
 
     split = config.test.split
     available = task.splits()
@@ -208,7 +208,7 @@ def open_or_create(config: RunConfig, directory: Path) -> tuple[RunStore, RunCon
 
 # ---------------------------------------------------------------- running
 class _Resources:
-    """The engine, remote proposer and training sandbox, started on first need
+    """The engine, endpoint and training sandbox, started on first need
     (a comparison whose runs are all finished never loads the model)."""
 
     def __init__(self, config: CompareConfig, engine: Any = None) -> None:
@@ -216,11 +216,11 @@ class _Resources:
         self._engine = engine
         self._own_engine = engine is None
         self._sandbox: Any = None
-        self._remote: Any = None
+        self._endpoint: Any = None
 
     def engine(self) -> Any:
         if self._engine is None:
-            from coevolve.distributed import build_engine
+            from coevolve.engine.pool import build_engine
 
             self._engine = build_engine(self.config.model.path or None, self.config.distributed)
         return self._engine
@@ -233,13 +233,12 @@ class _Resources:
             self._sandbox = Sandbox(workers=s.workers or None, timeout_s=s.timeout_s, memory_mb=s.memory_mb)
         return self._sandbox
 
-    def remote(self) -> Any:
-        p = self.config.proposer
-        if p.base_url and self._remote is None:
-            from coevolve.engine.openai_client import OpenAIGenerator
+    def endpoint(self) -> Any:
+        if self._endpoint is None:
+            from coevolve.engine.openai_client import open_endpoint
 
-            self._remote = OpenAIGenerator(p.base_url, p.model, api_key_env=p.api_key_env, concurrency=p.concurrency)
-        return self._remote
+            self._endpoint = open_endpoint(self.config.endpoint)
+        return self._endpoint
 
     def close(self) -> None:
         if self._sandbox is not None:
@@ -259,7 +258,7 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> di
     engine = resources.engine()
     bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
     loop = SearchLoop(config, store, engine, resources.sandbox(), get_task(config.run.task),
-                      remote=resources.remote(), on_progress=bar.update_from)
+                      endpoint=resources.endpoint(), on_progress=bar.update_from)
     try:
         return loop.run()
     finally:

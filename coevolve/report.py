@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from coevolve.base.errors import UsageError
 from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
-from coevolve.config import build_config, read_toml
+from coevolve.base.config import build_config, read_toml
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_reduction, summarise

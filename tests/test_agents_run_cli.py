@@ -8,7 +8,7 @@ import pytest
 
 from coevolve.agents.runconfig import AgentRunFile
 from coevolve.cli import main
-from coevolve.config import as_dict, dump_toml, load_config
+from coevolve.base.config import as_dict, dump_toml, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_EXAMPLES = ["sudoku_esopt", "sudoku_trace2skill", "sudoku_esopt_trace2skill", "math_esopt"]

@@ -16,7 +16,7 @@ import pytest
 from coevolve.base.errors import UsageError
 from coevolve.compare import (CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs,
                               run_comparison, score_files)
-from coevolve.config import build_config
+from coevolve.base.config import build_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,7 +207,7 @@ def test_small_real_comparison(tmp_path, engine):
 def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
     """No engine is started when every run is finished; each best.py is scored once."""
     from coevolve.compare import run_config
-    from coevolve.config import as_dict, dump_toml
+    from coevolve.base.config import as_dict, dump_toml
     from coevolve.runstore import atomic_write_json, atomic_write_text
     from tasks.registry import get_task
 

@@ -11,7 +11,7 @@ import pytest
 
 from coevolve.base.errors import UsageError
 from coevolve.compare import CompareConfig, planned_runs, run_config
-from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.report import render, render_comparison
 from coevolve.runstore import atomic_write_json, atomic_write_text
 

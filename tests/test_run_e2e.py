@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 

@@ -9,7 +9,7 @@ import random
 import networkx as nx
 import pytest
 
-from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.loop import SearchLoop
 from coevolve.search.methods import make_method, planned_es_generations
@@ -131,14 +131,14 @@ def test_resume_refuses_a_log_from_another_config(tmp_path):
         SearchLoop(other, RunStore.open(tmp_path / "r"), FakeEngine(), FakeEvaluator(), FakeTask()).run()
 
 
-def test_remote_proposer_serves_base_requests_and_the_engine_perturbed_ones(tmp_path):
+def test_endpoint_serves_base_requests_and_the_engine_perturbed_ones(tmp_path):
     config = make_config("eoh+esopt", 20)
-    config.proposer.base_url, config.proposer.model = "http://127.0.0.1:1/v1", "remote-model"
+    config.endpoint.base_url, config.endpoint.model = "http://127.0.0.1:1/v1", "endpoint-model"
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
-    engine, remote = FakeEngine(), FakeEngine()
-    SearchLoop(config, store, engine, FakeEvaluator(), FakeTask(), remote=remote).run()
+    engine, endpoint = FakeEngine(), FakeEngine()
+    SearchLoop(config, store, engine, FakeEvaluator(), FakeTask(), endpoint=endpoint).run()
     candidates = read_jsonl(store.candidates_path)
     kinds = [c["model_state"]["kind"] for c in candidates]
-    assert sum(remote.calls) == kinds.count("remote") > 0
+    assert sum(endpoint.calls) == kinds.count("endpoint") > 0
     assert sum(engine.calls) == kinds.count("perturbed") > 0
-    assert {c["model_state"].get("model") for c in candidates if c["model_state"]["kind"] == "remote"} == {"remote-model"}
+    assert {c["model_state"].get("model") for c in candidates if c["model_state"]["kind"] == "endpoint"} == {"endpoint-model"}

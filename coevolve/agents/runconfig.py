@@ -1,5 +1,5 @@
 """The `coevolve run` config for agent tasks (sudoku, sudoku9, react_math):
-one dataclass per TOML section, each with its rules, read by coevolve.config.
+one dataclass per TOML section, each with its rules, read by coevolve.base.config.
 
 ```toml
 [run]      method = "esopt" | "trace2skill" | "esopt+trace2skill", task, budget (training episodes), seed, out
@@ -19,8 +19,8 @@ from typing import Any
 
 from coevolve.agents.es_agent import METHODS, AgentRunConfig
 from coevolve.agents.skills import Skill, SkillError, load_skill
-from coevolve.config import config_error, one_of, require
-from coevolve.distributed import DistributedSection
+from coevolve.base.config import config_error, one_of, require
+from coevolve.base.sections import DistributedSection
 from coevolve.engine.base import Sampling
 from coevolve.search.runconfig import ModelSection, ProposerSection
 

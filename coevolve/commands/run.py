@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coevolve.base.errors import UsageError
-from coevolve.config import as_dict, build_config, dump_toml, load_config, read_toml
+from coevolve.base.config import as_dict, build_config, dump_toml, load_config, read_toml
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import RunConfig
 
@@ -109,24 +109,20 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
-    """Build the engine, sandbox and proposer, then run the loop."""
-    from coevolve.distributed import build_engine
+    """Build the engine, sandbox and endpoint, then run the loop."""
+    from coevolve.engine.openai_client import open_endpoint
+    from coevolve.engine.pool import build_engine
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
     from coevolve.search.progress import progress_bar
 
-    remote = None
-    if config.proposer.base_url:
-        from coevolve.engine.openai_client import OpenAIGenerator
-
-        remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
-                                 api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
+    endpoint = open_endpoint(config.endpoint)
     engine = build_engine(config.model.path or None, config.distributed)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
                      memory_mb=config.sandbox.memory_mb) as sandbox:
-            loop = SearchLoop(config, store, engine, sandbox, task, remote=remote,
+            loop = SearchLoop(config, store, engine, sandbox, task, endpoint=endpoint,
                               on_progress=bar.update_from if bar else None)
             return loop.run()
     finally:
@@ -163,7 +159,7 @@ def execute_agent(config: AgentRunFile, store: RunStore, task: Any = None, engin
                                   api_key_env=config.teacher.api_key_env, concurrency=config.teacher.concurrency)
     own_engine = engine is None
     if own_engine:
-        from coevolve.distributed import build_engine
+        from coevolve.engine.pool import build_engine
 
         engine = build_engine(config.model.path or None, config.distributed)
     try:

@@ -160,7 +160,7 @@ class Engine:
 
     def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
         """Each job under its own perturbation, one member after another. Engine
-        pools (coevolve.distributed) offer the same call across engines."""
+        pools (coevolve.engine.pool) offer the same call across engines."""
         return generate_members_sequentially(self, jobs)
 
     def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None:

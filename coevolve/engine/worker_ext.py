@@ -16,7 +16,7 @@ import hashlib
 
 import torch
 
-from coevolve.es import noise
+from coevolve.base import noise
 
 
 def _keep_weights_dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
