@@ -97,15 +97,12 @@ class CompareConfig(SearchSections):
 
 def _task_or_error(name: str, field_name: str) -> Any:
     from coevolve.base.config import config_error
-    from tasks.registry import get_task
+    from tasks.registry import UnknownTask, heuristic_task
 
     try:
-        task = get_task(name)
-    except KeyError as exc:
-        raise config_error(field_name, exc.args[0]) from None
-    if not hasattr(task, "template"):
-        raise config_error(field_name, "is not a heuristic-design task (no template to evolve)", name)
-    return task
+        return heuristic_task(name)
+    except UnknownTask as exc:
+        raise config_error(field_name, str(exc)) from None
 
 
 def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
@@ -251,13 +248,13 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> di
     """One run through the search loop; the shared engine leaves it with the
     checkpoint's weights, whatever ES did to them."""
     from coevolve.search.loop import SearchLoop
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     from coevolve.search.progress import progress_bar
 
     engine = resources.engine()
     bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
-    loop = SearchLoop(config, store, engine, resources.sandbox(), get_task(config.run.task),
+    loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
                       endpoint=resources.endpoint(), on_progress=bar.update_from)
     try:
         return loop.run()
@@ -317,10 +314,10 @@ class LimitedTask:
 
     def __init__(self, base_name: str, limit: int) -> None:
         from tasks.base import SeededSets
-        from tasks.registry import get_task
+        from tasks.registry import heuristic_task
 
         self.base_name, self.limit = base_name, limit
-        self._task = get_task(base_name)
+        self._task = heuristic_task(base_name)
         sets = getattr(self._task, "_sets", None)
         if not isinstance(sets, SeededSets):
             raise ValueError(f"task {base_name} has no seeded instance sets to cut; use test.limit = 0")
@@ -351,9 +348,9 @@ class _FirstOf:
 def limits_apply(task_name: str) -> bool:
     """Whether test.limit can cut this task's sets (ASP's 'set' is one setting)."""
     from tasks.base import SeededSets
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
-    return isinstance(getattr(get_task(task_name), "_sets", None), SeededSets)
+    return isinstance(getattr(heuristic_task(task_name), "_sets", None), SeededSets)
 
 
 def file_digest(text: str) -> str:
@@ -364,13 +361,13 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
     """Test scores of (code, task name, split, size) jobs, in order: the objective
     (or the typed failure) from the sandbox, the set's reference and the gap."""
     from tasks.base import gap
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     tasks: dict[str, Any] = {}
 
     def task_for(name: str) -> Any:
         if name not in tasks:
-            tasks[name] = LimitedTask(name, limit) if limit and limits_apply(name) else get_task(name)
+            tasks[name] = LimitedTask(name, limit) if limit and limits_apply(name) else heuristic_task(name)
         return tasks[name]
 
     results = sandbox.evaluate_many([(code, task_for(name), split, size) for code, name, split, size in jobs])

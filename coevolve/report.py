@@ -70,11 +70,11 @@ def _mean_std(values: Iterable[float | None]) -> dict:
 def aggregate(config: CompareConfig, records: list[dict]) -> list[dict]:
     """Per task, budget and test set: one row per method (mean ± std over seeds),
     then one Δ row per method pair present."""
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     rows: list[dict] = []
     for task_name in config.compare.tasks:
-        sets = scored_sets(config, get_task(task_name))
+        sets = scored_sets(config, heuristic_task(task_name))
         for budget in config.compare.budgets:
             for split, size in sets:
                 by_method: dict[str, dict] = {}
@@ -235,9 +235,9 @@ def ledger_table(config: CompareConfig, records: list[dict]) -> str:
 def plot_progress(config: CompareConfig, records: list[dict], task_name: str, budget: int, path: Path) -> Path:
     """Best-so-far training objective vs evaluations: per method the mean over
     seeds, shaded ± one std (from the evaluation where some seed has a valid candidate)."""
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
-    direction = get_task(task_name).direction
+    direction = heuristic_task(task_name).direction
     curves, bands = {}, {}
     for method in _ordered_methods(config.compare.methods):
         runs = [r["summary"] for r in records
@@ -301,7 +301,7 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], records: list[dict
 # --------------------------------------------------------------- rendering
 def render_comparison(root: str | Path) -> dict[str, Path]:
     """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     root = Path(root)
     config, records = collect(root)
@@ -312,7 +312,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         for budget in config.compare.budgets:
             plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
                                                        root / "plots" / f"progress-{task_name}-b{budget}.png")
-        for split, size in scored_sets(config, get_task(task_name)):
+        for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
                 config, rows, records, task_name, split, size, root / "plots" / f"test-{task_name}-{split}{size}.png")
 
@@ -337,7 +337,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         parts += [f"Test sets cut to their first {t.limit} instances (test.limit; the reference is "
                   "computed on the same cut sets): numbers are not the paper's full-set numbers.", ""]
     for task_name in c.tasks:
-        task = get_task(task_name)
+        task = heuristic_task(task_name)
         parts += [f"## {task_name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
         references = {(r["split"], r["size"]): (r["reference"], r.get("reference_kind"))
                       for rec in records if rec["task"] == task_name for r in rec["scores"].values()}

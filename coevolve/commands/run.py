@@ -94,12 +94,12 @@ def handle(args: argparse.Namespace) -> int:
         if config_class(read_toml(args.config), overrides) is not RunConfig:
             return handle_agent(args, overrides)
     config, store, resuming = resolve_config(args)
-    from tasks.registry import get_task
+    from tasks.registry import UnknownTask, heuristic_task
 
     try:
-        task = get_task(config.run.task)
-    except KeyError as exc:
-        raise UsageError(f"config error: run.task: {exc.args[0]}") from None
+        task = heuristic_task(config.run.task)
+    except UnknownTask as exc:
+        raise UsageError(f"config error: run.task: {exc}") from None
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
           file=sys.stderr, flush=True)

@@ -281,7 +281,7 @@ class SearchLoop:
         began = time.perf_counter()
         split, size = self.task.train
         fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None]
-        scored = self.evaluator.evaluate_many([(c.code, self.task.name, split, size) for c in fresh]) if fresh else []
+        scored = self.evaluator.evaluate_many([(c.code, self.task, split, size) for c in fresh]) if fresh else []
         by_id = {}
         for c, r in zip(fresh, scored):
             objective = getattr(r, "objective", None)
