@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from coevolve.base.errors import UsageError
 from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
 from coevolve.base.config import build_config, read_toml
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_reduction, summarise
 
@@ -383,6 +383,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     summary = _load_json(store.path("summary.json"))
     if summary is None:
         raise UsageError(f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
+    if "eval_first" in summary:  # an agent run (written with or without "kind")
+        return render_agent_run(store, summary)
     direction = summary["train"]["direction"]
     plot = plot_best_so_far({summary["method"]: [tuple(p) for p in summary["best_so_far"]]},
                             store.path("progress.png"), budget=summary["budget"],
@@ -402,6 +404,30 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                          f"{fmt_number(s['reference'])} | {gap} | {s['failure'] or ''} |")
         parts.append("")
     parts.append("![best so far](progress.png)")
+    atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
+    return {"report.md": store.path("report.md"), "progress.png": plot}
+
+
+def render_agent_run(store: RunStore, summary: dict) -> dict[str, Path]:
+    """An agent run: the table `coevolve run` prints and the held-out reward per
+    round (from eval.jsonl, which runs before events.jsonl also wrote)."""
+    from coevolve.agents.es_agent import summary_rows
+
+    evals = read_jsonl(store.path("eval.jsonl"))
+    curve = [(e["episodes_used"], e["mean_reward"]) for e in evals]
+    plot = plot_best_so_far({summary["method"]: curve}, store.path("progress.png"),
+                            budget=summary["ledger"]["budget"],
+                            title=f"{summary['task']}, {summary['method']}, seed {summary.get('seed', '?')}",
+                            ylabel="held-out mean reward (higher is better)")
+    rows = [*summary_rows(summary), ("run directory", str(store.dir))]
+    width = max(len(k) for k, _ in rows)
+    parts = [f"# Agent run: {summary['method']} on {summary['task']}", "", "```",
+             *(f"{k:<{width}}  {v}" for k, v in rows), "```", "",
+             "Budget: training episodes, one ledger charge per episode; held-out evaluation is not charged.", "",
+             "| round | episodes | held-out mean reward | skills |", "|---|---|---|---|"]
+    parts += [f"| {e['round']} | {e['episodes_used']} | {e['mean_reward']:.3f} | {', '.join(e.get('skills', [])) or '-'} |"
+              for e in evals]
+    parts += ["", "![held-out reward](progress.png)"]
     atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
     return {"report.md": store.path("report.md"), "progress.png": plot}
 

@@ -46,6 +46,14 @@ AGENT_TASKS: dict[str, AgentEntry] = {
 }
 
 
+class TaskOptionError(ValueError):
+    """An option the agent task's factory does not take."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"task.{option} {problem}")
+        self.option, self.problem = option, problem
+
+
 class UnknownTask(KeyError):
     """A task name that no registry (of the asked kind) holds; the message lists the known ones."""
 
@@ -101,7 +109,7 @@ def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callab
     for key in kwargs:
         if accepted is not None and key not in accepted:
             known = ", ".join(sorted(k for k in accepted if k != "tool")) or "none"
-            raise ValueError(f"task.{key} is not an option of {name} (its options: {known})")
+            raise TaskOptionError(key, f"is not an option of {name} (its options: {known})")
     if entry.python_tool and tool is not None:
         kwargs["tool"] = tool
     return factory(**kwargs)

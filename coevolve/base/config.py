@@ -60,6 +60,10 @@ def _coerce(value: Any, tp: Any, field: str) -> Any:
         (item_type, *_) = typing.get_args(tp) or (Any,)
         items = [_coerce(v, item_type, f"{field}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise config_error(field, "must be a table", value)
+        return dict(value)
     if tp is Any:
         return value
     if tp is bool:
