@@ -76,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
     began = time.monotonic()
     workers = min(len(sizes), args.workers) if args.workers else None
     with Sandbox(workers=workers, timeout_s=args.timeout, memory_mb=args.memory_mb) as sandbox:
-        results = sandbox.evaluate_many([(code, task.name, split, size) for size in sizes])
+        results = sandbox.evaluate_many([(code, task, split, size) for size in sizes])
 
     header = f"{'size':>6}  {'objective':>12}  {'reference':>12}  {'gap':>8}  {'valid':>11}  {'seconds':>8}"
     print(header)
