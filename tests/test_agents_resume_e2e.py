@@ -6,16 +6,14 @@ tiny (4x4 sudoku with one masked cell, 8-token actions) for 2 CPU cores."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import sigkill_after
 from coevolve.runstore import RunStore, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,17 +69,8 @@ def test_agent_run_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path)
     assert rounds == 4 and expected["es"]["updates"] == 4
 
     killed = _coevolve(str(path), "--out", str(tmp_path / "killed"))
-    events = tmp_path / "killed" / "events.jsonl"
-    wait_for = random.Random().randint(1, rounds - 1)
-    deadline = time.time() + 600
-    while time.time() < deadline and killed.poll() is None:
-        if events.exists() and sum(1 for e in read_jsonl(events) if e["type"] == "round") >= wait_for:
-            break
-        time.sleep(0.1)
-    time.sleep(random.Random().uniform(0, 1.5))  # land somewhere inside the next round
-    assert killed.poll() is None, "the run ended before it could be killed"
-    os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait()
+    # kill at a random point after the engine is up and the first round is logged
+    sigkill_after(killed, tmp_path / "killed" / "events.jsonl", "round", random.Random().randint(1, rounds - 1), 1.5)
     assert not (tmp_path / "killed" / "summary.json").exists()
 
     resumed = _coevolve("--resume", str(tmp_path / "killed"))
