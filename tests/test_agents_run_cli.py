@@ -144,3 +144,23 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
     print_agent_table(summary, store)
     table = capsys.readouterr().out
     assert "esopt" in table and "4 / 4" in table and str(run_dir) in table and summary["checksum"] in table
+
+
+def test_report_renders_an_agent_run_written_before_events(tmp_path, capsys):
+    """The layout agent runs had before the shared run machinery: config.toml
+    with [teacher], summary.json without "kind", eval.jsonl."""
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    (run_dir / "config.toml").write_text('[run]\ntask = "sudoku"\n[task]\nmasked = 0\n[teacher]\nbase_url = ""\n')
+    evals = [{"round": 0, "episodes_used": 0, "mean_reward": 0.0, "skills": [], "seconds": 1.0},
+             {"round": 2, "episodes_used": 128, "mean_reward": 0.25, "skills": ["distilled"], "seconds": 9.0}]
+    (run_dir / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    (run_dir / "summary.json").write_text(json.dumps({
+        "method": "trace2skill", "task": "sudoku", "rounds": 2,
+        "ledger": {"budget": 128, "used": 128, "outcomes": {"failed": 128}},
+        "eval_first": evals[0], "eval_last": evals[1], "best_eval_reward": 0.25,
+        "skill": str(run_dir / "skills" / "distilled"), "config": {}, "seconds": 10.0}))
+    assert main(["report", str(run_dir)]) == 0
+    text = (run_dir / "report.md").read_text()
+    assert "| 2 | 128 | 0.250 | distilled |" in text and "128 / 128" in text
+    assert (run_dir / "progress.png").stat().st_size > 0
