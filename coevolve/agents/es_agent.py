@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories, mean_metrics, mean_reward, rollout,
                                      save_trajectories)
 from coevolve.agents.runconfig import AgentRunConfig
-from coevolve.agents.skills import Skill, load_skill, write_skill
+from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.trace2skill import distill
 from coevolve.base.config import as_dict
 from coevolve.base.errors import UsageError
