@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except UsageError as exc:
+    except UsageError as exc:  # CorruptFileError and ConfigError included
         print(f"coevolve {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

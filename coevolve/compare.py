@@ -15,6 +15,9 @@ Layout of a comparison directory:
         ... + test.json          its test scores (keyed by best.py's hash)
     report.md, table.csv, runs.csv, results.json, plots/*.png   (coevolve.report)
 
+The plan (config, run list, structural matching) lives in coevolve.plan; the
+`coevolve compare` command runs this module, then renders with coevolve.report.
+
 Resumable: a finished run (its events end with `end`) is skipped, a killed one
 is resumed from its events, and test scores are reused while best.py and the
 test settings are unchanged.
@@ -22,143 +25,18 @@ test settings are unchanged.
 
 from __future__ import annotations
 
-import dataclasses
-
 import hashlib
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.errors import UsageError
-from coevolve.base.config import as_dict, build_config, dump_toml, one_of, read_toml, require
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
-from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
-
-COMPARE_CONFIG = "compare.toml"
-TEST_SCORES = "test.json"
-
-# The test sets the paper's Table 5 reports; other tasks default to every size of the split.
-PAPER_TEST_SIZES = {"tsp_construct": [50, 100], "kp_construct": [100], "asp": [15]}
-
-
-@dataclass
-class CompareSection:
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    tasks: list[str] = field(default_factory=lambda: ["tsp_construct"])
-    budgets: list[int] = field(default_factory=lambda: [1000, 2000])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    out: str = ""  # empty: runs/compare-<time>
-
-    def check(self, name: str) -> None:
-        for key in ("methods", "tasks", "budgets", "seeds"):
-            values = getattr(self, key)
-            require(len(values) >= 1, f"{name}.{key}", "must list at least one value", values)
-            require(len(set(values)) == len(values), f"{name}.{key}", "must not repeat a value", values)
-        for method in self.methods:
-            one_of(method, METHODS, f"{name}.methods")
-        for budget in self.budgets:
-            require(budget >= 1, f"{name}.budgets", "must all be >= 1", self.budgets)
-        for seed in self.seeds:
-            require(seed >= 0, f"{name}.seeds", "must all be >= 0", self.seeds)
-
-
-@dataclass
-class HoldoutSection:
-    """[test]: the held-out sets each run's best heuristic is scored on."""
-
-    split: str = "test"
-    sizes: list[int] = field(default_factory=list)  # empty: PAPER_TEST_SIZES, else every size of the split
-    limit: int = 0  # score the first `limit` instances of each set; 0: all of them (the paper's sets)
-    timeout_s: float = 1800.0  # per scored file and set: full test sets are 1000 instances
-    workers: int = 0  # 0: the sandbox's default (one per core)
-    memory_mb: int = 4096  # as `coevolve eval`
-
-    def check(self, name: str) -> None:
-        require(bool(self.split), f"{name}.split", "must not be empty")
-        require(self.limit >= 0, f"{name}.limit", "must be >= 0 (0: every instance)", self.limit)
-        require(self.timeout_s > 0, f"{name}.timeout_s", "must be > 0", self.timeout_s)
-        require(self.workers >= 0, f"{name}.workers", "must be >= 0", self.workers)
-        require(self.memory_mb >= 64, f"{name}.memory_mb", "must be >= 64", self.memory_mb)
-
-
-@dataclass
-class CompareConfig(SearchSections):
-    """[compare] and [test], plus the run sections every run shares."""
-
-    compare: CompareSection = field(default_factory=CompareSection)
-    test: HoldoutSection = field(default_factory=HoldoutSection)
-
-    def check(self) -> None:
-        for index, name in enumerate(self.compare.tasks):
-            task = _task_or_error(name, f"compare.tasks[{index}]")
-            scored_sets(self, task)  # every task must have the test sets asked for
-
-
-def _task_or_error(name: str, field_name: str) -> Any:
-    from coevolve.base.config import config_error
-    from tasks.registry import UnknownTask, heuristic_task
-
-    try:
-        return heuristic_task(name)
-    except UnknownTask as exc:
-        raise config_error(field_name, str(exc)) from None
-
-
-def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
-    """The (split, size) sets a task's best heuristics are scored on."""
-    from coevolve.base.config import config_error
-
-    split = config.test.split
-    available = task.splits()
-    if split not in available:
-        raise config_error("test.split", f"is not a split of task {task.name} (splits: {', '.join(available)})",
-                           split)
-    sizes = available[split]
-    if config.test.sizes:
-        chosen = [s for s in config.test.sizes if s in sizes]
-        if not chosen:
-            raise config_error("test.sizes", f"has none of task {task.name}'s {split} sizes {sizes}",
-                               config.test.sizes)
-    else:
-        chosen = [s for s in PAPER_TEST_SIZES.get(task.name, sizes) if s in sizes] or sizes
-    return [(split, size) for size in chosen]
-
-
-def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
-    raw = read_toml(path)
-    if out is not None:
-        compare = raw.setdefault("compare", {})
-        if not isinstance(compare, dict):
-            raise UsageError("config error: compare must be a table")
-        compare["out"] = out
-    return build_config(CompareConfig, raw)
-
-
-# ----------------------------------------------------------------- the plan
-@dataclass(frozen=True)
-class RunSpec:
-    task: str
-    method: str
-    budget: int
-    seed: int
-
-    def directory(self, root: Path) -> Path:
-        return root / "runs" / self.task / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
-
-
-def planned_runs(config: CompareConfig) -> list[RunSpec]:
-    """Seeds outermost: a comparison stopped early already holds every method on the first seeds."""
-    c = config.compare
-    return [RunSpec(task, method, budget, seed)
-            for seed in c.seeds for task in c.tasks for budget in c.budgets for method in c.methods]
-
-
-def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConfig:
-    run = RunSection(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
-    run.check("run")
-    shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(SearchSections)}
-    return RunConfig(run=run, **shared)
+from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, CompareConfig, CompareSection,  # noqa: F401
+                           HoldoutSection, RunSpec, baseline_directory, check_structure, load_compare_config, planned_runs, run_config,
+                           run_state, scored_sets, _task_or_error)
+from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.search.runconfig import RunConfig
 
 
 def _settings(config: RunConfig) -> dict:
@@ -178,15 +56,6 @@ def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
         elif left != right:
             return f"{prefix}{key} ({left!r} there, {right!r} here)"
     return ""
-
-
-def run_state(directory: Path) -> str:
-    """"new", "partial" (started, not ended) or "finished"."""
-    store = RunStore(directory)
-    if not store.config_path.exists():
-        return "new"
-    ended = any(e.get("type") == "end" for e in read_jsonl(store.events_path))
-    return "finished" if ended and store.path("summary.json").exists() else "partial"
 
 
 def open_or_create(config: RunConfig, directory: Path) -> tuple[RunStore, RunConfig]:
@@ -269,12 +138,14 @@ Progress = Callable[[str], None]
 
 def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = None,
                    log: Progress = print) -> Path:
-    """Run every planned run (skipping finished ones), score each best heuristic
-    on the test sets, and render the report. Returns the comparison directory.
+    """Run every planned run (skipping finished ones) and score each best
+    heuristic on the test sets; `coevolve.report.render_comparison` renders
+    the result. Returns the comparison directory. Refuses (before anything
+    runs) arms that are not structurally matched, unless allowed.
     `engine`: an already started engine to use (it is reset after ES runs and
     not closed); None starts the configured model when a run needs it."""
-    from coevolve.report import render_comparison
-
+    for difference in check_structure(config):
+        log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
@@ -298,7 +169,6 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     finally:
         resources.close()
     score_comparison(config, root, log=log)
-    render_comparison(root)
     return root
 
 
@@ -394,18 +264,25 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
 
 
 def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress = print) -> None:
-    """Write test.json in every finished run whose scores are missing or stale."""
+    """Write test.json in every finished run whose scores are missing or stale,
+    and in baselines/<task>/ for the task's template: the starting point every
+    run had, which the report compares each run's best with."""
     root = Path(root)
     settings = {"split": config.test.split, "sizes": config.test.sizes, "limit": config.test.limit}
-    pending: list[tuple[Path, str, list[tuple[str, int]], str]] = []
+    entries: list[tuple[Path, str, str | None, str]] = []  # directory, task, code, what the code is
     for spec in planned_runs(config):
         directory = spec.directory(root)
-        if run_state(directory) != "finished":
-            continue
-        sets = scored_sets(config, _task_or_error(spec.task, "compare.tasks"))
-        best = directory / "best.py"
-        code = best.read_text(encoding="utf-8") if best.exists() else None
-        wanted = {"file": "best.py" if code is not None else None,
+        if run_state(directory) == "finished":
+            best = directory / "best.py"
+            entries.append((directory, spec.task, best.read_text(encoding="utf-8") if best.exists() else None,
+                            "best.py"))
+    for task in config.compare.tasks:
+        entries.append((baseline_directory(root, task), task, _task_or_error(task, "compare.tasks").template,
+                        "template"))
+    pending: list[tuple[Path, str, list[tuple[str, int]], str, str]] = []
+    for directory, task, code, what in entries:
+        sets = scored_sets(config, _task_or_error(task, "compare.tasks"))
+        wanted = {"file": what if code is not None else None,
                   "sha256": None if code is None else file_digest(code), "settings": settings,
                   "sets": [list(s) for s in sets]}
         previous = _read_json(directory / TEST_SCORES)
@@ -414,11 +291,12 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
         if code is None:  # no valid heuristic in training: nothing to score
             atomic_write_json(directory / TEST_SCORES, {**wanted, "scores": []})
             continue
-        pending.append((directory, spec.task, sets, code))
+        pending.append((directory, task, sets, code, what))
     if not pending:
         return
-    jobs = [(code, task, split, size) for _, task, sets, code in pending for split, size in sets]
-    log(f"scoring {len(pending)} best heuristics on {len(jobs)} test sets"
+    jobs = [(code, task, split, size) for _, task, sets, code, _ in pending for split, size in sets]
+    runs = sum(1 for *_, what in pending if what == "best.py")
+    log(f"scoring {runs} best heuristics and {len(pending) - runs} task templates on {len(jobs)} test sets"
         + (f" (first {config.test.limit} instances each)" if config.test.limit else ""))
     from coevolve.sandbox import Sandbox
 
@@ -426,11 +304,13 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     with Sandbox(workers=t.workers or None, timeout_s=t.timeout_s, memory_mb=t.memory_mb) as sandbox:
         scores = score_files(jobs, t.limit, sandbox)
     position = 0
-    for directory, _, sets, code in pending:
+    for directory, _, sets, code, what in pending:
         mine, position = scores[position:position + len(sets)], position + len(sets)
         atomic_write_json(directory / TEST_SCORES, {
-            "file": "best.py", "sha256": file_digest(code), "settings": settings,
+            "file": what, "sha256": file_digest(code), "settings": settings,
             "sets": [list(s) for s in sets], "scores": mine})
+        if what == "template":
+            atomic_write_text(directory / "template.py", code)
 
 
 def _read_json(path: Path) -> dict | None:

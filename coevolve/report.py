@@ -10,22 +10,22 @@ row: the relative gap reduction of the +ESOpt variant over its base method.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from coevolve.base.errors import UsageError
-from coevolve.compare import COMPARE_CONFIG, TEST_SCORES, CompareConfig, planned_runs, run_state, scored_sets
 from coevolve.base.config import build_config, read_toml
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, read_jsonl
+from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
+from coevolve.base.errors import UsageError
+from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
+                           run_state, scored_sets, structural_differences)
+from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_reduction, summarise
 
 METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
-PAIRS = [("sample", "sample+esopt"), ("eoh", "eoh+esopt")]
 
 BUDGET_STATEMENT = (
     "Every run has the same budget of {budget} evaluations, counted by one ledger "
@@ -47,6 +47,7 @@ def _load_json(path: Path) -> dict | None:
 
 def collect(root: Path) -> tuple[CompareConfig, list[dict]]:
     """The comparison's config and one record per planned run, from its files."""
+    root = Path(root)
     if not (root / COMPARE_CONFIG).exists():
         raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
     config = build_config(CompareConfig, read_toml(root / COMPARE_CONFIG))
@@ -56,10 +57,85 @@ def collect(root: Path) -> tuple[CompareConfig, list[dict]]:
         state = run_state(directory)
         summary = _load_json(directory / "summary.json") if state == "finished" else None
         tests = _load_json(directory / TEST_SCORES) if state == "finished" else None
+        best = directory / "best.py"
         records.append({"task": spec.task, "method": spec.method, "budget": spec.budget, "seed": spec.seed,
                         "dir": str(directory.relative_to(root)), "state": state, "summary": summary,
-                        "scores": {(s["split"], s["size"]): s for s in (tests or {}).get("scores", [])}})
+                        "scores": {(s["split"], s["size"]): s for s in (tests or {}).get("scores", [])},
+                        "best_is": starting_point(best.read_text(encoding="utf-8"), spec.task)
+                        if state == "finished" and best.exists() else None})
     return config, records
+
+
+def baselines(config: CompareConfig, root: Path) -> dict[tuple[str, str, int], float]:
+    """The task template's test objective per (task, split, size), where scored."""
+    found = {}
+    for task in config.compare.tasks:
+        tests = _load_json(baseline_directory(root, task) / TEST_SCORES) or {}
+        for s in tests.get("scores", []):
+            if s.get("objective") is not None:
+                found[(task, s["split"], s["size"])] = s["objective"]
+    return found
+
+
+def _function_shape(code: str, name: str) -> str | None:
+    """The named function's AST without its docstring: equal for programs that
+    differ only in comments, docstrings and layout."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]
+            return ast.dump(ast.Module(body=body, type_ignores=[]), annotate_fields=False)
+    return None
+
+
+def starting_point(code: str, task_name: str) -> str | None:
+    """"template" when `code` is the task's template function (up to comments,
+    docstring and layout), "seed" when it is one of the task's seed heuristics
+    (a task's optional `seeds`), else None."""
+    from tasks.registry import heuristic_task
+
+    task = heuristic_task(task_name)
+    mine = _function_shape(code, task.function_name)
+    if mine is None:
+        return None
+    if mine == _function_shape(task.template, task.function_name):
+        return "template"
+    if any(mine == _function_shape(seed, task.function_name) for seed in getattr(task, "seeds", None) or ()):
+        return "seed"
+    return None
+
+
+def at_template(record: dict, split: str, size: int, template: float | None) -> bool:
+    """Whether a run's best is, or scores exactly as, the task's starting point."""
+    if record["best_is"] is not None:
+        return True
+    score = record["scores"].get((split, size))
+    objective = score and score.get("objective")
+    return template is not None and objective is not None and abs(objective - template) <= 1e-9 * max(1.0, abs(template))
+
+
+def verdict(base: dict, variant: dict) -> dict:
+    """Can the two arms be told apart on this set? Only when their mean test
+    objectives differ by more than the larger of their seeds' standard deviations."""
+    a, b = base["objective"], variant["objective"]
+    if a["mean"] is None or b["mean"] is None:
+        return {"distinct": None, "why": "a method has no scored heuristic"}
+    difference = abs(a["mean"] - b["mean"])
+    if a["std"] is None or b["std"] is None:
+        return {"distinct": None, "difference": difference,
+                "why": "fewer than two scored seeds in an arm: no spread to judge by"}
+    spread = max(a["std"], b["std"])
+    return {"distinct": difference > spread, "difference": difference, "spread": spread,
+            "why": (f"the means differ by {fmt_number(difference)}, "
+                    f"{'more' if difference > spread else 'no more'} than the seeds' spread ({fmt_number(spread)})")}
 
 
 # ----------------------------------------------------------------- tables
@@ -67,9 +143,11 @@ def _mean_std(values: Iterable[float | None]) -> dict:
     return summarise(list(values)).to_dict()
 
 
-def aggregate(config: CompareConfig, records: list[dict]) -> list[dict]:
+def aggregate(config: CompareConfig, records: list[dict],
+              template: dict[tuple[str, str, int], float] | None = None) -> list[dict]:
     """Per task, budget and test set: one row per method (mean ± std over seeds),
-    then one Δ row per method pair present."""
+    then one Δ row per method pair present, with whether the pair can be told apart."""
+    template = template or {}
     from tasks.registry import heuristic_task
 
     rows: list[dict] = []
@@ -92,6 +170,10 @@ def aggregate(config: CompareConfig, records: list[dict]) -> list[dict]:
                         "train_valid_rate": _mean_std(r["summary"]["valid_rate"] for r in done),
                         "train_best": _mean_std((r["summary"].get("best") or {}).get("objective") for r in done),
                         "instances": max((s["instances"] for s in scores if s), default=None),
+                        "at_template": sum(1 for r in done if at_template(r, split, size,
+                                                                         template.get((task_name, split, size)))),
+                        "best_is_template": sum(1 for r in done if r["best_is"] == "template"),
+                        "dirs": [r["dir"] for r in mine],
                     }
                     by_method[method] = row
                     rows.append(row)
@@ -101,7 +183,8 @@ def aggregate(config: CompareConfig, records: list[dict]) -> list[dict]:
                                      "size": size, "method": f"{base} -> {variant}", "base": base,
                                      "variant": variant,
                                      "delta": gap_reduction(by_method[base]["gap"]["mean"],
-                                                            by_method[variant]["gap"]["mean"])})
+                                                            by_method[variant]["gap"]["mean"]),
+                                     **verdict(by_method[base], by_method[variant])})
     return rows
 
 
@@ -113,7 +196,7 @@ def run_rows(records: list[dict]) -> list[dict]:
         ledger = summary.get("ledger") or {}
         best = summary.get("best") or {}
         base = {"task": r["task"], "method": r["method"], "budget": r["budget"], "seed": r["seed"],
-                "state": r["state"], "dir": r["dir"], "evaluations": summary.get("evaluations"),
+                "state": r["state"], "dir": r["dir"], "best_is": r["best_is"], "evaluations": summary.get("evaluations"),
                 "valid": summary.get("valid"), "valid_rate": summary.get("valid_rate"),
                 "train_best": best.get("objective"), "llm_requests": ledger.get("llm_requests"),
                 "completion_tokens": ledger.get("completion_tokens"),
@@ -185,16 +268,28 @@ def _ordered_methods(methods: list[str]) -> list[str]:
     return order + [m for m in methods if m not in order]
 
 
-def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budget: int) -> str:
-    """The paper-style table of one task and budget: a row per method, each
-    +ESOpt variant followed by its Δ row against its base method."""
+def _links(dirs: list[str]) -> str:
+    return " ".join(f"[s{d.rsplit('-s', 1)[-1]}]({d}/)" for d in dirs)
+
+
+def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budget: int,
+                   template: dict[tuple[str, str, int], float] | None = None) -> str:
+    """The paper-style table of one task and budget: the task template (every
+    run's starting point), a row per method linking its runs, each +ESOpt variant
+    followed by its Δ row against its base method and whether the two can be told apart."""
+    template = template or {}
     mine = [r for r in rows if r["task"] == task_name and r["budget"] == budget]
     sets = list(dict.fromkeys((r["split"], r["size"]) for r in mine))
     header = ["Method"]
     for split, size in sets:
         header += [f"{split}{size} objective", f"{split}{size} gap"]
-    header += ["train valid rate", "runs with a heuristic"]
+    header += ["train valid rate", "runs with a heuristic", "best = template", "runs"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    if any((task_name, split, size) in template for split, size in sets):
+        cells = ["Task template (starting point)"]
+        for split, size in sets:
+            cells += [fmt_number(template.get((task_name, split, size))), ""]
+        lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
     methods = _ordered_methods(config.compare.methods)
     base_of = {variant: base for base, variant in PAIRS}
     for method in methods:
@@ -203,16 +298,55 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
         for s in sets:
             cells += [fmt_mean_std(per_set[s]["objective"]), fmt_mean_std(per_set[s]["gap"], percent=True)]
         first = per_set[sets[0]]
-        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), f"{first['with_heuristic']}/{first['runs']}"]
+        at = max(per_set[s]["at_template"] for s in sets)
+        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), f"{first['with_heuristic']}/{first['runs']}",
+                  f"{at}/{first['finished']}", _links(first["dirs"])]
         lines.append("| " + " | ".join(cells) + " |")
         if base_of.get(method) in methods:
-            deltas = {(r["split"], r["size"]): r["delta"] for r in mine
-                      if r["kind"] == "delta" and r["variant"] == method}
+            deltas = {(r["split"], r["size"]): r for r in mine if r["kind"] == "delta" and r["variant"] == method}
             cells = [f"Δ {_label(method)} vs {_label(base_of[method])}"]
             for s in sets:
-                cells += ["", fmt_delta(deltas.get(s))]
-            lines.append("| " + " | ".join(cells + ["", ""]) + " |")
+                d = deltas.get(s) or {}
+                told = {True: "", False: " (within the seeds' spread)", None: " (cannot judge)"}[d.get("distinct")]
+                cells += ["", fmt_delta(d.get("delta")) + told]
+            lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
     return "\n".join(lines)
+
+
+def conclusions(config: CompareConfig, rows: list[dict], records: list[dict],
+                template: dict[tuple[str, str, int], float], unmatched: list[str]) -> list[str]:
+    """What the comparison can and cannot conclude, in plain sentences."""
+    out = []
+    finished = [r for r in records if r["summary"] is not None]
+    for task_name in config.compare.tasks:
+        mine = [r for r in finished if r["task"] == task_name]
+        literal = [r for r in mine if r["best_is"] == "template"]
+        seeds = [r for r in mine if r["best_is"] == "seed"]
+        if literal:
+            out.append(f"{task_name}: {len(literal)} of {len(mine)} finished runs returned the task template itself "
+                       "as their best heuristic: they found nothing better than the starting point.")
+        if seeds:
+            out.append(f"{task_name}: {len(seeds)} of {len(mine)} finished runs returned one of the task's seed "
+                       "heuristics as their best.")
+        for split, size in list(dict.fromkeys(k[1:] for k in template if k[0] == task_name)):
+            same = [r for r in mine if r["best_is"] is None and at_template(r, split, size, template[(task_name, split, size)])]
+            if same:
+                out.append(f"{task_name} {split}{size}: {len(same)} more runs' best scores exactly what the template "
+                           f"scores ({fmt_number(template[(task_name, split, size)])}).")
+    for row in rows:
+        if row["kind"] != "delta":
+            continue
+        where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {row['task']} {row['split']}{row['size']} "
+                 f"at budget {row['budget']}")
+        if row["distinct"] is True:
+            out.append(f"{where}: the arms differ: {row['why']} (a few seeds; no significance test).")
+        else:
+            out.append(f"{where}: cannot be told apart: {row['why']}.")
+    if unmatched:
+        out.append("The +ESOpt arms are NOT structurally matched to their base methods (allowed knowingly with "
+                   "compare.allow_unmatched): " + "; ".join(unmatched) + ". Differences may come from the plans, "
+                   "not from ESOpt.")
+    return out
 
 
 def ledger_table(config: CompareConfig, records: list[dict]) -> str:
@@ -305,7 +439,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
 
     root = Path(root)
     config, records = collect(root)
-    rows = aggregate(config, records)
+    template = baselines(config, root)
+    rows = aggregate(config, records, template)
+    unmatched = structural_differences(config)
     written: dict[str, Path] = {}
     plots: dict[tuple, Path] = {}
     for task_name in config.compare.tasks:
@@ -333,6 +469,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              "Δ = (gap of the base method − gap of its +ESOpt variant) / gap of the base method, "
              "from the mean gaps: the share of the base method's gap that the variant closes.",
              ""]
+    verdicts = conclusions(config, rows, records, template, unmatched)
+    if verdicts:
+        parts += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
     if t.limit:
         parts += [f"Test sets cut to their first {t.limit} instances (test.limit; the reference is "
                   "computed on the same cut sets): numbers are not the paper's full-set numbers.", ""]
@@ -346,18 +485,20 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                 f"{split}{size} = {fmt_number(value)} ({kind or 'none'})"
                 for (split, size), (value, kind) in sorted(references.items())), ""]
         for budget in c.budgets:
-            parts += [f"### Budget {budget}", "", markdown_table(config, rows, task_name, budget), "",
+            parts += [f"### Budget {budget}", "", markdown_table(config, rows, task_name, budget, template), "",
                       f"![best so far]({plots[(task_name, budget)].relative_to(root)})", ""]
         for split, size in scored_sets(config, task):
             parts += [f"![test scores]({plots[(task_name, split, size)].relative_to(root)})", ""]
     parts += ["## What the budget bought", "", ledger_table(config, records), ""]
-    parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | directory |",
-              "|---|---|---|---|---|---|---|---|"]
+    parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | best is | directory |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         s = r["summary"] or {}
         valid = f"{s['valid']}/{s['evaluations']}" if s else "–"
         parts.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['seed']} | {r['state']} | "
-                     f"{valid} | {fmt_number((s.get('best') or {}).get('objective'))} | {r['dir']} |")
+                     f"{valid} | {fmt_number((s.get('best') or {}).get('objective'))} | "
+                     f"{'the task template' if r['best_is'] == 'template' else 'a seed heuristic' if r['best_is'] else ''}"
+                     f" | [{r['dir']}]({r['dir']}/) |")
     written["report.md"] = root / "report.md"
     atomic_write_text(written["report.md"], "\n".join(parts) + "\n")
     written["table.csv"] = root / "table.csv"
@@ -368,7 +509,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     atomic_write_json(written["results.json"], {
         "config": {"compare": vars(c), "test": vars(t)},
         "budget_counts": BUDGET_STATEMENT.format(budget="B"),
-        "rows": rows, "runs": run_rows(records)})
+        "rows": rows, "runs": run_rows(records), "conclusions": verdicts,
+        "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
+        "structurally_matched": not unmatched})
     for key, path in plots.items():
         written["plots/" + path.name] = path
     return written
@@ -377,8 +520,6 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
 def render_run(directory: str | Path) -> dict[str, Path]:
     """One run: progress.png again from summary.json, and report.md with its
     table (the one `coevolve run` prints) and any test scores."""
-    from coevolve.commands.run import print_table
-
     store = RunStore.open(directory)
     summary = _load_json(store.path("summary.json"))
     if summary is None:
@@ -390,11 +531,15 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             store.path("progress.png"), budget=summary["budget"],
                             title=f"{summary['task']}, {summary['method']}, seed {summary['seed']}",
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
-    table = io.StringIO()
-    with contextlib.redirect_stdout(table):
-        print_table(summary, store)
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
-             table.getvalue().rstrip(), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
+             run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
+    best = store.path("best.py")
+    found = starting_point(best.read_text(encoding="utf-8"), summary["task"]) if best.exists() else None
+    if found:
+        parts += [f"**This run's best heuristic is {'the task template' if found == 'template' else 'a seed heuristic'}"
+                  " itself: it found nothing better than its starting point.**", ""]
+    elif not best.exists():
+        parts += ["**This run produced no valid heuristic.**", ""]
     tests = _load_json(store.path(TEST_SCORES))
     if tests and tests.get("scores"):
         parts += ["| test set | instances | objective | reference | gap | failure |", "|---|---|---|---|---|---|"]
@@ -406,6 +551,31 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     parts.append("![best so far](progress.png)")
     atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
     return {"report.md": store.path("report.md"), "progress.png": plot}
+
+
+def run_table(summary: dict, directory: Path) -> str:
+    """The table `coevolve run` prints at the end of a run."""
+    best = summary.get("best") or {}
+    train = summary["train"]
+    ledger = summary["ledger"]
+    gap = best.get("gap")
+    rows = [
+        ("method", summary["method"]),
+        ("task", f"{summary['task']} ({train['split']}{train['size']}, {train['direction']})"),
+        ("evaluations", f"{summary['evaluations']} / {summary['budget']}"),
+        ("valid", f"{summary['valid']} ({summary['valid_rate']:.1%})"),
+        ("failures", ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "-"),
+        ("best objective", "-" if not best else f"{best['objective']:.6g} (candidate {best['id']}, {best['operator']})"),
+        ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
+        ("gap", "-" if gap is None else f"{gap:.2%}"),
+        ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "
+                         f"{ledger['completion_tokens']} completion tokens)"),
+    ]
+    if summary.get("es"):
+        rows.append(("ES updates", str(summary["es"]["updates"])))
+    rows.append(("run directory", str(directory)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
 
 
 def render_agent_run(store: RunStore, summary: dict) -> dict[str, Path]:

@@ -103,6 +103,9 @@ class CVRPACO:
         )
 
     def reference(self, split: str, size: int) -> Reference | None:
-        # No exact or near-optimal CVRP solver ships with the project (elkai
-        # solves TSPs only); HGS-CVRP or LKH-3's CVRP mode would be needed.
-        return None
+        from tasks.references import HGS_ITERATIONS, cached_values, checksum, hgs_cvrp_cost
+
+        data = self.instances(split, size).data
+        values = cached_values(f"{self.name}-{split}-{size}", data, lambda rows: hgs_cvrp_cost(rows, CAPACITY),
+                               f"{checksum(data)}-hgs{HGS_ITERATIONS}-cap{CAPACITY}")
+        return Reference(float(values.mean()), "best-known", f"PyVRP HGS-CVRP ({HGS_ITERATIONS} iterations, seed 0)")

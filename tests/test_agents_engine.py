@@ -36,8 +36,19 @@ def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
     assert engine.checksum() == before
     assert summary["rounds"] == 2 and summary["ledger"]["used"] == 16
     assert len(records) == 2
-    for record in records:
-        assert len(record["rewards"]) == 4 and all(0.0 <= r <= 1.0 for r in record["rewards"])
+    from coevolve.agents.rollout import load_trajectories
+
+    for index, record in enumerate(records):
+        # each member's fitness recomputed from its saved episodes: mean of reward + 0.5 x progress,
+        # so within [0, 1.5] (binary reward, progress in [0, 1])
+        played = load_trajectories(tmp_path / "trajectories" / f"round_{index:03d}.jsonl")
+        per_member: dict[int, list[float]] = {}
+        for t in played:
+            assert 0.0 <= t.metrics["progress"] <= 1.0 and t.reward in (0.0, 1.0)
+            per_member.setdefault(int(t.label.rsplit(" ", 1)[1]), []).append(t.reward + 0.5 * t.metrics["progress"])
+        assert sorted(per_member) == [0, 1, 2, 3] and all(len(v) == 2 for v in per_member.values())
+        assert record["rewards"] == pytest.approx([sum(v) / 2 for _, v in sorted(per_member.items())])
+        assert all(0.0 <= r <= 1.5 for r in record["rewards"])
         assert record["extra"]["episodes_used"] in (8, 16)
     # an update moves the weights exactly when the members' fitness differed
     checksums = [before] + [r["checksum"] for r in records]

@@ -30,7 +30,9 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[agent]\npopulation = 0\n', "agent.population must be >= 1 (got 0)"),
         ('[run]\ntask = "sudoku"\n[agent]\npopulation = 1\nbatch = 2\n', "agent.population must be >= 2 for esopt"),
         ('[run]\ntask = "sudoku"\n[agent]\nshaping = -1\n', "agent.shaping must be >= 0"),
-        ('[run]\ntask = "sudoku"\n[agent]\ntemperature = "hot"\n', "agent.temperature must be a number"),
+        ('[run]\ntask = "sudoku"\n[sampling]\ntemperature = "hot"\n', "sampling.temperature must be a number"),
+        ('[run]\ntask = "sudoku"\n[sampling]\ntop_p = 0\n', "sampling.top_p must be in (0, 1] (got 0.0)"),
+        ('[run]\ntask = "sudoku"\n[agent]\ntemperature = 1.0\n', "agent.temperature is not a known field"),
         ('[run]\ntask = "sudoku"\n[agent]\npatience = 3\n', "agent.patience is not a known field"),
         ('[run]\ntask = "sudoku"\n[es]\nsigma = 0\n', "es.sigma must be > 0"),
         ('[run]\ntask = "sudoku"\n[es]\nantithetic = true\n[agent]\npopulation = 3\n',
@@ -67,9 +69,10 @@ def test_bad_problems_file_is_a_config_error(tmp_path, capsys):
 
 
 def test_flags_choose_and_override_like_heuristic_runs(tmp_path, capsys):
-    # --task turns a heuristic example into an agent run, whose config has no [sampling]
+    # --task turns a heuristic example into an agent run, whose config has no [sample]
+    # (its [sampling] is the one both kinds of run share)
     rc = main(["run", str(ROOT / "examples" / "tsp_sample.toml"), "--task", "sudoku", "--out", str(tmp_path / "a")])
-    assert rc == 2 and "config error: sampling is not a known section" in capsys.readouterr().err
+    assert rc == 2 and "config error: sample is not a known section" in capsys.readouterr().err
     # --method is checked against the agent methods; --budget against one round
     example = str(ROOT / "examples" / "sudoku_esopt.toml")
     assert main(["run", example, "--method", "eoh+esopt", "--out", str(tmp_path / "b")]) == 2
@@ -122,7 +125,7 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
 
     monkeypatch.chdir(ROOT)
     overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
-                 "agent": {"population": 2, "batch": 2, "eval_cases": 2, "max_tokens": 8},
+                 "agent": {"population": 2, "batch": 2, "eval_cases": 2}, "sampling": {"max_tokens": 8},
                  "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3}}
     config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml", overrides)
     store = create_store(config)

@@ -126,8 +126,12 @@ def test_template_parameters():
 
 @pytest.mark.engine
 def test_embedded_model_outputs_never_break_extraction_or_scoring(engine):
-    """Real outputs of the embedded model: whatever it writes, extraction
-    gives a candidate or None and the sandbox a score or a typed failure."""
+    """Real outputs of the embedded model: every extracted candidate defines the
+    template's function with the template's parameters, and the sandbox's verdict
+    on it agrees with running the same code here, in this process."""
+    import ast
+    import signal
+
     from coevolve.engine.base import Sampling
     from tasks.registry import get_task
 
@@ -136,16 +140,45 @@ def test_embedded_model_outputs_never_break_extraction_or_scoring(engine):
               f"Then implement it in Python as a function named {task.function_name}, "
               f"with the same inputs and output as this template:\n```python\n{task.template}```\n"
               "Do not give additional explanations.")
-    completions = engine.chat([[{"role": "user", "content": prompt}]] * 4,
-                              Sampling(temperature=0.7, max_tokens=300), seeds=list(range(4)))
+    completions = engine.chat([[{"role": "user", "content": prompt}]] * 8,
+                              Sampling(temperature=0.7, max_tokens=300), seeds=list(range(8)))
     candidates = [extract(c.text, task.function_name, task.template) for c in completions]
     parsed = [c for c in candidates if c is not None]
+    assert parsed, "no sample gave code: the checks below would be vacuous"
+    wanted = template_parameters(task.template, task.function_name)
+    for candidate in parsed:
+        (fn,) = [n for n in ast.walk(ast.parse(candidate.code))
+                 if isinstance(n, ast.FunctionDef) and n.name == task.function_name]
+        assert [a.arg for a in fn.args.args] == list(wanted)
     with Sandbox(workers=2, timeout_s=20.0) as sandbox:
         results = sandbox.evaluate_many([(c.code, "tsp_construct", None, None) for c in parsed])
-    for result in results:
-        assert result.ok or result.failure is not None
+    instances = task.instances(*task.train)
+
+    def here(code: str) -> float | None:
+        """The objective from running the code in this process (None: it failed)."""
+        def expire(*_):
+            raise TimeoutError
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.alarm(20)
+        try:
+            namespace: dict = {}
+            exec(code, namespace)
+            return task.evaluate(namespace[task.function_name], instances)
+        except Exception:
+            return None
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
     tally = {"parse": len(candidates) - len(parsed)}
-    for result in results:
+    for candidate, result in zip(parsed, results):
         key = "ok" if result.ok else result.failure.value
         tally[key] = tally.get(key, 0) + 1
-    print("embedded model, 4 samples:", tally)
+        if key == "timeout":
+            continue
+        mine = here(candidate.code)
+        if result.ok:
+            assert mine == pytest.approx(result.objective, rel=1e-9), candidate.code
+        else:
+            assert mine is None, (result.failure, result.message, candidate.code)
+    print("embedded model, 8 samples:", tally)

@@ -29,9 +29,24 @@ class VectorEngine:
 
 
 def test_zscore_matches_the_papers_worked_example():
-    z = normalise([0.6, 0.3, 0.1])
-    assert z == pytest.approx([1.0596, -0.1325, -0.9272], abs=1e-3)
+    # The paper's worked example prints, from its rounded mean 0.33 and s_R ~ 0.25,
+    # R^ ~ (1.08, -0.12, -0.96). Our default (sample std) must land within that
+    # rounding (its -0.96 is itself 0.03 off its own inputs); the population std
+    # (0.2055) would give (1.30, -0.16, -1.14).
+    paper = [1.08, -0.12, -0.96]
+    assert normalise([0.6, 0.3, 0.1]) == pytest.approx(paper, abs=0.05)
+    assert normalise([0.6, 0.3, 0.1], ddof=0).tolist() != pytest.approx(paper, abs=0.05)
     assert normalise([2.0, 2.0, 2.0]).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_zscore_ddof0_is_the_reference_codes_population_std():
+    # The reference code z-scores with numpy's default std (ddof = 0): (r - mean) / (std + eps)
+    rewards = [0.4, -1.0, 0.1, 0.1]
+    mean = sum(rewards) / 4
+    std = (sum((r - mean) ** 2 for r in rewards) / 4) ** 0.5
+    assert normalise(rewards, ddof=0) == pytest.approx([(r - mean) / (std + 1e-8) for r in rewards])
+    with pytest.raises(ValueError, match="es.ddof"):
+        ESConfig(ddof=2)
 
 
 def test_rank_normalisation_is_centred_and_tie_aware():

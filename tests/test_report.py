@@ -118,3 +118,54 @@ def test_render_a_single_run_and_bad_directories(comparison, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="not a run directory"):
         render(tmp_path / "empty")
+
+
+def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart(tmp_path):
+    """The committed eoh vs eoh+esopt result's shape: every run's best is the task
+    template, so every test score equals the template's and the arms tie."""
+    from tasks.registry import get_task
+
+    config = build_config(CompareConfig, {
+        "compare": {"methods": ["eoh", "eoh+esopt"], "tasks": ["tsp_construct"], "budgets": [36],
+                    "seeds": [0, 1, 2]}, "test": {"sizes": [20]}})
+    root = tmp_path / "cmp"
+    atomic_write_text(root / "compare.toml", dump_toml(as_dict(config)))
+    template = get_task("tsp_construct").template
+    renamed = template.replace("distances", "d").replace('"""Choose', '"""Pick')  # same behaviour, other AST
+    for spec in planned_runs(config):
+        directory = spec.directory(root)
+        fake_run(directory, run_config(config, spec, directory), 6.9542)
+        atomic_write_text(directory / "best.py", "# best of ...\n" + (renamed if spec.seed == 2 else template))
+    baseline = root / "baselines" / "tsp_construct"
+    atomic_write_json(baseline / "test.json", {"file": "template", "scores": [{
+        "split": "test", "size": 20, "objective": 6.9542, "failure": None, "instances": 1000,
+        "reference": REFERENCE, "reference_kind": "best-known", "gap": (6.9542 - REFERENCE) / REFERENCE}]})
+    render_comparison(root)
+    report = (root / "report.md").read_text()
+    assert "4 of 6 finished runs returned the task template itself" in report
+    assert "2 more runs' best scores exactly what the template scores (6.9542)" in report
+    assert "EoH vs EoH+ESOpt on tsp_construct test20 at budget 36: cannot be told apart" in report
+    assert "| Task template (starting point) | 6.9542 |" in report
+    assert "+0.0% (within the seeds' spread)" in report
+    # every table row links to its runs
+    assert "[s0](runs/tsp_construct/eoh-b36-s0/) [s1](runs/tsp_construct/eoh-b36-s1/)" in report
+    assert "| 3/3 | [s0](runs/tsp_construct/eoh_esopt-b36-s0/)" in report
+    results = json.loads((root / "results.json").read_text())
+    (delta,) = [r for r in results["rows"] if r["kind"] == "delta"]
+    assert delta["distinct"] is False and results["structurally_matched"]
+    # `coevolve report RUN_DIR` says it too, for one run
+    render(root / "runs" / "tsp_construct" / "eoh-b36-s0")
+    assert "best heuristic is the task template itself" in (root / "runs/tsp_construct/eoh-b36-s0/report.md").read_text()
+    render(root / "runs" / "tsp_construct" / "eoh-b36-s2")  # the renamed copy: not literally the template
+    assert "task template itself" not in (root / "runs/tsp_construct/eoh-b36-s2/report.md").read_text()
+
+
+def test_report_says_when_the_arms_were_not_structurally_matched(comparison):
+    from coevolve.base.config import read_toml
+
+    config = build_config(CompareConfig, read_toml(comparison / "compare.toml"))
+    config.es.population, config.compare.allow_unmatched = 3, True
+    atomic_write_text(comparison / "compare.toml", dump_toml(as_dict(config)))
+    render_comparison(comparison)
+    report = (comparison / "report.md").read_text()
+    assert "NOT structurally matched" in report and "sample asks 10 i1 candidates, sample+esopt 3 i1" in report

@@ -142,3 +142,35 @@ def test_endpoint_serves_base_requests_and_the_engine_perturbed_ones(tmp_path):
     assert sum(endpoint.calls) == kinds.count("endpoint") > 0
     assert sum(engine.calls) == kinds.count("perturbed") > 0
     assert {c["model_state"].get("model") for c in candidates if c["model_state"]["kind"] == "endpoint"} == {"endpoint-model"}
+
+
+@pytest.mark.parametrize("method", ["sample+esopt", "eoh+esopt"])
+def test_paper_reward_is_what_the_loop_feeds_es(tmp_path, method):
+    """reward.kind = "paper" wired through the loop: each update's rewards are the
+    reference formulas applied to that step's candidates, recomputed here from
+    candidates.jsonl and the population snapshots."""
+    from coevolve.search.reward import paper_eoh_rewards, paper_sample_rewards
+
+    raw = {"run": {"method": method, "task": "fake", "budget": 40, "seed": 3},
+           "eoh": {"population": 4, "offspring": 4, "init_in_budget": False},
+           "sample": {"batch": 5, "population": 4},
+           "es": {"sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1, "ddof": 0}, "reward": {"kind": "paper"}}
+    config = build_config(RunConfig, raw)
+    summary, engine, _ = run(tmp_path / "r", config)
+    assert summary["evaluations"] == 40 + (4 if method == "eoh+esopt" else 0) and summary["outside_budget"] in (0, 4)
+    d = tmp_path / "r"
+    candidates = {c["id"]: c for c in read_jsonl(d / "candidates.jsonl")}
+    history = read_jsonl(d / "history.jsonl")
+    assert history and all(len(h["rewards"]) in (4, 5) for h in history)  # directions follow the plan
+    for record in history:
+        step = record["extra"]["step"]
+        mine = [c for c in candidates.values() if c["step"] == step]
+        objectives = [c["objective"] for c in mine]
+        if method == "sample+esopt":
+            expected = paper_sample_rewards(objectives, "min")
+        else:
+            before = json.loads((d / "population" / f"gen_{step - 1:04d}.json").read_text())["population"]
+            best_parent = [min(candidates[p]["objective"] for p in c["parents"]) for c in mine]
+            expected = paper_eoh_rewards(objectives, best_parent, [m["objective"] for m in before], "min")
+        assert record["rewards"] == pytest.approx(expected)
+        assert [c["reward"] for c in mine] == pytest.approx(expected)

@@ -92,7 +92,7 @@ def test_method_plans():
     sample = make_method(config("sample", sample={"batch": 7}))
     assert [(s.operator, s.count, s.perturbed) for s in itertools.islice(sample.plan(), 2)] == [("i1", 7, False)] * 2
     ses = make_method(config("sample+esopt", es={"population": 4, "proposals_per_member": 2}))
-    assert next(ses.plan()) == type(next(ses.plan()))("i1", 8, True)
+    assert next(ses.plan()) == type(next(ses.plan()))("i1", 8, True, 1)
     eoh = make_method(config("eoh", eoh={"population": 5, "offspring": 3, "operators": ["e1", "m3"]}))
     assert [(s.operator, s.count, s.perturbed) for s in itertools.islice(eoh.plan(), 4)] == [
         ("i1", 5, False), ("e1", 3, False), ("m3", 3, False), ("e1", 3, False)]

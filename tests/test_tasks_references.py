@@ -100,8 +100,44 @@ def test_task_references_on_small_sets(tmp_path, monkeypatch):
     greedy = kp.evaluate(namespace["select_next_item"], kp.instances("train", 100))
     assert 0 < gap(greedy, exact.value, "max") < 0.02  # ratio-greedy is within 2% of optimal
 
-    assert get_task("cvrp_aco").reference("test", 50) is None
+    cvrp = get_task("cvrp_aco")
+    hgs = cvrp.reference("train", 50)  # 5 HGS solves, cached like the TSP references
+    assert hgs.kind == "best-known" and "PyVRP" in hgs.source
+    assert (tmp_path / "references" / "cvrp_aco-train-50.json").exists()
+    namespace = {}
+    exec(cvrp.template, namespace)
+    aco = cvrp.evaluate(namespace["heuristics"], cvrp.instances("train", 50))
+    assert 0 < gap(aco, hgs.value, "min") < 1.0  # the template's short ACO is worse than HGS (66% here)
     assert get_task("bpp_aco").reference("train", 120).kind == "bound"
+
+
+def _cvrp_optimum(rows: np.ndarray, capacity: int) -> float:
+    """Brute force: every visiting order, each split optimally into capacity-feasible routes."""
+    demands, coords = rows[:, 0], rows[:, 1:]
+    d = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
+    best = math.inf
+    for order in itertools.permutations(range(1, len(rows))):
+        cost = [0.0] + [math.inf] * len(order)  # cost[j]: best split of the first j customers
+        for i in range(len(order)):
+            load, length = 0.0, 0.0
+            for j in range(i, len(order)):
+                load += demands[order[j]]
+                if load > capacity:
+                    break
+                length = length + (d[0, order[j]] if j == i else d[order[j - 1], order[j]])
+                cost[j + 1] = min(cost[j + 1], cost[i] + length + d[order[j], 0])
+        best = min(best, cost[-1])
+    return best
+
+
+def test_hgs_cvrp_is_optimal_on_small_instances():
+    from tasks.references import hgs_cvrp_cost
+
+    rng = np.random.default_rng(7)
+    for capacity in (10, 15, 40):
+        rows = np.column_stack([rng.integers(1, 10, 7).astype(float), rng.random((7, 2))])
+        rows[0, 0] = 0.0  # the depot
+        assert hgs_cvrp_cost(rows, capacity) == pytest.approx(_cvrp_optimum(rows, capacity), abs=1e-5)
 
 
 def test_checksum_matches_the_notes_convention():

@@ -29,7 +29,6 @@ trajectories/round_NNN.{md,jsonl}, skills/<name>/SKILL.md and summary.json.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -40,9 +39,10 @@ from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.trace2skill import distill
 from coevolve.base.config import as_dict
+from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.base.errors import UsageError
 from coevolve.engine.base import Generator, WeightEngine
-from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
+from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
 
 EVENT_VERSION = 1
@@ -198,7 +198,7 @@ class _AgentRun:
                 # common random numbers: every member samples with the same
                 # seeds, so fitness differences come from the weights alone
                 with engine.perturbed(member.seed, member.sigma):
-                    played = rollout(engine, self.task, cases, config.sampling(),
+                    played = rollout(engine, self.task, cases, config.sampling,
                                      seed=derive_seed(config.run.seed, index),
                                      label=f"round {index} member {member.index}", **common)
                 trajectories += played
@@ -207,7 +207,7 @@ class _AgentRun:
             # the same number of episodes as an ES generation: each case
             # played `population` times with different sampling seeds
             for repeat in range(config.agent.population):
-                played = rollout(engine, self.task, cases, config.sampling(),
+                played = rollout(engine, self.task, cases, config.sampling,
                                  seed=derive_seed(config.run.seed, index, repeat),
                                  label=f"round {index} repeat {repeat}", **common)
                 trajectories += played
@@ -242,7 +242,7 @@ class _AgentRun:
         self.evals.append(record)
         self.progress.eval_reward = record["mean_reward"]
         # derived from the events: rewritten whole, so a resumed run holds each evaluation once
-        atomic_write_text(self.store.path("eval.jsonl"), "".join(_json_line(e) for e in self.evals))
+        atomic_write_jsonl(self.store.path("eval.jsonl"), self.evals)
 
     def _report(self) -> None:
         if self.on_progress is not None:
@@ -329,6 +329,3 @@ def _check_logged(store: RunStore, index: int, logged: dict, members: Sequence[A
         raise RuntimeError(f"{store.events_path}: round {index} does not replay the same ES members; "
                            "the run directory was changed or written by another version")
 
-
-def _json_line(record: dict) -> str:
-    return json.dumps(record) + "\n"

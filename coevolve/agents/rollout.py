@@ -9,12 +9,12 @@ is reproducible, and episodes differ from each other.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from coevolve.agents.skills import Skill, inject_skills
+from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
 from coevolve.engine.base import Generator, Message, Sampling
 
 
@@ -159,8 +159,8 @@ def save_trajectories(trajectories: Sequence[Trajectory], path_stem: str | Path,
     stem.parent.mkdir(parents=True, exist_ok=True)
     jsonl = stem.with_suffix(".jsonl")
     markdown = stem.with_suffix(".md")
-    _write_atomic(jsonl, "".join(json.dumps(t.to_dict()) + "\n" for t in trajectories))
-    _write_atomic(markdown, to_markdown(trajectories, title))
+    atomic_write_jsonl(jsonl, (t.to_dict() for t in trajectories))
+    atomic_write_text(markdown, to_markdown(trajectories, title))
     return jsonl, markdown
 
 
@@ -170,18 +170,9 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
     files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
     out = []
     for file in files:
-        for number, line in enumerate(file.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
+        for number, data in enumerate(read_jsonl(file), start=1):
             try:
-                data = json.loads(line)
                 out.append(Trajectory.from_dict(data))
-            except (json.JSONDecodeError, TypeError) as exc:
+            except (TypeError, AttributeError) as exc:
                 raise ValueError(f"{file}:{number}: not a trajectory record ({exc})") from None
     return out
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

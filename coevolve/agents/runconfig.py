@@ -6,7 +6,8 @@ itself (as trl's trainers take their config): no runtime copy of its fields.
 ```toml
 [run]      method = "esopt" | "trace2skill" | "esopt+trace2skill", task, budget (training episodes), seed, out
 [task]     options of the task's factory, e.g. masked (sudoku), turns / problems_file (react_math)
-[agent]    population, batch, eval_cases, eval_every, sampling, shaping, ...
+[agent]    population, batch, eval_cases, eval_every, eval_temperature, shaping, ...
+[sampling] temperature, top_p, top_k, max_tokens (per turn) of the training rollouts
 [es]       sigma, sigma_end, schedule, alpha, generations (0: as many as the budget pays), ...
 [skills]   paths = ["skills/sudoku-basics"]: seed skills always in the system prompt
 [endpoint] base_url, model: an OpenAI-compatible endpoint that distils skills (default: the engine);
@@ -17,6 +18,7 @@ itself (as trl's trainers take their config): no runtime copy of its fields.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -54,22 +56,17 @@ class AgentSection:
     skill_every: int = 2  # esopt+trace2skill: ES generations between skill updates
     skill_name: str = "distilled"
     skill_successes: int = 2
-    temperature: float = 0.7  # training rollouts; held-out evaluation uses eval_temperature
-    top_p: float = 1.0
-    max_tokens: int = 24  # per turn
-    eval_temperature: float = 0.0
+    eval_temperature: float = 0.0  # held-out evaluation; training rollouts sample as [sampling] says
     history_turns: int | None = None  # keep only the last k (action, observation) pairs in the prompt
     # fitness = mean(reward + shaping x progress); 0 is the paper's binary reward
     shaping: float = 0.0
 
     def check(self, name: str) -> None:
-        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every", "max_tokens"):
+        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every"):
             require(getattr(self, key) >= 1, f"{name}.{key}", "must be >= 1", getattr(self, key))
         require(self.skill_successes >= 0, f"{name}.skill_successes", "must be >= 0", self.skill_successes)
         require(bool(self.skill_name), f"{name}.skill_name", "must not be empty")
-        require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
         require(self.eval_temperature >= 0, f"{name}.eval_temperature", "must be >= 0", self.eval_temperature)
-        require(0 < self.top_p <= 1, f"{name}.top_p", "must be in (0, 1]", self.top_p)
         if self.history_turns is not None:
             require(self.history_turns >= 0, f"{name}.history_turns", "must be >= 0", self.history_turns)
         require(self.shaping >= 0, f"{name}.shaping", "must be >= 0", self.shaping)
@@ -117,6 +114,8 @@ class AgentRunConfig:
     # (what configs written before the registry took options said)
     task: dict[str, Any] = field(default_factory=dict)
     agent: AgentSection = field(default_factory=AgentSection)
+    # training rollouts; max_tokens is per turn (a Sudoku move is a few tokens)
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, top_p=1.0, max_tokens=24))
     es: AgentEsSection = field(default_factory=AgentEsSection)
     skills: SkillsSection = field(default_factory=SkillsSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
@@ -151,13 +150,9 @@ class AgentRunConfig:
 
     # ------------------------------------------------------------ builders
 
-    def sampling(self) -> Sampling:
-        a = self.agent
-        return Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens)
-
     def eval_sampling(self) -> Sampling:
-        a = self.agent
-        return Sampling(temperature=a.eval_temperature, top_p=a.top_p, max_tokens=a.max_tokens)
+        """Held-out evaluation: [sampling] at agent.eval_temperature (greedy by default)."""
+        return dataclasses.replace(self.sampling, temperature=self.agent.eval_temperature)
 
     def es_config(self) -> Any:
         """The ESConfig for ES methods, else None."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from coevolve.base.durable import atomic_write_text
+
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -104,9 +106,7 @@ def write_skill(folder: str | Path, description: str, body: str, max_lines: int 
     if problems:
         raise SkillError(f"{folder}: refusing to write an invalid SKILL.md: " + "; ".join(problems))
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "SKILL.md.tmp"
-    tmp.write_text(skill.text())
-    tmp.replace(folder / "SKILL.md")
+    atomic_write_text(folder / "SKILL.md", skill.text())
     return Skill(skill.name, skill.description, skill.body, path=folder)
 
 

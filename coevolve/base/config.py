@@ -87,8 +87,10 @@ def _coerce(value: Any, tp: Any, field: str) -> Any:
     raise TypeError(f"config field {field}: unsupported annotation {tp!r}")
 
 
-def build_section(cls: type[T], table: Any, name: str) -> T:
-    """One `[name]` table -> a `cls` instance; runs `cls.check(name)` when defined."""
+def build_section(cls: type[T], table: Any, name: str, defaults: Any = None) -> T:
+    """One `[name]` table -> a `cls` instance; runs `cls.check(name)` when defined.
+    `defaults`: an instance whose values stand in for keys the table leaves out
+    (the holding config's own defaults for a shared section); else the class's."""
     if not isinstance(table, dict):
         raise config_error(name, "must be a table", table)
     hints = typing.get_type_hints(cls)
@@ -97,8 +99,12 @@ def build_section(cls: type[T], table: Any, name: str) -> T:
         if key not in known:
             raise config_error(f"{name}.{key}", f"is not a known field (known: {', '.join(sorted(known))})")
     values = {key: _coerce(value, hints[key], f"{name}.{key}") for key, value in table.items()}
+    if defaults is not None:
+        values = {**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)}, **values}
     try:
         section = cls(**values)
+    except ValueError as exc:  # a section that validates itself on construction (e.g. Sampling)
+        raise UsageError(f"config error: {exc}") from None
     except TypeError as exc:  # a required field is missing
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
                    and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
@@ -107,7 +113,10 @@ def build_section(cls: type[T], table: Any, name: str) -> T:
         raise config_error(name, str(exc)) from None
     check = getattr(section, "check", None)
     if check is not None:
-        check(name)
+        try:
+            check(name)
+        except ValueError as exc:
+            raise UsageError(f"config error: {exc}") from None
     return section
 
 
@@ -127,7 +136,8 @@ def build_config(cls: type[T], raw: dict[str, Any]) -> T:
             continue
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp):
-            values[f.name] = build_section(tp, raw[f.name], f.name)
+            defaults = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+            values[f.name] = build_section(tp, raw[f.name], f.name, defaults)
         else:
             values[f.name] = _coerce(raw[f.name], tp, f.name)
     config = cls(**values)
@@ -181,8 +191,16 @@ def load_config(cls: type[T], path: str | Path, overrides: dict[str, dict[str, A
 
 
 def as_dict(config: Any) -> dict[str, Any]:
-    """A config (or section) as plain dicts and lists, ready for JSON or TOML."""
-    return dataclasses.asdict(config)
+    """A config (or section) as plain dicts and lists (tuples too become lists),
+    ready for JSON or TOML and equal to what a JSON round trip gives back."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(dataclasses.asdict(config))
 
 
 def _toml_value(value: Any, where: str) -> str:

@@ -10,3 +10,8 @@ class UsageError(Exception):
 
 class ConfigError(UsageError):
     """A config field that fails its rules; the message names the field."""
+
+
+class CorruptFileError(UsageError, ValueError):
+    """A durable file (coevolve.base.durable) damaged beyond a torn last line;
+    the message names file and line. A ValueError too, for callers that parse."""

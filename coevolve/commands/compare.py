@@ -1,28 +1,73 @@
-"""`coevolve compare CONFIG.toml [--out DIR]`: run a budget-matched comparison
-(methods × tasks × budgets × seeds), score each run's best heuristic on the
-test sets and write the report. Rerunning it continues where it stopped."""
+"""`coevolve compare CONFIG.toml [--out DIR] [--plan] [--allow-unmatched]`: run a
+budget-matched comparison (methods × tasks × budgets × seeds), score each run's
+best heuristic on the test sets and write the report. Rerunning it continues
+where it stopped. `--plan` prints what would run, and checks that each +ESOpt
+arm spends its evaluations as its base method does, without running anything."""
 
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compare", help="budget-matched method comparison with test scores, tables and plots",
                               description=__doc__)
-    p.add_argument("config", help="comparison TOML (see examples/compare_*.toml and docs/compare.md)")
+    p.add_argument("config", help="comparison TOML (see examples/paper/, examples/compare_*.toml, docs/compare.md)")
     p.add_argument("--out", help="comparison directory (default: compare.out, else runs/compare-<time>)")
+    p.add_argument("--plan", action="store_true", help="print each arm's plan and the structural check; run nothing")
+    p.add_argument("--allow-unmatched", action="store_true",
+                   help="compare +ESOpt arms with base methods whose plans differ (the report says so)")
     p.set_defaults(handler=handle)
 
 
+def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
+                       log: Callable[[str], None] = print) -> Path:
+    """Run and score the comparison, then render its report."""
+    from coevolve.compare import run_comparison
+    from coevolve.report import render_comparison
+
+    root = run_comparison(config, root, engine=engine, log=log)
+    render_comparison(root)
+    return root
+
+
+def print_plan(config: Any) -> None:
+    from coevolve.plan import arm_plan, planned_runs, structural_differences
+    from coevolve.search.methods import format_plan
+
+    c = config.compare
+    print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
+          f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
+    for task in c.tasks:
+        for budget in c.budgets:
+            for method in c.methods:
+                print()
+                print(format_plan(arm_plan(config, task, method, budget)))
+    differences = structural_differences(config)
+    print()
+    if differences:
+        print("structural check: NOT matched" + (" (allowed)" if c.allow_unmatched else ""))
+        for difference in differences:
+            print(f"  {difference}")
+    else:
+        print("structural check: every +ESOpt arm spends the same evaluations per generation and per operator "
+              "as its base method")
+
+
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.compare import load_compare_config, run_comparison
+    from coevolve.plan import load_compare_config
 
     config = load_compare_config(args.config, args.out)
+    if args.allow_unmatched:
+        config.compare.allow_unmatched = True
+    if args.plan:
+        print_plan(config)
+        return 0
     out = config.compare.out or str(Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
-    root = run_comparison(config, out)
+    root = compare_and_report(config, out)
     print(f"report: {root / 'report.md'}")
     return 0

@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run in DIR (a killed or finished run, heuristic or agent)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--plan", action="store_true",
+                   help="heuristic runs: print the plan (steps, operators, evaluations, ES updates) and exit")
     p.set_defaults(handler=handle)
 
 
@@ -88,6 +90,8 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.plan:
+        return handle_plan(args)
     config, store, resuming = resolve_config(args)
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
@@ -104,6 +108,23 @@ def handle(args: argparse.Namespace) -> int:
     else:
         summary = execute_agent(config, store, progress=not args.no_progress, resuming=resuming)
         print_agent_table(summary, store)
+    return 0
+
+
+def handle_plan(args: argparse.Namespace) -> int:
+    """Print the plan of a heuristic run without creating its directory."""
+    from coevolve.search.methods import format_plan, run_plan
+
+    if args.resume:
+        path, overrides = RunStore.open(args.resume).config_path, {}
+    elif args.config:
+        path, overrides = args.config, overrides_from(args)
+    else:
+        raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
+    if config_class(read_toml(path), overrides) is not RunConfig:
+        raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
+                         "episodes per round until run.budget is spent")
+    print(format_plan(run_plan(load_config(RunConfig, path, overrides))))
     return 0
 
 
@@ -171,25 +192,6 @@ def print_agent_table(summary: dict, store: RunStore) -> None:
 
 
 def print_table(summary: dict, store: RunStore) -> None:
-    best = summary.get("best") or {}
-    train = summary["train"]
-    ledger = summary["ledger"]
-    gap = best.get("gap")
-    rows = [
-        ("method", summary["method"]),
-        ("task", f"{summary['task']} ({train['split']}{train['size']}, {train['direction']})"),
-        ("evaluations", f"{summary['evaluations']} / {summary['budget']}"),
-        ("valid", f"{summary['valid']} ({summary['valid_rate']:.1%})"),
-        ("failures", ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "-"),
-        ("best objective", "-" if not best else f"{best['objective']:.6g} (candidate {best['id']}, {best['operator']})"),
-        ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
-        ("gap", "-" if gap is None else f"{gap:.2%}"),
-        ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "
-                         f"{ledger['completion_tokens']} completion tokens)"),
-    ]
-    if summary.get("es"):
-        rows.append(("ES updates", str(summary["es"]["updates"])))
-    rows.append(("run directory", str(store.dir)))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    from coevolve.report import run_table
+
+    print(run_table(summary, store.dir))

@@ -11,23 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ContextManager, Protocol, Sequence, runtime_checkable
 
+from coevolve.base.sampling import Sampling  # noqa: F401  (re-exported: the generator's per-call settings)
+
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
-
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 512
-    stop: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
-        if self.max_tokens < 1:
-            raise ValueError(f"sampling.max_tokens must be >= 1, got {self.max_tokens}")
 
 
 @dataclass

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from coevolve.base.durable import atomic_path
+
 
 def _source_shapes(model_dir: Path) -> dict[str, list[int]]:
     from safetensors import safe_open
@@ -46,7 +48,8 @@ def export_checkpoint(
     for item in source.iterdir():
         if item.is_file() and item.suffix != ".safetensors" and item.name != "model.safetensors.index.json":
             shutil.copy2(item, out_dir / item.name)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(out_dir / "model.safetensors"))
+    with atomic_path(out_dir / "model.safetensors") as tmp:  # never half a weights file
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
     return out_dir
 
 

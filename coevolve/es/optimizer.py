@@ -31,6 +31,7 @@ class ESConfig:
     alpha: float = 5e-4
     generations: int = 10
     normalise: str = "zscore"  # "zscore" | "rank"
+    ddof: int = 1  # z-score std: 1 = sample std (the paper's worked example), 0 = population std (its code)
     antithetic: bool = False
     seed: int = 0
     epsilon: float = 1e-8
@@ -45,6 +46,7 @@ class ESConfig:
             (math.isfinite(self.alpha) and self.alpha > 0, f"es.alpha must be > 0 (got {self.alpha})"),
             (self.generations >= 1, f"es.generations must be >= 1 (got {self.generations})"),
             (self.normalise in ("zscore", "rank"), f"es.normalise must be 'zscore' or 'rank' (got {self.normalise!r})"),
+            (self.ddof in (0, 1), f"es.ddof must be 0 or 1 (got {self.ddof})"),
             (not self.antithetic or self.population % 2 == 0,
              f"es.population must be even with antithetic pairs (got {self.population})"),
         ]
@@ -69,16 +71,17 @@ def sigma_at(cfg: ESConfig, generation: int) -> float:
     return cfg.sigma_end + 0.5 * (cfg.sigma - cfg.sigma_end) * (1 + math.cos(math.pi * t))
 
 
-def normalise(rewards: Sequence[float], method: str = "zscore", epsilon: float = 1e-8) -> np.ndarray:
-    """The one reward normaliser. Equal rewards carry no direction: all zeros."""
+def normalise(rewards: Sequence[float], method: str = "zscore", epsilon: float = 1e-8, ddof: int = 1) -> np.ndarray:
+    """The one reward normaliser. Equal rewards carry no direction: all zeros.
+    `ddof` picks the z-score's std: 1 (sample std, the paper's worked example)
+    or 0 (population std, what the paper's code computes)."""
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 1 or r.size < 2:
         raise ValueError(f"need at least 2 rewards, got {r.size}")
     if not np.all(np.isfinite(r)):
         raise ValueError(f"rewards must be finite, got {r.tolist()}")
     if method == "zscore":
-        # sample std (ddof=1), as in the paper's worked example
-        std = r.std(ddof=1)
+        std = r.std(ddof=ddof)
         if std == 0:
             return np.zeros_like(r)
         return (r - r.mean()) / (std + epsilon)
@@ -124,7 +127,7 @@ class ESOpt:
     ) -> dict[str, Any]:
         if len(rewards) != len(members):
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
-        z = normalise(rewards, self.cfg.normalise, self.cfg.epsilon)  # raises before any change
+        z = normalise(rewards, self.cfg.normalise, self.cfg.epsilon, self.cfg.ddof)  # raises before any change
         coefficients = [float(zi) * (1.0 if m.sigma > 0 else -1.0) for zi, m in zip(z, members)]
         seeds = [m.seed for m in members]
         started = time.time()

@@ -31,11 +31,13 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.engine.base import Completion, Generator, MemberJob, Sampling, WeightEngine
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.ledger import Ledger
-from coevolve.search.methods import Method, StepSpec, make_method, members_for, planned_es_generations
+from coevolve.search.methods import (Method, StepSpec, es_directions, make_method, members_for, outside_budget,
+                                     planned_es_generations)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, Population
 from coevolve.search.prompts import operator_messages
-from coevolve.search.reward import candidate_reward, median, member_rewards
+from coevolve.search.reward import (candidate_reward, median, member_rewards, paper_eoh_rewards,
+                                    paper_sample_rewards)
 from coevolve.search.runconfig import RunConfig
 
 EVENT_VERSION = 1
@@ -102,9 +104,10 @@ class SearchLoop:
         started = time.perf_counter()
         cfg = self.config
         self.method: Method = make_method(cfg)
-        self.ledger = Ledger(cfg.run.budget)
+        self.ledger = Ledger(cfg.run.budget + outside_budget(cfg))
         pop_size = cfg.sample.population if cfg.run.method.startswith("sample") else cfg.eoh.population
-        self.population = Population(pop_size, self.task.direction)
+        self.population = Population(pop_size, self.task.direction, decimals=cfg.eoh.dedup_decimals,
+                                     with_replacement=cfg.eoh.parents_with_replacement)
         self.candidates: list[Candidate] = []
         self.code_seen: dict[str, Candidate] = {}
         self.progress = Progress()
@@ -114,8 +117,7 @@ class SearchLoop:
         events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
         self._check_start(events)
-        sampling = Sampling(temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
-                            max_tokens=cfg.sampling.max_tokens, stop=tuple(cfg.sampling.stop))
+        sampling = cfg.sampling
         with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log:
             if not events:
                 event_log.append({"type": "start", "version": EVENT_VERSION, "config": as_dict(cfg)})
@@ -142,10 +144,13 @@ class SearchLoop:
         from coevolve.es import ESConfig, ESOpt
 
         cfg = self.config
-        generations = planned_es_generations(self.method, cfg.run.budget, cfg.es.proposals_per_member)
-        es_cfg = ESConfig(population=cfg.es.population, sigma=cfg.es.sigma, sigma_end=cfg.es.sigma_end,
+        budget = cfg.run.budget + outside_budget(cfg)
+        generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
+        population = cfg.es.population or max(es_directions(self.method, budget, cfg.es.proposals_per_member), 2)
+        es_cfg = ESConfig(population=population, sigma=cfg.es.sigma, sigma_end=cfg.es.sigma_end,
                           schedule=cfg.es.schedule, alpha=cfg.es.alpha, generations=max(generations, 1),
-                          normalise=cfg.es.normalise, antithetic=cfg.es.antithetic, seed=cfg.run.seed)
+                          normalise=cfg.es.normalise, ddof=cfg.es.ddof, antithetic=cfg.es.antithetic,
+                          seed=cfg.run.seed)
         history = self.store.history_path
         if history.exists() and history.stat().st_size > 0:
             return ESOpt.resume(es_cfg, history, self.engine)
@@ -222,7 +227,7 @@ class SearchLoop:
     def _messages(self, request: Request) -> list[dict]:
         t = self.task
         return operator_messages(request.operator, t.description, t.template, t.function_name, t.direction,
-                                 request.parents)
+                                 request.parents, show_scores=self.config.eoh.show_scores)
 
     def _generate(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
         began = time.perf_counter()
@@ -324,16 +329,29 @@ class SearchLoop:
 
     def _rewards(self, step: int, candidates: list[Candidate], requests: list[Request], members: list[dict]) -> dict:
         direction = self.task.direction
-        population_ref = median([m.objective for m in self.population.members])
-        step_ref = median([c.objective for c in candidates if c.valid])
-        rewards = []
-        for candidate, request in zip(candidates, requests):
-            if request.parents:
-                reference = sum(p.objective for p in request.parents) / len(request.parents)
+        reward_cfg = self.config.reward
+        if reward_cfg.kind == "paper":
+            objectives = [c.objective for c in candidates]
+            if self.config.run.method.startswith("sample"):
+                rewards = paper_sample_rewards(objectives, direction)
             else:
-                reference = population_ref if population_ref is not None else step_ref
-            candidate.reward = candidate_reward(candidate, reference, direction, self.config.reward)
-            rewards.append(candidate.reward)
+                best_parent = [None if not r.parents else
+                               (min if direction == "min" else max)(p.objective for p in r.parents)
+                               for r in requests]
+                rewards = paper_eoh_rewards(objectives, best_parent, [m.objective for m in self.population.members],
+                                            direction, reward_cfg.floor)
+        else:
+            population_ref = median([m.objective for m in self.population.members])
+            step_ref = median([c.objective for c in candidates if c.valid])
+            rewards = []
+            for candidate, request in zip(candidates, requests):
+                if request.parents:
+                    reference = sum(p.objective for p in request.parents) / len(request.parents)
+                else:
+                    reference = population_ref if population_ref is not None else step_ref
+                rewards.append(candidate_reward(candidate, reference, direction, reward_cfg))
+        for candidate, reward in zip(candidates, rewards):
+            candidate.reward = reward
         per_member = member_rewards(rewards, [r.member for r in requests])
         return {"generation": self.es.generation, "step": step,
                 "members": members, "rewards": [per_member[i] for i in range(len(members))]}
@@ -371,6 +389,7 @@ class SearchLoop:
             gap = diff / abs(reference)
         summary = {
             "method": cfg.run.method, "task": task.name, "seed": cfg.run.seed, "budget": cfg.run.budget,
+            "outside_budget": outside_budget(cfg),
             "evaluations": self.ledger.used, "ledger": self.ledger.to_dict(),
             "valid": len(valid), "valid_rate": len(valid) / self.ledger.used if self.ledger.used else 0.0,
             "failures": dict(sorted(failures.items())),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from coevolve.base.durable import atomic_path
+
 
 def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tuple[int, float]]:
     """Running best of (evaluation, objective) points, one entry per improvement."""
@@ -61,9 +63,9 @@ def save_figure(fig, path: str | Path) -> Path:
 
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return path

@@ -56,6 +56,8 @@ class Population:
     size: int
     direction: Direction
     members: list[Candidate] = field(default_factory=list)
+    decimals: int = -1  # >= 0: objectives equal after rounding to this many decimals are duplicates
+    with_replacement: bool = False  # parent draws with replacement (the reference code's random.choices)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -64,10 +66,14 @@ class Population:
         """Admit a valid candidate unless one with the same objective is already in."""
         if not candidate.valid:
             return False
-        if any(m.objective == candidate.objective for m in self.members):
+        key = self._dedup_key(candidate.objective)
+        if any(self._dedup_key(m.objective) == key for m in self.members):
             return False
         self.members.append(candidate)
         return True
+
+    def _dedup_key(self, objective: float) -> float:
+        return objective if self.decimals < 0 else round(objective, self.decimals)
 
     def survive(self) -> None:
         """Keep the best `size`, ranked best first."""
@@ -82,14 +88,17 @@ class Population:
         return ranked[0] if ranked else None
 
     def select(self, count: int, rng: np.random.Generator) -> list[Candidate]:
-        """Prob-rank selection without replacement: weight 1 / (rank + 1 + |pop|), rank 0 = best.
-        Asks for more parents than there are members get every member."""
+        """Prob-rank selection: weight 1 / (rank + 1 + |pop|), rank 0 = best. Without
+        replacement (default) an ask for more parents than there are members gets
+        every member; with replacement a parent may come twice, in draw order."""
         ranked = self.ranked()
-        if count >= len(ranked):
+        if not ranked:
+            return []
+        if count >= len(ranked) and not self.with_replacement:
             return ranked
         weights = np.array([1.0 / (rank + 1 + len(ranked)) for rank in range(len(ranked))])
-        chosen = rng.choice(len(ranked), size=count, replace=False, p=weights / weights.sum())
-        return [ranked[i] for i in sorted(chosen)]
+        chosen = rng.choice(len(ranked), size=count, replace=self.with_replacement, p=weights / weights.sum())
+        return [ranked[i] for i in (chosen if self.with_replacement else sorted(chosen))]
 
     def snapshot(self) -> list[dict]:
         return [{"id": c.id, "objective": c.objective, "operator": c.operator, "idea": c.idea, "code": c.code}

@@ -39,20 +39,23 @@ def _fenced(code: str) -> str:
     return f"```python\n{code.strip()}\n```"
 
 
-def _describe(parents: Sequence[Parent], direction: str) -> str:
+def _describe(parents: Sequence[Parent], direction: str, show_scores: bool = True) -> str:
     better = "lower" if direction == "min" else "higher"
     if len(parents) == 1:
         p = parents[0]
-        return (f"Current heuristic (score {p.objective:.4g}, {better} is better). Idea: {{{p.idea or 'none'}}}\n"
-                f"{_fenced(p.code or '')}")
-    blocks = [f"Heuristic {i} (score {p.objective:.4g}). Idea: {{{p.idea or 'none'}}}\n{_fenced(p.code or '')}"
+        score = f" (score {p.objective:.4g}, {better} is better)" if show_scores else ""
+        return f"Current heuristic{score}. Idea: {{{p.idea or 'none'}}}\n{_fenced(p.code or '')}"
+    blocks = [f"Heuristic {i}{f' (score {p.objective:.4g})' if show_scores else ''}. "
+              f"Idea: {{{p.idea or 'none'}}}\n{_fenced(p.code or '')}"
               for i, p in enumerate(parents, start=1)]
-    return f"{len(parents)} heuristics ({better} score is better):\n\n" + "\n\n".join(blocks)
+    heading = f"{len(parents)} heuristics ({better} score is better):" if show_scores else f"{len(parents)} heuristics:"
+    return heading + "\n\n" + "\n\n".join(blocks)
 
 
 def operator_messages(operator: str, description: str, template: str, function_name: str,
-                      direction: str, parents: Sequence[Parent] = ()) -> list[Message]:
-    """The chat for one request of `operator`; i1 takes no parents, m* one, e* several."""
+                      direction: str, parents: Sequence[Parent] = (), show_scores: bool = True) -> list[Message]:
+    """The chat for one request of `operator`; i1 takes no parents, m* one, e* several.
+    `show_scores`: whether parents' scores appear (EoH's own prompts leave them out)."""
     if operator not in TASKS:
         raise ValueError(f"unknown operator {operator!r} (known: {', '.join(TASKS)})")
     if operator == "i1" and parents:
@@ -63,7 +66,7 @@ def operator_messages(operator: str, description: str, template: str, function_n
     if operator == "i1":
         parts.append("Template:\n" + _fenced(template))
     else:
-        parts.append(_describe(parents, direction))
+        parts.append(_describe(parents, direction, show_scores))
     parts.append(TASKS[operator])
     parts.append(ANSWER_SHAPE.format(name=function_name))
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]

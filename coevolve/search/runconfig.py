@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from coevolve.base.config import one_of, require
+from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 
 METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
@@ -28,27 +29,21 @@ class RunSection:
 
 
 @dataclass
-class SamplingSection:
-    temperature: float = 0.7
-    top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
-    max_tokens: int = 384
-    # Stop at the code block's closing fence: the small model tends to ramble on
-    # after its code, and those tokens cost time and are never used.
-    stop: list[str] = field(default_factory=lambda: ["\n```\n"])
-
-    def check(self, name: str) -> None:
-        require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
-        require(0 < self.top_p <= 1, f"{name}.top_p", "must be in (0, 1]", self.top_p)
-        require(self.max_tokens >= 1, f"{name}.max_tokens", "must be >= 1", self.max_tokens)
-
-
-@dataclass
 class EohSection:
     population: int = 10  # survivors kept after each operator (paper: 10)
-    offspring: int = 10  # candidates per non-perturbed operator per generation (paper: 10)
+    offspring: int = 10  # candidates per e1/e2 step per generation (paper: 10)
     operators: list[str] = field(default_factory=lambda: ["e1", "e2", "m1", "m2"])
     parents: int = 2  # parents shown to e1 / e2
     init: int = 0  # initial i1 candidates; 0 means `population`
+    # m1/m2 steps ask for round(offspring * m_multiplier) candidates (the paper's k).
+    # 0: scaled to the budget as in the paper, k = T / (2 * offspring * generations) - 1
+    # (k = 1 at T = 1000, k = 3 at T = 2000 with 10 offspring and 25 generations).
+    m_multiplier: float = 1.0
+    generations: int = 0  # 0: generations until the budget runs out; > 0: exactly this many
+    init_in_budget: bool = True  # False: the initial i1 population is charged outside T, as the paper counts
+    parents_with_replacement: bool = False  # True: parents drawn with replacement (the paper's code)
+    dedup_decimals: int = -1  # >= 0: population duplicates by objective rounded to this many decimals (paper: 5)
+    show_scores: bool = True  # operator prompts show parents' scores (ours); EoH's prompts do not
 
     def check(self, name: str) -> None:
         require(self.population >= 1, f"{name}.population", "must be >= 1", self.population)
@@ -58,6 +53,15 @@ class EohSection:
             one_of(op, OPERATORS[1:], f"{name}.operators")
         require(self.parents >= 1, f"{name}.parents", "must be >= 1", self.parents)
         require(self.init >= 0, f"{name}.init", "must be >= 0", self.init)
+        require(self.m_multiplier >= 0, f"{name}.m_multiplier", "must be >= 0 (0: scaled to the budget)",
+                self.m_multiplier)
+        require(self.generations >= 0, f"{name}.generations", "must be >= 0", self.generations)
+        if self.m_multiplier == 0:
+            require(self.generations >= 1, f"{name}.generations",
+                    "must be >= 1 when eoh.m_multiplier = 0 (the budget is spread over a fixed number of generations)",
+                    self.generations)
+        require(-1 <= self.dedup_decimals <= 15, f"{name}.dedup_decimals", "must be in -1..15 (-1: exact)",
+                self.dedup_decimals)
 
 
 @dataclass
@@ -72,18 +76,23 @@ class SampleSection:
 
 @dataclass
 class EsSection:
-    population: int = 8  # perturbations per ES generation (G)
+    # Perturbations per ES update (G). 0: as the plan's perturbed step asks (sample.batch for
+    # sample+esopt, the m-step's offspring for eoh+esopt) / proposals_per_member, so each +ESOpt
+    # arm spends exactly what its base method spends per step.
+    population: int = 0
     proposals_per_member: int = 1  # candidates each perturbed model proposes
     sigma: float = 1e-3
     sigma_end: float = 1e-4
     schedule: str = "cosine"
     alpha: float = 5e-4
     normalise: str = "zscore"
+    ddof: int = 1  # z-score std: 1 sample std (our default), 0 population std (the paper's code)
     antithetic: bool = False
     operators: list[str] = field(default_factory=lambda: ["m1", "m2"])  # eoh+esopt: which operators run perturbed
 
     def check(self, name: str) -> None:
-        require(self.population >= 2, f"{name}.population", "must be >= 2", self.population)
+        require(self.population == 0 or self.population >= 2, f"{name}.population",
+                "must be >= 2 (or 0: from the plan)", self.population)
         require(self.proposals_per_member >= 1, f"{name}.proposals_per_member", "must be >= 1",
                 self.proposals_per_member)
         require(self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
@@ -91,6 +100,7 @@ class EsSection:
         one_of(self.schedule, ("cosine", "constant"), f"{name}.schedule")
         require(self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
         one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
+        require(self.ddof in (0, 1), f"{name}.ddof", "must be 0 or 1", self.ddof)
         if self.antithetic:
             require(self.population % 2 == 0, f"{name}.population", "must be even when antithetic", self.population)
         for op in self.operators:
@@ -99,19 +109,29 @@ class EsSection:
 
 @dataclass
 class RewardSection:
-    """ES reward levels for one candidate; see docs/search.md for why."""
+    """ES reward of one candidate; see docs/search.md and coevolve/search/reward.py.
 
-    unparseable: float = -1.0  # no code could be extracted
-    failing: float = -0.6  # code that does not run or gives an invalid solution
-    worse_floor: float = -0.4  # valid candidates approach this as they get much worse than the reference
-    gain: float = 5.0  # tanh slope on the relative improvement
+    kind = "levels" (ours): four ordered levels with a bounded tanh on the relative
+    improvement. kind = "paper": the reference code's raw-objective rewards
+    (EoH+ES: parent minus child, failures pinned near the population's worst and
+    clipped at `floor`; Sample+ES: the negated objective, failures at
+    min(valid) - std(valid))."""
+
+    kind: str = "levels"
+    unparseable: float = -1.0  # levels: no code could be extracted
+    failing: float = -0.6  # levels: code that does not run or gives an invalid solution
+    worse_floor: float = -0.4  # levels: valid candidates approach this as they get much worse than the reference
+    gain: float = 5.0  # levels: tanh slope on the relative improvement
+    floor: float = -1.0  # paper: lowest reward of an EoH+ES child, in raw objective units
 
     def check(self, name: str) -> None:
+        one_of(self.kind, ("levels", "paper"), f"{name}.kind")
         require(self.unparseable < self.failing, f"{name}.unparseable", f"must be < {name}.failing",
                 self.unparseable)
         require(self.failing < self.worse_floor, f"{name}.failing", f"must be < {name}.worse_floor", self.failing)
         require(self.worse_floor < 0, f"{name}.worse_floor", "must be < 0", self.worse_floor)
         require(self.gain > 0, f"{name}.gain", "must be > 0", self.gain)
+        require(self.floor < 0, f"{name}.floor", "must be < 0", self.floor)
 
 
 @dataclass
@@ -134,7 +154,10 @@ class SearchSections:
     RENAMED: ClassVar[dict[str, str]] = {"proposer": "endpoint"}  # old name, read with a deprecation message
 
     model: ModelSection = field(default_factory=ModelSection)
-    sampling: SamplingSection = field(default_factory=SamplingSection)
+    # Stop at the code block's closing fence: the small model tends to ramble on after
+    # its code, and those tokens cost time and are never used.
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, top_p=1.0, max_tokens=384,
+                                                                stop=("\n```\n",)))
     eoh: EohSection = field(default_factory=EohSection)
     sample: SampleSection = field(default_factory=SampleSection)
     es: EsSection = field(default_factory=EsSection)

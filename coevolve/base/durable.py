@@ -1,0 +1,248 @@
+"""Durable files: the one way coevolve writes anything a later run reads back.
+
+Two shapes, one rule each:
+
+- **Append-only JSON lines** (events, candidates, ES history, evaluations).
+  A record is its JSON text *and* the newline after it, written in one call
+  and, by default, flushed and fsynced before `append` returns. Whatever
+  follows the last newline is the torn tail of a write that never finished:
+  readers ignore it (even if it happens to parse, because its writer never
+  returned) and the next writer cuts it off, fsyncing the cut, before it
+  appends. A malformed line *before* the last newline is damage, not a torn
+  write, and reading it is an error that names the file and line.
+- **Whole files** (summaries, snapshots, configs, trajectories, reports) are
+  replaced atomically: written to a temp file in the same directory,
+  fsynced, renamed over the target, and the directory fsynced so the rename
+  itself survives a power cut. A reader sees the old file or the new one,
+  never half of either.
+
+fsync policy: `fsync=True` (the default) makes every completed `append`
+durable against a crash of the machine, not only of the process. Pass
+`fsync=False` only for files that are cheap to recompute; a process kill
+(SIGKILL) still loses nothing that `append` returned from, because the
+record was handed to the kernel in one write.
+
+This is the base layer: it imports nothing from the rest of coevolve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from coevolve.base.errors import CorruptFileError
+
+__all__ = [
+    "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "repair_jsonl",
+    "atomic_directory", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
+]
+
+
+# ------------------------------------------------------------ JSON lines
+
+
+def _encode(record: Any) -> bytes:
+    # sort_keys: equal records give equal bytes, so files diff and hash cleanly
+    text = json.dumps(record, sort_keys=True)
+    return (text + "\n").encode("utf-8")
+
+
+def _complete_part(raw: bytes) -> bytes:
+    """Everything up to and including the last newline."""
+    return raw[: raw.rfind(b"\n") + 1]
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    """Every completed record of a JSON-lines file (a missing file has none).
+    The torn tail after the last newline is ignored; blank lines are skipped."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    records = []
+    for number, line in enumerate(_complete_part(raw).split(b"\n")[:-1], start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise CorruptFileError(f"{path}: line {number} is not valid JSON ({reason})") from None
+    return records
+
+
+def repair_jsonl(path: str | Path) -> bool:
+    """Cut a torn tail so the next append starts on a fresh line; fsync the cut.
+    Returns whether anything was cut."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return False
+    if size == 0:
+        return False
+    with open(path, "r+b") as handle:
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return False
+        handle.seek(0)
+        keep = len(_complete_part(handle.read()))
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return True
+
+
+class JsonlWriter:
+    """Appends records to a JSON-lines file, one write per record.
+
+    Opening cuts a torn tail left by an earlier killed writer (or, with
+    `truncate=True`, starts the file empty)."""
+
+    def __init__(self, path: str | Path, *, truncate: bool = False, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        if truncate:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        else:
+            repair_jsonl(self.path)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        # a raw descriptor: no userspace buffer can hold half a record
+        self._fd: int | None = os.open(self.path, flags, 0o644)
+        if created or truncate:
+            _fsync_dir(self.path.parent)
+
+    def append(self, record: Any) -> None:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: writer is closed")
+        data = _encode(record)
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (signals, huge records)
+            written = os.write(self._fd, view)
+            view = view[written:]
+        if self.fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "JsonlWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def append_jsonl(path: str | Path, record: Any, *, fsync: bool = True) -> None:
+    """Append one record (opening, repairing and closing the file): for files
+    written a record at a time, far apart."""
+    with JsonlWriter(path, fsync=fsync) as writer:
+        writer.append(record)
+
+
+# ------------------------------------------------------------ whole files
+
+
+def _fsync_dir(directory: Path) -> None:
+    # makes a create or rename in `directory` durable; not every platform or
+    # filesystem lets a directory be opened or fsynced, and then there is
+    # nothing more we can do
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temp path beside `path` for a writer that wants a file name
+    (savefig, safetensors); on a clean exit it is fsynced and renamed over
+    `path`, on an exception removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_jsonl(path: str | Path, records: Iterable[Any]) -> None:
+    """A whole JSON-lines file at once, in the same encoding `append` uses."""
+    atomic_write_bytes(path, b"".join(_encode(record) for record in records))
+
+
+def atomic_write_json(path: str | Path, data: Any, *, indent: int | None = 2) -> None:
+    atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=True) + "\n")
+
+
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield an empty temp directory beside `path`; on a clean exit its files
+    are fsynced and it replaces `path` (an old `path` is moved aside first and
+    then deleted), on an exception it is removed. A crash never leaves a half
+    directory under the final name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield work
+        for file in work.rglob("*"):
+            if file.is_file():
+                fd = os.open(file, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        _fsync_dir(work)
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / path.name)
+        os.replace(work, path)
+        _fsync_dir(path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)

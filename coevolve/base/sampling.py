@@ -1,0 +1,28 @@
+"""Sampling settings: the one declaration. It is the `[sampling]` section of
+every run config (heuristic search and agent runs) and what a `Generator`
+takes per call; a config's own defaults come from the section instance its
+dataclass declares (e.g. shorter replies for agent turns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.7
+    top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.check("sampling")
+
+    def check(self, name: str) -> None:
+        """Raises ValueError naming the first bad field (the config loader reports it as a config error)."""
+        if not self.temperature >= 0:
+            raise ValueError(f"{name}.temperature must be >= 0 (got {self.temperature!r})")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"{name}.top_p must be in (0, 1] (got {self.top_p!r})")
+        if not self.max_tokens >= 1:
+            raise ValueError(f"{name}.max_tokens must be >= 1 (got {self.max_tokens!r})")

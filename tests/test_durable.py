@@ -1,0 +1,226 @@
+"""coevolve.base.durable: the one way durable files are written.
+
+The kill tests run a real writer in a subprocess that acknowledges each
+completed write on stdout, SIGKILL it at a random moment (records of up to a
+few MB make a kill inside a record's write likely), and read the file back:
+every acknowledged record must be there, nothing half-written may be, and a
+new writer must carry on after the damage.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from coevolve.base import durable
+from coevolve.base.durable import (
+    CorruptFileError, JsonlWriter, append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text,
+    read_jsonl, repair_jsonl,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each file kind of a run, written through the module that really writes it.
+WRITER = textwrap.dedent(
+    """
+    import os, random, sys
+    kind, path, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    rng = random.Random(seed)
+
+    def record(i):
+        # sizes from a few bytes to a few MB: big records take long enough
+        # to write that a kill lands inside one
+        return {"i": i, "pad": "x" * rng.choice([1, 100, 10_000, 1_000_000, 3_000_000])}
+
+    if kind == "events":  # RunStore's event log and the candidates log
+        from coevolve.runstore import RunStore
+        writer = RunStore(os.path.dirname(path)).event_writer()
+        write = writer.append
+    elif kind == "candidates":
+        from coevolve.runstore import JsonlWriter
+        writer = JsonlWriter(path, truncate=True)
+        write = writer.append
+    elif kind == "history":  # ES history
+        from coevolve.es import history
+        write = lambda r: history.append(path, r)
+    elif kind == "eval":  # agent runs' eval.jsonl
+        from coevolve.base.durable import append_jsonl
+        write = lambda r: append_jsonl(path, r)
+    elif kind == "trajectories":  # rewritten whole, atomically
+        from coevolve.agents.rollout import Trajectory, save_trajectories
+        done = []
+        def write(r):
+            done.append(Trajectory("t", str(r["i"]), [{"role": "system", "content": r["pad"]}], [], ["o"]))
+            save_trajectories(done, path[: -len(".jsonl")], "kill test")
+    elif kind == "summary":
+        from coevolve.base.durable import atomic_write_json
+        write = lambda r: atomic_write_json(path, r)
+    elif kind == "skill":
+        from coevolve.agents.skills import write_skill
+        write = lambda r: write_skill(os.path.dirname(path), "kill test", f"version {r['i']}\\n" + r["pad"][:20000], 10**9)
+    else:
+        raise SystemExit(f"unknown kind {kind}")
+    for i in range(10**9):
+        write(record(i))
+        print(i, flush=True)  # acknowledged: write returned
+    """
+)
+
+APPEND_KINDS = ["events", "candidates", "history", "eval"]
+FILE_NAMES = {"events": "events.jsonl", "candidates": "candidates.jsonl", "history": "history.jsonl",
+              "eval": "eval.jsonl", "trajectories": "round_000.jsonl", "summary": "summary.json",
+              "skill": "SKILL.md"}
+
+
+def _run_and_kill(kind: str, path: Path, rng: random.Random) -> int:
+    """Start a writer, let it acknowledge a random number of records, kill it
+    at a random moment after that; return the last acknowledged index."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", WRITER, kind, str(path), str(rng.randrange(10**6))],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    acked = -1
+    try:
+        wanted = rng.randrange(1, 5)
+        while acked + 1 < wanted:
+            line = child.stdout.readline()
+            if not line:
+                raise AssertionError(f"writer {kind} died early: {child.stderr.read()[-2000:]}")
+            acked = int(line)
+        time.sleep(rng.uniform(0, 0.05))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        rest, _ = child.communicate()
+    for line in rest.split():
+        acked = int(line)
+    assert child.returncode == -signal.SIGKILL
+    return acked
+
+
+@pytest.mark.parametrize("kind", APPEND_KINDS)
+def test_killed_appender_loses_no_acknowledged_record(tmp_path, kind):
+    rng = random.Random(f"append-{kind}")
+    path = tmp_path / FILE_NAMES[kind]
+    expected: list[int] = []
+    torn = 0
+    for trial in range(4):
+        acked = _run_and_kill(kind, path, rng)
+        torn += path.read_bytes()[-1:] not in (b"", b"\n")
+        got = [r["i"] for r in read_jsonl(path)]
+        if kind == "candidates":  # truncated at every start, like a resumed search loop's log
+            expected = []
+        # every acknowledged record, in order; at most one more (written, killed before its ack)
+        assert got[: len(expected)] == expected, f"trial {trial}: earlier records lost"
+        new = got[len(expected):]
+        assert new[: acked + 1] == list(range(acked + 1)), f"trial {trial}: acknowledged records lost"
+        assert len(new) <= acked + 2, f"trial {trial}: records nobody wrote"
+        assert all(len(r["pad"]) in (1, 100, 10_000, 1_000_000, 3_000_000) for r in read_jsonl(path))
+        expected = got
+    # a writer opened after the kills repairs the tail and appends on a clean line
+    append_jsonl(path, {"i": "after"})
+    assert [r["i"] for r in read_jsonl(path)] == (expected if kind != "candidates" else got) + ["after"]
+    print(f"{kind}: {torn}/4 kills left a torn last line")
+
+
+@pytest.mark.parametrize("kind", ["trajectories", "summary", "skill"])
+def test_killed_atomic_writer_leaves_a_whole_file(tmp_path, kind):
+    rng = random.Random(f"atomic-{kind}")
+    folder = tmp_path / "skill-name" if kind == "skill" else tmp_path
+    folder.mkdir(exist_ok=True)
+    path = folder / FILE_NAMES[kind]
+    for trial in range(4):
+        acked = _run_and_kill(kind, path, rng)
+        if kind == "trajectories":
+            records = read_jsonl(path)
+            assert [int(r["case_id"]) for r in records] in (list(range(acked + 1)), list(range(acked + 2)))
+            assert path.with_suffix(".md").read_text().startswith("# kill test")
+        elif kind == "summary":
+            version = json.loads(path.read_text())["i"]
+            assert version in (acked, acked + 1), f"trial {trial}"
+        else:
+            text = path.read_text()
+            assert text.startswith("---") and (f"version {acked}\n" in text or f"version {acked + 1}\n" in text)
+
+
+# --------------------------------------------------------------- the rules themselves
+
+
+def test_torn_tail_is_dropped_even_when_it_parses_and_cut_by_the_next_writer(tmp_path):
+    path = tmp_path / "log.jsonl"
+    with JsonlWriter(path) as log:
+        log.append({"a": 1})
+    with open(path, "ab") as handle:
+        handle.write(b'{"a": 2}')  # complete JSON, but its writer never returned
+    assert read_jsonl(path) == [{"a": 1}]
+    assert repair_jsonl(path) is True and path.read_bytes() == b'{"a": 1}\n'
+    assert repair_jsonl(path) is False
+    with open(path, "ab") as handle:
+        handle.write(b'{"a": 2, "to')
+    with JsonlWriter(path) as log:
+        log.append({"a": 3})
+    assert read_jsonl(path) == [{"a": 1}, {"a": 3}]
+
+
+def test_damage_before_the_last_newline_is_an_error_naming_file_and_line(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"a": 1}\n\nnot json\n{"a": 2}\n')
+    with pytest.raises(CorruptFileError, match=r"log\.jsonl: line 3 is not valid JSON"):
+        read_jsonl(path)
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+def test_truncating_writer_and_whole_jsonl_use_the_append_encoding(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"old": 1}\n')
+    with JsonlWriter(path, truncate=True, fsync=False) as log:
+        log.append({"b": 2, "a": 1})
+    appended = path.read_bytes()
+    atomic_write_jsonl(tmp_path / "w.jsonl", [{"b": 2, "a": 1}])
+    assert appended == (tmp_path / "w.jsonl").read_bytes() == b'{"a": 1, "b": 2}\n'
+
+
+def test_atomic_writes_replace_whole_files_and_leave_no_temp_files(tmp_path):
+    atomic_write_text(tmp_path / "sub" / "a.txt", "one")
+    atomic_write_text(tmp_path / "sub" / "a.txt", "two")
+    atomic_write_json(tmp_path / "sub" / "b.json", {"z": 1, "a": [1.5]})
+    assert (tmp_path / "sub" / "a.txt").read_text() == "two"
+    assert json.loads((tmp_path / "sub" / "b.json").read_text()) == {"a": [1.5], "z": 1}
+    with pytest.raises(RuntimeError):
+        with durable.atomic_path(tmp_path / "sub" / "a.txt") as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("writer failed")
+    assert (tmp_path / "sub" / "a.txt").read_text() == "two"
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["a.txt", "b.json"]
+
+
+def test_the_base_layer_imports_nothing_from_the_rest_of_coevolve():
+    """durable may use its own layer (coevolve.base.errors), nothing above it;
+    tests/test_layers.py checks the same rule for every module."""
+    tree = ast.parse(Path(durable.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    above = {name for name in imported if name.startswith(("coevolve", "tasks")) and not name.startswith("coevolve.base")}
+    assert not above
+
+
+def test_no_other_module_writes_durable_files_its_own_way():
+    """Appends, renames and fsyncs belong to coevolve.base.durable alone."""
+    offenders = []
+    for file in [*(ROOT / "coevolve").rglob("*.py"), *(ROOT / "tasks").rglob("*.py")]:
+        if file == Path(durable.__file__) or "sandbox" in file.parts:
+            continue
+        for number, line in enumerate(file.read_text().splitlines(), start=1):
+            code = line.split("#")[0]
+            if any(marker in code for marker in ('"a")', "'a')", "os.replace(", "os.fsync(", ".rename(",
+                                                 "tmp.replace(", "temporary.replace(")):
+                offenders.append(f"{file.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
