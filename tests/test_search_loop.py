@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import tomllib
 
 import networkx as nx
 import pytest
@@ -174,3 +175,19 @@ def test_paper_reward_is_what_the_loop_feeds_es(tmp_path, method):
             expected = paper_eoh_rewards(objectives, best_parent, [m["objective"] for m in before], "min")
         assert record["rewards"] == pytest.approx(expected)
         assert [c["reward"] for c in mine] == pytest.approx(expected)
+
+
+def test_a_run_written_before_proposer_became_endpoint_still_resumes(tmp_path):
+    """Runs before the rename hold [proposer] in config.toml and in their start
+    event; resuming reads both as [endpoint] and serves the logged steps."""
+    config = make_config("eoh+esopt", 12)
+    finished, _, _ = run(tmp_path / "r", config)
+    store = RunStore.open(tmp_path / "r")
+    events, toml = store.events_path.read_text(), store.config_path.read_text()
+    assert '"endpoint":' in events.splitlines()[0] and "[endpoint]" in toml
+    store.events_path.write_text(events.replace('"endpoint":', '"proposer":', 1))
+    store.config_path.write_text(toml.replace("[endpoint]", "[proposer]"))
+    with pytest.warns(FutureWarning, match=r"\[proposer\] is deprecated"):
+        old = build_config(RunConfig, tomllib.loads(store.config_path.read_text()))
+    resumed, engine, evaluator = run(tmp_path / "r", old, resume=True)
+    assert resumed == finished and sum(engine.calls) == 0 and evaluator.evaluated == 0  # all served from the log
