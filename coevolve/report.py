@@ -578,21 +578,43 @@ def run_table(summary: dict, directory: Path) -> str:
     return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
 
 
+def agent_table(summary: dict, directory: Path) -> str:
+    """The table `coevolve run` prints at the end of an agent run."""
+    first, last = summary["eval_first"], summary["eval_last"]
+    ledger = summary["ledger"]
+
+    def scores(e: dict) -> str:
+        progress = f", progress {e['progress']:.3f}" if "progress" in e else ""
+        return f"reward {e['mean_reward']:.3f}{progress} (round {e['round']})"
+
+    rows = [
+        ("method", summary["method"]),
+        ("task", summary["task"]),
+        ("rounds", str(summary["rounds"])),
+        ("episodes", f"{ledger['used']} / {ledger['budget']}"),
+        ("held-out before", scores(first)),
+        ("held-out after", scores(last)),
+        ("best held-out reward", f"{summary['best_eval_reward']:.3f}"),
+        ("distilled skill", summary["skill"] or "-"),
+    ]
+    if "checksum" in summary:
+        rows.append(("weights checksum", str(summary["checksum"])))
+    rows.append(("run directory", str(directory)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
+
+
 def render_agent_run(store: RunStore, summary: dict) -> dict[str, Path]:
     """An agent run: the table `coevolve run` prints and the held-out reward per
     round (from eval.jsonl, which runs before events.jsonl also wrote)."""
-    from coevolve.agents.es_agent import summary_rows
-
     evals = read_jsonl(store.path("eval.jsonl"))
     curve = [(e["episodes_used"], e["mean_reward"]) for e in evals]
     plot = plot_best_so_far({summary["method"]: curve}, store.path("progress.png"),
                             budget=summary["ledger"]["budget"],
                             title=f"{summary['task']}, {summary['method']}, seed {summary.get('seed', '?')}",
                             ylabel="held-out mean reward (higher is better)")
-    rows = [*summary_rows(summary), ("run directory", str(store.dir))]
-    width = max(len(k) for k, _ in rows)
     parts = [f"# Agent run: {summary['method']} on {summary['task']}", "", "```",
-             *(f"{k:<{width}}  {v}" for k, v in rows), "```", "",
+             agent_table(summary, store.dir), "```", "",
              "Budget: training episodes, one ledger charge per episode; held-out evaluation is not charged.", "",
              "| round | episodes | held-out mean reward | skills |", "|---|---|---|---|"]
     parts += [f"| {e['round']} | {e['episodes_used']} | {e['mean_reward']:.3f} | {', '.join(e.get('skills', [])) or '-'} |"

@@ -282,30 +282,6 @@ def shaped_fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> 
     return sum(shaped) / len(shaped)
 
 
-def summary_rows(summary: dict) -> list[tuple[str, str]]:
-    """The table `coevolve run` prints and `coevolve report` writes for an agent run."""
-    first, last = summary["eval_first"], summary["eval_last"]
-    ledger = summary["ledger"]
-
-    def scores(e: dict) -> str:
-        progress = f", progress {e['progress']:.3f}" if "progress" in e else ""
-        return f"reward {e['mean_reward']:.3f}{progress} (round {e['round']})"
-
-    rows = [
-        ("method", summary["method"]),
-        ("task", summary["task"]),
-        ("rounds", str(summary["rounds"])),
-        ("episodes", f"{ledger['used']} / {ledger['budget']}"),
-        ("held-out before", scores(first)),
-        ("held-out after", scores(last)),
-        ("best held-out reward", f"{summary['best_eval_reward']:.3f}"),
-        ("distilled skill", summary["skill"] or "-"),
-    ]
-    if "checksum" in summary:
-        rows.append(("weights checksum", str(summary["checksum"])))
-    return rows
-
-
 def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | None = None) -> None:
     """Refuse, before any engine starts, a directory this run cannot continue."""
     events = store.events() if events is None else events

@@ -183,12 +183,9 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
 
 
 def print_agent_table(summary: dict, store: RunStore) -> None:
-    from coevolve.agents.es_agent import summary_rows
+    from coevolve.report import agent_table
 
-    rows = [*summary_rows(summary), ("run directory", str(store.dir))]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print(agent_table(summary, store.dir))
 
 
 def print_table(summary: dict, store: RunStore) -> None:
