@@ -88,15 +88,26 @@ class _Resources:
         if self._engine is None:
             from coevolve.engine.pool import build_engine
 
-            self._engine = build_engine(self.config.model.path or None, self.config.distributed)
+            from coevolve.es import engine_options
+
+            es = self.config.es
+            self._engine = build_engine(self.config.model.path or None, self.config.distributed,
+                                        **engine_options(es.noise, es.rank, self._es_slots()))
         return self._engine
+
+    def _es_slots(self) -> int:
+        """LoRA slots a low-rank engine needs: the most members any planned ES run asks for."""
+        from coevolve.search.methods import es_population
+
+        runs = [run_config(self.config, spec, Path(".")) for spec in planned_runs(self.config)]
+        return max([es_population(c) for c in runs if c.uses_es], default=2)
 
     def sandbox(self) -> Any:
         if self._sandbox is None:
             from coevolve.sandbox import Sandbox
 
             s = self.config.sandbox
-            self._sandbox = Sandbox(workers=s.workers or None, timeout_s=s.timeout_s, memory_mb=s.memory_mb)
+            self._sandbox = Sandbox.from_section(s)
         return self._sandbox
 
     def endpoint(self) -> Any:
@@ -301,7 +312,7 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     from coevolve.sandbox import Sandbox
 
     t = config.test
-    with Sandbox(workers=t.workers or None, timeout_s=t.timeout_s, memory_mb=t.memory_mb) as sandbox:
+    with Sandbox.from_section(t) as sandbox:
         scores = score_files(jobs, t.limit, sandbox)
     position = 0
     for directory, _, sets, code, what in pending:

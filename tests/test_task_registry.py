@@ -35,14 +35,23 @@ class ToyPick:
         rng = np.random.default_rng([size, 0 if split == "train" else 1])
         return [rng.integers(0, 100, size).tolist() for _ in range(4)]
 
-    def evaluate(self, fn, instances):
+    def decide(self, fn, instances):
+        for values in instances:  # untrusted side: only the chosen index leaves it
+            yield fn(list(values))
+
+    def score(self, decisions, instances):
         total = 0.0
-        for values in instances:
-            index = fn(list(values))
+        for index, values in zip(decisions, instances):
             if not isinstance(index, int) or not 0 <= index < len(values):
                 raise InvalidSolution(f"index {index!r} out of range")
             total += values[index]
         return total / len(instances)
+
+    def evaluate(self, fn, instances):
+        return self.score(list(self.decide(fn, instances)), instances)
+
+    def instance_seconds(self, size):
+        return 2.0
 
     def reference(self, split, size):
         return None

@@ -5,7 +5,8 @@ events.jsonl, the progress bar, `--resume`, `coevolve report`).
 Methods (same budget, same cases, same evaluation):
 - `esopt`: each generation, every ES member (a seeded weight perturbation)
   plays the same batch of train cases; its fitness is the mean reward; the
-  engine's weights take the ES update.
+  engine's weights take the ES update. With low-rank noise all members'
+  episodes advance turn by turn in one batch (one LoRA slot per member).
 - `trace2skill`: each round plays population x batch episodes with the
   current skills, then distils the trajectories into a skill that replaces
   the previous distilled one.
@@ -193,7 +194,14 @@ class _AgentRun:
         trajectories: list[Trajectory] = []
         fitness: list[float] = []
         cases = self.task.cases("train", config.agent.batch, seed=derive_seed(config.run.seed, "train", index))
-        if members:
+        if members and self.es.cfg.noise == "lowrank":
+            # the whole population in one batch per turn (one LoRA slot per member),
+            # member-major: member i's episodes are trajectories[i * batch:(i + 1) * batch]
+            trajectories = rollout(engine, self.task, cases, config.sampling, seed=derive_seed(config.run.seed, index),
+                                   label=f"round {index}", members=members, **common)
+            fitness = [shaped_fitness(trajectories[i * len(cases):(i + 1) * len(cases)], config.agent.shaping)
+                       for i in range(len(members))]
+        elif members:
             for member in members:
                 # common random numbers: every member samples with the same
                 # seeds, so fitness differences come from the weights alone
@@ -273,6 +281,8 @@ class _AgentRun:
         if self.es is not None:
             summary["checksum"] = self.engine.checksum()
             summary["es"] = {"updates": self.es.generation}
+            noise_info = getattr(self.engine, "noise_info", None)  # fakes and older engines have none
+            summary["noise"] = noise_info() if noise_info is not None else {"noise": self.es.cfg.noise}
         return summary
 
 

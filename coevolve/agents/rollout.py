@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from coevolve.agents.skills import Skill, inject_skills
 from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
-from coevolve.engine.base import Generator, Message, Sampling
+from coevolve.engine.base import Generator, MemberJob, Message, Sampling
 
 
 @dataclass
@@ -54,12 +54,17 @@ def rollout(
     skills: Sequence[Skill] = (),
     history_turns: int | None = None,
     label: str = "",
+    members: Sequence[Any] | None = None,
 ) -> list[Trajectory]:
     """Play every case to its end, all episodes advancing together.
 
     `skills` are appended to the task's system prompt (skills.inject_skills).
     `history_turns` keeps only the last k (action, observation) pairs in the prompt, to bound context on long
     episodes; the trajectory always records everything.
+    `members` (ES members: objects with index, seed, sigma) plays every case
+    under each member, member-major; each turn is one
+    `generator.generate_members` call for all members' live episodes, and every
+    member samples case k with the same seeds (common random numbers).
     """
     if history_turns is not None and history_turns < 0:
         raise ValueError(f"history_turns must be >= 0 or None, got {history_turns}")
@@ -68,8 +73,12 @@ def rollout(
         temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=stop
     )
     system = inject_skills(task.system_prompt, skills)
+    # episode e plays case e % len(cases) under member e // len(cases)
+    owners = [None] if members is None else list(members)
+    episodes = [(owner, k) for owner in owners for k in range(len(cases))]
     states, trajectories = [], []
-    for case in cases:
+    for owner, k in episodes:
+        case = cases[k]
         state, first = task.reset(case)
         states.append(state)
         trajectories.append(
@@ -79,14 +88,17 @@ def rollout(
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": first}],
                 actions=[],
                 observations=[first],
-                label=label,
+                label=label if owner is None else f"{label} member {owner.index}".strip(),
             )
         )
-    live = list(range(len(cases)))
+    live = list(range(len(episodes)))
     while live:
         conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
-        seeds = [derive_seed(seed, i, trajectories[i].turns) for i in live]
-        completions = generator.chat(conversations, turn_sampling, seeds=seeds)
+        seeds = [derive_seed(seed, episodes[i][1], trajectories[i].turns) for i in live]
+        if members is None:
+            completions = generator.chat(conversations, turn_sampling, seeds=seeds)
+        else:
+            completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling)
         if len(completions) != len(live):
             raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
         still_live = []
@@ -99,7 +111,7 @@ def rollout(
             trajectory.observations.append(observation)
             trajectory.messages.append({"role": "assistant", "content": action})
             trajectory.messages.append({"role": "user", "content": observation})
-            if trajectory.turns >= task.max_turns(cases[i]):
+            if trajectory.turns >= task.max_turns(cases[episodes[i][1]]):
                 done = True
                 trajectory.finish = "turn_budget"
             if done:
@@ -109,6 +121,26 @@ def rollout(
                 still_live.append(i)
         live = still_live
     return trajectories
+
+
+def _member_turn(generator: Any, episodes: list, live: list[int], conversations: list, seeds: list[int],
+                 sampling: Sampling) -> list:
+    """One turn of every live episode, grouped into one job per member (in
+    member order, so job j is member j's LoRA slot), in one call."""
+    by_member: dict[int, list[int]] = {}
+    for position, i in enumerate(live):
+        by_member.setdefault(episodes[i][0].index, []).append(position)
+    jobs, order = [], []
+    for owner in dict.fromkeys(owner for owner, _ in episodes):
+        positions = by_member.get(owner.index, [])
+        jobs.append(MemberJob(owner.seed, owner.sigma, [conversations[p] for p in positions], sampling,
+                              [seeds[p] for p in positions]))
+        order.append(positions)
+    completions: list = [None] * len(live)
+    for positions, texts in zip(order, generator.generate_members(jobs)):
+        for p, c in zip(positions, texts):
+            completions[p] = c
+    return completions
 
 
 def _prompt(messages: list[Message], history_turns: int | None) -> list[Message]:

@@ -48,6 +48,8 @@ class WeightEngine(Generator, Protocol):
     travel as (seeds, coefficients)."""
 
     device: str  # "cpu" | "cuda": noise streams differ between them
+    noise: str  # "full" | "lowrank": how perturbations and apply_update read (seed, coefficient) pairs
+    rank: int | None  # the low-rank factors' rank; None in full mode
 
     def perturbed(self, seed: int, sigma: float) -> ContextManager[None]:
         """Weights θ + σ·ε(seed) inside the block, θ exactly after it."""
