@@ -99,7 +99,11 @@ def _run_and_kill(kind: str, path: Path, rng: random.Random) -> int:
         time.sleep(rng.uniform(0, 0.05))
     finally:
         child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate()
+        child.wait()
+        # read through the same buffered reader: readline() above may already
+        # hold acknowledgements that communicate() (which reads the raw pipe) would miss
+        rest = child.stdout.read()
+        child.stderr.read()
     for line in rest.split():
         acked = int(line)
     assert child.returncode == -signal.SIGKILL
