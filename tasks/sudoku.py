@@ -302,5 +302,5 @@ class Sudoku:
         }
 
 
-def sudoku9() -> Sudoku:
-    return Sudoku(size=9, masked=10)
+def sudoku9(masked: int = 10) -> Sudoku:
+    return Sudoku(size=9, masked=masked)

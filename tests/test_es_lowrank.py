@@ -190,7 +190,7 @@ def test_agent_es_plays_the_population_in_one_batch(lowrank_engine, tmp_path):
 def test_search_loop_runs_sample_esopt_in_low_rank(lowrank_engine, tmp_path):
     """sample+esopt with es.noise = "lowrank": each step's members in one batch,
     the update recorded as low-rank, the summary names what stayed frozen."""
-    from coevolve.config import as_dict, build_config, dump_toml
+    from coevolve.base.config import as_dict, build_config, dump_toml
     from coevolve.runstore import RunStore
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
