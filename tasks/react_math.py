@@ -102,7 +102,10 @@ def _case_seed(split: str, seed: int, index: int) -> int:
 def load_problems(path: str | Path) -> list[dict]:
     """Read a JSONL problem file; each line needs "question" and "answer"."""
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such problems file")
     records = []
+    seen_ids: dict[str, int] = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -118,8 +121,12 @@ def load_problems(path: str | Path) -> list[dict]:
         split = record.get("split")
         if split is not None and split not in SPLITS:
             raise ValueError(f"{path}:{number}: field 'split' must be one of {SPLITS}, got {split!r}")
+        record_id = str(record.get("id", f"line{number}"))
+        if record_id in seen_ids:
+            raise ValueError(f"{path}:{number}: duplicate id {record_id!r} (first on line {seen_ids[record_id]})")
+        seen_ids[record_id] = number
         records.append(
-            {"id": str(record.get("id", f"line{number}")), "question": str(record["question"]),
+            {"id": record_id, "question": str(record["question"]),
              "answer": str(record["answer"]), "split": split}
         )
     if not records:
@@ -244,6 +251,14 @@ class ReactMath:
     def max_turns(self, case: MathCase) -> int:
         return self.turns
 
+    # One tool call (a fenced python block) or one boxed answer, nothing else:
+    # the decoding-time constraint of a turn's reply (`[agent] constrained`).
+    action_pattern = r"(```python\n[^`]{1,800}\n```|\\boxed\{[^{}\n]{1,40}\})"
+
+    def case_key(self, case: MathCase) -> str:
+        """What makes two cases the same problem (held-out overlap checks)."""
+        return " ".join(case.question.lower().split())
+
     def reset(self, case: MathCase) -> tuple[MathState, str]:
         return MathState(case=case), f"Problem: {case.question}"
 
@@ -281,6 +296,7 @@ class ReactMath:
         acted = 1.0 - state.no_action / state.turns if state.turns else 0.0
         return {
             "solved": self.reward(state),
+            "well_formed": acted,  # share of turns that ran code or answered
             # dense signal for fitness shaping: well-formed actions and an answer given
             "progress": 0.5 * acted + 0.5 * float(state.answer is not None),
             "turns": float(state.turns),

@@ -85,7 +85,7 @@ def test_tool_call_then_correct_answer_earns_reward_one():
     assert tool.calls == ["print(29*13)"] and observation == "Python output:\n377" and not done
     observation, done = task.step(state, f"The answer is \\boxed{{{case.answer}}}")
     assert done and task.reward(state) == 1.0
-    assert task.metrics(state) == {"solved": 1.0, "progress": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
+    assert task.metrics(state) == {"solved": 1.0, "well_formed": 1.0, "progress": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
                                    "tool_errors": 0.0, "no_action": 0.0}
 
 
@@ -158,3 +158,25 @@ def test_hostile_tool_calls_are_contained(tmp_path: Path):
         assert task.metrics(state)["tool_errors"] >= 3
     finally:
         task.close()
+
+
+def test_problems_file_with_duplicate_ids_or_missing_fields_is_refused(tmp_path):
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"id": "a", "question": "1+1?", "answer": "2"}\n{"id": "a", "question": "2+2?", "answer": "4"}\n')
+    with pytest.raises(ValueError, match=r"dup.jsonl:2: duplicate id 'a' \(first on line 1\)"):
+        load_problems(dup)
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text('{"id": "a", "question": "1+1?"}\n')
+    with pytest.raises(ValueError, match=r"missing.jsonl:1: missing field 'answer'"):
+        load_problems(missing)
+    with pytest.raises(ValueError, match="no such problems file"):
+        load_problems(tmp_path / "nope.jsonl")
+
+
+def test_action_pattern_accepts_a_tool_block_or_a_boxed_answer_only():
+    import re
+
+    pattern = ReactMath.action_pattern
+    assert re.fullmatch(pattern, "```python\nprint(2 + 2)\n```")
+    assert re.fullmatch(pattern, "\\boxed{-3/4}")
+    assert not re.fullmatch(pattern, "The answer is 4.")

@@ -9,7 +9,7 @@ is reproducible, and episodes differ from each other.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,8 +54,12 @@ def rollout(
     skills: Sequence[Skill] = (),
     history_turns: int | None = None,
     label: str = "",
+    constrained: bool = False,
 ) -> list[Trajectory]:
     """Play every case to its end, all episodes advancing together.
+
+    `constrained`: every reply is decoded under the task's `action_pattern`
+    (see action_constraint), so each turn is a well-formed action.
 
     `skills` are appended to the task's system prompt (skills.inject_skills).
     `history_turns` keeps only the last k (action, observation) pairs in the prompt, to bound context on long
@@ -64,9 +68,8 @@ def rollout(
     if history_turns is not None and history_turns < 0:
         raise ValueError(f"history_turns must be >= 0 or None, got {history_turns}")
     stop = tuple(dict.fromkeys((*sampling.stop, *getattr(task, "stop", ()))))
-    turn_sampling = Sampling(
-        temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=stop
-    )
+    turn_sampling = replace(sampling, stop=stop)
+    pattern = action_constraint(task) if constrained else None
     system = inject_skills(task.system_prompt, skills)
     states, trajectories = [], []
     for case in cases:
@@ -86,7 +89,10 @@ def rollout(
     while live:
         conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
         seeds = [derive_seed(seed, i, trajectories[i].turns) for i in live]
-        completions = generator.chat(conversations, turn_sampling, seeds=seeds)
+        if pattern is None:
+            completions = generator.chat(conversations, turn_sampling, seeds=seeds)
+        else:
+            completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=[pattern] * len(live))
         if len(completions) != len(live):
             raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
         still_live = []
@@ -109,6 +115,16 @@ def rollout(
                 still_live.append(i)
         live = still_live
     return trajectories
+
+
+def action_constraint(task: Any) -> str:
+    """The task's declared action format (`action_pattern`), or a ValueError
+    naming the task when it declares none."""
+    pattern = getattr(task, "action_pattern", None)
+    if not pattern:
+        raise ValueError(f"task {getattr(task, 'name', task)!r} declares no action_pattern; "
+                         "run it without constrained actions")
+    return pattern
 
 
 def _prompt(messages: list[Message], history_turns: int | None) -> list[Message]:

@@ -28,6 +28,10 @@ class Generator(Protocol):
 
     `seeds`, when given, has one sampling seed per conversation so that a
     batch is reproducible run to run and its members differ from each other.
+    `constraints`, when given, has one regular expression (or None) per
+    conversation that the reply must match in full: enforced at decoding time
+    (vLLM structured outputs), so a weak model's reply is always well-formed.
+    A generator that cannot enforce one raises `ConstraintError`.
     """
 
     def chat(
@@ -35,12 +39,22 @@ class Generator(Protocol):
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]: ...
+
+
+class ConstraintError(ValueError):
+    """A decoding constraint the generator rejects or cannot enforce."""
 
 
 def check_seeds(conversations: Sequence, seeds: Sequence[int] | None) -> None:
     if seeds is not None and len(seeds) != len(conversations):
         raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
+
+
+def check_constraints(conversations: Sequence, constraints: Sequence[str | None] | None) -> None:
+    if constraints is not None and len(constraints) != len(conversations):
+        raise ValueError(f"got {len(constraints)} constraints for {len(conversations)} conversations")
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,7 @@ class MemberJob:
     conversations: Sequence[Sequence[Message]]
     sampling: Sampling
     request_seeds: Sequence[int] | None = None
+    constraints: Sequence[str | None] | None = None
 
 
 def generate_members_sequentially(engine, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
@@ -60,5 +75,5 @@ def generate_members_sequentially(engine, jobs: Sequence[MemberJob]) -> list[lis
     results = []
     for job in jobs:
         with engine.perturbed(job.seed, job.sigma):
-            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds))
+            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds, job.constraints))
     return results

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from coevolve.engine import models
-from coevolve.engine.base import check_seeds, Completion, MemberJob, Message, Sampling, generate_members_sequentially
+from coevolve.engine.base import (check_constraints, check_seeds, Completion, ConstraintError, MemberJob, Message,
+                                  Sampling, generate_members_sequentially)
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
 # vLLM logs every engine step at INFO; users of a search loop want our progress bar.
@@ -92,10 +93,12 @@ class Engine:
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
         from vllm import SamplingParams
 
         check_seeds(conversations, seeds)
+        check_constraints(conversations, constraints)
         if not conversations:
             return []
         prompts = [
@@ -106,13 +109,20 @@ class Engine:
             SamplingParams(
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
+                top_k=sampling.top_k,
                 max_tokens=sampling.max_tokens,
                 stop=list(sampling.stop) or None,
                 seed=None if seeds is None else int(seeds[i]),
+                structured_outputs=_structured(None if constraints is None else constraints[i]),
             )
             for i in range(len(prompts))
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        try:
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        except Exception as exc:
+            if constraints is not None and any(constraints):
+                raise ConstraintError(f"vLLM rejected a decoding constraint: {exc}") from exc
+            raise
         results = []
         for out in outputs:
             choice = out.outputs[0]
@@ -133,6 +143,17 @@ class Engine:
     def _rpc_all(self, method: str, *args) -> list:
         """One result per worker (one per tensor-parallel rank)."""
         return self.llm.collective_rpc(method, args=args)
+
+    def check_constraints(self, patterns: Sequence[str]) -> None:
+        """Compile every distinct pattern in the engine's grammar backend (one
+        one-token request each), so a pattern vLLM rejects fails with
+        ConstraintError before any episode runs."""
+        for pattern in dict.fromkeys(patterns):
+            try:
+                self.chat([[{"role": "user", "content": "ok"}]], Sampling(temperature=0.0, max_tokens=1),
+                          constraints=[pattern])
+            except ConstraintError as exc:
+                raise ConstraintError(f"the engine rejects the action pattern {pattern!r}: {exc.__cause__ or exc}") from None
 
     def num_parameters(self) -> int:
         """Elements ES perturbs (the whole model: tied weights count once)."""
@@ -204,6 +225,14 @@ class Engine:
             if callable(shutdown):
                 shutdown()
             self.llm = None
+
+
+def _structured(pattern: str | None):
+    if pattern is None:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return StructuredOutputsParams(regex=pattern)
 
 
 def _check_sigma(sigma: float) -> None:
