@@ -5,7 +5,8 @@ in the same sandbox as heuristic candidates) or answers with \\boxed{...}.
 Reward is exact match of the boxed answer (numbers compared as fractions).
 Problems are generated from seeds (arithmetic and small algebra word
 problems with integer answers) or read from a user JSONL file of
-{"question": ..., "answer": ..., "split"?: "train"|"eval"} lines.
+{"question": ..., "answer": ..., "split"?: "train"|"eval"} lines (a line
+without a split is held out when its question hashes so, one in five).
 """
 
 from __future__ import annotations
@@ -131,6 +132,19 @@ def load_problems(path: str | Path) -> list[dict]:
         )
     if not records:
         raise ValueError(f"{path}: no problems")
+    # Held-out problems must be unseen in training: lines without a split are
+    # assigned by content (one in five held out), and a question given to
+    # both splits is refused.
+    first: dict[str, tuple[str, int]] = {}
+    for number, record in enumerate(records, start=1):
+        key = " ".join(record["question"].lower().split())
+        if record["split"] is None:
+            digest = hashlib.blake2b(key.encode(), digest_size=4).digest()
+            record["split"] = "eval" if int.from_bytes(digest, "little") % 5 == 0 else "train"
+        if key in first and first[key][0] != record["split"]:
+            raise ValueError(f"{path}: problem {record['id']!r} ({record['split']}) repeats the question of "
+                             f"{first[key][1]!r} ({first[key][0]}): the held-out split overlaps training")
+        first.setdefault(key, (record["split"], record["id"]))
     return records
 
 
@@ -236,7 +250,7 @@ class ReactMath:
         if split not in SPLITS:
             raise ValueError(f"react_math split must be one of {SPLITS}, got {split!r}")
         if self.problems is not None:
-            pool = [p for p in self.problems if p["split"] in (None, split)]
+            pool = [p for p in self.problems if p["split"] == split]
             if n > len(pool):
                 raise ValueError(f"react_math: asked for {n} {split} problems, the file has {len(pool)}")
             random.Random(_case_seed(split, seed, -1)).shuffle(pool)

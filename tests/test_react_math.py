@@ -106,13 +106,25 @@ def test_wrong_answer_tool_errors_and_turn_budget():
 
 def test_user_jsonl_problems(tmp_path: Path):
     path = tmp_path / "p.jsonl"
-    lines = [{"question": f"q{i}", "answer": str(i)} for i in range(4)] + [{"question": "e", "answer": "1", "split": "eval"}]
+    lines = [{"question": f"q{i}", "answer": str(i), "split": "train"} for i in range(4)] + [
+        {"question": "e", "answer": "1", "split": "eval"}]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     task = ReactMath(tool=RecordingTool(ToolResult("", "", None)), problems_file=path)
-    assert len(task.cases("train", 4)) == 4
-    assert {c.question for c in task.cases("eval", 5)} == {"q0", "q1", "q2", "q3", "e"}
+    assert {c.question for c in task.cases("train", 4)} == {"q0", "q1", "q2", "q3"}
+    assert {c.question for c in task.cases("eval", 1)} == {"e"}
     with pytest.raises(ValueError, match="the file has 4"):
         task.cases("train", 5)
+    # lines without a split: held out by content, never in both splits
+    path.write_text("\n".join(json.dumps({"question": f"what is {i} + 1?", "answer": str(i + 1)})
+                              for i in range(50)) + "\n")
+    records = load_problems(path)
+    held_out = {r["question"] for r in records if r["split"] == "eval"}
+    assert 0 < len(held_out) < 25 and {r["split"] for r in records} == {"train", "eval"}
+    # the same question in both splits is an overlap
+    path.write_text('{"id": "a", "question": "1 + 1?", "answer": "2", "split": "train"}\n'
+                    '{"id": "b", "question": "1  +  1?", "answer": "2", "split": "eval"}\n')
+    with pytest.raises(ValueError, match="problem 'b' \\(eval\\) repeats the question of 'a' \\(train\\).*overlaps"):
+        load_problems(path)
     path.write_text('{"question": "q"}\n')
     with pytest.raises(ValueError, match=r"p.jsonl:1: missing field 'answer'"):
         load_problems(path)

@@ -1,0 +1,155 @@
+"""Agent measurements on the embedded model (issue 13's "numbers to show").
+
+    python benchmarks/agents_measure.py formats [--problems 16] [--k 2]
+    python benchmarks/agents_measure.py ladder  [--problems 16] [--k 4]
+    python benchmarks/agents_measure.py arms --task-option masked=1 --run RUN_DIR [--problems 32] [--k 4]
+
+`formats`: free vs constrained decoding (vLLM structured outputs, the task's
+action_pattern) on 4x4 Sudoku with 1 masked cell and on react_math, same
+held-out problems, same seeds, the paper's sampling (T=1, top-p 1, top-k 40):
+well-formed action rate and solved rate (Mean@k), side by side.
+`ladder`: base Mean@k / Pass@k on the 4x4 ladder (1, 2, 4 masked), to pick
+the easiest setting whose base solved rate lies strictly inside (0, 1).
+`arms`: held-out Mean@k / Pass@k of base, ES-tuned, skill, both for a run
+directory (its history.jsonl and distilled skill): the same code path as
+`coevolve eval --task ... --run RUN_DIR`.
+
+Run under the heavy lock: flock /tmp/coevolve-heavy.lock python benchmarks/agents_measure.py ...
+Prints one table per part and writes results JSON to --out (default stdout only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("part", choices=("formats", "ladder", "arms"))
+    p.add_argument("--problems", type=int, default=16, help="held-out problems (default 16; the paper: 100)")
+    p.add_argument("--k", type=int, default=4, help="attempts per problem (default 4)")
+    p.add_argument("--max-tokens", type=int, default=12, help="sudoku tokens per turn (a move is ~6)")
+    p.add_argument("--math-max-tokens", type=int, default=96, help="react_math tokens per turn")
+    p.add_argument("--task", default="sudoku")
+    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--run", help="arms: an agent run directory (history.jsonl, skills/)")
+    p.add_argument("--constrained", action="store_true", help="arms: decode under the action pattern")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="write results JSON here")
+    return p.parse_args(argv)
+
+
+def print_rows(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)), flush=True)
+
+
+def formats(engine, args) -> list[dict]:
+    from coevolve.agents.evaluate import eval_sampling, evaluate_arm
+
+    out = []
+    settings = [("sudoku", {"masked": 1}, args.max_tokens), ("react_math", {}, args.math_max_tokens)]
+    for name, options, max_tokens in settings:
+        task = _task(name, options)
+        heldout = task.cases("eval", args.problems, seed=args.seed)
+        for constrained in (False, True):
+            began = time.monotonic()
+            r = evaluate_arm(engine, task, heldout, "base", args.k, eval_sampling(max_tokens), args.seed,
+                             constrained=constrained)
+            out.append({"task": name, **options, "decoding": "constrained" if constrained else "free",
+                        **r.to_dict(), "seconds": round(time.monotonic() - began, 1)})
+            print(f"  {name} {'constrained' if constrained else 'free'}: well-formed {r.well_formed:.3f}, "
+                  f"Mean@{args.k} {r.mean_at_k} ({out[-1]['seconds']} s)", flush=True)
+        close = getattr(task, "close", None)
+        if close:
+            close()
+    print_rows(["task", "decoding", "well-formed", f"solved Mean@{args.k} [95% CI]", f"Pass@{args.k} [95% CI]"],
+               [[o["task"], o["decoding"], f"{o['well_formed']:.3f}", _iv(o[f"mean@{args.k}"]),
+                 _iv(o[f"pass@{args.k}"])] for o in out])
+    return out
+
+
+def ladder(engine, args) -> list[dict]:
+    from coevolve.agents.evaluate import eval_sampling, evaluate_arm
+    from tasks.sudoku import LADDERS
+
+    out = []
+    for masked in LADDERS[4]:
+        task = _task("sudoku", {"masked": masked})
+        heldout = task.cases("eval", args.problems, seed=args.seed)
+        r = evaluate_arm(engine, task, heldout, "base", args.k, eval_sampling(args.max_tokens), args.seed)
+        out.append({"task": "sudoku", "masked": masked, **r.to_dict()})
+        print(f"  4x4 masked {masked}: Mean@{args.k} {r.mean_at_k}", flush=True)
+    print_rows(["setting", f"Mean@{args.k} [95% CI]", f"Pass@{args.k} [95% CI]", "well-formed"],
+               [[f"4x4, {o['masked']} masked", _iv(o[f"mean@{args.k}"]), _iv(o[f"pass@{args.k}"]),
+                 f"{o['well_formed']:.3f}"] for o in out])
+    inside = [o for o in out if 0 < o[f"mean@{args.k}"]["mean"] < 1]
+    if inside:
+        print(f"easiest setting with base solved rate in (0, 1): 4x4, {inside[0]['masked']} masked")
+    return out
+
+
+def arms(engine, args) -> list[dict]:
+    from coevolve.agents.evaluate import eval_sampling, evaluate_arms, run_inputs, table
+
+    task = _task(args.task, _options(args.task_option))
+    history, skills = run_inputs(args.run)
+    heldout = task.cases("eval", args.problems, seed=args.seed)
+    names = ["base"] + (["esopt"] if history else []) + (["skill"] if skills else []) + (
+        ["both"] if history and skills else [])
+    results = evaluate_arms(engine, task, heldout, names, args.k, eval_sampling(args.max_tokens), args.seed,
+                            history=history, skills=skills, constrained=args.constrained,
+                            on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}", flush=True))
+    print_rows(["arm", f"Mean@{args.k} [95% CI]", f"Pass@{args.k} [95% CI]", "well-formed"], table(results))
+    return [r.to_dict() for r in results]
+
+
+def _iv(d: dict) -> str:
+    return f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
+
+
+def _options(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def _task(name: str, options: dict):
+    if name == "react_math":
+        from tasks.react_math import ReactMath, SandboxTool
+
+        return ReactMath(tool=SandboxTool(), **options)
+    from tasks.sudoku import Sudoku
+
+    return Sudoku(size=9 if name == "sudoku9" else 4, **options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from coevolve.engine.vllm_engine import Engine
+
+    began = time.monotonic()
+    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+    print(f"engine up in {time.monotonic() - began:.0f} s; part {args.part}, {args.problems} problems, k={args.k}",
+          flush=True)
+    try:
+        result = {"formats": formats, "ladder": ladder, "arms": arms}[args.part](engine, args)
+    finally:
+        engine.close()
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"args": vars(args), "results": result}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
