@@ -107,7 +107,7 @@ def arms(engine, args) -> list[dict]:
     results = evaluate_arms(engine, task, heldout, names, args.k, eval_sampling(args.max_tokens), args.seed,
                             history=history, skills=skills, constrained=args.constrained,
                             on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}", flush=True))
-    print_rows(["arm", f"Mean@{args.k} [95% CI]", f"Pass@{args.k} [95% CI]", "well-formed"], table(results))
+    print(table(results))
     return [r.to_dict() for r in results]
 
 

@@ -160,10 +160,31 @@ def check_arms(arms: Sequence[str], history: str | Path | None, skills: Sequence
         raise ValueError("the skill and both arms need a skill: give a skill folder")
 
 
-def table(results: Sequence[ArmResult]) -> list[list[str]]:
-    """Rows for a text table: arm, Mean@k [95% CI], Pass@k [95% CI], well-formed."""
-    rows = []
+def table(results: Sequence[ArmResult]) -> str:
+    """A markdown table: arm, Mean@k [95% CI], Pass@k [95% CI], well-formed action rate."""
+    k = results[0].k if results else 4
+    lines = [f"| arm | Mean@{k} [95% CI] | Pass@{k} [95% CI] | well-formed |", "|---|---|---|---|"]
     for r in results:
         formed = "-" if r.well_formed is None else f"{r.well_formed:.2f}"
-        rows.append([r.arm, str(r.mean_at_k), str(r.pass_at_k), formed])
-    return rows
+        lines.append(f"| {r.arm} | {r.mean_at_k} | {r.pass_at_k} | {formed} |")
+    return "\n".join(lines)
+
+
+def run_inputs(run_dir: str | Path | None) -> tuple[Path | None, list[Skill]]:
+    """An agent run directory's ES history (None when it holds no ES
+    generation) and its distilled skills (skills/<name>/SKILL.md, each
+    validated: an invalid SKILL.md is a SkillError naming the file)."""
+    if run_dir is None:
+        return None, []
+    from coevolve.agents.skills import load_skill
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ValueError(f"{run_dir}: no such run directory")
+    history = run_dir / "history.jsonl"
+    has_history = history.is_file() and history.stat().st_size > 0
+    folder = run_dir / "skills"
+    skills = [load_skill(d) for d in sorted(folder.iterdir()) if d.is_dir()] if folder.is_dir() else []
+    if not has_history and not skills:
+        raise ValueError(f"{run_dir}: holds neither ES weights (history.jsonl) nor a distilled skill (skills/)")
+    return (history if has_history else None), skills
