@@ -3,6 +3,7 @@
     python benchmarks/agents_measure.py formats [--problems 16] [--k 2]
     python benchmarks/agents_measure.py ladder  [--problems 16] [--k 4]
     python benchmarks/agents_measure.py arms --task-option masked=1 --run RUN_DIR [--problems 32] [--k 4]
+    python benchmarks/agents_measure.py all [--problems 32] [--budget 128] [--out DIR]
 
 `formats`: free vs constrained decoding (vLLM structured outputs, the task's
 action_pattern) on 4x4 Sudoku with 1 masked cell and on react_math, same
@@ -13,6 +14,9 @@ the easiest setting whose base solved rate lies strictly inside (0, 1).
 `arms`: held-out Mean@k / Pass@k of base, ES-tuned, skill, both for a run
 directory (its history.jsonl and distilled skill): the same code path as
 `coevolve eval --task ... --run RUN_DIR`.
+`all`: formats, then the ladder, then on the chosen setting one esopt run
+and one trace2skill run (`coevolve run`, same budget and seed), then the
+arms of each: the whole "numbers to show" in one process under one lock.
 
 Run under the heavy lock: flock /tmp/coevolve-heavy.lock python benchmarks/agents_measure.py ...
 Prints one table per part and writes results JSON to --out (default stdout only).
@@ -31,7 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("formats", "ladder", "arms"))
+    p.add_argument("part", choices=("formats", "ladder", "arms", "all"))
+    p.add_argument("--budget", type=int, default=128, help="all: training episodes per run (default 128)")
+    p.add_argument("--population", type=int, default=8)
+    p.add_argument("--batch", type=int, default=4)
     p.add_argument("--problems", type=int, default=16, help="held-out problems (default 16; the paper: 100)")
     p.add_argument("--k", type=int, default=4, help="attempts per problem (default 4)")
     p.add_argument("--max-tokens", type=int, default=12, help="sudoku tokens per turn (a move is ~6)")
@@ -111,6 +118,63 @@ def arms(engine, args) -> list[dict]:
     return [r.to_dict() for r in results]
 
 
+def train_config(method: str, masked: int, args) -> str:
+    """The `coevolve run` TOML of one training run on 4x4 Sudoku with `masked` cells."""
+    es = "" if method != "esopt" else (
+        "\n[es]\nsigma = 3e-3\nsigma_end = 1e-3\nschedule = \"cosine\"\nalpha = 1.5e-3\n")
+    return (f"[run]\nmethod = \"{method}\"\ntask = \"sudoku\"\nbudget = {args.budget}\nseed = {args.seed}\n\n"
+            f"[task]\nmasked = {masked}\n\n[agent]\npopulation = {args.population}\nbatch = {args.batch}\n"
+            f"eval_cases = 8\neval_every = 1000\nhistory_turns = 1\nshaping = 0.5\nskill_successes = 2\n\n"
+            f"[sampling]\ntemperature = 1.0\nmax_tokens = {args.max_tokens}\n{es}")
+
+
+def everything(args) -> dict:
+    import subprocess
+
+    from coevolve.engine.vllm_engine import Engine
+
+    out = Path(args.out or f"runs/agents_measure-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict = {}
+    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+    try:
+        print("== free vs constrained", flush=True)
+        results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
+        print("== 4x4 ladder, base", flush=True)
+        results["ladder"] = ladder(engine, args)
+    finally:
+        engine.close()
+    inside = [o for o in results["ladder"] if 0 < o[f"mean@{args.k}"]["mean"] < 1]
+    masked = inside[0]["masked"] if inside else 1
+    results["chosen_masked"] = masked
+    print(f"== training on 4x4 with {masked} masked: esopt and trace2skill, budget {args.budget}", flush=True)
+    runs = {}
+    for method in ("esopt", "trace2skill"):
+        config = out / f"{method}.toml"
+        config.write_text(train_config(method, masked, args))
+        run_dir = out / method
+        began = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "coevolve", "run", str(config), "--out", str(run_dir)],
+                              capture_output=True, text=True)
+        print(f"  {method}: exit {done.returncode} in {time.monotonic() - began:.0f} s", flush=True)
+        if done.returncode != 0:
+            print(done.stdout[-2000:], done.stderr[-3000:], flush=True)
+            continue
+        runs[method] = str(run_dir)
+    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+    try:
+        for method, run_dir in runs.items():
+            print(f"== held-out arms of the {method} run", flush=True)
+            results[f"arms_{method}"] = arms(engine, argparse.Namespace(
+                **{**vars(args), "task": "sudoku", "task_option": [f"masked={masked}"], "run": run_dir,
+                   "constrained": True}))
+    finally:
+        engine.close()
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    print(f"results: {out / 'results.json'}")
+    return results
+
+
 def _iv(d: dict) -> str:
     return f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
 
@@ -135,6 +199,9 @@ def _task(name: str, options: dict):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.part == "all":
+        everything(args)
+        return 0
     from coevolve.engine.vllm_engine import Engine
 
     began = time.monotonic()
