@@ -51,6 +51,21 @@ def eval_sampling(max_tokens: int, k_sampling: Sampling = PAPER_EVAL) -> Samplin
     return replace(k_sampling, max_tokens=max_tokens)
 
 
+def build_task(name: str, options: dict[str, Any]) -> Any:
+    """The agent task `name` built with `options`; ValueError names a bad one."""
+    import importlib
+
+    from tasks import registry
+
+    if not registry.is_agent_task(name):
+        raise ValueError(f"{name!r} is not an agent task (agent tasks: {', '.join(sorted(registry.AGENT_TASKS))})")
+    module, _, attr = registry.TASKS[name].partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)(**options)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"task {name!r} with options {options}: {exc}") from None
+
+
 def check_heldout(task: Any, heldout: Sequence[Any], train: Sequence[Any]) -> None:
     """ValueError naming the first held-out cases that are also training cases
     (compared by the task's `case_key`, i.e. by content, not by id)."""

@@ -53,17 +53,12 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def build_task(name: str, options: dict[str, Any]) -> Any:
-    import importlib
+    from coevolve.agents.evaluate import build_task as build
 
-    from tasks import registry
-
-    if not registry.is_agent_task(name):
-        raise UsageError(f"{name!r} is not an agent task (agent tasks: {', '.join(sorted(registry.AGENT_TASKS))})")
-    module, _, attr = registry.TASKS[name].partition(":")
     try:
-        return getattr(importlib.import_module(module), attr)(**options)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"task {name!r} with options {options}: {exc}") from None
+        return build(name, options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def handle(args: argparse.Namespace) -> int:
