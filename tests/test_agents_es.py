@@ -42,7 +42,9 @@ class FakeEngine:
         out = []
         for conversation in conversations:
             self.system_prompts.append(conversation[0]["content"])
-            if conversation[0]["content"].startswith("You review") or conversation[0]["content"].startswith("You merge"):
+            if conversation[0]["content"].startswith(("You are an error analyst", "You are a success analyst")):
+                out.append(Completion(text="ADD Checks: Check the row, the column and the box first."))
+            elif conversation[0]["content"].startswith("Merge these rules"):
                 out.append(Completion(text="- Check the row, the column and the box first."))
                 continue
             good = self.perturbation is None or self.perturbation[0] % 2 == 0

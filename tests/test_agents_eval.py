@@ -78,7 +78,7 @@ def test_agent_compare_config_and_report(tmp_path):
     from coevolve.agents.compare import aggregate, from_toml, is_agent_compare, markdown, plot, run_config
     from coevolve.config import read_toml
 
-    raw = read_toml("examples/compare_agents.toml")
+    raw = read_toml("examples/agents_compare.toml")
     assert is_agent_compare(raw)
     config = from_toml(raw)
     assert config.methods == ["base", "esopt", "trace2skill", "esopt+trace2skill"] and config.k == 4

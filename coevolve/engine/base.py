@@ -75,5 +75,7 @@ def generate_members_sequentially(engine, jobs: Sequence[MemberJob]) -> list[lis
     results = []
     for job in jobs:
         with engine.perturbed(job.seed, job.sigma):
-            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds, job.constraints))
+            # constraints travel only when set: generators that never constrain need not take them
+            extra = {} if job.constraints is None else {"constraints": job.constraints}
+            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds, **extra))
     return results
