@@ -1,12 +1,17 @@
 """ES overhead, measured side by side in one run on the real engine.
 
-(a) one ES generation (G members x N prompts, each member perturbed, generated,
-    restored) vs the same G*N completions generated in one batch by stock vLLM;
-(b) perturb + restore seconds per member, and per billion parameters;
-(c) peak memory of an ES generation vs stock vLLM inference (each in a fresh
-    process, so the peaks do not mask each other).
+(a) one ES generation (G members x N prompts) vs the same G*N completions
+    generated in one batch by stock vLLM, for each noise mode:
+    full    = each member perturbed, generated, restored, one after another;
+    lowrank = every member a rank-r LoRA slot, all G*N requests in ONE batch;
+(b) perturb + restore seconds per member (full), slot writing (lowrank), and
+    the ES update of G members in each mode;
+(c) peak memory of each (a fresh process each, so peaks do not mask each
+    other), and of one backprop fine-tuning step (torch autograd + AdamW,
+    fp32 weights, on the same model and the same G*N sequences).
 
-    python benchmarks/es_overhead.py [--members 8] [--prompts 8] [--max-tokens 32]
+    python benchmarks/es_overhead.py --members 8,32 --prompts 8 --max-tokens 32
+    python benchmarks/es_overhead.py --members 16 --prompts 1 --max-tokens 256 --no-backprop
 """
 
 from __future__ import annotations
@@ -46,17 +51,43 @@ def _gpu_peak_mb() -> float | None:
     return None
 
 
-def child(mode: str, members: int, prompts: int, max_tokens: int) -> dict:
-    """Runs in a fresh process: 'plain' = inference only, 'es' = one ES generation."""
-    from coevolve.engine.base import Sampling
+def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1) -> dict:
+    """Runs in a fresh process: 'plain' = inference only, 'es' = one full-noise
+    ES generation, 'lowrank' = one low-rank ES generation, 'backprop' = one
+    AdamW step."""
+    from coevolve.engine.base import MemberJob, Sampling
     from coevolve.engine.vllm_engine import Engine
 
     sampling = Sampling(temperature=0.7, max_tokens=max_tokens)
     convs = _conversations(prompts)
     if mode == "plain":
         return _plain_vllm(convs * members, max_tokens)
-    engine = Engine()
+    if mode == "backprop":
+        return _backprop_step(convs * members, max_tokens)
+    if mode == "lowrank":
+        engine = Engine(noise="lowrank", rank=rank, members=members, max_num_seqs=256)
+        result = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device,
+                  **engine.noise_info()}
+        engine.chat(convs[:1], Sampling(temperature=0.0, max_tokens=2))  # warm-up, as in the other modes
+        rss_after_load = _peak_rss_mb()
+        jobs = [MemberJob(1000 + m, 1e-3, convs, sampling, list(range(m * prompts, (m + 1) * prompts)))
+                for m in range(members)]
+        t0 = time.perf_counter()
+        engine._rpc("es_lowrank_load", [(j.seed, j.sigma) for j in jobs])
+        result["slot_write_seconds"] = time.perf_counter() - t0
+        started = time.perf_counter()
+        engine.generate_members(jobs)  # writes the slots again, then one batch
+        result["seconds"] = time.perf_counter() - started
+        t0 = time.perf_counter()
+        engine.apply_update([j.seed for j in jobs], [1.0 - 2 * (m % 2) for m in range(members)], 5e-4)
+        result["update_seconds"] = time.perf_counter() - t0
+        result["peak_rss_mb"] = _peak_rss_mb()
+        result["rss_after_load_mb"] = rss_after_load
+        result["gpu_peak_mb"] = _gpu_peak_mb()
+        return result
+    engine = Engine(max_num_seqs=256)
     result: dict = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device}
+    engine.chat(convs[:1], Sampling(temperature=0.0, max_tokens=2))
     rss_after_load = _peak_rss_mb()
     perturb_seconds = 0.0
     started = time.perf_counter()
@@ -70,6 +101,9 @@ def child(mode: str, members: int, prompts: int, max_tokens: int) -> dict:
         perturb_seconds += time.perf_counter() - t0
     result["seconds"] = time.perf_counter() - started
     result["perturb_restore_seconds_per_member"] = perturb_seconds / members
+    t0 = time.perf_counter()
+    engine.apply_update([1000 + m for m in range(members)], [1.0 - 2 * (m % 2) for m in range(members)], 5e-4)
+    result["update_seconds"] = time.perf_counter() - t0
     result["peak_rss_mb"] = _peak_rss_mb()
     result["rss_after_load_mb"] = rss_after_load
     result["gpu_peak_mb"] = _gpu_peak_mb()
@@ -88,18 +122,49 @@ def _plain_vllm(conversations: list, max_tokens: int) -> dict:
     from coevolve.engine.models import default_model_dir
 
     llm = LLM(model=str(default_model_dir()), dtype="bfloat16", max_model_len=2048, enforce_eager=True,
-              enable_prefix_caching=False, enable_chunked_prefill=False, max_num_batched_tokens=65536)
+              enable_prefix_caching=False, enable_chunked_prefill=False, max_num_batched_tokens=65536,
+              max_num_seqs=256)
     tok = llm.get_tokenizer()
     prompts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
     params = [SamplingParams(temperature=0.7, max_tokens=max_tokens, seed=i) for i in range(len(prompts))]
+    llm.generate(prompts[:1], SamplingParams(temperature=0.0, max_tokens=2), use_tqdm=False)  # warm-up
     started = time.perf_counter()
     llm.generate(prompts, params, use_tqdm=False)
     return {"mode": "plain", "seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(),
             "gpu_peak_mb": _gpu_peak_mb()}
 
 
-def _run_child(mode: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, "--members", str(args.members),
+def _backprop_step(conversations: list, max_tokens: int) -> dict:
+    """One supervised fine-tuning step as a GRPO-style trainer would take it:
+    forward and backward over the G*N sequences (prompt + max_tokens tokens),
+    then AdamW (fp32 weights and optimizer state)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coevolve.engine.models import default_model_dir
+
+    model_dir = str(default_model_dir())
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
+    batch = tok(texts, return_tensors="pt", padding=True)
+    completion = torch.randint(0, tok.vocab_size, (len(texts), max_tokens))
+    ids = torch.cat([batch["input_ids"], completion], dim=1)
+    mask = torch.cat([batch["attention_mask"], torch.ones_like(completion)], dim=1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    started = time.perf_counter()
+    loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    return {"mode": "backprop", "seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(),
+            "gpu_peak_mb": _gpu_peak_mb(), "tokens": int(ids.numel())}
+
+
+def _run_child(mode: str, args: argparse.Namespace, members: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, "--members", str(members), "--rank", str(args.rank),
            "--prompts", str(args.prompts), "--max-tokens", str(args.max_tokens)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -110,29 +175,61 @@ def _run_child(mode: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--members", type=int, default=8)
+    parser.add_argument("--members", default="8", help="population sizes G, comma-separated (e.g. 8,32)")
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--child", choices=["plain", "es"])
+    parser.add_argument("--rank", type=int, default=1, help="low-rank noise rank")
+    parser.add_argument("--modes", default="es,lowrank", help="ES modes to measure: es (full noise), lowrank")
+    parser.add_argument("--no-backprop", action="store_true", help="skip the AdamW step's memory")
+    parser.add_argument("--child", choices=["plain", "es", "lowrank", "backprop"])
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.child, args.members, args.prompts, args.max_tokens)))
+        print("RESULT " + json.dumps(child(args.child, int(args.members), args.prompts, args.max_tokens, args.rank)))
         return
-    plain = _run_child("plain", args)
-    es = _run_child("es", args)
-    billions = es["parameters"] / 1e9
-    per_member = es["perturb_restore_seconds_per_member"]
-    print(f"device {es['device']}, {es['parameters']:,} parameters, G={args.members} members x N={args.prompts} prompts, "
-          f"{args.max_tokens} new tokens")
-    print(f"(a) ES generation {es['seconds']:.2f} s vs one unperturbed batch of {args.members * args.prompts} "
-          f"{plain['seconds']:.2f} s: ratio {es['seconds'] / plain['seconds']:.2f}x")
-    print(f"(b) perturb+restore {per_member:.3f} s per member = {per_member / billions:.2f} s per billion parameters")
-    print(f"(c) peak host RSS: ES {es['peak_rss_mb']:.0f} MiB vs plain {plain['peak_rss_mb']:.0f} MiB: "
-          f"ratio {es['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x "
-          f"(fp32 master copy of θ = {es['parameters'] * 4 / 2**20:.0f} MiB lives in host RAM)")
-    if es.get("gpu_peak_mb") is not None:
-        print(f"    peak GPU memory: ES {es['gpu_peak_mb']:.0f} MiB vs plain {plain['gpu_peak_mb']:.0f} MiB: "
-              f"ratio {es['gpu_peak_mb'] / plain['gpu_peak_mb']:.3f}x")
+    modes = [m for m in args.modes.split(",") if m]
+    rows = []
+    for g in [int(x) for x in args.members.split(",")]:
+        plain = _run_child("plain", args, g)
+        results = {mode: _run_child(mode, args, g) for mode in modes}
+        rows.append((g, plain, results))
+        print(f"G={g}: plain {plain['seconds']:.2f} s; " + "; ".join(
+            f"{m} {r['seconds']:.2f} s" for m, r in results.items()), file=sys.stderr, flush=True)
+    backprop = None if args.no_backprop else _run_child("backprop", args, rows[-1][0])
+    any_result = next(iter(rows[0][2].values()))
+    print(f"device {any_result['device']}, {any_result['parameters']:,} parameters, N={args.prompts} prompts per "
+          f"member, {args.max_tokens} new tokens, low-rank rank {args.rank}")
+    print("(a) one ES generation vs one unperturbed stock-vLLM batch of the same G*N completions")
+    print(f"    {'G':>4} {'G*N':>5} {'plain s':>8} " + " ".join(f"{m + ' s':>10} {m + ' x':>10}" for m in modes))
+    for g, plain, results in rows:
+        print(f"    {g:>4} {g * args.prompts:>5} {plain['seconds']:>8.2f} " + " ".join(
+            f"{results[m]['seconds']:>10.2f} {results[m]['seconds'] / plain['seconds']:>9.2f}x" for m in modes))
+    print("(b) weight work per generation")
+    for g, _, results in rows:
+        parts = []
+        if "es" in results:
+            per = results["es"]["perturb_restore_seconds_per_member"]
+            parts.append(f"full: perturb+restore {per:.3f} s/member "
+                         f"({per / (results['es']['parameters'] / 1e9):.2f} s per 1e9 params), "
+                         f"update {results['es']['update_seconds']:.2f} s")
+        if "lowrank" in results:
+            parts.append(f"lowrank: writing {g} slots {results['lowrank']['slot_write_seconds']:.2f} s, "
+                         f"update {results['lowrank']['update_seconds']:.2f} s")
+        print(f"    G={g}: " + "; ".join(parts))
+    g, plain, results = rows[-1]
+    print(f"(c) peak host RSS at G={g} (each a fresh process)")
+    print(f"    plain inference {plain['peak_rss_mb']:.0f} MiB")
+    for m, r in results.items():
+        print(f"    {m:<8} ES {r['peak_rss_mb']:.0f} MiB: {r['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x plain")
+    if "lowrank" in results:
+        lr = results["lowrank"]
+        print(f"    low-rank covers {lr['covered_elements']:,} elements (every linear weight); frozen "
+              f"{lr['frozen_elements']:,}: {', '.join(lr['frozen'])}")
+    if backprop is not None:
+        print(f"    backprop AdamW step (fp32, {backprop['tokens']} tokens) {backprop['peak_rss_mb']:.0f} MiB: "
+              f"{backprop['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x plain, step {backprop['seconds']:.1f} s")
+    for m, r in results.items():
+        if r.get("gpu_peak_mb") is not None and plain.get("gpu_peak_mb"):
+            print(f"    peak GPU memory: {m} {r['gpu_peak_mb']:.0f} MiB vs plain {plain['gpu_peak_mb']:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,11 @@ class _Resources:
         if self._engine is None:
             from coevolve.distributed import build_engine
 
-            self._engine = build_engine(self.config.model.path or None, self.config.distributed)
+            from coevolve.es import engine_options
+
+            es = self.config.es
+            self._engine = build_engine(self.config.model.path or None, self.config.distributed,
+                                        **engine_options(es.noise, es.rank, es.population))
         return self._engine
 
     def sandbox(self) -> Any:

@@ -119,6 +119,7 @@ class _EngineHost:
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "checksum": self.engine.checksum(),
+            "noise_info": self.engine.noise_info(),
         }
 
     def call(self, method: str, *args: Any) -> Any:
@@ -195,6 +196,10 @@ class EnginePool:
         self._ray = ray
         self.model_path = models.resolve(model)
         self.tensor_parallel_size = tensor_parallel_size
+        # Every engine runs the same noise mode; low-rank engines each batch
+        # their share of the members in their own LoRA slots.
+        self.noise = engine_kwargs.get("noise", "full")
+        self.rank = engine_kwargs.get("rank", 1) if self.noise == "lowrank" else None
         self._owns_ray = False
         self.engines: list[EngineHandle] = []
         self._busy: dict[str, Any] = {}
@@ -243,6 +248,7 @@ class EnginePool:
             raise PoolError(f"engines disagree on device or model size: {infos}")
         self.device = devices.pop()
         self._num_parameters = counts.pop()
+        self._noise_info = infos[0]["noise_info"]
         self._compare({h.name: info["checksum"] for h, info in zip(self.engines, infos)}, "at start-up")
         log.info("engine pool: %d engines on %s (%s)", len(self.engines), self.device,
                  ", ".join(f"{h.name} pid {h.pid}" for h in self.engines))
@@ -346,9 +352,19 @@ class EnginePool:
         return [c for part in self._spread("chat", tasks) for c in part]
 
     def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
-        """Members spread over the engines (one member per engine at a time,
-        the next to whichever engine frees first); results in job order."""
-        return [out[0] for out in self._spread("generate_members", [([job],) for job in jobs])]
+        """Members spread over the engines; results in job order. Full mode:
+        one member per engine at a time, the next to whichever engine frees
+        first. Low-rank mode: one contiguous share of members per engine, each
+        share one batch in that engine's LoRA slots."""
+        if self.noise == "full":
+            return [out[0] for out in self._spread("generate_members", [([job],) for job in jobs])]
+        parts = max(1, min(len(self.engines), len(jobs)))
+        bounds = [(i * len(jobs) // parts, (i + 1) * len(jobs) // parts) for i in range(parts)]
+        shares = self._spread("generate_members", [(list(jobs[a:b]),) for a, b in bounds])
+        return [texts for share in shares for texts in share]
+
+    def noise_info(self) -> dict:
+        return dict(self._noise_info)
 
     @contextmanager
     def perturbed(self, seed: int, sigma: float) -> Iterator[None]:

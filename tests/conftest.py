@@ -1,7 +1,7 @@
-"""Shared fixtures. One real engine per test session (starting vLLM costs ~20 s
-and a second in-process engine would double memory): tests that need it take
-the `engine` fixture and must leave its weights as they found them, except
-tests that say they move them (they restore via `engine_baseline`)."""
+"""Shared fixtures. One real engine per kind per test session (starting vLLM
+costs ~20 s and a second in-process engine would double memory): tests that
+need it take the `engine` (or `lowrank_engine`) fixture and must leave its
+weights as they found them (tests that move them call `engine.reset()`)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,46 @@ def model_dir() -> Path:
     return default_model_dir()
 
 
+# Low-rank tests need an engine with LoRA slots; a LoRA engine would slow the
+# plain tests. At most one engine lives in the process: asking for the other
+# kind closes the current one (pytest runs a module's tests together, so the
+# switch happens about once per module that needs the other kind).
+LOWRANK_SLOTS = 8
+_alive: dict[str, object] = {}
+
+
+def _only(kind: str, build):
+    import gc
+
+    for other in [k for k in _alive if k != kind]:
+        _alive.pop(other).close()
+        gc.collect()
+    if kind not in _alive:
+        _alive[kind] = build()
+    return _alive[kind]
+
+
 @pytest.fixture(scope="session")
-def engine(model_dir):
+def _close_engines():
+    yield
+    for kind in list(_alive):
+        _alive.pop(kind).close()
+
+
+@pytest.fixture
+def engine(model_dir, _close_engines):
     from coevolve.engine.vllm_engine import Engine
 
-    eng = Engine(model_dir, max_model_len=2048, max_num_seqs=64)
-    yield eng
-    eng.close()
+    return _only("plain", lambda: Engine(model_dir, max_model_len=2048, max_num_seqs=64))
+
+
+@pytest.fixture
+def lowrank_engine(model_dir, _close_engines):
+    """A rank-1 low-rank ES engine with LOWRANK_SLOTS member slots."""
+    from coevolve.engine.vllm_engine import Engine
+
+    return _only("lowrank", lambda: Engine(model_dir, max_model_len=2048, max_num_seqs=64, noise="lowrank",
+                                           rank=1, members=LOWRANK_SLOTS))
 
 
 def run_python(code: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -60,3 +60,34 @@ def test_es_makes_replies_shorter(engine, tmp_path):
           f"finished within {LIMIT} tokens {base_finished:.2f} -> {tuned_finished:.2f}")
     assert base_finished <= 0.5  # the property is mostly failed at base
     assert tuned_fitness > base_fitness
+
+
+def test_lowrank_es_makes_replies_shorter(lowrank_engine, tmp_path):
+    """The twin: same reward, seeds and schedule; the population runs as one
+    batch of rank-1 LoRA members and the update is the full-rank sum."""
+    from coevolve.engine.base import MemberJob
+
+    engine = lowrank_engine
+    generations = 4
+    conversations = [[{"role": "user", "content": q}] for q in QUESTIONS]
+    base_fitness, base_finished = measure(engine)
+    es = ESOpt(
+        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations, seed=0,
+                 noise="lowrank", rank=1),
+        tmp_path / "history.jsonl",
+    )
+    try:
+        for _ in range(generations):
+            members = es.ask()
+            outs = engine.generate_members([MemberJob(m.seed, m.sigma, conversations, GREEDY) for m in members])
+            rewards = [sum(1 - o.completion_tokens / LIMIT for o in out) / len(out) for out in outs]
+            es.tell(engine, members, rewards)
+        tuned_fitness, tuned_finished = measure(engine)
+    finally:
+        engine.reset()
+    records = history.read(tmp_path / "history.jsonl")
+    assert [r["noise"] for r in records] == ["lowrank"] * generations
+    print(f"\nlow-rank ES brevity: fitness {base_fitness:.3f} -> {tuned_fitness:.3f}, "
+          f"finished within {LIMIT} tokens {base_finished:.2f} -> {tuned_finished:.2f}")
+    assert base_finished <= 0.5
+    assert tuned_fitness > base_fitness

@@ -120,3 +120,34 @@ def test_torn_history_tail_is_dropped(tmp_path):
     history.truncate_torn_tail(path)
     history.append(path, {"generation": 1})
     assert [r["generation"] for r in history.read(path)] == [0, 1]
+
+
+def test_history_in_another_noise_mode_is_refused_before_any_update(tmp_path):
+    from coevolve.es import ESConfig, ESOpt, NoiseModeError, history
+
+    class Recorder:
+        device, tensor_parallel_size = "cpu", 1
+
+        def __init__(self, noise, rank):
+            self.noise, self.rank, self.updates = noise, rank, []
+
+        def apply_update(self, seeds, coefficients, alpha):
+            self.updates.append(seeds)
+
+        def checksum(self):
+            return str(len(self.updates))
+
+    path = tmp_path / "history.jsonl"
+    es = ESOpt(ESConfig(population=2, generations=2, noise="lowrank", rank=1), path)
+    writer = Recorder("lowrank", 1)
+    for _ in range(2):
+        es.tell(writer, es.ask(), [0.0, 1.0])
+    assert [(r["noise"], r["rank"]) for r in history.read(path)] == [("lowrank", 1)] * 2
+    for noise, rank in (("full", None), ("lowrank", 8)):
+        other = Recorder(noise, rank)
+        with pytest.raises(NoiseModeError, match="generation 0"):
+            ESOpt.resume(ESConfig(population=2, generations=2), path, other)
+        assert other.updates == []
+    same = Recorder("lowrank", 1)
+    ESOpt.resume(ESConfig(population=2, generations=2, noise="lowrank"), path, same)
+    assert len(same.updates) == 2

@@ -4,7 +4,8 @@ episode budget.
 Methods (same budget, same cases, same evaluation):
 - `esopt`: each generation, every ES member (a seeded weight perturbation)
   plays the same batch of train cases; its fitness is the mean reward; the
-  engine's weights take the ES update.
+  engine's weights take the ES update. With low-rank noise all members'
+  episodes advance turn by turn in one batch (one LoRA slot per member).
 - `trace2skill`: each round plays population x batch episodes with the
   current skills, then distils the trajectories into a skill that replaces
   the previous distilled one.
@@ -142,7 +143,22 @@ def run_agent(
         if es is not None and es.generation >= es_config.generations:
             break  # the σ schedule is spent; set generations = budget / episodes_per_round
         cases = task.cases("train", cfg.batch, seed=derive_seed(cfg.seed, "train", round_index))
-        if es is not None:
+        if es is not None and es_config.noise == "lowrank":
+            # the whole population in one batch per turn (one LoRA slot per member)
+            members = es.ask()
+            trajectories = rollout(
+                engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index),
+                skills=current_skills(), history_turns=cfg.history_turns, label=f"round {round_index}",
+                members=members,
+            )
+            _charge(ledger, trajectories)
+            rewards = [fitness(trajectories[i * len(cases):(i + 1) * len(cases)], cfg.shaping)
+                       for i in range(len(members))]
+            es.tell(engine, members, rewards, extra={
+                "episodes_used": ledger.used, "train_metrics": mean_metrics(trajectories),
+                "skills": [s.name for s in current_skills()],
+            })
+        elif es is not None:
             trajectories, rewards = [], []
             members = es.ask()
             for member in members:
@@ -200,6 +216,7 @@ def run_agent(
     }
     if es is not None:
         summary["checksum"] = engine.checksum()
+        summary["noise"] = engine.noise_info() if hasattr(engine, "noise_info") else {"noise": es_config.noise}
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
 

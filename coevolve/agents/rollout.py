@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from coevolve.agents.skills import Skill, inject_skills
 from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
-from coevolve.engine.base import Generator, Message, Sampling
+from coevolve.engine.base import Generator, MemberJob, Message, Sampling
 
 
 @dataclass
@@ -54,6 +54,7 @@ def rollout(
     skills: Sequence[Skill] = (),
     history_turns: int | None = None,
     label: str = "",
+    members: Sequence[Any] | None = None,
     constrained: bool = False,
 ) -> list[Trajectory]:
     """Play every case to its end, all episodes advancing together.
@@ -64,6 +65,10 @@ def rollout(
     `skills` are appended to the task's system prompt (skills.inject_skills).
     `history_turns` keeps only the last k (action, observation) pairs in the prompt, to bound context on long
     episodes; the trajectory always records everything.
+    `members` (ES members: objects with index, seed, sigma) plays every case
+    under each member, member-major; each turn is one
+    `generator.generate_members` call for all members' live episodes, and every
+    member samples case k with the same seeds (common random numbers).
     """
     if history_turns is not None and history_turns < 0:
         raise ValueError(f"history_turns must be >= 0 or None, got {history_turns}")
@@ -71,8 +76,12 @@ def rollout(
     turn_sampling = replace(sampling, stop=stop)
     pattern = action_constraint(task) if constrained else None
     system = inject_skills(task.system_prompt, skills)
+    # episode e plays case e % len(cases) under member e // len(cases)
+    owners = [None] if members is None else list(members)
+    episodes = [(owner, k) for owner in owners for k in range(len(cases))]
     states, trajectories = [], []
-    for case in cases:
+    for owner, k in episodes:
+        case = cases[k]
         state, first = task.reset(case)
         states.append(state)
         trajectories.append(
@@ -82,17 +91,20 @@ def rollout(
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": first}],
                 actions=[],
                 observations=[first],
-                label=label,
+                label=label if owner is None else f"{label} member {owner.index}".strip(),
             )
         )
-    live = list(range(len(cases)))
+    live = list(range(len(episodes)))
     while live:
         conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
-        seeds = [derive_seed(seed, i, trajectories[i].turns) for i in live]
-        if pattern is None:
+        seeds = [derive_seed(seed, episodes[i][1], trajectories[i].turns) for i in live]
+        constraints = None if pattern is None else [pattern] * len(live)
+        if members is not None:
+            completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling, constraints)
+        elif constraints is None:
             completions = generator.chat(conversations, turn_sampling, seeds=seeds)
         else:
-            completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=[pattern] * len(live))
+            completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=constraints)
         if len(completions) != len(live):
             raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
         still_live = []
@@ -105,7 +117,7 @@ def rollout(
             trajectory.observations.append(observation)
             trajectory.messages.append({"role": "assistant", "content": action})
             trajectory.messages.append({"role": "user", "content": observation})
-            if trajectory.turns >= task.max_turns(cases[i]):
+            if trajectory.turns >= task.max_turns(cases[episodes[i][1]]):
                 done = True
                 trajectory.finish = "turn_budget"
             if done:
@@ -125,6 +137,27 @@ def action_constraint(task: Any) -> str:
         raise ValueError(f"task {getattr(task, 'name', task)!r} declares no action_pattern; "
                          "run it without constrained actions")
     return pattern
+
+
+def _member_turn(generator: Any, episodes: list, live: list[int], conversations: list, seeds: list[int],
+                 sampling: Sampling, constraints: list[str] | None = None) -> list:
+    """One turn of every live episode, grouped into one job per member (in
+    member order, so job j is member j's LoRA slot), in one call."""
+    by_member: dict[int, list[int]] = {}
+    for position, i in enumerate(live):
+        by_member.setdefault(episodes[i][0].index, []).append(position)
+    jobs, order = [], []
+    for owner in dict.fromkeys(owner for owner, _ in episodes):
+        positions = by_member.get(owner.index, [])
+        jobs.append(MemberJob(owner.seed, owner.sigma, [conversations[p] for p in positions], sampling,
+                              [seeds[p] for p in positions],
+                              None if constraints is None else [constraints[p] for p in positions]))
+        order.append(positions)
+    completions: list = [None] * len(live)
+    for positions, texts in zip(order, generator.generate_members(jobs)):
+        for p, c in zip(positions, texts):
+            completions[p] = c
+    return completions
 
 
 def _prompt(messages: list[Message], history_turns: int | None) -> list[Message]:

@@ -95,6 +95,8 @@ class AgentEsSection:
     generations: int = 0  # 0: run.budget // (population x batch), the generations the budget pays
     normalise: str = "zscore"
     antithetic: bool = False
+    noise: str = "full"  # or "lowrank": see coevolve.search.runconfig.EsSection
+    rank: int = 1
 
     def check(self, name: str) -> None:
         require(self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
@@ -103,6 +105,8 @@ class AgentEsSection:
         require(self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
         require(self.generations >= 0, f"{name}.generations", "must be >= 0", self.generations)
         one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
+        one_of(self.noise, ("full", "lowrank"), f"{name}.noise")
+        require(1 <= self.rank <= 512, f"{name}.rank", "must be in 1..512 (vLLM's LoRA ranks)", self.rank)
 
 
 @dataclass
@@ -195,7 +199,7 @@ class AgentRunFile:
         return ESConfig(
             population=self.agent.population, sigma=e.sigma, sigma_end=e.sigma_end, schedule=e.schedule,
             alpha=e.alpha, generations=e.generations or self.run.budget // self.episodes_per_round,
-            normalise=e.normalise, antithetic=e.antithetic, seed=self.run.seed,
+            normalise=e.normalise, antithetic=e.antithetic, seed=self.run.seed, noise=e.noise, rank=e.rank,
         )
 
     def build_task(self) -> Any:

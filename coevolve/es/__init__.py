@@ -1,5 +1,7 @@
 """Evolution strategies: the noise generator, the optimizer, the history."""
 
-from coevolve.es.optimizer import ESConfig, ESOpt, Member, ReplayError, normalise, replay, sigma_at
+from coevolve.es.optimizer import (ESConfig, ESOpt, Member, NoiseModeError, ReplayError, check_mode, engine_options, normalise,
+                                   replay, sigma_at)
 
-__all__ = ["ESConfig", "ESOpt", "Member", "ReplayError", "normalise", "replay", "sigma_at"]
+__all__ = ["ESConfig", "ESOpt", "Member", "NoiseModeError", "ReplayError", "check_mode", "engine_options", "normalise", "replay",
+           "sigma_at"]

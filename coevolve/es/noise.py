@@ -4,6 +4,9 @@ one bounded chunk at a time.
 
 Each parameter gets its own stream, seeded from a hash of (seed, name), so
 tensors are independent of each other and of the order they are visited in.
+The same stream serves both noise modes: "full" (ε for every element, drawn in
+CHUNK-sized pieces) and "lowrank" (the factors A, then B, of a 2-D weight); a
+history records which mode wrote it.
 Streams are drawn with torch's generator on the parameter's device: CPU and CUDA
 generators differ, so a history replays bit-for-bit only on the same device
 kind (the history records it).
@@ -41,6 +44,18 @@ def generator(seed: int, name: str, device: torch.device) -> torch.Generator:
 def draw(gen: torch.Generator, n: int, device: torch.device) -> torch.Tensor:
     """The next n standard-normal fp32 values of a parameter's stream."""
     return torch.randn(n, generator=gen, device=device, dtype=torch.float32)
+
+
+def lowrank_factors(
+    seed: int, name: str, rows: int, cols: int, rank: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Low-rank noise of an (rows x cols) matrix: A (rows x rank), then
+    B (cols x rank), the first values of the parameter's own stream. The
+    member's perturbation is A @ B.T / sqrt(rank) (scaled by sigma)."""
+    gen = generator(seed, name, device)
+    a = draw(gen, rows * rank, device).view(rows, rank)
+    b = draw(gen, cols * rank, device).view(cols, rank)
+    return a, b
 
 
 def member_seed(run_seed: int, generation: int, index: int) -> int:

@@ -22,6 +22,8 @@ from coevolve.es import history, noise
 
 class WeightEngine(Protocol):
     device: str
+    noise: str  # "full" | "lowrank": how apply_update reads (seed, coefficient) pairs
+    rank: int | None
 
     def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None: ...
 
@@ -41,9 +43,16 @@ class ESConfig:
     antithetic: bool = False
     seed: int = 0
     epsilon: float = 1e-8
+    # "full": every parameter gets σε (the paper's setting). "lowrank": every
+    # linear weight gets σ·A Bᵀ/√rank and the population runs as one batch of
+    # LoRA slots; embeddings and norms stay frozen (docs/es.md).
+    noise: str = "full"
+    rank: int = 1
 
     def __post_init__(self) -> None:
         checks = [
+            (self.noise in ("full", "lowrank"), f"es.noise must be 'full' or 'lowrank' (got {self.noise!r})"),
+            (isinstance(self.rank, int) and self.rank >= 1, f"es.rank must be an integer >= 1 (got {self.rank!r})"),
             (self.population >= 2, f"es.population must be >= 2 (got {self.population})"),
             (math.isfinite(self.sigma) and self.sigma > 0, f"es.sigma must be > 0 (got {self.sigma})"),
             (math.isfinite(self.sigma_end) and self.sigma_end > 0,
@@ -133,6 +142,7 @@ class ESOpt:
     ) -> dict[str, Any]:
         if len(rewards) != len(members):
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
+        check_mode(engine, self.cfg.noise, self.cfg.rank if self.cfg.noise == "lowrank" else None, "es config")
         z = normalise(rewards, self.cfg.normalise, self.cfg.epsilon, self.cfg.ddof)  # raises before any change
         coefficients = [float(zi) * (1.0 if m.sigma > 0 else -1.0) for zi, m in zip(z, members)]
         seeds = [m.seed for m in members]
@@ -149,12 +159,17 @@ class ESOpt:
             "alpha": self.cfg.alpha,
             "population": len(members),
             "noise_version": noise.NOISE_VERSION,
+            "noise": self.cfg.noise,
+            "rank": self.cfg.rank if self.cfg.noise == "lowrank" else None,
             "device": getattr(engine, "device", "unknown"),
             "tp": getattr(engine, "tensor_parallel_size", 1),
             "checksum": engine.checksum(),
             "update_seconds": round(time.time() - started, 3),
             "time": time.time(),
         }
+        if self.cfg.noise == "lowrank":
+            info = engine.noise_info() if hasattr(engine, "noise_info") else {}
+            record["frozen_elements"] = info.get("frozen_elements")
         if extra:
             record["extra"] = extra
         history.append(self.history_path, record)
@@ -172,29 +187,54 @@ class ESOpt:
         return asdict(self.cfg)
 
 
+def engine_options(noise: str, rank: int, population: int) -> dict[str, Any]:
+    """Engine keyword arguments an ES setting needs: low-rank noise runs the
+    whole population in LoRA slots, so the engine must be built with them."""
+    return {"noise": "lowrank", "rank": rank, "members": population} if noise == "lowrank" else {}
+
+
 class ReplayError(RuntimeError):
     pass
+
+
+class NoiseModeError(ReplayError):
+    """An update or history in one noise mode meets an engine in another."""
+
+
+def check_mode(engine: Any, mode: str, rank: int | None, source: str) -> None:
+    """Refuse, before any weight moves, an update whose noise mode the engine
+    does not apply: the same seeds mean different directions in each mode."""
+    engine_mode = getattr(engine, "noise", "full")
+    engine_rank = getattr(engine, "rank", None) if engine_mode == "lowrank" else None
+    if (engine_mode, engine_rank) != (mode, rank):
+        want = mode if mode == "full" else f"lowrank rank {rank}"
+        have = engine_mode if engine_mode == "full" else f"lowrank rank {engine_rank}"
+        raise NoiseModeError(f"{source} asks for {want} noise but the engine runs {have} noise; "
+                          f"start the engine with es.noise/es.rank matching it")
 
 
 def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True) -> list[dict[str, Any]]:
     history.truncate_torn_tail(history_path)
     records = history.read(history_path)
-    for record in records:
+    device = getattr(engine, "device", None)
+    tp = getattr(engine, "tensor_parallel_size", 1)
+    for record in records:  # every record is checked before the first weight moves
+        where = f"{history_path} (generation {record.get('generation')})"
         if record.get("noise_version", noise.NOISE_VERSION) != noise.NOISE_VERSION:
-            raise ReplayError(f"{history_path}: generation {record['generation']} used noise v{record['noise_version']}")
+            raise ReplayError(f"{where} used noise v{record['noise_version']}, this code draws v{noise.NOISE_VERSION}")
+        check_mode(engine, record.get("noise", "full"), record.get("rank"), where)
         recorded_device = record.get("device")
-        device = getattr(engine, "device", None)
         if verify and recorded_device and device and recorded_device != device:
             raise ReplayError(
                 f"{history_path} was recorded on {recorded_device}; noise streams differ on {device}, "
                 "so replay cannot reproduce its weights"
             )
-        tp = getattr(engine, "tensor_parallel_size", 1)
         if verify and record.get("tp", 1) != tp:
             raise ReplayError(
                 f"{history_path} was recorded with tensor_parallel_size={record.get('tp', 1)}; sharded noise "
                 f"streams differ at tensor_parallel_size={tp}"
             )
+    for record in records:
         engine.apply_update(record["seeds"], record["coefficients"], record["alpha"])
         if verify and "checksum" in record and engine.checksum() != record["checksum"]:
             raise ReplayError(f"{history_path}: checksum mismatch after generation {record['generation']}")

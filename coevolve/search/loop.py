@@ -150,7 +150,7 @@ class SearchLoop:
         es_cfg = ESConfig(population=population, sigma=cfg.es.sigma, sigma_end=cfg.es.sigma_end,
                           schedule=cfg.es.schedule, alpha=cfg.es.alpha, generations=max(generations, 1),
                           normalise=cfg.es.normalise, ddof=cfg.es.ddof, antithetic=cfg.es.antithetic,
-                          seed=cfg.run.seed)
+                          seed=cfg.run.seed, noise=cfg.es.noise, rank=cfg.es.rank)
         history = self.store.history_path
         if history.exists() and history.stat().st_size > 0:
             return ESOpt.resume(es_cfg, history, self.engine)
@@ -400,7 +400,10 @@ class SearchLoop:
             "best_so_far": [list(p) for p in curve],
             "population": [c.id for c in self.population.ranked()],
             "es": None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
-                                                "checksum": self.engine.checksum()},
+                                                "checksum": self.engine.checksum(),
+                                                # low-rank mode: which parameters ES covered and froze
+                                                **(self.engine.noise_info() if hasattr(self.engine, "noise_info")
+                                                   else {"noise": cfg.es.noise})},
         }
         atomic_write_json(self.store.path("summary.json"), summary)
         self._write_genealogy()

@@ -93,6 +93,11 @@ class EsSection:
     ddof: int = 1  # z-score std: 1 sample std (our default), 0 population std (the paper's code)
     antithetic: bool = False
     operators: list[str] = field(default_factory=lambda: ["m1", "m2"])  # eoh+esopt: which operators run perturbed
+    # "full": σε on every parameter, members one after another (the paper).
+    # "lowrank": σ·A Bᵀ/√rank on every linear weight, the population in one
+    # batch of LoRA slots (several times faster; embeddings and norms frozen).
+    noise: str = "full"
+    rank: int = 1
 
     def check(self, name: str) -> None:
         require(self.population == 0 or self.population >= 2, f"{name}.population",
@@ -109,6 +114,8 @@ class EsSection:
             require(self.population % 2 == 0, f"{name}.population", "must be even when antithetic", self.population)
         for op in self.operators:
             one_of(op, OPERATORS[1:], f"{name}.operators")
+        one_of(self.noise, ("full", "lowrank"), f"{name}.noise")
+        require(1 <= self.rank <= 512, f"{name}.rank", "must be in 1..512 (vLLM's LoRA ranks)", self.rank)
 
 
 @dataclass

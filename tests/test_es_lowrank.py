@@ -1,0 +1,154 @@
+"""Low-rank ES on the real engine: members as LoRA slots of one vLLM batch,
+the full-rank fp32 update, replay, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from coevolve.engine.base import MemberJob, Sampling
+from coevolve.es import ESConfig, ESOpt, NoiseModeError, history
+from conftest import LOWRANK_SLOTS, run_python
+
+PROMPTS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "user", "content": "Write one sentence about the sea."}],
+]
+GREEDY = Sampling(temperature=0.0, max_tokens=20)
+SIGMA = 2e-2  # large enough that every member's greedy text differs from the base model's
+
+
+def texts(completions) -> list[str]:
+    return [c.text for c in completions]
+
+
+def jobs_for(seeds, sigma=SIGMA, sampling=GREEDY):
+    return [MemberJob(seed, sigma, PROMPTS, sampling) for seed in seeds]
+
+
+def test_bad_settings_fail_before_an_engine_starts():
+    from coevolve.engine.vllm_engine import Engine, lora_rank_for
+
+    assert [lora_rank_for(r) for r in (1, 2, 8, 9)] == [1, 8, 8, 16]
+    with pytest.raises(ValueError, match="es.rank"):
+        Engine(noise="lowrank", rank=0)
+    with pytest.raises(ValueError, match="es.rank"):
+        Engine(noise="lowrank", rank=513)
+    with pytest.raises(ValueError, match="es.noise"):
+        Engine(noise="sparse")
+    with pytest.raises(ValueError, match="es.noise"):
+        ESConfig(noise="sparse")
+    with pytest.raises(ValueError, match="es.rank"):
+        ESConfig(noise="lowrank", rank=0)
+
+
+@pytest.mark.engine
+def test_one_batch_serves_every_member_and_leaves_theta_alone(lowrank_engine):
+    engine = lowrank_engine
+    info = engine.noise_info()
+    # every linear weight covered; the tied embedding and the norm vectors frozen
+    assert info["frozen"] == ["model.embed_tokens.weight", "61 norm vectors"]
+    assert info["covered_elements"] + info["frozen_elements"] == engine.num_parameters()
+    base_sum = engine.checksum()
+    base = texts(engine.chat(PROMPTS, GREEDY))
+
+    seeds = [11, 12, 13, 14]
+    batch = [texts(m) for m in engine.generate_members(jobs_for(seeds))]
+    assert engine.checksum() == base_sum  # members live in LoRA slots, θ never moves
+    assert texts(engine.chat(PROMPTS, GREEDY)) == base  # requests without a slot run on θ
+    assert all(member != base for member in batch)
+    assert len({tuple(member) for member in batch}) == len(seeds)
+
+    # seed determinism, and each member alone (a batch of one, in slot 0)
+    # gives its in-batch texts: batch composition does not leak between slots
+    assert [texts(m) for m in engine.generate_members(jobs_for(seeds))] == batch
+    alone = [texts(engine.generate_members(jobs_for([seed]))[0]) for seed in seeds]
+    assert alone == batch
+    with engine.perturbed(seeds[2], SIGMA):
+        assert texts(engine.chat(PROMPTS, GREEDY)) == batch[2]
+    # the antithetic twin is another model
+    assert texts(engine.generate_members(jobs_for([seeds[0]], sigma=-SIGMA))[0]) != batch[0]
+
+    # a new generation reuses the slots: no slot may still serve the last member
+    fresh = [texts(m) for m in engine.generate_members(jobs_for([21, 22, 23, 24]))]
+    assert all(new != old for new, old in zip(fresh, batch))
+    # every slot filled: requests without a slot still run on θ (vLLM-CPU's
+    # decode reads the last slot for them; the engine keeps a zero one there)
+    full_house = [texts(m) for m in engine.generate_members(jobs_for(range(100, 100 + LOWRANK_SLOTS)))]
+    assert texts(engine.chat(PROMPTS, GREEDY)) == base
+    # and in a batch mixing θ and members (measured: without the spare slot the
+    # θ request ran under the last member)
+    mixed = texts(engine._generate(PROMPTS[:1] * 2, GREEDY, None, [LOWRANK_SLOTS - 1, None]))
+    assert mixed == [full_house[-1][0], base[0]]
+    assert engine.checksum() == base_sum
+
+
+@pytest.mark.engine
+def test_bad_input_changes_nothing(lowrank_engine, tmp_path):
+    engine = lowrank_engine
+    base_sum = engine.checksum()
+    with pytest.raises(ValueError, match="LoRA slots"):
+        engine.generate_members(jobs_for(range(LOWRANK_SLOTS + 1)))
+    path = tmp_path / "history.jsonl"
+    full = ESOpt(ESConfig(population=2, generations=1), path)
+    with pytest.raises(NoiseModeError, match="full noise"):
+        full.tell(engine, full.ask(), [0.0, 1.0])
+    wrong_rank = ESOpt(ESConfig(population=2, generations=1, noise="lowrank", rank=8), path)
+    with pytest.raises(NoiseModeError, match="rank 8"):
+        wrong_rank.tell(engine, wrong_rank.ask(), [0.0, 1.0])
+    assert not path.exists()
+    assert engine.checksum() == base_sum
+
+
+@pytest.mark.engine
+def test_update_moves_weights_and_replays_bit_for_bit(lowrank_engine, tmp_path):
+    """Two generations driven by the batch; the update moves θ; reset is exact;
+    replaying history.jsonl on the same engine and on a fresh engine (fresh
+    interpreter) gives the recorded checksums."""
+    engine = lowrank_engine
+    path = tmp_path / "history.jsonl"
+    base_sum = engine.checksum()
+    base_texts = texts(engine.chat(PROMPTS, GREEDY))
+    cfg = ESConfig(population=4, sigma=SIGMA, alpha=1e-2, schedule="constant", generations=2, seed=5,
+                   noise="lowrank", rank=1, antithetic=True)
+    es = ESOpt(cfg, path)
+    try:
+        for _ in range(2):
+            members = es.ask()
+            outs = engine.generate_members([MemberJob(m.seed, m.sigma, PROMPTS, GREEDY) for m in members])
+            rewards = [float(sum(len(c.text) for c in out)) for out in outs]
+            es.tell(engine, members, rewards)
+        records = history.read(path)
+        tuned = engine.checksum()
+        tuned_texts = texts(engine.chat(PROMPTS, GREEDY))
+    finally:
+        engine.reset()
+    assert engine.checksum() == base_sum
+    assert texts(engine.chat(PROMPTS, GREEDY)) == base_texts  # the packed CPU kernels follow reset
+    assert tuned != base_sum and records[-1]["checksum"] == tuned
+    assert tuned_texts != base_texts  # ... and the update
+    assert [(r["noise"], r["rank"]) for r in records] == [("lowrank", 1)] * 2
+    assert records[0]["frozen_elements"] == engine.noise_info()["frozen_elements"]
+
+    try:
+        ESOpt.resume(cfg, path, engine)
+        assert engine.checksum() == tuned
+        assert texts(engine.chat(PROMPTS, GREEDY)) == tuned_texts
+    finally:
+        engine.reset()
+
+    script = textwrap.dedent(f"""
+        import json
+        from coevolve.engine.vllm_engine import Engine
+        from coevolve.es import ESConfig, ESOpt
+        fresh = Engine(noise="lowrank", rank=1, members=4, max_num_seqs=8)
+        ESOpt.resume(ESConfig(population=4, generations=2, noise="lowrank"), {str(path)!r}, fresh)
+        print("RESULT" + json.dumps({{"replayed": fresh.checksum()}}))
+        fresh.close()
+        """)
+    proc = run_python(script, env={"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert lines, proc.stderr[-3000:]
+    assert json.loads(lines[-1][len("RESULT"):])["replayed"] == tuned
