@@ -261,7 +261,13 @@ def run_agent_comparison(config: AgentCompare, root: str | Path, engine: Any = N
     if own:
         from coevolve.engine.vllm_engine import Engine
 
-        engine = Engine(config.run_sections.get("model", {}).get("path") or None)
+        from coevolve.es.optimizer import engine_options
+
+        es = config.run_sections.get("es", {})
+        # one engine for every arm: a low-rank comparison replays its histories in low-rank mode
+        engine = Engine(config.run_sections.get("model", {}).get("path") or None,
+                        **engine_options(es.get("noise", "full"), es.get("rank", 1),
+                                         config.run_sections.get("agent", {}).get("population", 8)))
     try:
         records = score(config, root, dirs, engine, log)
     finally:

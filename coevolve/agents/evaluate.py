@@ -185,6 +185,21 @@ def table(results: Sequence[ArmResult]) -> str:
     return "\n".join(lines)
 
 
+def engine_options_for(history: str | Path | None) -> dict[str, Any]:
+    """Engine keyword arguments that replaying `history` needs (a low-rank
+    history replays only on an engine with the same noise mode and rank)."""
+    if history is None:
+        return {}
+    from coevolve.es.history import read
+    from coevolve.es.optimizer import engine_options
+
+    records = read(history)
+    if not records:
+        return {}
+    first = records[0]
+    return engine_options(first.get("noise", "full"), first.get("rank") or 1, first.get("population", 1))
+
+
 def run_inputs(run_dir: str | Path | None) -> tuple[Path | None, list[Skill]]:
     """An agent run directory's ES history (None when it holds no ES
     generation) and its distilled skills (skills/<name>/SKILL.md, each

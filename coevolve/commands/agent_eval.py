@@ -62,7 +62,8 @@ def build_task(name: str, options: dict[str, Any]) -> Any:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.agents.evaluate import ARMS, check_arms, check_heldout, eval_sampling, evaluate_arms, run_inputs, table
+    from coevolve.agents.evaluate import (ARMS, check_arms, check_heldout, engine_options_for, eval_sampling,
+                                          evaluate_arms, run_inputs, table)
     from coevolve.agents.skills import SkillError, load_skill
 
     if args.problems < 1 or args.k < 1:
@@ -91,7 +92,7 @@ def handle(args: argparse.Namespace) -> int:
 
     print(f"{args.task} {parse_options(args.option) or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding", flush=True)
-    engine = Engine(args.model)
+    engine = Engine(args.model, **engine_options_for(history if any(a in ("esopt", "both") for a in arms) else None))
     began = time.monotonic()
     try:
         results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens), args.seed,
