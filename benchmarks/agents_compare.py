@@ -58,23 +58,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def agent_config(args: argparse.Namespace, method: str):
-    from coevolve.agents.es_agent import AgentRunConfig
-    from coevolve.engine.base import Sampling
+    """The run config each arm uses: the same file `coevolve run` reads."""
+    from coevolve.agents.runconfig import AgentRunConfig
+    from coevolve.base.config import build_config
 
-    return AgentRunConfig(
-        method=method, budget_episodes=args.budget, population=args.population, batch=args.batch,
-        eval_cases=args.eval_cases, eval_every=10**9,  # held-out scores before and after training only
-        skill_every=args.skill_every, sampling=Sampling(temperature=1.0, max_tokens=args.max_tokens),
-        eval_sampling=Sampling(temperature=0.0, max_tokens=args.max_tokens), history_turns=1,
-        shaping=args.shaping, seed=args.seed,
-    )
-
-
-def es_config(args: argparse.Namespace):
-    from coevolve.es import ESConfig
-
-    return ESConfig(population=args.population, sigma=args.sigma, sigma_end=args.sigma_end, alpha=args.alpha,
-                    generations=args.budget // (args.population * args.batch), seed=args.seed)
+    return build_config(AgentRunConfig, {
+        "run": {"method": method, "task": "sudoku" if args.size == 4 else "sudoku9", "budget": args.budget,
+                "seed": args.seed},
+        "task": {"masked": args.masked},
+        "agent": {"population": args.population, "batch": args.batch, "eval_cases": args.eval_cases,
+                  "eval_every": 10**9,  # held-out scores before and after training only
+                  "skill_every": args.skill_every, "temperature": 1.0, "max_tokens": args.max_tokens,
+                  "history_turns": 1, "shaping": args.shaping},
+        "es": {"sigma": args.sigma, "sigma_end": args.sigma_end, "alpha": args.alpha},
+        "skills": {"paths": list(args.seed_skill)},
+    })
 
 
 def row(label: str, scores: dict, episodes: int, updates: int, skill: str, seconds: float) -> dict:
@@ -97,14 +95,11 @@ def format_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from coevolve.agents.es_agent import run_agent
-    from coevolve.agents.skills import load_skills
+    from coevolve.base.config import as_dict, dump_toml
     from coevolve.engine.vllm_engine import Engine
-    from tasks.sudoku import Sudoku
+    from coevolve.runstore import RunStore
 
-    task = Sudoku(size=args.size, masked=args.masked)
-    for method in METHODS:
-        agent_config(args, method)  # bad sizes fail here, before the engine starts
-    seed_skills = load_skills(args.seed_skill)
+    configs = {method: agent_config(args, method) for method in METHODS}  # bad sizes fail here, before the engine
     out = Path(args.out or f"runs/agents_compare-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"{args.size}x{args.size} sudoku, {args.masked} masked, budget {args.budget} episodes per method, "
@@ -119,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = engine.checksum()
         for method in METHODS:
             started = time.time()
-            summary = run_agent(engine, task, agent_config(args, method), out / method.replace("+", "_"),
-                                es_config=es_config(args) if "esopt" in method else None, skills=seed_skills)
+            config = configs[method]
+            store = RunStore.create(out / method.replace("+", "_"), dump_toml(as_dict(config)))
+            summary = run_agent(config, store, engine, config.build_task())
             engine.reset()  # the next method starts from the checkpoint, bit for bit
             if engine.checksum() != checkpoint:
                 raise RuntimeError("engine.reset() did not restore the checkpoint's weights")

@@ -188,13 +188,9 @@ def _options(pairs: list[str]) -> dict:
 
 
 def _task(name: str, options: dict):
-    if name == "react_math":
-        from tasks.react_math import ReactMath, SandboxTool
+    from coevolve.agents.evaluate import build_task
 
-        return ReactMath(tool=SandboxTool(), **options)
-    from tasks.sudoku import Sudoku
-
-    return Sudoku(size=9 if name == "sudoku9" else 4, **options)
+    return build_task(name, options)
 
 
 def main(argv: list[str] | None = None) -> int:

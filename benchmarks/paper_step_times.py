@@ -42,7 +42,7 @@ def short_budget(plan: dict, steps: int) -> int:
 def main() -> int:
     from coevolve.commands.run import execute
     from coevolve.compare import score_files
-    from coevolve.config import as_dict, dump_toml
+    from coevolve.base.config import as_dict, dump_toml
     from coevolve.plan import (RunSpec, _task_or_error, arm_plan, load_compare_config, planned_runs, run_config,
                                scored_sets)
     from coevolve.runstore import RunStore

@@ -25,10 +25,10 @@ PROMPTS = [
 
 
 def measure(engines: int, members: int, prompts: int, max_tokens: int) -> dict:
-    from coevolve.distributed import EnginePool
+    from coevolve.engine.pool import EnginePool
     from coevolve.engine.base import Sampling
     from coevolve.engine.vllm_engine import MemberJob
-    from coevolve.es.noise import member_seed
+    from coevolve.base.noise import member_seed
 
     conversations = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(prompts)]
     sampling = Sampling(temperature=0.7, max_tokens=max_tokens)

@@ -7,13 +7,9 @@ import argparse
 import importlib
 import sys
 
-from coevolve.base.durable import CorruptFileError
+from coevolve.base.errors import UsageError
 
 COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill"]
-
-
-class UsageError(Exception):
-    """A bad config, flag or file, reported as one line and exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (UsageError, CorruptFileError) as exc:
+    except UsageError as exc:  # CorruptFileError and ConfigError included
         print(f"coevolve {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -44,8 +40,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the package module so UsageError has one identity whether
-    # commands import it from coevolve.cli or not.
-    from coevolve.cli import main as package_main
-
-    sys.exit(package_main())
+    sys.exit(main())

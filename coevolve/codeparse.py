@@ -29,7 +29,10 @@ _PREAMBLE = re.compile(r"(sure|certainly|of course|okay|ok|here is|here's|below 
 
 
 @dataclass
-class Candidate:
+class Extracted:
+    """What `extract` found in one LLM text (a search candidate holds it
+    with its evaluation: coevolve.search.population.Candidate)."""
+
     code: str
     idea: str
 
@@ -42,7 +45,7 @@ def template_parameters(template: str, function_name: str) -> list[str]:
     raise ValueError(f"template does not define {function_name!r}")
 
 
-def extract(text: str, function_name: str, template: str) -> Candidate | None:
+def extract(text: str, function_name: str, template: str) -> Extracted | None:
     """Best-effort program from LLM output; None when the text holds no code.
 
     Code that is present but cannot be repaired into valid Python is still
@@ -66,13 +69,13 @@ def extract(text: str, function_name: str, template: str) -> Candidate | None:
     if tree is None:
         if "def " not in code:
             return None
-        return Candidate(code=code + "\n", idea=idea or _idea_from_prose(prose, None))
+        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None))
     code, tree = tree
     shaped = _shape(code, tree, function_name, template)
     if shaped is None:
         return None
     code, docstring = shaped
-    return Candidate(code=code, idea=idea or _idea_from_prose(prose, docstring))
+    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring))
 
 
 # -- finding the code ---------------------------------------------------------

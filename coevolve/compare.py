@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.cli import UsageError
-from coevolve.config import as_dict, build_config, dump_toml, read_toml
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
+from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, CompareConfig, CompareSection,  # noqa: F401
                            HoldoutSection, RunSpec, baseline_directory, check_structure, load_compare_config, planned_runs, run_config,
                            run_state, scored_sets, _task_or_error)
+from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.runconfig import RunConfig
 
 
@@ -74,7 +74,7 @@ def open_or_create(config: RunConfig, directory: Path) -> tuple[RunStore, RunCon
 
 # ---------------------------------------------------------------- running
 class _Resources:
-    """The engine, remote proposer and training sandbox, started on first need
+    """The engine, endpoint and training sandbox, started on first need
     (a comparison whose runs are all finished never loads the model)."""
 
     def __init__(self, config: CompareConfig, engine: Any = None) -> None:
@@ -82,11 +82,11 @@ class _Resources:
         self._engine = engine
         self._own_engine = engine is None
         self._sandbox: Any = None
-        self._remote: Any = None
+        self._endpoint: Any = None
 
     def engine(self) -> Any:
         if self._engine is None:
-            from coevolve.distributed import build_engine
+            from coevolve.engine.pool import build_engine
 
             from coevolve.es import engine_options
 
@@ -103,13 +103,12 @@ class _Resources:
             self._sandbox = Sandbox(workers=s.workers or None, timeout_s=s.timeout_s, memory_mb=s.memory_mb)
         return self._sandbox
 
-    def remote(self) -> Any:
-        p = self.config.proposer
-        if p.base_url and self._remote is None:
-            from coevolve.engine.openai_client import OpenAIGenerator
+    def endpoint(self) -> Any:
+        if self._endpoint is None:
+            from coevolve.engine.openai_client import open_endpoint
 
-            self._remote = OpenAIGenerator(p.base_url, p.model, api_key_env=p.api_key_env, concurrency=p.concurrency)
-        return self._remote
+            self._endpoint = open_endpoint(self.config.endpoint)
+        return self._endpoint
 
     def close(self) -> None:
         if self._sandbox is not None:
@@ -122,14 +121,14 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> di
     """One run through the search loop; the shared engine leaves it with the
     checkpoint's weights, whatever ES did to them."""
     from coevolve.search.loop import SearchLoop
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     from coevolve.search.progress import progress_bar
 
     engine = resources.engine()
     bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
-    loop = SearchLoop(config, store, engine, resources.sandbox(), get_task(config.run.task),
-                      remote=resources.remote(), on_progress=bar.update_from)
+    loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
+                      endpoint=resources.endpoint(), on_progress=bar.update_from)
     try:
         return loop.run()
     finally:
@@ -189,10 +188,10 @@ class LimitedTask:
 
     def __init__(self, base_name: str, limit: int) -> None:
         from tasks.base import SeededSets
-        from tasks.registry import get_task
+        from tasks.registry import heuristic_task
 
         self.base_name, self.limit = base_name, limit
-        self._task = get_task(base_name)
+        self._task = heuristic_task(base_name)
         sets = getattr(self._task, "_sets", None)
         if not isinstance(sets, SeededSets):
             raise ValueError(f"task {base_name} has no seeded instance sets to cut; use test.limit = 0")
@@ -223,9 +222,9 @@ class _FirstOf:
 def limits_apply(task_name: str) -> bool:
     """Whether test.limit can cut this task's sets (ASP's 'set' is one setting)."""
     from tasks.base import SeededSets
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
-    return isinstance(getattr(get_task(task_name), "_sets", None), SeededSets)
+    return isinstance(getattr(heuristic_task(task_name), "_sets", None), SeededSets)
 
 
 def file_digest(text: str) -> str:
@@ -236,13 +235,13 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
     """Test scores of (code, task name, split, size) jobs, in order: the objective
     (or the typed failure) from the sandbox, the set's reference and the gap."""
     from tasks.base import gap
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     tasks: dict[str, Any] = {}
 
     def task_for(name: str) -> Any:
         if name not in tasks:
-            tasks[name] = LimitedTask(name, limit) if limit and limits_apply(name) else get_task(name)
+            tasks[name] = LimitedTask(name, limit) if limit and limits_apply(name) else heuristic_task(name)
         return tasks[name]
 
     results = sandbox.evaluate_many([(code, task_for(name), split, size) for code, name, split, size in jobs])

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coevolve.cli import UsageError
-from coevolve.config import build_config, one_of, read_toml, require
+from coevolve.base.config import build_config, one_of, read_toml, require
+from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
 
@@ -83,21 +83,18 @@ class CompareConfig(SearchSections):
 
 
 def _task_or_error(name: str, field_name: str) -> Any:
-    from coevolve.config import config_error
-    from tasks.registry import get_task
+    from coevolve.base.config import config_error
+    from tasks.registry import UnknownTask, heuristic_task
 
     try:
-        task = get_task(name)
-    except KeyError as exc:
-        raise config_error(field_name, exc.args[0]) from None
-    if not hasattr(task, "template"):
-        raise config_error(field_name, "is not a heuristic-design task (no template to evolve)", name)
-    return task
+        return heuristic_task(name)
+    except UnknownTask as exc:
+        raise config_error(field_name, str(exc)) from None
 
 
 def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
     """The (split, size) sets a task's best heuristics are scored on."""
-    from coevolve.config import config_error
+    from coevolve.base.config import config_error
 
     split = config.test.split
     available = task.splits()

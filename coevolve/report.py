@@ -16,11 +16,12 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from coevolve.cli import UsageError
+from coevolve.base.config import build_config, read_toml
+from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
+from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
                            run_state, scored_sets, structural_differences)
-from coevolve.config import build_config, read_toml
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_reduction, summarise
 
@@ -99,9 +100,9 @@ def starting_point(code: str, task_name: str) -> str | None:
     """"template" when `code` is the task's template function (up to comments,
     docstring and layout), "seed" when it is one of the task's seed heuristics
     (a task's optional `seeds`), else None."""
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
-    task = get_task(task_name)
+    task = heuristic_task(task_name)
     mine = _function_shape(code, task.function_name)
     if mine is None:
         return None
@@ -147,11 +148,11 @@ def aggregate(config: CompareConfig, records: list[dict],
     """Per task, budget and test set: one row per method (mean ± std over seeds),
     then one Δ row per method pair present, with whether the pair can be told apart."""
     template = template or {}
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     rows: list[dict] = []
     for task_name in config.compare.tasks:
-        sets = scored_sets(config, get_task(task_name))
+        sets = scored_sets(config, heuristic_task(task_name))
         for budget in config.compare.budgets:
             for split, size in sets:
                 by_method: dict[str, dict] = {}
@@ -368,9 +369,9 @@ def ledger_table(config: CompareConfig, records: list[dict]) -> str:
 def plot_progress(config: CompareConfig, records: list[dict], task_name: str, budget: int, path: Path) -> Path:
     """Best-so-far training objective vs evaluations: per method the mean over
     seeds, shaded ± one std (from the evaluation where some seed has a valid candidate)."""
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
-    direction = get_task(task_name).direction
+    direction = heuristic_task(task_name).direction
     curves, bands = {}, {}
     for method in _ordered_methods(config.compare.methods):
         runs = [r["summary"] for r in records
@@ -434,7 +435,7 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], records: list[dict
 # --------------------------------------------------------------- rendering
 def render_comparison(root: str | Path) -> dict[str, Path]:
     """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task
 
     root = Path(root)
     config, records = collect(root)
@@ -447,7 +448,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         for budget in config.compare.budgets:
             plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
                                                        root / "plots" / f"progress-{task_name}-b{budget}.png")
-        for split, size in scored_sets(config, get_task(task_name)):
+        for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
                 config, rows, records, task_name, split, size, root / "plots" / f"test-{task_name}-{split}{size}.png")
 
@@ -475,7 +476,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         parts += [f"Test sets cut to their first {t.limit} instances (test.limit; the reference is "
                   "computed on the same cut sets): numbers are not the paper's full-set numbers.", ""]
     for task_name in c.tasks:
-        task = get_task(task_name)
+        task = heuristic_task(task_name)
         parts += [f"## {task_name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
         references = {(r["split"], r["size"]): (r["reference"], r.get("reference_kind"))
                       for rec in records if rec["task"] == task_name for r in rec["scores"].values()}
@@ -523,6 +524,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     summary = _load_json(store.path("summary.json"))
     if summary is None:
         raise UsageError(f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
+    if "eval_first" in summary:  # an agent run (written with or without "kind")
+        return render_agent_run(store, summary)
     direction = summary["train"]["direction"]
     plot = plot_best_so_far({summary["method"]: [tuple(p) for p in summary["best_so_far"]]},
                             store.path("progress.png"), budget=summary["budget"],
@@ -573,6 +576,52 @@ def run_table(summary: dict, directory: Path) -> str:
     rows.append(("run directory", str(directory)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
+
+
+def agent_table(summary: dict, directory: Path) -> str:
+    """The table `coevolve run` prints at the end of an agent run."""
+    first, last = summary["eval_first"], summary["eval_last"]
+    ledger = summary["ledger"]
+
+    def scores(e: dict) -> str:
+        progress = f", progress {e['progress']:.3f}" if "progress" in e else ""
+        return f"reward {e['mean_reward']:.3f}{progress} (round {e['round']})"
+
+    rows = [
+        ("method", summary["method"]),
+        ("task", summary["task"]),
+        ("rounds", str(summary["rounds"])),
+        ("episodes", f"{ledger['used']} / {ledger['budget']}"),
+        ("held-out before", scores(first)),
+        ("held-out after", scores(last)),
+        ("best held-out reward", f"{summary['best_eval_reward']:.3f}"),
+        ("distilled skill", summary["skill"] or "-"),
+    ]
+    if "checksum" in summary:
+        rows.append(("weights checksum", str(summary["checksum"])))
+    rows.append(("run directory", str(directory)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
+
+
+def render_agent_run(store: RunStore, summary: dict) -> dict[str, Path]:
+    """An agent run: the table `coevolve run` prints and the held-out reward per
+    round (from eval.jsonl, which runs before events.jsonl also wrote)."""
+    evals = read_jsonl(store.path("eval.jsonl"))
+    curve = [(e["episodes_used"], e["mean_reward"]) for e in evals]
+    plot = plot_best_so_far({summary["method"]: curve}, store.path("progress.png"),
+                            budget=summary["ledger"]["budget"],
+                            title=f"{summary['task']}, {summary['method']}, seed {summary.get('seed', '?')}",
+                            ylabel="held-out mean reward (higher is better)")
+    parts = [f"# Agent run: {summary['method']} on {summary['task']}", "", "```",
+             agent_table(summary, store.dir), "```", "",
+             "Budget: training episodes, one ledger charge per episode; held-out evaluation is not charged.", "",
+             "| round | episodes | held-out mean reward | skills |", "|---|---|---|---|"]
+    parts += [f"| {e['round']} | {e['episodes_used']} | {e['mean_reward']:.3f} | {', '.join(e.get('skills', [])) or '-'} |"
+              for e in evals]
+    parts += ["", "![held-out reward](progress.png)"]
+    atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
+    return {"report.md": store.path("report.md"), "progress.png": plot}
 
 
 def render(directory: str | Path) -> dict[str, Path]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, read_jsonl
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "read_jsonl"]
 

@@ -88,6 +88,20 @@ class AgentTask(Protocol):
         "progress" in [0, 1], when given, is a dense signal for fitness shaping."""
 
 
+class ToolOutput(Protocol):
+    """What a Python tool returns (coevolve.sandbox.ToolResult is one)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def observation(self) -> str:
+        """One text block for the agent: output, then the error if any."""
+
+
+# code -> its output; tasks receive a tool, they never build the sandbox behind it
+PythonTool = Callable[[str], ToolOutput]
+
+
 def as_index(value: Any, upper: int, what: str) -> int:
     """Validate a heuristic's choice of an index in [0, upper). Accepts Python
     and numpy integers (or a one-element integer array, which numpy idioms

@@ -1,7 +1,7 @@
 """ReAct math as a multi-turn agent task.
 
 Each turn the agent either calls a Python tool (a ```python fenced block, run
-in the same sandbox as heuristic candidates) or answers with \\boxed{...}.
+in the same sandbox as heuristic candidates, handed in by the agent run) or answers with \\boxed{...}.
 Reward is exact match of the boxed answer (numbers compared as fractions).
 Problems are generated from seeds (arithmetic and small algebra word
 problems with integer answers) or read from a user JSONL file of
@@ -18,12 +18,10 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
-from coevolve.sandbox.results import ToolResult
+from tasks.base import PythonTool
 
 SPLITS = ("train", "eval")
-ToolFn = Callable[[str], ToolResult]  # code -> output and typed failure
 
 OUTPUT_LIMIT = 1500  # characters of tool output shown to the agent
 
@@ -201,28 +199,6 @@ def answers_match(given: str, expected: str) -> bool:
 # ---------------------------------------------------------------- tool
 
 
-class SandboxTool:
-    """The Python tool, run in coevolve's sandbox (rlimits, timeout, no
-    network, private temp dir), like heuristic candidates. The sandbox starts
-    on first use and stops at close()."""
-
-    def __init__(self, timeout_s: float = 10.0) -> None:
-        self.timeout_s = timeout_s
-        self._sandbox = None
-
-    def __call__(self, code: str) -> ToolResult:
-        if self._sandbox is None:
-            from coevolve.sandbox import Sandbox
-
-            self._sandbox = Sandbox(workers=1, timeout_s=self.timeout_s).__enter__()
-        return self._sandbox.run_python(code, timeout_s=self.timeout_s)
-
-    def close(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.__exit__(None, None, None)
-            self._sandbox = None
-
-
 # ---------------------------------------------------------------- task
 
 
@@ -232,11 +208,12 @@ class ReactMath:
     name = "react_math"
     stop: tuple[str, ...] = ("Python output:",)
 
-    def __init__(self, tool: ToolFn | None = None, turns: int = 4, problems_file: str | Path | None = None) -> None:
+    def __init__(self, tool: PythonTool | None = None, turns: int = 4, problems_file: str | Path | None = None) -> None:
         if turns < 1:
             raise ValueError(f"react_math turns must be >= 1, got {turns}")
         self.turns = turns
-        self.tool: ToolFn = tool if tool is not None else SandboxTool()
+        # the agent run hands in a sandboxed tool (coevolve.agents.tools.SandboxTool)
+        self.tool = tool
         self.problems = load_problems(problems_file) if problems_file is not None else None
         self.system_prompt = (
             "You solve math problems step by step. You may use a Python tool: write code in a block\n"
@@ -288,6 +265,9 @@ class ReactMath:
         code = extract_code(action_text)
         if code is not None:
             state.tool_calls += 1
+            if self.tool is None:
+                raise RuntimeError("react_math was built without a Python tool; build it with "
+                                   "tasks.registry.agent_task('react_math', tool=...)")
             result = self.tool(code)
             if not result.ok:
                 state.tool_errors += 1

@@ -1,44 +1,151 @@
-"""Task registry: name -> "module:attribute". Adding a task = adding a module
-and one line here; modules are imported lazily so listing tasks is cheap."""
+"""One registry per task kind, with typed lookups.
+
+Heuristic-design tasks (tasks.base.HeuristicTask: a template program and an
+evaluator) and agent tasks (tasks.base.AgentTask: a multi-turn environment)
+are looked up separately, so a caller never probes a task object to learn its
+kind. Adding a task = one module + one line in the table of its kind. Targets
+are "module:attribute" strings imported on first use (listing tasks stays
+cheap), or the factory itself (tests and plugins call `register_*`).
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
 
-TASKS: dict[str, str] = {
-    # heuristic design
+from tasks.base import AgentTask, HeuristicTask
+
+Kind = Literal["heuristic", "agent"]
+Target = str | Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """An agent task's factory; `python_tool`: the factory takes `tool=`, a
+    sandboxed Python runner the caller supplies (tasks never build sandboxes)."""
+
+    target: Target
+    python_tool: bool = False
+
+
+HEURISTIC_TASKS: dict[str, Target] = {
     "tsp_construct": "tasks.tsp_construct:TSPConstruct",
     "kp_construct": "tasks.kp_construct:KPConstruct",
     "asp": "tasks.asp:AdmissibleSets",
     "tsp_aco": "tasks.tsp_aco:TSPACO",
     "cvrp_aco": "tasks.cvrp_aco:CVRPACO",
     "bpp_aco": "tasks.bpp_aco:BPPACO",
-    # agent tasks (multi-turn environments, tasks.base.AgentTask)
-    "sudoku": "tasks.sudoku:Sudoku",
-    "sudoku9": "tasks.sudoku:sudoku9",
-    "react_math": "tasks.react_math:ReactMath",
+}
+
+AGENT_TASKS: dict[str, AgentEntry] = {
+    "sudoku": AgentEntry("tasks.sudoku:Sudoku"),
+    "sudoku9": AgentEntry("tasks.sudoku:sudoku9"),
+    "react_math": AgentEntry("tasks.react_math:ReactMath", python_tool=True),
 }
 
 
-# multi-turn environments (tasks.base.AgentTask): `coevolve run` hands these to
-# coevolve.agents instead of the heuristic search loop
-AGENT_TASKS = frozenset({"sudoku", "sudoku9", "react_math"})
+class TaskOptionError(ValueError):
+    """An option the agent task's factory does not take."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"task.{option} {problem}")
+        self.option, self.problem = option, problem
+
+
+class UnknownTask(KeyError):
+    """A task name that no registry (of the asked kind) holds; the message lists the known ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register_heuristic(name: str, target: Target) -> None:
+    _check_new(name)
+    HEURISTIC_TASKS[name] = target
+
+
+def register_agent(name: str, target: Target, python_tool: bool = False) -> None:
+    _check_new(name)
+    AGENT_TASKS[name] = AgentEntry(target, python_tool)
+
+
+def unregister(name: str) -> None:
+    HEURISTIC_TASKS.pop(name, None)
+    AGENT_TASKS.pop(name, None)
+
+
+def kind(name: str) -> Kind:
+    if name in HEURISTIC_TASKS:
+        return "heuristic"
+    if name in AGENT_TASKS:
+        return "agent"
+    raise UnknownTask(f"unknown task {name!r} (known: {', '.join(list_tasks()) or 'none'})")
 
 
 def is_agent_task(name: str) -> bool:
     return name in AGENT_TASKS
 
 
-def get_task(name: str) -> Any:
-    try:
-        target = TASKS[name]
-    except KeyError:
-        known = ", ".join(sorted(TASKS)) or "none"
-        raise KeyError(f"unknown task {name!r} (known: {known})") from None
+def heuristic_task(name: str) -> HeuristicTask:
+    if name not in HEURISTIC_TASKS:
+        what = f"{name!r} is an agent task, not a heuristic-design task" if name in AGENT_TASKS else f"unknown task {name!r}"
+        raise UnknownTask(f"{what} (heuristic tasks: {', '.join(sorted(HEURISTIC_TASKS))})")
+    return _resolve(HEURISTIC_TASKS[name])()
+
+
+def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callable | None = None) -> AgentTask:
+    """The environment `name`, built with `options` (the run config's [task]
+    table) as keyword arguments; an option the factory does not take is a
+    ValueError naming it. `tool` goes to tasks that run Python."""
+    if name not in AGENT_TASKS:
+        what = f"{name!r} is a heuristic-design task, not an agent task" if name in HEURISTIC_TASKS else f"unknown task {name!r}"
+        raise UnknownTask(f"{what} (agent tasks: {', '.join(sorted(AGENT_TASKS))})")
+    entry = AGENT_TASKS[name]
+    factory = _resolve(entry.target)
+    kwargs = dict(options or {})
+    accepted = _keywords(factory)
+    for key in kwargs:
+        if accepted is not None and key not in accepted:
+            known = ", ".join(sorted(k for k in accepted if k != "tool")) or "none"
+            raise TaskOptionError(key, f"is not an option of {name} (its options: {known})")
+    if entry.python_tool and tool is not None:
+        kwargs["tool"] = tool
+    return factory(**kwargs)
+
+
+def get_task(name: str) -> HeuristicTask | AgentTask:
+    """Either kind, by name (the sandbox worker and `coevolve tasks` list both)."""
+    return agent_task(name) if kind(name) == "agent" else heuristic_task(name)
+
+
+def list_tasks(of_kind: Kind | None = None) -> list[str]:
+    if of_kind == "heuristic":
+        return sorted(HEURISTIC_TASKS)
+    if of_kind == "agent":
+        return sorted(AGENT_TASKS)
+    return sorted({**HEURISTIC_TASKS, **AGENT_TASKS})
+
+
+def _check_new(name: str) -> None:
+    if name in HEURISTIC_TASKS or name in AGENT_TASKS:
+        raise ValueError(f"task {name!r} is already registered")
+
+
+def _resolve(target: Target) -> Callable[..., Any]:
+    if callable(target):
+        return target
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return getattr(importlib.import_module(module), attr)
 
 
-def list_tasks() -> list[str]:
-    return sorted(TASKS)
+def _keywords(factory: Callable[..., Any]) -> set[str] | None:
+    """The keyword arguments `factory` accepts; None when it takes any (**kwargs)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}

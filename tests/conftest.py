@@ -70,3 +70,24 @@ def run_python(code: str, timeout: float = 600, env: dict | None = None) -> subp
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT
     )
+
+
+def sigkill_after(process: subprocess.Popen, events_path: Path, kind: str, count: int, jitter_s: float) -> None:
+    """SIGKILL a `coevolve run` (started in its own session) once its event log
+    holds `count` events of `kind`, plus up to `jitter_s` seconds, so the kill
+    lands somewhere inside the next step or round."""
+    import random
+    import signal
+    import time
+
+    from coevolve.runstore import read_jsonl
+
+    deadline = time.time() + 600
+    while time.time() < deadline and process.poll() is None:
+        if events_path.exists() and sum(1 for e in read_jsonl(events_path) if e["type"] == kind) >= count:
+            break
+        time.sleep(0.1)
+    time.sleep(random.Random().uniform(0, jitter_s))
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -17,5 +17,5 @@ def test_usage_errors_name_the_bad_input(tmp_path, capsys):
     assert main(["distill", str(tmp_path), "--out", str(tmp_path / "s")]) == 2
     assert "round_000.jsonl:1: not a trajectory record" in capsys.readouterr().err
     assert main(["distill", str(tmp_path), "--out", str(tmp_path / "s"), "--teacher-base-url", "http://x/v1"]) == 2
-    assert "--teacher-model is required" in capsys.readouterr().err
+    assert "--endpoint-model is required with --endpoint-base-url" in capsys.readouterr().err  # old flag name still read
     assert not (tmp_path / "s").exists()

@@ -5,7 +5,10 @@ import json
 
 import pytest
 
-from coevolve.agents.es_agent import AgentRunConfig, run_agent
+from coevolve.agents.es_agent import run_agent
+from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.runstore import RunStore
 from coevolve.agents.rollout import rollout
 from coevolve.agents.skills import load_skill
 from coevolve.engine.base import Sampling
@@ -15,17 +18,17 @@ pytestmark = pytest.mark.engine
 
 
 def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
-    from coevolve.es import ESConfig
-
-    task = Sudoku(masked=1)  # at most 3 turns an episode
-    cfg = AgentRunConfig(method="esopt", budget_episodes=16, population=4, batch=2, eval_cases=2,
-                         sampling=Sampling(temperature=1.0, max_tokens=10),
-                         eval_sampling=Sampling(temperature=0.0, max_tokens=10), history_turns=1, seed=1,
-                         shaping=0.5)  # the base model solves ~nothing: binary rewards alone would all be 0
-    es_cfg = ESConfig(population=4, sigma=1e-2, sigma_end=5e-3, alpha=2e-3, generations=2, seed=1)
+    raw = {"run": {"method": "esopt", "task": "sudoku", "budget": 16, "seed": 1},
+           "task": {"masked": 1},  # at most 3 turns an episode
+           "agent": {"population": 4, "batch": 2, "eval_cases": 2, "temperature": 1.0, "max_tokens": 10,
+                     "history_turns": 1,
+                     "shaping": 0.5},  # the base model solves ~nothing: binary rewards alone would all be 0
+           "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3, "generations": 2}}
+    config = build_config(AgentRunConfig, raw)
+    store = RunStore.create(tmp_path, dump_toml(as_dict(config)))
     before = engine.checksum()
     try:
-        summary = run_agent(engine, task, cfg, tmp_path, es_config=es_cfg)
+        summary = run_agent(config, store, engine, config.build_task())
     finally:
         records = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()] \
             if (tmp_path / "history.jsonl").exists() else []

@@ -1,15 +1,19 @@
 """ES, Trace2Skill and their co-evolution on agent tasks, with a fake engine
 (real ESOpt, ledger, rollouts, files) so the control flow is checked fast."""
 
+import dataclasses
 import json
+import re
 from contextlib import contextmanager
 
 import pytest
 
-from coevolve.agents.es_agent import AgentRunConfig, run_agent
+from coevolve.agents.es_agent import run_agent
+from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.errors import UsageError
 from coevolve.engine.base import Completion
-from coevolve.es import ESConfig
-from tasks.sudoku import Sudoku
+from coevolve.runstore import RunStore
 
 
 class FakeEngine:
@@ -38,7 +42,7 @@ class FakeEngine:
     def checksum(self):
         return f"fake-{len(self.updates)}"
 
-    def chat(self, conversations, sampling, seeds=None):
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
         out = []
         for conversation in conversations:
             self.system_prompts.append(conversation[0]["content"])
@@ -62,8 +66,21 @@ class FakeEngine:
         return out
 
 
-def es_config(**kw):
-    return ESConfig(**{"population": 4, "sigma": 1e-3, "alpha": 1e-3, "generations": 10, "seed": 3, **kw})
+def make_config(method="esopt", budget=26, masked=2, seed=3, es=None, **agent):
+    """An agent run config through the config path (checks included)."""
+    raw = {"run": {"method": method, "task": "sudoku", "budget": budget, "seed": seed},
+           "task": {"masked": masked},
+           "agent": {"population": 4, "batch": 3, "eval_cases": 2, **agent},
+           "es": {"sigma": 1e-3, "alpha": 1e-3, "generations": 10, **(es or {})}}
+    return build_config(AgentRunConfig, raw)
+
+
+def start(tmp_path, config, name="run"):
+    return RunStore.create(tmp_path / name, dump_toml(as_dict(config)))
+
+
+def play(config, store, engine):
+    return run_agent(config, store, engine, config.build_task())
 
 
 def read_jsonl(path):
@@ -72,70 +89,142 @@ def read_jsonl(path):
 
 def test_esopt_spends_the_budget_in_whole_generations(tmp_path):
     engine = FakeEngine()
-    cfg = AgentRunConfig(method="esopt", budget_episodes=26, population=4, batch=3, eval_cases=2, eval_every=2)
-    summary = run_agent(engine, Sudoku(masked=2), cfg, tmp_path, es_config=es_config())
+    config = make_config(budget=26, eval_every=2)
+    store = start(tmp_path, config)
+    summary = play(config, store, engine)
+    run = store.dir
     assert summary["rounds"] == 2 and summary["ledger"]["used"] == 24  # a third round (36) does not fit
-    history = read_jsonl(tmp_path / "history.jsonl")
+    history = read_jsonl(run / "history.jsonl")
     assert [h["generation"] for h in history] == [0, 1] and len(engine.updates) == 2
     for record, (seeds, _, _) in zip(history, engine.updates):
         assert record["seeds"] == seeds
         # even seeds solve (reward 1), odd seeds fumble (reward 0)
         assert record["rewards"] == [1.0 if s % 2 == 0 else 0.0 for s in seeds]
-    assert [e["round"] for e in read_jsonl(tmp_path / "eval.jsonl")] == [0, 2]
-    assert (tmp_path / "trajectories" / "round_000.md").exists()
-    assert len(read_jsonl(tmp_path / "trajectories" / "round_001.jsonl")) == 12
-    assert json.loads((tmp_path / "summary.json").read_text())["checksum"] == "fake-2"
-    with pytest.raises(ValueError, match="already holds a run"):
-        run_agent(engine, Sudoku(masked=2), cfg, tmp_path, es_config=es_config())
-    assert len(read_jsonl(tmp_path / "history.jsonl")) == 2  # the earlier run is untouched
+    assert [e["round"] for e in read_jsonl(run / "eval.jsonl")] == [0, 2]
+    assert (run / "trajectories" / "round_000.md").exists()
+    assert len(read_jsonl(run / "trajectories" / "round_001.jsonl")) == 12
+    assert json.loads((run / "summary.json").read_text())["checksum"] == "fake-2"
+    events = store.events()
+    assert [e["type"] for e in events] == ["start", "eval", "round", "round", "eval", "end"]
+    assert [e["fitness"] for e in events if e["type"] == "round"] == [h["rewards"] for h in history]
+    with pytest.raises(UsageError, match="already holds a run"):
+        start(tmp_path, config)
+    assert len(read_jsonl(run / "history.jsonl")) == 2  # the earlier run is untouched
+
+
+def test_resume_after_a_kill_mid_run_gives_the_uninterrupted_result(tmp_path):
+    """Cut the event log and history back to a state a kill leaves behind (a
+    round logged, its ES update not yet in history.jsonl), then resume."""
+    config = make_config(method="esopt+trace2skill", budget=36, eval_every=1, skill_every=1, batch=2)
+    whole = play(config, start(tmp_path, config, "whole"), FakeEngine())
+    store = start(tmp_path, config, "cut")
+    play(config, store, FakeEngine())
+    events = store.events_path.read_text().splitlines(keepends=True)
+    rounds = [i for i, line in enumerate(events) if '"type": "round"' in line]
+    store.events_path.write_text("".join(events[: rounds[1] + 1]) + events[rounds[1] + 1][:20])  # torn tail
+    history = store.history_path.read_text().splitlines(keepends=True)
+    store.history_path.write_text("".join(history[:1]))
+    (store.dir / "summary.json").unlink()
+    engine = FakeEngine()
+    resumed = play(config, RunStore.open(store.dir), engine)
+    assert len(engine.updates) == 4  # 1 replayed from history, 1 re-applied from the log, 2 live
+    assert resumed["skill"] == whole["skill"].replace("/whole/", "/cut/")
+    assert {**resumed, "skill": None} == {**whole, "skill": None}
+    assert read_jsonl(store.dir / "history.jsonl") == [
+        {**h, "time": r["time"], "update_seconds": r["update_seconds"]}
+        for h, r in zip(read_jsonl(tmp_path / "whole" / "history.jsonl"), read_jsonl(store.dir / "history.jsonl"))]
+    assert [e["round"] for e in read_jsonl(store.dir / "eval.jsonl")] == [0, 1, 2, 3, 4]
+    assert [e["type"] for e in store.events()].count("round") == 4
+
+
+def test_a_run_without_events_from_before_resume_is_refused_clearly(tmp_path):
+    config = make_config()
+    store = start(tmp_path, config)
+    (store.dir / "eval.jsonl").write_text('{"round": 0}\n')
+    with pytest.raises(UsageError, match="written before agent runs kept events.jsonl"):
+        play(config, store, FakeEngine())
 
 
 def test_esopt_stops_when_the_sigma_schedule_ends(tmp_path):
-    cfg = AgentRunConfig(method="esopt", budget_episodes=100, population=4, batch=2, eval_cases=1)
-    summary = run_agent(FakeEngine(), Sudoku(masked=2), cfg, tmp_path, es_config=es_config(generations=3))
+    config = make_config(budget=100, batch=2, eval_cases=1, es={"generations": 3})
+    summary = play(config, start(tmp_path, config), FakeEngine())
     assert summary["rounds"] == 3 and summary["ledger"]["used"] == 24
 
 
 def test_trace2skill_only_distils_and_injects_without_touching_weights(tmp_path):
     engine = FakeEngine()
-    cfg = AgentRunConfig(method="trace2skill", budget_episodes=16, population=4, batch=2, eval_cases=1,
-                         skill_name="sudoku-learned")
-    summary = run_agent(engine, Sudoku(masked=2), cfg, tmp_path)
+    config = make_config(method="trace2skill", budget=16, batch=2, eval_cases=1, skill_name="sudoku-learned")
+    store = start(tmp_path, config)
+    summary = play(config, store, engine)
     assert engine.updates == [] and summary["rounds"] == 2 and summary["ledger"]["used"] == 16
     assert summary["skill"].endswith("sudoku-learned")
-    assert "Check the row, the column and the box first." in (tmp_path / "skills" / "sudoku-learned" / "SKILL.md").read_text()
-    evals = read_jsonl(tmp_path / "eval.jsonl")
+    assert "Check the row, the column and the box first." in (store.dir / "skills" / "sudoku-learned" / "SKILL.md").read_text()
+    evals = read_jsonl(store.dir / "eval.jsonl")
     assert evals[0]["skills"] == [] and evals[-1]["skills"] == ["sudoku-learned"]
     assert any("Skill: sudoku-learned" in p for p in engine.system_prompts)
 
 
+def test_posthoc_distillation_runs_once_at_the_end_best_of_n_on_validation(tmp_path):
+    engine = FakeEngine()
+    config = make_config(method="esopt+trace2skill", budget=32, batch=2, eval_cases=1, distill_seeds=3,
+                         validation_cases=2)
+    store = start(tmp_path, config)
+    summary = play(config, store, engine)
+    history = read_jsonl(store.dir / "history.jsonl")
+    assert [h["extra"]["skills"] for h in history] == [[], [], [], []]  # the ES rounds ran without a skill
+    skills = [e for e in read_jsonl(store.dir / "events.jsonl") if e["type"] == "skill"]
+    assert len(skills) == 1 and skills[0]["round"] == 4 and skills[0]["mode"] == "posthoc"
+    assert len(skills[0]["candidates"]) == 3 and sum(c["chosen"] for c in skills[0]["candidates"]) == 1
+    assert summary["eval_last"]["skills"] == ["distilled"]  # the final held-out evaluation uses it
+    # validation puzzles are played with every candidate skill: 3 candidates x 2 puzzles
+    assert sum(p.count("Skill: distilled") for p in engine.system_prompts) >= 6
+
+
+def test_bad_distill_mode_is_a_config_error():
+    with pytest.raises(Exception, match="agent.distill must be one of"):
+        make_config(distill="sometimes")
+
+
 def test_coevolution_alternates_es_generations_and_skill_updates(tmp_path):
     engine = FakeEngine()
-    cfg = AgentRunConfig(method="esopt+trace2skill", budget_episodes=32, population=4, batch=2, eval_cases=1,
-                         skill_every=2)
-    run_agent(engine, Sudoku(masked=2), cfg, tmp_path, es_config=es_config())
-    history = read_jsonl(tmp_path / "history.jsonl")
-    # the skill appears after generation 1 (skill_every=2) and is used from generation 2 on
+    config = make_config(method="esopt+trace2skill", budget=32, batch=2, eval_cases=1, skill_every=2,
+                         distill="online")
+    store = start(tmp_path, config)
+    play(config, store, engine)
+    history = read_jsonl(store.dir / "history.jsonl")
+    # online (our extension): the skill appears after generation 1 (skill_every=2) and is used from generation 2 on
     assert [h["extra"]["skills"] for h in history] == [[], [], ["distilled"], ["distilled"]]
     assert len(engine.updates) == 4
 
 
 def test_shaping_adds_the_progress_metric_to_the_fitness(tmp_path):
-    cfg = AgentRunConfig(method="esopt", budget_episodes=8, population=4, batch=2, eval_cases=1, shaping=0.5)
-    run_agent(FakeEngine(), Sudoku(masked=2), cfg, tmp_path, es_config=es_config())
-    record = read_jsonl(tmp_path / "history.jsonl")[0]
+    config = make_config(budget=8, batch=2, eval_cases=1, shaping=0.5)
+    store = start(tmp_path, config)
+    play(config, store, FakeEngine())
+    record = read_jsonl(store.dir / "history.jsonl")[0]
     # solvers: reward 1 + 0.5 * progress 1; fumblers: every reply unparsed, no right cell
     assert record["rewards"] == [1.5 if s % 2 == 0 else 0.0 for s in record["seeds"]]
 
 
-def test_bad_configs_are_rejected_clearly(tmp_path):
-    with pytest.raises(ValueError, match="method must be one of"):
-        AgentRunConfig(method="magic")
-    with pytest.raises(ValueError, match="shaping"):
-        AgentRunConfig(shaping=-1)
-    with pytest.raises(ValueError, match="smaller than one round"):
-        AgentRunConfig(budget_episodes=10, population=4, batch=3)
-    with pytest.raises(ValueError, match="needs es_config"):
-        run_agent(FakeEngine(), Sudoku(), AgentRunConfig(budget_episodes=64), tmp_path)
-    with pytest.raises(ValueError, match="differs from population"):
-        run_agent(FakeEngine(), Sudoku(), AgentRunConfig(budget_episodes=64), tmp_path, es_config=es_config(population=6))
+def test_progress_reports_episodes_reward_solved_rate_and_sigma(tmp_path):
+    config = make_config(budget=24, batch=3)
+    seen = []
+    run_agent(config, start(tmp_path, config), FakeEngine(), config.build_task(),
+              on_progress=lambda p: seen.append(dataclasses.replace(p)))
+    assert [p.used for p in seen] == [12, 24]
+    # half the members (even seeds) solve every puzzle
+    assert all(p.mean_reward == p.solved_rate for p in seen) and all(0 < p.solved_rate < 1 for p in seen)
+    assert all(p.sigma is not None and p.sigma > 0 for p in seen)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"run": {"method": "magic"}}, "run.method must be one of"),
+    ({"agent": {"shaping": -1}}, "agent.shaping must be >= 0"),
+    ({"run": {"budget": 10}, "agent": {"population": 4, "batch": 3}}, "run.budget must pay at least one round"),
+    ({"task": {"masked": 16}}, "task options do not build sudoku: sudoku masked must be in 1..15"),
+    ({"task": {"turns": 2}}, "task.turns is not an option of sudoku (its options: masked, size)"),
+    ({"run": {"task": "tsp_construct"}}, "run.task must be one of"),
+])
+def test_bad_configs_are_rejected_clearly(raw, message):
+    with pytest.raises(UsageError, match=re.escape(f"config error: {message}")):
+        build_config(AgentRunConfig, raw)

@@ -31,7 +31,7 @@ def test_bad_inputs_fail_before_any_episode(tmp_path, capsys, monkeypatch):
         (eval_args("--arms", "esopt"), "need ES-tuned weights"),
         (eval_args("--arms", "skill"), "need a skill"),
         (eval_args("--history", str(tmp_path / "nope.jsonl"), "--arms", "esopt"), "no such ES history file"),
-        (eval_args("--option", "bogus=1"), "unexpected keyword argument 'bogus'"),
+        (eval_args("--option", "bogus=1"), "task.bogus is not an option of sudoku"),
         (eval_args("--option", "masked=99"), "masked must be in 1..15"),
         (eval_args("--option", "masked"), "expected KEY=VALUE"),
         (["eval", "prog.py", "--task", "sudoku"], "agent task: eval takes no program file"),
@@ -76,7 +76,7 @@ def test_attempts_are_grouped_per_problem():
 
 def test_agent_compare_config_and_report(tmp_path):
     from coevolve.agents.compare import aggregate, from_toml, is_agent_compare, markdown, plot, run_config
-    from coevolve.config import read_toml
+    from coevolve.base.config import read_toml
 
     raw = read_toml("examples/agents_compare.toml")
     assert is_agent_compare(raw)

@@ -1,4 +1,4 @@
-"""`coevolve run` for agent tasks: the config (AgentRunFile), the dispatch from
+"""`coevolve run` for agent tasks: the config (AgentRunConfig), the dispatch from
 run.task, the examples, and one short run on the real engine."""
 
 import json
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.agents.runconfig import AgentRunFile
+from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.cli import main
-from coevolve.config import as_dict, dump_toml, load_config
+from coevolve.base.config import as_dict, dump_toml, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_EXAMPLES = ["sudoku_esopt", "sudoku_trace2skill", "sudoku_esopt_trace2skill", "math_esopt"]
@@ -37,12 +37,15 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[es]\nsigma = 0\n', "es.sigma must be > 0"),
         ('[run]\ntask = "sudoku"\n[es]\nantithetic = true\n[agent]\npopulation = 3\n',
          "agent.population must be even when es.antithetic"),
-        ('[run]\ntask = "sudoku"\n[task]\nmasked = 16\n', "task.masked must be < 16 for sudoku"),
-        ('[run]\ntask = "react_math"\n[task]\nmasked = 2\n', "task.masked applies to sudoku tasks only"),
-        ('[run]\ntask = "sudoku"\n[task]\nturns = 2\n', "task.turns applies to react_math only"),
+        ('[run]\ntask = "sudoku"\n[task]\nmasked = 16\n',
+         "task options do not build sudoku: sudoku masked must be in 1..15, got 16"),
+        ('[run]\ntask = "react_math"\n[task]\nmasked = 2\n',
+         "task.masked is not an option of react_math (its options: problems_file, turns)"),
+        ('[run]\ntask = "sudoku"\n[task]\nturns = 2\n', "task.turns is not an option of sudoku"),
         ('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/no-such-skill"]\n',
          "skills.paths[0] is not a valid skill: skills/no-such-skill: no SKILL.md"),
-        ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "teacher.model is required"),
+        ('[run]\ntask = "sudoku"\n[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
+        ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
         ('[run]\ntask = "sudoku"\n[distributed]\nengines = 0\n', "distributed.engines must be >= 1"),
         ('[run]\ntask = "sudoku"\n[eoh]\npopulation = 4\n', "eoh is not a known section"),
     ],
@@ -61,7 +64,7 @@ def test_bad_problems_file_is_a_config_error(tmp_path, capsys):
     rc, out = run_cli(tmp_path, f'[run]\ntask = "react_math"\n[task]\nproblems_file = "{problems}"\n')
     assert rc == 2
     err = capsys.readouterr().err
-    assert "config error: task.problems_file cannot be used" in err and "missing field 'answer'" in err
+    assert "config error: task options do not build react_math" in err and "problems.jsonl:1: missing field 'answer'" in err
     assert not out.exists()
 
 
@@ -77,41 +80,40 @@ def test_flags_choose_and_override_like_heuristic_runs(tmp_path, capsys):
     assert main(["run", example, "--budget", "4", "--out", str(tmp_path / "c")]) == 2
     assert "run.budget must pay at least one round" in capsys.readouterr().err
     overrides = {"run": {"method": "trace2skill", "budget": 64, "seed": 3, "out": "x"}, "model": {"path": "/m"}}
-    config = load_config(AgentRunFile, example, overrides)
+    config = load_config(AgentRunConfig, example, overrides)
     assert (config.run.method, config.run.budget, config.run.seed, config.model.path) == ("trace2skill", 64, 3, "/m")
-    assert config.es_config() is None and config.agent_config().budget_episodes == 64
+    assert config.es_config() is None
 
 
-def test_resume_of_an_agent_run_says_it_is_not_supported(tmp_path, capsys):
+def test_resume_of_an_agent_run_from_before_events_is_refused_clearly(tmp_path, capsys):
     run_dir = tmp_path / "agent-run"
     run_dir.mkdir()
-    (run_dir / "config.toml").write_text(dump_toml(as_dict(AgentRunFile())))
+    (run_dir / "config.toml").write_text(dump_toml(as_dict(AgentRunConfig())))
+    (run_dir / "summary.json").write_text("{}")
     assert main(["run", "--resume", str(run_dir)]) == 2
-    assert "--resume is not supported for agent runs yet" in capsys.readouterr().err
+    assert "written before agent runs kept events.jsonl" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", AGENT_EXAMPLES)
 def test_examples_build_their_run(name, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    config = load_config(AgentRunFile, ROOT / "examples" / f"{name}.toml")
-    agent = config.agent_config()
-    assert agent.method == config.run.method and agent.budget_episodes == config.run.budget
+    config = load_config(AgentRunConfig, ROOT / "examples" / f"{name}.toml")
     task = config.build_task()
     assert task.name == config.run.task
     if config.run.task == "sudoku":
-        assert task.masked == config.task.masked
+        assert task.masked == config.task["masked"]
     es = config.es_config()
     if config.uses_es:
         # generations = 0 in the file: as many as the budget pays
-        assert es.population == agent.population
-        assert es.generations == config.run.budget // agent.episodes_per_round
+        assert es.population == config.agent.population
+        assert es.generations == config.run.budget // config.episodes_per_round
     else:
         assert es is None
     assert [s.name for s in config.seed_skills()] == [Path(p).name for p in config.skills.paths]
     # what a run directory stores reads back as the same config
     written = tmp_path / "config.toml"
     written.write_text(dump_toml(as_dict(config)))
-    assert load_config(AgentRunFile, written) == config
+    assert load_config(AgentRunConfig, written) == config
 
 
 @pytest.mark.engine
@@ -125,7 +127,7 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
     overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
                  "agent": {"population": 2, "batch": 2, "eval_cases": 2}, "sampling": {"max_tokens": 8},
                  "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3}}
-    config = load_config(AgentRunFile, ROOT / "examples" / "sudoku_esopt.toml", overrides)
+    config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml", overrides)
     store = create_store(config)
     before = engine.checksum()
     try:
@@ -134,7 +136,7 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
         engine.reset()
     assert engine.checksum() == before
     run_dir = tmp_path / "run"
-    assert load_config(AgentRunFile, run_dir / "config.toml") == config
+    assert load_config(AgentRunConfig, run_dir / "config.toml") == config
     assert summary["rounds"] == 1 and summary["ledger"]["used"] == 4 and summary["ledger"]["budget"] == 4
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert len(history) == 1 and len(history[0]["rewards"]) == 2
@@ -145,3 +147,23 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
     print_agent_table(summary, store)
     table = capsys.readouterr().out
     assert "esopt" in table and "4 / 4" in table and str(run_dir) in table and summary["checksum"] in table
+
+
+def test_report_renders_an_agent_run_written_before_events(tmp_path, capsys):
+    """The layout agent runs had before the shared run machinery: config.toml
+    with [teacher], summary.json without "kind", eval.jsonl."""
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    (run_dir / "config.toml").write_text('[run]\ntask = "sudoku"\n[task]\nmasked = 0\n[teacher]\nbase_url = ""\n')
+    evals = [{"round": 0, "episodes_used": 0, "mean_reward": 0.0, "skills": [], "seconds": 1.0},
+             {"round": 2, "episodes_used": 128, "mean_reward": 0.25, "skills": ["distilled"], "seconds": 9.0}]
+    (run_dir / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    (run_dir / "summary.json").write_text(json.dumps({
+        "method": "trace2skill", "task": "sudoku", "rounds": 2,
+        "ledger": {"budget": 128, "used": 128, "outcomes": {"failed": 128}},
+        "eval_first": evals[0], "eval_last": evals[1], "best_eval_reward": 0.25,
+        "skill": str(run_dir / "skills" / "distilled"), "config": {}, "seconds": 10.0}))
+    assert main(["report", str(run_dir)]) == 0
+    text = (run_dir / "report.md").read_text()
+    assert "| 2 | 128 | 0.250 | distilled |" in text and "128 / 128" in text
+    assert (run_dir / "progress.png").stat().st_size > 0

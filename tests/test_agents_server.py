@@ -35,7 +35,7 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
     out = tmp_path / "skills" / "served-sudoku"
     result = subprocess.run(
         [sys.executable, "-m", "coevolve.cli", "distill", str(run_dir), "--out", str(out),
-         "--teacher-base-url", openai_server.base_url, "--teacher-model", openai_server.model, "--successes", "1"],
+         "--endpoint-base-url", openai_server.base_url, "--endpoint-model", openai_server.model, "--successes", "1"],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "EMPTY"},
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.codeparse import Candidate, extract, template_parameters
+from coevolve.codeparse import Extracted, extract, template_parameters
 from coevolve.sandbox import Sandbox
 
 CORPUS = Path(__file__).parent / "data" / "llm_outputs"
@@ -34,7 +34,7 @@ def test_corpus_extracts_and_scores_as_expected():
     from tasks.registry import get_task
 
     task = get_task("tsp_construct")
-    extracted: dict[str, Candidate | None] = {}
+    extracted: dict[str, Extracted | None] = {}
     for name, expected in EXPECTED.items():
         candidate = extract((CORPUS / name).read_text(), task.function_name, task.template)
         extracted[name] = candidate

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.commands.compare import compare_and_report as run_comparison
 from coevolve.compare import CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs, score_files
-from coevolve.config import build_config
+from coevolve.base.config import build_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -223,7 +223,7 @@ def test_small_real_comparison(tmp_path, engine):
 def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
     """No engine is started when every run is finished; each best.py is scored once."""
     from coevolve.compare import run_config
-    from coevolve.config import as_dict, dump_toml
+    from coevolve.base.config import as_dict, dump_toml
     from coevolve.runstore import atomic_write_json, atomic_write_text
     from tasks.registry import get_task
 

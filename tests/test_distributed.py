@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from coevolve.config import build_section
-from coevolve.cli import UsageError
-from coevolve.distributed import DistributedSection, DivergenceError, EnginePool, core_groups
+from coevolve.base.config import build_section
+from coevolve.base.errors import UsageError
+from coevolve.base.sections import DistributedSection
+from coevolve.engine.pool import DivergenceError, EnginePool, core_groups
 
 GREEDY_SHORT = dict(temperature=0.0, max_tokens=16)
 PROMPTS = ["Name a colour.", "What is 2 + 3?"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.cli import UsageError
-from coevolve.config import build_config
+from coevolve.base.errors import UsageError
+from coevolve.base.config import build_config
 from coevolve.plan import CompareConfig, arm_plan, check_structure, load_compare_config, structural_differences
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -148,7 +148,7 @@ needs_sandbox = pytest.mark.skipif(not _sandbox_ready(), reason="coevolve.sandbo
 
 @needs_sandbox
 def test_hostile_tool_calls_are_contained(tmp_path: Path):
-    from tasks.react_math import SandboxTool
+    from coevolve.agents.tools import SandboxTool
 
     outside = tmp_path / "written_by_tool.txt"
     tool = SandboxTool(timeout_s=3)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 from coevolve.compare import CompareConfig, planned_runs, run_config
-from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.report import render, render_comparison
 from coevolve.runstore import atomic_write_json, atomic_write_text
 
@@ -161,7 +161,7 @@ def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart
 
 
 def test_report_says_when_the_arms_were_not_structurally_matched(comparison):
-    from coevolve.config import read_toml
+    from coevolve.base.config import read_toml
 
     config = build_config(CompareConfig, read_toml(comparison / "compare.toml"))
     config.es.population, config.compare.allow_unmatched = 3, True

@@ -5,17 +5,15 @@ SIGKILL at a random point, resumed, compared with an uninterrupted run."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml
+from conftest import sigkill_after
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 
@@ -92,19 +90,9 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
     expected = json.loads((tmp_path / "full" / "summary.json").read_text())
     steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
 
-    # kill at a random point after the engine is up and the first step is logged
     killed = _coevolve(str(path), "--out", str(tmp_path / "killed"))
-    events = tmp_path / "killed" / "events.jsonl"
-    wait_for = random.Random().randint(1, steps - 1)
-    deadline = time.time() + 600
-    while time.time() < deadline and killed.poll() is None:
-        if events.exists() and sum(1 for e in read_jsonl(events) if e["type"] == "step") >= wait_for:
-            break
-        time.sleep(0.2)
-    time.sleep(random.Random().uniform(0, 3))  # land somewhere inside the next step
-    assert killed.poll() is None, "the run ended before it could be killed"
-    os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait()
+    # kill at a random point after the engine is up and the first step is logged
+    sigkill_after(killed, tmp_path / "killed" / "events.jsonl", "step", random.Random().randint(1, steps - 1), 3)
     assert not (tmp_path / "killed" / "summary.json").exists()
 
     resumed = _coevolve("--resume", str(tmp_path / "killed"))

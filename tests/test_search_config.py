@@ -10,8 +10,9 @@ import pytest
 
 from tasks.registry import is_agent_task
 
-from coevolve.cli import UsageError, main
-from coevolve.config import as_dict, build_config, dump_toml, load_config
+from coevolve.base.errors import UsageError
+from coevolve.cli import main
+from coevolve.base.config import as_dict, build_config, dump_toml, load_config
 from coevolve.search.runconfig import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,8 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
     ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),
     ("[reward]\nfailing = -2.0\n", "config error: reward.unparseable must be < reward.failing (got -1.0)"),
-    ("[proposer]\nbase_url = 'http://x'\n", "config error: proposer.model is required when proposer.base_url is set"),
+    ("[endpoint]\nbase_url = 'http://x'\n", "config error: endpoint.model is required when endpoint.base_url is set"),
+    ("[endpoint]\n[proposer]\n", "config error: proposer is the old name of [endpoint]; give only [endpoint]"),
     ("[es\n", "is not valid TOML"),
 ])
 def test_bad_configs_name_the_field(tmp_path, text, message):
@@ -88,3 +90,11 @@ def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):
     assert "already holds a run" in capsys.readouterr().err
     assert main(["run", "--resume", str(tmp_path / "missing")]) == 2
     assert "run directory not found" in capsys.readouterr().err
+
+
+def test_old_proposer_section_is_read_as_endpoint_with_a_deprecation_message(tmp_path):
+    path = tmp_path / "old.toml"
+    path.write_text('[run]\ntask = "tsp_construct"\n[proposer]\nbase_url = "http://x/v1"\nmodel = "m"\n')
+    with pytest.warns(FutureWarning, match=r"\[proposer\] is deprecated, call it \[endpoint\]"):
+        config = load_config(RunConfig, path)
+    assert (config.endpoint.base_url, config.endpoint.model) == ("http://x/v1", "m")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import random
+import tomllib
 
 import networkx as nx
 import pytest
 
-from coevolve.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.loop import SearchLoop
 from coevolve.search.methods import make_method, planned_es_generations
@@ -131,17 +132,17 @@ def test_resume_refuses_a_log_from_another_config(tmp_path):
         SearchLoop(other, RunStore.open(tmp_path / "r"), FakeEngine(), FakeEvaluator(), FakeTask()).run()
 
 
-def test_remote_proposer_serves_base_requests_and_the_engine_perturbed_ones(tmp_path):
+def test_endpoint_serves_base_requests_and_the_engine_perturbed_ones(tmp_path):
     config = make_config("eoh+esopt", 20)
-    config.proposer.base_url, config.proposer.model = "http://127.0.0.1:1/v1", "remote-model"
+    config.endpoint.base_url, config.endpoint.model = "http://127.0.0.1:1/v1", "endpoint-model"
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
-    engine, remote = FakeEngine(), FakeEngine()
-    SearchLoop(config, store, engine, FakeEvaluator(), FakeTask(), remote=remote).run()
+    engine, endpoint = FakeEngine(), FakeEngine()
+    SearchLoop(config, store, engine, FakeEvaluator(), FakeTask(), endpoint=endpoint).run()
     candidates = read_jsonl(store.candidates_path)
     kinds = [c["model_state"]["kind"] for c in candidates]
-    assert sum(remote.calls) == kinds.count("remote") > 0
+    assert sum(endpoint.calls) == kinds.count("endpoint") > 0
     assert sum(engine.calls) == kinds.count("perturbed") > 0
-    assert {c["model_state"].get("model") for c in candidates if c["model_state"]["kind"] == "remote"} == {"remote-model"}
+    assert {c["model_state"].get("model") for c in candidates if c["model_state"]["kind"] == "endpoint"} == {"endpoint-model"}
 
 
 @pytest.mark.parametrize("method", ["sample+esopt", "eoh+esopt"])
@@ -174,3 +175,19 @@ def test_paper_reward_is_what_the_loop_feeds_es(tmp_path, method):
             expected = paper_eoh_rewards(objectives, best_parent, [m["objective"] for m in before], "min")
         assert record["rewards"] == pytest.approx(expected)
         assert [c["reward"] for c in mine] == pytest.approx(expected)
+
+
+def test_a_run_written_before_proposer_became_endpoint_still_resumes(tmp_path):
+    """Runs before the rename hold [proposer] in config.toml and in their start
+    event; resuming reads both as [endpoint] and serves the logged steps."""
+    config = make_config("eoh+esopt", 12)
+    finished, _, _ = run(tmp_path / "r", config)
+    store = RunStore.open(tmp_path / "r")
+    events, toml = store.events_path.read_text(), store.config_path.read_text()
+    assert '"endpoint":' in events.splitlines()[0] and "[endpoint]" in toml
+    store.events_path.write_text(events.replace('"endpoint":', '"proposer":', 1))
+    store.config_path.write_text(toml.replace("[endpoint]", "[proposer]"))
+    with pytest.warns(FutureWarning, match=r"\[proposer\] is deprecated"):
+        old = build_config(RunConfig, tomllib.loads(store.config_path.read_text()))
+    resumed, engine, evaluator = run(tmp_path / "r", old, resume=True)
+    assert resumed == finished and sum(engine.calls) == 0 and evaluator.evaluated == 0  # all served from the log

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from coevolve.config import build_config
+from coevolve.base.config import build_config
 from coevolve.engine.base import Completion
 from coevolve.runstore import JsonlWriter, atomic_write_json, read_jsonl
 from coevolve.search.ledger import BudgetExceeded, Ledger

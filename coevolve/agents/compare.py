@@ -116,7 +116,7 @@ def run_dir(root: Path, task: str, method: str, seed: int) -> Path:
 def train(config: AgentCompare, root: Path, log: Callable[[str], None] = print) -> dict[tuple, Path]:
     """Every training run, one `coevolve run` process each (a finished run,
     one with summary.json, is kept and skipped)."""
-    from coevolve.config import dump_toml
+    from coevolve.base.config import dump_toml
 
     dirs = {}
     for task in config.tasks:

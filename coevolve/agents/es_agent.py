@@ -1,232 +1,365 @@
 """ES, Trace2Skill and their co-evolution on multi-turn agent tasks, under one
-episode budget.
+episode budget, on the same run machinery as heuristic search (RunStore,
+events.jsonl, the progress bar, `--resume`, `coevolve report`).
 
 Methods (same budget, same cases, same evaluation):
 - `esopt`: each generation, every ES member (a seeded weight perturbation)
   plays the same batch of train cases; its fitness is the mean reward; the
-  engine's weights take the ES update. With low-rank noise all members'
-  episodes advance turn by turn in one batch (one LoRA slot per member).
+  engine's weights take the ES update.
 - `trace2skill`: each round plays population x batch episodes with the
   current skills, then distils the trajectories into a skill that replaces
   the previous distilled one.
 - `esopt+trace2skill`: ES generations, and every `skill_every` generations a
   skill update distilled from the latest generation's trajectories.
 
-ES methods also stop after `es_config.generations` generations (the σ
-schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger, one charge per
-episode). Held-out evaluation (greedy, `eval` split) runs every `eval_every`
-rounds and is not charged: it measures, it does not search. The run dir
-holds history.jsonl (ES), eval.jsonl, trajectories/round_NNN.{md,jsonl},
-skills/<name>/SKILL.md and summary.json.
+ES methods also stop after `es_config().generations` generations (the σ
+schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger,
+one charge per episode). Held-out evaluation (greedy, `eval` split) runs every
+`eval_every` rounds and is not charged: it measures, it does not search.
+
+Events, in order within a round: `round` (the fitness of every member, written
+before the ES update, as the search loop writes a step), then `skill` (the
+distilled SKILL.md text) and `eval`. Every random choice derives from (seed,
+round), so resuming replays the logged rounds from the log, restores the
+weights from history.jsonl (ESOpt.resume; an update lost to a kill is
+re-applied from the logged fitness) and goes on live: the result equals an
+uninterrupted run's. The run dir also holds history.jsonl (ES), eval.jsonl,
+trajectories/round_NNN.{md,jsonl}, skills/<name>/SKILL.md and summary.json.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
-from coevolve.agents.rollout import Trajectory, derive_seed, mean_metrics, mean_reward, rollout, save_trajectories
-from coevolve.agents.skills import Skill
+from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories, mean_metrics, mean_reward, rollout,
+                                     save_trajectories)
+from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.trace2skill import distill
-from coevolve.base.durable import append_jsonl, atomic_write_json
-from coevolve.engine.base import Generator, Sampling
+from coevolve.base.config import as_dict
+from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from coevolve.base.errors import UsageError
+from coevolve.engine.base import Generator, WeightEngine
+from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
 
-METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
+EVENT_VERSION = 1
+KIND = "agent"
 
 
 @dataclass
-class AgentRunConfig:
-    method: str = "esopt"
-    budget_episodes: int = 256
-    population: int = 8  # ES members per generation; also sizes a trace2skill round
-    batch: int = 8  # train cases per member (the fitness batch)
-    eval_cases: int = 16
-    eval_every: int = 1  # rounds between held-out evaluations
-    skill_every: int = 2  # ES generations between skill updates (esopt+trace2skill)
-    skill_name: str = "distilled"
-    skill_successes: int = 2  # successful traces analysed per skill update, next to the failures
-    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=24))
-    eval_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=24))
-    history_turns: int | None = None
-    # fitness = mean(reward + shaping * metrics["progress"]); 0 is the paper's
-    # binary reward, > 0 gives a weak model whose rewards are all 0 a direction
-    shaping: float = 0.0
-    seed: int = 0
+class AgentProgress:
+    """What the progress bar shows after each round."""
 
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.shaping < 0:
-            raise ValueError(f"shaping must be >= 0, got {self.shaping}")
-        for name in ("budget_episodes", "population", "batch", "eval_cases", "eval_every", "skill_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.episodes_per_round > self.budget_episodes:
-            raise ValueError(
-                f"budget_episodes={self.budget_episodes} is smaller than one round "
-                f"(population x batch = {self.episodes_per_round})"
-            )
-
-    @property
-    def episodes_per_round(self) -> int:
-        return self.population * self.batch
+    used: int = 0
+    mean_reward: float | None = None  # the round's training episodes
+    solved_rate: float | None = None
+    sigma: float | None = None
+    eval_reward: float | None = None  # the latest held-out evaluation
 
 
-def evaluate(
-    generator: Generator, task: Any, cfg: AgentRunConfig, skills: Sequence[Skill] = ()
-) -> tuple[list[Trajectory], dict[str, float]]:
-    """Greedy held-out evaluation on `cfg.eval_cases` cases of the eval split."""
-    cases = task.cases("eval", cfg.eval_cases, seed=cfg.seed)
+def evaluate(generator: Generator, task: Any, config: AgentRunConfig,
+             skills: Sequence[Skill] = ()) -> tuple[list[Trajectory], dict[str, float]]:
+    """Greedy held-out evaluation on `agent.eval_cases` cases of the eval split."""
+    cases = task.cases("eval", config.agent.eval_cases, seed=config.run.seed)
+    constrained = config.agent.constrained and bool(getattr(task, "action_pattern", None))
     trajectories = rollout(
-        generator, task, cases, cfg.eval_sampling, seed=derive_seed(cfg.seed, "eval"),
-        skills=skills, history_turns=cfg.history_turns, label="eval",
+        generator, task, cases, config.eval_sampling(), seed=derive_seed(config.run.seed, "eval"),
+        skills=skills, history_turns=config.agent.history_turns, label="eval", constrained=constrained,
     )
     return trajectories, {"mean_reward": mean_reward(trajectories), **mean_metrics(trajectories)}
 
 
 def run_agent(
-    engine: Any,
+    config: AgentRunConfig,
+    store: RunStore,
+    engine: WeightEngine | Generator,
     task: Any,
-    cfg: AgentRunConfig,
-    run_dir: str | Path,
-    es_config: Any = None,
-    skills: Sequence[Skill] = (),
-    teacher: Generator | None = None,
+    endpoint: Generator | None = None,
+    on_progress: Callable[[AgentProgress], None] | None = None,
 ) -> dict[str, Any]:
-    """Run `cfg.method` until the episode budget cannot pay another round.
+    """Run (or resume) `config.run.method` in `store` until the episode budget
+    cannot pay another round. `engine` must be a WeightEngine for ES methods;
+    `endpoint` distils skills (default: the engine at its current weights).
+    Returns the summary also written to summary.json."""
+    return _AgentRun(config, store, engine, task, endpoint or engine, on_progress).run()
 
-    `engine` is the coevolve Engine (ES needs `perturbed` and the update);
-    `skills` are fixed seed skills always injected; `teacher` distils skills
-    (default: the engine itself at its current weights). Returns the summary
-    also written to run_dir/summary.json.
-    """
-    run_dir = Path(run_dir)
-    earlier = [name for name in ("history.jsonl", "eval.jsonl", "summary.json") if (run_dir / name).exists()]
-    if earlier:
-        raise ValueError(f"{run_dir} already holds a run ({', '.join(earlier)}); choose a new run directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    uses_es = cfg.method in ("esopt", "esopt+trace2skill")
-    uses_skills = cfg.method in ("trace2skill", "esopt+trace2skill")
-    es = None
-    if uses_es:
+
+class _AgentRun:
+    def __init__(self, config: AgentRunConfig, store: RunStore, engine: Any, task: Any, distiller: Generator,
+                 on_progress: Callable[[AgentProgress], None] | None) -> None:
+        self.config, self.store, self.engine, self.task = config, store, engine, task
+        self.distiller = distiller
+        self.on_progress = on_progress
+        self.ledger = Ledger(budget=config.run.budget)
+        self.seed_skills = config.seed_skills()
+        self.distilled: Skill | None = None
+        self.evals: list[dict[str, Any]] = []
+        self.progress = AgentProgress()
+        self.es: Any = None
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> dict[str, Any]:
+        config, store = self.config, self.store
+        events = store.events()
+        check_run_dir(store, config, events)
+        self.es = self._start_es()
+        started = time.time()
+        rounds = {e["round"]: e for e in events if e.get("type") == "round"}
+        skills = {e["round"]: e for e in events if e.get("type") == "skill"}
+        evals = {e["round"]: e for e in events if e.get("type") == "eval"}
+        if self.constrained:  # a pattern the engine rejects fails here, before any episode
+            check = getattr(self.engine, "check_constraints", None)
+            if check is not None:
+                check([self.task.action_pattern])
+        with store.event_writer() as log:
+            if not events:
+                log.append({"type": "start", "kind": KIND, "version": EVENT_VERSION, "config": as_dict(config)})
+            self._eval(0, evals.get(0), log, started)
+            round_index = 0
+            online = config.agent.distill == "online"
+            while self._can_play(round_index):
+                trajectories = self._round(round_index, rounds.get(round_index), log)
+                round_index += 1
+                if config.uses_skills and online and (config.run.method == "trace2skill"
+                                                      or round_index % config.agent.skill_every == 0):
+                    self._distill(round_index, trajectories, skills.get(round_index), log)
+                if config.uses_skills and not online and not self._can_play(round_index):
+                    self._distill_posthoc(round_index, skills.get(round_index), log)
+                if round_index % config.agent.eval_every == 0:
+                    self._eval(round_index, evals.get(round_index), log, started)
+                self._report()
+            if self.evals[-1]["round"] != round_index:
+                self._eval(round_index, evals.get(round_index), log, started)
+            summary = self._summary(round_index, started)
+            if not any(e.get("type") == "end" for e in events):
+                log.append({"type": "end", "rounds": round_index, "episodes": self.ledger.used})
+        atomic_write_json(store.path("timing.json"), {"total_s": round(time.time() - started, 3)})
+        atomic_write_json(store.path("summary.json"), summary)
+        return summary
+
+    def _start_es(self) -> Any:
+        if not self.config.uses_es:
+            return None
         from coevolve.es import ESOpt
 
-        if es_config is None:
-            raise ValueError(f"method {cfg.method!r} needs es_config (coevolve.es.ESConfig)")
-        if es_config.population != cfg.population:
-            raise ValueError(f"es_config.population={es_config.population} differs from population={cfg.population}")
-        es = ESOpt(es_config, run_dir / "history.jsonl")
-    teacher = teacher if teacher is not None else engine
-    ledger = Ledger(budget=cfg.budget_episodes)
-    distilled: Skill | None = None
-    evals: list[dict[str, Any]] = []
-    started = time.time()
+        es_config = self.config.es_config()
+        history = self.store.history_path
+        if history.exists() and history.stat().st_size > 0:
+            return ESOpt.resume(es_config, history, self.engine)
+        return ESOpt(es_config, history)
 
-    def current_skills() -> list[Skill]:
-        return [*skills, distilled] if distilled is not None else list(skills)
+    def _can_play(self, round_index: int) -> bool:
+        """Whether the budget pays round `round_index` (and, for ES, the σ
+        schedule has a generation left: set generations = budget / episodes_per_round)."""
+        if self.ledger.remaining < self.config.episodes_per_round:
+            return False
+        return self.es is None or round_index < self.es.cfg.generations
 
-    def run_eval(round_index: int) -> None:
-        trajectories, scores = evaluate(engine, task, cfg, current_skills())
-        record = {"round": round_index, "episodes_used": ledger.used, **scores,
-                  "skills": [s.name for s in current_skills()], "seconds": round(time.time() - started, 2)}
-        evals.append(record)
-        append_jsonl(run_dir / "eval.jsonl", record)
-        save_trajectories(trajectories, run_dir / "trajectories" / f"eval_{round_index:03d}",
-                          f"Held-out evaluation after round {round_index}")
+    def skills(self) -> list[Skill]:
+        return [*self.seed_skills, self.distilled] if self.distilled is not None else list(self.seed_skills)
 
-    run_eval(0)
-    round_index = 0
-    while ledger.grant(cfg.episodes_per_round) == cfg.episodes_per_round:
-        if es is not None and es.generation >= es_config.generations:
-            break  # the σ schedule is spent; set generations = budget / episodes_per_round
-        cases = task.cases("train", cfg.batch, seed=derive_seed(cfg.seed, "train", round_index))
-        if es is not None and es_config.noise == "lowrank":
-            # the whole population in one batch per turn (one LoRA slot per member)
-            members = es.ask()
-            trajectories = rollout(
-                engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index),
-                skills=current_skills(), history_turns=cfg.history_turns, label=f"round {round_index}",
-                members=members,
-            )
-            _charge(ledger, trajectories)
-            rewards = [fitness(trajectories[i * len(cases):(i + 1) * len(cases)], cfg.shaping)
-                       for i in range(len(members))]
-            es.tell(engine, members, rewards, extra={
-                "episodes_used": ledger.used, "train_metrics": mean_metrics(trajectories),
-                "skills": [s.name for s in current_skills()],
+    # ---------------------------------------------------------------- a round
+    def _round(self, index: int, logged: dict | None, log: JsonlWriter) -> list[Trajectory]:
+        """Play one round (or take it from the log), charge it, tell ES."""
+        config = self.config
+        path = self.store.path("trajectories") / f"round_{index:03d}"
+        members = []
+        if self.es is not None:
+            told = self.es.generation  # generations already in history.jsonl (replayed on resume)
+            self.es.generation = index
+            members = self.es.ask()
+            self.es.generation = max(told, index)
+        if logged is not None:
+            _check_logged(self.store, index, logged, members)
+            trajectories = load_trajectories(path.with_suffix(".jsonl"))
+            fitness = logged["fitness"]
+        else:
+            trajectories, fitness = self._play(index, members)
+            save_trajectories(trajectories, path, f"Round {index} ({config.run.method}) training episodes")
+        for t in trajectories:
+            self.ledger.charge("solved" if t.reward >= 1.0 else "failed")
+        solved = sum(t.reward >= 1.0 for t in trajectories) / len(trajectories)
+        self.progress.used = self.ledger.used
+        self.progress.mean_reward = mean_reward(trajectories)
+        self.progress.solved_rate = solved
+        self.progress.sigma = abs(members[0].sigma) if members else None
+        if logged is None:
+            log.append({  # before the ES update: a kill in between re-applies it on resume
+                "type": "round", "round": index, "episodes_used": self.ledger.used,
+                "members": [{"index": m.index, "seed": m.seed, "sigma": m.sigma} for m in members],
+                "fitness": fitness, "mean_reward": self.progress.mean_reward, "solved_rate": solved,
+                "train_metrics": mean_metrics(trajectories), "skills": [s.name for s in self.skills()],
             })
-        elif es is not None:
-            trajectories, rewards = [], []
-            members = es.ask()
+        if self.es is not None and self.es.generation == index:  # not yet in history.jsonl
+            self.es.tell(self.engine, members, fitness, extra={
+                "episodes_used": self.ledger.used, "train_metrics": mean_metrics(trajectories),
+                "skills": [s.name for s in self.skills()],
+            })
+        return trajectories
+
+    def _play(self, index: int, members: Sequence[Any]) -> tuple[list[Trajectory], list[float]]:
+        config, engine = self.config, self.engine
+        common = dict(skills=self.skills(), history_turns=config.agent.history_turns,
+                      constrained=self.constrained)
+        trajectories: list[Trajectory] = []
+        fitness: list[float] = []
+        cases = self.task.cases("train", config.agent.batch, seed=derive_seed(config.run.seed, "train", index))
+        if members and self.es.cfg.noise == "lowrank":
+            # the whole population in one batch per turn (one LoRA slot per member);
+            # every member samples with the same seeds, as below
+            trajectories = rollout(engine, self.task, cases, config.sampling, seed=derive_seed(config.run.seed, index),
+                                   label=f"round {index}", members=members, **common)
+            fitness = [shaped_fitness(trajectories[i * len(cases):(i + 1) * len(cases)], config.agent.shaping)
+                       for i in range(len(members))]
+        elif members:
             for member in members:
                 # common random numbers: every member samples with the same
                 # seeds, so fitness differences come from the weights alone
                 with engine.perturbed(member.seed, member.sigma):
-                    played = rollout(
-                        engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index),
-                        skills=current_skills(), history_turns=cfg.history_turns,
-                        label=f"round {round_index} member {member.index}",
-                    )
-                _charge(ledger, played)
+                    played = rollout(engine, self.task, cases, config.sampling,
+                                     seed=derive_seed(config.run.seed, index),
+                                     label=f"round {index} member {member.index}", **common)
                 trajectories += played
-                rewards.append(fitness(played, cfg.shaping))
-            es.tell(engine, members, rewards, extra={
-                "episodes_used": ledger.used, "train_metrics": mean_metrics(trajectories),
-                "skills": [s.name for s in current_skills()],
-            })
+                fitness.append(shaped_fitness(played, config.agent.shaping))
         else:
             # the same number of episodes as an ES generation: each case
             # played `population` times with different sampling seeds
-            trajectories = []
-            for repeat in range(cfg.population):
-                played = rollout(
-                    engine, task, cases, cfg.sampling, seed=derive_seed(cfg.seed, round_index, repeat),
-                    skills=current_skills(), history_turns=cfg.history_turns,
-                    label=f"round {round_index} repeat {repeat}",
-                )
-                _charge(ledger, played)
+            for repeat in range(config.agent.population):
+                played = rollout(engine, self.task, cases, config.sampling,
+                                 seed=derive_seed(config.run.seed, index, repeat),
+                                 label=f"round {index} repeat {repeat}", **common)
                 trajectories += played
-        save_trajectories(trajectories, run_dir / "trajectories" / f"round_{round_index:03d}",
-                          f"Round {round_index} ({cfg.method}) training episodes")
-        round_index += 1
-        if uses_skills and (cfg.method == "trace2skill" or round_index % cfg.skill_every == 0):
-            distilled = distill(
-                teacher, trajectories, run_dir / "skills" / cfg.skill_name, previous=distilled,
-                successes=cfg.skill_successes,
-                seed=derive_seed(cfg.seed, "distill", round_index),
-            )
-        if round_index % cfg.eval_every == 0:
-            run_eval(round_index)
-    if not evals or evals[-1]["round"] != round_index:
-        run_eval(round_index)
-    summary = {
-        "method": cfg.method,
-        "task": task.name,
-        "rounds": round_index,
-        "ledger": ledger.to_dict(),
-        "eval_first": evals[0],
-        "eval_last": evals[-1],
-        "best_eval_reward": max(e["mean_reward"] for e in evals),
-        "skill": str(distilled.path) if distilled is not None else None,
-        "config": {k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v) for k, v in vars(cfg).items()},
-        "seconds": round(time.time() - started, 2),
-    }
-    if es is not None:
-        summary["checksum"] = engine.checksum()
-        summary["noise"] = engine.noise_info() if hasattr(engine, "noise_info") else {"noise": es_config.noise}
-    atomic_write_json(run_dir / "summary.json", summary)
-    return summary
+        return trajectories, fitness
+
+    # ------------------------------------------------------- skills and evals
+    def _distill(self, round_index: int, trajectories: list[Trajectory], logged: dict | None,
+                 log: JsonlWriter) -> None:
+        config = self.config
+        folder = self.store.path("skills") / config.agent.skill_name
+        if logged is not None:  # SKILL.md may hold a later round's skill: restore this one's
+            atomic_write_text(folder / "SKILL.md", logged["text"])
+            self.distilled = load_skill(folder)
+            return
+        self.distilled = distill(
+            self.distiller, trajectories, folder, previous=self.distilled,
+            successes=config.agent.skill_successes, seed=derive_seed(config.run.seed, "distill", round_index),
+        )
+        log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
+                    "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+
+    def _distill_posthoc(self, round_index: int, logged: dict | None, log: JsonlWriter) -> None:
+        """Trace2Skill's published setting: one distillation from every
+        training trajectory of the run, best of `distill_seeds` seeds scored
+        on validation puzzles (train split, drawn apart from the rounds' cases)."""
+        from coevolve.agents.trace2skill import distill_best_of
+
+        config = self.config
+        folder = self.store.path("skills") / config.agent.skill_name
+        if logged is not None:
+            atomic_write_text(folder / "SKILL.md", logged["text"])
+            self.distilled = load_skill(folder)
+            return
+        trajectories = [t for path in sorted(self.store.path("trajectories").glob("round_*.jsonl"))
+                        for t in load_trajectories(path)]
+        validation = self.task.cases("train", config.agent.validation_cases,
+                                     seed=derive_seed(config.run.seed, "validation"))
+
+        def score(skill: Skill) -> float:
+            played = rollout(self.engine, self.task, validation, config.eval_sampling(),
+                             seed=derive_seed(config.run.seed, "validation"), skills=[*self.seed_skills, skill],
+                             history_turns=config.agent.history_turns, label="validation",
+                             constrained=self.constrained)
+            # the dense progress metric breaks ties when no candidate solves anything
+            return mean_reward(played) + 0.01 * mean_metrics(played).get("progress", 0.0)
+
+        self.distilled, candidates = distill_best_of(
+            self.distiller, trajectories, folder, score, n=config.agent.distill_seeds,
+            successes=config.agent.skill_successes, seed=derive_seed(config.run.seed, "distill", round_index))
+        log.append({"type": "skill", "round": round_index, "name": self.distilled.name, "mode": "posthoc",
+                    "candidates": candidates, "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+
+    @property
+    def constrained(self) -> bool:
+        return self.config.agent.constrained and bool(getattr(self.task, "action_pattern", None))
+
+    def _eval(self, round_index: int, logged: dict | None, log: JsonlWriter, started: float) -> None:
+        if logged is None:
+            trajectories, scores = evaluate(self.engine, self.task, self.config, self.skills())
+            record = {"round": round_index, "episodes_used": self.ledger.used, **scores,
+                      "skills": [s.name for s in self.skills()], "seconds": round(time.time() - started, 2)}
+            save_trajectories(trajectories, self.store.path("trajectories") / f"eval_{round_index:03d}",
+                              f"Held-out evaluation after round {round_index}")
+            log.append({"type": "eval", **record})
+        else:
+            record = {k: v for k, v in logged.items() if k != "type"}
+        self.evals.append(record)
+        self.progress.eval_reward = record["mean_reward"]
+        # derived from the events: rewritten whole, so a resumed run holds each evaluation once
+        atomic_write_jsonl(self.store.path("eval.jsonl"), self.evals)
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+    def _summary(self, rounds: int, started: float) -> dict[str, Any]:
+        """A pure function of the config (wall-clock times go to timing.json), so
+        a resumed run's summary equals an uninterrupted one's."""
+        def timeless(e: dict) -> dict:
+            return {k: v for k, v in e.items() if k != "seconds"}
+
+        summary = {
+            "kind": KIND,
+            "method": self.config.run.method,
+            "task": self.task.name,
+            "seed": self.config.run.seed,
+            "budget": self.config.run.budget,
+            "rounds": rounds,
+            "ledger": self.ledger.to_dict(),
+            "eval_first": timeless(self.evals[0]),
+            "eval_last": timeless(self.evals[-1]),
+            "evals": [{"round": e["round"], "episodes_used": e["episodes_used"], "mean_reward": e["mean_reward"]}
+                      for e in self.evals],
+            "best_eval_reward": max(e["mean_reward"] for e in self.evals),
+            "skill": str(self.distilled.path) if self.distilled is not None else None,
+            "config": as_dict(self.config),
+        }
+        if self.es is not None:
+            summary["checksum"] = self.engine.checksum()
+            summary["es"] = {"updates": self.es.generation}
+            summary["noise"] = (self.engine.noise_info() if hasattr(self.engine, "noise_info")
+                                else {"noise": self.es.cfg.noise})
+        return summary
 
 
-def fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> float:
+def shaped_fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> float:
     """Mean episode reward, plus `shaping` x the task's "progress" metric."""
     shaped = [t.reward + shaping * t.metrics.get("progress", 0.0) for t in trajectories]
     return sum(shaped) / len(shaped)
 
 
-def _charge(ledger: Ledger, trajectories: Sequence[Trajectory]) -> None:
-    for t in trajectories:
-        ledger.charge("solved" if t.reward >= 1.0 else "failed")
+def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | None = None) -> None:
+    """Refuse, before any engine starts, a directory this run cannot continue."""
+    events = store.events() if events is None else events
+    if not events:
+        earlier = [n for n in ("history.jsonl", "eval.jsonl", "summary.json") if store.path(n).exists()]
+        if earlier:
+            raise UsageError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
+                               f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
+        return
+    start = events[0]
+    if start.get("type") != "start" or start.get("kind") != KIND or start.get("version") != EVENT_VERSION:
+        raise UsageError(f"{store.events_path}: first event is not a version-{EVENT_VERSION} agent start")
+    if start.get("config") != as_dict(config):
+        raise UsageError(f"{store.events_path} was written under another config than "
+                           f"{store.config_path}; refusing to mix them")
+
+
+def _check_logged(store: RunStore, index: int, logged: dict, members: Sequence[Any]) -> None:
+    planned = [{"index": m.index, "seed": m.seed, "sigma": m.sigma} for m in members]
+    if logged["members"] != planned:
+        raise RuntimeError(f"{store.events_path}: round {index} does not replay the same ES members; "
+                           "the run directory was changed or written by another version")
+

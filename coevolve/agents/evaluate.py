@@ -52,17 +52,19 @@ def eval_sampling(max_tokens: int, k_sampling: Sampling = PAPER_EVAL) -> Samplin
 
 
 def build_task(name: str, options: dict[str, Any]) -> Any:
-    """The agent task `name` built with `options`; ValueError names a bad one."""
-    import importlib
+    """The agent task `name` built with `options` (tasks that run Python get
+    the sandboxed tool); ValueError names a bad task or option."""
+    from coevolve.agents.tools import SandboxTool
+    from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
 
-    from tasks import registry
-
-    if not registry.is_agent_task(name):
-        raise ValueError(f"{name!r} is not an agent task (agent tasks: {', '.join(sorted(registry.AGENT_TASKS))})")
-    module, _, attr = registry.TASKS[name].partition(":")
     try:
-        return getattr(importlib.import_module(module), attr)(**options)
-    except (TypeError, ValueError) as exc:
+        return agent_task(name, options, tool=SandboxTool() if AGENT_TASKS.get(name) and
+                          AGENT_TASKS[name].python_tool else None)
+    except UnknownTask as exc:
+        raise ValueError(str(exc)) from None
+    except TaskOptionError as exc:
+        raise ValueError(str(exc)) from None
+    except (OSError, TypeError, ValueError) as exc:
         raise ValueError(f"task {name!r} with options {options}: {exc}") from None
 
 

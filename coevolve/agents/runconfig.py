@@ -1,13 +1,17 @@
-"""The `coevolve run` config for agent tasks (sudoku, sudoku9, react_math):
-one dataclass per TOML section, each with its rules, read by coevolve.config.
+"""The `coevolve run` config for agent tasks (sudoku, sudoku9, react_math, and
+any task in tasks.registry.AGENT_TASKS): one dataclass per TOML section, each
+with its rules, read by coevolve.base.config. `run_agent` takes this config
+itself (as trl's trainers take their config): no runtime copy of its fields.
 
 ```toml
 [run]      method = "esopt" | "trace2skill" | "esopt+trace2skill", task, budget (training episodes), seed, out
-[task]     masked (sudoku), turns / problems_file (react_math); 0 or "" keep the task's default
-[agent]    the coevolve.agents.es_agent.AgentRunConfig fields (population, batch, eval_cases, ...)
+[task]     options of the task's factory, e.g. masked (sudoku), turns / problems_file (react_math)
+[agent]    population, batch, eval_cases, eval_every, eval_temperature, shaping, ...
+[sampling] temperature, top_p, top_k, max_tokens (per turn) of the training rollouts
 [es]       sigma, sigma_end, schedule, alpha, generations (0: as many as the budget pays), ...
 [skills]   paths = ["skills/sudoku-basics"]: seed skills always in the system prompt
-[teacher]  base_url, model: an OpenAI-compatible endpoint that distils skills (default: the engine)
+[endpoint] base_url, model: an OpenAI-compatible endpoint that distils skills (default: the engine);
+           formerly [teacher]
 [model]    path           [distributed]  engines, address
 ```
 """
@@ -15,18 +19,16 @@ one dataclass per TOML section, each with its rules, read by coevolve.config.
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from coevolve.agents.es_agent import METHODS, AgentRunConfig
 from coevolve.agents.skills import Skill, SkillError, load_skill
-from coevolve.config import config_error, one_of, require
-from coevolve.distributed import DistributedSection
+from coevolve.base.config import config_error, one_of, require
+from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.base import Sampling
-from coevolve.search.runconfig import ModelSection, ProposerSection
 
-SUDOKU_TASKS = ("sudoku", "sudoku9")
+METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
+DISTILL_MODES = ("posthoc", "online")
 
 
 @dataclass
@@ -47,19 +49,6 @@ class AgentRunSection:
 
 
 @dataclass
-class TaskOptions:
-    """Environment options; which apply depends on run.task (checked by AgentRunFile)."""
-
-    masked: int = 0  # sudoku: masked cells per puzzle (0: 4 for sudoku, 10 for sudoku9)
-    turns: int = 0  # react_math: turns per episode (0: the task's default, 4)
-    problems_file: str = ""  # react_math: JSONL of {"question", "answer", "split"?}; empty: generated problems
-
-    def check(self, name: str) -> None:
-        require(self.masked >= 0, f"{name}.masked", "must be >= 0", self.masked)
-        require(self.turns >= 0, f"{name}.turns", "must be >= 0", self.turns)
-
-
-@dataclass
 class AgentSection:
     population: int = 8  # ES members per generation; also sizes a trace2skill round
     batch: int = 8  # train cases per member (the fitness batch)
@@ -72,9 +61,19 @@ class AgentSection:
     history_turns: int | None = None  # keep only the last k (action, observation) pairs in the prompt
     # fitness = mean(reward + shaping x progress); 0 is the paper's binary reward
     shaping: float = 0.0
+    # decode every turn under the task's action format (vLLM structured outputs); a task without one runs free
+    constrained: bool = True
+    # "posthoc": distil once from the run's trajectories at the end, best of `distill_seeds` on
+    # `validation_cases` validation puzzles (Trace2Skill's published setting); "online": every
+    # `skill_every` rounds during the run (our extension, the co-evolution interleaving)
+    distill: str = "posthoc"
+    distill_seeds: int = 3
+    validation_cases: int = 8
 
     def check(self, name: str) -> None:
-        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every"):
+        one_of(self.distill, DISTILL_MODES, f"{name}.distill")
+        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every", "distill_seeds",
+                    "validation_cases"):
             require(getattr(self, key) >= 1, f"{name}.{key}", "must be >= 1", getattr(self, key))
         require(self.skill_successes >= 0, f"{name}.skill_successes", "must be >= 0", self.skill_successes)
         require(bool(self.skill_name), f"{name}.skill_name", "must not be empty")
@@ -122,16 +121,19 @@ class SkillsSection:
 
 
 @dataclass
-class AgentRunFile:
+class AgentRunConfig:
+    RENAMED: ClassVar[dict[str, str]] = {"teacher": "endpoint"}  # old name, read with a deprecation message
+
     run: AgentRunSection = field(default_factory=AgentRunSection)
-    task: TaskOptions = field(default_factory=TaskOptions)
+    # keyword arguments of the task's factory; 0 and "" mean "the task's default"
+    # (what configs written before the registry took options said)
+    task: dict[str, Any] = field(default_factory=dict)
     agent: AgentSection = field(default_factory=AgentSection)
     # training rollouts; max_tokens is per turn (a Sudoku move is a few tokens)
     sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, top_p=1.0, max_tokens=24))
     es: AgentEsSection = field(default_factory=AgentEsSection)
     skills: SkillsSection = field(default_factory=SkillsSection)
-    # the same shape as the heuristic runs' proposer: an optional endpoint
-    teacher: ProposerSection = field(default_factory=ProposerSection)
+    endpoint: EndpointSection = field(default_factory=EndpointSection)
     model: ModelSection = field(default_factory=ModelSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
 
@@ -140,24 +142,16 @@ class AgentRunFile:
         return self.run.method in ("esopt", "esopt+trace2skill")
 
     @property
+    def uses_skills(self) -> bool:
+        return self.run.method in ("trace2skill", "esopt+trace2skill")
+
+    @property
     def episodes_per_round(self) -> int:
         return self.agent.population * self.agent.batch
 
     def check(self) -> None:
-        """Rules that span sections."""
-        task, run = self.run.task, self.run
-        if task not in SUDOKU_TASKS:
-            require(self.task.masked == 0, "task.masked", f"applies to sudoku tasks only, not {task}",
-                    self.task.masked)
-        else:
-            size = 4 if task == "sudoku" else 9
-            if self.task.masked:
-                require(self.task.masked < size * size, "task.masked", f"must be < {size * size} for {task}",
-                        self.task.masked)
-        if task != "react_math":
-            require(self.task.turns == 0, "task.turns", f"applies to react_math only, not {task}", self.task.turns)
-            require(not self.task.problems_file, "task.problems_file", f"applies to react_math only, not {task}",
-                    self.task.problems_file)
+        """Rules that span sections; the task's own options are checked by building it."""
+        run = self.run
         require(run.budget >= self.episodes_per_round, "run.budget",
                 f"must pay at least one round of agent.population x agent.batch = {self.episodes_per_round} "
                 "episodes", run.budget)
@@ -167,27 +161,13 @@ class AgentRunFile:
             if self.es.antithetic:
                 require(self.agent.population % 2 == 0, "agent.population", "must be even when es.antithetic",
                         self.agent.population)
+        self.build_task()  # bad [task] options fail here, before any run directory exists
 
     # ------------------------------------------------------------ builders
 
-    def agent_config(self) -> AgentRunConfig:
-        a = self.agent
-        return AgentRunConfig(
-            method=self.run.method,
-            budget_episodes=self.run.budget,
-            population=a.population,
-            batch=a.batch,
-            eval_cases=a.eval_cases,
-            eval_every=a.eval_every,
-            skill_every=a.skill_every,
-            skill_name=a.skill_name,
-            skill_successes=a.skill_successes,
-            sampling=self.sampling,
-            eval_sampling=dataclasses.replace(self.sampling, temperature=a.eval_temperature),
-            history_turns=a.history_turns,
-            shaping=a.shaping,
-            seed=self.run.seed,
-        )
+    def eval_sampling(self) -> Sampling:
+        """Held-out evaluation: [sampling] at agent.eval_temperature (greedy by default)."""
+        return dataclasses.replace(self.sampling, temperature=self.agent.eval_temperature)
 
     def es_config(self) -> Any:
         """The ESConfig for ES methods, else None."""
@@ -202,26 +182,20 @@ class AgentRunFile:
             normalise=e.normalise, antithetic=e.antithetic, seed=self.run.seed, noise=e.noise, rank=e.rank,
         )
 
-    def build_task(self) -> Any:
-        """The environment, with [task] options applied."""
-        from tasks.registry import get_task
+    def task_options(self) -> dict[str, Any]:
+        return {k: v for k, v in self.task.items() if not (v == 0 or v == "") or isinstance(v, bool)}
 
-        name, options = self.run.task, self.task
-        if name in SUDOKU_TASKS and options.masked:
-            from tasks.sudoku import Sudoku
+    def build_task(self, tool: Any = None) -> Any:
+        """The environment, with the [task] options; `tool` is the Python tool
+        for tasks that run code (coevolve.agents.tools.SandboxTool)."""
+        from tasks.registry import TaskOptionError, agent_task
 
-            return Sudoku(size=4 if name == "sudoku" else 9, masked=options.masked)
-        if name == "react_math" and (options.turns or options.problems_file):
-            from tasks.react_math import ReactMath
-
-            chosen: dict[str, Any] = {"problems_file": options.problems_file or None}
-            if options.turns:
-                chosen["turns"] = options.turns
-            try:
-                return ReactMath(**chosen)
-            except (OSError, ValueError) as exc:
-                raise config_error("task.problems_file", f"cannot be used: {exc}") from None
-        return get_task(name)
+        try:
+            return agent_task(self.run.task, self.task_options(), tool=tool)
+        except TaskOptionError as exc:
+            raise config_error(f"task.{exc.option}", exc.problem) from None
+        except (OSError, TypeError, ValueError) as exc:
+            raise config_error("task", f"options do not build {self.run.task}: {exc}") from None
 
     def seed_skills(self) -> list[Skill]:
         return [load_skill(path) for path in self.skills.paths]

@@ -35,14 +35,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from coevolve.base.errors import CorruptFileError
+
 __all__ = [
     "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "repair_jsonl",
     "atomic_directory", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
 ]
-
-
-class CorruptFileError(ValueError):
-    """A durable file damaged beyond a torn last line; the message names file and line."""
 
 
 # ------------------------------------------------------------ JSON lines

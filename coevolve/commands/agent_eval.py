@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def print_plan(config: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from coevolve.agents.compare import from_toml, is_agent_compare, run_agent_comparison
-    from coevolve.config import read_toml
+    from coevolve.base.config import read_toml
     from coevolve.plan import load_compare_config
 
     raw = read_toml(args.config)

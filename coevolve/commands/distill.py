@@ -1,14 +1,15 @@
 """`coevolve distill RUN_DIR --out skills/NAME`: Trace2Skill over the
 trajectories an agent run saved (RUN_DIR/trajectories/*.jsonl), written as
-an Agent Skill folder. The teacher is the local engine (the embedded model
-or --model) or any OpenAI-compatible endpoint (--teacher-base-url)."""
+an Agent Skill folder. The skill is written by the local engine (the
+embedded model or --model) or by any OpenAI-compatible endpoint
+(--endpoint-base-url; --teacher-base-url is its old name)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,10 +17,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__)
     p.add_argument("run_dir", help="agent run directory (holds trajectories/) or one trajectories .jsonl file")
     p.add_argument("--out", required=True, help="skill folder to write, e.g. skills/sudoku-distilled")
-    p.add_argument("--teacher-base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--teacher-model", help="model name at the endpoint (required with --teacher-base-url)")
+    p.add_argument("--endpoint-base-url", "--teacher-base-url", dest="endpoint_base_url",
+                   help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--endpoint-model", "--teacher-model", dest="endpoint_model",
+                   help="model name at the endpoint (required with --endpoint-base-url)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    p.add_argument("--model", help="local HF checkpoint as teacher (default: the embedded model)")
+    p.add_argument("--model", help="local HF checkpoint that distils (default: the embedded model)")
     p.add_argument("--previous", help="existing skill folder whose lessons the new skill keeps and extends")
     p.add_argument("--description", help="skill description (default: generated)")
     p.add_argument("--successes", type=int, default=0, help="successful traces analysed too (default 0)")
@@ -49,8 +52,8 @@ def handle(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.exists():
         raise UsageError(f"{run_dir}: no such run directory or file")
-    if args.teacher_base_url and not args.teacher_model:
-        raise UsageError("--teacher-model is required with --teacher-base-url")
+    if args.endpoint_base_url and not args.endpoint_model:
+        raise UsageError("--endpoint-model is required with --endpoint-base-url")
     if args.successes < 0 or args.max_failed_per_case < 1:
         raise UsageError("--successes must be >= 0 and --max-failed-per-case >= 1")
     try:
@@ -65,17 +68,17 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--previous: {exc}") from None
 
     engine = None
-    if args.teacher_base_url:
+    if args.endpoint_base_url:
         from coevolve.engine.openai_client import OpenAIGenerator
 
-        teacher = OpenAIGenerator(args.teacher_base_url, args.teacher_model, api_key_env=args.api_key_env)
+        generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
     else:
         from coevolve.engine.vllm_engine import Engine
 
-        teacher = engine = Engine(args.model or None)
+        generator = engine = Engine(args.model or None)
     try:
         skill = distill(
-            teacher, trajectories, args.out, description=args.description, previous=previous,
+            generator, trajectories, args.out, description=args.description, previous=previous,
             max_failed_per_case=args.max_failed_per_case, successes=args.successes, seed=args.seed,
         )
     except SkillError as exc:

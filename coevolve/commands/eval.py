@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,16 +38,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, str, list[int]]:
     """The task object, the split and the sizes to score, or a UsageError."""
-    from tasks.registry import get_task, list_tasks
+    from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
-    try:
-        task = get_task(task_name)
-    except KeyError as exc:
-        raise UsageError(exc.args[0]) from None
-    if not hasattr(task, "function_name"):
-        heuristic = [name for name in list_tasks() if hasattr(get_task(name), "function_name")]
+    if is_agent_task(task_name):
         raise UsageError(f"task {task_name!r} is an agent task; eval scores heuristic programs "
-                         f"(heuristic tasks: {', '.join(heuristic)})")
+                         f"(heuristic tasks: {', '.join(list_tasks('heuristic'))})")
+    try:
+        task = heuristic_task(task_name)
+    except UnknownTask as exc:
+        raise UsageError(str(exc)) from None
     splits = task.splits()
     split = split or task.train[0]
     if split not in splits:
@@ -93,7 +92,7 @@ def handle(args: argparse.Namespace) -> int:
     began = time.monotonic()
     workers = min(len(sizes), args.workers) if args.workers else None
     with Sandbox(workers=workers, timeout_s=args.timeout, memory_mb=args.memory_mb) as sandbox:
-        results = sandbox.evaluate_many([(code, task.name, split, size) for size in sizes])
+        results = sandbox.evaluate_many([(code, task, split, size) for size in sizes])
 
     header = f"{'size':>6}  {'objective':>12}  {'reference':>12}  {'gap':>8}  {'valid':>11}  {'seconds':>8}"
     print(header)

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from coevolve.cli import UsageError
+    from coevolve.base.errors import UsageError
 
     try:
         path = models.prepare()

@@ -1,9 +1,10 @@
 """`coevolve run CONFIG.toml [flags]` and `coevolve run --resume DIR`.
 
 A config whose run.task is an agent task (tasks.registry.AGENT_TASKS: sudoku,
-sudoku9, react_math) is an agent run (coevolve.agents.runconfig.AgentRunFile,
+sudoku9, react_math) is an agent run (coevolve.agents.runconfig.AgentRunConfig,
 run by coevolve.agents.es_agent.run_agent); any other task is a heuristic
-search (coevolve.search.runconfig.RunConfig). The flags apply to both."""
+search (coevolve.search.runconfig.RunConfig). The flags, the run directory,
+the progress bar and --resume are the same for both."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coevolve.cli import UsageError
-from coevolve.config import as_dict, build_config, dump_toml, load_config, read_toml
+from coevolve.base.errors import UsageError
+from coevolve.base.config import as_dict, build_config, dump_toml, load_config, read_toml
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import RunConfig
 
 if TYPE_CHECKING:
-    from coevolve.agents.runconfig import AgentRunFile
+    from coevolve.agents.runconfig import AgentRunConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rank", type=int, help="ES low-rank rank (es.rank, default 1; vLLM pads 2..7 to 8, "
                                             "so 1 is the cheap one on CPU)")
     p.add_argument("--resume", metavar="DIR",
-                   help="continue the heuristic run in DIR (a killed or finished run); not for agent runs yet")
+                   help="continue the run in DIR (a killed or finished run, heuristic or agent)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plan", action="store_true",
                    help="heuristic runs: print the plan (steps, operators, evaluations, ES updates) and exit")
@@ -62,36 +63,34 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def config_class(raw: dict, overrides: dict[str, dict]) -> type:
-    """AgentRunFile when the (overridden) run.task is an agent task, else RunConfig."""
+    """AgentRunConfig when the (overridden) run.task is an agent task, else RunConfig."""
     from tasks.registry import is_agent_task
 
     run = raw.get("run")
     task = overrides.get("run", {}).get("task") or (run.get("task") if isinstance(run, dict) else None)
     if task is not None and is_agent_task(task):
-        from coevolve.agents.runconfig import AgentRunFile
+        from coevolve.agents.runconfig import AgentRunConfig
 
-        return AgentRunFile
+        return AgentRunConfig
     return RunConfig
 
 
-def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunStore, bool]:
-    """The validated heuristic config and its run directory; True when resuming."""
+def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, RunStore, bool]:
+    """The validated config (heuristic or agent) and its run directory; True when resuming."""
     if args.resume:
         if args.config or any(overrides_from(args).values()):
             raise UsageError("--resume takes only the run directory; its config.toml is the config")
         store = RunStore.open(args.resume)
         raw = read_toml(store.config_path)
-        if config_class(raw, {}) is not RunConfig:
-            raise UsageError(f"--resume is not supported for agent runs yet ({store.dir} is an agent run); "
-                             "start a new run with another --out")
-        return build_config(RunConfig, raw), store, True
+        return build_config(config_class(raw, {}), raw), store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    config = load_config(RunConfig, args.config, overrides_from(args))
+    overrides = overrides_from(args)
+    config = load_config(config_class(read_toml(args.config), overrides), args.config, overrides)
     return config, create_store(config), False
 
 
-def create_store(config: RunConfig | AgentRunFile) -> RunStore:
+def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     """A new run directory holding the config (run.out, or a fresh name under runs/)."""
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -101,24 +100,24 @@ def create_store(config: RunConfig | AgentRunFile) -> RunStore:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if args.config and not args.resume:
-        overrides = overrides_from(args)
-        if config_class(read_toml(args.config), overrides) is not RunConfig:
-            return handle_agent(args, overrides)
     if args.plan:
         return handle_plan(args)
     config, store, resuming = resolve_config(args)
-    from tasks.registry import get_task
-
-    try:
-        task = get_task(config.run.task)
-    except KeyError as exc:
-        raise UsageError(f"config error: run.task: {exc.args[0]}") from None
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
           file=sys.stderr, flush=True)
-    summary = execute(config, store, task, progress=not args.no_progress, resuming=resuming)
-    print_table(summary, store)
+    if isinstance(config, RunConfig):
+        from tasks.registry import UnknownTask, heuristic_task
+
+        try:
+            task = heuristic_task(config.run.task)
+        except UnknownTask as exc:
+            raise UsageError(f"config error: run.task: {exc}") from None
+        summary = execute(config, store, task, progress=not args.no_progress, resuming=resuming)
+        print_table(summary, store)
+    else:
+        summary = execute_agent(config, store, progress=not args.no_progress, resuming=resuming)
+        print_agent_table(summary, store)
     return 0
 
 
@@ -127,37 +126,36 @@ def handle_plan(args: argparse.Namespace) -> int:
     from coevolve.search.methods import format_plan, run_plan
 
     if args.resume:
-        config = build_config(RunConfig, read_toml(RunStore.open(args.resume).config_path))
+        path, overrides = RunStore.open(args.resume).config_path, {}
     elif args.config:
-        config = load_config(RunConfig, args.config, overrides_from(args))
+        path, overrides = args.config, overrides_from(args)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    print(format_plan(run_plan(config)))
+    if config_class(read_toml(path), overrides) is not RunConfig:
+        raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
+                         "episodes per round until run.budget is spent")
+    print(format_plan(run_plan(load_config(RunConfig, path, overrides))))
     return 0
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
-    """Build the engine, sandbox and proposer, then run the loop."""
-    from coevolve.distributed import build_engine
+    """Build the engine, sandbox and endpoint, then run the loop."""
+    from coevolve.engine.openai_client import open_endpoint
+    from coevolve.engine.pool import build_engine
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
     from coevolve.search.progress import progress_bar
 
-    remote = None
-    if config.proposer.base_url:
-        from coevolve.engine.openai_client import OpenAIGenerator
-
-        remote = OpenAIGenerator(config.proposer.base_url, config.proposer.model,
-                                 api_key_env=config.proposer.api_key_env, concurrency=config.proposer.concurrency)
     from coevolve.es import engine_options
 
+    endpoint = open_endpoint(config.endpoint)
     es_options = engine_options(config.es.noise, config.es.rank, config.es.population) if config.uses_es else {}
     engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
                      memory_mb=config.sandbox.memory_mb) as sandbox:
-            loop = SearchLoop(config, store, engine, sandbox, task, remote=remote,
+            loop = SearchLoop(config, store, engine, sandbox, task, endpoint=endpoint,
                               on_progress=bar.update_from if bar else None)
             return loop.run()
     finally:
@@ -166,76 +164,45 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         engine.close()
 
 
-def handle_agent(args: argparse.Namespace, overrides: dict[str, dict]) -> int:
-    from coevolve.agents.runconfig import AgentRunFile
+def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
+                  resuming: bool = False) -> dict:
+    """Run (or resume) an agent config in `store`. A given `engine` is used and
+    left open (its weights keep the run's updates: reset it afterwards);
+    otherwise one is built and closed."""
+    from coevolve.agents.es_agent import check_run_dir, run_agent
+    from coevolve.agents.tools import SandboxTool
+    from coevolve.engine.openai_client import open_endpoint
+    from coevolve.search.progress import progress_bar
 
-    config = load_config(AgentRunFile, args.config, overrides)
-    task = config.build_task()  # before the run directory exists: a bad problems file leaves nothing behind
-    store = create_store(config)
-    print(f"run directory: {store.dir}  (agent run: {config.run.method} on {config.run.task}, "
-          f"{config.run.budget} training episodes)", file=sys.stderr, flush=True)
-    summary = execute_agent(config, store, task)
-    print_agent_table(summary, store)
-    return 0
-
-
-def execute_agent(config: AgentRunFile, store: RunStore, task: Any = None, engine: Any = None) -> dict:
-    """Run an agent config (coevolve.agents.runconfig.AgentRunFile) in `store`.
-    A given `engine` is used and left open (its weights keep the run's
-    updates: reset it afterwards); otherwise one is built and closed."""
-    from coevolve.agents.es_agent import run_agent
-
-    task = task if task is not None else config.build_task()
-    teacher = None
-    if config.teacher.base_url:
-        from coevolve.engine.openai_client import OpenAIGenerator
-
-        teacher = OpenAIGenerator(config.teacher.base_url, config.teacher.model,
-                                  api_key_env=config.teacher.api_key_env, concurrency=config.teacher.concurrency)
+    check_run_dir(store, config)
+    tool = SandboxTool()
+    task = config.build_task(tool=tool)
+    endpoint = open_endpoint(config.endpoint)
     own_engine = engine is None
     if own_engine:
-        from coevolve.distributed import build_engine
+        from coevolve.engine.pool import build_engine
 
         from coevolve.es import engine_options
 
         es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
                       if config.uses_es else {})
         engine = build_engine(config.model.path or None, config.distributed, **es_options)
+    bar = progress_bar(config, resuming, unit="episode") if progress else None
     try:
-        return run_agent(engine, task, config.agent_config(), store.dir, es_config=config.es_config(),
-                         skills=config.seed_skills(), teacher=teacher)
+        return run_agent(config, store, engine, task, endpoint=endpoint,
+                         on_progress=bar.update_agent if bar else None)
     finally:
-        close = getattr(task, "close", None)  # react_math's sandbox
-        if close is not None:
-            close()
+        if bar:
+            bar.close()
+        tool.close()
         if own_engine:
             engine.close()
 
 
 def print_agent_table(summary: dict, store: RunStore) -> None:
-    first, last = summary["eval_first"], summary["eval_last"]
-    ledger = summary["ledger"]
+    from coevolve.report import agent_table
 
-    def scores(e: dict) -> str:
-        progress = f", progress {e['progress']:.3f}" if "progress" in e else ""
-        return f"reward {e['mean_reward']:.3f}{progress} (round {e['round']})"
-
-    rows = [
-        ("method", summary["method"]),
-        ("task", summary["task"]),
-        ("rounds", str(summary["rounds"])),
-        ("episodes", f"{ledger['used']} / {ledger['budget']}"),
-        ("held-out before", scores(first)),
-        ("held-out after", scores(last)),
-        ("best held-out reward", f"{summary['best_eval_reward']:.3f}"),
-        ("distilled skill", summary["skill"] or "-"),
-    ]
-    if "checksum" in summary:
-        rows.append(("weights checksum", str(summary["checksum"])))
-    rows.append(("run directory", str(store.dir)))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print(agent_table(summary, store.dir))
 
 
 def print_table(summary: dict, store: RunStore) -> None:

@@ -11,11 +11,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def describe(name: str) -> list[str]:
-    from tasks.registry import get_task
+    from tasks.registry import heuristic_task, kind
 
-    task = get_task(name)
-    if not hasattr(task, "function_name"):
+    if kind(name) == "agent":
         return [f"{name}  (agent task: multi-turn environment)"]
+    task = heuristic_task(name)
     split, size = task.train
     lines = [f"{name}  {task.function_name}()  {task.direction}imise  train on {split} {size}"]
     for split_name, sizes in task.splits().items():

@@ -1,12 +1,15 @@
-"""What every text generator offers, whether it is the in-process engine or a
-remote OpenAI-compatible endpoint. Search methods and agents depend on this
-protocol only, so a fake generator can stand in for unit tests of search logic.
+"""The engine protocols. `Generator`: what every text generator offers, the
+in-process engine or an OpenAI-compatible endpoint; search methods and agents
+depend on it only, so a fake can stand in for unit tests of search logic.
+`WeightEngine`: a generator whose weights ES moves (coevolve.engine.vllm_engine.Engine,
+coevolve.engine.pool.EnginePool); the one protocol ESOpt, the search loop and
+agent runs ask for.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import ContextManager, Protocol, Sequence, runtime_checkable
 
 from coevolve.base.sampling import Sampling  # noqa: F401  (re-exported: the generator's per-call settings)
 
@@ -45,6 +48,27 @@ class Generator(Protocol):
 
 class ConstraintError(ValueError):
     """A decoding constraint the generator rejects or cannot enforce."""
+
+
+@runtime_checkable
+class WeightEngine(Generator, Protocol):
+    """Generation plus the weight operations of ES. A member is only a seed:
+    its perturbation is regenerated from (seed, parameter name), so updates
+    travel as (seeds, coefficients)."""
+
+    device: str  # "cpu" | "cuda": noise streams differ between them
+
+    def perturbed(self, seed: int, sigma: float) -> ContextManager[None]:
+        """Weights θ + σ·ε(seed) inside the block, θ exactly after it."""
+
+    def generate_members(self, jobs: Sequence["MemberJob"]) -> list[list[Completion]]:
+        """Each job's conversations under its member's perturbation."""
+
+    def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None:
+        """θ += α/G Σ c_i ε(seed_i), accumulated in fp32."""
+
+    def checksum(self) -> str:
+        """A digest of the live weights (replay and pool agreement compare it)."""
 
 
 def check_seeds(conversations: Sequence, seeds: Sequence[int] | None) -> None:

@@ -1,5 +1,6 @@
 """The `Generator` protocol over any OpenAI-compatible endpoint (a vLLM server,
-a hosted API), for proposers and teachers that are not the engine ES moves."""
+a hosted API): the `[endpoint]` next to the engine ES moves (it answers
+base-weight requests in heuristic runs and distils skills in agent runs)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Sequence
 
 import re
 
+from coevolve.base.sections import EndpointSection
 from coevolve.engine.base import check_constraints, check_seeds, Completion, ConstraintError, Message, Sampling
 
 
@@ -26,9 +28,9 @@ class OpenAIGenerator:
         from openai import OpenAI
 
         if not base_url:
-            raise ValueError("proposer.base_url must not be empty")
+            raise ValueError("endpoint.base_url must not be empty")
         if not model:
-            raise ValueError("proposer.model must not be empty")
+            raise ValueError("endpoint.model must not be empty")
         # Local servers accept any key; the SDK insists on one being set.
         key = os.environ.get(api_key_env) or "EMPTY"
         self.model = model
@@ -103,3 +105,11 @@ class OpenAIGenerator:
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             finish_reason=choice.finish_reason or "stop",
         )
+
+
+def open_endpoint(section: EndpointSection) -> OpenAIGenerator | None:
+    """The configured `[endpoint]`, or None when the engine does everything."""
+    if not section.base_url:
+        return None
+    return OpenAIGenerator(section.base_url, section.model, api_key_env=section.api_key_env,
+                           concurrency=section.concurrency)

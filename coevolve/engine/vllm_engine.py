@@ -265,7 +265,7 @@ class Engine:
         """Each job under its own perturbation. Full mode: one member after
         another. Low-rank mode: every member's factors go into its LoRA slot and
         all members' requests run in ONE vLLM batch. Engine pools
-        (coevolve.distributed) offer the same call across engines."""
+        (coevolve.engine.pool) offer the same call across engines."""
         if self.noise == "full":
             return generate_members_sequentially(self, jobs)
         if self._perturbation is not None:

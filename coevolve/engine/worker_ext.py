@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from coevolve.es import noise
+from coevolve.base import noise
 
 
 def _keep_weights_dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:

@@ -1,4 +1,4 @@
-"""Evolution strategies: the noise generator, the optimizer, the history."""
+"""Evolution strategies: the optimizer and its history (the noise generator is coevolve.base.noise)."""
 
 from coevolve.es.optimizer import (ESConfig, ESOpt, Member, NoiseModeError, ReplayError, check_mode, engine_options, normalise,
                                    replay, sigma_at)

@@ -13,21 +13,13 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from coevolve.es import history, noise
-
-
-class WeightEngine(Protocol):
-    device: str
-    noise: str  # "full" | "lowrank": how apply_update reads (seed, coefficient) pairs
-    rank: int | None
-
-    def apply_update(self, seeds: Sequence[int], coefficients: Sequence[float], alpha: float) -> None: ...
-
-    def checksum(self) -> str: ...
+from coevolve.base import noise
+from coevolve.engine.base import WeightEngine
+from coevolve.es import history
 
 
 @dataclass(frozen=True)

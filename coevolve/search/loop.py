@@ -27,8 +27,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from coevolve.config import as_dict, dump_toml
-from coevolve.engine.base import Completion, Generator, MemberJob, Sampling
+from coevolve.base.config import as_dict, dump_toml
+from coevolve.engine.base import Completion, Generator, MemberJob, Sampling, WeightEngine
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.ledger import Ledger
 from coevolve.search.methods import (Method, StepSpec, es_directions, make_method, members_for, outside_budget,
@@ -43,18 +43,18 @@ from coevolve.search.runconfig import RunConfig
 EVENT_VERSION = 1
 
 
-class WeightEngine(Generator, Protocol):
-    """What ESOpt variants need beyond generation (coevolve.engine.vllm_engine.Engine)."""
-
-    def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]: ...
-    def apply_update(self, seeds: list[int], coefficients: list[float], alpha: float) -> None: ...
-    def checksum(self) -> str: ...
-
-
 class Evaluator(Protocol):
     """coevolve.sandbox.Sandbox: scores (code, task, split, size) items in order."""
 
     def evaluate_many(self, items: Sequence[tuple[str, str, str, int]]) -> list[Any]: ...
+
+
+def _renamed_sections(config: Any) -> Any:
+    """A start event's config as today's sections name it: runs written before
+    [proposer] became [endpoint] resume unchanged."""
+    if isinstance(config, dict) and "proposer" in config and "endpoint" not in config:
+        config = {("endpoint" if k == "proposer" else k): v for k, v in config.items()}
+    return config
 
 
 def request_seed(run_seed: int, step: int, slot: int) -> int:
@@ -93,10 +93,10 @@ class Progress:
 class SearchLoop:
     config: RunConfig
     store: RunStore
-    engine: Any  # Generator; WeightEngine for the ESOpt variants
+    engine: Generator | WeightEngine  # a WeightEngine for the ESOpt variants
     evaluator: Evaluator
     task: Any  # tasks.base.HeuristicTask
-    remote: Generator | None = None  # optional proposer for base-weight requests
+    endpoint: Generator | None = None  # optional OpenAI-compatible endpoint for base-weight requests
     on_progress: Callable[[Progress], None] | None = None
     timing: dict = field(default_factory=lambda: Counter())
 
@@ -162,7 +162,7 @@ class SearchLoop:
         start = events[0]
         if start.get("type") != "start" or start.get("version") != EVENT_VERSION:
             raise RuntimeError(f"{self.store.events_path}: first event is not a version-{EVENT_VERSION} start")
-        if start.get("config") != as_dict(self.config):
+        if _renamed_sections(start.get("config")) != as_dict(self.config):
             raise RuntimeError(f"{self.store.events_path} was written under another config than "
                                f"{self.store.config_path}; refusing to mix them")
 
@@ -234,7 +234,7 @@ class SearchLoop:
         out: list[Completion | None] = [None] * len(requests)
         base = [r for r in requests if r.member is None]
         if base:
-            generator = self.remote or self.engine
+            generator = self.endpoint or self.engine
             texts = generator.chat([self._messages(r) for r in base], sampling, seeds=[r.seed for r in base])
             for r, c in zip(base, texts):
                 out[r.slot] = c
@@ -259,8 +259,8 @@ class SearchLoop:
             member = members[request.member]
             state = {"kind": "perturbed", "seed": member["seed"], "sigma": member["sigma"],
                      "member": member["index"], "es_generation": self.es_updates}
-        elif self.remote is not None:
-            state = {"kind": "remote", "model": self.config.proposer.model}
+        elif self.endpoint is not None:
+            state = {"kind": "endpoint", "model": self.config.endpoint.model}
         else:
             state = {"kind": "base", "es_generation": self.es_updates}
         parsed = extract(completion.text, self.task.function_name, self.task.template)
@@ -286,7 +286,7 @@ class SearchLoop:
         began = time.perf_counter()
         split, size = self.task.train
         fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None]
-        scored = self.evaluator.evaluate_many([(c.code, self.task.name, split, size) for c in fresh]) if fresh else []
+        scored = self.evaluator.evaluate_many([(c.code, self.task, split, size) for c in fresh]) if fresh else []
         by_id = {}
         for c, r in zip(fresh, scored):
             objective = getattr(r, "objective", None)

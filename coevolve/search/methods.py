@@ -100,7 +100,7 @@ def m_multiplier(config: RunConfig) -> float:
     """The paper's k for this run's budget: eoh.m_multiplier, or (0) the k that
     spends the budget T over eoh.generations generations of e1, e2 (offspring
     each) and m1, m2 (k * offspring each)."""
-    from coevolve.config import config_error
+    from coevolve.base.config import config_error
 
     eoh = config.eoh
     if eoh.m_multiplier > 0:

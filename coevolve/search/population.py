@@ -19,7 +19,7 @@ class Candidate:
     step: int
     operator: str
     parents: list[int]
-    model_state: dict  # {"kind": "base"} | {"kind": "perturbed", "seed", "sigma", "member"} | {"kind": "remote", ...}
+    model_state: dict  # {"kind": "base"} | {"kind": "perturbed", "seed", "sigma", "member"} | {"kind": "endpoint", ...} (written as "remote" before)
     code: str | None = None  # None: no code could be extracted
     idea: str | None = None
     objective: float | None = None  # None unless the code ran and gave a valid result

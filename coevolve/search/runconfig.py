@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from coevolve.base.config import one_of, require
 from coevolve.base.sampling import Sampling
-from coevolve.config import one_of, require
-from coevolve.distributed import DistributedSection
+from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 
 METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
 OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3")
@@ -25,11 +26,6 @@ class RunSection:
         require(bool(self.task), f"{name}.task", "must not be empty")
         require(self.budget >= 1, f"{name}.budget", "must be >= 1", self.budget)
         require(self.seed >= 0, f"{name}.seed", "must be >= 0", self.seed)
-
-
-@dataclass
-class ModelSection:
-    path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
 
 
 @dataclass
@@ -158,24 +154,11 @@ class SandboxSection:
 
 
 @dataclass
-class ProposerSection:
-    """An optional OpenAI-compatible endpoint for the non-perturbed operators."""
-
-    base_url: str = ""  # empty: the engine's own model proposes everything
-    model: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 8
-
-    def check(self, name: str) -> None:
-        if self.base_url:
-            require(bool(self.model), f"{name}.model", "is required when proposer.base_url is set")
-        require(self.concurrency >= 1, f"{name}.concurrency", "must be >= 1", self.concurrency)
-
-
-@dataclass
 class SearchSections:
     """The sections every heuristic-search config shares: RunConfig adds [run],
     coevolve.compare.CompareConfig adds [compare] and [test]."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"proposer": "endpoint"}  # old name, read with a deprecation message
 
     model: ModelSection = field(default_factory=ModelSection)
     # Stop at the code block's closing fence: the small model tends to ramble on after
@@ -187,7 +170,7 @@ class SearchSections:
     es: EsSection = field(default_factory=EsSection)
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
-    proposer: ProposerSection = field(default_factory=ProposerSection)
+    endpoint: EndpointSection = field(default_factory=EndpointSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
 
 

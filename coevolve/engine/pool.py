@@ -26,13 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from coevolve.config import require
+from coevolve.base.sections import LOCAL, DistributedSection
 from coevolve.engine import models
 from coevolve.engine.base import check_seeds, Completion, MemberJob, Message, Sampling
 
 log = logging.getLogger(__name__)
-
-LOCAL = "local"
 
 
 class PoolError(RuntimeError):
@@ -45,30 +43,6 @@ class DivergenceError(PoolError):
 
 class NoEnginesLeft(PoolError):
     pass
-
-
-@dataclass
-class DistributedSection:
-    """The `[distributed]` config section. The default (one engine, local) is
-    the plain in-process engine with no Ray at all."""
-
-    engines: int = 1
-    # "local": start a private Ray cluster on loopback; "auto": join the cluster
-    # this machine belongs to; "ray://host:port": Ray client to a remote head.
-    address: str = LOCAL
-
-    def check(self, name: str) -> None:
-        require(self.engines >= 1, f"{name}.engines", "must be >= 1", self.engines)
-        require(
-            self.address in (LOCAL, "auto") or self.address.startswith("ray://"),
-            f"{name}.address",
-            'must be "local", "auto" or "ray://HOST:PORT"',
-            self.address,
-        )
-
-    @property
-    def uses_ray(self) -> bool:
-        return self.engines > 1 or self.address != LOCAL
 
 
 def build_engine(model: str | Path | None, section: DistributedSection | None = None, **engine_kwargs: Any):

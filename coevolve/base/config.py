@@ -15,17 +15,18 @@ import math
 import tomllib
 import types
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
-from coevolve.cli import UsageError
+from coevolve.base.errors import ConfigError, UsageError
 
 T = TypeVar("T")
 
 
-def config_error(field: str, problem: str, value: Any = dataclasses.MISSING) -> UsageError:
+def config_error(field: str, problem: str, value: Any = dataclasses.MISSING) -> ConfigError:
     got = "" if value is dataclasses.MISSING else f" (got {value!r})"
-    return UsageError(f"config error: {field} {problem}{got}")
+    return ConfigError(f"config error: {field} {problem}{got}")
 
 
 def require(condition: bool, field: str, problem: str, value: Any = dataclasses.MISSING) -> None:
@@ -59,6 +60,10 @@ def _coerce(value: Any, tp: Any, field: str) -> Any:
         (item_type, *_) = typing.get_args(tp) or (Any,)
         items = [_coerce(v, item_type, f"{field}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise config_error(field, "must be a table", value)
+        return dict(value)
     if tp is Any:
         return value
     if tp is bool:
@@ -119,6 +124,7 @@ def build_config(cls: type[T], raw: dict[str, Any]) -> T:
     """A whole config: each field of `cls` is a section dataclass (or a plain value)."""
     if not isinstance(raw, dict):
         raise config_error("config", "must be a table of sections", raw)
+    raw = _renamed_sections(cls, raw)
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     for key in raw:
@@ -139,6 +145,24 @@ def build_config(cls: type[T], raw: dict[str, Any]) -> T:
     if check is not None:
         check()
     return config
+
+
+def _renamed_sections(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """Old section names a config class still reads (`RENAMED = {"old": "new"}`),
+    with a deprecation message; both names at once is an error."""
+    renamed: dict[str, str] = getattr(cls, "RENAMED", {})
+    if not any(old in raw for old in renamed):
+        return raw
+    raw = dict(raw)
+    for old, new in renamed.items():
+        if old not in raw:
+            continue
+        if new in raw:
+            raise config_error(old, f"is the old name of [{new}]; give only [{new}]")
+        warnings.warn(f"config: [{old}] is deprecated, call it [{new}] (read as [{new}] this time)",
+                      FutureWarning, stacklevel=3)
+        raw[new] = raw.pop(old)
+    return raw
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

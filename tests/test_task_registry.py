@@ -1,0 +1,167 @@
+"""A new task is one module plus one registry line: a toy task of each kind,
+registered from inside the test, runs through the config and CLI path
+(`coevolve tasks`, `coevolve eval` in the real sandbox, `coevolve run` of an
+agent config with its [task] options) with no other change anywhere."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from coevolve.cli import main
+from coevolve.engine.base import Completion
+from coevolve.runstore import RunStore
+from tasks import registry
+from tasks.base import AgentTask, HeuristicTask, InvalidSolution
+
+
+class ToyPick:
+    """Heuristic task: pick the largest number of a list; objective = mean value picked."""
+
+    name = "toy_pick"
+    description = "Pick one number from a list; larger is better."
+    function_name = "pick"
+    template = "def pick(values):\n    \"\"\"Index of the chosen value.\"\"\"\n    return 0\n"
+    direction = "max"
+    train = ("train", 5)
+
+    def splits(self):
+        return {"train": [5], "test": [5, 9]}
+
+    def instances(self, split, size):
+        rng = np.random.default_rng([size, 0 if split == "train" else 1])
+        return [rng.integers(0, 100, size).tolist() for _ in range(4)]
+
+    def evaluate(self, fn, instances):
+        total = 0.0
+        for values in instances:
+            index = fn(list(values))
+            if not isinstance(index, int) or not 0 <= index < len(values):
+                raise InvalidSolution(f"index {index!r} out of range")
+            total += values[index]
+        return total / len(instances)
+
+    def reference(self, split, size):
+        return None
+
+
+class ToyEcho:
+    """Agent task: say the number shown; reward 1 when the reply holds it."""
+
+    stop = ("\n",)
+
+    def __init__(self, number: int = 7) -> None:
+        self.number = number
+        self.name = "toy_echo"
+        self.system_prompt = "Repeat the number you are shown."
+
+    def cases(self, split, n, seed):
+        return [SimpleNamespace(id=f"{split}-{seed}-{i}") for i in range(n)]
+
+    def reset(self, case):
+        return {"said": None}, f"The number is {self.number}."
+
+    def step(self, state, action_text):
+        state["said"] = action_text
+        return "ok", True
+
+    def max_turns(self, case):
+        return 1
+
+    def reward(self, state):
+        return 1.0 if str(self.number) in (state["said"] or "") else 0.0
+
+    def metrics(self, state):
+        return {"progress": self.reward(state)}
+
+
+class EchoEngine:
+    """Stands in for the engine ES moves: says 7 at even seeds, 3 elsewhere."""
+
+    device = "fake"
+
+    def __init__(self):
+        self.seed = None
+        self.updates = 0
+
+    @contextmanager
+    def perturbed(self, seed, sigma):
+        self.seed = seed
+        try:
+            yield
+        finally:
+            self.seed = None
+
+    def chat(self, conversations, sampling, seeds=None):
+        say = "7" if self.seed is None or self.seed % 2 == 0 else "3"
+        return [Completion(text=say) for _ in conversations]
+
+    def apply_update(self, seeds, coefficients, alpha):
+        self.updates += 1
+
+    def checksum(self):
+        return f"echo-{self.updates}"
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def toys():
+    registry.register_heuristic("toy_pick", ToyPick)  # the one registry line of each kind
+    registry.register_agent("toy_echo", ToyEcho)
+    yield
+    registry.unregister("toy_pick")
+    registry.unregister("toy_echo")
+
+
+def test_lookups_are_typed_by_kind(toys):
+    assert isinstance(registry.heuristic_task("toy_pick"), HeuristicTask)
+    assert isinstance(registry.agent_task("toy_echo", {"number": 5}), AgentTask)
+    assert registry.kind("toy_pick") == "heuristic" and registry.kind("toy_echo") == "agent"
+    with pytest.raises(registry.UnknownTask, match="'toy_echo' is an agent task, not a heuristic-design task"):
+        registry.heuristic_task("toy_echo")
+    with pytest.raises(registry.UnknownTask, match="'toy_pick' is a heuristic-design task, not an agent task"):
+        registry.agent_task("toy_pick")
+    with pytest.raises(registry.TaskOptionError, match=r"task.colour is not an option of toy_echo \(its options: number\)"):
+        registry.agent_task("toy_echo", {"colour": "red"})
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_agent("sudoku", ToyEcho)
+
+
+def test_a_registered_heuristic_task_is_listed_and_scored_by_the_cli(toys, tmp_path, capsys):
+    assert main(["tasks"]) == 0
+    assert "toy_pick  pick()  maximise  train on train 5" in capsys.readouterr().out
+    program = tmp_path / "best.py"
+    program.write_text("def pick(values):\n    return max(range(len(values)), key=values.__getitem__)\n")
+    assert main(["eval", str(program), "--task", "toy_pick", "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    task = ToyPick()
+    for size in (5, 9):  # scored in the sandbox's worker, which knows the task by its class
+        best = np.mean([max(v) for v in task.instances("test", size)])
+        assert f"{best:.4f}" in out
+
+
+def test_a_registered_agent_task_runs_from_a_config_with_its_options(toys, tmp_path, monkeypatch, capsys):
+    import coevolve.engine.pool as pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: EchoEngine())
+    config = tmp_path / "toy.toml"
+    config.write_text('[run]\nmethod = "esopt"\ntask = "toy_echo"\nbudget = 8\n[task]\nnumber = 7\n'
+                      '[agent]\npopulation = 4\nbatch = 2\neval_cases = 2\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "toy_echo" in out and "8 / 8" in out
+    events = RunStore.open(tmp_path / "run").events()
+    (round_event,) = [e for e in events if e["type"] == "round"]
+    even = [m["seed"] % 2 == 0 for m in round_event["members"]]
+    assert round_event["fitness"] == [1.0 if e else 0.0 for e in even]  # the members at even seeds said 7
+    assert round_event["mean_reward"] == sum(even) / len(even)
+    # an option the toy's factory does not take is a config error naming it
+    config.write_text('[run]\ntask = "toy_echo"\nbudget = 8\n[task]\nnumbr = 7\n[agent]\npopulation = 4\nbatch = 2\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "bad")]) == 2
+    assert "config error: task.numbr is not an option of toy_echo (its options: number)" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
