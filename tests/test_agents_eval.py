@@ -105,3 +105,14 @@ def test_agent_compare_config_and_report(tmp_path):
     text = markdown(config, rows)
     assert "| esopt | 0.688 [" in text and "Mean@4 per seed" in text
     assert plot(config, rows, tmp_path / "agents.png").stat().st_size > 1000
+
+
+def test_eval_takes_the_task_settings_of_the_run(tmp_path, capsys, monkeypatch):
+    import coevolve.engine.vllm_engine as vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "Engine", lambda *a, **k: (_ for _ in ()).throw(AssertionError("engine")))
+    run = tmp_path / "run"
+    (run / "skills").mkdir(parents=True)
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku9"\n\n[task]\nmasked = 5\n')
+    assert main(["eval", "--task", "sudoku", "--run", str(run)]) == 2
+    assert "is a run on task 'sudoku9', not 'sudoku'" in capsys.readouterr().err

@@ -70,7 +70,16 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--problems and --k must be >= 1 (got {args.problems}, {args.k})")
     if args.run and (args.history or args.skill):
         raise UsageError("give --run, or --history/--skill, not both")
-    task = build_task(args.task, parse_options(args.option))
+    options = parse_options(args.option)
+    if args.run and (Path(args.run) / "config.toml").is_file():
+        # the run's own task settings, so the held-out problems are the run's kind of problem
+        from coevolve.base.config import read_toml
+
+        raw = read_toml(Path(args.run) / "config.toml")
+        if raw.get("run", {}).get("task", args.task) != args.task:
+            raise UsageError(f"{args.run} is a run on task {raw['run']['task']!r}, not {args.task!r}")
+        options = {**{k: v for k, v in raw.get("task", {}).items() if v not in (0, "")}, **options}
+    task = build_task(args.task, options)
     try:
         history, skills = run_inputs(args.run) if args.run else (
             Path(args.history) if args.history else None, [load_skill(s) for s in args.skill])
@@ -90,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
     from coevolve.engine.base import ConstraintError
     from coevolve.engine.vllm_engine import Engine
 
-    print(f"{args.task} {parse_options(args.option) or ''}: {len(heldout)} held-out problems x k={args.k}, "
+    print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding", flush=True)
     engine = Engine(args.model, **engine_options_for(history if any(a in ("esopt", "both") for a in arms) else None))
     began = time.monotonic()
@@ -111,7 +120,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({
-            "task": args.task, "options": parse_options(args.option), "problems": len(heldout), "k": args.k,
+            "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
             "constrained": constrained, "run": args.run, "results": [r.to_dict() for r in results]}, indent=2))
     return 0
 
