@@ -7,10 +7,17 @@ Methods (same budget, same cases, same evaluation):
   plays the same batch of train cases; its fitness is the mean reward; the
   engine's weights take the ES update.
 - `trace2skill`: each round plays population x batch episodes with the
-  current skills, then distils the trajectories into a skill that replaces
-  the previous distilled one.
-- `esopt+trace2skill`: ES generations, and every `skill_every` generations a
-  skill update distilled from the latest generation's trajectories.
+  current skills; the trajectories are distilled into a skill.
+- `esopt+trace2skill`: ES generations, and a skill distilled from their
+  trajectories.
+
+When skills are distilled (`[agent] distill`): "posthoc" (the default,
+Trace2Skill's published setting) distils once after the last round from all
+training trajectories, best of `distill_seeds` candidates on validation
+puzzles; "online" (our extension, the co-evolution interleaving) distils
+every `skill_every` rounds (every round for trace2skill) from the latest
+round, patching the previous skill. Every turn is decoded under the task's
+action format when `[agent] constrained` (default) and the task declares one.
 
 ES methods also stop after `es_config().generations` generations (the σ
 schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger,
