@@ -92,8 +92,15 @@ class _Resources:
 
             es = self.config.es
             self._engine = build_engine(self.config.model.path or None, self.config.distributed,
-                                        **engine_options(es.noise, es.rank, es.population))
+                                        **engine_options(es.noise, es.rank, self._es_slots()))
         return self._engine
+
+    def _es_slots(self) -> int:
+        """LoRA slots a low-rank engine needs: the most members any planned ES run asks for."""
+        from coevolve.search.methods import es_population
+
+        runs = [run_config(self.config, spec, Path(".")) for spec in planned_runs(self.config)]
+        return max([es_population(c) for c in runs if c.uses_es], default=2)
 
     def sandbox(self) -> Any:
         if self._sandbox is None:

@@ -91,3 +91,43 @@ def test_markdown_and_jsonl_round_trip(tmp_path: Path):
     text = markdown.read_text()
     assert text.startswith("# Generation 0") and "mean reward 1.000" in text
     assert text.count("## Episode") == 2 and "**Action 2**" in text and "(gen 0 member 1)" in text
+
+
+class MemberSolver(ScriptedSolver):
+    """Offers generate_members: members with sigma < 0 fumble every move."""
+
+    def __init__(self, cases):
+        super().__init__(cases)
+        self.member_calls = []
+
+    def generate_members(self, jobs):
+        self.member_calls.append([(job.seed, job.sigma, len(job.conversations), list(job.request_seeds or []))
+                                  for job in jobs])
+        out = []
+        for job in jobs:
+            texts = self.chat(job.conversations, job.sampling, job.request_seeds)
+            out.append([Completion(text="no idea") for _ in texts] if job.sigma < 0 else texts)
+        return out
+
+
+def test_members_advance_together_in_one_call_per_turn_with_common_seeds():
+    from coevolve.es import Member
+
+    task = Sudoku(masked=3)
+    cases = task.cases("train", 2, seed=0)
+    generator = MemberSolver(cases)
+    members = [Member(0, 11, 0.1), Member(1, 11, -0.1), Member(2, 12, 0.1)]
+    trajectories = rollout(generator, task, cases, Sampling(temperature=0.5, max_tokens=16), seed=7,
+                           label="round 0", members=members)
+    # member-major: member 0's cases, then member 1's, then member 2's
+    assert [t.label for t in trajectories] == ["round 0 member 0"] * 2 + ["round 0 member 1"] * 2 + \
+        ["round 0 member 2"] * 2
+    assert [t.reward for t in trajectories] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    # one generate_members call per turn, every member a job (in member order)
+    # while any of its episodes lives; 3 turns for solvers, 9 for the fumbler
+    assert len(generator.member_calls) == 9
+    first = generator.member_calls[0]
+    assert [(seed, sigma, n) for seed, sigma, n, _ in first] == [(11, 0.1, 2), (11, -0.1, 2), (12, 0.1, 2)]
+    # common random numbers: case k samples with the same seed under every member
+    assert first[0][3] == first[1][3] == first[2][3] == [derive_seed(7, k, 0) for k in range(2)]
+    assert [n for _, _, n, _ in generator.member_calls[-1]] == [0, 2, 0]

@@ -152,3 +152,65 @@ def test_update_moves_weights_and_replays_bit_for_bit(lowrank_engine, tmp_path):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
     assert lines, proc.stderr[-3000:]
     assert json.loads(lines[-1][len("RESULT"):])["replayed"] == tuned
+
+
+@pytest.mark.engine
+def test_agent_es_plays_the_population_in_one_batch(lowrank_engine, tmp_path):
+    """esopt on Sudoku with low-rank noise: every member's episodes in one
+    batch per turn; fitness per member recomputed from the saved episodes."""
+    from coevolve.agents.es_agent import AgentRunConfig, run_agent
+    from coevolve.agents.rollout import load_trajectories
+    from tasks.sudoku import Sudoku
+
+    engine = lowrank_engine
+    cfg = AgentRunConfig(method="esopt", budget_episodes=8, population=4, batch=2, eval_cases=2,
+                         sampling=Sampling(temperature=1.0, max_tokens=10),
+                         eval_sampling=Sampling(temperature=0.0, max_tokens=10), history_turns=1, seed=1,
+                         shaping=0.5)
+    es_cfg = ESConfig(population=4, sigma=SIGMA, alpha=2e-3, generations=1, seed=1, noise="lowrank")
+    before = engine.checksum()
+    try:
+        summary = run_agent(engine, Sudoku(masked=1), cfg, tmp_path, es_config=es_cfg)
+        (record,) = history.read(tmp_path / "history.jsonl")
+    finally:
+        engine.reset()
+    assert engine.checksum() == before
+    assert summary["noise"]["noise"] == "lowrank" and summary["noise"]["frozen"][0] == "model.embed_tokens.weight"
+    assert record["noise"] == "lowrank"
+    played = load_trajectories(tmp_path / "trajectories" / "round_000.jsonl")
+    per_member: dict[int, list[float]] = {}
+    for t in played:
+        per_member.setdefault(int(t.label.rsplit(" ", 1)[1]), []).append(t.reward + 0.5 * t.metrics["progress"])
+    assert sorted(per_member) == [0, 1, 2, 3]
+    assert record["rewards"] == pytest.approx([sum(v) / 2 for _, v in sorted(per_member.items())])
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(1200)
+def test_search_loop_runs_sample_esopt_in_low_rank(lowrank_engine, tmp_path):
+    """sample+esopt with es.noise = "lowrank": each step's members in one batch,
+    the update recorded as low-rank, the summary names what stayed frozen."""
+    from coevolve.config import as_dict, build_config, dump_toml
+    from coevolve.runstore import RunStore
+    from coevolve.sandbox import Sandbox
+    from coevolve.search.loop import SearchLoop
+    from coevolve.search.runconfig import RunConfig
+    from tasks.registry import get_task
+
+    engine = lowrank_engine
+    config = build_config(RunConfig, {
+        "run": {"method": "sample+esopt", "task": "tsp_construct", "budget": 8, "seed": 0},
+        "es": {"population": 4, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3, "noise": "lowrank"},
+        "sampling": {"max_tokens": 160}, "sandbox": {"timeout_s": 20, "workers": 2}})
+    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
+    before = engine.checksum()
+    try:
+        with Sandbox(workers=2, timeout_s=20) as sandbox:
+            summary = SearchLoop(config, store, engine, sandbox, get_task("tsp_construct")).run()
+        records = history.read(store.history_path)
+    finally:
+        engine.reset()
+    assert summary["evaluations"] == 8 and summary["es"]["updates"] == len(records) == 2
+    assert summary["es"]["noise"] == "lowrank" and summary["es"]["frozen_elements"] > 0
+    assert summary["es"]["checksum"] != before
+    assert [r["noise"] for r in records] == ["lowrank", "lowrank"]

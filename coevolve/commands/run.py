@@ -145,11 +145,11 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
     from coevolve.search.progress import progress_bar
-
     from coevolve.es import engine_options
+    from coevolve.search.methods import es_population
 
     endpoint = open_endpoint(config.endpoint)
-    es_options = engine_options(config.es.noise, config.es.rank, config.es.population) if config.uses_es else {}
+    es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
     engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:

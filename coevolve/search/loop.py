@@ -31,7 +31,7 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.engine.base import Completion, Generator, MemberJob, Sampling, WeightEngine
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.ledger import Ledger
-from coevolve.search.methods import (Method, StepSpec, es_directions, make_method, members_for, outside_budget,
+from coevolve.search.methods import (Method, StepSpec, es_population, make_method, members_for, outside_budget,
                                      planned_es_generations)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, Population
@@ -146,7 +146,7 @@ class SearchLoop:
         cfg = self.config
         budget = cfg.run.budget + outside_budget(cfg)
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
-        population = cfg.es.population or max(es_directions(self.method, budget, cfg.es.proposals_per_member), 2)
+        population = es_population(cfg)
         es_cfg = ESConfig(population=population, sigma=cfg.es.sigma, sigma_end=cfg.es.sigma_end,
                           schedule=cfg.es.schedule, alpha=cfg.es.alpha, generations=max(generations, 1),
                           normalise=cfg.es.normalise, ddof=cfg.es.ddof, antithetic=cfg.es.antithetic,

@@ -186,6 +186,16 @@ def es_directions(method: Method, budget: int, per_member: int) -> int:
     return max((s.directions for s in planned_steps(method, budget, per_member)), default=0)
 
 
+def es_population(config: RunConfig) -> int:
+    """ES members per update for this run: es.population, or (0) the largest
+    perturbed step's members. A low-rank engine needs a LoRA slot for each."""
+    if config.es.population:
+        return config.es.population
+    method = make_method(config)
+    budget = config.run.budget + outside_budget(config)
+    return max(es_directions(method, budget, config.es.proposals_per_member), 2)
+
+
 def run_plan(config: RunConfig) -> dict:
     """The plan of a run as data: what `coevolve run --plan` prints and what
     `coevolve compare` checks arms against each other with."""
