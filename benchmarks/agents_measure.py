@@ -9,7 +9,7 @@
 action_pattern) on 4x4 Sudoku with 1 masked cell and on react_math, same
 held-out problems, same seeds, the paper's sampling (T=1, top-p 1, top-k 40):
 well-formed action rate and solved rate (Mean@k), side by side.
-`ladder`: base Mean@k / Pass@k on the 4x4 ladder (1, 2, 4 masked), to pick
+`ladder`: base Mean@k / Pass@k on the 4x4 ladder (1, 2, 4 masked; constrained), to pick
 the easiest setting whose base solved rate lies strictly inside (0, 1).
 `arms`: held-out Mean@k / Pass@k of base, ES-tuned, skill, both for a run
 directory (its history.jsonl and distilled skill): the same code path as
@@ -91,7 +91,9 @@ def ladder(engine, args) -> list[dict]:
     for masked in LADDERS[4]:
         task = _task("sudoku", {"masked": masked})
         heldout = task.cases("eval", args.problems, seed=args.seed)
-        r = evaluate_arm(engine, task, heldout, "base", args.k, eval_sampling(args.max_tokens), args.seed)
+        # constrained, as the runs and their held-out arms decode
+        r = evaluate_arm(engine, task, heldout, "base", args.k, eval_sampling(args.max_tokens), args.seed,
+                         constrained=True)
         out.append({"task": "sudoku", "masked": masked, **r.to_dict()})
         print(f"  4x4 masked {masked}: Mean@{args.k} {r.mean_at_k}", flush=True)
     print_rows(["setting", f"Mean@{args.k} [95% CI]", f"Pass@{args.k} [95% CI]", "well-formed"],
