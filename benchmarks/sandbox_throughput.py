@@ -5,7 +5,10 @@ candidates, same parallelism, in one run.
     .venv/bin/python benchmarks/sandbox_throughput.py [--task tsp_construct] [--candidates 40] [--workers 2]
 
 Both sides score every candidate on the task's training set and must agree
-on every objective; the ratio is warm / fresh candidates per second.
+on every objective; the ratio is warm / fresh candidates per second. Then
+what the kernel confinement costs per candidate: a confined fork (PID, mount
+and IPC namespaces, read-only mounts, capabilities dropped, seccomp) against
+a plain fork, side by side in one process that looks like a warm worker.
 """
 
 from __future__ import annotations
@@ -31,6 +34,47 @@ namespace = {}
 exec(sys.stdin.read(), namespace)
 print(json.dumps(task.evaluate(namespace[task.function_name], instances)))
 """
+
+
+# Runs in its own process: unshare(CLONE_NEWNET) must not touch this one.
+FORK_COST_SCRIPT = """
+import os, sys, tempfile, time
+import numpy
+from coevolve.sandbox import confine
+confine.isolate_network()
+scratch = tempfile.mkdtemp()
+reason = confine.probe(scratch)
+if reason:
+    print("unconfined: " + reason)
+    raise SystemExit(0)
+def timed(fork, enter, count):
+    began = time.perf_counter()
+    for _ in range(count):
+        pid = fork()
+        if pid == 0:
+            enter()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    return (time.perf_counter() - began) / count
+count = int(sys.argv[1])
+forker = confine.forker()
+plain = confined = 0.0
+for _ in range(3):  # interleaved rounds: load changes hit both alike
+    plain += timed(os.fork, lambda: None, count)
+    confined += timed(forker, lambda: confine.enter(scratch), count)
+print(f"{plain / 3 * 1000:.2f} {confined / 3 * 1000:.2f}")
+"""
+
+
+def fork_cost(count: int = 30) -> str:
+    run = subprocess.run([sys.executable, "-c", FORK_COST_SCRIPT, str(count)], capture_output=True,
+                         text=True, timeout=300, check=True)
+    line = run.stdout.strip()
+    if line.startswith("unconfined"):
+        return line
+    plain, confined = map(float, line.split())
+    return (f"confinement   : {confined - plain:7.2f} ms per candidate (confined fork {confined:.2f} ms, "
+            f"plain fork {plain:.2f} ms)")
 
 
 def tsp_candidates(count: int) -> list[str]:
@@ -73,6 +117,7 @@ def main() -> None:
     warm_began = time.perf_counter()
     with Sandbox(workers=args.workers, timeout_s=300) as sandbox:
         results = sandbox.evaluate_many([(code, args.task, None, None) for code in programs])
+        confined = sandbox.confined
     warm_s = time.perf_counter() - warm_began
     failed = [r for r in results if not r.ok]
     if failed:
@@ -88,10 +133,12 @@ def main() -> None:
     if mismatches:
         raise SystemExit(f"objectives differ between the two ways for candidates {mismatches}")
     warm_rate, fresh_rate = len(programs) / warm_s, len(programs) / fresh_s
-    print(f"warm pool     : {warm_rate:7.2f} candidates/s  ({warm_s:.2f} s, worker start-up included)")
+    print(f"warm pool     : {warm_rate:7.2f} candidates/s  ({warm_s:.2f} s, worker start-up included, "
+          f"{'confined' if confined else 'NOT confined'})")
     print(f"fresh process : {fresh_rate:7.2f} candidates/s  ({fresh_s:.2f} s)")
     print(f"ratio         : {warm_rate / fresh_rate:7.2f}x")
-    print(f"one evaluation in the sandbox child: {per_candidate * 1000:.0f} ms on average; "
+    print(fork_cost())
+    print(f"one evaluation (child + trusted scoring): {per_candidate * 1000:.0f} ms on average; "
           f"2000 candidates at this rate: {2000 / warm_rate / 60:.1f} min with {args.workers} workers")
 
 

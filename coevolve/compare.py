@@ -107,7 +107,7 @@ class _Resources:
             from coevolve.sandbox import Sandbox
 
             s = self.config.sandbox
-            self._sandbox = Sandbox(workers=s.workers or None, timeout_s=s.timeout_s, memory_mb=s.memory_mb)
+            self._sandbox = Sandbox.from_section(s)
         return self._sandbox
 
     def endpoint(self) -> Any:
@@ -312,7 +312,7 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     from coevolve.sandbox import Sandbox
 
     t = config.test
-    with Sandbox(workers=t.workers or None, timeout_s=t.timeout_s, memory_mb=t.memory_mb) as sandbox:
+    with Sandbox.from_section(t) as sandbox:
         scores = score_files(jobs, t.limit, sandbox)
     position = 0
     for directory, _, sets, code, what in pending:

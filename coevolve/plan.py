@@ -17,7 +17,7 @@ from typing import Any
 from coevolve.base.config import build_config, one_of, read_toml, require
 from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
-from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SearchSections
+from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SandboxSection, SearchSections
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -51,22 +51,22 @@ class CompareSection:
 
 
 @dataclass
-class HoldoutSection:
-    """[test]: the held-out sets each run's best heuristic is scored on."""
+class HoldoutSection(SandboxSection):
+    """[test]: the held-out sets each run's best heuristic is scored on. Its
+    sandbox limits are the [sandbox] section's fields, with defaults for full
+    test sets (1000 instances, as `coevolve eval`); the per-instance limit
+    derives from the task, as everywhere."""
 
+    timeout_s: float = 1800.0  # whole set; a hang fails at the per-instance limit long before
+    memory_mb: int = 4096
     split: str = "test"
     sizes: list[int] = field(default_factory=list)  # empty: PAPER_TEST_SIZES, else every size of the split
     limit: int = 0  # score the first `limit` instances of each set; 0: all of them (the paper's sets)
-    timeout_s: float = 1800.0  # per scored file and set: full test sets are 1000 instances
-    workers: int = 0  # 0: the sandbox's default (one per core)
-    memory_mb: int = 4096  # as `coevolve eval`
 
     def check(self, name: str) -> None:
+        super().check(name)
         require(bool(self.split), f"{name}.split", "must not be empty")
         require(self.limit >= 0, f"{name}.limit", "must be >= 0 (0: every instance)", self.limit)
-        require(self.timeout_s > 0, f"{name}.timeout_s", "must be > 0", self.timeout_s)
-        require(self.workers >= 0, f"{name}.workers", "must be >= 0", self.workers)
-        require(self.memory_mb >= 64, f"{name}.memory_mb", "must be >= 64", self.memory_mb)
 
 
 @dataclass

@@ -44,8 +44,9 @@ class ACOSet:
         return np.random.default_rng((self.seed, index))
 
 
-def prepare_prior(matrix: Any, size: int, name: str = "heuristics") -> np.ndarray:
-    """Validate an evolved prior matrix and scale it to (0, 1]."""
+def prior_matrix(matrix: Any, size: int, name: str = "heuristics") -> np.ndarray:
+    """What a heuristic returned, as a float (size, size) array (the
+    candidate's side: its decision as it travels to the scorer)."""
     if matrix is None:
         raise InvalidSolution(f"{name} returned None, expected a {size}x{size} array")
     try:
@@ -54,6 +55,12 @@ def prepare_prior(matrix: Any, size: int, name: str = "heuristics") -> np.ndarra
         raise InvalidSolution(f"{name} returned {type(matrix).__name__}, not a numeric array ({error})") from None
     if prior.shape != (size, size):
         raise InvalidSolution(f"{name} returned shape {prior.shape}, expected ({size}, {size})")
+    return prior
+
+
+def prepare_prior(matrix: Any, size: int, name: str = "heuristics") -> np.ndarray:
+    """Validate an evolved prior matrix and scale it to (0, 1]."""
+    prior = prior_matrix(matrix, size, name)
     if np.isnan(prior).any():
         raise InvalidSolution(f"{name} returned a matrix containing NaN")
     if np.isinf(prior).any():
@@ -62,6 +69,12 @@ def prepare_prior(matrix: Any, size: int, name: str = "heuristics") -> np.ndarra
     peak = prior.max()
     prior = prior / peak if peak > 0 else np.ones_like(prior)
     return np.maximum(prior, PRIOR_FLOOR)
+
+
+def aco_seconds(size: int) -> float:
+    """Per-instance CPU limit of an ACO heuristic: one call that builds an
+    n x n matrix (a plain Python double loop over the pairs included)."""
+    return 5.0 + 5e-5 * size * size
 
 
 def sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -15,15 +15,16 @@ and the result are the same.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import InvalidSolution, Reference
+from tasks.base import InvalidSolution, Reference, call_budget, check_array
 
 TRIPLES = [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 2), (0, 2, 1), (1, 1, 1), (2, 2, 2)]
 PATTERN_WEIGHT = np.array([0, 1, 1, 2, 2, 3, 3])  # non-zero entries of each triple
@@ -86,21 +87,36 @@ def as_priority(value: Any) -> float:
     return number
 
 
+@functools.lru_cache(maxsize=8)
 def candidate_rows(n: int, w: int) -> np.ndarray:
     """All rows of triple patterns of total weight w, in the reference's order."""
     if n % 3 or n <= 0:
         raise ValueError(f"n must be a positive multiple of 3, got {n}")
     groups = n // 3
     rows = np.array(list(itertools.product(range(7), repeat=groups)), dtype=np.int8)
-    return rows[PATTERN_WEIGHT[rows].sum(axis=1) == w]
+    rows = rows[PATTERN_WEIGHT[rows].sum(axis=1) == w]
+    rows.setflags(write=False)  # cached and shared
+    return rows
+
+
+def priorities(fn: Callable[..., Any], rows: np.ndarray, n: int, w: int) -> np.ndarray:
+    """`fn`'s priority of every candidate row (untrusted side)."""
+    return np.array([as_priority(fn(sum((TRIPLES[p] for p in row), ()), n, w)) for row in rows.tolist()],
+                    dtype=float)
 
 
 def admissible_set_size(fn: Callable[..., Any], n: int, w: int) -> int:
     """Size of the admissible set that the greedy construction builds with `fn`."""
+    return greedy_size(priorities(fn, candidate_rows(n, w), n, w), n, w)
+
+
+def greedy_size(scores: Any, n: int, w: int) -> int:
+    """Size of the set the greedy construction builds when it takes the rows
+    of candidate_rows(n, w) in the order of `scores` (trusted side)."""
     rows = candidate_rows(n, w)
-    scores = np.array(
-        [as_priority(fn(sum((TRIPLES[p] for p in row), ()), n, w)) for row in rows.tolist()]
-    )
+    scores = check_array(scores, "f", (len(rows),), "the priorities")
+    if np.isnan(scores).any():
+        raise InvalidSolution("priority returned NaN")
     weights = PATTERN_WEIGHT[rows]
     picked: list[np.ndarray] = []
     size = 0
@@ -160,7 +176,18 @@ class AdmissibleSets:
         return Setting(size, WEIGHTS[size])
 
     def evaluate(self, fn: Callable[..., Any], instances: Setting) -> float:
-        return float(admissible_set_size(fn, instances.n, instances.w))
+        return self.score(list(self.decide(fn, instances)), instances)
+
+    def decide(self, fn: Callable[..., Any], instances: Setting) -> Iterator[np.ndarray]:
+        yield priorities(fn, candidate_rows(instances.n, instances.w), instances.n, instances.w)
+
+    def score(self, decisions: list[Any], instances: Setting) -> float:
+        (scores,) = decisions
+        return float(greedy_size(scores, instances.n, instances.w))
+
+    def instance_seconds(self, size: int) -> float:
+        # one "instance": a call per candidate row, after enumerating the rows
+        return call_budget(len(candidate_rows(size, WEIGHTS[size])), 2e-3, base_s=30.0)
 
     def reference(self, split: str, size: int) -> Reference | None:
         n, w = self.instances(split, size).n, self.instances(split, size).w

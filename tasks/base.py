@@ -1,12 +1,18 @@
 """The contracts a task fulfils. A heuristic-design task is a template program
 plus an evaluator (LLM4AD's split); the search loop and the sandbox know tasks
 only through this protocol and the registry.
+
+The evaluator is cut in two along the sandbox's trust boundary: `decide`
+runs the heuristic (in the candidate's process) and yields only its
+decisions, as plain data; `score` checks them and computes the objective on
+the task's own copy of the instances (in the trusted worker). A heuristic
+therefore cannot reach the code or the state that scores it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,8 +46,24 @@ class HeuristicTask(Protocol):
     def instances(self, split: str, size: int) -> Any:
         """Deterministic instance set, regenerated from seeds (cached is fine)."""
 
+    def decide(self, fn: Callable[..., Any], instances: Any) -> Iterator[Any]:
+        """Untrusted side: run heuristic `fn` and yield its decisions for each
+        instance, in order (one item per instance; a set that is not a
+        sequence counts as one). Decisions are plain data that travel on the
+        sandbox's wire: numbers, lists, int64/float64 numpy arrays. Raises
+        InvalidSolution for a bad choice it sees."""
+
+    def score(self, decisions: list[Any], instances: Any) -> float:
+        """Trusted side: check every decision (a full tour, a feasible
+        packing, ...; InvalidSolution otherwise) and return the mean
+        objective computed from `instances`, never from the decisions' claims."""
+
     def evaluate(self, fn: Callable[..., Any], instances: Any) -> float:
-        """Mean objective of heuristic `fn` over `instances`; raises InvalidSolution."""
+        """Both halves in this process (tests, references): score(decide(...))."""
+
+    def instance_seconds(self, size: int) -> float:
+        """CPU seconds a heuristic may spend on one instance of `size` (and on
+        loading): the sandbox's per-instance limit, so a hang fails fast."""
 
     def reference(self, split: str, size: int) -> Reference | None:
         """Reference objective for a set, when computable."""
@@ -120,6 +142,24 @@ def as_index(value: Any, upper: int, what: str) -> int:
     if not 0 <= index < upper:
         raise InvalidSolution(f"{what} index {index} is out of range 0..{upper - 1}")
     return index
+
+
+def call_budget(calls: int, per_call_s: float, base_s: float = 2.0) -> float:
+    """A per-instance CPU limit for `calls` heuristic calls: generous (tens
+    of times what the published heuristics need), so only a hang or a
+    pathologically slow program meets it."""
+    return base_s + calls * per_call_s
+
+
+def check_array(value: Any, kind: str, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """Trusted-side check of a decision array: numpy, dtype kind `kind`
+    ("i" or "f") and exactly `shape`; InvalidSolution otherwise."""
+    if not isinstance(value, np.ndarray) or value.dtype.kind != kind:
+        shown = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+        raise InvalidSolution(f"{what} is {shown}, expected a numpy {'integer' if kind == 'i' else 'float'} array")
+    if value.shape != shape:
+        raise InvalidSolution(f"{what} has shape {value.shape}, expected {shape}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ go together in a bin (ReEvo / Agentic-ESOpt bpp_offline_aco)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import ACOSet, construct_packings, deposit_packings, prepare_prior, run_colony
+from tasks.aco import ACOSet, aco_seconds, prior_matrix, construct_packings, deposit_packings, prepare_prior, run_colony
 from tasks.base import Draw, Reference, SeededSets
 
 CAPACITY = 150
@@ -76,13 +76,24 @@ class BPPACO:
         return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
 
     def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
-        return float(np.mean([self.solve(fn, items, instances, i) for i, items in enumerate(instances.data)]))
+        return self.score(list(self.decide(fn, instances)), instances)
 
-    def solve(self, fn: Callable[..., Any], items: np.ndarray, settings: ACOSet, index: int) -> float:
+    def decide(self, fn: Callable[..., Any], instances: ACOSet) -> Iterator[np.ndarray]:
+        for items in instances.data:
+            yield prior_matrix(fn(np.array(items), CAPACITY), len(items))
+
+    def score(self, decisions: list[Any], instances: ACOSet) -> float:
+        return float(np.mean([self.colony(prior, items, instances, i)
+                              for i, (prior, items) in enumerate(zip(decisions, instances.data))]))
+
+    def instance_seconds(self, size: int) -> float:
+        return aco_seconds(size)
+
+    def colony(self, matrix: Any, items: np.ndarray, settings: ACOSet, index: int) -> float:
+        """Mean bins used by the best packing the colony finds with the prior `matrix`."""
         demands = np.asarray(items, dtype=float)
-        prior = prepare_prior(fn(np.array(items), CAPACITY), len(items))
         return run_colony(
-            prior,
+            prepare_prior(matrix, len(items)),
             settings.n_iterations,
             DECAY,
             lambda attractiveness, rng: construct_packings(attractiveness, demands, CAPACITY, N_ANTS, rng),

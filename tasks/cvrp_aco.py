@@ -4,11 +4,11 @@ coordinates, demands, capacity)`, the prior matrix that guides the ants
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import ACOSet, construct_routes, deposit_routes, prepare_prior, run_colony
+from tasks.aco import ACOSet, aco_seconds, prior_matrix, construct_routes, deposit_routes, prepare_prior, run_colony
 from tasks.base import Draw, Reference, SeededSets
 from tasks.tsp_construct import distance_matrix
 
@@ -85,16 +85,28 @@ class CVRPACO:
         return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
 
     def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
-        return float(np.mean([self.solve(fn, rows, instances, i) for i, rows in enumerate(instances.data)]))
+        return self.score(list(self.decide(fn, instances)), instances)
 
-    def solve(self, fn: Callable[..., Any], rows: np.ndarray, settings: ACOSet, index: int) -> float:
+    def decide(self, fn: Callable[..., Any], instances: ACOSet) -> Iterator[np.ndarray]:
+        for rows in instances.data:
+            demands, coords = rows[:, 0].copy(), rows[:, 1:].copy()
+            shown = distance_matrix(coords)
+            np.fill_diagonal(shown, 1.0)  # the reference's convention: 1/d stays finite
+            yield prior_matrix(fn(shown, coords.copy(), demands.copy(), CAPACITY), len(rows))
+
+    def score(self, decisions: list[Any], instances: ACOSet) -> float:
+        return float(np.mean([self.colony(prior, rows, instances, i)
+                              for i, (prior, rows) in enumerate(zip(decisions, instances.data))]))
+
+    def instance_seconds(self, size: int) -> float:
+        return aco_seconds(size + 1)
+
+    def colony(self, matrix: Any, rows: np.ndarray, settings: ACOSet, index: int) -> float:
+        """Best total distance the colony finds with the heuristic's prior `matrix`."""
         demands, coords = rows[:, 0].copy(), rows[:, 1:].copy()
         distances = distance_matrix(coords)
-        shown = distances.copy()
-        np.fill_diagonal(shown, 1.0)  # the reference's convention: 1/d stays finite
-        prior = prepare_prior(fn(shown, coords.copy(), demands.copy(), CAPACITY), len(rows))
         return run_colony(
-            prior,
+            prepare_prior(matrix, len(rows)),
             settings.n_iterations,
             DECAY,
             lambda attractiveness, rng: construct_routes(attractiveness, distances, demands, CAPACITY, N_ANTS, rng),

@@ -4,11 +4,11 @@ reference code)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import Draw, Reference, SeededSets, as_index
+from tasks.base import Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array
 from tasks.references import cached_values, checksum, knapsack_optimum
 
 # The reference's capacities: 12.5 for 50 items, 25 otherwise.
@@ -37,6 +37,27 @@ def select_next_item(remaining_capacity, weights, values):
         return None
     return best
 '''
+
+
+def packing_value(picks: Any, items: np.ndarray, capacity: float) -> float:
+    """Total value of packing `picks` (item indices, in packing order),
+    checked: distinct items, each fitting when it is packed. Sums in packing
+    order, as the packing loop does, so the value is the same to the bit."""
+    picks = check_array(picks, "i", (len(picks),) if isinstance(picks, np.ndarray) else (0,), "the packing")
+    if picks.ndim != 1 or len(picks) > len(items):
+        raise InvalidSolution(f"the packing lists {len(picks)} items, the instance has {len(items)}")
+    if len(picks) and (picks.min() < 0 or picks.max() >= len(items) or len(np.unique(picks)) != len(picks)):
+        raise InvalidSolution("the packing repeats an item or names one that does not exist")
+    weights = np.array(items[:, 0], dtype=float)
+    values = np.array(items[:, 1], dtype=float)
+    remaining = float(capacity)
+    total = 0.0
+    for step, index in enumerate(picks.tolist()):
+        if weights[index] > remaining + TOLERANCE:
+            raise InvalidSolution(f"item {index} (packed {step + 1}th) does not fit")
+        total += values[index]
+        remaining -= weights[index]
+    return total
 
 
 def _kp_draws() -> list[Draw]:
@@ -72,15 +93,33 @@ class KPConstruct:
         return self._sets.get(split, size)
 
     def evaluate(self, fn: Callable[..., Any], instances: np.ndarray) -> float:
+        return self.score(list(self.decide(fn, instances)), instances)
+
+    def decide(self, fn: Callable[..., Any], instances: np.ndarray) -> Iterator[np.ndarray]:
         capacity = CAPACITY[instances.shape[1]]
-        return float(np.mean([self.packed_value(fn, items, capacity) for items in instances]))
+        for items in instances:
+            yield self.picks(fn, items, capacity)
+
+    def score(self, decisions: list[Any], instances: np.ndarray) -> float:
+        capacity = CAPACITY[instances.shape[1]]
+        return float(np.mean([packing_value(picks, items, capacity) for picks, items in zip(decisions, instances)]))
+
+    def instance_seconds(self, size: int) -> float:
+        # at most n calls, each over the remaining items (O(n))
+        return call_budget(size, 0.02 + 2e-5 * size)
 
     def packed_value(self, fn: Callable[..., Any], items: np.ndarray, capacity: float) -> float:
         """Pack one knapsack with `fn` and return the packed value."""
+        return packing_value(self.picks(fn, items, capacity), items, capacity)
+
+    def picks(self, fn: Callable[..., Any], items: np.ndarray, capacity: float) -> np.ndarray:
+        """The reference's packing loop: the items `fn` packs, as indices into
+        `items`, in packing order."""
         weights = np.array(items[:, 0], dtype=float)
         values = np.array(items[:, 1], dtype=float)
+        original = np.arange(len(items))
         remaining = float(capacity)
-        total = 0.0
+        packed = []
         while weights.size and remaining + TOLERANCE >= weights.min():
             # copies: a heuristic that edits its arguments must not edit our state
             choice = fn(remaining, weights.copy(), values.copy())
@@ -89,11 +128,12 @@ class KPConstruct:
             index = as_index(choice, weights.size, "item")
             if weights[index] > remaining + TOLERANCE:
                 break  # NOTES §3: a pick that does not fit ends the packing
-            total += values[index]
+            packed.append(original[index])
             remaining -= weights[index]
             weights = np.delete(weights, index)
             values = np.delete(values, index)
-        return total
+            original = np.delete(original, index)
+        return np.asarray(packed, dtype=np.int64)
 
     def reference(self, split: str, size: int) -> Reference | None:
         instances = self.instances(split, size)

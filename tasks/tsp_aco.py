@@ -3,11 +3,11 @@ prior matrix that guides the ants (ReEvo / Agentic-ESOpt tsp_aco)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import ACOSet, construct_tours, deposit_tours, prepare_prior, run_colony
+from tasks.aco import ACOSet, aco_seconds, prior_matrix, construct_tours, deposit_tours, prepare_prior, run_colony
 from tasks.base import Draw, Reference, SeededSets
 from tasks.references import cached_values, checksum, lkh_tour_length
 from tasks.tsp_construct import distance_matrix
@@ -71,15 +71,26 @@ class TSPACO:
         return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
 
     def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
-        return float(np.mean([self.solve(fn, coords, instances, i) for i, coords in enumerate(instances.data)]))
+        return self.score(list(self.decide(fn, instances)), instances)
 
-    def solve(self, fn: Callable[..., Any], coords: np.ndarray, settings: ACOSet, index: int) -> float:
+    def decide(self, fn: Callable[..., Any], instances: ACOSet) -> Iterator[np.ndarray]:
+        for coords in instances.data:
+            shown = distance_matrix(coords)
+            np.fill_diagonal(shown, 1.0)  # the reference's convention: 1/d stays finite
+            yield prior_matrix(fn(shown), len(coords))
+
+    def score(self, decisions: list[Any], instances: ACOSet) -> float:
+        return float(np.mean([self.colony(prior, coords, instances, i)
+                              for i, (prior, coords) in enumerate(zip(decisions, instances.data))]))
+
+    def instance_seconds(self, size: int) -> float:
+        return aco_seconds(size)
+
+    def colony(self, matrix: Any, coords: np.ndarray, settings: ACOSet, index: int) -> float:
+        """Best tour length the colony finds with the heuristic's prior `matrix`."""
         distances = distance_matrix(coords)
-        shown = distances.copy()
-        np.fill_diagonal(shown, 1.0)  # the reference's convention: 1/d stays finite
-        prior = prepare_prior(fn(shown), len(coords))
         return run_colony(
-            prior,
+            prepare_prior(matrix, len(coords)),
             settings.n_iterations,
             DECAY,
             lambda attractiveness, rng: construct_tours(attractiveness, distances, N_ANTS, rng),

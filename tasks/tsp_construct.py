@@ -4,11 +4,11 @@ the Agentic-ESOpt reference code, so its published heuristics re-score)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import Draw, InvalidSolution, Reference, SeededSets, as_index
+from tasks.base import Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array
 from tasks.references import cached_values, checksum, lkh_tour_length
 
 NEIGHBOURS = 50  # the reference shows at most this many nearest unvisited nodes
@@ -39,6 +39,16 @@ def select_next_node(current_node, destination_node, unvisited_nodes, distance_m
 def distance_matrix(coords: np.ndarray) -> np.ndarray:
     """Euclidean distances between all pairs of points, (n, 2) -> (n, n)."""
     return np.linalg.norm(coords[:, None, :] - coords[None, :, :], axis=-1)
+
+
+def tour_length(tour: Any, coords: np.ndarray) -> float:
+    """Length of a closed tour, checked: every city exactly once, from city 0."""
+    n = len(coords)
+    tour = check_array(tour, "i", (n,), "the tour")
+    if n and (tour[0] != 0 or not np.array_equal(np.sort(tour), np.arange(n))):
+        raise InvalidSolution("the tour does not start at city 0 and visit every city exactly once")
+    distances = distance_matrix(coords)
+    return float(distances[tour, np.roll(tour, -1)].sum())
 
 
 def _tsp_draws() -> list[Draw]:
@@ -73,10 +83,21 @@ class TSPConstruct:
         return self._sets.get(split, size)
 
     def evaluate(self, fn: Callable[..., Any], instances: np.ndarray) -> float:
-        return float(np.mean([self.tour_length(fn, coords) for coords in instances]))
+        return self.score(list(self.decide(fn, instances)), instances)
 
-    def tour_length(self, fn: Callable[..., Any], coords: np.ndarray) -> float:
-        """Build one tour with `fn` (the reference's loop) and return its length."""
+    def decide(self, fn: Callable[..., Any], instances: np.ndarray) -> Iterator[np.ndarray]:
+        for coords in instances:
+            yield self.build_tour(fn, coords)
+
+    def score(self, decisions: list[Any], instances: np.ndarray) -> float:
+        return float(np.mean([tour_length(tour, coords) for tour, coords in zip(decisions, instances)]))
+
+    def instance_seconds(self, size: int) -> float:
+        # n-2 calls; a call may scan the whole distance matrix row (O(n))
+        return call_budget(size - 2, 0.02 + 2e-5 * size)
+
+    def build_tour(self, fn: Callable[..., Any], coords: np.ndarray) -> np.ndarray:
+        """Build one tour with `fn` (the reference's loop): the city order, from city 0."""
         n = len(coords)
         distances = distance_matrix(coords)
         by_distance = np.argsort(distances, axis=1)[:, 1:]  # column 0 is the node itself
@@ -96,8 +117,7 @@ class TSPConstruct:
             current = chosen
         if n > 1:
             route.append(int(np.flatnonzero(~visited)[0]))  # the last node is forced
-        tour = np.asarray(route)
-        return float(distances[tour, np.roll(tour, -1)].sum())
+        return np.asarray(route, dtype=np.int64)
 
     def reference(self, split: str, size: int) -> Reference | None:
         instances = self.instances(split, size)

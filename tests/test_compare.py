@@ -251,3 +251,17 @@ def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
     lines.clear()
     run_comparison(config, root, engine=None, log=lines.append)
     assert not any("scoring" in line for line in lines)  # scores reused: same file, same settings
+
+
+def test_a_hanging_best_heuristic_fails_fast_with_a_typed_timeout():
+    """Test scoring takes the task's per-instance limit: a best.py that never
+    returns is a typed timeout naming the instance, not a 1800 s wait."""
+    from coevolve.plan import HoldoutSection
+    from coevolve.sandbox import Sandbox
+
+    hang = ("def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+            "    while True:\n        pass\n")
+    with Sandbox.from_section(HoldoutSection(workers=1)) as sandbox:
+        (score,) = score_files([(hang, "tsp_construct", "test", 50)], 5, sandbox)
+    assert score["failure"] == "timeout" and score["objective"] is None
+    assert "instance 1 of 5 (test50) exceeded the per-instance time limit" in score["message"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import threading
 import time
 import uuid
 
@@ -44,8 +45,7 @@ class TinyTSP:
         seed = {"train": 1, "test": 2}[split] * 1000 + size
         return np.random.RandomState(seed).rand(4, size, 2)
 
-    def evaluate(self, fn, instances) -> float:
-        lengths = []
+    def decide(self, fn, instances):
         for coords in instances:
             n = len(coords)
             distances = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
@@ -58,9 +58,23 @@ class TinyTSP:
                 if not 0 <= choice < n or int(choice) in visited:
                     raise InvalidSolution(f"node {choice} is visited or out of range")
                 visited.append(int(choice))
-            tour = np.array(visited)
+            yield np.array(visited, dtype=np.int64)
+
+    def score(self, decisions, instances) -> float:
+        lengths = []
+        for tour, coords in zip(decisions, instances):
+            n = len(coords)
+            if not isinstance(tour, np.ndarray) or sorted(tour.tolist()) != list(range(n)) or tour[0] != 0:
+                raise InvalidSolution("not a tour")
+            distances = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
             lengths.append(distances[tour, np.roll(tour, -1)].sum())
         return float(np.mean(lengths))
+
+    def evaluate(self, fn, instances) -> float:
+        return self.score(list(self.decide(fn, instances)), instances)
+
+    def instance_seconds(self, size: int) -> float:
+        return 2.0
 
 
 def nearest(current_node, destination_node, unvisited_nodes, distance_matrix):
@@ -208,33 +222,43 @@ def test_hostile_battery(tmp_path, marked_env, monkeypatch):
     assert elapsed < 60
 
 
-def test_killed_or_stuck_worker_is_replaced(marked_env):
-    kill_parent = heuristic("ctypes.CDLL(None).kill(os.getppid(), 9)\nreturn unvisited_nodes[0]",
-                            "import ctypes, os")
-    with Sandbox(workers=1, timeout_s=2.0) as sandbox:
-        result = sandbox.evaluate(kill_parent, TinyTSP())
+def test_a_dead_worker_is_a_crash_verdict_and_is_replaced(marked_env):
+    sleepy = heuristic("import time\ntime.sleep(30)\nreturn unvisited_nodes[0]")
+    with Sandbox(workers=1, timeout_s=20.0) as sandbox:
+        sandbox.evaluate(GOOD, TinyTSP())
+        (worker,) = sandbox.worker_pids()
+        killer = threading.Timer(1.0, os.kill, (worker, 9))
+        killer.start()
+        result = sandbox.evaluate(sleepy, TinyTSP())
         assert result.failure == FailureKind.CRASH and "worker died" in result.message
         assert sandbox.evaluate(GOOD, TinyTSP()).objective == pytest.approx(GOOD_OBJECTIVE)
+        assert sandbox.worker_pids() != [worker]
     assert processes_with_mark(marked_env) == []
 
 
 def test_orphans_that_escape_the_process_group_are_killed(tmp_path, marked_env):
     # fork through ctypes (past the guard), start a new session (past the
-    # group kill), and leave the child sleeping: the subreaper sweep ends it.
+    # group kill), and leave the child sleeping. Confined, the seccomp filter
+    # refuses the fork (and the PID namespace would take the child down);
+    # unconfined, the subreaper sweep ends it.
     escape = (
         "import ctypes, os, time\n"
         "libc = ctypes.CDLL(None)\n"
-        "if libc.fork() == 0:\n"
+        "pid = libc.fork()\n"
+        "if pid == 0:\n"
         "    libc.setsid()\n"
         "    time.sleep(60)\n"
         "    os._exit(0)\n"
+        "print('forked', pid)\n"
     ) + GOOD
     with Sandbox(workers=1, timeout_s=5.0) as sandbox:
         result = sandbox.evaluate(escape, TinyTSP())
         (worker,) = sandbox.worker_pids()
         assert psutil.Process(worker).children() == []
         assert len(processes_with_mark(marked_env)) == 1  # the worker alone
+        confined = sandbox.confined
     assert result.ok, result
+    assert ("forked -1" in result.output) == confined, result.output
     assert processes_with_mark(marked_env) == []
 
 
@@ -254,8 +278,9 @@ def test_network_is_isolated_when_root():
         # the socket guard is bypassed on purpose (the type the guard does not
         # replace): only the network namespace is left to stop it
         tool = sandbox.run_python(
-            "import socket\nraw = socket.SocketType(socket.AF_INET, socket.SOCK_STREAM)\nraw.settimeout(1)\n"
-            "try:\n    raw.connect(('1.1.1.1', 53))\n    print('online')\n"
+            "import socket\n"
+            "try:\n    raw = socket.SocketType(socket.AF_INET, socket.SOCK_STREAM)\n    raw.settimeout(1)\n"
+            "    raw.connect(('1.1.1.1', 53))\n    print('online')\n"
             "except OSError as exc:\n    print('offline', exc.errno)\n"
         )
         if os.geteuid() != 0:

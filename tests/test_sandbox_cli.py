@@ -90,3 +90,68 @@ def test_eval_missing_file_exits_2_from_the_console(tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 2 and "no such file" in run.stderr
+
+
+LOOP = ("def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+        "    while True:\n        pass\n")
+
+
+def test_a_hanging_candidate_fails_fast_naming_the_instance_and_limit(tmp_path, capsys):
+    """The per-instance limit, not the 1800 s whole-set limit, stops it."""
+    path = tmp_path / "loop.py"
+    path.write_text(LOOP)
+    assert main(["eval", str(path), "--task", "tsp_construct", "--split", "test", "--size", "50",
+                 "--no-reference"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"FAILED \[timeout\] instance 1 of 1000 \(test50\) exceeded the per-instance time limit: "
+                     r"more than 3\.01 s of CPU time", out), out
+
+
+def _marked(mark: str) -> list:
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("COEVOLVE_SANDBOX_TEST_MARK") == mark:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "SIGINT"])
+def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
+    """`coevolve eval` on a hanging candidate, killed while the candidate
+    spins: its worker and the candidate go with it."""
+    import os
+    import signal
+    import time
+    import uuid
+
+    path = tmp_path / "loop.py"
+    path.write_text(LOOP)
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "COEVOLVE_SANDBOX_TEST_MARK": mark}
+    cli = subprocess.Popen([sys.executable, "-m", "coevolve", "eval", str(path), "--task", "tsp_construct",
+                            "--split", "test", "--size", "1000", "--no-reference"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(600):  # the CLI, its worker and the candidate
+            if len(_marked(mark)) >= 3:
+                break
+            time.sleep(0.1)
+        assert len(_marked(mark)) >= 3, "the candidate never started"
+        cli.send_signal(getattr(signal, how))
+        cli.wait(timeout=60)
+        for _ in range(300):
+            if not _marked(mark):
+                break
+            time.sleep(0.1)
+        assert _marked(mark) == [], f"left behind after {how}: {_marked(mark)}"
+    finally:
+        for process in _marked(mark):
+            process.kill()
+        if cli.poll() is None:
+            cli.kill()
+        cli.stderr.close()

@@ -66,7 +66,7 @@ def test_tsp_arguments_follow_the_reference_convention():
         assert not distances.flags.writeable
         return unvisited[-1]  # farthest shown node: exercises the full list
 
-    task.tour_length(spy, coords)
+    task.build_tour(spy, coords)
     assert len(calls) == 18  # n - 2 decisions, the last node is forced
     seen = {0}
     distances = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
@@ -86,7 +86,7 @@ def test_tsp_shows_at_most_50_unvisited_nodes():
         sizes.append(len(unvisited))
         return unvisited[0]
 
-    task.tour_length(spy, task.instances("val", 100)[0])
+    task.build_tour(spy, task.instances("val", 100)[0])
     assert max(sizes) == 50 and sizes[-1] == 2
 
 

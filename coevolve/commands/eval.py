@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task", required=True, help="task name (see `coevolve tasks`)")
     p.add_argument("--split", help="instance split (default: the task's training split)")
     p.add_argument("--size", type=int, help="instance size (default: every size of the split)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per instance set (default 1800)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per instance set (default 1800), the outer bound: a program that hangs "
+                        "fails sooner, at the task's per-instance limit")
     p.add_argument("--memory-mb", type=int, default=4096, help="memory limit of the program (default 4096)")
     p.add_argument("--workers", type=int, help="sets scored in parallel (default: one per core)")
     p.add_argument("--no-reference", action="store_true",

@@ -153,8 +153,7 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
     engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
-        with Sandbox(workers=config.sandbox.workers or None, timeout_s=config.sandbox.timeout_s,
-                     memory_mb=config.sandbox.memory_mb) as sandbox:
+        with Sandbox.from_section(config.sandbox) as sandbox:
             loop = SearchLoop(config, store, engine, sandbox, task, endpoint=endpoint,
                               on_progress=bar.update_from if bar else None)
             return loop.run()

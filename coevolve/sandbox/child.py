@@ -1,13 +1,18 @@
 """Run one piece of untrusted code in a forked child of the warm worker and
-supervise it: wall-clock deadline, captured output, process-group kill, and
-a typed verdict when the child dies without reporting.
+supervise it: the whole-job wall-clock limit, a CPU-time limit per stage
+(loading, then each instance), captured output, the kill, and a typed
+verdict from evidence (exit status, CPU time, memory high-water mark) when
+the child ends without a usable report.
+
+The child's report is untrusted bytes: it is decoded with the pickle-free
+wire format under a size limit, and the caller checks its contents.
 """
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import fcntl
+import math
 import os
 import select
 import shutil
@@ -16,33 +21,17 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from coevolve.sandbox import wire
+from coevolve.sandbox import confine, wire
 from coevolve.sandbox.guard import apply_limits, install_guards
 from coevolve.sandbox.results import FailureKind
 
-_PR_SET_PDEATHSIG = 1
 _F_SETPIPE_SZ = 1031
-_PR_SET_CHILD_SUBREAPER = 36
 _TAIL_BYTES = 2000
 _MEMORY_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory")
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def prctl(option: int, value: int) -> bool:
-    return _libc.prctl(option, value, 0, 0, 0) == 0
-
-
-def become_subreaper() -> bool:
-    """Orphans of a candidate (a process it forked and abandoned) are then
-    re-parented to this worker instead of init, so the sweep can kill them."""
-    return prctl(_PR_SET_CHILD_SUBREAPER, 1)
-
-
-def die_with_parent() -> None:
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class _LimitedText:
@@ -124,58 +113,96 @@ def traceback_tail(exc: BaseException, max_lines: int = 12, max_chars: int = 200
     return text[-max_chars:]
 
 
-def _enter_child(workdir: str, out_w: int, close_fds: list[int], memory_mb: int,
-                 timeout_s: float, output_limit: int) -> None:
-    os.setsid()  # own session and process group: one killpg reaches everything it starts
-    die_with_parent()
-    for fd in close_fds:
-        os.close(fd)
+@dataclass
+class Limits:
+    """What one job may use. `stage_cpu_s`: CPU seconds for loading the code
+    and for each instance after it (None: no per-stage limit); `stages`
+    names them in messages, e.g. ("test50", 1000)."""
+
+    timeout_s: float
+    memory_mb: int
+    output_limit: int
+    stage_cpu_s: float | None = None
+    stages: tuple[str, int] = ("", 0)
+
+    @property
+    def stage_wall_s(self) -> float:
+        # a candidate that blocks (sleeps, waits) uses no CPU: bound its wall time too
+        assert self.stage_cpu_s is not None
+        return max(4 * self.stage_cpu_s, self.stage_cpu_s + 20.0)
+
+    @property
+    def cpu_limit_s(self) -> int:
+        return max(1, math.ceil(self.timeout_s))
+
+    @property
+    def report_limit(self) -> int:
+        return self.memory_mb * 1024 * 1024 + (64 << 20)
+
+
+Body = Callable[[Callable[[], None]], dict[str, Any]]
+
+
+def _close_other_fds(keep: set[int]) -> None:
+    """Only the pipes to the worker and stdio stay open in the child."""
+    for entry in os.listdir("/proc/self/fd"):
+        fd = int(entry)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _enter_child(workdir: str, out_w: int, keep: set[int], limits: Limits, confined: bool) -> None:
+    os.setsid()  # own session and process group: without namespaces, one killpg reaches everything
+    confine.die_with_parent()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_w, 1)
     os.dup2(out_w, 2)
     os.close(devnull)
     os.close(out_w)
+    _close_other_fds(keep)
+    if confined:
+        confine.enter(workdir)
     os.chdir(workdir)
     os.environ["HOME"] = workdir
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
+    sys.dont_write_bytecode = True
     sys.stdin = open(os.devnull)
-    sys.stdout = _LimitedText(1, output_limit)
-    sys.stderr = _LimitedText(2, output_limit)
+    sys.stdout = _LimitedText(1, limits.output_limit)
+    sys.stderr = _LimitedText(2, limits.output_limit)
     faulthandler.enable(file=sys.stderr)
-    apply_limits(memory_mb, timeout_s)
+    apply_limits(limits.memory_mb, limits.cpu_limit_s)
     install_guards(workdir)
 
 
-def run_in_child(
-    body: Callable[[], dict[str, Any]],
-    *,
-    scratch_root: str,
-    timeout_s: float,
-    memory_mb: int,
-    output_limit: int,
-    close_fds: list[int],
-) -> dict[str, Any]:
-    """Fork, restrict, run `body` in the child and return its dict, or a dict
-    with `failure` and `message` describing how the child ended. The result
-    always carries `seconds` and `output`."""
+def run_in_child(body: Body, *, scratch_root: str, limits: Limits, fork: Callable[[], int],
+                 confined: bool) -> dict[str, Any]:
+    """Fork (with `fork`: plain, or into a new PID namespace), restrict, run
+    `body(tick)` in the child and return its decoded report, or a verdict
+    with `failure` and `message` describing how the child ended. `tick()`
+    marks the end of a stage. The result always carries `seconds`, `output`
+    and `cpu_seconds`; nothing the child started survives the return."""
     workdir = tempfile.mkdtemp(prefix="cand-", dir=scratch_root)
     result_r, result_w = os.pipe()
     out_r, out_w = os.pipe()
+    progress_r, progress_w = os.pipe()
     try:  # a bigger pipe: a flood of output needs fewer hand-offs between processes
         fcntl.fcntl(out_r, _F_SETPIPE_SZ, 1 << 20)
     except OSError:
         pass
     start = time.monotonic()
-    pid = os.fork()
+    pid = fork()
     if pid == 0:  # the child: never returns
         status = 0
         try:
-            os.close(result_r)
-            os.close(out_r)
-            _enter_child(workdir, out_w, close_fds, memory_mb, timeout_s, output_limit)
-            outcome = body()
+            for fd in (result_r, out_r, progress_r):
+                os.close(fd)
+            _enter_child(workdir, out_w, {result_w, progress_w}, limits, confined)
+            outcome = body(lambda: os.write(progress_w, b"."))
             sys.stdout.flush()
             sys.stderr.flush()
             wire.send(result_w, outcome)
@@ -188,91 +215,203 @@ def run_in_child(
         finally:
             os._exit(status)
 
-    os.close(result_w)
-    os.close(out_w)
+    for fd in (result_w, out_w, progress_w):
+        os.close(fd)
     try:
-        return _supervise(pid, start, workdir, result_r, out_r, timeout_s, output_limit)
+        return _Supervisor(pid, start, limits, result_r, out_r, progress_r, confined).run()
     finally:
-        os.close(result_r)
-        os.close(out_r)
+        for fd in (result_r, out_r, progress_r):
+            os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _supervise(pid: int, start: float, workdir: str, result_r: int, out_r: int,
-               timeout_s: float, output_limit: int) -> dict[str, Any]:
-    deadline = start + timeout_s
-    output = _OutputCapture(output_limit)
-    result_bytes = bytearray()
-    open_fds = {result_r, out_r}
-    exit_status: int | None = None
-    timed_out = False
-    while True:
-        now = time.monotonic()
-        if now >= deadline and exit_status is None:
-            timed_out = True
-            break
-        # Poll for the child's exit too: normally its exit closes the pipes
-        # and wakes select, but a process it forked may hold them open.
-        wait = 0.05 if exit_status is not None else min(deadline - now, 0.1)
-        if open_fds:
-            ready, _, _ = select.select(list(open_fds), [], [], wait)
-        else:  # pipes closed, exit imminent: wait for it briefly
-            ready = []
-            time.sleep(0.001)
-        for fd in ready:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                open_fds.discard(fd)
-            elif fd == out_r:
-                output.add(chunk)
-            else:
-                result_bytes += chunk
-        if exit_status is None:
-            waited, status = os.waitpid(pid, os.WNOHANG)
-            if waited:
-                exit_status = status
-        # Once the child is gone, stop as soon as the pipes go quiet: a
-        # process it left behind may hold them open forever.
-        if exit_status is not None and (not open_fds or not ready):
-            break
-    seconds = time.monotonic() - start
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, from /proc (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
-    _kill_everything(pid)
-    if exit_status is None:
-        _, exit_status = os.waitpid(pid, 0)
 
-    verdict: dict[str, Any]
-    if result_bytes and not timed_out:
+class _OwnerGone(Exception):
+    """The Sandbox that owns this worker closed its pipe or died."""
+
+
+class _Supervisor:
+    def __init__(self, pid: int, start: float, limits: Limits, result_r: int, out_r: int, progress_r: int,
+                 confined: bool) -> None:
+        self.pid, self.start, self.limits, self.confined = pid, start, limits, confined
+        self.result_r, self.out_r, self.progress_r = result_r, out_r, progress_r
+        self.output = _OutputCapture(limits.output_limit)
+        self.report = bytearray()
+        self.stage = 0  # 0: loading; k: instance k
+        self.stage_began = start
+        self.stage_cpu = 0.0
+        self.exit: tuple[int, Any] | None = None  # (status, rusage)
+        self.verdict: dict[str, Any] | None = None  # set when the supervisor stops the child
+
+    def run(self) -> dict[str, Any]:
+        open_fds = {self.result_r, self.out_r, self.progress_r}
+        deadline = self.start + self.limits.timeout_s
+        next_check = self.start
         try:
-            verdict = wire.recv_bytes(bytes(result_bytes))
-        except Exception:
-            verdict = {"failure": FailureKind.CRASH.value, "message": "the child's report was cut short"}
-    else:
-        verdict = _classify_death(exit_status, timed_out, timeout_s, output.text())
-    verdict["seconds"] = seconds
-    verdict["output"] = output.text()
-    return verdict
+            while True:
+                now = time.monotonic()
+                if self.exit is None and now >= deadline:
+                    self.verdict = {"failure": FailureKind.TIMEOUT.value,
+                                    "message": f"exceeded the {self.limits.timeout_s:g} s time limit"}
+                    break
+                if self.exit is None and self.limits.stage_cpu_s is not None and now >= next_check:
+                    next_check = now + 0.1
+                    if self._stage_over(now):
+                        break
+                wait = 0.05 if self.exit is not None else max(0.0, min(deadline - now, 0.1))
+                watched = list(open_fds) + ([_OWNER_FD] if _OWNER_FD is not None else [])
+                ready, _, _ = select.select(watched, [], [], wait)
+                if _OWNER_FD is not None and _OWNER_FD in ready or _owner_changed():
+                    raise _OwnerGone()
+                for fd in ready:
+                    if fd == _OWNER_FD:
+                        continue
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        open_fds.discard(fd)
+                    elif fd == self.out_r:
+                        self.output.add(chunk)
+                    elif fd == self.progress_r:
+                        self._advance(len(chunk), time.monotonic())
+                    else:
+                        self.report += chunk
+                        if len(self.report) > self.limits.report_limit:
+                            self.verdict = {"failure": FailureKind.CRASH.value,
+                                            "message": f"the candidate's report is over the "
+                                                       f"{self.limits.report_limit}-byte limit"}
+                            break
+                if self.verdict is not None:
+                    break
+                if self.exit is None:
+                    waited, status, usage = os.wait4(self.pid, os.WNOHANG)
+                    if waited:
+                        self.exit = (status, usage)
+                # Once the child is gone, stop as soon as the pipes go quiet: a
+                # process it left behind (without namespaces) may hold them open.
+                if self.exit is not None and (not open_fds or not ready):
+                    break
+        except _OwnerGone:
+            self._kill()
+            raise
+        seconds = time.monotonic() - self.start
+        self._kill()
+        status, usage = self.exit if self.exit is not None else (0, None)
+        if self.verdict is not None:
+            verdict = self.verdict
+        elif self.report:
+            try:
+                verdict = wire.decode(bytes(self.report), limit=self.limits.report_limit)
+            except wire.BadMessage as exc:
+                verdict = {"failure": FailureKind.CRASH.value, "message": f"the child's report is unusable: {exc}"}
+        else:
+            verdict = self._classify_death(status, usage)
+        if not isinstance(verdict, dict):
+            verdict = {"failure": FailureKind.CRASH.value,
+                       "message": f"the child reported a {type(verdict).__name__}, not a verdict"}
+        verdict["seconds"] = seconds
+        verdict["output"] = self.output.text()
+        verdict["cpu_seconds"] = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+        return verdict
+
+    # -- per-stage limits ----------------------------------------------------
+    def _advance(self, ticks: int, now: float) -> None:
+        self.stage += ticks
+        self.stage_began = now
+        self.stage_cpu = _cpu_seconds(self.pid)
+
+    def _stage_name(self) -> str:
+        label, count = self.limits.stages
+        if self.stage == 0:
+            return "loading the candidate"
+        if count and self.stage > count:
+            return "reporting"
+        return f"instance {self.stage} of {count} ({label})" if count else f"step {self.stage}"
+
+    def _stage_over(self, now: float) -> bool:
+        limit = self.limits.stage_cpu_s
+        assert limit is not None
+        used = _cpu_seconds(self.pid) - self.stage_cpu
+        if used > limit:
+            why = f"exceeded the per-instance time limit: more than {limit:.3g} s of CPU time"
+        elif now - self.stage_began > self.limits.stage_wall_s:
+            why = (f"exceeded the per-instance time limit: more than {self.limits.stage_wall_s:.3g} s "
+                   f"of wall time (CPU limit {limit:.3g} s)")
+        else:
+            return False
+        self.verdict = {"failure": FailureKind.TIMEOUT.value, "message": f"{self._stage_name()} {why}",
+                        "stage": self.stage}
+        return True
+
+    # -- ending --------------------------------------------------------------
+    def _kill(self) -> None:
+        """SIGKILL to the namespace's init ends every process in it; without
+        namespaces, kill the process group and then the orphans re-parented
+        to this (subreaper) worker. Reap the child either way."""
+        if self.exit is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                if not self.confined:
+                    os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            _, status, usage = os.wait4(self.pid, 0)
+            self.exit = (status, usage)
+        elif not self.confined:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not self.confined:
+            _sweep_orphans()
+
+    def _classify_death(self, status: int, usage: Any) -> dict[str, Any]:
+        cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+        high_water_mb = usage.ru_maxrss / 1024 if usage is not None else 0.0
+        evidence = f"(CPU {cpu:.2f} s of {self.limits.cpu_limit_s} s, memory high-water {high_water_mb:.0f} MB)"
+        output = self.output.text()
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            if sig in (signal.SIGKILL, signal.SIGXCPU) and cpu >= self.limits.cpu_limit_s - 0.05:
+                return {"failure": FailureKind.TIMEOUT.value,
+                        "message": f"killed by {name} at the CPU time limit {evidence}"}
+            if sig == signal.SIGKILL and (high_water_mb >= 0.5 * self.limits.memory_mb
+                                          or any(marker in output for marker in _MEMORY_MARKERS)):
+                return {"failure": FailureKind.MEMORY.value, "message": f"killed by {name}, out of memory {evidence}"}
+            if sig == signal.SIGXFSZ:
+                return {"failure": FailureKind.CRASH.value, "message": "exceeded the file size limit"}
+            return {"failure": FailureKind.CRASH.value,
+                    "message": f"killed by {name} {evidence}" + (f"\n{output[-_TAIL_BYTES:]}" if output else "")}
+        code = os.WEXITSTATUS(status)
+        if any(marker in output for marker in _MEMORY_MARKERS):
+            return {"failure": FailureKind.MEMORY.value, "message": f"exited with status {code}, out of memory {evidence}"}
+        return {"failure": FailureKind.CRASH.value, "message": f"exited with status {code} without a result {evidence}"}
 
 
-def _classify_death(status: int, timed_out: bool, timeout_s: float, output: str) -> dict[str, Any]:
-    if timed_out:
-        return {"failure": FailureKind.TIMEOUT.value, "message": f"exceeded the {timeout_s:g} s time limit"}
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        if sig == signal.SIGXCPU:
-            return {"failure": FailureKind.TIMEOUT.value, "message": "exceeded the CPU time limit"}
-        if sig == signal.SIGKILL or any(marker in output for marker in _MEMORY_MARKERS):
-            return {"failure": FailureKind.MEMORY.value,
-                    "message": f"killed by {name} (out of memory)"}
-        if sig == signal.SIGXFSZ:
-            return {"failure": FailureKind.CRASH.value, "message": "exceeded the file size limit"}
-        return {"failure": FailureKind.CRASH.value,
-                "message": f"killed by {name}" + (f"\n{output[-_TAIL_BYTES:]}" if output else "")}
-    code = os.WEXITSTATUS(status)
-    if any(marker in output for marker in _MEMORY_MARKERS):
-        return {"failure": FailureKind.MEMORY.value, "message": f"exited with status {code} out of memory"}
-    return {"failure": FailureKind.CRASH.value, "message": f"exited with status {code} without a result"}
+# The worker's end of its owner's pipe, watched while a candidate runs: when
+# it turns readable (EOF: the owner closed the sandbox or died) the candidate
+# is killed at once and the worker exits. Set by the worker.
+_OWNER_FD: int | None = None
+_OWNER_PID: int | None = None
+
+
+def watch_owner(fd: int) -> None:
+    global _OWNER_FD, _OWNER_PID
+    _OWNER_FD, _OWNER_PID = fd, os.getppid()
+
+
+def _owner_changed() -> bool:
+    # re-parented: the owner died even if some other process still holds the pipe
+    return _OWNER_PID is not None and os.getppid() != _OWNER_PID
 
 
 def _children_of(parent: int) -> list[int]:
@@ -290,16 +429,12 @@ def _children_of(parent: int) -> list[int]:
     return found
 
 
-def _kill_everything(pid: int) -> None:
-    """Kill the candidate's process group, then any orphan it left that was
-    re-parented to this (subreaper) worker, and reap them all."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _sweep_orphans() -> None:
+    """Without namespaces: kill and reap any orphan re-parented to this
+    (subreaper) worker. Best effort; a namespace makes it unnecessary."""
     me = os.getpid()
     for _ in range(50):
-        leftovers = [child for child in _children_of(me) if child != pid]
+        leftovers = _children_of(me)
         if not leftovers:
             return
         for child in leftovers:
@@ -308,3 +443,5 @@ def _kill_everything(pid: int) -> None:
                 os.waitpid(child, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+        time.sleep(0.01)
+

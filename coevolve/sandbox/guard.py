@@ -1,9 +1,10 @@
 """Restrictions applied inside a candidate's child process, just before its
-code runs. This is defence in depth against a weak model's accidents (a stray
-os.system, a file written into the repo, a runaway loop), not a security
-boundary against an adversary: Python-level guards can be undone by code that
-sets out to (ctypes, reloading modules). The rlimits, the process group kill
-and the network namespace are enforced by the kernel.
+code runs: kernel rlimits, and Python-level guards. The guards give a weak
+model's accidents (a stray os.system, a file written into the repo) a
+readable PermissionError; they are not the boundary, since code that sets
+out to can undo them (ctypes). The boundary is the kernel's: see
+coevolve/sandbox/confine.py. Without root the guards are all that stops
+writes, signals and sockets, and the Sandbox warns.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ and its job reported as a `crash`.
 from __future__ import annotations
 
 import inspect
+import json
 import os
-import pickle
 import queue
 import shutil
 import signal
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -28,7 +29,9 @@ from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
 
 # Time a worker may take beyond the candidate's own limit before it is
-# presumed stuck: instance generation on first use, fork, clean-up.
+# presumed stuck: instance generation on first use, fork, clean-up. The
+# trusted scoring after the candidate (an ACO colony) gets the candidate's
+# limit again: before the evaluator was split, it ran inside that limit.
 _WORKER_GRACE_S = 120.0
 
 
@@ -55,7 +58,11 @@ class _WorkerProcess:
             raise RuntimeError(f"a sandbox worker failed to start ({type(exc).__name__}); "
                                "its error, if any, is on stderr above") from None
         self.network_isolated = bool(hello.get("network_isolated"))
+        self.confined = bool(hello.get("confined"))
+        self.unconfined_reason = str(hello.get("unconfined_reason", ""))
         self.scratch_root = str(hello.get("scratch_root", ""))
+        if not self.confined:
+            _warn_unconfined(self.unconfined_reason)
 
     @property
     def pid(self) -> int:
@@ -87,26 +94,51 @@ class _WorkerProcess:
             shutil.rmtree(self.scratch_root, ignore_errors=True)
 
 
+_warned: set[str] = set()
+
+
+def _warn_unconfined(reason: str) -> None:
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"sandbox: kernel confinement is unavailable ({reason}); candidates run with rlimits, "
+                      "a process group and Python-level guards only, which code that sets out to can undo. "
+                      "Scores are still computed outside the candidate's process. See docs/sandbox.md.",
+                      RuntimeWarning, stacklevel=4)
+
+
 def _portable_task(task: Any) -> Any:
-    """How a task travels to a worker: a registry name as is; an object of an
-    importable class with a no-argument constructor as a class reference (the
-    worker builds it once and keeps it warm); anything else pickled."""
+    """How a task travels to a worker (as JSON, never pickled): a registry
+    name as is; an object as ["class", module, qualname, args] where args is
+    what its class's own __reduce__ gives (JSON values), or nothing for a
+    class with a no-argument constructor. The worker builds it once and
+    keeps it warm."""
     if isinstance(task, str):
         return task
+    missing = [name for name in ("decide", "score", "instance_seconds") if not callable(getattr(task, name, None))]
+    if missing:
+        raise ValueError(f"task {getattr(task, 'name', task)!r} lacks {', '.join(missing)}: the sandbox runs "
+                         "decide() in the candidate's process and score() outside it (see tasks/base.py)")
     cls = type(task)
+    importable = cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__
+    args: list[Any] = []
+    if "__reduce__" in vars(cls):
+        reduced = task.__reduce__()
+        if isinstance(reduced, tuple) and len(reduced) == 2 and reduced[0] is cls:
+            args = list(reduced[1])
+    else:
+        try:
+            inspect.signature(cls).bind()
+        except (TypeError, ValueError):
+            importable = False
     try:
-        inspect.signature(cls).bind()
-        importable = cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__
+        json.dumps(args)
     except (TypeError, ValueError):
         importable = False
-    if importable:
-        return ("class", cls.__module__, cls.__qualname__)
-    try:
-        pickle.dumps(task)
-    except Exception as exc:
-        raise ValueError(f"task object {task!r} cannot be sent to a sandbox worker: give its registry "
-                         f"name, or make its class importable with a no-argument constructor ({exc})") from None
-    return task
+    if not importable:
+        raise ValueError(f"task object {task!r} cannot be sent to a sandbox worker: give its registry name, "
+                         "or make its class importable with a no-argument constructor (or a __reduce__ "
+                         "returning (class, JSON-able arguments))")
+    return ["class", cls.__module__, cls.__qualname__, args]
 
 
 class Sandbox:
@@ -139,6 +171,12 @@ class Sandbox:
         self._closed = False
         self._tasks: dict[str, Any] = {}
 
+    @classmethod
+    def from_section(cls, section: Any) -> "Sandbox":
+        """A Sandbox with the limits of a config's sandbox section (anything
+        with timeout_s, workers (0: default) and memory_mb)."""
+        return cls(workers=section.workers or None, timeout_s=section.timeout_s, memory_mb=section.memory_mb)
+
     # -- public API --------------------------------------------------------
     def evaluate(self, code: str, task: Any, split: str | None = None,
                  size: int | None = None) -> EvalResult:
@@ -154,8 +192,16 @@ class Sandbox:
         prepared = [self._evaluation_job(*job) for job in jobs]
         if not prepared:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(prepared))) as threads:
+        threads = ThreadPoolExecutor(max_workers=min(self.workers, len(prepared)))
+        try:
             replies = list(threads.map(lambda job: self._submit(job, self.timeout_s), prepared))
+        except BaseException:
+            # Ctrl-C (or any error) while candidates run: stop the workers first,
+            # which ends their candidates and unblocks the threads waiting on them
+            self.close()
+            raise
+        finally:
+            threads.shutdown(wait=True, cancel_futures=True)
         return [EvalResult.from_dict(reply) for reply in replies]
 
     def run_python(self, code: str, timeout_s: float = 10.0) -> ToolResult:
@@ -172,6 +218,14 @@ class Sandbox:
     def worker_pids(self) -> list[int]:
         with self._lock:
             return [worker.pid for worker in self._all]
+
+    @property
+    def confined(self) -> bool:
+        """True when candidates run in their own PID, mount and IPC namespaces
+        with capabilities dropped and a seccomp filter (needs root); see
+        coevolve/sandbox/confine.py."""
+        with self._lock:
+            return bool(self._all) and all(worker.confined for worker in self._all)
 
     @property
     def network_isolated(self) -> bool:
@@ -261,8 +315,8 @@ class Sandbox:
     def _submit(self, job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         worker = self._checkout()
         try:
-            reply = worker.request(job, timeout_s + _WORKER_GRACE_S)
-        except (wire.PeerGone, wire.WireTimeout, BrokenPipeError, OSError) as exc:
+            reply = worker.request(job, 2 * timeout_s + _WORKER_GRACE_S)
+        except (wire.PeerGone, wire.WireTimeout, wire.BadMessage, OSError) as exc:
             self._forget(worker, graceful=False)
             self._idle.put(None)
             what = "stopped answering" if isinstance(exc, wire.WireTimeout) else "died"
@@ -273,6 +327,7 @@ class Sandbox:
             self._idle.put(None)
             raise
         self._idle.put(worker)
-        if "error" in reply:
-            raise RuntimeError(f"sandbox worker failed outside the candidate:\n{reply['error']}")
+        if not isinstance(reply, dict):
+            return {"failure": FailureKind.CRASH.value, "objective": None,
+                    "message": f"the sandbox worker replied with a {type(reply).__name__}"}
         return reply

@@ -45,10 +45,16 @@ class EvalResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
         failure = data.get("failure")
+        message = data.get("message", "")
+        try:
+            kind = FailureKind(failure) if failure else None
+        except ValueError:  # never an exception in the caller: an unknown kind is a crash
+            kind, message = FailureKind.CRASH, f"unknown failure kind {str(failure)[:40]!r}: {message}"
+        objective = data.get("objective")
         return cls(
-            objective=data.get("objective"),
-            failure=FailureKind(failure) if failure else None,
-            message=data.get("message", ""),
+            objective=float(objective) if isinstance(objective, (int, float)) and kind is None else None,
+            failure=kind,
+            message=message,
             seconds=float(data.get("seconds", 0.0)),
             instances=int(data.get("instances", 0)),
             output=data.get("output", ""),

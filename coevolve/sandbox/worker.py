@@ -1,25 +1,31 @@
 """A warm sandbox worker: `python -m coevolve.sandbox.worker`.
 
 It imports numpy and the task modules once, caches instance sets, and for
-each job forks a fresh child (coevolve.sandbox.child) so that nothing a
-candidate does survives into the next one. Talks to the Sandbox over its
-stdin/stdout with coevolve.sandbox.wire messages.
+each job forks a fresh, confined child (coevolve.sandbox.child and
+.confine) so that nothing a candidate does survives into the next one. The
+child only runs the heuristic and reports its decisions (tours, picks,
+matrices); this worker checks them and computes the objective on its own
+copy of the instances, so no candidate ever shares a process with the code
+that scores it. Talks to the Sandbox over its stdin/stdout with
+coevolve.sandbox.wire messages.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import ctypes
 import importlib
 import inspect
 import linecache
 import math
 import os
+import select
+import shutil
 import sys
 import tempfile
+import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 # One BLAS thread: the pool already runs one worker per core, and a
 # single-threaded worker is safe to fork.
@@ -28,33 +34,33 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy  # noqa: E402,F401  (warm import, inherited by every child)
 
-from coevolve.sandbox import wire  # noqa: E402
-from coevolve.sandbox.child import become_subreaper, run_in_child, traceback_tail  # noqa: E402
+from coevolve.sandbox import child, confine, wire  # noqa: E402
+from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 
 CANDIDATE_FILE = "<candidate>"
-_CLONE_NEWNET = 0x40000000
-
-
-def isolate_network() -> bool:
-    """Move this worker (and so every child) into an empty network namespace.
-    Needs CAP_SYS_ADMIN; without it the socket guard in the child remains."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.unshare(_CLONE_NEWNET) == 0
+_KINDS = {kind.value for kind in FailureKind}
+_MESSAGE_LIMIT = 4000
 
 
 class Worker:
-    def __init__(self, protocol_fds: list[int]) -> None:
-        self.protocol_fds = protocol_fds
+    def __init__(self, unconfined_reason: str = "") -> None:
         self.scratch_root = tempfile.mkdtemp(prefix="coevolve-sandbox-")
         self.tasks: dict[str, Any] = {}
         self.instances: dict[tuple[str, str, str, int], Any] = {}
+        self.network_isolated = confine.isolate_network()
+        self.unconfined_reason = unconfined_reason or confine.probe(self.scratch_root)
+        self.confined = not self.unconfined_reason
+        if self.confined:
+            self.fork: Callable[[], int] = confine.forker()
+        else:
+            self.fork = os.fork
+            confine.become_subreaper()
+            confine.non_dumpable()
 
     # -- task state, kept warm across candidates -------------------------
     def task(self, spec: Any) -> Any:
-        """A registry name, ("class", module, qualname), or a task object."""
-        if not isinstance(spec, (str, tuple)):
-            return spec
+        """A registry name, or ["class", module, qualname, constructor args]."""
         key = repr(spec)
         if key not in self.tasks:
             if isinstance(spec, str):
@@ -62,11 +68,11 @@ class Worker:
 
                 self.tasks[key] = get_task(spec)
             else:
-                _, module, qualname = spec
+                _, module, qualname, args = spec
                 target: Any = importlib.import_module(module)
                 for part in qualname.split("."):
                     target = getattr(target, part)
-                self.tasks[key] = target()
+                self.tasks[key] = target(*args)
         return self.tasks[key]
 
     def instance_set(self, task: Any, split: str, size: int) -> Any:
@@ -80,63 +86,102 @@ class Worker:
         from coevolve.codeparse import template_parameters
 
         task = self.task(job["task"])
-        instances = self.instance_set(task, job["split"], job["size"])
+        split, size = job["split"], job["size"]
+        instances = self.instance_set(task, split, size)
         parameters = template_parameters(task.template, task.function_name)
-        try:
-            compiled = compile(job["code"], CANDIDATE_FILE, "exec")
-        except (SyntaxError, ValueError) as exc:
-            return {"failure": FailureKind.SYNTAX.value, "message": _syntax_message(exc),
-                    "seconds": 0.0, "output": ""}
-        linecache.cache[CANDIDATE_FILE] = (len(job["code"]), None, job["code"].splitlines(True), CANDIDATE_FILE)
+        limits = Limits(job["timeout_s"], job["memory_mb"], job["output_limit"],
+                        stage_cpu_s=float(task.instance_seconds(size)),
+                        stages=(f"{split}{size}", _count(instances)))
+        code = job["code"]
 
-        def body() -> dict[str, Any]:
-            return score_candidate(compiled, task, parameters, instances)
+        def body(tick: Callable[[], None]) -> dict[str, Any]:
+            return decide_in_child(code, task, parameters, instances, tick)
 
-        return self._in_child(body, job)
+        verdict = self._in_child(body, limits)
+        began = time.monotonic()
+        result = _score(verdict, task, instances)
+        result["seconds"] = float(verdict.get("seconds", 0.0)) + (time.monotonic() - began)
+        result["output"] = verdict.get("output", "")
+        return result
 
     def run_python(self, job: dict[str, Any]) -> dict[str, Any]:
         code = job["code"]
-        try:
-            statements, last_expression = split_last_expression(code)
-        except (SyntaxError, ValueError) as exc:
-            return {"failure": FailureKind.SYNTAX.value, "message": _syntax_message(exc),
-                    "seconds": 0.0, "output": ""}
-        linecache.cache[CANDIDATE_FILE] = (len(code), None, code.splitlines(True), CANDIDATE_FILE)
 
-        def body() -> dict[str, Any]:
-            namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-            try:
-                exec(statements, namespace)
-                if last_expression is not None:
-                    value = eval(last_expression, namespace)
-                    if value is not None:
-                        print(repr(value))
-            except MemoryError:
-                return {"failure": FailureKind.MEMORY.value, "message": "MemoryError: out of memory"}
-            except SystemExit as exc:
-                return {"failure": FailureKind.CRASH.value, "message": f"the code called sys.exit({exc.code!r})"}
-            except BaseException as exc:
-                return {"failure": FailureKind.EXCEPTION.value, "message": traceback_tail(exc)}
-            return {"failure": None, "message": ""}
+        def body(tick: Callable[[], None]) -> dict[str, Any]:
+            return run_script_in_child(code)
 
-        return self._in_child(body, job)
+        verdict = self._in_child(body, Limits(job["timeout_s"], job["memory_mb"], job["output_limit"]))
+        result = _typed_failure(verdict) or {"failure": None, "message": ""}
+        result["seconds"] = float(verdict.get("seconds", 0.0))
+        result["output"] = verdict.get("output", "")
+        return result
 
-    def _in_child(self, body: Any, job: dict[str, Any]) -> dict[str, Any]:
-        return run_in_child(
-            body,
-            scratch_root=self.scratch_root,
-            timeout_s=job["timeout_s"],
-            memory_mb=job["memory_mb"],
-            output_limit=job["output_limit"],
-            close_fds=self.protocol_fds,
-        )
+    def _in_child(self, body: Any, limits: Limits) -> dict[str, Any]:
+        return run_in_child(body, scratch_root=self.scratch_root, limits=limits, fork=self.fork,
+                            confined=self.confined)
 
 
+def _count(instances: Any) -> int:
+    try:
+        return len(instances)
+    except TypeError:
+        return 1
+
+
+# -- the trusted side: checking what a child reported ----------------------
+def _crash(message: str) -> dict[str, Any]:
+    return {"failure": FailureKind.CRASH.value, "message": message, "objective": None}
+
+
+def _typed_failure(verdict: Any) -> dict[str, Any] | None:
+    """The child's failure as a typed verdict, or None when it reports
+    success. Anything unexpected in the report is itself a crash verdict."""
+    failure = verdict.get("failure")
+    if failure is None:
+        return None
+    message = verdict.get("message", "")
+    if not isinstance(failure, str) or failure not in _KINDS:
+        return _crash(f"the child reported an unknown failure kind {str(failure)[:40]!r}")
+    if not isinstance(message, str):
+        message = f"(a {type(message).__name__} instead of a message)"
+    return {"failure": failure, "message": message[:_MESSAGE_LIMIT], "objective": None}
+
+
+def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]:
+    from tasks.base import InvalidSolution
+
+    failed = _typed_failure(verdict)
+    if failed is not None:
+        return failed
+    decisions = verdict.get("decisions")
+    if not isinstance(decisions, list) or len(decisions) != _count(instances):
+        return _crash(f"the child reported {type(decisions).__name__} decisions, expected a list of "
+                      f"{_count(instances)} (one per instance)")
+    try:
+        value = float(task.score(decisions, instances))
+    except InvalidSolution as exc:
+        return {"failure": FailureKind.INVALID.value, "message": f"invalid solution: {exc}", "objective": None}
+    except Exception as exc:  # decisions the checks did not anticipate: still the candidate's fault
+        return {"failure": FailureKind.INVALID.value,
+                "message": f"unusable decisions: {type(exc).__name__}: {str(exc)[:500]}", "objective": None}
+    if not math.isfinite(value):
+        return {"failure": FailureKind.INVALID.value, "message": f"objective is {value}", "objective": None}
+    return {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
+
+
+# -- the untrusted side: runs in the candidate's child -----------------------
 def _syntax_message(exc: BaseException) -> str:
     if isinstance(exc, SyntaxError):
         where = f"line {exc.lineno}: " if exc.lineno else ""
         return f"SyntaxError: {where}{exc.msg}"
-    return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _compile(code: str, mode_last_expression: bool = False) -> Any:
+    linecache.cache[CANDIDATE_FILE] = (len(code), None, code.splitlines(True), CANDIDATE_FILE)
+    if not mode_last_expression:
+        return compile(code, CANDIDATE_FILE, "exec")
+    return split_last_expression(code)
 
 
 def split_last_expression(code: str) -> tuple[Any, Any]:
@@ -159,68 +204,94 @@ def _raised_in_candidate(exc: BaseException) -> bool:
     return False
 
 
-def score_candidate(compiled: Any, task: Any, parameters: list[str], instances: Any) -> dict[str, Any]:
-    """Runs inside the child: load the candidate, check it, score it."""
+def _fail(kind: FailureKind, message: str) -> dict[str, Any]:
+    return {"failure": kind.value, "message": message}
+
+
+def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
+                    tick: Callable[[], None]) -> dict[str, Any]:
+    """Compile and load the candidate, check its function, and collect its
+    decisions instance by instance (`tick` after loading and after each)."""
     from tasks.base import InvalidSolution
 
-    def fail(kind: FailureKind, message: str) -> dict[str, Any]:
-        return {"failure": kind.value, "message": message, "objective": None}
-
+    try:
+        compiled = _compile(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
     namespace: dict[str, Any] = {"__name__": "candidate", "__builtins__": builtins}
     try:
         exec(compiled, namespace)
     except MemoryError:
-        return fail(FailureKind.MEMORY, "MemoryError while loading the candidate")
+        return _fail(FailureKind.MEMORY, "MemoryError while loading the candidate")
     except SystemExit as exc:
-        return fail(FailureKind.CRASH, f"the candidate called sys.exit({exc.code!r}) while loading")
+        return _fail(FailureKind.CRASH, f"the candidate called sys.exit({exc.code!r}) while loading")
     except BaseException as exc:
-        return fail(FailureKind.EXCEPTION, "while loading the candidate:\n" + traceback_tail(exc))
+        return _fail(FailureKind.EXCEPTION, "while loading the candidate:\n" + traceback_tail(exc))
 
     name = task.function_name
     function = namespace.get(name)
     if not callable(function):
         defined = sorted(key for key, value in namespace.items() if inspect.isfunction(value))
-        return fail(FailureKind.MISSING_FUNCTION,
-                    f"no function {name!r} defined (found: {', '.join(defined) or 'none'})")
+        return _fail(FailureKind.MISSING_FUNCTION, f"no function {name!r} defined (found: {', '.join(defined) or 'none'})")
     try:
         inspect.signature(function).bind(*parameters)
     except TypeError as exc:
-        return fail(FailureKind.BAD_SIGNATURE,
-                    f"{name} must accept ({', '.join(parameters)}): {exc}")
+        return _fail(FailureKind.BAD_SIGNATURE, f"{name} must accept ({', '.join(parameters)}): {exc}")
     except ValueError:
         pass  # builtins without a signature: let the call decide
+    tick()
 
+    decisions = []
     try:
-        objective = task.evaluate(function, instances)
+        for decision in task.decide(function, instances):
+            decisions.append(decision)
+            tick()
     except InvalidSolution as exc:
-        return fail(FailureKind.INVALID, f"invalid solution: {exc}")
+        return _fail(FailureKind.INVALID, f"invalid solution: {exc}")
     except MemoryError:
-        return fail(FailureKind.MEMORY, "MemoryError: out of memory")
+        return _fail(FailureKind.MEMORY, "MemoryError: out of memory")
     except SystemExit as exc:
-        return fail(FailureKind.CRASH, f"the candidate called sys.exit({exc.code!r})")
+        return _fail(FailureKind.CRASH, f"the candidate called sys.exit({exc.code!r})")
     except RecursionError as exc:
-        return fail(FailureKind.EXCEPTION, traceback_tail(exc))
+        return _fail(FailureKind.EXCEPTION, traceback_tail(exc))
     except Exception as exc:
-        # An error inside the evaluator, after the heuristic returned, means
+        # An error in the task's own loop, after the heuristic returned, means
         # the returned value was unusable (None, a string, a bad index).
         kind = FailureKind.EXCEPTION if _raised_in_candidate(exc) else FailureKind.INVALID
-        return fail(kind, traceback_tail(exc))
+        return _fail(kind, traceback_tail(exc))
     except BaseException as exc:
-        return fail(FailureKind.CRASH, traceback_tail(exc))
-    try:
-        value = float(objective)
-    except (TypeError, ValueError):
-        return fail(FailureKind.INVALID, f"the evaluator returned a non-number: {objective!r}")
-    if not math.isfinite(value):
-        return fail(FailureKind.INVALID, f"objective is {value}")
-    return {"failure": None, "message": "", "objective": value, "instances": _count(instances)}
+        return _fail(FailureKind.CRASH, traceback_tail(exc))
+    return {"failure": None, "message": "", "decisions": decisions}
 
 
-def _count(instances: Any) -> int:
+def run_script_in_child(code: str) -> dict[str, Any]:
     try:
-        return len(instances)
-    except TypeError:
-        return 1
+        statements, last_expression = _compile(code, mode_last_expression=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(statements, namespace)
+        if last_expression is not None:
+            value = eval(last_expression, namespace)
+            if value is not None:
+                print(repr(value))
+    except MemoryError:
+        return _fail(FailureKind.MEMORY, "MemoryError: out of memory")
+    except SystemExit as exc:
+        return _fail(FailureKind.CRASH, f"the code called sys.exit({exc.code!r})")
+    except BaseException as exc:
+        return _fail(FailureKind.EXCEPTION, traceback_tail(exc))
+    return {"failure": None, "message": ""}
+
+
+# -- the loop ------------------------------------------------------------------
+def _wait_for_job(read_fd: int) -> None:
+    """Block until the owner sends something (or closes the pipe); exit if
+    the owner died while some other process keeps the pipe open."""
+    while not select.select([read_fd], [], [], 1.0)[0]:
+        if child._owner_changed():
+            raise wire.PeerGone()
 
 
 def main() -> None:
@@ -231,39 +302,44 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    # No parent-death signal here: it fires when the *thread* that started
-    # the worker exits, and the Sandbox starts workers from pool threads.
-    # The worker exits on EOF from its stdin instead.
-    become_subreaper()
-    network_isolated = isolate_network()
-
-    worker = Worker([read_fd, write_fd])
+    # No parent-death signal: it fires when the *thread* that started the
+    # worker exits, and the Sandbox starts workers from pool threads. The
+    # worker watches its owner's pipe and its parent instead (child.watch_owner).
+    # Without root, a user namespace gives the same confinement; the variable
+    # takes that path as root too (how the tests cover it).
+    user_namespace = os.geteuid() != 0 or os.environ.get("COEVOLVE_SANDBOX_USERNS") == "1"
+    failure = confine.enter_user_namespace([read_fd, write_fd]) if user_namespace else ""
+    child.watch_owner(read_fd)
+    worker = Worker(failure)
     handlers = {"evaluate": worker.evaluate, "python": worker.run_python}
     try:
         while True:
             try:
+                _wait_for_job(read_fd)
                 job = wire.recv(read_fd)
             except wire.PeerGone:
                 return
-            op = job.get("op")
+            op = job.get("op") if isinstance(job, dict) else None
             if op == "hello":
                 for entry in reversed(job.get("sys_path", [])):
                     if entry not in sys.path:
                         sys.path.insert(0, entry)
-                reply: dict[str, Any] = {"pid": os.getpid(), "network_isolated": network_isolated,
+                reply: dict[str, Any] = {"pid": os.getpid(), "network_isolated": worker.network_isolated,
+                                         "confined": worker.confined, "unconfined_reason": worker.unconfined_reason,
                                          "scratch_root": worker.scratch_root}
             else:
                 try:
                     reply = handlers[op](job)
+                except child._OwnerGone:
+                    return
                 except Exception:
-                    reply = {"error": traceback.format_exc(limit=8)}
+                    reply = _crash("the sandbox worker failed outside the candidate:\n"
+                                   + traceback.format_exc(limit=8)[-3000:])
             try:
                 wire.send(write_fd, reply)
             except BrokenPipeError:
                 return  # the Sandbox is gone
     finally:
-        import shutil
-
         shutil.rmtree(worker.scratch_root, ignore_errors=True)
 
 
