@@ -35,14 +35,21 @@ class ToyPick:
         rng = np.random.default_rng([size, 0 if split == "train" else 1])
         return [rng.integers(0, 100, size).tolist() for _ in range(4)]
 
-    def evaluate(self, fn, instances):
-        total = 0.0
+    def decide(self, fn, instances):
         for values in instances:
             index = fn(list(values))
             if not isinstance(index, int) or not 0 <= index < len(values):
                 raise InvalidSolution(f"index {index!r} out of range")
-            total += values[index]
-        return total / len(instances)
+            yield index
+
+    def score(self, decisions, instances):
+        return sum(values[i] for i, values in zip(decisions, instances)) / len(instances)
+
+    def evaluate(self, fn, instances):
+        return self.score(list(self.decide(fn, instances)), instances)
+
+    def instance_seconds(self, size):
+        return 1.0
 
     def reference(self, split, size):
         return None
