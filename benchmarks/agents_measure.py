@@ -37,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", choices=("formats", "ladder", "arms", "all"))
     p.add_argument("--budget", type=int, default=128, help="all: training episodes per run (default 128)")
+    p.add_argument("--skip-formats", action="store_true", help="all: leave out the free vs constrained part")
     p.add_argument("--population", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--problems", type=int, default=16, help="held-out problems (default 16; the paper: 100)")
@@ -140,8 +141,9 @@ def everything(args) -> dict:
     results: dict = {}
     engine = Engine(None, max_model_len=2048, max_num_seqs=256)
     try:
-        print("== free vs constrained", flush=True)
-        results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
+        if not args.skip_formats:
+            print("== free vs constrained", flush=True)
+            results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
         print("== 4x4 ladder, base", flush=True)
         results["ladder"] = ladder(engine, args)
     finally:
