@@ -90,3 +90,64 @@ def band(curves: Sequence[Sequence[Sequence[float]]], budget: int) -> Band:
         highs.append(stats.mean + spread)
         runs.append(stats.n)
     return Band(xs, means, lows, highs, runs)
+
+
+# ------------------------------------------------ agent evaluation (Mean@k / Pass@k)
+
+# two-sided 95% Student t quantiles by degrees of freedom; above 30 the normal 1.96 is close enough
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+        18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+        26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its two-sided 95% confidence interval over problems."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "mean": self.mean, "low": self.low, "high": self.high}
+
+    def __str__(self) -> str:
+        return f"{self.mean:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def mean_interval(values: Sequence[float]) -> Interval:
+    """Mean of per-problem scores with a 95% Student-t interval, clipped to
+    [0, 1] (scores are rates). Problems are the unit of sampling: the k
+    attempts of one problem are not independent draws of the test set."""
+    kept = [float(v) for v in values]
+    if not kept:
+        raise ValueError("mean_interval of no values")
+    stats = summarise(kept)
+    mean = stats.mean
+    if stats.std is None:  # one problem: no spread to speak of, the interval is everything
+        return Interval(1, mean, 0.0, 1.0)
+    half = _T95.get(stats.n - 1, 1.96) * stats.std / math.sqrt(stats.n)
+    return Interval(stats.n, mean, max(0.0, mean - half), min(1.0, mean + half))
+
+
+def mean_at_k(attempts: Sequence[Sequence[float]]) -> Interval:
+    """Mean@k: each problem scores the mean of its k attempts' rewards; the
+    estimate is their mean over problems, with its interval."""
+    _check_attempts(attempts)
+    return mean_interval([math.fsum(a) / len(a) for a in attempts])
+
+
+def pass_at_k(attempts: Sequence[Sequence[float]]) -> Interval:
+    """Pass@k: a problem scores 1 when any of its k attempts solved it (reward >= 1)."""
+    _check_attempts(attempts)
+    return mean_interval([1.0 if any(r >= 1.0 for r in a) else 0.0 for a in attempts])
+
+
+def _check_attempts(attempts: Sequence[Sequence[float]]) -> None:
+    if not attempts:
+        raise ValueError("no problems to score")
+    sizes = {len(a) for a in attempts}
+    if 0 in sizes or len(sizes) != 1:
+        raise ValueError(f"every problem needs the same number k >= 1 of attempts, got {sorted(sizes)}")

@@ -5,7 +5,8 @@ in the same sandbox as heuristic candidates, handed in by the agent run) or answ
 Reward is exact match of the boxed answer (numbers compared as fractions).
 Problems are generated from seeds (arithmetic and small algebra word
 problems with integer answers) or read from a user JSONL file of
-{"question": ..., "answer": ..., "split"?: "train"|"eval"} lines.
+{"question": ..., "answer": ..., "split"?: "train"|"eval"} lines (a line
+without a split is held out when its question hashes so, one in five).
 """
 
 from __future__ import annotations
@@ -100,7 +101,10 @@ def _case_seed(split: str, seed: int, index: int) -> int:
 def load_problems(path: str | Path) -> list[dict]:
     """Read a JSONL problem file; each line needs "question" and "answer"."""
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such problems file")
     records = []
+    seen_ids: dict[str, int] = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -116,12 +120,29 @@ def load_problems(path: str | Path) -> list[dict]:
         split = record.get("split")
         if split is not None and split not in SPLITS:
             raise ValueError(f"{path}:{number}: field 'split' must be one of {SPLITS}, got {split!r}")
+        record_id = str(record.get("id", f"line{number}"))
+        if record_id in seen_ids:
+            raise ValueError(f"{path}:{number}: duplicate id {record_id!r} (first on line {seen_ids[record_id]})")
+        seen_ids[record_id] = number
         records.append(
-            {"id": str(record.get("id", f"line{number}")), "question": str(record["question"]),
+            {"id": record_id, "question": str(record["question"]),
              "answer": str(record["answer"]), "split": split}
         )
     if not records:
         raise ValueError(f"{path}: no problems")
+    # Held-out problems must be unseen in training: lines without a split are
+    # assigned by content (one in five held out), and a question given to
+    # both splits is refused.
+    first: dict[str, tuple[str, int]] = {}
+    for number, record in enumerate(records, start=1):
+        key = " ".join(record["question"].lower().split())
+        if record["split"] is None:
+            digest = hashlib.blake2b(key.encode(), digest_size=4).digest()
+            record["split"] = "eval" if int.from_bytes(digest, "little") % 5 == 0 else "train"
+        if key in first and first[key][0] != record["split"]:
+            raise ValueError(f"{path}: problem {record['id']!r} ({record['split']}) repeats the question of "
+                             f"{first[key][1]!r} ({first[key][0]}): the held-out split overlaps training")
+        first.setdefault(key, (record["split"], record["id"]))
     return records
 
 
@@ -206,7 +227,7 @@ class ReactMath:
         if split not in SPLITS:
             raise ValueError(f"react_math split must be one of {SPLITS}, got {split!r}")
         if self.problems is not None:
-            pool = [p for p in self.problems if p["split"] in (None, split)]
+            pool = [p for p in self.problems if p["split"] == split]
             if n > len(pool):
                 raise ValueError(f"react_math: asked for {n} {split} problems, the file has {len(pool)}")
             random.Random(_case_seed(split, seed, -1)).shuffle(pool)
@@ -220,6 +241,14 @@ class ReactMath:
 
     def max_turns(self, case: MathCase) -> int:
         return self.turns
+
+    # One tool call (a fenced python block) or one boxed answer, nothing else:
+    # the decoding-time constraint of a turn's reply (`[agent] constrained`).
+    action_pattern = r"(```python\n[^`]{1,800}\n```|\\boxed\{[^{}\n]{1,40}\})"
+
+    def case_key(self, case: MathCase) -> str:
+        """What makes two cases the same problem (held-out overlap checks)."""
+        return " ".join(case.question.lower().split())
 
     def reset(self, case: MathCase) -> tuple[MathState, str]:
         return MathState(case=case), f"Problem: {case.question}"
@@ -261,6 +290,7 @@ class ReactMath:
         acted = 1.0 - state.no_action / state.turns if state.turns else 0.0
         return {
             "solved": self.reward(state),
+            "well_formed": acted,  # share of turns that ran code or answered
             # dense signal for fitness shaping: well-formed actions and an answer given
             "progress": 0.5 * acted + 0.5 * float(state.answer is not None),
             "turns": float(state.turns),

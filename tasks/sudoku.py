@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 Grid = list[list[int]]  # 0 = empty
 
 SPLITS = ("train", "eval")
+# Difficulty ladders (masked cells): the paper's 9x9 levels H* = 5, 10, 15, and a 4x4 one the embedded model can climb.
+LADDERS: dict[int, tuple[int, ...]] = {9: (5, 10, 15), 4: (1, 2, 4)}
 MOVE_PROMPT = "Your move (set <row> <col> <value>):"
 
 
@@ -185,6 +187,15 @@ def _case_seed(split: str, seed: int, index: int, size: int, masked: int) -> int
     return int.from_bytes(digest.digest(), "little")
 
 
+def split_of(puzzle: Grid | tuple) -> str:
+    """The split a puzzle belongs to, from its content: one puzzle in five is
+    held out. A 4x4 board with one masked cell has only a few thousand
+    puzzles, so splits drawn from different seeds alone would share some;
+    deciding by content makes train and eval disjoint for every seed and size."""
+    digest = hashlib.blake2b(repr([list(row) for row in puzzle]).encode(), digest_size=4).digest()
+    return "eval" if int.from_bytes(digest, "little") % 5 == 0 else "train"
+
+
 class Sudoku:
     """AgentTask: fill a size x size sudoku one cell per turn."""
 
@@ -210,9 +221,21 @@ class Sudoku:
     def cases(self, split: str, n: int, seed: int = 0) -> list[SudokuCase]:
         if split not in SPLITS:
             raise ValueError(f"sudoku split must be one of {SPLITS}, got {split!r}")
-        out = []
+        out: list[SudokuCase] = []
+        seen: set = set()
+        attempt = 0
         for i in range(n):
-            puzzle, solution = make_puzzle(self.size, self.masked, _case_seed(split, seed, i, self.size, self.masked))
+            while True:  # draw until the puzzle is new and of this split
+                puzzle, solution = make_puzzle(self.size, self.masked,
+                                               _case_seed(split, seed, attempt, self.size, self.masked))
+                attempt += 1
+                key = tuple(tuple(row) for row in puzzle)
+                if split_of(puzzle) == split and key not in seen:
+                    seen.add(key)
+                    break
+                if attempt > 200 * (n + 10):
+                    raise ValueError(f"sudoku {self.size}x{self.size} with {self.masked} masked has fewer than "
+                                     f"{n} distinct {split} puzzles")
             out.append(
                 SudokuCase(
                     id=f"{split}-{seed}-{i}",
@@ -224,6 +247,18 @@ class Sudoku:
 
     def max_turns(self, case: SudokuCase) -> int:
         return 3 * case.masked
+
+    @property
+    def action_pattern(self) -> str:
+        """The move format, for decoding-time constraints: `set <row> <col>
+        <value>` and nothing else. It fixes the form only; which cell and
+        digit stays the model's decision."""
+        digit = f"[1-{self.size}]"
+        return f"set {digit} {digit} {digit}"
+
+    def case_key(self, case: SudokuCase) -> tuple:
+        """What makes two cases the same problem (held-out overlap checks)."""
+        return case.puzzle
 
     def reset(self, case: SudokuCase) -> tuple[SudokuState, str]:
         state = SudokuState(case=case, board=[list(row) for row in case.puzzle])
@@ -290,6 +325,7 @@ class Sudoku:
         format_rate = 1.0 - state.unparsed / state.turns if state.turns else 0.0
         return {
             "solved": self.reward(state),
+            "well_formed": format_rate,  # share of turns whose reply was a readable move
             # dense signal for fitness shaping: well-formed moves and right cells
             "progress": 0.5 * format_rate + 0.5 * cells_right / masked,
             "turns": float(state.turns),

@@ -42,11 +42,13 @@ class FakeEngine:
     def checksum(self):
         return f"fake-{len(self.updates)}"
 
-    def chat(self, conversations, sampling, seeds=None):
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
         out = []
         for conversation in conversations:
             self.system_prompts.append(conversation[0]["content"])
-            if conversation[0]["content"].startswith("You review") or conversation[0]["content"].startswith("You merge"):
+            if conversation[0]["content"].startswith(("You are an error analyst", "You are a success analyst")):
+                out.append(Completion(text="ADD Checks: Check the row, the column and the box first."))
+            elif conversation[0]["content"].startswith("Merge these rules"):
                 out.append(Completion(text="- Check the row, the column and the box first."))
                 continue
             good = self.perturbation is None or self.perturbation[0] % 2 == 0
@@ -162,13 +164,35 @@ def test_trace2skill_only_distils_and_injects_without_touching_weights(tmp_path)
     assert any("Skill: sudoku-learned" in p for p in engine.system_prompts)
 
 
+def test_posthoc_distillation_runs_once_at_the_end_best_of_n_on_validation(tmp_path):
+    engine = FakeEngine()
+    config = make_config(method="esopt+trace2skill", budget=32, batch=2, eval_cases=1, distill_seeds=3,
+                         validation_cases=2)
+    store = start(tmp_path, config)
+    summary = play(config, store, engine)
+    history = read_jsonl(store.dir / "history.jsonl")
+    assert [h["extra"]["skills"] for h in history] == [[], [], [], []]  # the ES rounds ran without a skill
+    skills = [e for e in read_jsonl(store.dir / "events.jsonl") if e["type"] == "skill"]
+    assert len(skills) == 1 and skills[0]["round"] == 4 and skills[0]["mode"] == "posthoc"
+    assert len(skills[0]["candidates"]) == 3 and sum(c["chosen"] for c in skills[0]["candidates"]) == 1
+    assert summary["eval_last"]["skills"] == ["distilled"]  # the final held-out evaluation uses it
+    # validation puzzles are played with every candidate skill: 3 candidates x 2 puzzles
+    assert sum(p.count("Skill: distilled") for p in engine.system_prompts) >= 6
+
+
+def test_bad_distill_mode_is_a_config_error():
+    with pytest.raises(Exception, match="agent.distill must be one of"):
+        make_config(distill="sometimes")
+
+
 def test_coevolution_alternates_es_generations_and_skill_updates(tmp_path):
     engine = FakeEngine()
-    config = make_config(method="esopt+trace2skill", budget=32, batch=2, eval_cases=1, skill_every=2)
+    config = make_config(method="esopt+trace2skill", budget=32, batch=2, eval_cases=1, skill_every=2,
+                         distill="online")
     store = start(tmp_path, config)
     play(config, store, engine)
     history = read_jsonl(store.dir / "history.jsonl")
-    # the skill appears after generation 1 (skill_every=2) and is used from generation 2 on
+    # online (our extension): the skill appears after generation 1 (skill_every=2) and is used from generation 2 on
     assert [h["extra"]["skills"] for h in history] == [[], [], ["distilled"], ["distilled"]]
     assert len(engine.updates) == 4
 

@@ -48,3 +48,19 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
     with_skill = rollout(served, task, task.cases("eval", 1, seed=0), Sampling(max_tokens=8), skills=[skill])
     assert skill.body in with_skill[0].messages[0]["content"]
     assert with_skill[0].messages[0]["content"] != trajectories[0].messages[0]["content"]
+
+
+def test_served_constrained_actions_are_well_formed(openai_server, monkeypatch):  # noqa: F811
+    """The OpenAI client sends the action pattern as vLLM's structured_outputs field."""
+    import re
+
+    from coevolve.base.sampling import PAPER_EVAL
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
+    served = OpenAIGenerator(openai_server.base_url, openai_server.model, concurrency=4)
+    task = Sudoku(masked=2)
+    sampling = Sampling(temperature=PAPER_EVAL.temperature, top_k=PAPER_EVAL.top_k, max_tokens=12)
+    trajectories = rollout(served, task, task.cases("eval", 3, seed=0), sampling, seed=2, constrained=True)
+    actions = [a for t in trajectories for a in t.actions]
+    assert actions and all(re.fullmatch(task.action_pattern, a) for a in actions), actions

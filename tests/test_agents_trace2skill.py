@@ -4,7 +4,8 @@ import pytest
 
 from coevolve.agents.rollout import Trajectory
 from coevolve.agents.skills import load_skill, write_skill
-from coevolve.agents.trace2skill import distill, merge_hierarchically, parse_lessons, select_traces, transcript
+from coevolve.agents.trace2skill import (Patch, apply_patches, distill, distill_best_of, merge_hierarchically, merge_two,
+                                        parse_lessons, parse_patches, parse_sections, select_traces, transcript)
 from coevolve.engine.base import Completion
 
 
@@ -28,7 +29,7 @@ class Teacher:
         self.reply = reply
         self.calls = []
 
-    def chat(self, conversations, sampling, seeds=None):
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
         self.calls.append(conversations)
         return [Completion(text=self.reply(c[-1]["content"])) for c in conversations]
 
@@ -58,27 +59,87 @@ def test_transcript_cuts_the_middle_of_long_episodes():
     assert "Start:" in text and "Outcome: FAILED" in text and "cut" in text and len(text) < 700
 
 
-def test_hierarchical_merge_calls_the_teacher_per_level():
-    teacher = Teacher(lambda user: "- Merged lesson about rows and columns.\n- Merged lesson about given cells.")
-    lists = [[f"Lesson number {i} about sudoku."] for i in range(9)]
-    merged = merge_hierarchically(teacher, lists, limit=10, group_size=3)
-    assert [len(level) for level in teacher.calls] == [3, 1]  # 9 lists -> 3 -> 1
-    assert merged == ["Merged lesson about rows and columns.", "Merged lesson about given cells."]
+def add(section, *rules, support=1):
+    return Patch("add", section, tuple((r, support) for r in rules), support)
 
 
-def test_distill_writes_a_valid_skill_from_a_good_teacher(tmp_path: Path):
+def test_parse_patches_reads_add_edit_delete_and_drops_garbage():
+    text = ("Here is my patch:\nADD Moves: Check the row and the column before each move.\n"
+            "EDIT Format: Reply with exactly one move like set 1 2 3.\nDELETE Old tips\n"
+            "ADD ???: x\nREMOVE Moves\nADD Checks: ok\n")
+    patches = parse_patches(text)
+    assert set(patches) == {"moves", "format", "old tips"}
+    assert patches["moves"].op == "add" and patches["moves"].rules == (
+        ("Check the row and the column before each move.", 1),)
+    assert patches["format"].op == "edit" and patches["old tips"].op == "delete"
+    assert parse_patches("}}}} " * 50) == {} and parse_patches("") == {}
+
+
+def test_merge_resolves_conflicts_by_support():
+    rule = "Check the row and the column before each move."
+    # edits and adds of one section become one edit, the rule most analysts gave first
+    merged = merge_two({"moves": add("Moves", rule)},
+                       {"moves": Patch("edit", "Moves", (("Fill the forced cells first of all.", 1), (rule, 1)))})
+    assert merged["moves"].op == "edit" and merged["moves"].rules[0] == (rule, 2) and merged["moves"].support == 2
+    # a delete loses against more analysts keeping the section, wins with more behind it
+    keep = merge_two({"moves": Patch("delete", "Moves")}, {"moves": add("Moves", rule, support=2)})
+    assert keep["moves"].op == "add"
+    gone = merge_two({"moves": Patch("delete", "Moves", support=3)}, {"moves": add("Moves", rule, support=2)})
+    assert gone["moves"].op == "delete" and gone["moves"].support == 3
+    tie = merge_two({"moves": Patch("delete", "Moves")}, {"moves": add("Moves", rule)})
+    assert tie["moves"].op == "add"  # a tie keeps the section: deleting needs a majority
+
+
+def test_hierarchical_merge_is_one_patch_per_section_and_condenses_per_level():
+    teacher = Teacher(lambda user: "- Merged rule about rows and columns.\n- Merged rule about given cells.")
+    sets = [{"moves": add("Moves", f"Lesson number {i} about sudoku rows.")} for i in range(9)]
+    merged = merge_hierarchically(teacher, sets, group_size=3)
+    assert list(merged) == ["moves"]
+    # level 1: 3 nodes of 3 rules (no condensation); level 2: 9 rules > MAX_RULES -> one teacher call
+    assert [len(level) for level in teacher.calls] == [1]
+    assert [r for r, _ in merged["moves"].rules] == ["Merged rule about rows and columns.",
+                                                     "Merged rule about given cells."]
+    # without a teacher (or with garbage) the best-supported rules are kept
+    cut = merge_hierarchically(None, sets, group_size=3)
+    assert len(cut["moves"].rules) == 5
+
+
+def test_apply_patches_adds_edits_and_deletes_sections(tmp_path: Path):
+    previous = write_skill(tmp_path / "old-skill", "d",
+                           "# t\n\n## Moves\n- Keep the old insight about boxes.\n\n## Old tips\n- Guess when unsure.")
+    sections = parse_sections(previous)
+    assert sections == {"moves": ("Moves", ["Keep the old insight about boxes."]),
+                        "old tips": ("Old tips", ["Guess when unsure."])}
+    out = apply_patches(sections, {"moves": add("Moves", "Read the empty cells list first."),
+                                   "old tips": Patch("delete", "Old tips"),
+                                   "format": Patch("edit", "Format", (("Reply with one move only.", 1),))})
+    assert out == {"moves": ("Moves", ["Keep the old insight about boxes.", "Read the empty cells list first."]),
+                   "format": ("Format", ["Reply with one move only."])}
+    assert sections["moves"][1] == ["Keep the old insight about boxes."]  # the input is not changed
+    # a skill written before sections existed: its bullets are the General section
+    legacy = write_skill(tmp_path / "legacy", "d", "# t\n\n- An old lesson about rows.")
+    assert parse_sections(legacy) == {"general": ("General", ["An old lesson about rows."])}
+
+
+def test_error_and_success_analysts_run_in_one_batch_and_patch_the_skill(tmp_path: Path):
     def reply(user):
-        if "Merged list:" in user:
-            return "- Read the row, column and box before each move.\n- Do not repeat a rejected move."
-        return "- Read the row, column and box before each move.\n- Do not repeat a rejected move.\n- Fill forced cells first."
+        if "Merged rules:" in user:
+            return "zzz"
+        return "ADD Moves: Read the row, column and box before each move.\nDELETE Luck"
 
     teacher = Teacher(reply)
-    traces = [trace(str(i), 0) for i in range(6)] + [trace("0", 0)]
-    skill = distill(teacher, traces, tmp_path / "sudoku-distilled", group_size=4)
-    assert len(teacher.calls[0]) == 6  # one analyst per selected trace, in one batched call
+    previous = write_skill(tmp_path / "prev", "d", "# t\n\n## Luck\n- Guess boldly when unsure.")
+    traces = [trace(str(i), 0) for i in range(4)] + [trace("9", 1.0)]
+    skill = distill(teacher, traces, tmp_path / "sudoku-distilled", previous=previous, successes=1)
+    first = teacher.calls[0]
+    assert len(first) == 5  # 4 error analysts and 1 success analyst, one batched call
+    assert sum("error analyst" in c[0]["content"] for c in first) == 4
+    assert sum("success analyst" in c[0]["content"] for c in first) == 1
+    assert all("Guess boldly when unsure." in c[1]["content"] for c in first)  # analysts see the current skill
     loaded = load_skill(tmp_path / "sudoku-distilled")
-    assert loaded.name == "sudoku-distilled" == skill.name
-    assert "- Do not repeat a rejected move." in loaded.body
+    assert "## Moves\n- Read the row, column and box before each move." in loaded.body
+    assert "Luck" not in loaded.body  # five analysts deleted it, none kept it
+    assert loaded.name == skill.name == "sudoku-distilled"
 
 
 @pytest.mark.parametrize(
@@ -94,15 +155,28 @@ def test_garbage_teacher_still_yields_a_valid_minimal_skill(tmp_path: Path, garb
     assert "Avoid this mistake seen in past attempts: Illegal: N is already in row N." in skill.body
 
 
-def test_update_keeps_lessons_of_the_previous_skill(tmp_path: Path):
-    previous = write_skill(tmp_path / "old-skill", "d", "# t\n\n- Keep the old insight about boxes.")
-    teacher = Teacher(lambda user: "zzz")  # merge output unusable -> inputs carried forward
-    skill = distill(teacher, [trace("a", 0)], tmp_path / "new-skill", previous=previous)
-    assert "- Keep the old insight about boxes." in skill.body
+def test_best_of_n_keeps_the_seed_that_scores_best_on_validation(tmp_path: Path):
+    replies = iter(["ADD Moves: Rule from the first distillation seed.",
+                    "ADD Moves: Rule from the second distillation seed.",
+                    "ADD Moves: Rule from the third distillation seed."])
+    teacher = Teacher(lambda user: next(replies))
+    scores = {"first": 0.2, "second": 0.6, "third": 0.4}
+    seen = []
+
+    def score(skill):
+        seen.append(skill.body)
+        return next(v for k, v in scores.items() if f"from the {k} " in skill.body)
+
+    skill, table = distill_best_of(teacher, [trace("a", 0)], tmp_path / "best", score, n=3)
+    assert len(seen) == 3 and "second distillation seed" in skill.body
+    assert [row["chosen"] for row in table] == [False, True, False]
+    assert load_skill(tmp_path / "best").body == skill.body
+    with pytest.raises(ValueError, match="seeds must be >= 1"):
+        distill_best_of(teacher, [trace("a", 0)], tmp_path / "best", score, n=0)
 
 
 def test_distill_rejects_no_trajectories_and_bad_folder_names(tmp_path: Path):
-    teacher = Teacher(lambda user: "- A perfectly fine lesson here.")
+    teacher = Teacher(lambda user: "ADD Moves: A perfectly fine rule here.")
     with pytest.raises(ValueError, match="at least one trajectory"):
         distill(teacher, [], tmp_path / "x")
     with pytest.raises(ValueError, match="lowercase"):
@@ -110,10 +184,12 @@ def test_distill_rejects_no_trajectories_and_bad_folder_names(tmp_path: Path):
     assert not (tmp_path / "Not_Valid").exists()
 
 
-def test_merge_prompts_stay_small_enough_for_a_small_context():
-    from coevolve.agents.trace2skill import MERGE_CHARS, merge_conversation
+def test_analyst_prompts_stay_small_enough_for_a_small_context():
+    from coevolve.agents.trace2skill import analyst_conversation, skill_outline
 
-    lists = [[f"{' '.join(NATO[:20])} lesson {i} {j}" for j in range(15)] for i in range(4)]
-    conversation = merge_conversation(lists, limit=15)
-    assert len(conversation[1]["content"]) < MERGE_CHARS + 400
-    assert all(f"List {i + 1}:\n- " in conversation[1]["content"] for i in range(4))  # every list is heard
+    long = trace("a", 0, feedback=" ".join(NATO) * 20)
+    long.actions = [" ".join(NATO)] * 40
+    long.observations = ["Puzzle"] + [" ".join(NATO) * 5] * 40
+    sections = {f"s{i}": (f"Section {i}", [" ".join(NATO[:12])] * 5) for i in range(8)}
+    conversation = analyst_conversation(long, skill_outline(sections))
+    assert len(conversation[1]["content"]) < 4200  # about 1,100 tokens of a 2,048-token context

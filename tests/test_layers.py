@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # module prefix -> layer, longest prefix wins (docs/architecture.md, "Layers")
 LAYERS = {
     "coevolve.base": 1,  # errors, config machinery and shared sections, noise, durable files
+    "coevolve.stats": 1,  # pure statistics (mean ± std, Mean@k / Pass@k intervals): comparisons and agent evals
     "coevolve.engine": 2,  # vLLM engine, worker extension, OpenAI client, Ray pool
     "coevolve.sandbox": 2,
     "coevolve.codeparse": 2,  # LLM text -> program (the sandbox reads template signatures with it)
@@ -27,7 +28,6 @@ LAYERS = {
     "coevolve.plan": 5,  # the comparison plan both compare and report import
     "coevolve.compare": 5,
     "coevolve.report": 5,
-    "coevolve.stats": 5,
     "coevolve.commands": 6,
     "coevolve.cli": 6,
     "coevolve.__main__": 6,

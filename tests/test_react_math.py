@@ -85,7 +85,7 @@ def test_tool_call_then_correct_answer_earns_reward_one():
     assert tool.calls == ["print(29*13)"] and observation == "Python output:\n377" and not done
     observation, done = task.step(state, f"The answer is \\boxed{{{case.answer}}}")
     assert done and task.reward(state) == 1.0
-    assert task.metrics(state) == {"solved": 1.0, "progress": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
+    assert task.metrics(state) == {"solved": 1.0, "well_formed": 1.0, "progress": 1.0, "turns": 2.0, "answered": 1.0, "tool_calls": 1.0,
                                    "tool_errors": 0.0, "no_action": 0.0}
 
 
@@ -106,13 +106,25 @@ def test_wrong_answer_tool_errors_and_turn_budget():
 
 def test_user_jsonl_problems(tmp_path: Path):
     path = tmp_path / "p.jsonl"
-    lines = [{"question": f"q{i}", "answer": str(i)} for i in range(4)] + [{"question": "e", "answer": "1", "split": "eval"}]
+    lines = [{"question": f"q{i}", "answer": str(i), "split": "train"} for i in range(4)] + [
+        {"question": "e", "answer": "1", "split": "eval"}]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     task = ReactMath(tool=RecordingTool(ToolResult("", "", None)), problems_file=path)
-    assert len(task.cases("train", 4)) == 4
-    assert {c.question for c in task.cases("eval", 5)} == {"q0", "q1", "q2", "q3", "e"}
+    assert {c.question for c in task.cases("train", 4)} == {"q0", "q1", "q2", "q3"}
+    assert {c.question for c in task.cases("eval", 1)} == {"e"}
     with pytest.raises(ValueError, match="the file has 4"):
         task.cases("train", 5)
+    # lines without a split: held out by content, never in both splits
+    path.write_text("\n".join(json.dumps({"question": f"what is {i} + 1?", "answer": str(i + 1)})
+                              for i in range(50)) + "\n")
+    records = load_problems(path)
+    held_out = {r["question"] for r in records if r["split"] == "eval"}
+    assert 0 < len(held_out) < 25 and {r["split"] for r in records} == {"train", "eval"}
+    # the same question in both splits is an overlap
+    path.write_text('{"id": "a", "question": "1 + 1?", "answer": "2", "split": "train"}\n'
+                    '{"id": "b", "question": "1  +  1?", "answer": "2", "split": "eval"}\n')
+    with pytest.raises(ValueError, match="problem 'b' \\(eval\\) repeats the question of 'a' \\(train\\).*overlaps"):
+        load_problems(path)
     path.write_text('{"question": "q"}\n')
     with pytest.raises(ValueError, match=r"p.jsonl:1: missing field 'answer'"):
         load_problems(path)
@@ -158,3 +170,25 @@ def test_hostile_tool_calls_are_contained(tmp_path: Path):
         assert task.metrics(state)["tool_errors"] >= 3
     finally:
         task.close()
+
+
+def test_problems_file_with_duplicate_ids_or_missing_fields_is_refused(tmp_path):
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"id": "a", "question": "1+1?", "answer": "2"}\n{"id": "a", "question": "2+2?", "answer": "4"}\n')
+    with pytest.raises(ValueError, match=r"dup.jsonl:2: duplicate id 'a' \(first on line 1\)"):
+        load_problems(dup)
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text('{"id": "a", "question": "1+1?"}\n')
+    with pytest.raises(ValueError, match=r"missing.jsonl:1: missing field 'answer'"):
+        load_problems(missing)
+    with pytest.raises(ValueError, match="no such problems file"):
+        load_problems(tmp_path / "nope.jsonl")
+
+
+def test_action_pattern_accepts_a_tool_block_or_a_boxed_answer_only():
+    import re
+
+    pattern = ReactMath.action_pattern
+    assert re.fullmatch(pattern, "```python\nprint(2 + 2)\n```")
+    assert re.fullmatch(pattern, "\\boxed{-3/4}")
+    assert not re.fullmatch(pattern, "The answer is 4.")

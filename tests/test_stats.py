@@ -50,3 +50,31 @@ def test_band_of_two_curves():
 
 def test_band_of_no_valid_runs_is_empty():
     assert band([[], []], budget=10).xs == []
+
+
+def test_mean_and_pass_at_k_by_hand():
+    from coevolve.stats import mean_at_k, pass_at_k
+
+    attempts = [[1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]]
+    m = mean_at_k(attempts)
+    assert m.n == 3 and m.mean == pytest.approx(5 / 12)
+    # per-problem means 0.25, 1, 0: sample std sqrt(((1/6)^2 + (7/12)^2 + (5/12)^2) / 2); t(2) = 4.303
+    std = math.sqrt(((0.25 - 5 / 12) ** 2 + (1 - 5 / 12) ** 2 + (5 / 12) ** 2) / 2)
+    assert m.high == pytest.approx(min(1.0, 5 / 12 + 4.303 * std / math.sqrt(3)))
+    assert m.low == 0.0  # clipped: a rate is never below 0
+    p = pass_at_k(attempts)
+    assert p.mean == pytest.approx(2 / 3)
+
+
+def test_interval_narrows_with_more_problems_and_rejects_ragged_attempts():
+    from coevolve.stats import mean_at_k
+
+    small = mean_at_k([[1, 0]] * 2 + [[0, 0]] * 2)
+    large = mean_at_k([[1, 0]] * 50 + [[0, 0]] * 50)
+    assert small.mean == large.mean == 0.25
+    assert large.high - large.low < small.high - small.low
+    assert mean_at_k([[1, 1]]).to_dict() == {"n": 1, "mean": 1.0, "low": 0.0, "high": 1.0}
+    with pytest.raises(ValueError, match="same number"):
+        mean_at_k([[1, 0], [1]])
+    with pytest.raises(ValueError, match="no problems"):
+        mean_at_k([])

@@ -132,3 +132,25 @@ def test_bad_settings_are_rejected():
         Sudoku(size=5)
     with pytest.raises(ValueError, match="masked"):
         Sudoku(size=4, masked=16)
+
+
+@pytest.mark.parametrize("size,masked", [(4, 1), (4, 2)])
+def test_train_and_eval_puzzles_are_disjoint_by_content(size, masked):
+    # 4x4 with one masked cell has only a few thousand puzzles: seed-drawn splits would share some
+    task = Sudoku(size=size, masked=masked)
+    held_out = task.cases("eval", 100, seed=0)
+    assert len({c.puzzle for c in held_out}) == 100
+    train = {c.puzzle for s in range(3) for c in task.cases("train", 200, seed=s)}
+    assert not train & {c.puzzle for c in held_out}
+
+
+def test_ladders_and_the_move_pattern():
+    import re
+
+    from tasks.sudoku import LADDERS, sudoku9
+
+    assert LADDERS == {9: (5, 10, 15), 4: (1, 2, 4)}
+    assert sudoku9(masked=5).masked == 5
+    pattern = Sudoku(size=4, masked=1).action_pattern
+    assert re.fullmatch(pattern, "set 1 4 2") and not re.fullmatch(pattern, "set 1 5 2")
+    assert not re.fullmatch(pattern, "I set 1 4 2")

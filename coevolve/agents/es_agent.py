@@ -5,13 +5,19 @@ events.jsonl, the progress bar, `--resume`, `coevolve report`).
 Methods (same budget, same cases, same evaluation):
 - `esopt`: each generation, every ES member (a seeded weight perturbation)
   plays the same batch of train cases; its fitness is the mean reward; the
-  engine's weights take the ES update. With low-rank noise all members'
-  episodes advance turn by turn in one batch (one LoRA slot per member).
+  engine's weights take the ES update.
 - `trace2skill`: each round plays population x batch episodes with the
-  current skills, then distils the trajectories into a skill that replaces
-  the previous distilled one.
-- `esopt+trace2skill`: ES generations, and every `skill_every` generations a
-  skill update distilled from the latest generation's trajectories.
+  current skills; the trajectories are distilled into a skill.
+- `esopt+trace2skill`: ES generations, and a skill distilled from their
+  trajectories.
+
+When skills are distilled (`[agent] distill`): "posthoc" (the default,
+Trace2Skill's published setting) distils once after the last round from all
+training trajectories, best of `distill_seeds` candidates on validation
+puzzles; "online" (our extension, the co-evolution interleaving) distils
+every `skill_every` rounds (every round for trace2skill) from the latest
+round, patching the previous skill. Every turn is decoded under the task's
+action format when `[agent] constrained` (default) and the task declares one.
 
 ES methods also stop after `es_config().generations` generations (the σ
 schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger,
@@ -65,9 +71,10 @@ def evaluate(generator: Generator, task: Any, config: AgentRunConfig,
              skills: Sequence[Skill] = ()) -> tuple[list[Trajectory], dict[str, float]]:
     """Greedy held-out evaluation on `agent.eval_cases` cases of the eval split."""
     cases = task.cases("eval", config.agent.eval_cases, seed=config.run.seed)
+    constrained = config.agent.constrained and bool(getattr(task, "action_pattern", None))
     trajectories = rollout(
         generator, task, cases, config.eval_sampling(), seed=derive_seed(config.run.seed, "eval"),
-        skills=skills, history_turns=config.agent.history_turns, label="eval",
+        skills=skills, history_turns=config.agent.history_turns, label="eval", constrained=constrained,
     )
     return trajectories, {"mean_reward": mean_reward(trajectories), **mean_metrics(trajectories)}
 
@@ -110,19 +117,24 @@ class _AgentRun:
         rounds = {e["round"]: e for e in events if e.get("type") == "round"}
         skills = {e["round"]: e for e in events if e.get("type") == "skill"}
         evals = {e["round"]: e for e in events if e.get("type") == "eval"}
+        if self.constrained:  # a pattern the engine rejects fails here, before any episode
+            check = getattr(self.engine, "check_constraints", None)
+            if check is not None:
+                check([self.task.action_pattern])
         with store.event_writer() as log:
             if not events:
                 log.append({"type": "start", "kind": KIND, "version": EVENT_VERSION, "config": as_dict(config)})
             self._eval(0, evals.get(0), log, started)
             round_index = 0
-            while self.ledger.grant(config.episodes_per_round) == config.episodes_per_round:
-                if self.es is not None and round_index >= self.es.cfg.generations:
-                    break  # the σ schedule is spent; set generations = budget / episodes_per_round
+            online = config.agent.distill == "online"
+            while self._can_play(round_index):
                 trajectories = self._round(round_index, rounds.get(round_index), log)
                 round_index += 1
-                if config.uses_skills and (config.run.method == "trace2skill"
-                                           or round_index % config.agent.skill_every == 0):
+                if config.uses_skills and online and (config.run.method == "trace2skill"
+                                                      or round_index % config.agent.skill_every == 0):
                     self._distill(round_index, trajectories, skills.get(round_index), log)
+                if config.uses_skills and not online and not self._can_play(round_index):
+                    self._distill_posthoc(round_index, skills.get(round_index), log)
                 if round_index % config.agent.eval_every == 0:
                     self._eval(round_index, evals.get(round_index), log, started)
                 self._report()
@@ -145,6 +157,13 @@ class _AgentRun:
         if history.exists() and history.stat().st_size > 0:
             return ESOpt.resume(es_config, history, self.engine)
         return ESOpt(es_config, history)
+
+    def _can_play(self, round_index: int) -> bool:
+        """Whether the budget pays round `round_index` (and, for ES, the σ
+        schedule has a generation left: set generations = budget / episodes_per_round)."""
+        if self.ledger.remaining < self.config.episodes_per_round:
+            return False
+        return self.es is None or round_index < self.es.cfg.generations
 
     def skills(self) -> list[Skill]:
         return [*self.seed_skills, self.distilled] if self.distilled is not None else list(self.seed_skills)
@@ -190,13 +209,15 @@ class _AgentRun:
 
     def _play(self, index: int, members: Sequence[Any]) -> tuple[list[Trajectory], list[float]]:
         config, engine = self.config, self.engine
-        common = dict(skills=self.skills(), history_turns=config.agent.history_turns)
+        common = dict(skills=self.skills(), history_turns=config.agent.history_turns,
+                      constrained=self.constrained)
         trajectories: list[Trajectory] = []
         fitness: list[float] = []
         cases = self.task.cases("train", config.agent.batch, seed=derive_seed(config.run.seed, "train", index))
         if members and self.es.cfg.noise == "lowrank":
             # the whole population in one batch per turn (one LoRA slot per member),
-            # member-major: member i's episodes are trajectories[i * batch:(i + 1) * batch]
+            # member-major (member i's episodes are trajectories[i * batch:(i + 1) * batch]);
+            # every member samples with the same seeds, as below
             trajectories = rollout(engine, self.task, cases, config.sampling, seed=derive_seed(config.run.seed, index),
                                    label=f"round {index}", members=members, **common)
             fitness = [shaped_fitness(trajectories[i * len(cases):(i + 1) * len(cases)], config.agent.shaping)
@@ -236,6 +257,41 @@ class _AgentRun:
         )
         log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
                     "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+
+    def _distill_posthoc(self, round_index: int, logged: dict | None, log: JsonlWriter) -> None:
+        """Trace2Skill's published setting: one distillation from every
+        training trajectory of the run, best of `distill_seeds` seeds scored
+        on validation puzzles (train split, drawn apart from the rounds' cases)."""
+        from coevolve.agents.trace2skill import distill_best_of
+
+        config = self.config
+        folder = self.store.path("skills") / config.agent.skill_name
+        if logged is not None:
+            atomic_write_text(folder / "SKILL.md", logged["text"])
+            self.distilled = load_skill(folder)
+            return
+        trajectories = [t for path in sorted(self.store.path("trajectories").glob("round_*.jsonl"))
+                        for t in load_trajectories(path)]
+        validation = self.task.cases("train", config.agent.validation_cases,
+                                     seed=derive_seed(config.run.seed, "validation"))
+
+        def score(skill: Skill) -> float:
+            played = rollout(self.engine, self.task, validation, config.eval_sampling(),
+                             seed=derive_seed(config.run.seed, "validation"), skills=[*self.seed_skills, skill],
+                             history_turns=config.agent.history_turns, label="validation",
+                             constrained=self.constrained)
+            # the dense progress metric breaks ties when no candidate solves anything
+            return mean_reward(played) + 0.01 * mean_metrics(played).get("progress", 0.0)
+
+        self.distilled, candidates = distill_best_of(
+            self.distiller, trajectories, folder, score, n=config.agent.distill_seeds,
+            successes=config.agent.skill_successes, seed=derive_seed(config.run.seed, "distill", round_index))
+        log.append({"type": "skill", "round": round_index, "name": self.distilled.name, "mode": "posthoc",
+                    "candidates": candidates, "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+
+    @property
+    def constrained(self) -> bool:
+        return self.config.agent.constrained and bool(getattr(self.task, "action_pattern", None))
 
     def _eval(self, round_index: int, logged: dict | None, log: JsonlWriter, started: float) -> None:
         if logged is None:

@@ -9,7 +9,7 @@ is reproducible, and episodes differ from each other.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -55,8 +55,12 @@ def rollout(
     history_turns: int | None = None,
     label: str = "",
     members: Sequence[Any] | None = None,
+    constrained: bool = False,
 ) -> list[Trajectory]:
     """Play every case to its end, all episodes advancing together.
+
+    `constrained`: every reply is decoded under the task's `action_pattern`
+    (see action_constraint), so each turn is a well-formed action.
 
     `skills` are appended to the task's system prompt (skills.inject_skills).
     `history_turns` keeps only the last k (action, observation) pairs in the prompt, to bound context on long
@@ -69,9 +73,8 @@ def rollout(
     if history_turns is not None and history_turns < 0:
         raise ValueError(f"history_turns must be >= 0 or None, got {history_turns}")
     stop = tuple(dict.fromkeys((*sampling.stop, *getattr(task, "stop", ()))))
-    turn_sampling = Sampling(
-        temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=stop
-    )
+    turn_sampling = replace(sampling, stop=stop)
+    pattern = action_constraint(task) if constrained else None
     system = inject_skills(task.system_prompt, skills)
     # episode e plays case e % len(cases) under member e // len(cases)
     owners = [None] if members is None else list(members)
@@ -95,10 +98,13 @@ def rollout(
     while live:
         conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
         seeds = [derive_seed(seed, episodes[i][1], trajectories[i].turns) for i in live]
-        if members is None:
+        constraints = None if pattern is None else [pattern] * len(live)
+        if members is not None:
+            completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling, constraints)
+        elif constraints is None:
             completions = generator.chat(conversations, turn_sampling, seeds=seeds)
         else:
-            completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling)
+            completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=constraints)
         if len(completions) != len(live):
             raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
         still_live = []
@@ -123,8 +129,18 @@ def rollout(
     return trajectories
 
 
+def action_constraint(task: Any) -> str:
+    """The task's declared action format (`action_pattern`), or a ValueError
+    naming the task when it declares none."""
+    pattern = getattr(task, "action_pattern", None)
+    if not pattern:
+        raise ValueError(f"task {getattr(task, 'name', task)!r} declares no action_pattern; "
+                         "run it without constrained actions")
+    return pattern
+
+
 def _member_turn(generator: Any, episodes: list, live: list[int], conversations: list, seeds: list[int],
-                 sampling: Sampling) -> list:
+                 sampling: Sampling, constraints: list[str] | None = None) -> list:
     """One turn of every live episode, grouped into one job per member (in
     member order, so job j is member j's LoRA slot), in one call."""
     by_member: dict[int, list[int]] = {}
@@ -134,7 +150,8 @@ def _member_turn(generator: Any, episodes: list, live: list[int], conversations:
     for owner in dict.fromkeys(owner for owner, _ in episodes):
         positions = by_member.get(owner.index, [])
         jobs.append(MemberJob(owner.seed, owner.sigma, [conversations[p] for p in positions], sampling,
-                              [seeds[p] for p in positions]))
+                              [seeds[p] for p in positions],
+                              None if constraints is None else [constraints[p] for p in positions]))
         order.append(positions)
     completions: list = [None] * len(live)
     for positions, texts in zip(order, generator.generate_members(jobs)):

@@ -28,6 +28,7 @@ from coevolve.base.sections import DistributedSection, EndpointSection, ModelSec
 from coevolve.engine.base import Sampling
 
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
+DISTILL_MODES = ("posthoc", "online")
 
 
 @dataclass
@@ -60,9 +61,19 @@ class AgentSection:
     history_turns: int | None = None  # keep only the last k (action, observation) pairs in the prompt
     # fitness = mean(reward + shaping x progress); 0 is the paper's binary reward
     shaping: float = 0.0
+    # decode every turn under the task's action format (vLLM structured outputs); a task without one runs free
+    constrained: bool = True
+    # "posthoc": distil once from the run's trajectories at the end, best of `distill_seeds` on
+    # `validation_cases` validation puzzles (Trace2Skill's published setting); "online": every
+    # `skill_every` rounds during the run (our extension, the co-evolution interleaving)
+    distill: str = "posthoc"
+    distill_seeds: int = 3
+    validation_cases: int = 8
 
     def check(self, name: str) -> None:
-        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every"):
+        one_of(self.distill, DISTILL_MODES, f"{name}.distill")
+        for key in ("population", "batch", "eval_cases", "eval_every", "skill_every", "distill_seeds",
+                    "validation_cases"):
             require(getattr(self, key) >= 1, f"{name}.{key}", "must be >= 1", getattr(self, key))
         require(self.skill_successes >= 0, f"{name}.skill_successes", "must be >= 0", self.skill_successes)
         require(bool(self.skill_name), f"{name}.skill_name", "must not be empty")

@@ -1,43 +1,89 @@
-"""Trace2Skill: distil agent trajectories into one Agent Skill.
+"""Trace2Skill, as published: trajectories -> skill patches -> one skill.
 
-1. select traces: at most `max_failed_per_case` failures per (task, case),
-   optionally a few successes;
-2. analysts (one teacher call per trace, batched) write short lessons;
-3. lesson lists are merged hierarchically, `group_size` lists per teacher
-   call, level by level, until one list remains;
-4. the SKILL.md is assembled by code from the merged lessons, so it is valid
-   whatever the teacher wrote.
+1. **Analysts in parallel** (one batched teacher call): an *error analyst*
+   per selected failed trajectory (at most `max_failed_per_case` per case)
+   and a *success analyst* per selected solved one (up to `successes`). Each
+   sees the current skill and one trajectory and proposes a **patch**: lines
+   `ADD <section>: <rule>`, `EDIT <section>: <rule>` (the section becomes
+   these rules) or `DELETE <section>`.
+2. **Hierarchical merge**: patch sets are merged `group_size` at a time,
+   level by level, until one remains. Conflicts are resolved by rule, so the
+   result never holds two ops on one section: a delete wins only with more
+   analysts behind it than the edits and adds of that section together;
+   edits and adds of one section become one edit (their rules, most
+   supported first); a section with more than `MAX_RULES` rules is condensed
+   by the teacher (batched per level), or cut to its most supported rules
+   when the teacher's answer is unusable.
+3. The merged patch is applied to the previous skill (or an empty one) and
+   the SKILL.md is assembled by code, so it is valid whatever the teacher wrote.
+4. **Best of N** (`distill_best_of`, N = 3 in the paper): N distillations
+   with different analyst seeds, each scored by the agent on a validation
+   split; the best is written.
 
-The teacher is any Generator: the local engine or an OpenAI-compatible
-endpoint. A weak teacher's garbage is filtered at every step; when a step
-yields no usable lesson, its inputs are carried forward unchanged, and when
-no lesson survives at all the skill is built from the environment's own
-feedback lines seen in the failed traces.
+Post-hoc distillation (once, from a run's trajectories) is the paper's
+setting and our default; distilling every few rounds during a run
+(`esopt+trace2skill`'s interleaving) is our extension. The teacher is any
+Generator: the engine itself or an OpenAI-compatible endpoint. A weak
+teacher's garbage is filtered at every step; a failed trajectory whose
+analyst proposes nothing usable contributes a patch built from the
+environment's own error feedback.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from coevolve.agents.rollout import Trajectory, derive_seed
-from coevolve.agents.skills import MAX_LINES, Skill, write_skill
+from coevolve.agents.skills import Skill, SkillError, validate_skill, write_skill
 from coevolve.engine.base import Generator, Message, Sampling
 
-ANALYST_SYSTEM = (
-    "You review one attempt of an AI agent at a task. Write 2 to 4 short, general lessons that would help "
-    "the agent do better next time. One lesson per line, each line starting with '- '. No other text."
+ERROR_ANALYST = (
+    "You are an error analyst. An AI agent FAILED the task below. Propose changes to its skill (its written "
+    "rules) that would have prevented the failure. Reply only with lines of these forms:\n"
+    "ADD <section>: <rule>\nEDIT <section>: <rule>\nDELETE <section>\n"
+    "Sections are short titles such as Moves, Checks, Format. One to three lines."
 )
-MERGE_SYSTEM = (
-    "You merge lists of lessons for an AI agent into one list. Remove duplicates, keep the most useful "
-    "general lessons, at most {limit}. One lesson per line, each line starting with '- '. No other text."
+SUCCESS_ANALYST = (
+    "You are a success analyst. An AI agent SOLVED the task below. Propose changes to its skill (its written "
+    "rules) that keep what made it succeed. Reply only with lines of these forms:\n"
+    "ADD <section>: <rule>\nEDIT <section>: <rule>\nDELETE <section>\n"
+    "Sections are short titles such as Moves, Checks, Format. One to three lines."
 )
-TRANSCRIPT_CHARS = 2400  # keeps analyst prompts inside a 2048-token context
-MERGE_CHARS = 3200  # likewise for merge prompts
+CONDENSE_SYSTEM = (
+    "Merge these rules for an AI agent into at most {limit} rules without losing any idea. "
+    "One rule per line, each line starting with '- '. No other text."
+)
+OPS = ("add", "edit", "delete")
+MAX_RULES = 5  # per section
+MAX_SECTIONS = 8
+TRANSCRIPT_CHARS = 2000  # keeps analyst prompts (skill + trajectory) inside a 2048-token context
+SKILL_CHARS = 1200
 LESSON_MIN_CHARS, LESSON_MAX_CHARS = 12, 200
-DEFAULT_SAMPLING = Sampling(temperature=0.3, max_tokens=200)
+DEFAULT_SAMPLING = Sampling(temperature=0.3, max_tokens=160)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One edit of one section; `support` counts the analysts behind it and
+    `rules` carries (rule, support) so merges can rank them."""
+
+    op: str
+    section: str
+    rules: tuple[tuple[str, int], ...] = ()
+    support: int = 1
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"patch op must be one of {OPS}, got {self.op!r}")
+        if self.op != "delete" and not self.rules:
+            raise ValueError(f"an {self.op} patch needs at least one rule")
+
+
+PatchSet = dict[str, Patch]  # section key -> its one patch: a merged set has no conflicts by construction
 
 
 def select_traces(
@@ -73,29 +119,6 @@ def transcript(trajectory: Trajectory, limit: int = TRANSCRIPT_CHARS) -> str:
         return text
     head, tail = text[: limit // 2], text[-limit // 2 :]
     return f"{head}\n[... middle of the episode cut ...]\n{tail}"
-
-
-def analyst_conversation(trajectory: Trajectory) -> list[Message]:
-    task_rules = trajectory.messages[0]["content"] if trajectory.messages else ""
-    user = f"The agent's instructions were:\n{task_rules[:800]}\n\nThe attempt:\n{transcript(trajectory)}\n\nLessons:"
-    return [{"role": "system", "content": ANALYST_SYSTEM}, {"role": "user", "content": user}]
-
-
-def merge_conversation(lesson_lists: Sequence[Sequence[str]], limit: int) -> list[Message]:
-    # each list gets an equal share of MERGE_CHARS, so a merge prompt always
-    # fits a small model's context; a list's first lessons are its best
-    share = MERGE_CHARS // max(1, len(lesson_lists))
-    blocks = []
-    for lessons in lesson_lists:
-        kept, used = [], 0
-        for lesson in lessons:
-            if kept and used + len(lesson) > share:
-                break
-            kept.append(f"- {lesson}")
-            used += len(lesson) + 3
-        blocks.append("\n".join(kept))
-    user = "\n\n".join(f"List {i + 1}:\n{block}" for i, block in enumerate(blocks)) + "\n\nMerged list:"
-    return [{"role": "system", "content": MERGE_SYSTEM.format(limit=limit)}, {"role": "user", "content": user}]
 
 
 _YAML_KEY = re.compile(r"^[a-z_]+:\s")
@@ -144,58 +167,255 @@ def feedback_lessons(trajectories: Sequence[Trajectory], limit: int = 6) -> list
     return lessons
 
 
-def _dedupe(lessons: Sequence[str], limit: int) -> list[str]:
-    return parse_lessons("\n".join(f"- {lesson}" for lesson in lessons), limit=limit)
+def section_key(title: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", title.lower()))
+
+
+def clean_title(title: str) -> str | None:
+    words = re.findall(r"[A-Za-z0-9]+", title)[:5]
+    if not words or not any(re.match(r"[A-Za-z]{3,}", w) for w in words):
+        return None
+    return " ".join(words).capitalize()[:40]
+
+
+_PATCH_LINE = re.compile(r"^\W*(ADD|EDIT|DELETE)\b\s*(?:section\s*)?[\[\"'<]?([^:\]\">]{1,60})[\]\">']?\s*(?::\s*(.*))?$",
+                         re.IGNORECASE)
+
+
+def parse_patches(text: str) -> PatchSet:
+    """The patch an analyst wrote; lines that are not `OP <section>[: rule]`
+    with a usable title and rule are dropped (garbage yields {}). Within one
+    analyst's patch the later op on a section wins."""
+    patches: PatchSet = {}
+    titles: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _PATCH_LINE.match(line.strip())
+        if not match:
+            continue
+        op, title = match.group(1).lower(), clean_title(match.group(2))
+        if title is None:
+            continue
+        key = section_key(title)
+        titles.setdefault(key, title)
+        if op == "delete":
+            patches[key] = Patch("delete", titles[key])
+            continue
+        rules = parse_lessons(f"- {match.group(3) or ''}", limit=1)
+        if not rules:
+            continue
+        earlier = patches.get(key)
+        if earlier is not None and earlier.op != "delete":
+            op = "edit" if "edit" in (op, earlier.op) else "add"
+            merged = tuple(dict.fromkeys([r for r, _ in earlier.rules] + rules))
+            patches[key] = Patch(op, titles[key], tuple((r, 1) for r in merged))
+        else:
+            patches[key] = Patch(op, titles[key], ((rules[0], 1),))
+    return patches
+
+
+def feedback_patch(trajectory: Trajectory) -> PatchSet:
+    """An error analyst's stand-in built from the environment's own error
+    lines in one failed trajectory (used when the teacher proposes nothing usable)."""
+    lessons = feedback_lessons([trajectory], limit=3)
+    return {"mistakes to avoid": Patch("add", "Mistakes to avoid", tuple((lesson, 1) for lesson in lessons))}
+
+
+def merge_two(a: PatchSet, b: PatchSet) -> PatchSet:
+    """One patch per section out of two sets, by the conflict rules in the module doc."""
+    out: PatchSet = dict(a)
+    for key, patch in b.items():
+        if key not in out:
+            out[key] = patch
+            continue
+        out[key] = _resolve(out[key], patch)
+    return out
+
+
+def _resolve(x: Patch, y: Patch) -> Patch:
+    deletes = sum(p.support for p in (x, y) if p.op == "delete")
+    keeps = sum(p.support for p in (x, y) if p.op != "delete")
+    title = x.section
+    if deletes > keeps:
+        return Patch("delete", title, support=deletes)
+    if not keeps:  # two deletes
+        return Patch("delete", title, support=deletes)
+    counts: Counter[str] = Counter()
+    order: dict[str, str] = {}
+    for p in (x, y):
+        if p.op == "delete":
+            continue
+        for rule, support in p.rules:
+            key = re.sub(r"\W+", " ", rule.lower()).strip()
+            order.setdefault(key, rule)
+            counts[key] += support
+    ranked = tuple((order[k], n) for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    op = "edit" if any(p.op == "edit" for p in (x, y)) else "add"
+    return Patch(op, title, ranked, support=keeps)
+
+
+def condense_conversation(rules: Sequence[str], limit: int) -> list[Message]:
+    listing = "\n".join(f"- {rule}" for rule in rules)
+    return [{"role": "system", "content": CONDENSE_SYSTEM.format(limit=limit)},
+            {"role": "user", "content": f"Rules:\n{listing}\n\nMerged rules:"}]
 
 
 def merge_hierarchically(
-    teacher: Generator,
-    lesson_lists: list[list[str]],
-    limit: int,
+    teacher: Generator | None,
+    patch_sets: Sequence[PatchSet],
     group_size: int = 4,
     sampling: Sampling = DEFAULT_SAMPLING,
     seed: int = 0,
-) -> list[str]:
-    """Merge `group_size` lists per teacher call, level by level (each level is
-    one batched call), until one list remains."""
+) -> PatchSet:
+    """Merge `group_size` patch sets per node, level by level, until one
+    remains; at each level the sections that grew past MAX_RULES are
+    condensed by the teacher in one batched call (None: cut by support)."""
     if group_size < 2:
         raise ValueError(f"group_size must be >= 2, got {group_size}")
-    lists = [lessons for lessons in lesson_lists if lessons]
+    sets = [s for s in patch_sets if s]
     level = 0
-    while len(lists) > 1:
-        groups = [lists[i : i + group_size] for i in range(0, len(lists), group_size)]
-        to_merge = [g for g in groups if len(g) > 1]
-        completions = teacher.chat(
-            [merge_conversation(g, limit) for g in to_merge],
-            sampling,
-            seeds=[derive_seed(seed, "merge", level, i) for i in range(len(to_merge))],
-        )
-        merged_iter = iter(completions)
-        next_lists = []
-        for group in groups:
-            if len(group) == 1:
-                next_lists.append(group[0])
-                continue
-            merged = parse_lessons(next(merged_iter).text, limit=limit)
-            # a merge that lost almost everything is garbage: keep the inputs instead
-            if len(merged) < min(2, sum(map(len, group))):
-                merged = _dedupe([lesson for lessons in group for lesson in lessons], limit)
-            next_lists.append(merged)
-        lists = next_lists
+    while len(sets) > 1:
+        merged = []
+        for i in range(0, len(sets), group_size):
+            node: PatchSet = {}
+            for s in sets[i: i + group_size]:
+                node = merge_two(node, s)
+            merged.append(node)
+        sets = [_condense(teacher, node, sampling, derive_seed(seed, "condense", level, n))
+                for n, node in enumerate(merged)]
         level += 1
-    return _dedupe(lists[0], limit) if lists else []
+    return sets[0] if sets else {}
 
 
-def build_body(title: str, lessons: Sequence[str], source: str) -> str:
-    lines = [f"# {title}", "", f"Lessons distilled from {source}. Apply them on every turn.", ""]
-    lines += [f"- {lesson}" for lesson in lessons]
+def _condense(teacher: Generator | None, node: PatchSet, sampling: Sampling, seed: int) -> PatchSet:
+    crowded = [k for k, p in node.items() if p.op != "delete" and len(p.rules) > MAX_RULES]
+    if not crowded:
+        return node
+    answers = [None] * len(crowded)
+    if teacher is not None:
+        completions = teacher.chat([condense_conversation([r for r, _ in node[k].rules], MAX_RULES) for k in crowded],
+                                   sampling, seeds=[derive_seed(seed, i) for i in range(len(crowded))])
+        answers = [parse_lessons(c.text, limit=MAX_RULES) for c in completions]
+    out = dict(node)
+    for key, answer in zip(crowded, answers):
+        patch = node[key]
+        # a condensation that lost most rules is garbage: keep the best-supported ones
+        if not answer or len(answer) < min(2, MAX_RULES):
+            out[key] = replace(patch, rules=patch.rules[:MAX_RULES])
+        else:
+            support = max(n for _, n in patch.rules)
+            out[key] = replace(patch, rules=tuple((rule, support) for rule in answer))
+    return out
+
+
+# ------------------------------------------------------------ skill sections
+
+_HEADING = re.compile(r"^##\s+(.+?)\s*$")
+
+
+def parse_sections(skill: Skill | None) -> dict[str, tuple[str, list[str]]]:
+    """A skill body as {section key: (title, rules)}: `## Title` headings,
+    `- rule` bullets. Bullets before any heading form a "General" section."""
+    sections: dict[str, tuple[str, list[str]]] = {}
+    if skill is None:
+        return sections
+    title = "General"
+    for line in skill.body.splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            title = clean_title(heading.group(1)) or "General"
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            sections.setdefault(section_key(title), (title, []))[1].append(bullet.group(1).strip())
+    return sections
+
+
+def apply_patches(sections: dict[str, tuple[str, list[str]]], patches: PatchSet) -> dict[str, tuple[str, list[str]]]:
+    """The sections after one merged patch (a new dict; the input is unchanged)."""
+    out = {k: (title, list(rules)) for k, (title, rules) in sections.items()}
+    for key, patch in patches.items():
+        rules = [r for r, _ in patch.rules]
+        if patch.op == "delete":
+            out.pop(key, None)
+        elif patch.op == "edit" or key not in out:
+            out[key] = (out.get(key, (patch.section, []))[0], rules[:MAX_RULES])
+        else:
+            seen = {re.sub(r"\W+", " ", r.lower()).strip() for r in out[key][1]}
+            extra = [r for r in rules if re.sub(r"\W+", " ", r.lower()).strip() not in seen]
+            out[key] = (out[key][0], (out[key][1] + extra)[:MAX_RULES])
+    # the best-supported sections first when there are too many to keep
+    return dict(list(out.items())[:MAX_SECTIONS])
+
+
+def render_skill_body(title: str, sections: dict[str, tuple[str, list[str]]], source: str) -> str:
+    lines = [f"# {title}", "", f"Distilled from {source}. Apply these rules on every turn."]
+    for section_title, rules in sections.values():
+        lines += ["", f"## {section_title}"] + [f"- {rule}" for rule in rules]
     return "\n".join(lines)
 
 
-def existing_lessons(skill: Skill | None) -> list[str]:
-    if skill is None:
-        return []
-    return [m.group(1).strip() for m in map(_BULLET.match, skill.body.splitlines()) if m]
+def skill_outline(sections: dict[str, tuple[str, list[str]]], limit: int = SKILL_CHARS) -> str:
+    if not sections:
+        return "(the skill is empty)"
+    text = "\n".join(f"## {title}\n" + "\n".join(f"- {r}" for r in rules) for title, rules in sections.values())
+    return text if len(text) <= limit else text[:limit] + "\n[...]"
+
+
+# ------------------------------------------------------------- analysts
+
+def analyst_conversation(trajectory: Trajectory, outline: str) -> list[Message]:
+    system = SUCCESS_ANALYST if trajectory.reward >= 1.0 else ERROR_ANALYST
+    task_rules = trajectory.messages[0]["content"] if trajectory.messages else ""
+    user = (f"The agent's instructions:\n{task_rules[:600]}\n\nThe current skill:\n{outline}\n\n"
+            f"The attempt:\n{transcript(trajectory)}\n\nPatch:")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def distill_patches(
+    teacher: Generator,
+    trajectories: Sequence[Trajectory],
+    previous: Skill | None = None,
+    max_failed_per_case: int = 1,
+    successes: int = 4,
+    group_size: int = 4,
+    sampling: Sampling = DEFAULT_SAMPLING,
+    seed: int = 0,
+) -> tuple[dict[str, tuple[str, list[str]]], PatchSet, dict[str, int]]:
+    """Analysts -> patches -> merged patch -> sections (nothing written)."""
+    if not trajectories:
+        raise ValueError("distill needs at least one trajectory")
+    traces = select_traces(trajectories, max_failed_per_case=max_failed_per_case, successes=successes)
+    sections = parse_sections(previous)
+    outline = skill_outline(sections)
+    patch_sets: list[PatchSet] = []
+    usable = 0
+    if traces:
+        completions = teacher.chat([analyst_conversation(t, outline) for t in traces], sampling,
+                                   seeds=[derive_seed(seed, "analyst", i) for i in range(len(traces))])
+        for trace, completion in zip(traces, completions):
+            patch = parse_patches(completion.text)
+            usable += bool(patch)
+            if not patch and trace.reward < 1.0:
+                patch = feedback_patch(trace)
+            patch_sets.append(patch)
+    merged = merge_hierarchically(teacher, patch_sets, group_size, sampling, seed)
+    new_sections = apply_patches(sections, merged)
+    if not new_sections:  # nothing survived: the environment's feedback is the skill
+        new_sections = apply_patches({}, feedback_patch_all(traces or list(trajectories)))
+    errors = sum(t.reward < 1.0 for t in traces)
+    return new_sections, merged, {"error": errors, "success": len(traces) - errors, "usable": usable}
+
+
+def feedback_patch_all(trajectories: Sequence[Trajectory]) -> PatchSet:
+    lessons = feedback_lessons(trajectories, limit=MAX_RULES)
+    return {"mistakes to avoid": Patch("add", "Mistakes to avoid", tuple((lesson, 1) for lesson in lessons))}
+
+
+def _skill_text(folder_name: str, task: str, sections: dict, source: str, description: str | None) -> tuple[str, str]:
+    if description is None:
+        description = f"Rules for the {task} agent task, distilled from its trajectories with Trace2Skill."
+    body = render_skill_body(f"{folder_name} (Trace2Skill)", sections, source)
+    return description, body
 
 
 def distill(
@@ -205,35 +425,56 @@ def distill(
     description: str | None = None,
     previous: Skill | None = None,
     max_failed_per_case: int = 1,
-    successes: int = 0,
-    max_lessons: int = 15,
+    successes: int = 4,
     group_size: int = 4,
     sampling: Sampling = DEFAULT_SAMPLING,
     seed: int = 0,
 ) -> Skill:
-    """Distil `trajectories` (plus the lessons of `previous`, when updating a
-    skill) into `out_dir/SKILL.md`; returns the written, valid skill."""
+    """One distillation of `trajectories` into `out_dir/SKILL.md`, patching
+    `previous` when given; returns the written, valid skill."""
     out_dir = Path(out_dir)
-    if not trajectories:
-        raise ValueError("distill needs at least one trajectory")
-    max_lessons = min(max_lessons, MAX_LINES - 12)
-    traces = select_traces(trajectories, max_failed_per_case=max_failed_per_case, successes=successes)
-    lesson_lists: list[list[str]] = []
-    if previous is not None and existing_lessons(previous):
-        lesson_lists.append(_dedupe(existing_lessons(previous), max_lessons))
-    if traces:
-        completions = teacher.chat(
-            [analyst_conversation(t) for t in traces],
-            sampling,
-            seeds=[derive_seed(seed, "analyst", i) for i in range(len(traces))],
-        )
-        lesson_lists += [parse_lessons(c.text, limit=6) for c in completions]
-    lessons = merge_hierarchically(teacher, lesson_lists, max_lessons, group_size, sampling, seed)
-    if not lessons:
-        lessons = feedback_lessons(traces or trajectories)
-    task = trajectories[0].task
-    if description is None:
-        description = f"Lessons for the {task} agent task, distilled from its trajectories with Trace2Skill."
-    source = f"{len(traces)} selected of {len(trajectories)} {task} trajectories"
-    body = build_body(f"{out_dir.name} (Trace2Skill)", lessons, source)
+    sections, _, counts = distill_patches(teacher, trajectories, previous, max_failed_per_case, successes,
+                                          group_size, sampling, seed)
+    source = (f"{counts['error']} error and {counts['success']} success analyses of {len(trajectories)} "
+              f"{trajectories[0].task} trajectories")
+    description, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, description)
     return write_skill(out_dir, description, body)
+
+
+def distill_best_of(
+    teacher: Generator,
+    trajectories: Sequence[Trajectory],
+    out_dir: str | Path,
+    score: Any,
+    n: int = 3,
+    description: str | None = None,
+    previous: Skill | None = None,
+    max_failed_per_case: int = 1,
+    successes: int = 4,
+    group_size: int = 4,
+    sampling: Sampling = DEFAULT_SAMPLING,
+    seed: int = 0,
+) -> tuple[Skill, list[dict[str, Any]]]:
+    """N distillations with different analyst seeds; `score(skill) -> float`
+    rates each on a validation split (higher is better; the agent playing
+    validation cases with the skill). The best is written to `out_dir`
+    (ties: the lower seed). Returns it and every candidate's score."""
+    if n < 1:
+        raise ValueError(f"distillation seeds must be >= 1, got {n}")
+    out_dir = Path(out_dir)
+    candidates = []
+    for i in range(n):
+        sections, _, counts = distill_patches(teacher, trajectories, previous, max_failed_per_case, successes,
+                                              group_size, sampling, derive_seed(seed, "distill-seed", i))
+        source = (f"{counts['error']} error and {counts['success']} success analyses of {len(trajectories)} "
+                  f"{trajectories[0].task} trajectories (best of {n} seeds on validation)")
+        text, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, description)
+        skill = Skill(out_dir.name, " ".join(text.split()), body.strip())
+        problems = validate_skill(skill, folder_name=out_dir.name)
+        if problems:
+            raise SkillError(f"distillation seed {i} built an invalid skill: {'; '.join(problems)}")
+        candidates.append((float(score(skill)), i, skill))
+    best = max(candidates, key=lambda c: (c[0], -c[1]))
+    written = write_skill(out_dir, best[2].description, best[2].body)
+    return written, [{"seed_index": i, "validation_score": value, "chosen": i == best[1]}
+                     for value, i, _ in candidates]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 class Sampling:
     temperature: float = 0.7
     top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
+    top_k: int = -1  # -1: the whole vocabulary; the paper's agent evaluation samples with top_k = 40
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
 
@@ -24,5 +25,11 @@ class Sampling:
             raise ValueError(f"{name}.temperature must be >= 0 (got {self.temperature!r})")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"{name}.top_p must be in (0, 1] (got {self.top_p!r})")
+        if not (self.top_k == -1 or self.top_k >= 1):
+            raise ValueError(f"{name}.top_k must be -1 (off) or >= 1 (got {self.top_k!r})")
         if not self.max_tokens >= 1:
             raise ValueError(f"{name}.max_tokens must be >= 1 (got {self.max_tokens!r})")
+
+
+# The paper's agent evaluation: Mean@4 / Pass@4 sampled at temperature 1, top-p 1, top-k 40.
+PAPER_EVAL = Sampling(temperature=1.0, top_p=1.0, top_k=40)

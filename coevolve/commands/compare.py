@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve.base.errors import UsageError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compare", help="budget-matched method comparison with test scores, tables and plots",
@@ -58,7 +60,25 @@ def print_plan(config: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from coevolve.agents.compare import from_toml, is_agent_compare, run_agent_comparison
+    from coevolve.base.config import read_toml
     from coevolve.plan import load_compare_config
+
+    raw = read_toml(args.config)
+    if is_agent_compare(raw):  # agent methods x agent tasks x seeds, scored by held-out Mean@k / Pass@k
+        try:
+            agent_config = from_toml(raw)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{args.config}: {exc}") from None
+        if args.plan:
+            runs = sum(m != "base" for m in agent_config.methods) * len(agent_config.tasks) * len(agent_config.seeds)
+            print(f"{runs} training runs of {agent_config.budget} episodes, then {agent_config.problems} held-out "
+                  f"problems x k={agent_config.k} per method, task and seed")
+            return 0
+        out = args.out or str(Path("runs") / f"compare-agents-{time.strftime('%Y%m%d-%H%M%S')}")
+        root = run_agent_comparison(agent_config, out)
+        print(f"report: {Path(root) / 'report.md'}")
+        return 0
 
     config = load_compare_config(args.config, args.out)
     if args.allow_unmatched:

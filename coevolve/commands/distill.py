@@ -1,6 +1,7 @@
 """`coevolve distill RUN_DIR --out skills/NAME`: Trace2Skill over the
 trajectories an agent run saved (RUN_DIR/trajectories/*.jsonl), written as
-an Agent Skill folder. The skill is written by the local engine (the
+an Agent Skill folder: error and success analysts propose patches to the
+skill (--previous: the skill they patch), merged hierarchically. The skill is written by the local engine (the
 embedded model or --model) or by any OpenAI-compatible endpoint
 (--endpoint-base-url; --teacher-base-url is its old name)."""
 
@@ -23,9 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="model name at the endpoint (required with --endpoint-base-url)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--model", help="local HF checkpoint that distils (default: the embedded model)")
-    p.add_argument("--previous", help="existing skill folder whose lessons the new skill keeps and extends")
+    p.add_argument("--previous", help="existing skill folder that the analysts patch (add / edit / delete sections)")
     p.add_argument("--description", help="skill description (default: generated)")
-    p.add_argument("--successes", type=int, default=0, help="successful traces analysed too (default 0)")
+    p.add_argument("--successes", type=int, default=4, help="success analysts: solved traces analysed next to the failures (default 4)")
     p.add_argument("--max-failed-per-case", type=int, default=1)
     p.add_argument("--include-eval", action="store_true", help="also use held-out evaluation trajectories")
     p.add_argument("--seed", type=int, default=0)
@@ -86,6 +87,8 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         if engine is not None:
             engine.close()
-    lessons = sum(line.startswith("- ") for line in skill.body.splitlines())
-    print(f"wrote {Path(args.out) / 'SKILL.md'}: {lessons} lessons from {len(trajectories)} trajectories")
+    rules = sum(line.startswith("- ") for line in skill.body.splitlines())
+    sections = sum(line.startswith("## ") for line in skill.body.splitlines())
+    print(f"wrote {Path(args.out) / 'SKILL.md'}: {rules} rules in {sections} sections from {len(trajectories)} "
+          "trajectories")
     return 0

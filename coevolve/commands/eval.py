@@ -17,9 +17,13 @@ from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("eval", help="score a heuristic program on a task's instance sets",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="Python file defining the task's function (e.g. a run's best.py)")
+    from coevolve.commands import agent_eval
+
+    p = subparsers.add_parser("eval", help="score a heuristic program on a task's instance sets, or an agent "
+                              "(base, ES-tuned, skill, both) by held-out Mean@k / Pass@k",
+                              description=__doc__ + "\n\n" + agent_eval.__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", nargs="?", help="heuristic tasks: Python file defining the task's function (e.g. a run's best.py)")
     p.add_argument("--task", required=True, help="task name (see `coevolve tasks`)")
     p.add_argument("--split", help="instance split (default: the task's training split)")
     p.add_argument("--size", type=int, help="instance size (default: every size of the split)")
@@ -29,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, help="sets scored in parallel (default: one per core)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the reference and gap (computing LKH references for large sets takes long)")
+    agent_eval.add_arguments(p)
     p.set_defaults(handler=handle)
 
 
@@ -56,6 +61,17 @@ def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, s
 
 
 def handle(args: argparse.Namespace) -> int:
+    from tasks.registry import is_agent_task
+
+    if is_agent_task(args.task):
+        from coevolve.commands import agent_eval
+
+        if args.file:
+            raise UsageError(f"task {args.task!r} is an agent task: eval takes no program file for it "
+                             "(give --run RUN_DIR, --history, --skill)")
+        return agent_eval.handle(args)
+    if not args.file:
+        raise UsageError("heuristic tasks: give the Python file to score")
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"no such file: {path}")

@@ -145,7 +145,6 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
     from coevolve.search.progress import progress_bar
-
     from coevolve.es import engine_options
     from coevolve.search.methods import es_population
 

@@ -31,6 +31,10 @@ class Generator(Protocol):
 
     `seeds`, when given, has one sampling seed per conversation so that a
     batch is reproducible run to run and its members differ from each other.
+    `constraints`, when given, has one regular expression (or None) per
+    conversation that the reply must match in full: enforced at decoding time
+    (vLLM structured outputs), so a weak model's reply is always well-formed.
+    A generator that cannot enforce one raises `ConstraintError`.
     """
 
     def chat(
@@ -38,7 +42,12 @@ class Generator(Protocol):
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]: ...
+
+
+class ConstraintError(ValueError):
+    """A decoding constraint the generator rejects or cannot enforce."""
 
 
 @runtime_checkable
@@ -69,6 +78,11 @@ def check_seeds(conversations: Sequence, seeds: Sequence[int] | None) -> None:
         raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
 
 
+def check_constraints(conversations: Sequence, constraints: Sequence[str | None] | None) -> None:
+    if constraints is not None and len(constraints) != len(conversations):
+        raise ValueError(f"got {len(constraints)} constraints for {len(conversations)} conversations")
+
+
 @dataclass(frozen=True)
 class MemberJob:
     """One ES member's generation request: perturb by (seed, sigma), then chat."""
@@ -78,6 +92,7 @@ class MemberJob:
     conversations: Sequence[Sequence[Message]]
     sampling: Sampling
     request_seeds: Sequence[int] | None = None
+    constraints: Sequence[str | None] | None = None
 
 
 def generate_members_sequentially(engine, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
@@ -86,5 +101,7 @@ def generate_members_sequentially(engine, jobs: Sequence[MemberJob]) -> list[lis
     results = []
     for job in jobs:
         with engine.perturbed(job.seed, job.sigma):
-            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds))
+            # constraints travel only when set: generators that never constrain need not take them
+            extra = {} if job.constraints is None else {"constraints": job.constraints}
+            results.append(engine.chat(job.conversations, job.sampling, job.request_seeds, **extra))
     return results

@@ -9,8 +9,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
+import re
+
 from coevolve.base.sections import EndpointSection
-from coevolve.engine.base import check_seeds, Completion, Message, Sampling
+from coevolve.engine.base import check_constraints, check_seeds, Completion, ConstraintError, Message, Sampling
 
 
 class OpenAIGenerator:
@@ -42,13 +44,20 @@ class OpenAIGenerator:
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
+        """`constraints` go to the server as vLLM's `structured_outputs`
+        request field; a reply that does not match its pattern (a server that
+        ignored the field) raises ConstraintError rather than pass unchecked."""
         check_seeds(conversations, seeds)
-        jobs = [(list(c), None if seeds is None else int(seeds[i])) for i, c in enumerate(conversations)]
+        check_constraints(conversations, constraints)
+        jobs = [(list(c), None if seeds is None else int(seeds[i]), None if constraints is None else constraints[i])
+                for i, c in enumerate(conversations)]
         with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(lambda job: self._one(job[0], sampling, job[1]), jobs))
+            return list(pool.map(lambda job: self._one(job[0], sampling, job[1], job[2]), jobs))
 
-    def _one(self, messages: list[Message], sampling: Sampling, seed: int | None) -> Completion:
+    def _one(self, messages: list[Message], sampling: Sampling, seed: int | None,
+             pattern: str | None = None) -> Completion:
         from openai import APIConnectionError, APIStatusError, APITimeoutError
 
         kwargs = dict(
@@ -62,6 +71,13 @@ class OpenAIGenerator:
             kwargs["stop"] = list(sampling.stop)
         if seed is not None:
             kwargs["seed"] = seed
+        extra = {}
+        if sampling.top_k != -1:
+            extra["top_k"] = sampling.top_k  # vLLM's extension of the OpenAI API
+        if pattern is not None:
+            extra["structured_outputs"] = {"regex": pattern}
+        if extra:
+            kwargs["extra_body"] = extra
         for attempt in range(self.retries + 1):
             try:
                 response = self.client.chat.completions.create(**kwargs)
@@ -70,13 +86,21 @@ class OpenAIGenerator:
                 if attempt == self.retries:
                     raise ConnectionError(f"{self.base_url}: {exc}") from exc
             except APIStatusError as exc:
+                if pattern is not None and exc.status_code == 400:
+                    raise ConstraintError(f"{self.base_url} rejected the decoding constraint {pattern!r}: "
+                                          f"{exc.message}") from exc
                 if exc.status_code < 500 or attempt == self.retries:
                     raise RuntimeError(f"{self.base_url} answered {exc.status_code}: {exc.message}") from exc
             time.sleep(min(2**attempt, 10))
         choice = response.choices[0]
         usage = response.usage
+        text = choice.message.content or ""
+        # a length-cut reply is a prefix of a match, not a match
+        if pattern is not None and choice.finish_reason != "length" and re.fullmatch(pattern, text, re.DOTALL) is None:
+            raise ConstraintError(f"{self.base_url} ignored the decoding constraint {pattern!r} (reply {text[:80]!r}); "
+                                  "use a vLLM server, or run without constrained actions")
         return Completion(
-            text=choice.message.content or "",
+            text=text,
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             finish_reason=choice.finish_reason or "stop",

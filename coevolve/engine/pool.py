@@ -309,6 +309,7 @@ class EnginePool:
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
         """One batch split into one contiguous part per engine. Per-request
         seeds travel with their conversations, so sampled texts do not depend
@@ -319,7 +320,8 @@ class EnginePool:
         parts = max(1, min(len(self.engines), len(conversations)))
         bounds = [(i * len(conversations) // parts, (i + 1) * len(conversations) // parts) for i in range(parts)]
         tasks = [
-            (list(conversations[a:b]), sampling, None if seeds is None else list(seeds[a:b])) for a, b in bounds
+            (list(conversations[a:b]), sampling, None if seeds is None else list(seeds[a:b]),
+             None if constraints is None else list(constraints[a:b])) for a, b in bounds
         ]
         return [c for part in self._spread("chat", tasks) for c in part]
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from coevolve.engine import models
-from coevolve.engine.base import check_seeds, Completion, MemberJob, Message, Sampling, generate_members_sequentially
+from coevolve.engine.base import (check_constraints, check_seeds, Completion, ConstraintError, MemberJob, Message,
+                                  Sampling, generate_members_sequentially)
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
 NOISE_MODES = ("full", "lowrank")
@@ -143,13 +144,16 @@ class Engine:
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
         check_seeds(conversations, seeds)
+        check_constraints(conversations, constraints)
         if not conversations:
             return []
         # A low-rank perturbation lives in slot 0 (see perturb); plain chat runs on θ.
         slot = 0 if (self._perturbation is not None and self.noise == "lowrank") else None
-        return self._generate(conversations, sampling, seeds, None if slot is None else [slot] * len(conversations))
+        return self._generate(conversations, sampling, seeds, None if slot is None else [slot] * len(conversations),
+                              constraints)
 
     def _generate(
         self,
@@ -157,8 +161,10 @@ class Engine:
         sampling: Sampling,
         seeds: Sequence[int] | None,
         slots: Sequence[int] | None,
+        constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
-        """One vLLM `generate` call; `slots[i]` routes request i to member slot i's adapter."""
+        """One vLLM `generate` call; `slots[i]` routes request i to member slot i's adapter,
+        `constraints[i]` is request i's decoding pattern."""
         from vllm import SamplingParams
 
         prompts = [
@@ -169,9 +175,11 @@ class Engine:
             SamplingParams(
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
+                top_k=sampling.top_k,
                 max_tokens=sampling.max_tokens,
                 stop=list(sampling.stop) or None,
                 seed=None if seeds is None or seeds[i] is None else int(seeds[i]),
+                structured_outputs=_structured(None if constraints is None else constraints[i]),
             )
             for i in range(len(prompts))
         ]
@@ -183,7 +191,12 @@ class Engine:
             # finds the id loaded and never reads this path.
             lora = [None if j is None else LoRARequest(f"coevolve-member-{j}", j + 1, f"/coevolve/in-memory/member-{j}")
                     for j in slots]
-        outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=False)
+        try:
+            outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=False)
+        except Exception as exc:
+            if constraints is not None and any(constraints):
+                raise ConstraintError(f"vLLM rejected a decoding constraint: {exc}") from exc
+            raise
         results = []
         for out in outputs:
             choice = out.outputs[0]
@@ -204,6 +217,17 @@ class Engine:
     def _rpc_all(self, method: str, *args) -> list:
         """One result per worker (one per tensor-parallel rank)."""
         return self.llm.collective_rpc(method, args=args)
+
+    def check_constraints(self, patterns: Sequence[str]) -> None:
+        """Compile every distinct pattern in the engine's grammar backend (one
+        one-token request each), so a pattern vLLM rejects fails with
+        ConstraintError before any episode runs."""
+        for pattern in dict.fromkeys(patterns):
+            try:
+                self.chat([[{"role": "user", "content": "ok"}]], Sampling(temperature=0.0, max_tokens=1),
+                          constraints=[pattern])
+            except ConstraintError as exc:
+                raise ConstraintError(f"the engine rejects the action pattern {pattern!r}: {exc.__cause__ or exc}") from None
 
     def num_parameters(self) -> int:
         """Elements ES perturbs (the whole model: tied weights count once)."""
@@ -256,14 +280,17 @@ class Engine:
         if not jobs:
             return []
         self._rpc("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
-        conversations, seeds, slots = [], [], []
+        conversations, seeds, slots, constraints = [], [], [], []
         for j, job in enumerate(jobs):
+            check_constraints(job.conversations, job.constraints)
             conversations += list(job.conversations)
             seeds += list(job.request_seeds) if job.request_seeds is not None else [None] * len(job.conversations)
             slots += [j] * len(job.conversations)
+            constraints += list(job.constraints) if job.constraints is not None else [None] * len(job.conversations)
         if not conversations:
             return [[] for _ in jobs]
-        texts = self._generate(conversations, jobs[0].sampling, seeds, slots)
+        texts = self._generate(conversations, jobs[0].sampling, seeds, slots,
+                               constraints if any(c is not None for c in constraints) else None)
         results, start = [], 0
         for job in jobs:
             results.append(texts[start:start + len(job.conversations)])
@@ -312,6 +339,14 @@ class Engine:
             if callable(shutdown):
                 shutdown()
             self.llm = None
+
+
+def _structured(pattern: str | None):
+    if pattern is None:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return StructuredOutputsParams(regex=pattern)
 
 
 def _check_sigma(sigma: float) -> None:

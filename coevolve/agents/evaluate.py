@@ -1,0 +1,222 @@
+"""The paper's agent evaluation protocol: held-out Mean@k and Pass@k.
+
+Every held-out problem is attempted k times (k = 4 in the paper) with the
+paper's sampling (temperature 1, top-p 1, top-k 40; coevolve.base.sampling.
+PAPER_EVAL); Mean@k averages the k rewards of a problem, Pass@k counts a
+problem solved when any attempt solved it; both are reported over problems
+with a 95% confidence interval (coevolve.stats).
+
+The four arms of an agent comparison share one engine and one held-out set:
+`base` (the checkpoint), `esopt` (ES-tuned weights, replayed from a run's
+history.jsonl), `skill` (base weights with the distilled skill in the system
+prompt) and `both`. Everything that can be wrong with the inputs (overlapping
+splits, a missing history or skill, an action pattern the engine rejects) is
+checked before the first episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from coevolve.agents.rollout import Trajectory, action_constraint, derive_seed, rollout
+from coevolve.agents.skills import Skill
+from coevolve.base.sampling import PAPER_EVAL, Sampling
+from coevolve.stats import Interval, mean_at_k, pass_at_k
+
+ARMS = ("base", "esopt", "skill", "both")
+WEIGHT_ARMS = {"esopt", "both"}  # need ES-tuned weights
+SKILL_ARMS = {"skill", "both"}
+
+
+@dataclass
+class ArmResult:
+    arm: str
+    k: int
+    problems: int
+    mean_at_k: Interval
+    pass_at_k: Interval
+    well_formed: float | None  # share of turns that were readable actions (tasks that report it)
+    trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "k": self.k, "problems": self.problems,
+                f"mean@{self.k}": self.mean_at_k.to_dict(), f"pass@{self.k}": self.pass_at_k.to_dict(),
+                "well_formed": self.well_formed}
+
+
+def eval_sampling(max_tokens: int, k_sampling: Sampling = PAPER_EVAL) -> Sampling:
+    """The paper's sampling with the task's per-turn reply length."""
+    return replace(k_sampling, max_tokens=max_tokens)
+
+
+def build_task(name: str, options: dict[str, Any]) -> Any:
+    """The agent task `name` built with `options` (tasks that run Python get
+    the sandboxed tool); ValueError names a bad task or option."""
+    from coevolve.agents.tools import SandboxTool
+    from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
+
+    try:
+        return agent_task(name, options, tool=SandboxTool() if AGENT_TASKS.get(name) and
+                          AGENT_TASKS[name].python_tool else None)
+    except UnknownTask as exc:
+        raise ValueError(str(exc)) from None
+    except TaskOptionError as exc:
+        raise ValueError(str(exc)) from None
+    except (OSError, TypeError, ValueError) as exc:
+        raise ValueError(f"task {name!r} with options {options}: {exc}") from None
+
+
+def check_heldout(task: Any, heldout: Sequence[Any], train: Sequence[Any]) -> None:
+    """ValueError naming the first held-out cases that are also training cases
+    (compared by the task's `case_key`, i.e. by content, not by id)."""
+    train_keys = {task.case_key(c): c.id for c in train}
+    shared = [(c.id, train_keys[task.case_key(c)]) for c in heldout if task.case_key(c) in train_keys]
+    if shared:
+        shown = ", ".join(f"{h} = train {t}" for h, t in shared[:5])
+        raise ValueError(f"the held-out split overlaps training in {len(shared)} of {len(heldout)} problems ({shown})")
+    ids = [c.id for c in heldout]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the held-out split has duplicate problem ids")
+
+
+def attempts_of(trajectories: Sequence[Trajectory], problems: int, k: int) -> list[list[float]]:
+    """Rewards grouped per problem: trajectories come as k rounds of the problems in order."""
+    if len(trajectories) != problems * k:
+        raise ValueError(f"expected {problems} x {k} trajectories, got {len(trajectories)}")
+    return [[trajectories[a * problems + p].reward for a in range(k)] for p in range(problems)]
+
+
+def evaluate_arm(
+    generator: Any,
+    task: Any,
+    heldout: Sequence[Any],
+    arm: str,
+    k: int = 4,
+    sampling: Sampling = PAPER_EVAL,
+    seed: int = 0,
+    skills: Sequence[Skill] = (),
+    constrained: bool = False,
+    history_turns: int | None = None,
+) -> ArmResult:
+    """k attempts at every held-out problem in one batched rollout. Attempt a
+    of problem p samples with seeds derived from (seed, a, p): the arms see
+    the same seeds, so their difference is the weights and the skill."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    cases = [case for _ in range(k) for case in heldout]
+    trajectories = rollout(generator, task, cases, sampling, seed=derive_seed(seed, "heldout"), skills=skills,
+                           history_turns=history_turns, label=f"eval {arm}", constrained=constrained)
+    attempts = attempts_of(trajectories, len(heldout), k)
+    formed = [t.metrics["well_formed"] for t in trajectories if "well_formed" in t.metrics]
+    return ArmResult(arm, k, len(heldout), mean_at_k(attempts), pass_at_k(attempts),
+                     sum(formed) / len(formed) if formed else None, trajectories)
+
+
+def evaluate_arms(
+    engine: Any,
+    task: Any,
+    heldout: Sequence[Any],
+    arms: Sequence[str] = ARMS,
+    k: int = 4,
+    sampling: Sampling = PAPER_EVAL,
+    seed: int = 0,
+    history: str | Path | None = None,
+    skills: Sequence[Skill] = (),
+    constrained: bool = False,
+    train: Sequence[Any] = (),
+    history_turns: int | None = None,
+    on_arm: Any = None,
+) -> list[ArmResult]:
+    """Mean@k / Pass@k of each arm on one held-out set. Base-weight arms run
+    first; then the ES history is replayed onto the engine for the tuned
+    arms, and the engine is reset to the checkpoint at the end."""
+    check_arms(arms, history, skills)
+    check_heldout(task, heldout, train)
+    if constrained:
+        pattern = action_constraint(task)
+        check = getattr(engine, "check_constraints", None)
+        if check is not None:
+            check([pattern])
+    if any(a in WEIGHT_ARMS for a in arms):
+        from coevolve.es.history import read
+        if not read(history):
+            raise ValueError(f"{history}: no ES generations recorded; the esopt arms would equal base")
+    results: list[ArmResult] = []
+    ordered = [a for a in ARMS if a in arms and a not in WEIGHT_ARMS] + [a for a in ARMS if a in arms and a in WEIGHT_ARMS]
+    tuned = False
+    try:
+        for arm in ordered:
+            if arm in WEIGHT_ARMS and not tuned:
+                from coevolve.es.optimizer import replay
+
+                replay(history, engine)
+                tuned = True
+            result = evaluate_arm(engine, task, heldout, arm, k, sampling, seed,
+                                  skills if arm in SKILL_ARMS else (), constrained, history_turns)
+            results.append(result)
+            if on_arm is not None:
+                on_arm(result)
+    finally:
+        if tuned:
+            engine.reset()
+    return sorted(results, key=lambda r: ARMS.index(r.arm))
+
+
+def check_arms(arms: Sequence[str], history: str | Path | None, skills: Sequence[Skill]) -> None:
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise ValueError(f"arms must be some of {', '.join(ARMS)} (got {', '.join(arms) or 'none'})")
+    if any(a in WEIGHT_ARMS for a in arms):
+        if history is None:
+            raise ValueError("the esopt and both arms need ES-tuned weights: give a run's history.jsonl")
+        if not Path(history).is_file():
+            raise ValueError(f"{history}: no such ES history file")
+    if any(a in SKILL_ARMS for a in arms) and not skills:
+        raise ValueError("the skill and both arms need a skill: give a skill folder")
+
+
+def table(results: Sequence[ArmResult]) -> str:
+    """A markdown table: arm, Mean@k [95% CI], Pass@k [95% CI], well-formed action rate."""
+    k = results[0].k if results else 4
+    lines = [f"| arm | Mean@{k} [95% CI] | Pass@{k} [95% CI] | well-formed |", "|---|---|---|---|"]
+    for r in results:
+        formed = "-" if r.well_formed is None else f"{r.well_formed:.2f}"
+        lines.append(f"| {r.arm} | {r.mean_at_k} | {r.pass_at_k} | {formed} |")
+    return "\n".join(lines)
+
+
+def engine_options_for(history: str | Path | None) -> dict[str, Any]:
+    """Engine keyword arguments that replaying `history` needs (a low-rank
+    history replays only on an engine with the same noise mode and rank)."""
+    if history is None:
+        return {}
+    from coevolve.es.history import read
+    from coevolve.es.optimizer import engine_options
+
+    records = read(history)
+    if not records:
+        return {}
+    first = records[0]
+    return engine_options(first.get("noise", "full"), first.get("rank") or 1, first.get("population", 1))
+
+
+def run_inputs(run_dir: str | Path | None) -> tuple[Path | None, list[Skill]]:
+    """An agent run directory's ES history (None when it holds no ES
+    generation) and its distilled skills (skills/<name>/SKILL.md, each
+    validated: an invalid SKILL.md is a SkillError naming the file)."""
+    if run_dir is None:
+        return None, []
+    from coevolve.agents.skills import load_skill
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ValueError(f"{run_dir}: no such run directory")
+    history = run_dir / "history.jsonl"
+    has_history = history.is_file() and history.stat().st_size > 0
+    folder = run_dir / "skills"
+    skills = [load_skill(d) for d in sorted(folder.iterdir()) if d.is_dir()] if folder.is_dir() else []
+    if not has_history and not skills:
+        raise ValueError(f"{run_dir}: holds neither ES weights (history.jsonl) nor a distilled skill (skills/)")
+    return (history if has_history else None), skills

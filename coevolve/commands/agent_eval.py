@@ -1,0 +1,133 @@
+"""`coevolve eval --task AGENT_TASK ...`: the paper's held-out agent evaluation.
+
+    coevolve eval --task sudoku --option masked=1 --run RUN_DIR [--arms base,esopt,skill,both]
+                  [--problems 100] [--k 4] [--free] [--seed 0] [--out results.json]
+
+Mean@k and Pass@k (k = 4) with 95% confidence intervals over `--problems`
+held-out problems (the eval split; 100 in the paper), sampled as in the paper
+(temperature 1, top-p 1, top-k 40), for each arm: base weights, ES-tuned
+weights (the run's history.jsonl), the distilled skill (the run's skills/),
+and both. Replies are decoded under the task's action format unless --free.
+Every input is checked before the first episode: the task and its options,
+the run directory, SKILL.md files, the held-out split against training, and
+the action pattern against the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from coevolve.base.errors import UsageError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("agent tasks (sudoku, sudoku9, react_math): held-out Mean@k / Pass@k")
+    g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the task, e.g. masked=1 (sudoku), turns=4 (react_math); repeatable")
+    g.add_argument("--run", help="agent run directory: its history.jsonl (ES-tuned weights) and skills/")
+    g.add_argument("--history", help="ES history.jsonl to replay for the esopt/both arms (instead of --run)")
+    g.add_argument("--skill", action="append", default=[], metavar="DIR",
+                   help="skill folder for the skill/both arms (instead of --run); repeatable")
+    g.add_argument("--arms", help="comma-separated, of base,esopt,skill,both (default: every arm the inputs allow)")
+    g.add_argument("--problems", type=int, default=100, help="held-out problems (default 100, as in the paper)")
+    g.add_argument("--k", type=int, default=4, help="attempts per problem (default 4)")
+    g.add_argument("--free", action="store_true", help="decode freely instead of under the task's action format")
+    g.add_argument("--max-tokens", type=int, help="tokens per turn (default: 12 for sudoku, 96 for react_math)")
+    g.add_argument("--seed", type=int, default=0, help="held-out split seed and sampling seed (default 0)")
+    g.add_argument("--out", help="write the results as JSON here")
+    g.add_argument("--model", help="HF checkpoint directory (default: the embedded model)")
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option {pair!r}: expected KEY=VALUE")
+        options[key] = int(value) if value.lstrip("-").isdigit() else value
+    return options
+
+
+def build_task(name: str, options: dict[str, Any]) -> Any:
+    from coevolve.agents.evaluate import build_task as build
+
+    try:
+        return build(name, options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def handle(args: argparse.Namespace) -> int:
+    from coevolve.agents.evaluate import (ARMS, check_arms, check_heldout, engine_options_for, eval_sampling,
+                                          evaluate_arms, run_inputs, table)
+    from coevolve.agents.skills import SkillError, load_skill
+
+    if args.problems < 1 or args.k < 1:
+        raise UsageError(f"--problems and --k must be >= 1 (got {args.problems}, {args.k})")
+    if args.run and (args.history or args.skill):
+        raise UsageError("give --run, or --history/--skill, not both")
+    options = parse_options(args.option)
+    if args.run and (Path(args.run) / "config.toml").is_file():
+        # the run's own task settings, so the held-out problems are the run's kind of problem
+        from coevolve.base.config import read_toml
+
+        raw = read_toml(Path(args.run) / "config.toml")
+        if raw.get("run", {}).get("task", args.task) != args.task:
+            raise UsageError(f"{args.run} is a run on task {raw['run']['task']!r}, not {args.task!r}")
+        options = {**{k: v for k, v in raw.get("task", {}).items() if v not in (0, "")}, **options}
+    task = build_task(args.task, options)
+    try:
+        history, skills = run_inputs(args.run) if args.run else (
+            Path(args.history) if args.history else None, [load_skill(s) for s in args.skill])
+    except (SkillError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    arms = args.arms.split(",") if args.arms else [
+        a for a in ARMS if (a not in ("esopt", "both") or history) and (a not in ("skill", "both") or skills)]
+    constrained = not args.free and bool(getattr(task, "action_pattern", None))
+    max_tokens = args.max_tokens or (96 if args.task == "react_math" else 12)
+    try:
+        check_arms(arms, history, skills)
+        heldout = task.cases("eval", args.problems, seed=args.seed)
+        check_heldout(task, heldout, _train_cases(task, len(heldout), args.seed))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+    from coevolve.engine.base import ConstraintError
+    from coevolve.engine.vllm_engine import Engine
+
+    print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
+          f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding", flush=True)
+    engine = Engine(args.model, **engine_options_for(history if any(a in ("esopt", "both") for a in arms) else None))
+    began = time.monotonic()
+    try:
+        results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens), args.seed,
+                                history=history, skills=skills, constrained=constrained,
+                                on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}  Pass@{r.k} "
+                                                       f"{r.pass_at_k}", flush=True))
+    except ConstraintError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        engine.close()
+        close = getattr(task, "close", None)
+        if close is not None:
+            close()
+    print(table(results))
+    print(f"{time.monotonic() - began:.0f} s")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({
+            "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
+            "constrained": constrained, "run": args.run, "results": [r.to_dict() for r in results]}, indent=2))
+    return 0
+
+
+def _train_cases(task: Any, n: int, seed: int) -> list:
+    # a problems file smaller than n is checked for overlap when it is read (tasks.react_math.load_problems)
+    try:
+        return task.cases("train", n, seed=seed)
+    except ValueError:
+        return []

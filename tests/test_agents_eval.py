@@ -1,0 +1,118 @@
+"""`coevolve eval` for agent tasks: the held-out protocol's inputs are checked
+before any engine starts or episode runs (the engine path: test_agents_engine.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coevolve.agents.evaluate import attempts_of, check_heldout
+from coevolve.agents.rollout import Trajectory
+from coevolve.cli import main
+from tasks.sudoku import Sudoku
+
+
+def eval_args(*extra: str) -> list[str]:
+    return ["eval", "--task", "sudoku", "--option", "masked=1", "--problems", "4", *extra]
+
+
+def test_bad_inputs_fail_before_any_episode(tmp_path, capsys, monkeypatch):
+    import coevolve.engine.vllm_engine as vllm_engine
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("an engine started although the inputs were bad")
+
+    monkeypatch.setattr(vllm_engine, "Engine", no_engine)
+    cases = [
+        (eval_args("--run", str(tmp_path / "missing")), "no such run directory"),
+        (eval_args("--run", str(tmp_path)), "neither ES weights"),
+        (eval_args("--arms", "base,magic"), "arms must be some of base, esopt, skill, both"),
+        (eval_args("--arms", "esopt"), "need ES-tuned weights"),
+        (eval_args("--arms", "skill"), "need a skill"),
+        (eval_args("--history", str(tmp_path / "nope.jsonl"), "--arms", "esopt"), "no such ES history file"),
+        (eval_args("--option", "bogus=1"), "task.bogus is not an option of sudoku"),
+        (eval_args("--option", "masked=99"), "masked must be in 1..15"),
+        (eval_args("--option", "masked"), "expected KEY=VALUE"),
+        (["eval", "prog.py", "--task", "sudoku"], "agent task: eval takes no program file"),
+        (["eval", "--task", "tsp_construct"], "give the Python file"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    # an invalid SKILL.md in the run directory names the file
+    bad = tmp_path / "run" / "skills" / "distilled"
+    bad.mkdir(parents=True)
+    (bad / "SKILL.md").write_text("no front matter\n")
+    assert main(eval_args("--run", str(tmp_path / "run"))) == 2
+    assert "SKILL.md: must start with a '---' front matter line" in capsys.readouterr().err
+    # a problems file whose held-out split overlaps training
+    problems = tmp_path / "p.jsonl"
+    problems.write_text(json.dumps({"id": "a", "question": "What is 2 + 2?", "answer": "4", "split": "train"}) + "\n"
+                        + json.dumps({"id": "b", "question": "what is 2 + 2?", "answer": "4", "split": "eval"}) + "\n")
+    assert main(["eval", "--task", "react_math", "--option", f"problems_file={problems}", "--problems", "1"]) == 2
+    assert "overlaps training" in capsys.readouterr().err
+
+
+def test_check_heldout_compares_content_not_ids():
+    task = Sudoku(masked=2)
+    heldout = task.cases("eval", 5)
+    check_heldout(task, heldout, task.cases("train", 50))
+    renamed = [type(c)(id=f"train-copy-{i}", puzzle=c.puzzle, solution=c.solution) for i, c in enumerate(heldout[:2])]
+    with pytest.raises(ValueError, match="overlaps training in 2 of 5 problems"):
+        check_heldout(task, heldout, renamed)
+
+
+def test_attempts_are_grouped_per_problem():
+    def t(reward):
+        return Trajectory(task="x", case_id="c", messages=[], actions=[], observations=[""], reward=reward)
+
+    # k = 2 rounds over 3 problems: round a holds problems 0, 1, 2 in order
+    trajectories = [t(1), t(0), t(0), t(1), t(1), t(0)]
+    assert attempts_of(trajectories, 3, 2) == [[1, 1], [0, 1], [0, 0]]
+    with pytest.raises(ValueError, match="expected 3 x 3"):
+        attempts_of(trajectories, 3, 3)
+
+
+def test_agent_compare_config_and_report(tmp_path):
+    from coevolve.agents.compare import aggregate, from_toml, is_agent_compare, markdown, plot, run_config
+    from coevolve.base.config import read_toml
+
+    raw = read_toml("examples/agents_compare.toml")
+    assert is_agent_compare(raw)
+    config = from_toml(raw)
+    assert config.methods == ["base", "esopt", "trace2skill", "esopt+trace2skill"] and config.k == 4
+    assert run_config(config, "sudoku", "esopt", 1)["run"] == {"method": "esopt", "task": "sudoku", "budget": 128,
+                                                              "seed": 1}
+    assert run_config(config, "sudoku", "esopt", 1)["task"] == {"masked": 1}
+    for bad, message in [({"compare": {"kind": "agent", "methods": ["magic"]}}, "not one of"),
+                         ({"compare": {"kind": "agent", "tasks": ["tsp_construct"]}}, "not an agent task"),
+                         ({"compare": {"kind": "agent", "bogus": 1}}, "compare.bogus is not a known key"),
+                         ({"compare": {"kind": "agent"}, "eval": {"k": 0}}, "eval.k must be >= 1"),
+                         ({"compare": {"kind": "agent"}, "task": {"sudoku9": {"masked": 5}}}, "not in compare.tasks")]:
+        with pytest.raises(ValueError, match=message):
+            from_toml(bad)
+    # two seeds' scores pool into one row per method, with the per-seed means beside
+    records = [{"task": "sudoku", "method": m, "seed": s, "per_problem_mean": pm, "per_problem_pass": pp,
+                "mean@4": {"mean": sum(pm) / len(pm)}, "well_formed": 1.0}
+               for m, s, pm, pp in [("base", 0, [0.25, 0.0], [1.0, 0.0]), ("base", 1, [0.5, 0.0], [1.0, 0.0]),
+                                    ("esopt", 0, [1.0, 0.5], [1.0, 1.0]), ("esopt", 1, [0.75, 0.5], [1.0, 1.0])]]
+    config.methods = ["base", "esopt"]
+    rows = aggregate(config, records)
+    assert [r["method"] for r in rows] == ["base", "esopt"]
+    assert rows[0]["mean"]["n"] == 4 and rows[0]["mean"]["mean"] == pytest.approx(0.1875)
+    assert rows[1]["pass"]["mean"] == 1.0 and rows[1]["per_seed"] == {0: 0.75, 1: 0.625}
+    text = markdown(config, rows)
+    assert "| esopt | 0.688 [" in text and "Mean@4 per seed" in text
+    assert plot(config, rows, tmp_path / "agents.png").stat().st_size > 1000
+
+
+def test_eval_takes_the_task_settings_of_the_run(tmp_path, capsys, monkeypatch):
+    import coevolve.engine.vllm_engine as vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "Engine", lambda *a, **k: (_ for _ in ()).throw(AssertionError("engine")))
+    run = tmp_path / "run"
+    (run / "skills").mkdir(parents=True)
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku9"\n\n[task]\nmasked = 5\n')
+    assert main(["eval", "--task", "sudoku", "--run", str(run)]) == 2
+    assert "is a run on task 'sudoku9', not 'sudoku'" in capsys.readouterr().err
