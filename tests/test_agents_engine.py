@@ -20,8 +20,8 @@ pytestmark = pytest.mark.engine
 def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
     raw = {"run": {"method": "esopt", "task": "sudoku", "budget": 16, "seed": 1},
            "task": {"masked": 1},  # at most 3 turns an episode
-           "agent": {"population": 4, "batch": 2, "eval_cases": 2, "temperature": 1.0, "max_tokens": 10,
-                     "history_turns": 1,
+           "sampling": {"temperature": 1.0, "max_tokens": 10},
+           "agent": {"population": 4, "batch": 2, "eval_cases": 2, "history_turns": 1,
                      "shaping": 0.5},  # the base model solves ~nothing: binary rewards alone would all be 0
            "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3, "generations": 2}}
     config = build_config(AgentRunConfig, raw)

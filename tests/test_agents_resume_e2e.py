@@ -32,10 +32,12 @@ population = 2
 batch = 2
 eval_cases = 2
 eval_every = 2
-temperature = 1.0
-max_tokens = 8
 history_turns = 1
 shaping = 0.5
+
+[sampling]
+temperature = 1.0
+max_tokens = 8
 
 [es]
 sigma = 0.01
