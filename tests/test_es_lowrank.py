@@ -158,19 +158,23 @@ def test_update_moves_weights_and_replays_bit_for_bit(lowrank_engine, tmp_path):
 def test_agent_es_plays_the_population_in_one_batch(lowrank_engine, tmp_path):
     """esopt on Sudoku with low-rank noise: every member's episodes in one
     batch per turn; fitness per member recomputed from the saved episodes."""
-    from coevolve.agents.es_agent import AgentRunConfig, run_agent
+    from coevolve.agents.es_agent import run_agent
     from coevolve.agents.rollout import load_trajectories
-    from tasks.sudoku import Sudoku
+    from coevolve.agents.runconfig import AgentRunConfig
+    from coevolve.base.config import as_dict, build_config, dump_toml
+    from coevolve.runstore import RunStore
 
     engine = lowrank_engine
-    cfg = AgentRunConfig(method="esopt", budget_episodes=8, population=4, batch=2, eval_cases=2,
-                         sampling=Sampling(temperature=1.0, max_tokens=10),
-                         eval_sampling=Sampling(temperature=0.0, max_tokens=10), history_turns=1, seed=1,
-                         shaping=0.5)
-    es_cfg = ESConfig(population=4, sigma=SIGMA, alpha=2e-3, generations=1, seed=1, noise="lowrank")
+    raw = {"run": {"method": "esopt", "task": "sudoku", "budget": 8, "seed": 1},
+           "task": {"masked": 1},
+           "sampling": {"temperature": 1.0, "max_tokens": 10},
+           "agent": {"population": 4, "batch": 2, "eval_cases": 2, "history_turns": 1, "shaping": 0.5},
+           "es": {"sigma": SIGMA, "alpha": 2e-3, "generations": 1, "noise": "lowrank", "rank": 1}}
+    config = build_config(AgentRunConfig, raw)
+    store = RunStore.create(tmp_path, dump_toml(as_dict(config)))
     before = engine.checksum()
     try:
-        summary = run_agent(engine, Sudoku(masked=1), cfg, tmp_path, es_config=es_cfg)
+        summary = run_agent(config, store, engine, config.build_task())
         (record,) = history.read(tmp_path / "history.jsonl")
     finally:
         engine.reset()
