@@ -34,11 +34,11 @@ def child(mode: str, generations: int, population: int, sigma: float, alpha: flo
     engine = Engine(**({"noise": "lowrank", "rank": 1, "members": population} if mode == "lowrank" else {}))
     conversations = [[{"role": "user", "content": q}] for q in QUESTIONS]
     cfg = ESConfig(population=population, sigma=sigma, sigma_end=sigma / 2, alpha=alpha, generations=generations,
-                   seed=0, noise=mode)
+                   noise=mode)
     curve = [{"generation": 0, "fitness": measure(engine)[0], "seconds": 0.0}]
     spent = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        es = ESOpt(cfg, Path(tmp) / "history.jsonl")
+        es = ESOpt(cfg, Path(tmp) / "history.jsonl", seed=0)
         for g in range(generations):
             started = time.perf_counter()
             members = es.ask()

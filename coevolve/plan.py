@@ -77,6 +77,7 @@ class CompareConfig(SearchSections):
     test: HoldoutSection = field(default_factory=HoldoutSection)
 
     def check(self) -> None:
+        super().check()
         for index, name in enumerate(self.compare.tasks):
             task = _task_or_error(name, f"compare.tasks[{index}]")
             scored_sets(self, task)  # every task must have the test sets asked for

@@ -10,12 +10,12 @@ replace); the names are re-exported here for the modules that use a run store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.base.errors import UsageError
 
-__all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "read_jsonl"]
+__all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "read_jsonl", "same_settings"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
@@ -79,3 +79,13 @@ class RunStore:
 
     def iter_events(self, kind: str) -> Iterator[dict]:
         return (e for e in self.events() if e.get("type") == kind)
+
+
+def same_settings(logged: Any, current: Any) -> bool:
+    """Whether a run's logged config (its start event) is its current one, for
+    `--resume`. A setting added to the code since the run started is absent
+    from the log and takes its default, which keeps the old behaviour, so it
+    does not count as a change."""
+    if isinstance(logged, dict) and isinstance(current, dict):
+        return set(logged) <= set(current) and all(same_settings(logged[k], current[k]) for k in logged)
+    return logged == current

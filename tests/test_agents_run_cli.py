@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from coevolve.agents.es_agent import resolved_es
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.cli import main
 from coevolve.base.config import as_dict, dump_toml, load_config
@@ -35,6 +36,10 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[agent]\ntemperature = 1.0\n', "agent.temperature is not a known field"),
         ('[run]\ntask = "sudoku"\n[agent]\npatience = 3\n', "agent.patience is not a known field"),
         ('[run]\ntask = "sudoku"\n[es]\nsigma = 0\n', "es.sigma must be > 0"),
+        ('[run]\ntask = "sudoku"\n[es]\nddof = 3\n', "es.ddof must be 0 or 1 (got 3)"),
+        ('[run]\ntask = "sudoku"\n[es]\npopulation = 4\n', "es.population is agent.population in agent runs"),
+        ('[run]\ntask = "sudoku"\n[es]\noperators = ["m1"]\n',
+         "es.operators is for heuristic runs only; leave it out of agent configs (got ['m1'])"),
         ('[run]\ntask = "sudoku"\n[es]\nantithetic = true\n[agent]\npopulation = 3\n',
          "agent.population must be even when es.antithetic"),
         ('[run]\ntask = "sudoku"\n[task]\nmasked = 16\n',
@@ -82,7 +87,7 @@ def test_flags_choose_and_override_like_heuristic_runs(tmp_path, capsys):
     overrides = {"run": {"method": "trace2skill", "budget": 64, "seed": 3, "out": "x"}, "model": {"path": "/m"}}
     config = load_config(AgentRunConfig, example, overrides)
     assert (config.run.method, config.run.budget, config.run.seed, config.model.path) == ("trace2skill", 64, 3, "/m")
-    assert config.es_config() is None
+    assert resolved_es(config) is None
 
 
 def test_resume_of_an_agent_run_from_before_events_is_refused_clearly(tmp_path, capsys):
@@ -102,7 +107,7 @@ def test_examples_build_their_run(name, monkeypatch, tmp_path):
     assert task.name == config.run.task
     if config.run.task == "sudoku":
         assert task.masked == config.task["masked"]
-    es = config.es_config()
+    es = resolved_es(config)
     if config.uses_es:
         # generations = 0 in the file: as many as the budget pays
         assert es.population == config.agent.population

@@ -27,12 +27,12 @@ def run_es(engine, history_path: str) -> dict:
     characters generated, which a large enough σ moves member to member."""
     from coevolve.engine.base import Sampling
     from coevolve.engine.vllm_engine import MemberJob
-    from coevolve.es.optimizer import ESConfig, ESOpt
+    from coevolve.es import ESConfig, ESOpt
 
     sampling = Sampling(**GREEDY_SHORT)
     conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
     opt = ESOpt(ESConfig(population=POPULATION, sigma=1e-2, schedule="constant", alpha=1e-2,
-                         generations=GENERATIONS, seed=7), history_path)
+                         generations=GENERATIONS), history_path, seed=7)
     out = {"rewards": [], "checksums": [], "texts": []}
     for _ in range(GENERATIONS):
         members = opt.ask()
@@ -159,10 +159,10 @@ def test_engine_killed_mid_generation(pool, reference):
     import ray
 
     # Same first generation as the reference, from the checkpoint's weights.
-    from coevolve.es.optimizer import ESConfig, ESOpt
+    from coevolve.es import ESConfig, ESOpt
 
     members = ESOpt(ESConfig(population=POPULATION, sigma=1e-2, schedule="constant", alpha=1e-2,
-                             generations=GENERATIONS, seed=7), "/dev/null").ask()
+                             generations=GENERATIONS), "/dev/null", seed=7).ask()
     conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
     jobs = [MemberJob(m.seed, m.sigma, conversations, Sampling(**GREEDY_SHORT), request_seeds=[1, 2])
             for m in members]

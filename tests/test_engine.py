@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from coevolve.base.errors import ConfigError
 from coevolve.engine.base import Sampling
 from coevolve.engine.models import ModelError, count_checkpoint_parameters, resolve
 from coevolve.es import ESConfig, ESOpt, history
@@ -82,9 +83,9 @@ def test_bad_input_is_rejected_and_weights_stay(engine, tmp_path):
         engine.perturb(1, 0.0)
     with pytest.raises(ValueError, match="sigma"):
         engine.perturb(1, math.nan)
-    with pytest.raises(ValueError, match="sigma"):
+    with pytest.raises(ConfigError, match="es.sigma"):
         ESConfig(sigma=-1e-3)
-    with pytest.raises(ValueError, match="population"):
+    with pytest.raises(ConfigError, match="es.population"):
         ESConfig(population=1)
     es = ESOpt(ESConfig(population=2, generations=1), tmp_path / "history.jsonl")
     members = es.ask()
@@ -107,7 +108,7 @@ def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
     vLLM with the same greedy outputs. The engine is put back afterwards."""
     path = tmp_path / "history.jsonl"
     base = engine.checksum()
-    es = ESOpt(ESConfig(population=4, sigma=1e-2, alpha=5e-3, generations=3, seed=11), path)
+    es = ESOpt(ESConfig(population=4, sigma=1e-2, alpha=5e-3, generations=3), path, seed=11)
     for _ in range(3):
         members = es.ask()
         es.tell(engine, members, [float(i % 3) for i in range(len(members))])
@@ -123,7 +124,8 @@ def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
         f"""
         import json
         from coevolve.engine.vllm_engine import Engine
-        from coevolve.engine.base import Sampling
+        from coevolve.base.errors import ConfigError
+from coevolve.engine.base import Sampling
         from coevolve.es import ESConfig, ESOpt
         fresh = Engine()
         ESOpt.resume(ESConfig(population=4, generations=3), {str(path)!r}, fresh)

@@ -40,8 +40,8 @@ def test_es_makes_replies_shorter(engine, tmp_path):
     generations = 4
     base_fitness, base_finished = measure(engine)
     es = ESOpt(
-        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations, seed=0),
-        tmp_path / "history.jsonl",
+        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations),
+        tmp_path / "history.jsonl", seed=0,
     )
     try:
         for _ in range(generations):
@@ -72,9 +72,9 @@ def test_lowrank_es_makes_replies_shorter(lowrank_engine, tmp_path):
     conversations = [[{"role": "user", "content": q}] for q in QUESTIONS]
     base_fitness, base_finished = measure(engine)
     es = ESOpt(
-        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations, seed=0,
+        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations,
                  noise="lowrank", rank=1),
-        tmp_path / "history.jsonl",
+        tmp_path / "history.jsonl", seed=0,
     )
     try:
         for _ in range(generations):

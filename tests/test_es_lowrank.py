@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from coevolve.base.errors import ConfigError
 from coevolve.engine.base import MemberJob, Sampling
 from coevolve.es import ESConfig, ESOpt, NoiseModeError, history
 from conftest import LOWRANK_SLOTS, run_python
@@ -38,9 +39,9 @@ def test_bad_settings_fail_before_an_engine_starts():
         Engine(noise="lowrank", rank=513)
     with pytest.raises(ValueError, match="es.noise"):
         Engine(noise="sparse")
-    with pytest.raises(ValueError, match="es.noise"):
+    with pytest.raises(ConfigError, match="es.noise"):
         ESConfig(noise="sparse")
-    with pytest.raises(ValueError, match="es.rank"):
+    with pytest.raises(ConfigError, match="es.rank"):
         ESConfig(noise="lowrank", rank=0)
 
 
@@ -111,9 +112,9 @@ def test_update_moves_weights_and_replays_bit_for_bit(lowrank_engine, tmp_path):
     path = tmp_path / "history.jsonl"
     base_sum = engine.checksum()
     base_texts = texts(engine.chat(PROMPTS, GREEDY))
-    cfg = ESConfig(population=4, sigma=SIGMA, alpha=1e-2, schedule="constant", generations=2, seed=5,
+    cfg = ESConfig(population=4, sigma=SIGMA, alpha=1e-2, schedule="constant", generations=2,
                    noise="lowrank", rank=1, antithetic=True)
-    es = ESOpt(cfg, path)
+    es = ESOpt(cfg, path, seed=5)
     try:
         for _ in range(2):
             members = es.ask()

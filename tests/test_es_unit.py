@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from coevolve.base.errors import ConfigError
 from coevolve.es import ESConfig, ESOpt, ReplayError, history, normalise, replay, sigma_at
 
 
@@ -45,7 +46,7 @@ def test_zscore_ddof0_is_the_reference_codes_population_std():
     mean = sum(rewards) / 4
     std = (sum((r - mean) ** 2 for r in rewards) / 4) ** 0.5
     assert normalise(rewards, ddof=0) == pytest.approx([(r - mean) / (std + 1e-8) for r in rewards])
-    with pytest.raises(ValueError, match="es.ddof"):
+    with pytest.raises(ConfigError, match="es.ddof"):
         ESConfig(ddof=2)
 
 
@@ -65,11 +66,24 @@ def test_cosine_schedule_ends_at_sigma_end_not_zero():
 @pytest.mark.parametrize(
     "field,value",
     [("population", 1), ("sigma", 0.0), ("sigma", -1.0), ("sigma_end", 0.0), ("alpha", math.nan),
-     ("schedule", "linear"), ("normalise", "minmax"), ("generations", 0)],
+     ("schedule", "linear"), ("normalise", "minmax"), ("generations", -1), ("rank", 513),
+     ("proposals_per_member", 0)],
 )
 def test_bad_config_names_the_field(field, value):
-    with pytest.raises(ValueError, match=f"es.{field}"):
+    with pytest.raises(ConfigError, match=f"es.{field}"):
         ESConfig(**{field: value})
+
+
+def test_esopt_refuses_what_the_run_has_not_resolved(tmp_path):
+    # 0 means "set by the run": ESOpt needs the run's numbers, and resolve keeps what the config gives
+    with pytest.raises(ConfigError, match="es.population must be >= 2 when ES runs"):
+        ESOpt(ESConfig(generations=3), tmp_path / "h.jsonl")
+    with pytest.raises(ConfigError, match="es.generations must be >= 1 when ES runs"):
+        ESOpt(ESConfig(population=4), tmp_path / "h.jsonl")
+    resolved = ESConfig(population=6).resolve(population=4, generations=3)
+    assert (resolved.population, resolved.generations) == (6, 3)
+    with pytest.raises(ConfigError, match="es.population must be even when antithetic"):
+        ESConfig(antithetic=True).resolve(population=3, generations=1)
 
 
 def test_antithetic_pairs_share_seeds_and_cancel_when_rewards_tie(tmp_path):
@@ -84,7 +98,7 @@ def test_antithetic_pairs_share_seeds_and_cancel_when_rewards_tie(tmp_path):
 
 def test_nan_rewards_change_nothing(tmp_path):
     engine = VectorEngine()
-    es = ESOpt(ESConfig(population=3), tmp_path / "h.jsonl")
+    es = ESOpt(ESConfig(population=3, generations=1), tmp_path / "h.jsonl")
     with pytest.raises(ValueError, match="finite"):
         es.tell(engine, es.ask(), [1.0, float("nan"), 0.0])
     assert not engine.theta.any() and es.generation == 0
@@ -94,7 +108,7 @@ def test_nan_rewards_change_nothing(tmp_path):
 def test_replay_reproduces_and_guards_device_and_layout(tmp_path):
     path = tmp_path / "h.jsonl"
     engine = VectorEngine()
-    es = ESOpt(ESConfig(population=4, generations=3, seed=3), path)
+    es = ESOpt(ESConfig(population=4, generations=3), path, seed=3)
     for g in range(3):
         es.tell(engine, es.ask(), [g, 1.0, 2.0, 0.5])
     fresh = VectorEngine()

@@ -34,6 +34,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ("run = 3\n", "config error: run must be a table (got 3)"),
     ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
     ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),
+    ("[es]\noperators = ['m1', 'x9']\n", "config error: es.operators must be one of e1, e2, m1, m2, m3 (got 'x9')"),
+    ("[es]\npopulation = 1\n", "config error: es.population must be >= 2 (or 0: set by the run) (got 1)"),
+    ("[es]\ngenerations = 3\n", "config error: es.generations is for agent runs; heuristic runs take their ES "
+                                 "generations from the plan (got 3)"),
     ("[reward]\nfailing = -2.0\n", "config error: reward.unparseable must be < reward.failing (got -1.0)"),
     ("[endpoint]\nbase_url = 'http://x'\n", "config error: endpoint.model is required when endpoint.base_url is set"),
     ("[endpoint]\n[proposer]\n", "config error: proposer is the old name of [endpoint]; give only [endpoint]"),

@@ -19,7 +19,7 @@ every `skill_every` rounds (every round for trace2skill) from the latest
 round, patching the previous skill. Every turn is decoded under the task's
 action format when `[agent] constrained` (default) and the task declares one.
 
-ES methods also stop after `es_config().generations` generations (the σ
+ES methods also stop after `resolved_es(config).generations` generations (the σ
 schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger,
 one charge per episode). Held-out evaluation (greedy, `eval` split) runs every
 `eval_every` rounds and is not charged: it measures, it does not search.
@@ -49,7 +49,8 @@ from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.base.errors import UsageError
 from coevolve.engine.base import Generator, WeightEngine
-from coevolve.runstore import RunStore
+from coevolve.es.config import ESConfig
+from coevolve.runstore import RunStore, same_settings
 from coevolve.search.ledger import Ledger
 
 EVENT_VERSION = 1
@@ -148,15 +149,15 @@ class _AgentRun:
         return summary
 
     def _start_es(self) -> Any:
-        if not self.config.uses_es:
+        es = resolved_es(self.config)
+        if es is None:
             return None
         from coevolve.es import ESOpt
 
-        es_config = self.config.es_config()
-        history = self.store.history_path
+        history, seed = self.store.history_path, self.config.run.seed
         if history.exists() and history.stat().st_size > 0:
-            return ESOpt.resume(es_config, history, self.engine)
-        return ESOpt(es_config, history)
+            return ESOpt.resume(es, history, self.engine, seed=seed)
+        return ESOpt(es, history, seed=seed)
 
     def _can_play(self, round_index: int) -> bool:
         """Whether the budget pays round `round_index` (and, for ES, the σ
@@ -342,6 +343,16 @@ class _AgentRun:
         return summary
 
 
+def resolved_es(config: AgentRunConfig) -> ESConfig | None:
+    """The run's [es] section with what an agent run decides: the population
+    is agent.population, generations (when 0) as many as the budget pays.
+    None for methods without ES."""
+    if not config.uses_es:
+        return None
+    return config.es.resolve(population=config.agent.population,
+                             generations=config.run.budget // config.episodes_per_round)
+
+
 def shaped_fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> float:
     """Mean episode reward, plus `shaping` x the task's "progress" metric."""
     shaped = [t.reward + shaping * t.metrics.get("progress", 0.0) for t in trajectories]
@@ -360,7 +371,7 @@ def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | 
     start = events[0]
     if start.get("type") != "start" or start.get("kind") != KIND or start.get("version") != EVENT_VERSION:
         raise UsageError(f"{store.events_path}: first event is not a version-{EVENT_VERSION} agent start")
-    if start.get("config") != as_dict(config):
+    if not same_settings(start.get("config"), as_dict(config)):
         raise UsageError(f"{store.events_path} was written under another config than "
                            f"{store.config_path}; refusing to mix them")
 

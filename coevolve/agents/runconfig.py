@@ -9,6 +9,7 @@ itself (as trl's trainers take their config): no runtime copy of its fields.
 [agent]    population, batch, eval_cases, eval_every, eval_temperature, shaping, ...
 [sampling] temperature, top_p, top_k, max_tokens (per turn) of the training rollouts
 [es]       sigma, sigma_end, schedule, alpha, generations (0: as many as the budget pays), ...
+           (coevolve.es.config.ESConfig, the section heuristic runs read too)
 [skills]   paths = ["skills/sudoku-basics"]: seed skills always in the system prompt
 [endpoint] base_url, model: an OpenAI-compatible endpoint that distils skills (default: the engine);
            formerly [teacher]
@@ -26,6 +27,7 @@ from coevolve.agents.skills import Skill, SkillError, load_skill
 from coevolve.base.config import config_error, one_of, require
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.base import Sampling
+from coevolve.es.config import ESConfig
 
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
 DISTILL_MODES = ("posthoc", "online")
@@ -84,31 +86,6 @@ class AgentSection:
 
 
 @dataclass
-class AgentEsSection:
-    """ES settings; the population is agent.population (it also sizes skill rounds)."""
-
-    sigma: float = 1e-3
-    sigma_end: float = 1e-4
-    schedule: str = "cosine"
-    alpha: float = 5e-4
-    generations: int = 0  # 0: run.budget // (population x batch), the generations the budget pays
-    normalise: str = "zscore"
-    antithetic: bool = False
-    noise: str = "full"  # or "lowrank": see coevolve.search.runconfig.EsSection
-    rank: int = 1
-
-    def check(self, name: str) -> None:
-        require(self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
-        require(self.sigma_end > 0, f"{name}.sigma_end", "must be > 0", self.sigma_end)
-        one_of(self.schedule, ("cosine", "constant"), f"{name}.schedule")
-        require(self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
-        require(self.generations >= 0, f"{name}.generations", "must be >= 0", self.generations)
-        one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
-        one_of(self.noise, ("full", "lowrank"), f"{name}.noise")
-        require(1 <= self.rank <= 512, f"{name}.rank", "must be in 1..512 (vLLM's LoRA ranks)", self.rank)
-
-
-@dataclass
 class SkillsSection:
     paths: list[str] = field(default_factory=list)  # skill folders, each holding a SKILL.md
 
@@ -131,7 +108,7 @@ class AgentRunConfig:
     agent: AgentSection = field(default_factory=AgentSection)
     # training rollouts; max_tokens is per turn (a Sudoku move is a few tokens)
     sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.7, top_p=1.0, max_tokens=24))
-    es: AgentEsSection = field(default_factory=AgentEsSection)
+    es: ESConfig = field(default_factory=ESConfig)
     skills: SkillsSection = field(default_factory=SkillsSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     model: ModelSection = field(default_factory=ModelSection)
@@ -155,6 +132,13 @@ class AgentRunConfig:
         require(run.budget >= self.episodes_per_round, "run.budget",
                 f"must pay at least one round of agent.population x agent.batch = {self.episodes_per_round} "
                 "episodes", run.budget)
+        require(self.es.population == 0, "es.population",
+                "is agent.population in agent runs (it also sizes skill rounds); leave es.population out",
+                self.es.population)
+        search_defaults = ESConfig()
+        for key in ("proposals_per_member", "operators"):
+            require(getattr(self.es, key) == getattr(search_defaults, key), f"es.{key}",
+                    "is for heuristic runs only; leave it out of agent configs", getattr(self.es, key))
         if self.uses_es:
             require(self.agent.population >= 2, "agent.population", f"must be >= 2 for {run.method}",
                     self.agent.population)
@@ -168,19 +152,6 @@ class AgentRunConfig:
     def eval_sampling(self) -> Sampling:
         """Held-out evaluation: [sampling] at agent.eval_temperature (greedy by default)."""
         return dataclasses.replace(self.sampling, temperature=self.agent.eval_temperature)
-
-    def es_config(self) -> Any:
-        """The ESConfig for ES methods, else None."""
-        if not self.uses_es:
-            return None
-        from coevolve.es import ESConfig
-
-        e = self.es
-        return ESConfig(
-            population=self.agent.population, sigma=e.sigma, sigma_end=e.sigma_end, schedule=e.schedule,
-            alpha=e.alpha, generations=e.generations or self.run.budget // self.episodes_per_round,
-            normalise=e.normalise, antithetic=e.antithetic, seed=self.run.seed, noise=e.noise, rank=e.rank,
-        )
 
     def task_options(self) -> dict[str, Any]:
         return {k: v for k, v in self.task.items() if not (v == 0 or v == "") or isinstance(v, bool)}

@@ -351,6 +351,6 @@ def _structured(pattern: str | None):
 
 def _check_sigma(sigma: float) -> None:
     # Negative σ is the mirrored member of an antithetic pair; the schedule's
-    # positivity is checked by ESConfig.
+    # positivity is checked by coevolve.es.config.ESConfig.
     if not (math.isfinite(sigma) and sigma != 0):
         raise ValueError(f"sigma must be a finite, non-zero number, got {sigma}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,46 +20,9 @@ import numpy as np
 from coevolve.base import noise
 from coevolve.engine.base import WeightEngine
 from coevolve.es import history
+from coevolve.es.config import ESConfig
 
-
-@dataclass(frozen=True)
-class ESConfig:
-    population: int = 8
-    sigma: float = 1e-3
-    sigma_end: float = 1e-4
-    schedule: str = "cosine"  # "cosine" | "constant"
-    alpha: float = 5e-4
-    generations: int = 10
-    normalise: str = "zscore"  # "zscore" | "rank"
-    ddof: int = 1  # z-score std: 1 = sample std (the paper's worked example), 0 = population std (its code)
-    antithetic: bool = False
-    seed: int = 0
-    epsilon: float = 1e-8
-    # "full": every parameter gets σε (the paper's setting). "lowrank": every
-    # linear weight gets σ·A Bᵀ/√rank and the population runs as one batch of
-    # LoRA slots; embeddings and norms stay frozen (docs/es.md).
-    noise: str = "full"
-    rank: int = 1
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.noise in ("full", "lowrank"), f"es.noise must be 'full' or 'lowrank' (got {self.noise!r})"),
-            (isinstance(self.rank, int) and self.rank >= 1, f"es.rank must be an integer >= 1 (got {self.rank!r})"),
-            (self.population >= 2, f"es.population must be >= 2 (got {self.population})"),
-            (math.isfinite(self.sigma) and self.sigma > 0, f"es.sigma must be > 0 (got {self.sigma})"),
-            (math.isfinite(self.sigma_end) and self.sigma_end > 0,
-             f"es.sigma_end must be > 0 (got {self.sigma_end}); σ = 0 would apply no exploration"),
-            (self.schedule in ("cosine", "constant"), f"es.schedule must be 'cosine' or 'constant' (got {self.schedule!r})"),
-            (math.isfinite(self.alpha) and self.alpha > 0, f"es.alpha must be > 0 (got {self.alpha})"),
-            (self.generations >= 1, f"es.generations must be >= 1 (got {self.generations})"),
-            (self.normalise in ("zscore", "rank"), f"es.normalise must be 'zscore' or 'rank' (got {self.normalise!r})"),
-            (self.ddof in (0, 1), f"es.ddof must be 0 or 1 (got {self.ddof})"),
-            (not self.antithetic or self.population % 2 == 0,
-             f"es.population must be even with antithetic pairs (got {self.population})"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+EPSILON = 1e-8  # added to the z-score's std
 
 
 @dataclass(frozen=True)
@@ -78,7 +41,7 @@ def sigma_at(cfg: ESConfig, generation: int) -> float:
     return cfg.sigma_end + 0.5 * (cfg.sigma - cfg.sigma_end) * (1 + math.cos(math.pi * t))
 
 
-def normalise(rewards: Sequence[float], method: str = "zscore", epsilon: float = 1e-8, ddof: int = 1) -> np.ndarray:
+def normalise(rewards: Sequence[float], method: str = "zscore", epsilon: float = EPSILON, ddof: int = 1) -> np.ndarray:
     """The one reward normaliser. Equal rewards carry no direction: all zeros.
     `ddof` picks the z-score's std: 1 (sample std, the paper's worked example)
     or 0 (population std, what the paper's code computes)."""
@@ -105,8 +68,14 @@ def normalise(rewards: Sequence[float], method: str = "zscore", epsilon: float =
 
 
 class ESOpt:
-    def __init__(self, cfg: ESConfig, history_path: str | Path, generation: int = 0) -> None:
+    """`cfg` is the run's [es] section with population and generations
+    resolved (ESConfig.resolve); `seed` is the run's seed, from which every
+    member's noise seed derives."""
+
+    def __init__(self, cfg: ESConfig, history_path: str | Path, *, seed: int = 0, generation: int = 0) -> None:
+        cfg.check_resolved()
         self.cfg = cfg
+        self.seed = seed
         self.history_path = Path(history_path)
         self.generation = generation
 
@@ -120,10 +89,10 @@ class ESOpt:
         if self.cfg.antithetic:
             members = []
             for pair in range(g // 2):
-                seed = noise.member_seed(self.cfg.seed, self.generation, pair)
+                seed = noise.member_seed(self.seed, self.generation, pair)
                 members += [Member(2 * pair, seed, sigma), Member(2 * pair + 1, seed, -sigma)]
             return members
-        return [Member(i, noise.member_seed(self.cfg.seed, self.generation, i), sigma) for i in range(g)]
+        return [Member(i, noise.member_seed(self.seed, self.generation, i), sigma) for i in range(g)]
 
     def tell(
         self,
@@ -135,7 +104,7 @@ class ESOpt:
         if len(rewards) != len(members):
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
         check_mode(engine, self.cfg.noise, self.cfg.rank if self.cfg.noise == "lowrank" else None, "es config")
-        z = normalise(rewards, self.cfg.normalise, self.cfg.epsilon, self.cfg.ddof)  # raises before any change
+        z = normalise(rewards, self.cfg.normalise, ddof=self.cfg.ddof)  # raises before any change
         coefficients = [float(zi) * (1.0 if m.sigma > 0 else -1.0) for zi, m in zip(z, members)]
         seeds = [m.seed for m in members]
         started = time.time()
@@ -169,14 +138,13 @@ class ESOpt:
         return record
 
     @classmethod
-    def resume(cls, cfg: ESConfig, history_path: str | Path, engine: WeightEngine, verify: bool = True) -> "ESOpt":
+    def resume(cls, cfg: ESConfig, history_path: str | Path, engine: WeightEngine, *, seed: int = 0,
+               verify: bool = True) -> "ESOpt":
         """Re-apply every recorded update to a fresh engine (bit-exact on the
         same device kind) and continue after the last one."""
+        cfg.check_resolved()  # before any weight moves
         records = replay(history_path, engine, verify=verify)
-        return cls(cfg, history_path, generation=len(records))
-
-    def config_dict(self) -> dict[str, Any]:
-        return asdict(self.cfg)
+        return cls(cfg, history_path, seed=seed, generation=len(records))
 
 
 def engine_options(noise: str, rank: int, population: int) -> dict[str, Any]:

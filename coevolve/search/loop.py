@@ -29,7 +29,7 @@ import numpy as np
 
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.engine.base import Completion, Generator, MemberJob, Sampling, WeightEngine
-from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
+from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, same_settings
 from coevolve.search.ledger import Ledger
 from coevolve.search.methods import (Method, StepSpec, es_population, make_method, members_for, outside_budget,
                                      planned_es_generations)
@@ -141,20 +141,16 @@ class SearchLoop:
 
     # set-up -------------------------------------------------------------------
     def _start_es(self) -> Any:
-        from coevolve.es import ESConfig, ESOpt
+        from coevolve.es import ESOpt
 
         cfg = self.config
         budget = cfg.run.budget + outside_budget(cfg)
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
-        population = es_population(cfg)
-        es_cfg = ESConfig(population=population, sigma=cfg.es.sigma, sigma_end=cfg.es.sigma_end,
-                          schedule=cfg.es.schedule, alpha=cfg.es.alpha, generations=max(generations, 1),
-                          normalise=cfg.es.normalise, ddof=cfg.es.ddof, antithetic=cfg.es.antithetic,
-                          seed=cfg.run.seed, noise=cfg.es.noise, rank=cfg.es.rank)
+        es_cfg = cfg.es.resolve(population=es_population(cfg), generations=max(generations, 1))
         history = self.store.history_path
         if history.exists() and history.stat().st_size > 0:
-            return ESOpt.resume(es_cfg, history, self.engine)
-        return ESOpt(es_cfg, history)
+            return ESOpt.resume(es_cfg, history, self.engine, seed=cfg.run.seed)
+        return ESOpt(es_cfg, history, seed=cfg.run.seed)
 
     def _check_start(self, events: list[dict]) -> None:
         if not events:
@@ -162,7 +158,7 @@ class SearchLoop:
         start = events[0]
         if start.get("type") != "start" or start.get("version") != EVENT_VERSION:
             raise RuntimeError(f"{self.store.events_path}: first event is not a version-{EVENT_VERSION} start")
-        if not _same_settings(_renamed_sections(start.get("config")), as_dict(self.config)):
+        if not same_settings(_renamed_sections(start.get("config")), as_dict(self.config)):
             raise RuntimeError(f"{self.store.events_path} was written under another config than "
                                f"{self.store.config_path}; refusing to mix them")
 
@@ -433,15 +429,6 @@ class SearchLoop:
             for parent in c.parents:
                 graph.add_edge(parent, c.id)
         atomic_write_json(self.store.path("genealogy.json"), nx.node_link_data(graph, edges="links"))
-
-
-def _same_settings(logged: Any, current: Any) -> bool:
-    """Whether a run's logged config is its current one. A setting added to the
-    code since the run started is absent from the log and takes its default,
-    which keeps the old behaviour, so it does not count as a change."""
-    if isinstance(logged, dict) and isinstance(current, dict):
-        return set(logged) <= set(current) and all(_same_settings(logged[k], current[k]) for k in logged)
-    return logged == current
 
 
 def write_config(config: RunConfig) -> str:

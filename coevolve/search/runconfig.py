@@ -8,6 +8,7 @@ from typing import ClassVar
 from coevolve.base.config import one_of, require
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
+from coevolve.es.config import ESConfig
 
 METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
 OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3")
@@ -75,46 +76,6 @@ class SampleSection:
 
 
 @dataclass
-class EsSection:
-    # Perturbations per ES update (G). 0: as the plan's perturbed step asks (sample.batch for
-    # sample+esopt, the m-step's offspring for eoh+esopt) / proposals_per_member, so each +ESOpt
-    # arm spends exactly what its base method spends per step.
-    population: int = 0
-    proposals_per_member: int = 1  # candidates each perturbed model proposes
-    sigma: float = 1e-3
-    sigma_end: float = 1e-4
-    schedule: str = "cosine"
-    alpha: float = 5e-4
-    normalise: str = "zscore"
-    ddof: int = 1  # z-score std: 1 sample std (our default), 0 population std (the paper's code)
-    antithetic: bool = False
-    operators: list[str] = field(default_factory=lambda: ["m1", "m2"])  # eoh+esopt: which operators run perturbed
-    # "full": σε on every parameter, members one after another (the paper).
-    # "lowrank": σ·A Bᵀ/√rank on every linear weight, the population in one
-    # batch of LoRA slots (several times faster; embeddings and norms frozen).
-    noise: str = "full"
-    rank: int = 1
-
-    def check(self, name: str) -> None:
-        require(self.population == 0 or self.population >= 2, f"{name}.population",
-                "must be >= 2 (or 0: from the plan)", self.population)
-        require(self.proposals_per_member >= 1, f"{name}.proposals_per_member", "must be >= 1",
-                self.proposals_per_member)
-        require(self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
-        require(self.sigma_end > 0, f"{name}.sigma_end", "must be > 0", self.sigma_end)
-        one_of(self.schedule, ("cosine", "constant"), f"{name}.schedule")
-        require(self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
-        one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
-        require(self.ddof in (0, 1), f"{name}.ddof", "must be 0 or 1", self.ddof)
-        if self.antithetic:
-            require(self.population % 2 == 0, f"{name}.population", "must be even when antithetic", self.population)
-        for op in self.operators:
-            one_of(op, OPERATORS[1:], f"{name}.operators")
-        one_of(self.noise, ("full", "lowrank"), f"{name}.noise")
-        require(1 <= self.rank <= 512, f"{name}.rank", "must be in 1..512 (vLLM's LoRA ranks)", self.rank)
-
-
-@dataclass
 class RewardSection:
     """ES reward of one candidate; see docs/search.md and coevolve/search/reward.py.
 
@@ -167,11 +128,18 @@ class SearchSections:
                                                                 stop=("\n```\n",)))
     eoh: EohSection = field(default_factory=EohSection)
     sample: SampleSection = field(default_factory=SampleSection)
-    es: EsSection = field(default_factory=EsSection)
+    es: ESConfig = field(default_factory=ESConfig)
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
+
+    def check(self) -> None:
+        """The [es] keys whose meaning belongs to heuristic search."""
+        for op in self.es.operators:
+            one_of(op, OPERATORS[1:], "es.operators")
+        require(self.es.generations == 0, "es.generations",
+                "is for agent runs; heuristic runs take their ES generations from the plan", self.es.generations)
 
 
 @dataclass
