@@ -4,8 +4,8 @@ import pytest
 
 from coevolve.agents.rollout import Trajectory
 from coevolve.agents.skills import load_skill, write_skill
-from coevolve.agents.trace2skill import (Patch, apply_patches, distill, distill_best_of, merge_hierarchically, merge_two,
-                                        parse_lessons, parse_patches, parse_sections, select_traces, transcript)
+from coevolve.agents.trace2skill import (DistillSettings, Patch, apply_patches, distill, distill_best_of,
+                                        merge_hierarchically, merge_two, parse_lessons, parse_patches, parse_sections, select_traces, transcript)
 from coevolve.engine.base import Completion
 
 
@@ -130,7 +130,8 @@ def test_error_and_success_analysts_run_in_one_batch_and_patch_the_skill(tmp_pat
     teacher = Teacher(reply)
     previous = write_skill(tmp_path / "prev", "d", "# t\n\n## Luck\n- Guess boldly when unsure.")
     traces = [trace(str(i), 0) for i in range(4)] + [trace("9", 1.0)]
-    skill = distill(teacher, traces, tmp_path / "sudoku-distilled", previous=previous, successes=1)
+    skill = distill(teacher, traces, tmp_path / "sudoku-distilled", previous=previous,
+                    settings=DistillSettings(successes=1))
     first = teacher.calls[0]
     assert len(first) == 5  # 4 error analysts and 1 success analyst, one batched call
     assert sum("error analyst" in c[0]["content"] for c in first) == 4

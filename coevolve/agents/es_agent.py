@@ -44,7 +44,7 @@ from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories,
                                      save_trajectories)
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
-from coevolve.agents.trace2skill import distill
+from coevolve.agents.trace2skill import DistillSettings, distill
 from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.base.errors import UsageError
@@ -252,10 +252,8 @@ class _AgentRun:
             atomic_write_text(folder / "SKILL.md", logged["text"])
             self.distilled = load_skill(folder)
             return
-        self.distilled = distill(
-            self.distiller, trajectories, folder, previous=self.distilled,
-            successes=config.agent.skill_successes, seed=derive_seed(config.run.seed, "distill", round_index),
-        )
+        self.distilled = distill(self.distiller, trajectories, folder, previous=self.distilled,
+                                 settings=self._distill_settings(round_index))
         log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
                     "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
 
@@ -284,11 +282,15 @@ class _AgentRun:
             # the dense progress metric breaks ties when no candidate solves anything
             return mean_reward(played) + 0.01 * mean_metrics(played).get("progress", 0.0)
 
-        self.distilled, candidates = distill_best_of(
-            self.distiller, trajectories, folder, score, n=config.agent.distill_seeds,
-            successes=config.agent.skill_successes, seed=derive_seed(config.run.seed, "distill", round_index))
+        self.distilled, candidates = distill_best_of(self.distiller, trajectories, folder, score,
+                                                     n=config.agent.distill_seeds,
+                                                     settings=self._distill_settings(round_index))
         log.append({"type": "skill", "round": round_index, "name": self.distilled.name, "mode": "posthoc",
                     "candidates": candidates, "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+
+    def _distill_settings(self, round_index: int) -> DistillSettings:
+        return DistillSettings(successes=self.config.agent.skill_successes,
+                               seed=derive_seed(self.config.run.seed, "distill", round_index))
 
     @property
     def constrained(self) -> bool:

@@ -67,6 +67,19 @@ DEFAULT_SAMPLING = Sampling(temperature=0.3, max_tokens=160)
 
 
 @dataclass(frozen=True)
+class DistillSettings:
+    """How a distillation runs, passed whole through `distill`,
+    `distill_best_of` and `distill_patches`: which traces the analysts read,
+    how patches merge, how the teacher samples, and the seed its calls derive from."""
+
+    max_failed_per_case: int = 1  # error analyses per case
+    successes: int = 4  # success analyses in all
+    group_size: int = 4  # patch sets merged per node of the merge tree
+    sampling: Sampling = DEFAULT_SAMPLING
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Patch:
     """One edit of one section; `support` counts the analysts behind it and
     `rules` carries (rule, support) so merges can rank them."""
@@ -375,30 +388,27 @@ def distill_patches(
     teacher: Generator,
     trajectories: Sequence[Trajectory],
     previous: Skill | None = None,
-    max_failed_per_case: int = 1,
-    successes: int = 4,
-    group_size: int = 4,
-    sampling: Sampling = DEFAULT_SAMPLING,
-    seed: int = 0,
+    settings: DistillSettings = DistillSettings(),
 ) -> tuple[dict[str, tuple[str, list[str]]], PatchSet, dict[str, int]]:
     """Analysts -> patches -> merged patch -> sections (nothing written)."""
     if not trajectories:
         raise ValueError("distill needs at least one trajectory")
-    traces = select_traces(trajectories, max_failed_per_case=max_failed_per_case, successes=successes)
+    traces = select_traces(trajectories, max_failed_per_case=settings.max_failed_per_case,
+                           successes=settings.successes)
     sections = parse_sections(previous)
     outline = skill_outline(sections)
     patch_sets: list[PatchSet] = []
     usable = 0
     if traces:
-        completions = teacher.chat([analyst_conversation(t, outline) for t in traces], sampling,
-                                   seeds=[derive_seed(seed, "analyst", i) for i in range(len(traces))])
+        completions = teacher.chat([analyst_conversation(t, outline) for t in traces], settings.sampling,
+                                   seeds=[derive_seed(settings.seed, "analyst", i) for i in range(len(traces))])
         for trace, completion in zip(traces, completions):
             patch = parse_patches(completion.text)
             usable += bool(patch)
             if not patch and trace.reward < 1.0:
                 patch = feedback_patch(trace)
             patch_sets.append(patch)
-    merged = merge_hierarchically(teacher, patch_sets, group_size, sampling, seed)
+    merged = merge_hierarchically(teacher, patch_sets, settings.group_size, settings.sampling, settings.seed)
     new_sections = apply_patches(sections, merged)
     if not new_sections:  # nothing survived: the environment's feedback is the skill
         new_sections = apply_patches({}, feedback_patch_all(traces or list(trajectories)))
@@ -424,17 +434,12 @@ def distill(
     out_dir: str | Path,
     description: str | None = None,
     previous: Skill | None = None,
-    max_failed_per_case: int = 1,
-    successes: int = 4,
-    group_size: int = 4,
-    sampling: Sampling = DEFAULT_SAMPLING,
-    seed: int = 0,
+    settings: DistillSettings = DistillSettings(),
 ) -> Skill:
     """One distillation of `trajectories` into `out_dir/SKILL.md`, patching
     `previous` when given; returns the written, valid skill."""
     out_dir = Path(out_dir)
-    sections, _, counts = distill_patches(teacher, trajectories, previous, max_failed_per_case, successes,
-                                          group_size, sampling, seed)
+    sections, _, counts = distill_patches(teacher, trajectories, previous, settings)
     source = (f"{counts['error']} error and {counts['success']} success analyses of {len(trajectories)} "
               f"{trajectories[0].task} trajectories")
     description, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, description)
@@ -449,11 +454,7 @@ def distill_best_of(
     n: int = 3,
     description: str | None = None,
     previous: Skill | None = None,
-    max_failed_per_case: int = 1,
-    successes: int = 4,
-    group_size: int = 4,
-    sampling: Sampling = DEFAULT_SAMPLING,
-    seed: int = 0,
+    settings: DistillSettings = DistillSettings(),
 ) -> tuple[Skill, list[dict[str, Any]]]:
     """N distillations with different analyst seeds; `score(skill) -> float`
     rates each on a validation split (higher is better; the agent playing
@@ -464,8 +465,8 @@ def distill_best_of(
     out_dir = Path(out_dir)
     candidates = []
     for i in range(n):
-        sections, _, counts = distill_patches(teacher, trajectories, previous, max_failed_per_case, successes,
-                                              group_size, sampling, derive_seed(seed, "distill-seed", i))
+        seeded = replace(settings, seed=derive_seed(settings.seed, "distill-seed", i))
+        sections, _, counts = distill_patches(teacher, trajectories, previous, seeded)
         source = (f"{counts['error']} error and {counts['success']} success analyses of {len(trajectories)} "
                   f"{trajectories[0].task} trajectories (best of {n} seeds on validation)")
         text, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, description)

@@ -48,7 +48,7 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
 def handle(args: argparse.Namespace) -> int:
     from coevolve.agents.rollout import load_trajectories
     from coevolve.agents.skills import SkillError, load_skill
-    from coevolve.agents.trace2skill import distill
+    from coevolve.agents.trace2skill import DistillSettings, distill
 
     run_dir = Path(args.run_dir)
     if not run_dir.exists():
@@ -80,7 +80,8 @@ def handle(args: argparse.Namespace) -> int:
     try:
         skill = distill(
             generator, trajectories, args.out, description=args.description, previous=previous,
-            max_failed_per_case=args.max_failed_per_case, successes=args.successes, seed=args.seed,
+            settings=DistillSettings(max_failed_per_case=args.max_failed_per_case, successes=args.successes,
+                                     seed=args.seed),
         )
     except SkillError as exc:
         raise UsageError(str(exc)) from None
