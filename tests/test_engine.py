@@ -93,6 +93,11 @@ def test_bad_input_is_rejected_and_weights_stay(engine, tmp_path):
         es.tell(engine, members, [1.0, math.nan])
     with pytest.raises(ValueError, match="finite"):
         engine.apply_update([1, 2], [1.0, math.inf], 1e-3)
+    greedy = Sampling(temperature=0.0, max_tokens=4)
+    with pytest.raises(ValueError, match="got 1 seeds for 2 conversations"):
+        engine.chat([PROMPTS[1]] * 2, greedy, seeds=[1])
+    with pytest.raises(ValueError, match="got 3 constraints for 2 conversations"):
+        engine.chat([PROMPTS[1]] * 2, greedy, constraints=[None] * 3)
     assert engine.checksum() == base
     assert not (tmp_path / "history.jsonl").exists()
     with pytest.raises(ModelError, match="does not exist"):

@@ -73,14 +73,14 @@ class WeightEngine(Generator, Protocol):
         """A digest of the live weights (replay and pool agreement compare it)."""
 
 
-def check_seeds(conversations: Sequence, seeds: Sequence[int] | None) -> None:
-    if seeds is not None and len(seeds) != len(conversations):
-        raise ValueError(f"got {len(seeds)} seeds for {len(conversations)} conversations")
-
-
-def check_constraints(conversations: Sequence, constraints: Sequence[str | None] | None) -> None:
-    if constraints is not None and len(constraints) != len(conversations):
-        raise ValueError(f"got {len(constraints)} constraints for {len(conversations)} conversations")
+def check_requests(conversations: Sequence, seeds: Sequence[int] | None = None,
+                   constraints: Sequence[str | None] | None = None) -> None:
+    """The one check of a chat call's per-conversation lists; every `chat`
+    (and member job) runs it before any work, so a short list fails here
+    and not as a misaligned batch later."""
+    for name, values in (("seeds", seeds), ("constraints", constraints)):
+        if values is not None and len(values) != len(conversations):
+            raise ValueError(f"got {len(values)} {name} for {len(conversations)} conversations")
 
 
 @dataclass(frozen=True)

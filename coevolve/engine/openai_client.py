@@ -12,7 +12,7 @@ from typing import Sequence
 import re
 
 from coevolve.base.sections import EndpointSection
-from coevolve.engine.base import check_constraints, check_seeds, Completion, ConstraintError, Message, Sampling
+from coevolve.engine.base import check_requests, Completion, ConstraintError, Message, Sampling
 
 
 class OpenAIGenerator:
@@ -49,8 +49,7 @@ class OpenAIGenerator:
         """`constraints` go to the server as vLLM's `structured_outputs`
         request field; a reply that does not match its pattern (a server that
         ignored the field) raises ConstraintError rather than pass unchecked."""
-        check_seeds(conversations, seeds)
-        check_constraints(conversations, constraints)
+        check_requests(conversations, seeds, constraints)
         jobs = [(list(c), None if seeds is None else int(seeds[i]), None if constraints is None else constraints[i])
                 for i, c in enumerate(conversations)]
         with ThreadPoolExecutor(self.concurrency) as pool:

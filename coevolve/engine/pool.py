@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 
 from coevolve.base.sections import LOCAL, DistributedSection
 from coevolve.engine import models
-from coevolve.engine.base import check_seeds, Completion, MemberJob, Message, Sampling
+from coevolve.engine.base import check_requests, Completion, MemberJob, Message, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +314,7 @@ class EnginePool:
         """One batch split into one contiguous part per engine. Per-request
         seeds travel with their conversations, so sampled texts do not depend
         on which engine ran them."""
-        check_seeds(conversations, seeds)
+        check_requests(conversations, seeds, constraints)
         if not conversations:
             return []
         parts = max(1, min(len(self.engines), len(conversations)))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from coevolve.engine import models
-from coevolve.engine.base import (check_constraints, check_seeds, Completion, ConstraintError, MemberJob, Message,
+from coevolve.engine.base import (check_requests, Completion, ConstraintError, MemberJob, Message,
                                   Sampling, generate_members_sequentially)
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
@@ -146,8 +146,7 @@ class Engine:
         seeds: Sequence[int] | None = None,
         constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]:
-        check_seeds(conversations, seeds)
-        check_constraints(conversations, constraints)
+        check_requests(conversations, seeds, constraints)
         if not conversations:
             return []
         # A low-rank perturbation lives in slot 0 (see perturb); plain chat runs on θ.
@@ -274,7 +273,7 @@ class Engine:
             raise ValueError(f"{len(jobs)} ES members but the engine has {self.slots} LoRA slots (es.population)")
         for job in jobs:
             _check_sigma(job.sigma)
-            check_seeds(job.conversations, job.request_seeds)
+            check_requests(job.conversations, job.request_seeds, job.constraints)
         if len({job.sampling for job in jobs}) > 1:
             raise ValueError("one batch needs one Sampling for all members")
         if not jobs:
@@ -282,7 +281,6 @@ class Engine:
         self._rpc("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
         conversations, seeds, slots, constraints = [], [], [], []
         for j, job in enumerate(jobs):
-            check_constraints(job.conversations, job.constraints)
             conversations += list(job.conversations)
             seeds += list(job.request_seeds) if job.request_seeds is not None else [None] * len(job.conversations)
             slots += [j] * len(job.conversations)
