@@ -248,10 +248,8 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
             tick()
     except InvalidSolution as exc:
         return _fail(FailureKind.INVALID, f"invalid solution: {exc}")
-    except MemoryError:
-        return _fail(FailureKind.MEMORY, "MemoryError: out of memory")
-    except SystemExit as exc:
-        return _fail(FailureKind.CRASH, f"the candidate called sys.exit({exc.code!r})")
+    except (MemoryError, SystemExit) as exc:
+        return _memory_or_exit(exc, "the candidate")
     except RecursionError as exc:
         return _fail(FailureKind.EXCEPTION, traceback_tail(exc))
     except Exception as exc:
@@ -276,13 +274,19 @@ def run_script_in_child(code: str) -> dict[str, Any]:
             value = eval(last_expression, namespace)
             if value is not None:
                 print(repr(value))
-    except MemoryError:
-        return _fail(FailureKind.MEMORY, "MemoryError: out of memory")
-    except SystemExit as exc:
-        return _fail(FailureKind.CRASH, f"the code called sys.exit({exc.code!r})")
+    except (MemoryError, SystemExit) as exc:
+        return _memory_or_exit(exc, "the code")
     except BaseException as exc:
         return _fail(FailureKind.EXCEPTION, traceback_tail(exc))
     return {"failure": None, "message": ""}
+
+
+def _memory_or_exit(exc: MemoryError | SystemExit, who: str) -> dict[str, Any]:
+    """The typed failure for running out of memory or calling sys.exit, the
+    same for heuristics and scripts: neither is the code's own exception."""
+    if isinstance(exc, MemoryError):
+        return _fail(FailureKind.MEMORY, "MemoryError: out of memory")
+    return _fail(FailureKind.CRASH, f"{who} called sys.exit({exc.code!r})")
 
 
 # -- the loop ------------------------------------------------------------------
