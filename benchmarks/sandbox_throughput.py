@@ -27,12 +27,13 @@ from tasks.registry import get_task
 # import numpy and the task, build the instances, run the code.
 FRESH_SCRIPT = """
 import json, sys
+from tasks.base import evaluate_in_process
 from tasks.registry import get_task
 task = get_task(sys.argv[1])
 instances = task.instances(*task.train)
 namespace = {}
 exec(sys.stdin.read(), namespace)
-print(json.dumps(task.evaluate(namespace[task.function_name], instances)))
+print(json.dumps(evaluate_in_process(task, namespace[task.function_name], instances)))
 """
 
 

@@ -175,9 +175,6 @@ class AdmissibleSets:
             raise KeyError(f"no instance set {split}{size} (available: {self.splits()})")
         return Setting(size, WEIGHTS[size])
 
-    def evaluate(self, fn: Callable[..., Any], instances: Setting) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def decide(self, fn: Callable[..., Any], instances: Setting) -> Iterator[np.ndarray]:
         yield priorities(fn, candidate_rows(instances.n, instances.w), instances.n, instances.w)
 

@@ -58,15 +58,19 @@ class HeuristicTask(Protocol):
         packing, ...; InvalidSolution otherwise) and return the mean
         objective computed from `instances`, never from the decisions' claims."""
 
-    def evaluate(self, fn: Callable[..., Any], instances: Any) -> float:
-        """Both halves in this process (tests, references): score(decide(...))."""
-
     def instance_seconds(self, size: int) -> float:
         """CPU seconds a heuristic may spend on one instance of `size` (and on
         loading): the sandbox's per-instance limit, so a hang fails fast."""
 
     def reference(self, split: str, size: int) -> Reference | None:
         """Reference objective for a set, when computable."""
+
+
+def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: Any) -> float:
+    """Both halves of the evaluator in this process, without the sandbox
+    (tests, references, benchmarks): score(decide(...)). Same value to the bit
+    as the sandbox gives."""
+    return task.score(list(task.decide(fn, instances)), instances)
 
 
 def gap(objective: float, reference: float, direction: Direction) -> float:

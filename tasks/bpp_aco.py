@@ -75,9 +75,6 @@ class BPPACO:
         """data: (count, size) integer item sizes; capacity 150."""
         return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
 
-    def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def decide(self, fn: Callable[..., Any], instances: ACOSet) -> Iterator[np.ndarray]:
         for items in instances.data:
             yield prior_matrix(fn(np.array(items), CAPACITY), len(items))

@@ -84,9 +84,6 @@ class CVRPACO:
         """data: (count, size+1, 3) rows of (demand, x, y), depot first."""
         return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
 
-    def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def decide(self, fn: Callable[..., Any], instances: ACOSet) -> Iterator[np.ndarray]:
         for rows in instances.data:
             demands, coords = rows[:, 0].copy(), rows[:, 1:].copy()

@@ -92,9 +92,6 @@ class KPConstruct:
         """(count, size, 2) items as (weight, value) in [0, 1)."""
         return self._sets.get(split, size)
 
-    def evaluate(self, fn: Callable[..., Any], instances: np.ndarray) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def decide(self, fn: Callable[..., Any], instances: np.ndarray) -> Iterator[np.ndarray]:
         capacity = CAPACITY[instances.shape[1]]
         for items in instances:

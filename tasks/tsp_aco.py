@@ -70,9 +70,6 @@ class TSPACO:
         """data: (count, size, 2) city coordinates; 30 ants, 100 iterations."""
         return ACOSet(self._sets.get(split, size), N_ITERATIONS, COLONY_SEED)
 
-    def evaluate(self, fn: Callable[..., Any], instances: ACOSet) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def decide(self, fn: Callable[..., Any], instances: ACOSet) -> Iterator[np.ndarray]:
         for coords in instances.data:
             shown = distance_matrix(coords)

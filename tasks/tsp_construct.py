@@ -82,9 +82,6 @@ class TSPConstruct:
         """(count, size, 2) city coordinates in the unit square."""
         return self._sets.get(split, size)
 
-    def evaluate(self, fn: Callable[..., Any], instances: np.ndarray) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def decide(self, fn: Callable[..., Any], instances: np.ndarray) -> Iterator[np.ndarray]:
         for coords in instances:
             yield self.build_tour(fn, coords)

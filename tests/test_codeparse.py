@@ -10,6 +10,7 @@ import pytest
 
 from coevolve.codeparse import Extracted, extract, template_parameters
 from coevolve.sandbox import Sandbox
+from tasks.base import evaluate_in_process
 
 CORPUS = Path(__file__).parent / "data" / "llm_outputs"
 EXPECTED = {k: v for k, v in json.loads((CORPUS / "expected.json").read_text()).items() if not k.startswith("_")}
@@ -163,7 +164,7 @@ def test_embedded_model_outputs_never_break_extraction_or_scoring(engine):
         try:
             namespace: dict = {}
             exec(code, namespace)
-            return task.evaluate(namespace[task.function_name], instances)
+            return evaluate_in_process(task, namespace[task.function_name], instances)
         except Exception:
             return None
         finally:

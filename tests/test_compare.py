@@ -17,6 +17,7 @@ from coevolve.base.errors import UsageError
 from coevolve.commands.compare import compare_and_report as run_comparison
 from coevolve.compare import CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs, score_files
 from coevolve.base.config import build_config
+from tasks.base import evaluate_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,7 +109,7 @@ def test_limited_sets_score_and_reference_the_first_instances():
     namespace: dict = {}
     exec(task.template, namespace)
     first = task.instances("test", 20)[:12]
-    expected = task.evaluate(namespace["select_next_node"], first)
+    expected = evaluate_in_process(task, namespace["select_next_node"], first)
     with Sandbox(workers=1, timeout_s=60) as sandbox:
         (score,) = score_files([(task.template, "tsp_construct", "test", 20)], 12, sandbox)
     assert score["instances"] == 12 and score["limit"] == 12
@@ -244,7 +245,7 @@ def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
     assert sum("skipped" in line for line in lines) == 2 and sum("scoring" in line for line in lines) == 1
     namespace: dict = {}
     exec(task.template, namespace)
-    expected = task.evaluate(namespace["select_next_node"], task.instances("test", 20)[:30])
+    expected = evaluate_in_process(task, namespace["select_next_node"], task.instances("test", 20)[:30])
     rows = json.loads((root / "results.json").read_text())["rows"]
     assert [r["objective"]["mean"] for r in rows[:2]] == pytest.approx([expected, expected], rel=1e-12)
     assert rows[2]["delta"] == pytest.approx(0.0)

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from coevolve.sandbox import EvalResult, FailureKind, Sandbox
-from tasks.base import InvalidSolution
+from tasks.base import InvalidSolution, evaluate_in_process
 
 TINY_TEMPLATE = '''import numpy as np
 
@@ -70,9 +70,6 @@ class TinyTSP:
             lengths.append(distances[tour, np.roll(tour, -1)].sum())
         return float(np.mean(lengths))
 
-    def evaluate(self, fn, instances) -> float:
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def instance_seconds(self, size: int) -> float:
         return 2.0
 
@@ -82,7 +79,7 @@ def nearest(current_node, destination_node, unvisited_nodes, distance_matrix):
 
 
 GOOD = TINY_TEMPLATE
-GOOD_OBJECTIVE = TinyTSP().evaluate(nearest, TinyTSP().instances("train", 8))
+GOOD_OBJECTIVE = evaluate_in_process(TinyTSP(), nearest, TinyTSP().instances("train", 8))
 
 
 def heuristic(body: str, imports: str = "") -> str:
@@ -120,7 +117,7 @@ def test_good_candidate_scores_like_in_process_evaluation():
         assert result.objective == pytest.approx(GOOD_OBJECTIVE, rel=1e-12)
         assert result.instances == 4 and result.seconds > 0
         other = sandbox.evaluate(GOOD, TinyTSP(), "test", 12)
-        expected = TinyTSP().evaluate(nearest, TinyTSP().instances("test", 12))
+        expected = evaluate_in_process(TinyTSP(), nearest, TinyTSP().instances("test", 12))
         assert other.objective == pytest.approx(expected, rel=1e-12)
 
 
@@ -313,7 +310,7 @@ def test_evaluate_many_keeps_order_and_runs_in_parallel():
     for k in range(4):
         def pick(current_node, destination_node, unvisited_nodes, distance_matrix, k=k):
             return unvisited_nodes[min(k, len(unvisited_nodes) - 1)]
-        expected.append(TinyTSP().evaluate(pick, TinyTSP().instances("train", 8)))
+        expected.append(evaluate_in_process(TinyTSP(), pick, TinyTSP().instances("train", 8)))
     sleepy = "import time\ntime.sleep(1.0)\n" + GOOD
     with Sandbox(workers=2, timeout_s=10.0) as sandbox:
         results = sandbox.evaluate_many([(code, TinyTSP(), "train", 8) for code in variants])
@@ -366,4 +363,4 @@ def test_registry_task_name():
     with Sandbox(workers=1, timeout_s=30.0) as sandbox:
         result = sandbox.evaluate(task.template, "tsp_construct")
     assert result.ok and result.instances == 64
-    assert result.objective == pytest.approx(task.evaluate(nearest, task.instances("train", 50)))
+    assert result.objective == pytest.approx(evaluate_in_process(task, nearest, task.instances("train", 50)))

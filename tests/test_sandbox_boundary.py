@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from coevolve.sandbox import FailureKind, Sandbox
+from tasks.base import evaluate_in_process
 from test_sandbox import GOOD, GOOD_OBJECTIVE, TinyTSP, heuristic, marked_env, processes_with_mark  # noqa: F401
 
 
@@ -249,7 +250,7 @@ def test_honest_templates_score_to_the_bit_as_in_process(name):
     task = get_task(name)
     namespace: dict = {}
     exec(task.template, namespace)
-    expected = task.evaluate(namespace[task.function_name], task.instances(*task.train))
+    expected = evaluate_in_process(task, namespace[task.function_name], task.instances(*task.train))
     with Sandbox(workers=1, timeout_s=120.0) as sandbox:
         result = sandbox.evaluate(task.template, name)
     assert result.ok, result

@@ -35,7 +35,7 @@ def test_tasks_lists_splits_and_sizes(capsys):
 
 
 def test_eval_prints_objective_gap_valid_and_time(nearest_file, capsys):
-    from tasks.base import gap
+    from tasks.base import evaluate_in_process, gap
     from tasks.registry import get_task
 
     assert main(["eval", str(nearest_file), "--task", "tsp_construct", "--split", "val", "--size", "20"]) == 0
@@ -45,7 +45,7 @@ def test_eval_prints_objective_gap_valid_and_time(nearest_file, capsys):
     task = get_task("tsp_construct")
     fn_namespace: dict = {}
     exec(task.template, fn_namespace)
-    objective = task.evaluate(fn_namespace["select_next_node"], task.instances("val", 20))
+    objective = evaluate_in_process(task, fn_namespace["select_next_node"], task.instances("val", 20))
     reference = task.reference("val", 20).value
     assert float(row.group(1)) == pytest.approx(objective, abs=1e-4)
     assert float(row.group(2)) == pytest.approx(reference, abs=1e-4)

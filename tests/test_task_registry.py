@@ -47,9 +47,6 @@ class ToyPick:
             total += values[index]
         return total / len(instances)
 
-    def evaluate(self, fn, instances):
-        return self.score(list(self.decide(fn, instances)), instances)
-
     def instance_seconds(self, size):
         return 2.0
 

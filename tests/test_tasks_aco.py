@@ -15,7 +15,7 @@ from tasks.aco import (
     deposit_tours,
     sample_rows,
 )
-from tasks.base import InvalidSolution
+from tasks.base import InvalidSolution, evaluate_in_process
 from tasks.registry import get_task
 from tasks.tsp_construct import distance_matrix
 
@@ -118,9 +118,9 @@ def test_task_baseline_is_reproducible_and_above_the_reference(name):
     full = task.instances(*task.train)
     small = ACOSet(full.data[:2], 5, full.seed)
     fn = load(task)
-    first = task.evaluate(fn, small)
-    assert task.evaluate(fn, small) == first  # seeded per instance
-    assert task.evaluate(fn, ACOSet(full.data[:2], 5, full.seed + 1)) != first
+    first = evaluate_in_process(task, fn, small)
+    assert evaluate_in_process(task, fn, small) == first  # seeded per instance
+    assert evaluate_in_process(task, fn, ACOSet(full.data[:2], 5, full.seed + 1)) != first
     bounds = {"tsp_aco": 5.0, "cvrp_aco": 8.0, "bpp_aco": 45.0}
     assert first > bounds[name]
 
@@ -130,7 +130,7 @@ def test_task_rejects_a_wrong_shape(name):
     task = get_task(name)
     full = task.instances(*task.train)
     with pytest.raises(InvalidSolution, match="shape"):
-        task.evaluate(lambda *args: np.ones((3, 3)), ACOSet(full.data[:1], 1, 0))
+        evaluate_in_process(task, lambda *args: np.ones((3, 3)), ACOSet(full.data[:1], 1, 0))
 
 
 def test_cvrp_heuristic_sees_depot_first_and_the_capacity():
@@ -142,7 +142,7 @@ def test_cvrp_heuristic_sees_depot_first_and_the_capacity():
         seen.update(shape=distance_matrix.shape, depot=coordinates[0].tolist(), demand0=demands[0], capacity=capacity)
         return 1 / distance_matrix
 
-    task.evaluate(spy, ACOSet(full.data[:1], 1, 0))
+    evaluate_in_process(task, spy, ACOSet(full.data[:1], 1, 0))
     assert seen == {"shape": (21, 21), "depot": [0.5, 0.5], "demand0": 0.0, "capacity": 50}
 
 
@@ -150,6 +150,6 @@ def test_better_prior_scores_better_on_tsp():
     task = get_task("tsp_aco")
     full = task.instances(*task.train)
     small = ACOSet(full.data[:2], 10, full.seed)
-    informed = task.evaluate(load(task), small)
-    blind = task.evaluate(lambda d: np.ones_like(d), small)
+    informed = evaluate_in_process(task, load(task), small)
+    blind = evaluate_in_process(task, lambda d: np.ones_like(d), small)
     assert informed < blind

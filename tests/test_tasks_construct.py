@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tasks.base import InvalidSolution
+from tasks.base import InvalidSolution, evaluate_in_process
 from tasks.registry import get_task
 
 
@@ -42,7 +42,7 @@ def plain_ratio_greedy_value(items, capacity) -> float:
 def test_nearest_neighbour_on_tsp_test20_matches_a_plain_implementation():
     task = get_task("tsp_construct")
     instances = task.instances("test", 20)
-    ours = task.evaluate(load(task.template, task.function_name), instances)
+    ours = evaluate_in_process(task, load(task.template, task.function_name), instances)
     expected = float(np.mean([plain_nearest_neighbour_length(p) for p in instances]))
     assert ours == pytest.approx(expected, rel=1e-12)
     assert 4.0 < ours < 5.0  # TSP20 optimum is about 3.83; NN is ~20% worse
@@ -51,7 +51,7 @@ def test_nearest_neighbour_on_tsp_test20_matches_a_plain_implementation():
 def test_ratio_greedy_on_kp_test100_matches_a_plain_implementation():
     task = get_task("kp_construct")
     instances = task.instances("test", 100)
-    ours = task.evaluate(load(task.template, task.function_name), instances)
+    ours = evaluate_in_process(task, load(task.template, task.function_name), instances)
     expected = float(np.mean([plain_ratio_greedy_value(items, 25.0) for items in instances]))
     assert ours == pytest.approx(expected, rel=1e-12)
 
@@ -107,15 +107,15 @@ def test_tsp_shows_at_most_50_unvisited_nodes():
 def test_tsp_bad_decisions_are_invalid_with_a_reason(returned, message):
     task = get_task("tsp_construct")
     with pytest.raises(InvalidSolution, match=message):
-        task.evaluate(returned, task.instances("val", 20))
+        evaluate_in_process(task, returned, task.instances("val", 20))
 
 
 def test_tsp_accepts_numpy_integers_and_one_element_arrays():
     task = get_task("tsp_construct")
     instances = task.instances("val", 20)[:4]
-    plain = task.evaluate(lambda c, d, u, m: int(u[0]), instances)
-    assert task.evaluate(lambda c, d, u, m: np.int32(u[0]), instances) == plain
-    assert task.evaluate(lambda c, d, u, m: u[:1], instances) == plain
+    plain = evaluate_in_process(task, lambda c, d, u, m: int(u[0]), instances)
+    assert evaluate_in_process(task, lambda c, d, u, m: np.int32(u[0]), instances) == plain
+    assert evaluate_in_process(task, lambda c, d, u, m: u[:1], instances) == plain
 
 
 def test_tsp_heuristic_cannot_corrupt_the_distance_matrix():
@@ -126,7 +126,7 @@ def test_tsp_heuristic_cannot_corrupt_the_distance_matrix():
         return unvisited[0]
 
     with pytest.raises(ValueError, match="read-only"):
-        task.evaluate(vandal, task.instances("val", 20))
+        evaluate_in_process(task, vandal, task.instances("val", 20))
 
 
 def test_kp_none_or_a_pick_that_does_not_fit_stops_packing():
@@ -153,7 +153,7 @@ def test_kp_none_or_a_pick_that_does_not_fit_stops_packing():
 def test_kp_bad_decisions_are_invalid_with_a_reason(returned, message):
     task = get_task("kp_construct")
     with pytest.raises(InvalidSolution, match=message):
-        task.evaluate(returned, task.instances("val", 50))
+        evaluate_in_process(task, returned, task.instances("val", 50))
 
 
 def test_kp_heuristic_editing_its_arguments_changes_nothing():
@@ -167,7 +167,7 @@ def test_kp_heuristic_editing_its_arguments_changes_nothing():
         values[:] = 100.0
         return choice
 
-    assert task.evaluate(vandal, instances) == task.evaluate(baseline, instances)
+    assert evaluate_in_process(task, vandal, instances) == evaluate_in_process(task, baseline, instances)
 
 
 def test_train_evaluation_of_baselines_is_fast():
@@ -178,7 +178,7 @@ def test_train_evaluation_of_baselines_is_fast():
         fn = load(task.template, task.function_name)
         instances = task.instances(*task.train)
         start = time.perf_counter()
-        task.evaluate(fn, instances)
+        evaluate_in_process(task, fn, instances)
         assert time.perf_counter() - start < 1.0, name
 
 
@@ -192,8 +192,8 @@ def test_a_published_reference_heuristic_rescores_to_its_published_values():
         score = 2 * distances[current][unvisited] - distances[destination][unvisited]
         return unvisited[np.argmin(score)]
 
-    assert task.evaluate(reflected, task.instances("train", 50)) == pytest.approx(6.5107, abs=5e-5)
-    assert task.evaluate(reflected, task.instances("test", 20)) == pytest.approx(4.21249113244207, rel=1e-12)
+    assert evaluate_in_process(task, reflected, task.instances("train", 50)) == pytest.approx(6.5107, abs=5e-5)
+    assert evaluate_in_process(task, reflected, task.instances("test", 20)) == pytest.approx(4.21249113244207, rel=1e-12)
 
 
 def test_published_kp_heuristics_rescore_to_the_papers_values():
@@ -211,6 +211,6 @@ def test_published_kp_heuristics_rescore_to_the_papers_values():
         for rep in (1, 2, 3):
             path = PROGRAMS / f"kp_rep{rep}.py"
             fn = load(path, "select_next_item")
-            assert task.evaluate(fn, task.instances("train", 100)) == pytest.approx(recorded_train(path), abs=5e-6)
-            test.append(task.evaluate(fn, task.instances("test", 100)))
+            assert evaluate_in_process(task, fn, task.instances("train", 100)) == pytest.approx(recorded_train(path), abs=5e-6)
+            test.append(evaluate_in_process(task, fn, task.instances("test", 100)))
     assert statistics.mean(test) == pytest.approx(40.2351, abs=5e-5)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tasks import references
-from tasks.base import gap
+from tasks.base import evaluate_in_process, gap
 from tasks.references import cached_values, checksum, knapsack_optimum, lkh_tour_length
 
 
@@ -97,7 +97,7 @@ def test_task_references_on_small_sets(tmp_path, monkeypatch):
     assert exact.kind == "exact"
     namespace: dict = {}
     exec(kp.template, namespace)
-    greedy = kp.evaluate(namespace["select_next_item"], kp.instances("train", 100))
+    greedy = evaluate_in_process(kp, namespace["select_next_item"], kp.instances("train", 100))
     assert 0 < gap(greedy, exact.value, "max") < 0.02  # ratio-greedy is within 2% of optimal
 
     cvrp = get_task("cvrp_aco")
@@ -106,7 +106,7 @@ def test_task_references_on_small_sets(tmp_path, monkeypatch):
     assert (tmp_path / "references" / "cvrp_aco-train-50.json").exists()
     namespace = {}
     exec(cvrp.template, namespace)
-    aco = cvrp.evaluate(namespace["heuristics"], cvrp.instances("train", 50))
+    aco = evaluate_in_process(cvrp, namespace["heuristics"], cvrp.instances("train", 50))
     assert 0 < gap(aco, hgs.value, "min") < 1.0  # the template's short ACO is worse than HGS (66% here)
     assert get_task("bpp_aco").reference("train", 120).kind == "bound"
 
