@@ -71,6 +71,14 @@ def prepare_prior(matrix: Any, size: int, name: str = "heuristics") -> np.ndarra
     return np.maximum(prior, PRIOR_FLOOR)
 
 
+def colony_mean(colony: Callable[[Any, np.ndarray, ACOSet, int], float], decisions: list[Any],
+                instances: ACOSet) -> float:
+    """The trusted side of every ACO task's `score`: each instance's colony
+    run with the prior the heuristic decided for it, averaged."""
+    return float(np.mean([colony(prior, data, instances, i)
+                          for i, (prior, data) in enumerate(zip(decisions, instances.data))]))
+
+
 def aco_seconds(size: int) -> float:
     """Per-instance CPU limit of an ACO heuristic: one call that builds an
     n x n matrix (a plain Python double loop over the pairs included)."""

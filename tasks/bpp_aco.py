@@ -9,7 +9,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import ACOSet, aco_seconds, prior_matrix, construct_packings, deposit_packings, prepare_prior, run_colony
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
+                       construct_packings, deposit_packings, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets
 
 CAPACITY = 150
@@ -80,8 +81,7 @@ class BPPACO:
             yield prior_matrix(fn(np.array(items), CAPACITY), len(items))
 
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
-        return float(np.mean([self.colony(prior, items, instances, i)
-                              for i, (prior, items) in enumerate(zip(decisions, instances.data))]))
+        return colony_mean(self.colony, decisions, instances)
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size)

@@ -8,7 +8,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import ACOSet, aco_seconds, prior_matrix, construct_routes, deposit_routes, prepare_prior, run_colony
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
+                       construct_routes, deposit_routes, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets
 from tasks.tsp_construct import distance_matrix
 
@@ -92,8 +93,7 @@ class CVRPACO:
             yield prior_matrix(fn(shown, coords.copy(), demands.copy(), CAPACITY), len(rows))
 
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
-        return float(np.mean([self.colony(prior, rows, instances, i)
-                              for i, (prior, rows) in enumerate(zip(decisions, instances.data))]))
+        return colony_mean(self.colony, decisions, instances)
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size + 1)

@@ -7,7 +7,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import ACOSet, aco_seconds, prior_matrix, construct_tours, deposit_tours, prepare_prior, run_colony
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
+                       construct_tours, deposit_tours, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets
 from tasks.references import cached_values, checksum, lkh_tour_length
 from tasks.tsp_construct import distance_matrix
@@ -77,8 +78,7 @@ class TSPACO:
             yield prior_matrix(fn(shown), len(coords))
 
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
-        return float(np.mean([self.colony(prior, coords, instances, i)
-                              for i, (prior, coords) in enumerate(zip(decisions, instances.data))]))
+        return colony_mean(self.colony, decisions, instances)
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size)
