@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,47 @@ def run_python(code: str, timeout: float = 600, env: dict | None = None) -> subp
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT
     )
+
+
+def start_run(*args: str) -> subprocess.Popen:
+    """`coevolve run ARGS` in its own session (so a SIGKILL takes its whole group)."""
+    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "run", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+@dataclass
+class KillResume:
+    """An uninterrupted run and the same run SIGKILLed and resumed."""
+
+    expected: dict  # the uninterrupted run's summary.json
+    full_output: str
+    events: int  # events of the kind killed at, in the uninterrupted run's log
+    killed_dir: Path
+    resumed_output: str
+
+
+def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags: str) -> KillResume:
+    """Run `config` to the end in root/full; run it again in root/killed,
+    SIGKILL it after a random number (at least one, fewer than the full run's)
+    of `kind` events plus up to `jitter_s` seconds, then `--resume` it. Each
+    run must exit 0; the killed one must not have written its summary."""
+    import json
+    import random
+
+    from coevolve.runstore import RunStore
+
+    full = start_run(str(config), "--out", str(root / "full"), *flags)
+    full_output, _ = full.communicate(timeout=900)
+    assert full.returncode == 0, full_output
+    events = len(list(RunStore(root / "full").iter_events(kind)))
+    killed = start_run(str(config), "--out", str(root / "killed"), *flags)
+    sigkill_after(killed, root / "killed" / "events.jsonl", kind, random.Random().randint(1, events - 1), jitter_s)
+    assert not (root / "killed" / "summary.json").exists()
+    resumed = start_run("--resume", str(root / "killed"), *flags)
+    resumed_output, _ = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, resumed_output
+    return KillResume(json.loads((root / "full" / "summary.json").read_text()), full_output, events,
+                      root / "killed", resumed_output)
 
 
 def sigkill_after(process: subprocess.Popen, events_path: Path, kind: str, count: int, jitter_s: float) -> None:

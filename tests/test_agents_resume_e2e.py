@@ -6,14 +6,13 @@ tiny (4x4 sudoku with one masked cell, 8-token actions) for 2 CPU cores."""
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import sigkill_after
+from conftest import kill_and_resume
 from coevolve.runstore import RunStore, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,11 +45,6 @@ alpha = 0.002
 """
 
 
-def _coevolve(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "run", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
 def _without_out(summary: dict) -> dict:
     summary["config"]["run"].pop("out")
     return summary
@@ -62,25 +56,14 @@ def test_agent_run_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path)
     path = tmp_path / "agent.toml"
     path.write_text(CONFIG)
 
-    full = _coevolve(str(path), "--out", str(tmp_path / "full"))
-    output, _ = full.communicate(timeout=900)
-    assert full.returncode == 0, output
+    # killed at a random point after the engine is up and the first round is logged
+    run = kill_and_resume(path, tmp_path, "round", 1.5)
+    output, expected, rounds = run.full_output, run.expected, run.events
     assert "episode" in output and "reward=" in output and "solved=" in output and "sigma=" in output  # the bar
-    expected = json.loads((tmp_path / "full" / "summary.json").read_text())
-    rounds = len(list(RunStore(tmp_path / "full").iter_events("round")))
     assert rounds == 4 and expected["es"]["updates"] == 4
-
-    killed = _coevolve(str(path), "--out", str(tmp_path / "killed"))
-    # kill at a random point after the engine is up and the first round is logged
-    sigkill_after(killed, tmp_path / "killed" / "events.jsonl", "round", random.Random().randint(1, rounds - 1), 1.5)
-    assert not (tmp_path / "killed" / "summary.json").exists()
-
-    resumed = _coevolve("--resume", str(tmp_path / "killed"))
-    output, _ = resumed.communicate(timeout=900)
-    assert resumed.returncode == 0, output
     got = json.loads((tmp_path / "killed" / "summary.json").read_text())
     assert _without_out(got) == _without_out(expected)
-    assert "weights checksum" in output and str(tmp_path / "killed") in output
+    assert "weights checksum" in run.resumed_output and str(tmp_path / "killed") in run.resumed_output
     logged = [e["round"] for e in RunStore(tmp_path / "killed").iter_events("round")]
     assert logged == list(range(rounds))  # every round logged once: no episode counted twice
     history = read_jsonl(tmp_path / "killed" / "history.jsonl")

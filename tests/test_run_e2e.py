@@ -5,19 +5,15 @@ SIGKILL at a random point, resumed, compared with an uninterrupted run."""
 from __future__ import annotations
 
 import json
-import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
-from conftest import sigkill_after
+from conftest import kill_and_resume
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = {
     "eoh": {"population": 3, "offspring": 2},
     "sample": {"batch": 4, "population": 3},
@@ -72,11 +68,6 @@ def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budge
         assert not records and summary["es"] is None
 
 
-def _coevolve(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "run", *args, "--no-progress"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
 @pytest.mark.engine
 @pytest.mark.timeout(2400)
 def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
@@ -84,21 +75,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(dump_toml(as_dict(config)))
 
-    full = _coevolve(str(path), "--out", str(tmp_path / "full"))
-    output, _ = full.communicate(timeout=900)
-    assert full.returncode == 0, output
-    expected = json.loads((tmp_path / "full" / "summary.json").read_text())
-    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
-
-    killed = _coevolve(str(path), "--out", str(tmp_path / "killed"))
-    # kill at a random point after the engine is up and the first step is logged
-    sigkill_after(killed, tmp_path / "killed" / "events.jsonl", "step", random.Random().randint(1, steps - 1), 3)
-    assert not (tmp_path / "killed" / "summary.json").exists()
-
-    resumed = _coevolve("--resume", str(tmp_path / "killed"))
-    output, _ = resumed.communicate(timeout=900)
-    assert resumed.returncode == 0, output
-    assert json.loads((tmp_path / "killed" / "summary.json").read_text()) == expected
-    assert "evaluations" in output and str(tmp_path / "killed") in output
+    # killed at a random point after the engine is up and the first step is logged
+    run = kill_and_resume(path, tmp_path, "step", 3, "--no-progress")
+    steps = run.events
+    assert json.loads((tmp_path / "killed" / "summary.json").read_text()) == run.expected
+    assert "evaluations" in run.resumed_output and str(tmp_path / "killed") in run.resumed_output
     logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
     assert logged == list(range(steps))  # every step logged once: no evaluation counted twice
