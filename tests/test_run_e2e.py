@@ -5,7 +5,6 @@ SIGKILL at a random point, resumed, compared with an uninterrupted run."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
