@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coevolve.engine.base import Completion, generate_members_sequentially
+from coevolve.sandbox.results import EvalResult, FailureKind
 
 TEMPLATE = '''def heuristic(x):
     """Return a score."""
@@ -80,18 +81,6 @@ class FakeEngine:
         return hashlib.sha256(self.weights.tobytes()).hexdigest()[:16]
 
 
-@dataclass
-class FakeResult:
-    objective: float | None
-    failure: str | None
-    message: str = ""
-    seconds: float = 0.01
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-
 class FakeEvaluator:
     """Scores a program by its SCORE constant; `raise` in the code is a crash."""
 
@@ -103,10 +92,11 @@ class FakeEvaluator:
         for code, task, split, size in items:
             self.evaluated += 1
             if "raise" in code:
-                results.append(FakeResult(None, "exception", "ValueError: boom"))
+                results.append(EvalResult(None, FailureKind.EXCEPTION, "ValueError: boom", seconds=0.01))
                 continue
             match = re.search(r"SCORE = (-?[0-9.]+)", code)
-            results.append(FakeResult(float(match.group(1)), None) if match else FakeResult(None, "invalid"))
+            results.append(EvalResult(float(match.group(1)), None, seconds=0.01) if match
+                           else EvalResult(None, FailureKind.INVALID, seconds=0.01))
         return results
 
 

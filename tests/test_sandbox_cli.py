@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from coevolve.cli import main
+from test_sandbox import processes_with_mark
 
 
 @pytest.fixture(autouse=True)
@@ -107,19 +108,6 @@ def test_a_hanging_candidate_fails_fast_naming_the_instance_and_limit(tmp_path, 
                      r"more than 3\.01 s of CPU time", out), out
 
 
-def _marked(mark: str) -> list:
-    import psutil
-
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if process.environ().get("COEVOLVE_SANDBOX_TEST_MARK") == mark:
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "SIGINT"])
 def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
     """`coevolve eval` on a hanging candidate, killed while the candidate
@@ -138,19 +126,19 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         for _ in range(600):  # the CLI, its worker and the candidate
-            if len(_marked(mark)) >= 3:
+            if len(processes_with_mark(mark)) >= 3:
                 break
             time.sleep(0.1)
-        assert len(_marked(mark)) >= 3, "the candidate never started"
+        assert len(processes_with_mark(mark)) >= 3, "the candidate never started"
         cli.send_signal(getattr(signal, how))
         cli.wait(timeout=60)
         for _ in range(300):
-            if not _marked(mark):
+            if not processes_with_mark(mark):
                 break
             time.sleep(0.1)
-        assert _marked(mark) == [], f"left behind after {how}: {_marked(mark)}"
+        assert processes_with_mark(mark) == [], f"left behind after {how}: {processes_with_mark(mark)}"
     finally:
-        for process in _marked(mark):
+        for process in processes_with_mark(mark):
             process.kill()
         if cli.poll() is None:
             cli.kill()

@@ -91,23 +91,27 @@ def test_tsp_shows_at_most_50_unvisited_nodes():
 
 
 @pytest.mark.parametrize(
-    "returned, message",
+    "name, size, returned, message",
     [
-        (lambda c, d, u, m: 0, "already visited"),
-        (lambda c, d, u, m: 10**6, "out of range"),
-        (lambda c, d, u, m: -1, "out of range"),
-        (lambda c, d, u, m: float("nan"), "NaN"),
-        (lambda c, d, u, m: None, "None"),
-        (lambda c, d, u, m: float(u[0]), "float"),
-        (lambda c, d, u, m: "3", "str"),
-        (lambda c, d, u, m: u, "ndarray"),
-        (lambda c, d, u, m: True, "bool"),
+        ("tsp_construct", 20, lambda c, d, u, m: 0, "already visited"),
+        ("tsp_construct", 20, lambda c, d, u, m: 10**6, "out of range"),
+        ("tsp_construct", 20, lambda c, d, u, m: -1, "out of range"),
+        ("tsp_construct", 20, lambda c, d, u, m: float("nan"), "NaN"),
+        ("tsp_construct", 20, lambda c, d, u, m: None, "None"),
+        ("tsp_construct", 20, lambda c, d, u, m: float(u[0]), "float"),
+        ("tsp_construct", 20, lambda c, d, u, m: "3", "str"),
+        ("tsp_construct", 20, lambda c, d, u, m: u, "ndarray"),
+        ("tsp_construct", 20, lambda c, d, u, m: True, "bool"),
+        ("kp_construct", 50, lambda cap, w, v: len(w), "out of range"),
+        ("kp_construct", 50, lambda cap, w, v: float("nan"), "NaN"),
+        ("kp_construct", 50, lambda cap, w, v: "0", "str"),
+        ("kp_construct", 50, lambda cap, w, v: [0], "list"),
     ],
 )
-def test_tsp_bad_decisions_are_invalid_with_a_reason(returned, message):
-    task = get_task("tsp_construct")
+def test_bad_decisions_are_invalid_with_a_reason(name, size, returned, message):
+    task = get_task(name)
     with pytest.raises(InvalidSolution, match=message):
-        evaluate_in_process(task, returned, task.instances("val", 20))
+        evaluate_in_process(task, returned, task.instances("val", size))
 
 
 def test_tsp_accepts_numpy_integers_and_one_element_arrays():
@@ -139,21 +143,6 @@ def test_kp_none_or_a_pick_that_does_not_fit_stops_packing():
     stop = np.searchsorted(np.cumsum(weights), 12.5 + 1e-12)
     order = np.argsort(-items[:, 0])
     assert heaviest == pytest.approx(items[order[:stop], 1].sum())
-
-
-@pytest.mark.parametrize(
-    "returned, message",
-    [
-        (lambda cap, w, v: len(w), "out of range"),
-        (lambda cap, w, v: float("nan"), "NaN"),
-        (lambda cap, w, v: "0", "str"),
-        (lambda cap, w, v: [0], "list"),
-    ],
-)
-def test_kp_bad_decisions_are_invalid_with_a_reason(returned, message):
-    task = get_task("kp_construct")
-    with pytest.raises(InvalidSolution, match=message):
-        evaluate_in_process(task, returned, task.instances("val", 50))
 
 
 def test_kp_heuristic_editing_its_arguments_changes_nothing():
