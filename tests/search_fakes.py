@@ -73,6 +73,9 @@ class FakeEngine:
     def generate_members(self, jobs):
         return generate_members_sequentially(self, jobs)
 
+    def noise_info(self) -> dict:
+        return {"noise": "full", "rank": None}
+
     def apply_update(self, seeds, coefficients, alpha):
         for seed, c in zip(seeds, coefficients):
             self.weights += alpha / len(seeds) * c * np.random.default_rng(seed).standard_normal(4)

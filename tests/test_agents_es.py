@@ -42,6 +42,9 @@ class FakeEngine:
     def checksum(self):
         return f"fake-{len(self.updates)}"
 
+    def noise_info(self):
+        return {"noise": "full", "rank": None}
+
     def chat(self, conversations, sampling, seeds=None, constraints=None):
         out = []
         for conversation in conversations:

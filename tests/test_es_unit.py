@@ -151,6 +151,9 @@ def test_history_in_another_noise_mode_is_refused_before_any_update(tmp_path):
         def checksum(self):
             return str(len(self.updates))
 
+        def noise_info(self):
+            return {"noise": self.noise, "rank": self.rank, "frozen_elements": 0}
+
     path = tmp_path / "history.jsonl"
     es = ESOpt(ESConfig(population=2, generations=2, noise="lowrank", rank=1), path)
     writer = Recorder("lowrank", 1)

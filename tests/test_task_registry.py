@@ -111,6 +111,9 @@ class EchoEngine:
     def checksum(self):
         return f"echo-{self.updates}"
 
+    def noise_info(self):
+        return {"noise": "full", "rank": None}
+
     def close(self):
         pass
 

@@ -340,8 +340,7 @@ class _AgentRun:
         if self.es is not None:
             summary["checksum"] = self.engine.checksum()
             summary["es"] = {"updates": self.es.generation}
-            noise_info = getattr(self.engine, "noise_info", None)  # fakes and older engines have none
-            summary["noise"] = noise_info() if noise_info is not None else {"noise": self.es.cfg.noise}
+            summary["noise"] = self.engine.noise_info()
         return summary
 
 

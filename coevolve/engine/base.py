@@ -72,6 +72,11 @@ class WeightEngine(Generator, Protocol):
     def checksum(self) -> str:
         """A digest of the live weights (replay and pool agreement compare it)."""
 
+    def noise_info(self) -> dict:
+        """The noise mode for histories and run summaries: at least `noise`
+        and `rank`; in low-rank mode also which parameters it covers and
+        freezes (`covered_elements`, `frozen_elements`, `frozen`)."""
+
 
 def check_requests(conversations: Sequence, seeds: Sequence[int] | None = None,
                    constraints: Sequence[str | None] | None = None) -> None:

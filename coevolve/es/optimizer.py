@@ -129,8 +129,7 @@ class ESOpt:
             "time": time.time(),
         }
         if self.cfg.noise == "lowrank":
-            info = engine.noise_info() if hasattr(engine, "noise_info") else {}
-            record["frozen_elements"] = info.get("frozen_elements")
+            record["frozen_elements"] = engine.noise_info().get("frozen_elements")
         if extra:
             record["extra"] = extra
         history.append(self.history_path, record)

@@ -398,8 +398,7 @@ class SearchLoop:
             "es": None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
                                                 "checksum": self.engine.checksum(),
                                                 # low-rank mode: which parameters ES covered and froze
-                                                **(self.engine.noise_info() if hasattr(self.engine, "noise_info")
-                                                   else {"noise": cfg.es.noise})},
+                                                **self.engine.noise_info()},
         }
         atomic_write_json(self.store.path("summary.json"), summary)
         self._write_genealogy()
