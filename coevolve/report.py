@@ -57,12 +57,10 @@ def collect(root: Path) -> tuple[CompareConfig, list[dict]]:
         state = run_state(directory)
         summary = _load_json(directory / "summary.json") if state == "finished" else None
         tests = _load_json(directory / TEST_SCORES) if state == "finished" else None
-        best = directory / "best.py"
         records.append({"task": spec.task, "method": spec.method, "budget": spec.budget, "seed": spec.seed,
                         "dir": str(directory.relative_to(root)), "state": state, "summary": summary,
                         "scores": {(s["split"], s["size"]): s for s in (tests or {}).get("scores", [])},
-                        "best_is": starting_point(best.read_text(encoding="utf-8"), spec.task)
-                        if state == "finished" and best.exists() else None})
+                        "best_is": best_starting_point(directory, spec.task) if state == "finished" else None})
     return config, records
 
 
@@ -501,7 +499,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         valid = f"{s['valid']}/{s['evaluations']}" if s else "–"
         parts.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['seed']} | {r['state']} | "
                      f"{valid} | {fmt_number((s.get('best') or {}).get('objective'))} | "
-                     f"{'the task template' if r['best_is'] == 'template' else 'a seed heuristic' if r['best_is'] else ''}"
+                     f"{STARTING_POINT.get(r['best_is'], '')}"
                      f" | [{r['dir']}]({r['dir']}/) |")
     written["report.md"] = root / "report.md"
     atomic_write_text(written["report.md"], "\n".join(parts) + "\n")
@@ -537,12 +535,11 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
              run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
-    best = store.path("best.py")
-    found = starting_point(best.read_text(encoding="utf-8"), summary["task"]) if best.exists() else None
+    found = best_starting_point(store.dir, summary["task"])
     if found:
-        parts += [f"**This run's best heuristic is {'the task template' if found == 'template' else 'a seed heuristic'}"
-                  " itself: it found nothing better than its starting point.**", ""]
-    elif not best.exists():
+        parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
+                  "its starting point.**", ""]
+    elif not store.path("best.py").exists():
         parts += ["**This run produced no valid heuristic.**", ""]
     tests = _load_json(store.path(TEST_SCORES))
     if tests and tests.get("scores"):
@@ -557,9 +554,19 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     return {"report.md": store.path("report.md"), "progress.png": plot}
 
 
+STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}
+
+
+def best_starting_point(directory: str | Path, task_name: str) -> str | None:
+    """starting_point of a run directory's best.py (None when it has none)."""
+    best = Path(directory) / "best.py"
+    return starting_point(best.read_text(encoding="utf-8"), task_name) if best.exists() else None
+
+
 def run_table(summary: dict, directory: Path) -> str:
     """The table `coevolve run` prints at the end of a run."""
     best = summary.get("best") or {}
+    found = best_starting_point(directory, summary["task"]) if best else None
     train = summary["train"]
     ledger = summary["ledger"]
     gap = best.get("gap")
@@ -570,6 +577,8 @@ def run_table(summary: dict, directory: Path) -> str:
         ("valid", f"{summary['valid']} ({summary['valid_rate']:.1%})"),
         ("failures", ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "-"),
         ("best objective", "-" if not best else f"{best['objective']:.6g} (candidate {best['id']}, {best['operator']})"),
+        *([("best is", f"{STARTING_POINT[found]} itself: nothing better than the starting point was found")]
+          if found else []),
         ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
         ("gap", "-" if gap is None else f"{gap:.2%}"),
         ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "

@@ -12,7 +12,7 @@ import pytest
 from coevolve.base.errors import UsageError
 from coevolve.compare import CompareConfig, planned_runs, run_config
 from coevolve.base.config import as_dict, build_config, dump_toml
-from coevolve.report import render, render_comparison
+from coevolve.report import render, render_comparison, run_table
 from coevolve.runstore import atomic_write_json, atomic_write_text
 
 REFERENCE = 4.0
@@ -158,6 +158,11 @@ def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart
     assert "best heuristic is the task template itself" in (root / "runs/tsp_construct/eoh-b36-s0/report.md").read_text()
     render(root / "runs" / "tsp_construct" / "eoh-b36-s2")  # the renamed copy: not literally the template
     assert "task template itself" not in (root / "runs/tsp_construct/eoh-b36-s2/report.md").read_text()
+    # and so does the table `coevolve run` prints when a run ends, with the same check
+    for seed, says in ((0, True), (2, False)):
+        run_dir = root / "runs" / "tsp_construct" / f"eoh-b36-s{seed}"
+        table = run_table(json.loads((run_dir / "summary.json").read_text()), run_dir)
+        assert ("best is" in table and "the task template itself" in table) is says, table
 
 
 def test_report_says_when_the_arms_were_not_structurally_matched(comparison):
