@@ -175,6 +175,19 @@ class Draw:
     make: Callable[[np.random.RandomState], Any]
 
 
+def draws_of(make: Callable[[np.random.RandomState, int, int], Any],
+             plan: list[tuple[str, int, tuple[int, ...]]]) -> list[Draw]:
+    """The draws of a seeded stream, in `plan` order: for each (split, count,
+    sizes), one set per size of `count` instances made by make(rng, count, size)."""
+    return [Draw(split, size, lambda rng, count=count, size=size: make(rng, count, size))
+            for split, count, sizes in plan for size in sizes]
+
+
+def unit_square(rng: np.random.RandomState, count: int, size: int) -> np.ndarray:
+    """`count` instances of `size` uniform points (or (weight, value) pairs) in [0, 1)^2."""
+    return rng.rand(count, size, 2)
+
+
 class SeededSets:
     """Instance sets drawn in a fixed order from one RandomState(seed) stream.
 

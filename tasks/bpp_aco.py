@@ -11,7 +11,7 @@ import numpy as np
 
 from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
                        construct_packings, deposit_packings, prepare_prior, run_colony)
-from tasks.base import Draw, Reference, SeededSets
+from tasks.base import Draw, Reference, SeededSets, draws_of
 
 CAPACITY = 150
 DEMAND_RANGE = (20, 100)  # inclusive, as in the reference generator
@@ -48,9 +48,8 @@ def _bpp_draws() -> list[Draw]:
     # greedy samples of the prior alone. Here every split runs the real
     # colony, and the train set has 120 items so that one train evaluation
     # stays well under a second; test sets go up to 500 items.
-    draws = [Draw("train", 120, lambda rng: rng.randint(low, high + 1, size=(5, 120)))]
-    draws += [Draw("test", n, lambda rng, n=n: rng.randint(low, high + 1, size=(64, n))) for n in (120, 500)]
-    return draws
+    return draws_of(lambda rng, count, n: rng.randint(low, high + 1, size=(count, n)),
+                    [("train", 5, (120,)), ("test", 64, (120, 500))])
 
 
 class BPPACO:

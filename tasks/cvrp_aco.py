@@ -10,7 +10,7 @@ import numpy as np
 
 from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
                        construct_routes, deposit_routes, prepare_prior, run_colony)
-from tasks.base import Draw, Reference, SeededSets
+from tasks.base import Draw, Reference, SeededSets, draws_of
 from tasks.tsp_construct import distance_matrix
 
 CAPACITY = 50
@@ -57,9 +57,7 @@ def _instances(rng: np.random.RandomState, count: int, customers: int) -> np.nda
 
 
 def _cvrp_draws() -> list[Draw]:
-    draws = [Draw("train", 50, lambda rng: _instances(rng, 5, 50))]
-    draws += [Draw("test", n, lambda rng, n=n: _instances(rng, 64, n)) for n in (20, 50, 100)]
-    return draws
+    return draws_of(_instances, [("train", 5, (50,)), ("test", 64, (20, 50, 100))])
 
 
 class CVRPACO:

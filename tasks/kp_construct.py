@@ -8,7 +8,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array
+from tasks.base import (Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array, draws_of,
+                        unit_square)
 from tasks.references import cached_values, checksum, knapsack_optimum
 
 # The reference's capacities: 12.5 for 50 items, 25 otherwise.
@@ -63,10 +64,7 @@ def packing_value(picks: Any, items: np.ndarray, capacity: float) -> float:
 def _kp_draws() -> list[Draw]:
     # NOTES §3: np.random.seed(3333), train100, val 50/100/200, test 50/100/200;
     # columns are (weight, value).
-    draws = [Draw("train", 100, lambda rng: rng.rand(64, 100, 2))]
-    draws += [Draw("val", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (50, 100, 200)]
-    draws += [Draw("test", n, lambda rng, n=n: rng.rand(1000, n, 2)) for n in (50, 100, 200)]
-    return draws
+    return draws_of(unit_square, [("train", 64, (100,)), ("val", 64, (50, 100, 200)), ("test", 1000, (50, 100, 200))])
 
 
 class KPConstruct:

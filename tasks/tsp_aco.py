@@ -9,7 +9,7 @@ import numpy as np
 
 from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
                        construct_tours, deposit_tours, prepare_prior, run_colony)
-from tasks.base import Draw, Reference, SeededSets
+from tasks.base import Draw, Reference, SeededSets, draws_of, unit_square
 from tasks.references import cached_values, checksum, lkh_tour_length
 from tasks.tsp_construct import distance_matrix
 
@@ -42,10 +42,7 @@ def heuristics(distance_matrix):
 def _tsp_aco_draws() -> list[Draw]:
     # NOTES §3 (checksums verified for train50 and test50): np.random.seed(1234),
     # train 5x50, val 64 each of 20/50/100, then test 64 each of 50/100/200.
-    draws = [Draw("train", 50, lambda rng: rng.rand(5, 50, 2))]
-    draws += [Draw("val", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (20, 50, 100)]
-    draws += [Draw("test", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (50, 100, 200)]
-    return draws
+    return draws_of(unit_square, [("train", 5, (50,)), ("val", 64, (20, 50, 100)), ("test", 64, (50, 100, 200))])
 
 
 class TSPACO:

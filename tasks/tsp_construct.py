@@ -8,7 +8,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array
+from tasks.base import (Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array, draws_of,
+                        unit_square)
 from tasks.references import cached_values, checksum, lkh_tour_length
 
 NEIGHBOURS = 50  # the reference shows at most this many nearest unvisited nodes
@@ -53,10 +54,8 @@ def tour_length(tour: Any, coords: np.ndarray) -> float:
 
 def _tsp_draws() -> list[Draw]:
     # NOTES §3: np.random.seed(1234), then train50, val 20..200, test 20..1000.
-    draws = [Draw("train", 50, lambda rng: rng.rand(64, 50, 2))]
-    draws += [Draw("val", n, lambda rng, n=n: rng.rand(64, n, 2)) for n in (20, 50, 100, 200)]
-    draws += [Draw("test", n, lambda rng, n=n: rng.rand(1000, n, 2)) for n in (20, 50, 100, 200, 500, 1000)]
-    return draws
+    return draws_of(unit_square, [("train", 64, (50,)), ("val", 64, (20, 50, 100, 200)),
+                                   ("test", 1000, (20, 50, 100, 200, 500, 1000))])
 
 
 class TSPConstruct:
