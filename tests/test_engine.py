@@ -129,8 +129,7 @@ def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
         f"""
         import json
         from coevolve.engine.vllm_engine import Engine
-        from coevolve.base.errors import ConfigError
-from coevolve.engine.base import Sampling
+        from coevolve.engine.base import Sampling
         from coevolve.es import ESConfig, ESOpt
         fresh = Engine()
         ESOpt.resume(ESConfig(population=4, generations=3), {str(path)!r}, fresh)
