@@ -63,7 +63,7 @@ def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1)
     if mode == "plain":
         return _plain_vllm(convs * members, max_tokens)
     if mode == "backprop":
-        return _backprop_step(convs * members, max_tokens)
+        return _backprop_step(convs * members, max_tokens, micro=len(convs))
     if mode == "lowrank":
         engine = Engine(noise="lowrank", rank=rank, members=members, max_num_seqs=256)
         result = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device,
@@ -134,10 +134,12 @@ def _plain_vllm(conversations: list, max_tokens: int) -> dict:
             "gpu_peak_mb": _gpu_peak_mb()}
 
 
-def _backprop_step(conversations: list, max_tokens: int) -> dict:
-    """One supervised fine-tuning step as a GRPO-style trainer would take it:
-    forward and backward over the G*N sequences (prompt + max_tokens tokens),
-    then AdamW (fp32 weights and optimizer state)."""
+def _backprop_step(conversations: list, max_tokens: int, micro: int) -> dict:
+    """One fine-tuning step as a GRPO-style trainer would take it: forward and
+    backward over the G*N sequences (prompt + max_tokens tokens) in micro-batches
+    of `micro` sequences with gradients accumulated (the whole batch at once does
+    not fit: fp32 logits alone are sequences x length x 49152 floats), then one
+    AdamW step (fp32 weights, gradients and optimizer state)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -156,11 +158,13 @@ def _backprop_step(conversations: list, max_tokens: int) -> dict:
     mask = torch.cat([batch["attention_mask"], torch.ones_like(completion)], dim=1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     started = time.perf_counter()
-    loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
-    loss.backward()
+    for lo in range(0, len(texts), micro):
+        part = slice(lo, lo + micro)
+        loss = model(input_ids=ids[part], attention_mask=mask[part], labels=ids[part]).loss
+        (loss * (len(ids[part]) / len(texts))).backward()
     optimizer.step()
     return {"mode": "backprop", "seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(),
-            "gpu_peak_mb": _gpu_peak_mb(), "tokens": int(ids.numel())}
+            "gpu_peak_mb": _gpu_peak_mb(), "tokens": int(ids.numel()), "micro_batch": micro}
 
 
 def _run_child(mode: str, args: argparse.Namespace, members: int) -> dict:
@@ -169,7 +173,12 @@ def _run_child(mode: str, args: argparse.Namespace, members: int) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if not lines:
-        raise SystemExit(f"{mode} run failed:\n{proc.stderr[-3000:]}")
+        # exit -9 with nothing on stderr is the kernel's OOM killer
+        why = "killed (SIGKILL: out of memory?)" if proc.returncode == -9 else f"exit {proc.returncode}"
+        if mode != "backprop":  # the timing table needs every other mode
+            raise SystemExit(f"{mode} run failed, {why}:\n{proc.stderr[-3000:]}")
+        print(f"{mode} run failed, {why}:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+        return {"mode": mode, "failed": why}
     return json.loads(lines[-1][7:])
 
 
@@ -224,9 +233,12 @@ def main() -> None:
         lr = results["lowrank"]
         print(f"    low-rank covers {lr['covered_elements']:,} elements (every linear weight); frozen "
               f"{lr['frozen_elements']:,}: {', '.join(lr['frozen'])}")
-    if backprop is not None:
+    if backprop is not None and "failed" in backprop:
+        print(f"    backprop AdamW step: {backprop['failed']}")
+    elif backprop is not None:
         print(f"    backprop AdamW step (fp32, {backprop['tokens']} tokens) {backprop['peak_rss_mb']:.0f} MiB: "
-              f"{backprop['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x plain, step {backprop['seconds']:.1f} s")
+              f"{backprop['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x plain, step {backprop['seconds']:.1f} s "
+              f"(micro-batches of {backprop['micro_batch']} sequences, gradients accumulated)")
     for m, r in results.items():
         if r.get("gpu_peak_mb") is not None and plain.get("gpu_peak_mb"):
             print(f"    peak GPU memory: {m} {r['gpu_peak_mb']:.0f} MiB vs plain {plain['gpu_peak_mb']:.0f} MiB")
