@@ -51,7 +51,7 @@ def _gpu_peak_mb() -> float | None:
     return None
 
 
-def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1) -> dict:
+def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1, repeats: int = 1) -> dict:
     """Runs in a fresh process: 'plain' = inference only, 'es' = one full-noise
     ES generation, 'lowrank' = one low-rank ES generation, 'backprop' = one
     AdamW step."""
@@ -61,9 +61,9 @@ def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1)
     sampling = Sampling(temperature=0.7, max_tokens=max_tokens)
     convs = _conversations(prompts)
     if mode == "plain":
-        return _plain_vllm(convs * members, max_tokens)
+        return _plain_vllm(convs * members, max_tokens, repeats)
     if mode == "backprop":
-        return _backprop_step(convs * members, max_tokens)
+        return _backprop_step(convs * members, max_tokens, micro=len(convs))
     if mode == "lowrank":
         engine = Engine(noise="lowrank", rank=rank, members=members, max_num_seqs=256)
         result = {"mode": mode, "parameters": engine.num_parameters(), "device": engine.device,
@@ -75,9 +75,12 @@ def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1)
         t0 = time.perf_counter()
         engine._rpc("es_lowrank_load", [(j.seed, j.sigma) for j in jobs])
         result["slot_write_seconds"] = time.perf_counter() - t0
-        started = time.perf_counter()
-        engine.generate_members(jobs)  # writes the slots again, then one batch
-        result["seconds"] = time.perf_counter() - started
+        times = []
+        for _ in range(repeats):  # the fastest of a few: this machine's noise only ever adds time
+            started = time.perf_counter()
+            engine.generate_members(jobs)  # writes the slots again, then one batch
+            times.append(time.perf_counter() - started)
+        result["seconds"], result["all_seconds"] = min(times), times
         t0 = time.perf_counter()
         engine.apply_update([j.seed for j in jobs], [1.0 - 2 * (m % 2) for m in range(members)], 5e-4)
         result["update_seconds"] = time.perf_counter() - t0
@@ -110,7 +113,7 @@ def child(mode: str, members: int, prompts: int, max_tokens: int, rank: int = 1)
     return result
 
 
-def _plain_vllm(conversations: list, max_tokens: int) -> dict:
+def _plain_vllm(conversations: list, max_tokens: int, repeats: int = 1) -> dict:
     """Stock vLLM as a user would run it for inference: no worker extension,
     no master copy, vLLM-CPU's own packed linear kernels."""
     import os
@@ -128,16 +131,21 @@ def _plain_vllm(conversations: list, max_tokens: int) -> dict:
     prompts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
     params = [SamplingParams(temperature=0.7, max_tokens=max_tokens, seed=i) for i in range(len(prompts))]
     llm.generate(prompts[:1], SamplingParams(temperature=0.0, max_tokens=2), use_tqdm=False)  # warm-up
-    started = time.perf_counter()
-    llm.generate(prompts, params, use_tqdm=False)
-    return {"mode": "plain", "seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(),
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        times.append(time.perf_counter() - started)
+    return {"mode": "plain", "seconds": min(times), "all_seconds": times, "peak_rss_mb": _peak_rss_mb(),
             "gpu_peak_mb": _gpu_peak_mb()}
 
 
-def _backprop_step(conversations: list, max_tokens: int) -> dict:
-    """One supervised fine-tuning step as a GRPO-style trainer would take it:
-    forward and backward over the G*N sequences (prompt + max_tokens tokens),
-    then AdamW (fp32 weights and optimizer state)."""
+def _backprop_step(conversations: list, max_tokens: int, micro: int) -> dict:
+    """One fine-tuning step as a GRPO-style trainer would take it: forward and
+    backward over the G*N sequences (prompt + max_tokens tokens) in micro-batches
+    of `micro` sequences with gradients accumulated (the whole batch at once does
+    not fit: fp32 logits alone are sequences x length x 49152 floats), then one
+    AdamW step (fp32 weights, gradients and optimizer state)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -156,20 +164,27 @@ def _backprop_step(conversations: list, max_tokens: int) -> dict:
     mask = torch.cat([batch["attention_mask"], torch.ones_like(completion)], dim=1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     started = time.perf_counter()
-    loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
-    loss.backward()
+    for lo in range(0, len(texts), micro):
+        part = slice(lo, lo + micro)
+        loss = model(input_ids=ids[part], attention_mask=mask[part], labels=ids[part]).loss
+        (loss * (len(ids[part]) / len(texts))).backward()
     optimizer.step()
     return {"mode": "backprop", "seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb(),
-            "gpu_peak_mb": _gpu_peak_mb(), "tokens": int(ids.numel())}
+            "gpu_peak_mb": _gpu_peak_mb(), "tokens": int(ids.numel()), "micro_batch": micro}
 
 
 def _run_child(mode: str, args: argparse.Namespace, members: int) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--members", str(members), "--rank", str(args.rank),
-           "--prompts", str(args.prompts), "--max-tokens", str(args.max_tokens)]
+           "--prompts", str(args.prompts), "--max-tokens", str(args.max_tokens), "--repeats", str(args.repeats)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if not lines:
-        raise SystemExit(f"{mode} run failed:\n{proc.stderr[-3000:]}")
+        # exit -9 with nothing on stderr is the kernel's OOM killer
+        why = "killed (SIGKILL: out of memory?)" if proc.returncode == -9 else f"exit {proc.returncode}"
+        if mode != "backprop":  # the timing table needs every other mode
+            raise SystemExit(f"{mode} run failed, {why}:\n{proc.stderr[-3000:]}")
+        print(f"{mode} run failed, {why}:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+        return {"mode": mode, "failed": why}
     return json.loads(lines[-1][7:])
 
 
@@ -181,10 +196,13 @@ def main() -> None:
     parser.add_argument("--rank", type=int, default=1, help="low-rank noise rank")
     parser.add_argument("--modes", default="es,lowrank", help="ES modes to measure: es (full noise), lowrank")
     parser.add_argument("--no-backprop", action="store_true", help="skip the AdamW step's memory")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="plain and lowrank batches timed this many times, the fastest kept (full mode: once)")
     parser.add_argument("--child", choices=["plain", "es", "lowrank", "backprop"])
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.child, int(args.members), args.prompts, args.max_tokens, args.rank)))
+        print("RESULT " + json.dumps(child(args.child, int(args.members), args.prompts, args.max_tokens, args.rank,
+                                               args.repeats)))
         return
     modes = [m for m in args.modes.split(",") if m]
     rows = []
@@ -198,7 +216,8 @@ def main() -> None:
     any_result = next(iter(rows[0][2].values()))
     print(f"device {any_result['device']}, {any_result['parameters']:,} parameters, N={args.prompts} prompts per "
           f"member, {args.max_tokens} new tokens, low-rank rank {args.rank}")
-    print("(a) one ES generation vs one unperturbed stock-vLLM batch of the same G*N completions")
+    print("(a) one ES generation vs one unperturbed stock-vLLM batch of the same G*N completions "
+          f"(plain and lowrank: fastest of {args.repeats}; full: one)")
     print(f"    {'G':>4} {'G*N':>5} {'plain s':>8} " + " ".join(f"{m + ' s':>10} {m + ' x':>10}" for m in modes))
     for g, plain, results in rows:
         print(f"    {g:>4} {g * args.prompts:>5} {plain['seconds']:>8.2f} " + " ".join(
@@ -224,9 +243,12 @@ def main() -> None:
         lr = results["lowrank"]
         print(f"    low-rank covers {lr['covered_elements']:,} elements (every linear weight); frozen "
               f"{lr['frozen_elements']:,}: {', '.join(lr['frozen'])}")
-    if backprop is not None:
+    if backprop is not None and "failed" in backprop:
+        print(f"    backprop AdamW step: {backprop['failed']}")
+    elif backprop is not None:
         print(f"    backprop AdamW step (fp32, {backprop['tokens']} tokens) {backprop['peak_rss_mb']:.0f} MiB: "
-              f"{backprop['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x plain, step {backprop['seconds']:.1f} s")
+              f"{backprop['peak_rss_mb'] / plain['peak_rss_mb']:.2f}x plain, step {backprop['seconds']:.1f} s "
+              f"(micro-batches of {backprop['micro_batch']} sequences, gradients accumulated)")
     for m, r in results.items():
         if r.get("gpu_peak_mb") is not None and plain.get("gpu_peak_mb"):
             print(f"    peak GPU memory: {m} {r['gpu_peak_mb']:.0f} MiB vs plain {plain['gpu_peak_mb']:.0f} MiB")
