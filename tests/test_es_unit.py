@@ -112,8 +112,9 @@ def test_replay_reproduces_and_guards_device_and_layout(tmp_path):
     for g in range(3):
         es.tell(engine, es.ask(), [g, 1.0, 2.0, 0.5])
     fresh = VectorEngine()
-    resumed = ESOpt.resume(es.cfg, path, fresh)
+    resumed = ESOpt.resume(es.cfg, path, fresh, seed=3)
     assert resumed.generation == 3 and fresh.checksum() == engine.checksum()
+    assert resumed.ask() == es.ask()  # the run's seed carries over: the next generation's members match
 
     gpu = VectorEngine()
     gpu.device = "cuda"
