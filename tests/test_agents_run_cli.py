@@ -10,6 +10,7 @@ from coevolve.agents.es_agent import resolved_es
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.cli import main
 from coevolve.base.config import as_dict, dump_toml, load_config
+from coevolve.base.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_EXAMPLES = ["sudoku_esopt", "sudoku_trace2skill", "sudoku_esopt_trace2skill", "math_esopt"]
@@ -172,3 +173,25 @@ def test_report_renders_an_agent_run_written_before_events(tmp_path, capsys):
     text = (run_dir / "report.md").read_text()
     assert "| 2 | 128 | 0.250 | distilled |" in text and "128 / 128" in text
     assert (run_dir / "progress.png").stat().st_size > 0
+
+
+def test_an_agent_run_logged_before_es_settings_were_shared_still_resumes(tmp_path):
+    # Agent start events written before [es] became the one ESConfig lack population,
+    # ddof, proposals_per_member and operators: their defaults keep the old behaviour.
+    from coevolve.agents.es_agent import KIND, check_run_dir
+    from coevolve.runstore import RunStore
+
+    config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml")
+    logged = as_dict(config)
+    for key in ("population", "ddof", "proposals_per_member", "operators"):
+        logged["es"].pop(key)
+    store = RunStore.create(tmp_path / "old", dump_toml(as_dict(config)))
+    with store.event_writer() as log:
+        log.append({"type": "start", "kind": KIND, "version": 1, "config": logged})
+    check_run_dir(store, config)  # accepted
+    logged["es"]["sigma"] *= 2
+    changed = RunStore.create(tmp_path / "changed", dump_toml(as_dict(config)))
+    with changed.event_writer() as log:
+        log.append({"type": "start", "kind": KIND, "version": 1, "config": logged})
+    with pytest.raises(UsageError, match="written under another config"):
+        check_run_dir(changed, config)
