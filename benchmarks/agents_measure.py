@@ -38,6 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("part", choices=("formats", "ladder", "arms", "all"))
     p.add_argument("--budget", type=int, default=128, help="all: training episodes per run (default 128)")
     p.add_argument("--skip-formats", action="store_true", help="all: leave out the free vs constrained part")
+    p.add_argument("--masked", type=int, help="all: train on 4x4 with this many masked cells (skips the ladder)")
     p.add_argument("--population", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--problems", type=int, default=16, help="held-out problems (default 16; the paper: 100)")
@@ -139,17 +140,22 @@ def everything(args) -> dict:
     out = Path(args.out or f"runs/agents_measure-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     results: dict = {}
-    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
-    try:
-        if not args.skip_formats:
-            print("== free vs constrained", flush=True)
-            results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
-        print("== 4x4 ladder, base", flush=True)
-        results["ladder"] = ladder(engine, args)
-    finally:
-        engine.close()
-    inside = [o for o in results["ladder"] if 0 < o[f"mean@{args.k}"]["mean"] < 1]
-    masked = inside[0]["masked"] if inside else 1
+    if not args.skip_formats or args.masked is None:
+        engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+        try:
+            if not args.skip_formats:
+                print("== free vs constrained", flush=True)
+                results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
+            if args.masked is None:
+                print("== 4x4 ladder, base", flush=True)
+                results["ladder"] = ladder(engine, args)
+        finally:
+            engine.close()
+    if args.masked is not None:
+        masked = args.masked
+    else:
+        inside = [o for o in results["ladder"] if 0 < o[f"mean@{args.k}"]["mean"] < 1]
+        masked = inside[0]["masked"] if inside else 1
     results["chosen_masked"] = masked
     print(f"== training on 4x4 with {masked} masked: esopt and trace2skill, budget {args.budget}", flush=True)
     runs = {}
