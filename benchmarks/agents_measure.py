@@ -113,8 +113,8 @@ def arms(engine, args) -> list[dict]:
     task = _task(args.task, _options(args.task_option))
     history, skills = run_inputs(args.run)
     heldout = task.cases("eval", args.problems, seed=args.seed)
-    names = ["base"] + (["esopt"] if history else []) + (["skill"] if skills else []) + (
-        ["both"] if history and skills else [])
+    names = ([] if getattr(args, "skip_base", False) else ["base"]) + (["esopt"] if history else []) + (
+        ["skill"] if skills else []) + (["both"] if history and skills else [])
     results = evaluate_arms(engine, task, heldout, names, args.k, eval_sampling(args.max_tokens), args.seed,
                             history=history, skills=skills, constrained=args.constrained,
                             on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}", flush=True))
@@ -173,11 +173,13 @@ def everything(args) -> dict:
         runs[method] = str(run_dir)
     engine = Engine(None, max_model_len=2048, max_num_seqs=256)
     try:
-        for method, run_dir in runs.items():
+        for i, (method, run_dir) in enumerate(runs.items()):
+            # base weights without a skill are the same arm for every run (same held-out
+            # problems, seeds and sampling): measured once, with the first run
             print(f"== held-out arms of the {method} run", flush=True)
             results[f"arms_{method}"] = arms(engine, argparse.Namespace(
                 **{**vars(args), "task": "sudoku", "task_option": [f"masked={masked}"], "run": run_dir,
-                   "constrained": True}))
+                   "constrained": True, "skip_base": i > 0}))
     finally:
         engine.close()
     (out / "results.json").write_text(json.dumps(results, indent=2))
