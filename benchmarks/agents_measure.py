@@ -125,7 +125,8 @@ def arms(engine, args) -> list[dict]:
 def train_config(method: str, masked: int, args) -> str:
     """The `coevolve run` TOML of one training run on 4x4 Sudoku with `masked` cells."""
     es = "" if method != "esopt" else (
-        "\n[es]\nsigma = 3e-3\nsigma_end = 1e-3\nschedule = \"cosine\"\nalpha = 1.5e-3\n")
+        "\n[es]\nsigma = 3e-3\nsigma_end = 1e-3\nschedule = \"cosine\"\nalpha = 1.5e-3\n"
+        "noise = \"lowrank\"\nrank = 1\n")  # the population's episodes advance in one batch
     return (f"[run]\nmethod = \"{method}\"\ntask = \"sudoku\"\nbudget = {args.budget}\nseed = {args.seed}\n\n"
             f"[task]\nmasked = {masked}\n\n[agent]\npopulation = {args.population}\nbatch = {args.batch}\n"
             f"eval_cases = 8\neval_every = 1000\nhistory_turns = 1\nshaping = 0.5\nskill_successes = 2\n\n"
@@ -171,7 +172,10 @@ def everything(args) -> dict:
             print(done.stdout[-2000:], done.stderr[-3000:], flush=True)
             continue
         runs[method] = str(run_dir)
-    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+    from coevolve.agents.evaluate import engine_options_for
+
+    history = Path(runs["esopt"]) / "history.jsonl" if "esopt" in runs else None
+    engine = Engine(None, max_model_len=2048, max_num_seqs=256, **engine_options_for(history))
     try:
         for i, (method, run_dir) in enumerate(runs.items()):
             # base weights without a skill are the same arm for every run (same held-out
