@@ -38,6 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("part", choices=("formats", "ladder", "arms", "all"))
     p.add_argument("--budget", type=int, default=128, help="all: training episodes per run (default 128)")
     p.add_argument("--skip-formats", action="store_true", help="all: leave out the free vs constrained part")
+    p.add_argument("--masked", type=int, help="all: train on 4x4 with this many masked cells (skips the ladder)")
     p.add_argument("--population", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--problems", type=int, default=16, help="held-out problems (default 16; the paper: 100)")
@@ -112,8 +113,8 @@ def arms(engine, args) -> list[dict]:
     task = _task(args.task, _options(args.task_option))
     history, skills = run_inputs(args.run)
     heldout = task.cases("eval", args.problems, seed=args.seed)
-    names = ["base"] + (["esopt"] if history else []) + (["skill"] if skills else []) + (
-        ["both"] if history and skills else [])
+    names = ([] if getattr(args, "skip_base", False) else ["base"]) + (["esopt"] if history else []) + (
+        ["skill"] if skills else []) + (["both"] if history and skills else [])
     results = evaluate_arms(engine, task, heldout, names, args.k, eval_sampling(args.max_tokens), args.seed,
                             history=history, skills=skills, constrained=args.constrained,
                             on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}", flush=True))
@@ -124,7 +125,8 @@ def arms(engine, args) -> list[dict]:
 def train_config(method: str, masked: int, args) -> str:
     """The `coevolve run` TOML of one training run on 4x4 Sudoku with `masked` cells."""
     es = "" if method != "esopt" else (
-        "\n[es]\nsigma = 3e-3\nsigma_end = 1e-3\nschedule = \"cosine\"\nalpha = 1.5e-3\n")
+        "\n[es]\nsigma = 3e-3\nsigma_end = 1e-3\nschedule = \"cosine\"\nalpha = 1.5e-3\n"
+        "noise = \"lowrank\"\nrank = 1\n")  # the population's episodes advance in one batch
     return (f"[run]\nmethod = \"{method}\"\ntask = \"sudoku\"\nbudget = {args.budget}\nseed = {args.seed}\n\n"
             f"[task]\nmasked = {masked}\n\n[agent]\npopulation = {args.population}\nbatch = {args.batch}\n"
             f"eval_cases = 8\neval_every = 1000\nhistory_turns = 1\nshaping = 0.5\nskill_successes = 2\n\n"
@@ -139,17 +141,22 @@ def everything(args) -> dict:
     out = Path(args.out or f"runs/agents_measure-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     results: dict = {}
-    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
-    try:
-        if not args.skip_formats:
-            print("== free vs constrained", flush=True)
-            results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
-        print("== 4x4 ladder, base", flush=True)
-        results["ladder"] = ladder(engine, args)
-    finally:
-        engine.close()
-    inside = [o for o in results["ladder"] if 0 < o[f"mean@{args.k}"]["mean"] < 1]
-    masked = inside[0]["masked"] if inside else 1
+    if not args.skip_formats or args.masked is None:
+        engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+        try:
+            if not args.skip_formats:
+                print("== free vs constrained", flush=True)
+                results["formats"] = formats(engine, argparse.Namespace(**{**vars(args), "k": 2}))
+            if args.masked is None:
+                print("== 4x4 ladder, base", flush=True)
+                results["ladder"] = ladder(engine, args)
+        finally:
+            engine.close()
+    if args.masked is not None:
+        masked = args.masked
+    else:
+        inside = [o for o in results["ladder"] if 0 < o[f"mean@{args.k}"]["mean"] < 1]
+        masked = inside[0]["masked"] if inside else 1
     results["chosen_masked"] = masked
     print(f"== training on 4x4 with {masked} masked: esopt and trace2skill, budget {args.budget}", flush=True)
     runs = {}
@@ -165,13 +172,18 @@ def everything(args) -> dict:
             print(done.stdout[-2000:], done.stderr[-3000:], flush=True)
             continue
         runs[method] = str(run_dir)
-    engine = Engine(None, max_model_len=2048, max_num_seqs=256)
+    from coevolve.agents.evaluate import engine_options_for
+
+    history = Path(runs["esopt"]) / "history.jsonl" if "esopt" in runs else None
+    engine = Engine(None, max_model_len=2048, max_num_seqs=256, **engine_options_for(history))
     try:
-        for method, run_dir in runs.items():
+        for i, (method, run_dir) in enumerate(runs.items()):
+            # base weights without a skill are the same arm for every run (same held-out
+            # problems, seeds and sampling): measured once, with the first run
             print(f"== held-out arms of the {method} run", flush=True)
             results[f"arms_{method}"] = arms(engine, argparse.Namespace(
                 **{**vars(args), "task": "sudoku", "task_option": [f"masked={masked}"], "run": run_dir,
-                   "constrained": True}))
+                   "constrained": True, "skip_base": i > 0}))
     finally:
         engine.close()
     (out / "results.json").write_text(json.dumps(results, indent=2))
