@@ -79,7 +79,12 @@ def analyse(run_dir: Path, task: str, window: int) -> dict:
     steps = sorted({r["step"] for r in records})
     summary = json.loads((run_dir / "summary.json").read_text())
     timing = json.loads((run_dir / "timing.json").read_text()) if (run_dir / "timing.json").exists() else {}
+    blocks = [steps[i:i + window] for i in range(0, len(steps), window)]
+    valid_by_block = [window_stats(records, block, task)["valid"] for block in blocks]
+    best = min((r for r in records if r.get("objective") is not None), key=lambda r: r["objective"], default=None)
     return {"run_dir": str(run_dir), "steps": len(steps), "evaluations": len(records),
+            "valid_by_block": valid_by_block,
+            "best_step": None if best is None else best["step"],
             "first": window_stats(records, steps[:window], task), "last": window_stats(records, steps[-window:], task),
             "all": window_stats(records, steps, task), "best": summary.get("best"), "timing": timing,
             "es": summary.get("es")}
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             results[arm] = analyse(run_dir, args.task, args.window)
     print(f"\n{args.task}: {args.members} proposals per step, seed {args.seed}; first vs last {args.window} steps")
     header = ["arm", "steps", "valid first", "valid last", "template echoes first/last", "best first",
-              "best last", "best non-template first/last", "s per step"]
+              "best last", "best non-template first/last", "valid all", "best all (step)", "s per step"]
     rows = []
     for arm, r in results.items():
         f, l = r["first"], r["last"]
@@ -127,10 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([arm, str(r["steps"]), f"{f['valid']}/{f['candidates']} ({f['valid_rate']:.0%})",
                      f"{l['valid']}/{l['candidates']} ({l['valid_rate']:.0%})",
                      f"{f['template_echoes']}/{l['template_echoes']}", fmt(f["best"]), fmt(l["best"]),
-                     f"{fmt(f['best_not_template'])} / {fmt(l['best_not_template'])}", f"{per_step:.0f}"])
+                     f"{fmt(f['best_not_template'])} / {fmt(l['best_not_template'])}",
+                     f"{r['all']['valid']}/{r['all']['candidates']} ({r['all']['valid_rate']:.0%})",
+                     f"{fmt(r['all']['best'])} ({r['best_step']})", f"{per_step:.0f}"])
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     for row in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(x.ljust(w) for x, w in zip(row, widths)))
+    for arm, r in results.items():
+        print(f"{arm}: valid candidates per {args.window} steps: {r['valid_by_block']}")
     (out / "payoff.json").write_text(json.dumps(results, indent=2))
     print(f"results: {out / 'payoff.json'}")
     return 0
