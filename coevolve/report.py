@@ -563,6 +563,14 @@ def best_starting_point(directory: str | Path, task_name: str) -> str | None:
     return starting_point(best.read_text(encoding="utf-8"), task_name) if best.exists() else None
 
 
+def es_updates(es: dict) -> str:
+    """ "12", or "12 (5 with every member's reward equal: no weight moved)"."""
+    flat = es.get("flat") or 0  # absent in summaries written before it was counted
+    if not flat:
+        return str(es["updates"])
+    return f"{es['updates']} ({flat} with every member's reward equal: no weight moved)"
+
+
 def run_table(summary: dict, directory: Path) -> str:
     """The table `coevolve run` prints at the end of a run."""
     best = summary.get("best") or {}
@@ -585,7 +593,7 @@ def run_table(summary: dict, directory: Path) -> str:
                          f"{ledger['completion_tokens']} completion tokens)"),
     ]
     if summary.get("es"):
-        rows.append(("ES updates", str(summary["es"]["updates"])))
+        rows.append(("ES updates", es_updates(summary["es"])))
     rows.append(("run directory", str(directory)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
@@ -610,6 +618,8 @@ def agent_table(summary: dict, directory: Path) -> str:
         ("best held-out reward", f"{summary['best_eval_reward']:.3f}"),
         ("distilled skill", summary["skill"] or "-"),
     ]
+    if summary.get("es"):
+        rows.append(("ES updates", es_updates(summary["es"])))
     if "checksum" in summary:
         rows.append(("weights checksum", str(summary["checksum"])))
     rows.append(("run directory", str(directory)))

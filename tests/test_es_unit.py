@@ -169,3 +169,18 @@ def test_history_in_another_noise_mode_is_refused_before_any_update(tmp_path):
     same = Recorder("lowrank", 1)
     ESOpt.resume(ESConfig(population=2, generations=2, noise="lowrank"), path, same)
     assert len(same.updates) == 2
+
+
+def test_generations_with_equal_rewards_are_counted_as_moving_nothing(tmp_path):
+    from coevolve.report import es_updates
+
+    path = tmp_path / "h.jsonl"
+    engine = VectorEngine()
+    es = ESOpt(ESConfig(population=4, generations=3), path)
+    es.tell(engine, es.ask(), [0.25] * 4)  # every member alike: z = 0, no move
+    assert not engine.theta.any() and es.flat == 1
+    es.tell(engine, es.ask(), [0.0, 1.0, 0.25, 0.25])
+    assert engine.theta.any() and es.flat == 1
+    assert ESOpt.resume(es.cfg, path, VectorEngine()).flat == 1  # counted again from the history
+    assert es_updates({"updates": 2, "flat": 1}) == "2 (1 with every member's reward equal: no weight moved)"
+    assert es_updates({"updates": 2}) == "2"  # a summary written before the count existed

@@ -339,7 +339,7 @@ class _AgentRun:
         }
         if self.es is not None:
             summary["checksum"] = self.engine.checksum()
-            summary["es"] = {"updates": self.es.generation}
+            summary["es"] = {"updates": self.es.generation, "flat": self.es.flat}
             summary["noise"] = self.engine.noise_info()
         return summary
 

@@ -72,12 +72,17 @@ class ESOpt:
     resolved (ESConfig.resolve); `seed` is the run's seed, from which every
     member's noise seed derives."""
 
-    def __init__(self, cfg: ESConfig, history_path: str | Path, *, seed: int = 0, generation: int = 0) -> None:
+    def __init__(self, cfg: ESConfig, history_path: str | Path, *, seed: int = 0, generation: int = 0,
+                 flat: int = 0) -> None:
         cfg.check_resolved()
         self.cfg = cfg
         self.seed = seed
         self.history_path = Path(history_path)
         self.generation = generation
+        # generations whose members all earned the same reward: every z-score is 0,
+        # so the update moved nothing; summaries report it so a run that never
+        # saw a reward difference does not pass for one that learned nothing
+        self.flat = flat
 
     @property
     def sigma(self) -> float:
@@ -134,6 +139,7 @@ class ESOpt:
             record["extra"] = extra
         history.append(self.history_path, record)
         self.generation += 1
+        self.flat += is_flat(record)
         return record
 
     @classmethod
@@ -143,7 +149,12 @@ class ESOpt:
         same device kind) and continue after the last one."""
         cfg.check_resolved()  # before any weight moves
         records = replay(history_path, engine, verify=verify)
-        return cls(cfg, history_path, seed=seed, generation=len(records))
+        return cls(cfg, history_path, seed=seed, generation=len(records), flat=sum(map(is_flat, records)))
+
+
+def is_flat(record: dict[str, Any]) -> bool:
+    """True when a history record's update moved no weight (all coefficients 0)."""
+    return not any(record.get("coefficients", [1.0]))
 
 
 def engine_options(noise: str, rank: int, population: int) -> dict[str, Any]:

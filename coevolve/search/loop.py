@@ -396,6 +396,7 @@ class SearchLoop:
             "best_so_far": [list(p) for p in curve],
             "population": [c.id for c in self.population.ranked()],
             "es": None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
+                                                "flat": self.es.flat,
                                                 "checksum": self.engine.checksum(),
                                                 # low-rank mode: which parameters ES covered and froze
                                                 **self.engine.noise_info()},
