@@ -77,7 +77,8 @@ def window_stats(records: list[dict], steps: list[int], task: str) -> dict:
 def analyse(run_dir: Path, task: str, window: int) -> dict:
     records = [json.loads(line) for line in (run_dir / "candidates.jsonl").read_text().splitlines() if line.strip()]
     steps = sorted({r["step"] for r in records})
-    summary = json.loads((run_dir / "summary.json").read_text())
+    # a run still going (or killed) has no summary yet: its candidates are still worth a look
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
     timing = json.loads((run_dir / "timing.json").read_text()) if (run_dir / "timing.json").exists() else {}
     blocks = [steps[i:i + window] for i in range(0, len(steps), window)]
     valid_by_block = [window_stats(records, block, task)["valid"] for block in blocks]
