@@ -65,13 +65,12 @@ def window_stats(records: list[dict], steps: list[int], task: str) -> dict:
 
     chosen = [r for r in records if r["step"] in steps]
     valid = [r for r in chosen if r.get("objective") is not None]
-    echoes = [r for r in valid if starting_point(r.get("code") or "", task) == "template"]
-    objectives = [r["objective"] for r in valid]
+    echo = [starting_point(r.get("code") or "", task) == "template" for r in valid]
     return {"steps": [min(steps), max(steps)], "candidates": len(chosen), "valid": len(valid),
             "valid_rate": len(valid) / len(chosen) if chosen else 0.0,
-            "template_echoes": len(echoes),
-            "best": min(objectives) if objectives else None,
-            "best_not_template": min((r["objective"] for r in valid if r not in echoes), default=None)}
+            "template_echoes": sum(echo),
+            "best": min((r["objective"] for r in valid), default=None),
+            "best_not_template": min((r["objective"] for r, e in zip(valid, echo) if not e), default=None)}
 
 
 def analyse(run_dir: Path, task: str, window: int) -> dict:
