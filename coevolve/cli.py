@@ -9,7 +9,7 @@ import sys
 
 from coevolve.base.errors import UsageError
 
-COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill"]
+COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill", "dashboard"]
 
 
 def build_parser() -> argparse.ArgumentParser:
