@@ -183,3 +183,45 @@ def test_plots_are_served_only_from_the_plots_folder(tmp_path):
         js = http.get("/vendor/plotly.min.js")
         assert js.status_code == 200 and len(js.content) > 1_000_000  # served from the plotly package
         assert "script-src 'self'" in http.get("/").headers["content-security-policy"]
+
+
+def make_agent_run(path: Path) -> Path:
+    """An agent run directory in the layout es_agent writes, with the run's own writers."""
+    from coevolve.agents.rollout import Trajectory, save_trajectories
+    from coevolve.base.durable import append_jsonl, atomic_write_jsonl
+
+    path.mkdir(parents=True)
+    (path / "config.toml").write_text('[run]\nmethod = "esopt+trace2skill"\ntask = "sudoku"\nbudget = 16\nseed = 0\n'
+                                      '[agent]\npopulation = 2\nbatch = 2\n')
+    episodes = [Trajectory("sudoku", f"case-{i}", [{"role": "system", "content": "rules"},
+                                                   {"role": "assistant", "content": f"<b>move {i}</b>"}],
+                           [f"move {i}"], ["board"], reward=float(i % 2), turns=1, label=f"round 0 member {i % 2}")
+                for i in range(4)]
+    save_trajectories(episodes, path / "trajectories" / "round_000", "Round 0")
+    events = path / "events.jsonl"
+    append_jsonl(events, {"type": "start", "kind": "agent", "version": 1})
+    append_jsonl(events, {"type": "round", "round": 0, "episodes_used": 4, "fitness": [0.5, 0.5],
+                          "mean_reward": 0.5, "solved_rate": 0.5})
+    append_jsonl(events, {"type": "skill", "round": 0, "name": "sudoku-moves", "text": "---\nname: sudoku-moves\n---\nv1"})
+    append_jsonl(events, {"type": "skill", "round": 1, "name": "sudoku-moves", "text": "---\nname: sudoku-moves\n---\nv2"})
+    record = {"round": 0, "episodes_used": 4, "mean_reward": 0.25, "solved": 0.25,
+              "mean@4": {"mean": 0.3, "low": 0.1, "high": 0.5}}
+    append_jsonl(events, {"type": "eval", **record})
+    atomic_write_jsonl(path / "eval.jsonl", [record])
+    return path
+
+
+def test_an_agent_run_shows_rounds_skills_and_episodes(tmp_path):
+    run = make_agent_run(tmp_path / "agent")
+    assert reader.kind_of(run) == "agent"
+    with client(run) as http:
+        row = http.get("/api/runs").json()["runs"][0]
+        assert (row["kind"], row["used"], row["budget"], row["best"]) == ("agent", 4, 16, 0.25)
+        detail = http.get("/api/agent/agent").json()
+        assert [s["text"][-2:] for s in detail["skills"]] == ["v1", "v2"]
+        assert detail["evals"][0]["metrics"]["mean@4"] == {"mean": 0.3, "low": 0.1, "high": 0.5}
+        assert detail["episode_files"] == ["round_000"]
+        page = http.get("/api/agent/agent/episodes/round_000?limit=3").json()
+        assert page["total"] == 4 and len(page["episodes"]) == 3
+        assert page["episodes"][0]["messages"][1]["content"] == "<b>move 0</b>"  # text; the page never parses it
+        assert http.get("/api/agent/agent/episodes/..%2Fevents").status_code == 404
