@@ -81,23 +81,24 @@ def jsonl(path: Path) -> list[Any]:
     return CACHE.get(path, read_jsonl, default=[], kind="jsonl")
 
 
-def json_file(path: Path) -> Any:
+def _whole(path: Path, loads: Callable[[str], Any], errors: tuple[type[Exception], ...], what: str,
+           default: Any) -> Any:
+    """A whole file (replaced atomically by its writer, so a parse error is
+    damage, not a write in progress)."""
     def parse(p: Path) -> Any:
         try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            # whole files are replaced atomically, so this is damage, not a write in progress
-            raise CorruptFileError(f"{p}: not valid JSON ({exc})") from None
-    return CACHE.get(path, parse, kind="json")
+            return loads(p.read_text(encoding="utf-8"))
+        except (*errors, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"{p}: not valid {what} ({exc})") from None
+    return CACHE.get(path, parse, default=default, kind=what)
+
+
+def json_file(path: Path) -> Any:
+    return _whole(path, json.loads, (json.JSONDecodeError,), "JSON", None)
 
 
 def toml_file(path: Path) -> dict:
-    def parse(p: Path) -> dict:
-        try:
-            return tomllib.loads(p.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise CorruptFileError(f"{p}: not valid TOML ({exc})") from None
-    return CACHE.get(path, parse, default={}, kind="toml")
+    return _whole(path, tomllib.loads, (tomllib.TOMLDecodeError,), "TOML", {})
 
 
 def csv_file(path: Path) -> list[dict[str, str]]:
@@ -260,13 +261,13 @@ def reference(name: str, split: str, size: int) -> float | None:
 
 
 def gap(objective: float | None, ref: float | None, direction: str) -> float | None:
-    if objective is None or ref is None or ref == 0:
-        return None
-    return (objective - ref if direction == "min" else ref - objective) / abs(ref)
+    from tasks.base import gap as task_gap
+
+    return None if objective is None or ref is None or ref == 0 else task_gap(objective, ref, direction)
 
 
-class HeuristicRun:
-    """A heuristic-search run directory, as far as it is written."""
+class RunDir:
+    """What every run directory (heuristic or agent) holds, as far as it is written."""
 
     def __init__(self, path: Path, stale_after: float = 600.0) -> None:
         self.path = path
@@ -276,8 +277,15 @@ class HeuristicRun:
         self.seed, self.budget = run.get("seed"), int(run.get("budget") or 0)
         self.summary = json_file(path / "summary.json") if (path / "summary.json").exists() else None
         self.events = jsonl(path / "events.jsonl")
-        self.candidates: list[dict] = jsonl(path / "candidates.jsonl")
         self.state = run_state(path, self.events, stale_after)
+
+
+class HeuristicRun(RunDir):
+    """A heuristic-search run directory."""
+
+    def __init__(self, path: Path, stale_after: float = 600.0) -> None:
+        super().__init__(path, stale_after)
+        self.candidates: list[dict] = jsonl(path / "candidates.jsonl")
         if self.summary and self.summary.get("train"):
             self.direction = self.summary["train"].get("direction", "min")
         else:
@@ -483,16 +491,8 @@ def es_history(path: Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ agent runs
-class AgentRun:
-    def __init__(self, path: Path, stale_after: float = 600.0) -> None:
-        self.path = path
-        self.config = toml_file(path / RUN_MARKER)
-        run = self.config.get("run", {})
-        self.task, self.method = str(run.get("task", "?")), str(run.get("method", "?"))
-        self.seed, self.budget = run.get("seed"), int(run.get("budget") or 0)
-        self.events = jsonl(path / "events.jsonl")
-        self.state = run_state(path, self.events, stale_after)
-        self.summary = json_file(path / "summary.json") if (path / "summary.json").exists() else None
+class AgentRun(RunDir):
+    """An agent run directory: rounds, held-out evaluations, skills, episodes."""
 
     def evals(self) -> list[dict]:
         return [e for e in self.events if e.get("type") == "eval"] or jsonl(self.path / "eval.jsonl")

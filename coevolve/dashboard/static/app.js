@@ -298,7 +298,7 @@ function runView(r) {
         class: line.startsWith("@@") ? "hunk" : line.startsWith("+") && !line.startsWith("+++") ? "add"
           : line.startsWith("-") && !line.startsWith("---") ? "del" : "" }, line + "\n")) : "(same code as the parent)")))
       : [el("p", { class: "muted" }, c.parents.length ? "no parent with code" : "no parent (initial population)")];
-    detail.replaceChildren(
+    detail.replaceChildren(...[
       el("h2", { id: "cand-title" }, `Candidate #${c.id}`),
       el("div", {}, el("span", { class: "pill" }, `step ${c.step}`), el("span", { class: "pill" }, c.operator),
         el("span", { class: "pill outcome-" + c.outcome, id: "cand-outcome-pill" }, c.outcome),
@@ -311,7 +311,7 @@ function runView(r) {
       c.failure ? el("div", {}, el("h3", {}, "failure: ", c.failure), el("pre", { id: "cand-message", class: "wrap" }, c.message || "(no message)")) : null,
       el("h3", {}, "idea"), el("pre", { id: "cand-idea", class: "wrap" }, c.idea || "(none)"),
       el("h3", {}, "code"), el("pre", { id: "cand-code" }, c.code === null ? "(no code could be extracted)" : c.code),
-      el("div", { id: "cand-diff" }, diffs));
+      el("div", { id: "cand-diff" }, diffs)].filter(Boolean));
   }
 
   return {
