@@ -366,10 +366,11 @@ class HeuristicRun(RunDir):
     def by_id(self) -> dict[int, dict]:
         return {c["id"]: c for c in self.candidates if "id" in c}
 
-    def tree(self, mode: str = "auto", limit: int = 3000) -> dict[str, Any]:
+    def tree(self, mode: str = "auto", limit: int = 1000) -> dict[str, Any]:
         """Nodes and edges of the genealogy (from candidates.jsonl, so it grows
-        while the run goes). A large run collapses to the candidates that
-        matter: the valid ones and every ancestor of the best few."""
+        while the run goes). A run of more than `limit` candidates collapses
+        to the ones that matter: the best ten and all their ancestors, then
+        the other valid ones, best first (a page stays quick to draw)."""
         ranks = self.ranks()
         nodes = self.candidates
         collapsed = mode == "lineage" or (mode == "auto" and len(nodes) > limit)
@@ -382,8 +383,11 @@ class HeuristicRun(RunDir):
                 if cid not in keep:
                     keep.add(cid)
                     frontier += (index.get(cid) or {}).get("parents", [])
-            if mode == "auto":
-                keep |= set(ranks)  # and every valid candidate
+            if mode == "auto":  # then the valid ones, best first, up to the limit
+                for cid in sorted(ranks, key=ranks.__getitem__):
+                    if len(keep) >= limit:
+                        break
+                    keep.add(cid)
             nodes = [c for c in nodes if c.get("id") in keep]
         nodes = nodes[-limit:]
         ids = {c.get("id") for c in nodes}

@@ -4,7 +4,7 @@
 // hostile text.
 "use strict";
 
-const S = { refresh: 2000, timer: null, view: null, busy: false };
+const S = { refresh: 2000, timer: null, view: null, busy: false, again: false };
 const COLORS = { valid: "#1a9850", duplicate: "#999999", parse: "#d73027", timeout: "#fdae61", syntax: "#f46d43",
   exception: "#e34a33", invalid: "#fc8d59", bad_signature: "#b2182b" };
 const PAGE = 50;
@@ -93,7 +93,8 @@ async function route() {
 }
 
 async function tick() {
-  if (!S.view || S.busy) return;
+  if (!S.view) return;
+  if (S.busy) { S.again = true; return; }  // a new page waits for the poll in flight, not for the next interval
   S.busy = true;
   const view = S.view;
   try {
@@ -104,6 +105,7 @@ async function tick() {
   } finally {
     S.busy = false;
   }
+  if (S.again) { S.again = false; await tick(); }
 }
 
 // ------------------------------------------------------------------ runs list
@@ -159,7 +161,7 @@ function runView(r) {
   const esBody = el("tbody", {});
   const treeSelect = el("select", { id: "tree-mode", onchange: (e) => { st.treeMode = e.target.value; loadTree(); } },
     el("option", { value: "auto" }, "all (collapses when large)"), el("option", { value: "lineage" }, "best ten and their ancestors"),
-    el("option", { value: "all" }, "all (latest 3000)"));
+    el("option", { value: "all" }, "all (latest 1000)"));
   const treeNote = el("span", { class: "muted", id: "tree-note" });
 
   main(
@@ -192,7 +194,7 @@ function runView(r) {
   function drawCurves(d) {
     const c = d.curves;
     react("best-chart", [
-      { x: c.x, y: c.best, name: "best so far", mode: "lines+markers", line: { shape: "hv" }, connectgaps: false },
+      { x: c.x, y: c.best, name: "best so far", mode: c.x.length > 500 ? "lines" : "lines+markers", line: { shape: "hv" }, connectgaps: false },
       { x: c.x, y: c.valid_rate, name: "valid rate", yaxis: "y2", mode: "lines", line: { dash: "dot" } },
     ], { xaxis: { title: "evaluations", range: [0, Math.max(c.budget, c.x.length) + 1] },
       yaxis: { title: `objective (${c.direction === "min" ? "lower" : "higher"} is better)` },
@@ -261,10 +263,9 @@ function runView(r) {
     }
     const ranked = t.nodes.filter((n) => n.rank).length || 1;
     const size = (n) => (n.rank ? 8 + 14 * (1 - (n.rank - 1) / ranked) : 6);
-    const gl = t.nodes.length > 1500 ? "scattergl" : "scatter";
     react("tree", [
-      { x: ex, y: ey, mode: "lines", type: gl, line: { color: "#c8ccd8", width: 1 }, hoverinfo: "skip", showlegend: false },
-      { x: t.nodes.map((n) => pos.get(n.id)[0]), y: t.nodes.map((n) => pos.get(n.id)[1]), type: gl, mode: "markers",
+      { x: ex, y: ey, mode: "lines", type: "scatter", line: { color: "#c8ccd8", width: 1 }, hoverinfo: "skip", showlegend: false },
+      { x: t.nodes.map((n) => pos.get(n.id)[0]), y: t.nodes.map((n) => pos.get(n.id)[1]), type: "scatter", mode: "markers",
         customdata: t.nodes.map((n) => n.id), showlegend: false,
         text: t.nodes.map((n) => `#${n.id} ${n.operator} ${n.outcome}${n.objective !== null ? " " + fmt(n.objective) : ""}${n.rank ? " rank " + n.rank : ""}`),
         hoverinfo: "text", marker: { color: t.nodes.map((n) => color(n.outcome)), size: t.nodes.map(size), line: { width: 0.5, color: "#333" } } },
