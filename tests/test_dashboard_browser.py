@@ -135,8 +135,10 @@ def js(driver, script: str):
 
 def shoot(driver, live: dict, name: str) -> None:
     """A full-page screenshot; copied to $COEVOLVE_DASHBOARD_SCREENSHOTS for the docs."""
-    height = js(driver, "return document.body.scrollHeight")
-    driver.set_window_size(1400, min(max(height + 40, 900), 3200))
+    for _ in range(2):  # the layout changes with the width of the window's scrollbar: measure twice
+        height = js(driver, "return document.documentElement.scrollHeight")
+        driver.set_window_size(1400, min(max(height + 140, 900), 3600))
+        time.sleep(0.3)
     path = live["root"] / f"{name}.png"
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 10_000  # a rendered page, not a blank one
@@ -199,7 +201,6 @@ def test_clicking_the_best_candidate_shows_its_code_and_a_diff(browser, live):
     wait(browser, lambda d: d.find_elements("id", "cand-code") and d.find_element("id", "cand-title").text
          == f"Candidate #{best['id']}", what="the best candidate's detail")
     assert browser.find_element("id", "cand-code").text.strip() == clean(best["code"]).strip()
-    shoot(browser, live, "dashboard-candidate")
     # the diff: of the best when it has a parent, else of the best-ranked candidate that has one
     with_parent = [c for c in records if c["parents"] and c["code"] is not None]
     assert with_parent, "no candidate with a parent and code"
@@ -217,6 +218,7 @@ def test_clicking_the_best_candidate_shows_its_code_and_a_diff(browser, live):
         assert len(shown.find_elements("css selector", "span")) == len(expected)
     else:
         assert "same code" in shown.text
+    shoot(browser, live, "dashboard-candidate")
 
 
 def test_a_failed_candidate_shows_its_message(browser, live):
