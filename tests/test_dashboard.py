@@ -105,6 +105,12 @@ def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
         assert answer.status_code == 422 and "line 2 is not valid JSON" in answer.json()["error"]
         rows = http.get("/api/runs").json()["runs"]
         assert rows[0]["state"] == "unreadable" and "line 2" in rows[0]["error"]
+    # a complete line of the wrong shape (a list, not a record): a message too
+    (run / "candidates.jsonl").write_text('[1, 2]\n')
+    with client(run) as http:
+        answer = http.get("/api/run/run")
+        assert answer.status_code == 422 and "unexpected file content" in answer.json()["error"]
+        assert http.get("/api/runs").json()["runs"][0]["state"] == "unreadable"
 
 
 def test_state_finished_running_stopped(tmp_path):

@@ -66,6 +66,8 @@ def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
                                     status_code=404)
             except (CorruptFileError, UsageError, OSError, ValueError) as exc:
                 return JSONResponse({"error": reader.text(exc, 1000)}, status_code=422)
+            except (AttributeError, TypeError) as exc:  # a record of an unexpected shape: say so, serve on
+                return JSONResponse({"error": f"unexpected file content: {reader.text(exc, 500)}"}, status_code=422)
             return JSONResponse(body, headers={"Cache-Control": "no-store"})
         return endpoint
 

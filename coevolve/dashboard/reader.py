@@ -606,6 +606,6 @@ def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
                 "seed": None, "used": sum(1 for r in runs if r.get("state") == "finished"), "budget": len(runs),
                 "state": "finished" if runs and all(r.get("state") == "finished" for r in runs) else "partial",
                 "best": None, "gap": None, "valid_rate": None, "caps": {}}
-    except (CorruptFileError, OSError, ValueError, KeyError, TypeError) as exc:
+    except (CorruptFileError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return {**base, "state": "unreadable", "error": text(exc, 500)}
 
