@@ -155,11 +155,12 @@ def finished(run_dir: Path) -> bool:
 
 def test_runs_list_shows_the_running_run(browser, live):
     browser.get(live["url"] + "#/")
-    row = wait(browser, lambda d: d.find_elements("css selector", "#runs-table tr[data-id='live-run']"),
-               what="the live run in the runs list")[0]
-    assert "tsp_construct" in row.text and "eoh+esopt" in row.text
+    # rows are redrawn while the run moves: read the row's text in one script call
+    row = "return (document.querySelector(\"#runs-table tr[data-id='live-run']\") || {}).textContent"
+    text = wait(browser, lambda d: js(d, row), what="the live run in the runs list")
+    assert "tsp_construct" in text and "eoh+esopt" in text
     if not finished(live["dir"]):
-        assert "running" in row.text
+        assert "running" in text
     assert browser.find_elements("css selector", "#runs-table tr[data-id='pipeline_check_eoh_esopt_tsp']")
 
 
@@ -235,11 +236,11 @@ def test_es_panel_shows_the_generations_of_history(browser, live):
     history = read_jsonl(live["dir"] / "history.jsonl")
     assert len(history) == 2  # m1 and m2 of the tiny plan
     browser.get(live["url"] + "#/run/live-run")
-    rows = wait(browser, lambda d: d.find_elements("css selector", "#es-table tbody tr[data-generation]"),
-                what="ES rows")
+    table = ("return [...document.querySelectorAll('#es-table tbody tr[data-generation]')]"
+             ".map((tr) => [...tr.cells].map((td) => td.textContent))")
+    rows = wait(browser, lambda d: js(d, table), what="ES rows")
     assert len(rows) == len(history)
-    for row, record in zip(rows, history):
-        cells = [td.text for td in row.find_elements("tag name", "td")]
+    for cells, record in zip(rows, history):
         assert cells[0] == str(record["generation"])
         assert len(cells[4].split(",")) == len(record["rewards"])
         assert record["checksum"].startswith(cells[7])

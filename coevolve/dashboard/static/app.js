@@ -117,10 +117,14 @@ function runsView() {
     el("section", { class: "card" }, el("table", { id: "runs-table" },
       el("thead", {}, el("tr", {}, ["directory", "kind", "task", "method", "seed", "progress", "best", "gap",
         "valid rate", "state", "caps"].map((h) => el("th", {}, h)))), body)));
+  let drawn = null;
   return {
     kind: "runs",
     async poll() {
       const data = await getJSON("/api/runs");
+      const seen = JSON.stringify(data);
+      if (seen === drawn) return;  // rows are replaced only when something changed
+      drawn = seen;
       body.replaceChildren(...data.runs.map((r) => {
         const share = r.budget ? Math.min(1, (r.used || 0) / r.budget) : 0;
         const caps = Object.entries(r.caps || {}).filter(([, v]) => v !== null && v !== undefined)
@@ -209,7 +213,11 @@ function runView(r) {
     for (const k of Object.keys(c.outcomes_by_step)) if (!known.has(k)) outcomeSelect.append(el("option", { value: k }, k));
   }
 
+  let drawnES = null;
   function drawES(es) {
+    const seen = JSON.stringify(es);
+    if (seen === drawnES) return;  // unchanged: keep the table's rows (and the reader's place)
+    drawnES = seen;
     const gens = es.generations;
     if (!gens.length) {
       esBody.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "no ES generation in history.jsonl (yet)")));
