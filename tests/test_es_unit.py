@@ -63,9 +63,27 @@ def test_cosine_schedule_ends_at_sigma_end_not_zero():
     assert sigma_at(ESConfig(schedule="constant", generations=5), 4) == 1e-3
 
 
+def test_cosine_schedule_at_interior_points():
+    """Values worked out by hand, so a linear (or any other monotone) decay fails:
+    σ_t = σ_end + (σ − σ_end)(1 + cos(π t / (G − 1))) / 2."""
+    to_zero = ESConfig(sigma=1e-3, sigma_end=0.0, generations=25)  # the reference's test-time schedule
+    # t/(G-1) = 1/4, 1/2, 3/4: (1 + cos) / 2 = 0.853553, 0.5, 0.146447 (linear: 0.75, 0.5, 0.25)
+    assert sigma_at(to_zero, 6) == pytest.approx(8.53553e-4, rel=1e-5)
+    assert sigma_at(to_zero, 12) == pytest.approx(5e-4, rel=1e-9)
+    assert sigma_at(to_zero, 18) == pytest.approx(1.46447e-4, rel=1e-5)
+    assert sigma_at(to_zero, 24) == 0.0 and sigma_at(to_zero, 0) == 1e-3
+    # The issue's example: T = 1000 EoH+ES, ES update 46 of 50. Stepped per update to
+    # 1e-4: 1e-4 + 4.5e-4 (1 + cos(46π/49)) = 1.0830e-4. Stepped per EoH generation
+    # (update 46 is generation 23 of 25) to 0: 5e-4 (1 + cos(23π/24)) = 4.28e-6.
+    per_update = ESConfig(sigma=1e-3, sigma_end=1e-4, generations=50)
+    assert sigma_at(per_update, 46) == pytest.approx(1.0830e-4, rel=1e-4)
+    assert sigma_at(to_zero, 46 // 2) == pytest.approx(4.2776e-6, rel=1e-4)
+
+
 @pytest.mark.parametrize(
     "field,value",
-    [("population", 1), ("sigma", 0.0), ("sigma", -1.0), ("sigma_end", 0.0), ("alpha", math.nan),
+    [("population", 1), ("sigma", 0.0), ("sigma", -1.0), ("sigma_end", -1e-4),
+     ("sigma_steps", "batch"), ("alpha", math.nan),
      ("schedule", "linear"), ("normalise", "minmax"), ("generations", -1), ("rank", 513),
      ("proposals_per_member", 0)],
 )

@@ -32,7 +32,7 @@ from coevolve.engine.base import Completion, Generator, MemberJob, Sampling, Wei
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, same_settings
 from coevolve.search.ledger import Ledger
 from coevolve.search.methods import (Method, StepSpec, es_population, make_method, members_for, outside_budget,
-                                     planned_es_generations)
+                                     planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, Population
 from coevolve.search.prompts import operator_messages
@@ -146,6 +146,13 @@ class SearchLoop:
         cfg = self.config
         budget = cfg.run.budget + outside_budget(cfg)
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
+        # es.sigma_steps = "generation": the σ schedule steps once per plan generation
+        # that holds an ES update (the reference's stepping), not once per update
+        self.sigma_generations = sorted({s.generation for s in planned_steps(self.method, budget,
+                                                                             cfg.es.proposals_per_member)
+                                         if s.perturbed})
+        if cfg.es.sigma_steps == "generation":
+            generations = len(self.sigma_generations)
         es_cfg = cfg.es.resolve(population=es_population(cfg), generations=max(generations, 1))
         history = self.store.history_path
         if history.exists() and history.stat().st_size > 0:
@@ -180,7 +187,7 @@ class SearchLoop:
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
         else:
-            members = self._ask(members_for(granted, per_member)) if perturbed else []
+            members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
         self.ledger.record_llm(completions)
 
@@ -237,7 +244,11 @@ class SearchLoop:
         jobs, owners = [], []
         for index, member in enumerate(members):
             mine = [r for r in requests if r.member == index]
-            if mine:
+            if mine and member["sigma"] == 0:  # θ + 0·ε is θ: the last step of a schedule to σ = 0
+                texts = self.engine.chat([self._messages(r) for r in mine], sampling, seeds=[r.seed for r in mine])
+                for r, c in zip(mine, texts):
+                    out[r.slot] = c
+            elif mine:
                 owners.append(mine)
                 jobs.append(MemberJob(member["seed"], member["sigma"], [self._messages(r) for r in mine],
                                       sampling, [r.seed for r in mine]))
@@ -319,8 +330,11 @@ class SearchLoop:
                 self.progress.best = candidate.objective
 
     # ES -------------------------------------------------------------------------
-    def _ask(self, count: int) -> list[dict]:
-        members = self.es.ask()[:count]
+    def _ask(self, count: int, generation: int) -> list[dict]:
+        step = None
+        if self.config.es.sigma_steps == "generation" and generation in self.sigma_generations:
+            step = self.sigma_generations.index(generation)
+        members = self.es.ask(step)[:count]
         return [{"index": m.index, "seed": m.seed, "sigma": m.sigma} for m in members]
 
     def _rewards(self, step: int, candidates: list[Candidate], requests: list[Request], members: list[dict]) -> dict:
