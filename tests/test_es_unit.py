@@ -42,10 +42,11 @@ def test_zscore_matches_the_papers_worked_example():
 
 def test_zscore_ddof0_is_the_reference_codes_population_std():
     # The reference code z-scores with numpy's default std (ddof = 0): (r - mean) / (std + eps)
+    # By hand: mean -0.1, deviations (0.5, -0.9, 0.2, 0.2), squares sum to 1.14;
+    # population std sqrt(1.14 / 4) = 0.533854, sample std sqrt(1.14 / 3) = 0.616441.
     rewards = [0.4, -1.0, 0.1, 0.1]
-    mean = sum(rewards) / 4
-    std = (sum((r - mean) ** 2 for r in rewards) / 4) ** 0.5
-    assert normalise(rewards, ddof=0) == pytest.approx([(r - mean) / (std + 1e-8) for r in rewards])
+    assert normalise(rewards, ddof=0) == pytest.approx([0.936586, -1.685854, 0.374634, 0.374634], abs=1e-6)
+    assert normalise(rewards, ddof=1) == pytest.approx([0.811107, -1.459993, 0.324443, 0.324443], abs=1e-6)
     with pytest.raises(ConfigError, match="es.ddof"):
         ESConfig(ddof=2)
 
