@@ -186,9 +186,13 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
+            retried = logged.get("parse_retries", [])
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
+            retried = self._retry_unparsed(step, requests, members, sampling, completions)
+        self.ledger.record_llm([Completion(**c) for c in retried])  # their tokens count, their texts do not
+        self.ledger.parse_retries += len(retried)
         self.ledger.record_llm(completions)
 
         step_candidates = [self._candidate(step, request, completion, members)
@@ -209,6 +213,8 @@ class SearchLoop:
                                   "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason}
                                  for c in completions],
                  "results": results, "es": es_record}
+        if retried:
+            event["parse_retries"] = retried
         if logged is None:
             event_log.append(event)  # before the ES update: a kill in between re-applies it on resume
         if es_record is not None:
@@ -258,6 +264,31 @@ class SearchLoop:
                 out[r.slot] = c
         self.timing["generate_s"] += time.perf_counter() - began
         return [c for c in out if c is not None]
+
+    def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
+                        completions: list[Completion]) -> list[dict]:
+        """[accounting] parse_retries: ask again, free of T, for each reply with no
+        parseable code (same prompt, same weights, a fresh seed), up to n times;
+        `completions` ends with each slot's last reply. Returns the replies
+        replaced, for the ledger and the event log."""
+        from coevolve.codeparse import extract
+
+        replaced: list[dict] = []
+        t = self.task
+        for attempt in range(1, self.config.accounting.parse_retries + 1):
+            failed = [r for r, c in zip(requests, completions)
+                      if extract(c.text, t.function_name, t.template) is None]
+            if not failed:
+                break
+            again = [Request(i, r.operator, r.parents, request_seed(self.config.run.seed, step,
+                                                                      attempt * len(requests) + r.slot), r.member)
+                     for i, r in enumerate(failed)]
+            for r, c in zip(failed, self._generate(again, members, sampling)):
+                old = completions[r.slot]
+                replaced.append({"text": old.text, "prompt_tokens": old.prompt_tokens,
+                                 "completion_tokens": old.completion_tokens, "finish_reason": old.finish_reason})
+                completions[r.slot] = c
+        return replaced
 
     def _candidate(self, step: int, request: Request, completion: Completion, members: list[dict]) -> Candidate:
         from coevolve.codeparse import extract

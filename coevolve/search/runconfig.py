@@ -76,6 +76,20 @@ class SampleSection:
 
 
 @dataclass
+class AccountingSection:
+    """[accounting]: what the budget T charges. Ours (the default) charges every
+    candidate asked for. The reference code asks again, free of charge, when a
+    reply holds no parseable code: `parse_retries` = n re-asks it up to n more
+    times (same prompt and weights, a fresh sampling seed); the ledger counts
+    them apart, as `parse_retries`, never in T."""
+
+    parse_retries: int = 0
+
+    def check(self, name: str) -> None:
+        require(0 <= self.parse_retries <= 8, f"{name}.parse_retries", "must be in 0..8", self.parse_retries)
+
+
+@dataclass
 class RewardSection:
     """ES reward of one candidate; see docs/search.md and coevolve/search/reward.py.
 
@@ -131,6 +145,7 @@ class SearchSections:
     es: ESConfig = field(default_factory=ESConfig)
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
+    accounting: AccountingSection = field(default_factory=AccountingSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
 
