@@ -37,6 +37,7 @@ from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, Compar
                            run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.runconfig import RunConfig
+from tasks.base import starting_program
 
 
 def _settings(config: RunConfig) -> dict:
@@ -288,8 +289,8 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
             entries.append((directory, spec.task, best.read_text(encoding="utf-8") if best.exists() else None,
                             "best.py"))
     for task in config.compare.tasks:
-        entries.append((baseline_directory(root, task), task, _task_or_error(task, "compare.tasks").template,
-                        "template"))
+        start = starting_program(_task_or_error(task, "compare.tasks"), config.start.program)
+        entries.append((baseline_directory(root, task), task, start, "template"))
     pending: list[tuple[Path, str, list[tuple[str, int]], str, str]] = []
     for directory, task, code, what in entries:
         sets = scored_sets(config, _task_or_error(task, "compare.tasks"))

@@ -115,6 +115,27 @@ def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
     return [(split, size) for size in chosen]
 
 
+def test_set_lines(config: CompareConfig) -> list[str]:
+    """One line per task: the test sets its best heuristics are scored on, with
+    their instance counts (or ASP's (n, w)) and the capacity where the task has one."""
+    from tasks.registry import heuristic_task
+
+    lines = []
+    for name in config.compare.tasks:
+        task = heuristic_task(name)
+        sets = []
+        for split, size in scored_sets(config, task):
+            instances = task.instances(split, size)
+            if hasattr(instances, "n") and hasattr(instances, "w"):
+                sets.append(f"{split} ({instances.n}, {instances.w})")
+                continue
+            count = min(len(instances), config.test.limit or len(instances))
+            capacity = getattr(task, "capacities", {}).get(size)
+            sets.append(f"{split}{size} ({count} instances{f', capacity {capacity:g}' if capacity else ''})")
+        lines.append(f"{name}: " + ", ".join(sets))
+    return lines
+
+
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
     raw = read_toml(path)
     if out is not None:
@@ -123,6 +144,18 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
             raise UsageError("config error: compare must be a table")
         compare["out"] = out
     return build_config(CompareConfig, raw)
+
+
+def comparison_run(raw: dict) -> dict:
+    """A comparison config (e.g. a preset of examples/paper/) as the raw config of
+    one of its runs, for `coevolve run`: the whole comparison is validated first,
+    [compare] and [test] are dropped, and [run] is the first method, task, budget
+    and seed it lists (flags choose another)."""
+    import copy
+
+    c = build_config(CompareConfig, copy.deepcopy(raw)).compare
+    run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
+    return {**{k: v for k, v in raw.items() if k not in ("compare", "test")}, "run": run}
 
 
 # ----------------------------------------------------------------- the plan

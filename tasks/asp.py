@@ -72,6 +72,11 @@ def priority(el, n, w):
     return float(sum(1 for x in el if x == 1))
 '''
 
+# The reference's seed function (data/ahd/settings/prompts/asp_constructive/seed_func.txt
+# of zz1358m/Agentic-ESOpt: `return 1`), with our signature and docstring: every
+# candidate ties, so the greedy keeps the construction's own order (1842 on (15, 10)).
+REFERENCE_SEED = TEMPLATE.split("    # Baseline:")[0] + "    # The reference's seed: every candidate has the same priority.\n    return 1.0\n"
+
 
 def as_priority(value: Any) -> float:
     """A priority must be one real, non-NaN number."""
@@ -164,6 +169,7 @@ class AdmissibleSets:
     )
     function_name = "priority"
     template = TEMPLATE
+    reference_seed = REFERENCE_SEED  # start.program = "reference" (the paper presets)
     direction = "max"
     train = ("train", 15)
 

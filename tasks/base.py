@@ -73,6 +73,20 @@ def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: 
     return task.score(list(task.decide(fn, instances)), instances)
 
 
+STARTS = ("template", "reference")
+
+
+def starting_program(task: Any, which: str) -> str:
+    """The program a run starts from: the task's template (ours: a working
+    baseline), or with "reference" the reference code's seed function where the
+    task defines one (`reference_seed`), else its template."""
+    if which not in STARTS:
+        raise ValueError(f"unknown starting program {which!r} (known: {', '.join(STARTS)})")
+    if which == "reference":
+        return getattr(task, "reference_seed", None) or task.template
+    return task.template
+
+
 def gap(objective: float, reference: float, direction: Direction) -> float:
     """Relative distance to the reference, positive when worse (0.05 = 5% worse)."""
     if reference == 0:

@@ -39,7 +39,11 @@ def test_preset_plans_match_the_paper(path):
     assert c.methods == ["sample", "sample+esopt", "eoh", "eoh+esopt"] and c.seeds == [0, 1, 2]
     assert c.budgets == [1000, 2000]
     assert (config.sampling.temperature, config.sampling.top_p, config.sampling.max_tokens) == (1.0, 0.98, 768)
+    assert config.sampling.stop == ()  # the reference stops at no string
     assert config.es.ddof == 0 and config.reward.kind == "paper" and config.es.alpha == 5e-4
+    # the reference's σ: cosine 1e-3 -> 0, one step per EoH generation; its free parse re-asks; its ASP seed
+    assert (config.es.sigma, config.es.sigma_end, config.es.sigma_steps) == (1e-3, 0.0, "generation")
+    assert config.accounting.parse_retries == 4 and config.start.program == "reference"
     assert config.eoh.parents_with_replacement and config.eoh.dedup_decimals == 5 and not config.eoh.show_scores
     for task in c.tasks:
         for budget in c.budgets:
@@ -98,6 +102,18 @@ def test_cli_plan_prints_and_refuses_without_running(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sample asks 10 i1 candidates, sample+esopt 4 i1" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+    # a comparison preset runs one of its arms: the first listed unless flags pick another
+    done = subprocess.run([*exe, "run", str(ROOT / "examples/paper/tsp.toml"), "--plan", "--method", "eoh+esopt"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "arm eoh+esopt on tsp_construct, budget 1000, seed 0" in done.stderr
+    assert "m1 10 (ES, 10 directions)" in done.stdout and "total: 1010 evaluations = T 1000 + 10 initial" in done.stdout
+    done = subprocess.run([*exe, "compare", str(ROOT / "examples/paper/table5.toml"), "--plan"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("tsp_construct: test20 (1000 instances), test50 (1000 instances)\n"
+            "  kp_construct: test50 (1000 instances, capacity 12.5), test100 (1000 instances, capacity 25)\n"
+            "  asp: test (15, 10), test (21, 15)") in done.stdout
     done = subprocess.run([*exe, "run", str(ROOT / "examples/tsp_eoh_esopt.toml"), "--plan", "--budget", "25"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     # 6 + 6 + 6 + 6 (m1, one update) + 1 (m2 cut to one member: base weights, no update)

@@ -105,3 +105,19 @@ def test_kp_optimum_agrees_with_an_independent_exact_solver():
 def test_asp_references_are_table5s_optimal_row():
     task = heuristic_task("asp")
     assert [task.reference("test", n).value for n in (15, 21)] == [3003.0, 43596.0]
+
+
+def test_reference_start_is_asps_return_1_seed():
+    """start.program = "reference": ASP starts from the reference's `return 1`
+    (every candidate ties, the construction's own order: 1842 on (15, 10)); tasks
+    without a reference seed start from their template."""
+    from tasks.base import starting_program
+
+    asp = heuristic_task("asp")
+    namespace: dict = {}
+    exec(starting_program(asp, "reference"), namespace)
+    assert namespace["priority"]((1, 2, 0), 3, 2) == 1.0
+    assert evaluate_in_process(asp, namespace["priority"], asp.instances("test", 15)) == 1842.0
+    assert starting_program(asp, "template") == asp.template
+    tsp = heuristic_task("tsp_construct")
+    assert starting_program(tsp, "reference") == tsp.template

@@ -37,12 +37,18 @@ def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
 
 
 def print_plan(config: Any) -> None:
-    from coevolve.plan import arm_plan, planned_runs, structural_differences
+    from coevolve.plan import arm_plan, planned_runs, structural_differences, test_set_lines
     from coevolve.search.methods import format_plan
 
     c = config.compare
     print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
           f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
+    print("test sets:")
+    for line in test_set_lines(config):
+        print(f"  {line}")
+    es = config.es
+    print(f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}; "
+          f"free parse re-asks: {config.accounting.parse_retries}; start: {config.start.program}")
     for task in c.tasks:
         for budget in c.budgets:
             for method in c.methods:

@@ -85,9 +85,29 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         return build_config(config_class(raw, {}), raw), store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    overrides = overrides_from(args)
-    config = load_config(config_class(read_toml(args.config), overrides), args.config, overrides)
+    config = load_run_config(args.config, overrides_from(args))
     return config, create_store(config), False
+
+
+def load_run_config(path: str, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:
+    """The run config in `path` with the flags' overrides. A comparison config
+    (one with [compare], such as examples/paper/*.toml) runs one of its arms:
+    the first method, task, budget and seed it lists unless flags pick another."""
+    raw = read_toml(path)
+    if "compare" in raw and "run" not in raw:
+        from coevolve.plan import comparison_run
+
+        raw = comparison_run(raw)
+        arm = {**raw["run"], **overrides.get("run", {})}
+        print(f"{path} is a comparison; this is its arm {arm['method']} on {arm['task']}, budget "
+              f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
+              file=sys.stderr)
+    for section, values in overrides.items():
+        table = raw.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise UsageError(f"config error: {section} must be a table")
+        table.update(values)
+    return build_config(config_class(raw, {}), raw)
 
 
 def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
@@ -131,10 +151,11 @@ def handle_plan(args: argparse.Namespace) -> int:
         path, overrides = args.config, overrides_from(args)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    if config_class(read_toml(path), overrides) is not RunConfig:
+    config = load_run_config(str(path), overrides)
+    if not isinstance(config, RunConfig):
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
                          "episodes per round until run.budget is spent")
-    print(format_plan(run_plan(load_config(RunConfig, path, overrides))))
+    print(format_plan(run_plan(config)))
     return 0
 
 

@@ -234,8 +234,11 @@ class SearchLoop:
                                "the run directory was written by different code or config")
 
     def _messages(self, request: Request) -> list[dict]:
+        from tasks.base import starting_program
+
         t = self.task
-        return operator_messages(request.operator, t.description, t.template, t.function_name, t.direction,
+        start = starting_program(t, self.config.start.program)
+        return operator_messages(request.operator, t.description, start, t.function_name, t.direction,
                                  request.parents, show_scores=self.config.eoh.show_scores)
 
     def _generate(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:

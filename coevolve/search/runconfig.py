@@ -90,6 +90,21 @@ class AccountingSection:
 
 
 @dataclass
+class StartSection:
+    """[start]: the program a run starts from (the i1 prompt shows it; a comparison
+    scores it as the starting point). "template": the task's template, a working
+    baseline (ours). "reference": the reference code's seed function where the
+    task has one (asp: `return 1`), else the template."""
+
+    program: str = "template"
+
+    def check(self, name: str) -> None:
+        from tasks.base import STARTS
+
+        one_of(self.program, STARTS, f"{name}.program")
+
+
+@dataclass
 class RewardSection:
     """ES reward of one candidate; see docs/search.md and coevolve/search/reward.py.
 
@@ -146,6 +161,7 @@ class SearchSections:
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
     accounting: AccountingSection = field(default_factory=AccountingSection)
+    start: StartSection = field(default_factory=StartSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
 
