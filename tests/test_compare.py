@@ -63,8 +63,8 @@ def test_examples_load_and_default_to_the_paper_sets(tmp_path):
 
     default = build_config(CompareConfig, {})
     assert default.test.limit == 0  # every instance unless asked otherwise
-    assert scored_sets(default, get_task("tsp_construct")) == [("test", 50), ("test", 100)]
-    assert scored_sets(default, get_task("kp_construct")) == [("test", 100)]
+    assert scored_sets(default, get_task("tsp_construct")) == [("test", 20), ("test", 50)]  # Table 5's columns
+    assert scored_sets(default, get_task("kp_construct")) == [("test", 50), ("test", 100)]
 
 
 def test_cli_bad_config_exits_2_naming_the_field(tmp_path):

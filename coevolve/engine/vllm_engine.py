@@ -319,6 +319,11 @@ class Engine:
             return digests[0]
         return hashlib.sha256("".join(digests).encode()).hexdigest()
 
+    def parameter(self, name: str, master: bool = False):
+        """A copy of one parameter (as ES names it) on the host: the live weights,
+        or with `master` the fp32 θ that ES updates. For checks, not for speed."""
+        return self._rpc("es_tensor", name, bool(master))
+
     def export(self, out_dir: str | Path) -> Path:
         """Write the current weights as an HF checkpoint (same layout as the source)."""
         from coevolve.engine.export import export_checkpoint
