@@ -155,6 +155,28 @@ def pass_at_k(attempts: Sequence[Sequence[float]]) -> Interval:
     return mean_interval([1.0 if any(r >= 1.0 for r in a) else 0.0 for a in attempts])
 
 
+def max_at_k(attempts: Sequence[Sequence[float]]) -> Interval:
+    """Max@k: a problem scores the best of its k attempts' rewards (for graded
+    rewards such as ANLS; with 0/1 rewards it equals Pass@k)."""
+    _check_attempts(attempts)
+    return mean_interval([max(a) for a in attempts])
+
+
+def best_of_k(attempts: Sequence[Sequence[float]], k: int) -> Interval:
+    """Best-of-k estimated from n >= k attempts per problem: the expected best
+    reward of k attempts drawn without replacement from the n, i.e. with the
+    rewards sorted ascending r_1 <= ... <= r_n, Σ_i r_i C(i−1, k−1) / C(n, k)
+    (with 0/1 rewards, the unbiased pass@k estimator 1 − C(n−c, k)/C(n, k));
+    k = n is Max@n."""
+    _check_attempts(attempts)
+    n = len(attempts[0])
+    if not 1 <= k <= n:
+        raise ValueError(f"best-of-k needs 1 <= k <= {n} (the attempts per problem), got {k}")
+    total = math.comb(n, k)
+    return mean_interval([math.fsum(r * math.comb(i, k - 1) for i, r in enumerate(sorted(a))) / total
+                          for a in attempts])
+
+
 def _check_attempts(attempts: Sequence[Sequence[float]]) -> None:
     if not attempts:
         raise ValueError("no problems to score")

@@ -118,3 +118,42 @@ def test_cli_plan_prints_and_refuses_without_running(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     # 6 + 6 + 6 + 6 (m1, one update) + 1 (m2 cut to one member: base weights, no update)
     assert done.returncode == 0 and "ES updates: 1" in done.stdout and "total: 25 evaluations = T 25" in done.stdout
+
+
+AGENT_PRESETS = sorted((ROOT / "examples" / "paper" / "agents").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", AGENT_PRESETS, ids=lambda p: p.stem)
+def test_agent_presets_carry_the_papers_settings(path):
+    """App. D: Sudoku G = 32 on the same 32 puzzles, 100 generations, σ 1e-3 -> 2.5e-4,
+    T 0.7 / top-p 0.8 / top-k 20 / presence 1.5, 64 tokens per turn; math G = 16 x 16
+    problems, 25 generations, σ 1e-3 -> 5e-4, T 1 / top-p 1 / top-k 40 / presence 2,
+    50 turns of 4096 tokens; α 5e-4 and z-scores for both; Trace2Skill for math:
+    successes excluded, teacher at T 1, three distillation seeds, after training."""
+    from coevolve.commands.run import load_run_config
+
+    config = load_run_config(str(path), {})
+    s, es, agent = config.sampling, config.es, config.agent
+    assert (es.alpha, es.normalise, es.schedule, es.sigma) == (5e-4, "zscore", "cosine", 1e-3)
+    if config.run.task == "sudoku9":
+        assert (agent.population, agent.batch, es.generations, es.sigma_end) == (32, 32, 100, 2.5e-4)
+        assert (s.temperature, s.top_p, s.top_k, s.presence_penalty, s.max_tokens) == (0.7, 0.8, 20, 1.5, 64)
+        assert agent.eval_temperature == 0.7 and config.run.budget == 100 * 32 * 32
+    else:
+        assert config.run.task == "react_math" and config.task["turns"] == 50
+        assert (agent.population, agent.batch, es.generations, es.sigma_end) == (16, 16, 25, 5e-4)
+        assert (s.temperature, s.top_p, s.top_k, s.presence_penalty, s.max_tokens) == (1.0, 1.0, 40, 2.0, 4096)
+        assert agent.eval_temperature == 1.0 and config.run.budget == 25 * 16 * 16
+    if config.uses_skills:
+        assert (agent.distill, agent.distill_seeds, agent.skill_successes, agent.teacher_temperature) == \
+            ("posthoc", 3, 0, 1.0)
+
+
+def test_evaluation_samples_as_the_paper_does_per_task():
+    from coevolve.agents.evaluate import eval_sampling
+    from tasks.registry import agent_task
+
+    sudoku = eval_sampling(64, agent_task("sudoku9", {}))
+    assert (sudoku.temperature, sudoku.top_p, sudoku.top_k, sudoku.presence_penalty) == (0.7, 0.8, 20, 1.5)
+    math_ = eval_sampling(96, agent_task("react_math", {}))
+    assert (math_.temperature, math_.top_p, math_.top_k, math_.max_tokens) == (1.0, 1.0, 40, 96)

@@ -110,3 +110,23 @@ def test_interval_bounds_are_student_t_by_hand():
     # half = 2.262 * 0.210819 / sqrt(10) = 0.150800
     ten = mean_interval([0.3, 0.7] * 5)
     assert (ten.low, ten.high) == (pytest.approx(0.349200, abs=1e-5), pytest.approx(0.650800, abs=1e-5))
+
+
+def test_max_at_k_and_best_of_k_by_hand():
+    from coevolve.stats import best_of_k, max_at_k, pass_at_k
+
+    # graded rewards (ANLS-like): problem 1 (0.2, 0.9, 0.5, 0.0), problem 2 (0.4, 0.4, 0.4, 0.4)
+    attempts = [[0.2, 0.9, 0.5, 0.0], [0.4, 0.4, 0.4, 0.4]]
+    assert max_at_k(attempts).mean == pytest.approx((0.9 + 0.4) / 2)
+    # best of 2 drawn from 4: sorted (0, 0.2, 0.5, 0.9), weights C(i, 1)/C(4, 2) = (0, 1, 2, 3)/6:
+    # (0.2 + 1.0 + 2.7) / 6 = 0.65; problem 2: 0.4
+    assert best_of_k(attempts, 2).mean == pytest.approx((0.65 + 0.4) / 2)
+    assert best_of_k(attempts, 1).mean == pytest.approx((0.4 + 0.4) / 2)  # best of one = the mean
+    assert best_of_k(attempts, 4).mean == max_at_k(attempts).mean
+    # 0/1 rewards: best-of-k is the unbiased pass@k, 1 - C(n - c, k) / C(n, k):
+    # n = 8, c = 2 solved, k = 4: 1 - C(6, 4)/C(8, 4) = 1 - 15/70
+    binary = [[1, 0, 0, 1, 0, 0, 0, 0]]
+    assert best_of_k(binary, 4).mean == pytest.approx(1 - 15 / 70)
+    assert best_of_k(binary, 8).mean == pass_at_k(binary).mean == 1.0
+    with pytest.raises(ValueError, match="1 <= k <= 8"):
+        best_of_k(binary, 16)

@@ -175,6 +175,7 @@ class Engine:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=sampling.top_k,
+                presence_penalty=sampling.presence_penalty,
                 max_tokens=sampling.max_tokens,
                 stop=list(sampling.stop) or None,
                 seed=None if seeds is None or seeds[i] is None else int(seeds[i]),
