@@ -13,7 +13,6 @@ import inspect
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from coevolve.sandbox import wire
+from coevolve.sandbox.child import remove_tree
 from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
@@ -35,11 +35,32 @@ Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object,
 _WORKER_GRACE_S = 120.0
 
 
+# What a worker (and so every candidate, whose /proc/self/environ is the
+# worker's) inherits of the owner's environment: what starting Python needs,
+# the locale, and the sandbox's own settings. Never keys, tokens or paths
+# to the owner's files; a task names any other variable it needs.
+_ENVIRONMENT_ALLOWED = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+_ENVIRONMENT_PREFIX = "COEVOLVE_SANDBOX_"
+
+
+def worker_environment() -> dict[str, str]:
+    env = {name: os.environ[name] for name in _ENVIRONMENT_ALLOWED if name in os.environ}
+    env.update({name: value for name, value in os.environ.items() if name.startswith(_ENVIRONMENT_PREFIX)})
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+def asked_environment(task: Any) -> dict[str, str]:
+    """The variables a task names in `sandbox_environment` (a tuple of
+    names), with the owner's values: the only way one reaches a candidate."""
+    names = getattr(task, "sandbox_environment", ()) or ()
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 class _WorkerProcess:
     def __init__(self) -> None:
-        env = dict(os.environ)
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = "1"
+        env = worker_environment()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "coevolve.sandbox.worker"],
             stdin=subprocess.PIPE,
@@ -61,8 +82,17 @@ class _WorkerProcess:
         self.confined = bool(hello.get("confined"))
         self.unconfined_reason = str(hello.get("unconfined_reason", ""))
         self.scratch_root = str(hello.get("scratch_root", ""))
+        self.hidden_view = bool(hello.get("hidden_view"))
+        self.memory_limit = str(hello.get("memory_limit", "rlimit"))
         if not self.confined:
             _warn_unconfined(self.unconfined_reason)
+        elif not self.hidden_view:
+            _warn_once(f"sandbox: candidates see the whole file system read-only, not only the Python installation "
+                       f"({hello.get('hidden_view_reason')}); they run as an unprivileged uid where this machine "
+                       "has one. See docs/sandbox.md.")
+        if self.memory_limit == "rlimit":
+            _warn_once(f"sandbox: memory is limited by RLIMIT_AS only ({hello.get('memory_limit_reason')}): "
+                       "memory outside the address space (memfd, tmpfs) is not counted. See docs/sandbox.md.")
 
     @property
     def pid(self) -> int:
@@ -91,10 +121,16 @@ class _WorkerProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         if self.scratch_root:
-            shutil.rmtree(self.scratch_root, ignore_errors=True)
+            remove_tree(self.scratch_root)
 
 
 _warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def _warn_unconfined(reason: str) -> None:
@@ -228,6 +264,18 @@ class Sandbox:
             return bool(self._all) and all(worker.confined for worker in self._all)
 
     @property
+    def boundary(self) -> dict[str, Any]:
+        """What is in force, for a run's record: kernel confinement, the
+        hidden file-system view, and what limits memory ("cgroup v1",
+        "cgroup v2", or "rlimit": address space only)."""
+        with self._lock:
+            workers = list(self._all)
+        return {"confined": bool(workers) and all(w.confined for w in workers),
+                "hidden_view": bool(workers) and all(w.hidden_view for w in workers),
+                "memory_limit": sorted({w.memory_limit for w in workers}),
+                "network_isolated": bool(workers) and all(w.network_isolated for w in workers)}
+
+    @property
     def network_isolated(self) -> bool:
         """True when the workers run in an empty network namespace (root);
         otherwise only the in-process socket guard blocks the network."""
@@ -288,7 +336,7 @@ class Sandbox:
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         return {"op": "evaluate", "code": code, "task": _portable_task(task), "split": split, "size": size,
                 "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
-                "output_limit": self.output_limit}
+                "output_limit": self.output_limit, "environment": asked_environment(task_object)}
 
     def _checkout(self) -> _WorkerProcess:
         if self._closed:
