@@ -81,7 +81,8 @@ def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str,
         ("forged objective on the result channel",
          FORGE + "forge(frame({'failure': None, 'objective': 0.0, 'message': ''}))\n", FailureKind.CRASH),
         ("forged short tours on the result channel",
-         FORGE + "forge(frame({'failure': None, 'decisions': [[0, 1]] * 4}))\n", FailureKind.INVALID),
+         FORGE + "forge(frame({'loaded': True}) + frame({'decision': [0, 1]}) * 4 "
+                 "+ frame({'failure': None, 'message': ''}))\n", FailureKind.INVALID),
         # -- code execution in the worker -------------------------------------
         ("pickle in the report", FORGE + textwrap.dedent(f'''
             import pickle
@@ -95,10 +96,10 @@ def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str,
          FailureKind.CRASH),
         ("oversized report header", FORGE + "forge(struct.pack('!QQ', 1 << 60, 0))\n", FailureKind.CRASH),
         ("forged array outside the blob", FORGE +
-         "forge(frame({'failure': None, 'decisions': [{'__array__': [10 ** 9, '<i8', [8]]}] * 4}))\n",
+         "forge(frame({'loaded': True}) + frame({'decision': {'__array__': [10 ** 9, '<i8', [8]]}}))\n",
          FailureKind.CRASH),
         ("forged object dtype", FORGE +
-         "forge(frame({'failure': None, 'decisions': [{'__array__': [0, '|O', [8]]}] * 4}))\n",
+         "forge(frame({'loaded': True}) + frame({'decision': {'__array__': [0, '|O', [8]]}}))\n",
          FailureKind.CRASH),
         # -- writes outside the temp dir --------------------------------------
         ("io.FileIO outside", heuristic(f"io.FileIO({keep!r} + '.fileio', 'w').write(b'x')\nreturn unvisited_nodes[0]",

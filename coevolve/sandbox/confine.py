@@ -302,6 +302,7 @@ def _become_unprivileged(uid: int) -> bool:
         os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    die_with_parent()  # the kernel clears the parent-death signal when credentials change
     return True
 
 
