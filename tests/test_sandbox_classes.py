@@ -1,0 +1,239 @@
+"""The sandbox's second pass, class by class, each shown from inside a real
+candidate in real workers: what a candidate can read (a root-only file, the
+owner's environment), memory outside the address space (memfd), forged
+progress against the per-instance budget, a temp dir that is hard to
+remove, reports that would inflate the trusted side; and after each hostile
+candidate the warm pool scores the next one normally."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from coevolve.sandbox import FailureKind, Sandbox
+from coevolve.sandbox.child import remove_tree
+from test_sandbox import GOOD, GOOD_OBJECTIVE, TinyTSP, heuristic
+
+SECRET = "sk-coevolve-test-0123456789abcdef"
+
+
+class AskingTinyTSP(TinyTSP):
+    """A task that needs one variable of the owner's environment."""
+
+    sandbox_environment = ("COEVOLVE_TEST_ASKED",)
+
+
+class QuickTinyTSP(TinyTSP):
+    """One CPU second per instance: a spinning candidate fails fast."""
+
+    def instance_seconds(self, size: int) -> float:
+        return 1.0
+
+
+def _scores_normally(sandbox: Sandbox) -> None:
+    after = sandbox.evaluate(GOOD, TinyTSP())
+    assert after.ok and after.objective == pytest.approx(GOOD_OBJECTIVE), after
+
+
+@pytest.fixture(params=["as root", "in a user namespace"])
+def fresh_sandbox(request, monkeypatch, tmp_path):
+    """A confined one-worker pool started after the test set up the owner's
+    secrets (an API key in the environment, a root-only file)."""
+    if request.param == "in a user namespace":
+        monkeypatch.setenv("COEVOLVE_SANDBOX_USERNS", "1")
+    monkeypatch.setenv("COEVOLVE_FAKE_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("COEVOLVE_TEST_ASKED", "granted")
+    secret_file = tmp_path / "key.txt"
+    secret_file.write_text(SECRET)
+    os.chmod(secret_file, 0o600)
+    sandbox = Sandbox(workers=1, timeout_s=30.0, memory_mb=256, output_limit=4000)
+    _scores_normally(sandbox)
+    if not sandbox.confined:
+        sandbox.close()
+        pytest.skip("kernel confinement is unavailable here (see docs/sandbox.md)")
+    sandbox.secret_file = str(secret_file)
+    sandbox.mode = request.param
+    yield sandbox
+    sandbox.close()
+
+
+def test_a_candidate_reads_neither_root_only_files_nor_the_owners_environment(fresh_sandbox):
+    secret_file = fresh_sandbox.secret_file
+    spy = heuristic(textwrap.dedent(f'''
+        found = []
+        for path in ({secret_file!r}, "/proc/self/environ", "/proc/1/environ", "/etc/shadow", "/root/.bashrc"):
+            try:
+                found.append(path + "=" + open(path, errors="replace").read())
+            except OSError as exc:
+                found.append(path + ": " + type(exc).__name__)
+        found.append(repr(dict(os.environ)))
+        found.append("uid=%d" % os.getuid())
+        found.append("root=" + ",".join(sorted(os.listdir("/"))))
+        raise RuntimeError("\\n".join(found))
+        '''), "import os")
+    result = fresh_sandbox.evaluate(spy, TinyTSP())
+    assert result.failure == FailureKind.EXCEPTION, result
+    assert SECRET not in result.message and SECRET not in result.output, result.message
+    assert f"{secret_file}: FileNotFoundError" in result.message  # not in its mount view at all
+    assert "COEVOLVE_FAKE_API_KEY" not in result.message and "OPENAI_API_KEY" not in result.message
+    assert "/etc/shadow: FileNotFoundError" in result.message
+    listed = next(line for line in result.message.splitlines() if line.startswith("root="))
+    assert "home" not in listed and "boot" not in listed, listed
+    if fresh_sandbox.mode == "as root":
+        assert "uid=65534" in result.message  # not root: no file of root's with mode 0600 opens
+    _scores_normally(fresh_sandbox)
+
+
+def test_an_unprivileged_candidate_cannot_open_root_only_files_it_can_see(fresh_sandbox):
+    """The uid, not only the view: a root-owned 0600 file inside what the
+    candidate sees (its own /proc's root-owned entries stand in for any)."""
+    if fresh_sandbox.mode != "as root":
+        pytest.skip("in a user namespace the candidate keeps the owner's uid (docs/sandbox.md)")
+    probe = heuristic(textwrap.dedent('''
+        try:
+            open("/proc/1/mem", "rb").read(1)
+        except OSError as exc:
+            raise RuntimeError("refused: " + type(exc).__name__)
+        raise RuntimeError("read it")
+        '''))
+    result = fresh_sandbox.evaluate(probe, TinyTSP())
+    assert "refused: PermissionError" in result.message, result
+
+
+def test_a_task_may_ask_for_a_named_variable(fresh_sandbox):
+    shows = heuristic("raise RuntimeError(repr(sorted(os.environ.items())))", "import os")
+    result = fresh_sandbox.evaluate(shows, AskingTinyTSP())
+    assert "('COEVOLVE_TEST_ASKED', 'granted')" in result.message, result
+    assert SECRET not in result.message
+
+
+def test_memory_held_in_a_memfd_is_counted(fresh_sandbox):
+    if fresh_sandbox.boundary["memory_limit"] == ["rlimit"]:
+        pytest.skip("no memory cgroup here: memfd is not counted by RLIMIT_AS (docs/sandbox.md)")
+    hoard = heuristic(textwrap.dedent('''
+        block = b"x" * (1 << 20)
+        for _ in range(32):  # 32 x 32 MB (each under the file-size limit): 1 GB, four times the budget
+            fd = os.memfd_create("hoard")
+            for _ in range(32):
+                os.write(fd, block)
+        return unvisited_nodes[0]
+        '''), "import os")
+    result = fresh_sandbox.evaluate(hoard, TinyTSP())
+    assert result.failure == FailureKind.MEMORY, result
+    assert "cgroup" in result.message
+    _scores_normally(fresh_sandbox)
+
+
+def test_forged_progress_does_not_reset_the_per_instance_budget(fresh_sandbox):
+    """The candidate writes what the old protocol took as progress, and
+    well-formed frames, into every descriptor it has while it spins: the
+    budget still runs out about one instance's CPU time later."""
+    forger = heuristic(textwrap.dedent('''
+        import json, struct, time
+        def frame(message):
+            document = json.dumps(message).encode()
+            return struct.pack("!QQ", len(document), 0) + document
+        while True:
+            for fd in range(3, 64):
+                for data in (b".", frame({"loaded": True})):
+                    try:
+                        os.write(fd, data)
+                    except OSError:
+                        pass
+            end = time.process_time() + 0.05
+            while time.process_time() < end:
+                pass
+        '''), "import os")
+    result = fresh_sandbox.evaluate(forger, QuickTinyTSP())
+    assert result.failure in (FailureKind.TIMEOUT, FailureKind.CRASH), result
+    assert result.seconds < 10.0, result  # the whole set's deadline is 30 s
+
+
+def test_a_spinning_instance_is_stopped_by_the_kernels_accounting(fresh_sandbox):
+    spinner = heuristic("while True:\n    pass")
+    result = fresh_sandbox.evaluate(spinner, QuickTinyTSP())
+    assert result.failure == FailureKind.TIMEOUT, result
+    assert "instance 1 of 4" in result.message and "CPU time" in result.message
+    assert result.seconds < 8.0
+
+
+def test_thousands_of_nested_directories_do_not_break_the_cleanup(fresh_sandbox):
+    burrow = heuristic(textwrap.dedent('''
+        global DUG
+        if not DUG:
+            DUG = True
+            for _ in range(5000):
+                libc.mkdir(b"d", 0o700)  # libc: the Python guards resolve every path
+                libc.chdir(b"d")
+        return unvisited_nodes[np.argmin(distance_matrix[current_node][unvisited_nodes])]
+        '''), "import ctypes\nimport numpy as np\nlibc = ctypes.CDLL(None)\nDUG = False")
+    result = fresh_sandbox.evaluate(burrow, TinyTSP())
+    assert result.ok and result.objective == pytest.approx(GOOD_OBJECTIVE), result
+    _scores_normally(fresh_sandbox)
+
+
+def test_remove_tree_needs_no_recursion_and_never_raises(tmp_path, caplog):
+    """The fallback cleanup (no hidden view): a deep chain of directories on
+    the host (deeper than Python's recursion limit) goes without recursion;
+    one it cannot remove within its time budget is logged, never raised."""
+    root = tmp_path / "cand"
+    root.mkdir()
+    cwd = os.getcwd()
+    try:  # relative steps: absolute paths stop at PATH_MAX
+        os.chdir(root)
+        for _ in range(1500):
+            os.mkdir("d")
+            os.chdir("d")
+        with open("file", "w") as handle:
+            handle.write("x")
+        os.symlink("/", "link-out")
+    finally:
+        os.chdir(cwd)
+    try:
+        remove_tree(str(root), budget_s=0.0)
+        assert root.exists() and "could not remove the temp dir" in caplog.text
+    finally:
+        remove_tree(str(root))  # also what keeps pytest's own (recursive) clean-up working
+    assert not root.exists()
+    remove_tree(str(tmp_path / "never-there"))
+
+
+def test_the_trusted_side_refuses_inflating_and_malformed_reports(fresh_sandbox):
+    forge = textwrap.dedent('''
+        import json, os, struct
+        def frame(message, blob=b""):
+            document = json.dumps(message).encode()
+            return struct.pack("!QQ", len(document), len(blob)) + document + blob
+        def forge(data):
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, data)
+                except OSError:
+                    pass
+            os._exit(0)
+        ''')
+    cases = {
+        # a few MB of tiny nested items: refused from the header, before any decoding
+        "tiny items": forge + "forge(frame({'loaded': True}) + frame({'decision': [[]] * 1_500_000}))\n",
+        # a decision far bigger than any tour of 8 cities
+        "huge decision": forge + "forge(frame({'loaded': True}) + frame({'decision': 0}, b'x' * (8 << 20)))\n",
+        "malformed placeholder": forge + "forge(frame({'loaded': True}) "
+                                         "+ frame({'decision': {'__array__': [0, ['<i8'], [1]]}}, b'x' * 8))\n",
+        "loaded twice": forge + "forge(frame({'loaded': True}) + frame({'loaded': True}))\n",
+        "truncated frame": forge + "forge(frame({'loaded': True})[:-3])\n",
+    }
+    for label, code in cases.items():
+        result = fresh_sandbox.evaluate(code, TinyTSP())
+        assert result.failure == FailureKind.CRASH, (label, result)
+        assert "the candidate's report is unusable" in result.message, (label, result.message)
+        assert "outside the candidate" not in result.message
+        _scores_normally(fresh_sandbox)
+
+
+def test_the_record_says_what_is_in_force(fresh_sandbox):
+    boundary = fresh_sandbox.boundary
+    assert boundary["confined"] and boundary["hidden_view"]
+    assert boundary["memory_limit"] and set(boundary["memory_limit"]) <= {"cgroup v1", "cgroup v2", "rlimit"}
