@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from coevolve.base.errors import UsageError
+from coevolve.base.untrusted import FENCE, fence
+
+_QUOTE = " " * 8 + FENCE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,9 +105,13 @@ def handle(args: argparse.Namespace) -> int:
         if not result.ok:
             failed += 1
             kind = result.failure.value if result.failure else "invalid"
-            print(f"{size:>6}  FAILED [{kind}] {result.message.strip()}")
+            # the message (a traceback, the candidate's own words) and output are quoted line by
+            # line behind a bar: no escape sequence reaches the terminal, no line passes for a row
+            print(f"{size:>6}  FAILED [{kind}]:")
+            print(fence(result.message.strip() or "(none)", 2000, prefix=_QUOTE))
             if result.output.strip():
-                print("        output: " + result.output.strip()[-500:].replace("\n", "\n        "))
+                print("        its output:")
+                print(fence(result.output.strip(), 500, prefix=_QUOTE))
             continue
         reference_text, gap_text = "-", "-"
         if not args.no_reference:

@@ -22,6 +22,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
+from coevolve.base.untrusted import clean
 from coevolve.sandbox import wire
 from coevolve.sandbox.child import remove_tree
 from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
@@ -247,7 +248,7 @@ class Sandbox:
                "memory_mb": self.memory_mb, "output_limit": self.output_limit}
         reply = self._submit(job, timeout_s)
         failure = reply.get("failure")
-        return ToolResult(stdout=reply.get("output", ""), error=reply.get("message", ""),
+        return ToolResult(stdout=clean(reply.get("output", "")), error=clean(reply.get("message", "")),
                           failure=FailureKind(failure) if failure else None,
                           seconds=float(reply.get("seconds", 0.0)))
 
