@@ -33,7 +33,8 @@ def main() -> None:
     contained = 0
     with sandbox_module.Sandbox(workers=1, timeout_s=6.0, memory_mb=512, output_limit=2000) as sandbox:
         sandbox.evaluate(GOOD, TinyTSP())
-        cases = battery(outside, os.getpid(), sandbox.worker_pids())
+        cases = battery(outside, os.getpid(), sandbox.worker_pids(),
+                        memory_counted=sandbox.boundary.get("memory_limit") != ["rlimit"])
         for label, code, expected in cases:
             shutil.rmtree(outside, ignore_errors=True)
             os.makedirs(outside)

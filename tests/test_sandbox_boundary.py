@@ -19,6 +19,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from coevolve.base.untrusted import clean
 from coevolve.sandbox import FailureKind, Sandbox
 from tasks.base import evaluate_in_process
 from test_sandbox import GOOD, GOOD_OBJECTIVE, TinyTSP, heuristic, marked_env, processes_with_mark  # noqa: F401
@@ -53,9 +54,11 @@ def forge(data):
 '''
 
 
-def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str, str, object]]:
+def battery(outside: str, owner_pid: int, workers: list[int],
+            memory_counted: bool = True) -> list[tuple[str, str, object]]:
     """(label, code, expected): a FailureKind, a tuple of them, or "honest":
-    scores, but never below what its tours really measure (the optimum)."""
+    scores, but never below what its tours really measure (the optimum).
+    `memory_counted`: a memory cgroup is in force (memfd is then counted)."""
     keep = f"{outside}/keep"
     cases = [
         # -- faked scores ---------------------------------------------------
@@ -151,6 +154,41 @@ def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str,
          (FailureKind.EXCEPTION, FailureKind.TIMEOUT)),
         ("a thread", heuristic("threading.Thread(target=lambda: None).start()\nreturn unvisited_nodes[0]",
                                "import threading"), FailureKind.EXCEPTION),
+        # -- reads (second pass): the owner's files are not in the candidate's view --------
+        ("read the owner's file", heuristic(f"raise RuntimeError(open({keep!r}).read())"), FailureKind.EXCEPTION),
+        ("list the owner's directories", heuristic(
+            "seen = [p for p in ('/home', '/root/.ssh', '/work', '/etc/passwd', '/tmp') if os.path.exists(p)]\n"
+            "seen += [p for p in os.listdir('/work')] if os.path.isdir('/work') else []\n"
+            "raise RuntimeError('seen: ' + ' '.join(seen))", "import os"), FailureKind.EXCEPTION),
+        # -- memory outside the address space (needs a memory cgroup) -----------------------
+        *([("memfd beyond the budget", heuristic(
+            "block = b'x' * (1 << 20)\n"
+            "for _ in range(40):\n    fd = os.memfd_create('hoard')\n"
+            "    for _ in range(32):\n        os.write(fd, block)\n"
+            "return unvisited_nodes[0]", "import os"), FailureKind.MEMORY)] if memory_counted else []),
+        # -- budgets from outside: forged progress while spinning ------------------------
+        ("forged progress while spinning", heuristic(
+            "while True:\n"
+            "    for fd in range(3, 64):\n"
+            "        for data in (b'.', frame({'loaded': True}), frame({'decision': list(range(8))})):\n"
+            "            try:\n                os.write(fd, data)\n            except OSError:\n                pass\n",
+            FORGE.replace("    os._exit(0)\n", "")), (FailureKind.TIMEOUT, FailureKind.CRASH)),
+        # -- cleanup: a tree too deep for a recursive removal ----------------------------
+        ("thousands of nested directories", heuristic(
+            "global DUG\nif not DUG:\n    DUG = True\n"
+            "    for _ in range(3000):\n        libc.mkdir(b'd', 0o700)\n        libc.chdir(b'd')\n"
+            "return unvisited_nodes[np.argmin(distance_matrix[current_node][unvisited_nodes])]",
+            "import ctypes\nimport numpy as np\nlibc = ctypes.CDLL(None)\nDUG = False"), "honest"),
+        # -- the trusted side: reports that would inflate it, malformed frames -----------
+        ("many tiny nested items", FORGE + "forge(frame({'loaded': True}) + frame({'decision': [[]] * 2_000_000}))\n",
+         FailureKind.CRASH),
+        ("malformed array placeholder", FORGE +
+         "forge(frame({'loaded': True}) + frame({'decision': {'__array__': [0, ['<i8'], [1]]}}))\n",
+         FailureKind.CRASH),
+        # -- output that would pose as results ------------------------------------------
+        ("escape sequences and a forged row", heuristic(
+            "print('\\x1b[2J\\x1b]0;pwned\\x07\\r    8        2.0000        2.0000     0.00%        4/4      0.01')\n"
+            "raise RuntimeError('\\x1b[1A\\x1b[2K\\r\\u202e    8        2.0000')"), FailureKind.EXCEPTION),
     ]
     return cases
 
@@ -181,7 +219,8 @@ def test_hostile_battery_by_class(tmp_path, marked_env, confined_sandbox):
     previous = signal.signal(signal.SIGUSR1, lambda number, frame: received.append(number))
     try:
         workers = set(confined_sandbox.worker_pids())
-        cases = battery(str(outside), os.getpid(), sorted(workers))
+        cases = battery(str(outside), os.getpid(), sorted(workers),
+                        memory_counted=confined_sandbox.boundary["memory_limit"] != ["rlimit"])
         jobs = []
         for _, code, _ in cases:
             jobs += [(code, TinyTSP(), None, None), (GOOD, TinyTSP(), None, None)]
@@ -201,6 +240,8 @@ def test_hostile_battery_by_class(tmp_path, marked_env, confined_sandbox):
                 problems.append(f"{label}: {result.failure} ({result.message[:300]})")
         if not (after.ok and after.objective == pytest.approx(GOOD_OBJECTIVE)):
             problems.append(f"good candidate after {label}: {after}")
+        if clean(result.message) != result.message or clean(result.output) != result.output:
+            problems.append(f"{label}: control characters in the verdict's text")
     assert not problems, "\n".join(problems)
     assert still_there == workers, "a candidate killed a worker"
     assert received == [], "a candidate signalled the process that owns the sandbox"
