@@ -276,3 +276,37 @@ def test_published_programs_score_in_the_sandbox_exactly_as_in_process():
     with Sandbox(workers=2, timeout_s=300.0) as sandbox:
         results = sandbox.evaluate_many(jobs)
     assert [r.objective for r in results] == expected, results
+
+
+def test_in_the_host_view_fallback_the_uid_keeps_root_only_files_closed(tmp_path, monkeypatch):
+    """Where the hidden view is unavailable the candidate sees the host's
+    tree read-only; its unprivileged uid still cannot open a root-owned
+    0600 file, while its own temp dir stays writable."""
+    if os.geteuid() != 0:
+        pytest.skip("the candidate's own uid needs a worker with root")
+    monkeypatch.setenv("COEVOLVE_SANDBOX_VIEW", "host")
+    monkeypatch.setenv("COEVOLVE_FAKE_API_KEY", SECRET)
+    secret_file = tmp_path / "key.txt"
+    secret_file.write_text(SECRET)
+    os.chmod(secret_file, 0o600)
+    os.chmod(tmp_path, 0o755)
+    spy = heuristic(textwrap.dedent(f'''
+        open("mine.txt", "w").write("ok")
+        try:
+            leaked = open({str(secret_file)!r}).read()
+        except OSError as exc:
+            leaked = type(exc).__name__
+        raise RuntimeError(open("mine.txt").read() + " " + leaked + " " + repr(dict(os.environ)))
+        '''), "import os")
+    with pytest.warns(RuntimeWarning, match="whole file system read-only"):
+        sandbox = Sandbox(workers=1, timeout_s=30.0, memory_mb=256)
+        result = sandbox.evaluate(spy, TinyTSP())
+    try:
+        if not sandbox.confined:
+            pytest.skip("kernel confinement is unavailable here")
+        assert sandbox.boundary["hidden_view"] is False
+        assert "ok PermissionError" in result.message, result
+        assert SECRET not in result.message and "COEVOLVE_FAKE_API_KEY" not in result.message
+        _scores_normally(sandbox)
+    finally:
+        sandbox.close()

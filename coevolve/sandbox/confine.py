@@ -399,7 +399,10 @@ def probe(scratch: str) -> tuple[str, View | None]:
     workdir = os.path.join(scratch, ".probe")
     os.makedirs(workdir, exist_ok=True)
     reasons = []
-    for view in (View(True, root, view_paths()), View(False, root, [])):
+    views = [View(True, root, view_paths()), View(False, root, [])]
+    if os.environ.get("COEVOLVE_SANDBOX_VIEW") == "host":  # how the tests cover the fallback
+        reasons, views = ["COEVOLVE_SANDBOX_VIEW=host"], views[1:]
+    for view in views:
         reason = _try_child(lambda: enter(workdir, view))
         if not reason:
             os.rmdir(workdir)

@@ -207,6 +207,8 @@ class Sandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._tasks: dict[str, Any] = {}
+        self._boundary: dict[str, Any] = {"confined": False, "hidden_view": False, "memory_limit": [],
+                                          "network_isolated": False}
 
     @classmethod
     def from_section(cls, section: Any) -> "Sandbox":
@@ -271,10 +273,13 @@ class Sandbox:
         "cgroup v2", or "rlimit": address space only)."""
         with self._lock:
             workers = list(self._all)
-        return {"confined": bool(workers) and all(w.confined for w in workers),
-                "hidden_view": bool(workers) and all(w.hidden_view for w in workers),
-                "memory_limit": sorted({w.memory_limit for w in workers}),
-                "network_isolated": bool(workers) and all(w.network_isolated for w in workers)}
+        if not workers:  # closed, or not started yet: what the last workers had
+            return dict(self._boundary)
+        self._boundary = {"confined": all(w.confined for w in workers),
+                          "hidden_view": all(w.hidden_view for w in workers),
+                          "memory_limit": sorted({w.memory_limit for w in workers}),
+                          "network_isolated": all(w.network_isolated for w in workers)}
+        return dict(self._boundary)
 
     @property
     def network_isolated(self) -> bool:
@@ -353,6 +358,7 @@ class Sandbox:
                 raise
             with self._lock:
                 self._all.append(worker)
+            self.boundary  # noqa: B018  (remembered for after close)
         return worker
 
     def _forget(self, worker: _WorkerProcess, graceful: bool = True) -> None:
