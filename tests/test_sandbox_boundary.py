@@ -41,9 +41,9 @@ OPTIMUM = float(np.mean([optimum(c) for c in TinyTSP().instances("train", 8)]))
 # to every one of them, then leaves before the sandbox's own report.
 FORGE = '''
 import json, os, struct
-def frame(message):
+def frame(message, blob=b""):
     document = json.dumps(message).encode()
-    return struct.pack("!QQ", len(document), 0) + document
+    return struct.pack("!QQ", len(document), len(blob)) + document + blob
 def forge(data):
     for fd in range(3, 64):
         try:

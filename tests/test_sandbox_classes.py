@@ -15,6 +15,7 @@ import pytest
 from coevolve.sandbox import FailureKind, Sandbox
 from coevolve.sandbox.child import remove_tree
 from test_sandbox import GOOD, GOOD_OBJECTIVE, TinyTSP, heuristic
+from test_sandbox_boundary import FORGE
 
 SECRET = "sk-coevolve-test-0123456789abcdef"
 
@@ -202,19 +203,7 @@ def test_remove_tree_needs_no_recursion_and_never_raises(tmp_path, caplog):
 
 
 def test_the_trusted_side_refuses_inflating_and_malformed_reports(fresh_sandbox):
-    forge = textwrap.dedent('''
-        import json, os, struct
-        def frame(message, blob=b""):
-            document = json.dumps(message).encode()
-            return struct.pack("!QQ", len(document), len(blob)) + document + blob
-        def forge(data):
-            for fd in range(3, 64):
-                try:
-                    os.write(fd, data)
-                except OSError:
-                    pass
-            os._exit(0)
-        ''')
+    forge = FORGE
     cases = {
         # a few MB of tiny nested items: refused from the header, before any decoding
         "tiny items": forge + "forge(frame({'loaded': True}) + frame({'decision': [[]] * 1_500_000}))\n",
@@ -310,3 +299,30 @@ def test_in_the_host_view_fallback_the_uid_keeps_root_only_files_closed(tmp_path
         _scores_normally(sandbox)
     finally:
         sandbox.close()
+
+
+def test_decoding_a_frame_costs_a_bounded_multiple_of_it():
+    """The worst shapes that fit a frame's JSON limit (tiny nested items)
+    and a full blob: the decoder's peak stays within twice the blob plus a
+    constant, whatever the candidate packs into the 64 KB of JSON."""
+    import json
+    import struct
+    import tracemalloc
+
+    from coevolve.sandbox import wire
+    from coevolve.sandbox.child import DOCUMENT_LIMIT
+
+    blob = bytes(1 << 20)
+    room = DOCUMENT_LIMIT - 64
+    shapes = {"empty lists": [[]] * (room // 3), "empty dicts": [{}] * (room // 3),
+              "zeros": [0] * (room // 2), "nested": [[[[[[]]]]]] * (room // 13)}
+    for label, tree in shapes.items():
+        document = json.dumps({"decision": tree, "array": {"__array__": [0, "<i8", [len(blob) // 8]]}},
+                              separators=(",", ":")).encode()
+        assert len(document) <= DOCUMENT_LIMIT, label
+        frame = struct.pack("!QQ", len(document), len(blob)) + document + blob
+        tracemalloc.start()
+        wire.decode(frame, limit=len(frame))
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 2 * len(blob) + 64 * DOCUMENT_LIMIT, (label, peak)

@@ -145,12 +145,15 @@ def _decode(document: bytes, blob: bytes) -> Any:
     def lower(value: Any, depth: int) -> Any:
         if depth > 64:
             raise BadMessage("message nested more than 64 levels deep")
+        # in place: decoding costs the parsed tree once, never a second copy of it
         if isinstance(value, dict):
             if _ARRAY_KEY in value:
                 return _array(value, view)
-            return {key: lower(item, depth + 1) for key, item in value.items()}
-        if isinstance(value, list):
-            return [lower(item, depth + 1) for item in value]
+            for key, item in value.items():
+                value[key] = lower(item, depth + 1)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                value[index] = lower(item, depth + 1)
         return value
 
     try:
