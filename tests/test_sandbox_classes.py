@@ -129,28 +129,37 @@ def test_memory_held_in_a_memfd_is_counted(fresh_sandbox):
 
 
 def test_forged_progress_does_not_reset_the_per_instance_budget(fresh_sandbox):
-    """The candidate writes what the old protocol took as progress, and
-    well-formed frames, into every descriptor it has while it spins: the
-    budget still runs out about one instance's CPU time later."""
-    forger = heuristic(textwrap.dedent('''
-        import json, struct, time
-        def frame(message):
-            document = json.dumps(message).encode()
-            return struct.pack("!QQ", len(document), 0) + document
-        while True:
-            for fd in range(3, 64):
-                for data in (b".", frame({"loaded": True})):
-                    try:
-                        os.write(fd, data)
-                    except OSError:
-                        pass
-            end = time.process_time() + 0.05
-            while time.process_time() < end:
-                pass
-        '''), "import os")
-    result = fresh_sandbox.evaluate(forger, QuickTinyTSP())
-    assert result.failure in (FailureKind.TIMEOUT, FailureKind.CRASH), result
-    assert result.seconds < 10.0, result  # the whole set's deadline is 30 s
+    """Progress is a decision reaching the worker, final once received. A
+    candidate that writes the old protocol's one-byte ticks is refused at
+    once; one that forges well-formed decisions commits to them (two here,
+    then it spins): the budget runs out in the next instance, after about
+    one instance's CPU time, and forging more than the set holds is refused."""
+    def forger(data: str, count: str) -> str:
+        return heuristic(textwrap.dedent(f'''
+            import time
+            sent = 0
+            while True:
+                if sent < {count}:
+                    sent += 1
+                    for fd in range(3, 64):
+                        try:
+                            os.write(fd, {data})
+                        except OSError:
+                            pass
+                end = time.process_time() + 0.3
+                while time.process_time() < end:
+                    pass
+            '''), FORGE.replace("    os._exit(0)\n", "") + "import os")
+
+    ticks = fresh_sandbox.evaluate(forger("b'.' * 16", "10 ** 9"), QuickTinyTSP())
+    assert ticks.failure == FailureKind.CRASH and "unusable" in ticks.message, ticks
+    committed = fresh_sandbox.evaluate(forger("frame({'decision': list(range(8))})", "2"), QuickTinyTSP())
+    assert committed.failure == FailureKind.TIMEOUT, committed
+    assert "instance 3 of 4" in committed.message and "CPU time" in committed.message, committed
+    assert committed.seconds < 8.0  # the whole set's deadline is 30 s
+    flood = fresh_sandbox.evaluate(forger("frame({'decision': list(range(8))})", "10 ** 9"), QuickTinyTSP())
+    assert flood.failure == FailureKind.CRASH and "more than 4 decisions" in flood.message, flood
+    _scores_normally(fresh_sandbox)
 
 
 def test_a_spinning_instance_is_stopped_by_the_kernels_accounting(fresh_sandbox):
