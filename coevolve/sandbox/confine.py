@@ -205,31 +205,36 @@ def view_paths() -> list[str]:
     follows its sys.path."""
     import sys
 
+    # paths as Python spells them (a symlinked lib64 stays where imports look for it)
     wanted: set[str] = set(_SYSTEM_PATHS)
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    prefixes = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     wanted |= prefixes
     partial: list[str] = []
     for entry in sys.path:
         if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
             continue
-        real = os.path.realpath(entry)
-        if any(real == p or real.startswith(p + os.sep) for p in prefixes) or \
-                os.path.basename(real) in ("site-packages", "dist-packages"):
-            wanted.add(real)
+        entry = os.path.abspath(entry)
+        if any(entry == p or entry.startswith(p + os.sep) for p in prefixes) or \
+                os.path.basename(entry) in ("site-packages", "dist-packages"):
+            wanted.add(entry)
         else:
-            partial.append(real)
+            partial.append(entry)
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if not isinstance(path, str) or not os.path.isabs(path):
             continue
-        real = os.path.realpath(path)
-        for entry in partial:
-            if real.startswith(entry + os.sep):
-                top = real[len(entry) + 1:].split(os.sep, 1)[0]
-                wanted.add(os.path.join(entry, top))
+        path = os.path.abspath(path)
+        under = [entry for entry in partial if path.startswith(entry + os.sep)]
+        if under:  # the deepest entry is the one it was imported through
+            entry = max(under, key=len)
+            wanted.add(os.path.join(entry, path[len(entry) + 1:].split(os.sep, 1)[0]))
+        else:
+            # a module from outside sys.path (a task loaded from a file): that file
+            # alone; one under a path already wanted is dropped below
+            wanted.add(path)
     # the outermost of nested paths is enough (it is bound recursively)
     kept: list[str] = []
-    for path in sorted(p for p in wanted if os.path.exists(p)):
+    for path in sorted(p for p in wanted if os.path.exists(p) and p != os.sep):  # never the whole tree
         if not kept or not path.startswith(kept[-1].rstrip(os.sep) + os.sep):
             kept.append(path)
     return kept
