@@ -84,8 +84,10 @@ class MemoryCgroups:
             else:
                 with open(os.path.join(path, "memory.limit_in_bytes"), "w") as limit:
                     limit.write(str(limit_bytes))
+                with open(os.path.join(path, "memory.memsw.limit_in_bytes"), "w") as swap:
+                    swap.write(str(limit_bytes))  # memory + swap: no way around the limit through swap
         except OSError as exc:
-            if not (self.version == 2 and "memory.swap.max" in str(exc.filename)):
+            if "swap" not in str(exc.filename):  # no swap accounting here: nothing to close
                 self.remove(path)
                 raise
         return path
