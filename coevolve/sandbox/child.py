@@ -236,7 +236,15 @@ def run_in_child(body: Body, *, scratch_root: str, limits: Limits, fork: Callabl
     except OSError:
         pass
     start = time.monotonic()
-    pid = fork()
+    try:
+        pid = fork()
+    except BaseException:
+        for fd in (result_r, result_w, out_r, out_w):
+            os.close(fd)
+        if cgroup is not None and confinement.cgroups is not None:
+            confinement.cgroups.remove(cgroup)
+        remove_tree(workdir)
+        raise
     if pid == 0:  # the child: never returns
         status = 0
         try:
