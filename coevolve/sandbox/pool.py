@@ -40,7 +40,7 @@ _WORKER_GRACE_S = 120.0
 # worker's) inherits of the owner's environment: what starting Python needs,
 # the locale, and the sandbox's own settings. Never keys, tokens or paths
 # to the owner's files; a task names any other variable it needs.
-_ENVIRONMENT_ALLOWED = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+_ENVIRONMENT_ALLOWED = ("PATH", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 _ENVIRONMENT_PREFIX = "COEVOLVE_SANDBOX_"
 
 
