@@ -37,7 +37,8 @@ def main() -> None:
         with sandbox_module.Sandbox(workers=1, timeout_s=6.0, memory_mb=512, output_limit=2000) as sandbox:
             sandbox.evaluate(GOOD, TinyTSP())
             cases = battery(outside, os.getpid(), sandbox.worker_pids(),
-                            memory_counted=getattr(sandbox, "boundary", {}).get("memory_limit") != ["rlimit"])
+                            memory_counted=getattr(sandbox, "boundary", {}).get("memory_limit") != ["rlimit"],
+                            hidden_view=getattr(sandbox, "boundary", {}).get("hidden_view", True))
             for label, code, expected in cases:
                 shutil.rmtree(outside, ignore_errors=True)
                 os.makedirs(outside)

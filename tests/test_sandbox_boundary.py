@@ -54,11 +54,13 @@ def forge(data):
 '''
 
 
-def battery(outside: str, owner_pid: int, workers: list[int],
-            memory_counted: bool = True) -> list[tuple[str, str, object]]:
+def battery(outside: str, owner_pid: int, workers: list[int], memory_counted: bool = True,
+            hidden_view: bool = True) -> list[tuple[str, str, object]]:
     """(label, code, expected): a FailureKind, a tuple of them, or "honest":
     scores, but never below what its tours really measure (the optimum).
-    `memory_counted`: a memory cgroup is in force (memfd is then counted)."""
+    `memory_counted`: a memory cgroup is in force (memfd is then counted);
+    `hidden_view`: the candidate sees only the Python installation (the
+    owner's world-readable files are then out of its reach)."""
     keep = f"{outside}/keep"
     cases = [
         # -- faked scores ---------------------------------------------------
@@ -155,7 +157,8 @@ def battery(outside: str, owner_pid: int, workers: list[int],
         ("a thread", heuristic("threading.Thread(target=lambda: None).start()\nreturn unvisited_nodes[0]",
                                "import threading"), FailureKind.EXCEPTION),
         # -- reads (second pass): the owner's files are not in the candidate's view --------
-        ("read the owner's file", heuristic(f"raise RuntimeError(open({keep!r}).read())"), FailureKind.EXCEPTION),
+        *([("read the owner's file", heuristic(f"raise RuntimeError(open({keep!r}).read())"),
+            FailureKind.EXCEPTION)] if hidden_view else []),
         ("list the owner's directories", heuristic(
             "seen = [p for p in ('/home', '/root/.ssh', '/work', '/etc/passwd', '/tmp') if os.path.exists(p)]\n"
             "seen += [p for p in os.listdir('/work')] if os.path.isdir('/work') else []\n"
@@ -220,7 +223,8 @@ def test_hostile_battery_by_class(tmp_path, marked_env, confined_sandbox):
     try:
         workers = set(confined_sandbox.worker_pids())
         cases = battery(str(outside), os.getpid(), sorted(workers),
-                        memory_counted=confined_sandbox.boundary["memory_limit"] != ["rlimit"])
+                        memory_counted=confined_sandbox.boundary["memory_limit"] != ["rlimit"],
+                        hidden_view=confined_sandbox.boundary["hidden_view"])
         jobs = []
         for _, code, _ in cases:
             jobs += [(code, TinyTSP(), None, None), (GOOD, TinyTSP(), None, None)]
