@@ -114,6 +114,9 @@ def _portable_task(task: Any) -> Any:
     keeps it warm."""
     if isinstance(task, str):
         return task
+    spec = getattr(task, "__coevolve_spec__", None)  # a user's task (tasks/loader.py): the worker loads the same spec
+    if isinstance(spec, str):
+        return spec
     missing = [name for name in ("decide", "score", "instance_seconds") if not callable(getattr(task, name, None))]
     if missing:
         raise ValueError(f"task {getattr(task, 'name', task)!r} lacks {', '.join(missing)}: the sandbox runs "
