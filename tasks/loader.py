@@ -269,7 +269,8 @@ def user_frame(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     root = str(Path(__file__).resolve().parents[1])
     stdlib = os.path.dirname(os.__file__)
-    mine = [f for f in frames if not f.filename.startswith((root, stdlib)) and "<frozen" not in f.filename]
+    mine = [f for f in frames if not f.filename.startswith((root, stdlib)) and "<frozen" not in f.filename
+            and "site-packages" not in f.filename]
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
     where = f" (at {mine[-1].filename}:{mine[-1].lineno})" if mine else ""
