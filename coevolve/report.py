@@ -436,6 +436,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     from tasks.registry import heuristic_task
 
     root = Path(root)
+    from tasks.loader import remember_tasks
+
+    remember_tasks(root)  # the comparison's file tasks, from its own copies when the originals are gone
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
@@ -535,7 +538,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
              run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
-    found = best_starting_point(store.dir, summary["task"])
+    found = best_starting_point(store.dir, run_task(store, summary["task"]))
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
@@ -555,6 +558,17 @@ def render_run(directory: str | Path) -> dict[str, Path]:
 
 
 STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}
+
+
+def run_task(store: RunStore, name: str) -> str:
+    """The spec a run's config names its task by (a file task re-found from
+    the run directory alone, tasks.loader.remember_tasks); `name` for a run
+    whose config has none."""
+    from tasks.loader import remember_tasks
+
+    remember_tasks(store.dir)
+    spec = read_toml(store.config_path).get("run", {}).get("task")
+    return spec if isinstance(spec, str) and spec else name
 
 
 def best_starting_point(directory: str | Path, task_name: str) -> str | None:

@@ -278,14 +278,16 @@ def user_frame(exc: BaseException) -> str:
 
 
 def task_label(spec: str) -> str:
-    """A short, path-free name for a spec (run directory names, tables): the
-    file's stem, the class name of a module spec, or the name itself."""
+    """A short, path-free name for a spec (run directory names): a file or
+    module task's class attribute `name` when it has one, else the file's
+    stem or the class name; a registry name as it is."""
     file_spec = _split_file(spec)
-    if file_spec is not None:
-        return Path(file_spec[0]).stem
-    if ":" in spec:
-        return spec.rpartition(":")[2]
-    return spec
+    if file_spec is None and ":" not in spec:
+        return spec
+    name = getattr(resolve(spec).factory, "name", None)
+    if isinstance(name, str) and name and "/" not in name:
+        return name
+    return Path(file_spec[0]).stem if file_spec else spec.rpartition(":")[2]
 
 
 def source_sha256(path: Path) -> str:
