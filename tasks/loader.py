@@ -96,10 +96,10 @@ _cache: dict[str, Resolved] = {}
 def resolve(spec: str) -> Resolved:
     """The task a file, module or plugin spec names; TaskSpecError when it
     names none, KeyError-free. Registry names are tasks.registry's business."""
-    if spec in _cache:
-        return _cache[spec]
     plugin = plugins().get(spec)
-    if plugin is not None:
+    if spec in _cache and plugin is None:
+        return _cache[spec]
+    if plugin is not None:  # looked up each time: a plugin installed since may claim the name twice
         resolved = _from_plugin(spec, plugin)
     elif (file_spec := _split_file(spec)) is not None:
         resolved = _from_file(*file_spec)
@@ -219,9 +219,10 @@ def plugin_conflicts(builtin: set[str]) -> list[str]:
         by_name.setdefault(entry.name, []).append(f"{entry.value} (from {dist})")
     lines = []
     for name, claims in sorted(by_name.items()):
+        claims = sorted(set(claims))
         if name in builtin:
             claims = ["the built-in task"] + claims
-        if len(set(claims)) > 1:
+        if len(claims) > 1:
             lines.append(f"task name {name!r} is registered twice: by {' and by '.join(claims)}")
     return lines
 

@@ -97,7 +97,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     canonical_task(raw, overrides, Path(args.config).parent)
     config = load_config(config_class(raw, overrides), args.config, overrides)
     if isinstance(config, RunConfig):
-        check_task_shape(config.run.task)
+        check_task(config.run.task)
     store = create_store(config)
     from tasks.loader import record_tasks
 
@@ -120,9 +120,12 @@ def canonical_task(raw: dict, overrides: dict[str, dict], config_dir: Path) -> N
             overrides.setdefault("run", {})["task"] = resolved
 
 
-def check_task_shape(spec: str) -> None:
-    """The cheap part of `coevolve check-task`, before any directory or engine exists."""
-    from coevolve.commands.check_task import fail
+def check_task(spec: str) -> None:
+    """The cheap part of `coevolve check-task`, before any directory or
+    engine exists: the task's shape; for a user's task (file, module,
+    plugin) also its determinism and the template's decide/score in this
+    process (no sandbox)."""
+    from coevolve.commands.check_task import fail, problems
     from tasks.check import shape_problems
     from tasks.registry import UnknownTask, heuristic_task
 
@@ -130,9 +133,11 @@ def check_task_shape(spec: str) -> None:
         task = heuristic_task(spec)
     except UnknownTask as exc:
         raise UsageError(f"config error: run.task: {exc}") from None
-    problems = shape_problems(task)
-    if problems:
-        fail([f"{spec}: {line}" for line in problems], "run")
+    user_spec = getattr(task, "__coevolve_spec__", None)
+    found = (problems(task, lambda: heuristic_task(user_spec), sandbox=False) if user_spec
+             else shape_problems(task))
+    if found:
+        fail([f"{spec}: {line}" for line in found], "run")
 
 
 def remember_task(store: RunStore, accept_changed: bool) -> None:

@@ -5,6 +5,9 @@ SPECs (path/to/problem.py[:Class], package.module:Class), those tasks."""
 from __future__ import annotations
 
 import argparse
+import sys
+
+from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +36,13 @@ def handle(args: argparse.Namespace) -> int:
 
     for name in list_tasks():
         print("\n".join(describe(name)))
+    broken = 0
     for name in plugin_tasks():
-        print("\n".join(describe(name, "plugin")))
+        try:
+            print("\n".join(describe(name, "plugin")))
+        except UsageError as exc:  # one broken plugin does not hide the others
+            print(f"coevolve tasks: error: {exc}", file=sys.stderr)
+            broken += 1
     for spec in args.specs:
         print("\n".join(describe(absolute_spec(spec), "file" if ".py" in spec else "module")))
-    return 0
+    return 2 if broken else 0
