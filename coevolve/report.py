@@ -436,7 +436,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     from tasks.registry import heuristic_task
 
     root = Path(root)
-    from tasks.loader import remember_tasks
+    from tasks.loader import remember_tasks, task_label
 
     remember_tasks(root)  # the comparison's file tasks, from its own copies when the originals are gone
     config, records = collect(root)
@@ -448,10 +448,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     for task_name in config.compare.tasks:
         for budget in config.compare.budgets:
             plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
-                                                       root / "plots" / f"progress-{task_name}-b{budget}.png")
+                                                       root / "plots" / f"progress-{task_label(task_name)}-b{budget}.png")
         for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
-                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_name}-{split}{size}.png")
+                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png")
 
     c, t = config.compare, config.test
     finished = sum(1 for r in records if r["state"] == "finished")

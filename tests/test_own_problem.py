@@ -283,3 +283,46 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "user_pick: pick from" in done.stdout and "best.py" in done.stdout
+
+
+# -- end to end on the real engine, fresh processes -----------------------------------------------
+def cli_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coevolve.cli", *argv], capture_output=True, text=True, cwd=cwd,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(1800)
+def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path):
+    """A scaffolded task in a folder outside the checkout: `coevolve run`,
+    SIGKILLed and resumed to the uninterrupted run's summary; then, with the
+    task file moved away, `report` and `eval --run` find it from the run
+    directory; a changed file is refused on --resume."""
+    from conftest import kill_and_resume
+    from tasks.registry import heuristic_task
+
+    assert main(["new-task", "my_problem", "--dir", str(tmp_path / "elsewhere")]) == 0
+    folder = tmp_path / "elsewhere" / "my_problem"
+    problem = folder / "problem.py"
+    config = write(folder, "tiny.toml", CONFIG.format(task="problem.py", budget=6))
+    run = kill_and_resume(config, tmp_path, "step", 1, "--no-progress")
+    killed = tmp_path / "killed"
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary == run.expected and summary["task"] == "my_problem" and summary["evaluations"] == 6
+    record = json.loads((killed / "tasks.json").read_text())
+    assert list(record) == [f"{problem.resolve()}:MyProblem"]
+
+    template = write(tmp_path, "template.py", heuristic_task(str(problem)).template)
+    problem.rename(folder / "moved.py")  # the run directory alone must do
+    report = cli_process("report", str(killed), cwd=tmp_path)
+    assert report.returncode == 0 and (killed / "report.md").exists(), report.stderr
+    assert "# Run: sample on my_problem" in (killed / "report.md").read_text()
+    scored = cli_process("eval", str(template), "--run", str(killed), "--split", "test", cwd=tmp_path)
+    assert scored.returncode == 0, scored.stdout + scored.stderr
+    rows = {line.split()[0]: line.split() for line in scored.stdout.splitlines() if line.split()[:1] in (["50"], ["200"])}
+    assert set(rows) == {"50", "200"} and rows["200"][2] == "1.0006", scored.stdout  # offline LPT, computed
+
+    (folder / "moved.py").rename(problem)
+    problem.write_text(problem.read_text() + "\n# edited\n")
+    refused = cli_process("run", "--resume", str(killed), cwd=tmp_path)
+    assert refused.returncode == 2 and "changed since the run started" in refused.stderr, refused.stderr
