@@ -39,9 +39,7 @@ SPEC_ATTRIBUTE = "__coevolve_spec__"
 
 # What each kind of task must define (tasks/base.py's protocols); `reference`
 # may return None, but the method must exist (the loop and eval ask it).
-HEURISTIC_ATTRIBUTES = ("name", "description", "function_name", "template", "direction", "train")
 HEURISTIC_METHODS = ("splits", "instances", "decide", "score", "instance_seconds", "reference")
-AGENT_ATTRIBUTES = ("name", "system_prompt", "stop")
 AGENT_METHODS = ("cases", "reset", "step", "max_turns", "reward", "metrics")
 
 
@@ -247,7 +245,7 @@ def _kind_of(target: Any, what: str) -> Kind:
     if probe is None:
         return "agent" if _agent_like(target) else "heuristic"
     if _agent_like(probe) and not hasattr(probe, "decide"):
-        missing = [m for m in AGENT_ATTRIBUTES + AGENT_METHODS if not hasattr(probe, m)]
+        missing = [m + "()" for m in AGENT_METHODS if not callable(getattr(probe, m, None))]  # attributes may come from __init__
         if missing:
             raise TaskSpecError(f"{what}: agent task class lacks {', '.join(missing)} (see tasks/base.py AgentTask)")
         return "agent"

@@ -187,6 +187,57 @@ def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
     assert code == 2 and "registered twice" in err and not (tmp_path / "runs").exists()
 
 
+ECHO = '''
+from types import SimpleNamespace
+
+
+class Echo:
+    stop = ("\\n",)
+
+    def __init__(self, number=7):
+        self.number, self.name, self.system_prompt = number, "user_echo", "Repeat the number you are shown."
+
+    def cases(self, split, n, seed):
+        return [SimpleNamespace(id=f"{split}-{seed}-{i}") for i in range(n)]
+
+    def reset(self, case):
+        return {"said": None}, f"The number is {self.number}."
+
+    def step(self, state, action_text):
+        state["said"] = action_text
+        return "ok", True
+
+    def max_turns(self, case):
+        return 1
+
+    def reward(self, state):
+        return 1.0 if str(self.number) in (state["said"] or "") else 0.0
+
+    def metrics(self, state):
+        return {}
+'''
+
+
+def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
+    from coevolve.agents.runconfig import AgentRunConfig
+    from coevolve.base.config import build_config
+    from tasks.registry import agent_task, is_agent_task
+
+    monkeypatch.chdir(tmp_path)
+    spec = str(write(tmp_path, "echo.py", ECHO))
+    assert is_agent_task(spec)
+    task = agent_task(spec, {"number": 3})
+    state, _ = task.reset(None)
+    task.step(state, "3")
+    assert task.number == 3 and task.reward(state) == 1.0
+    config = build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"number": 3}})
+    assert config.build_task().number == 3
+    code, out, err = cli(capsys, "tasks", "echo.py")
+    assert code == 0 and f"{spec}:Echo  [file]  (agent task: multi-turn environment)" in out, err
+    code, _, err = cli(capsys, "check-task", "echo.py")
+    assert code == 2 and "an agent task; check-task checks heuristic-design tasks" in err
+
+
 # -- check-task, new-task, examples ----------------------------------------------------------------
 def test_new_task_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys):
     code, out, _ = cli(capsys, "new-task", "my_problem", "--dir", str(tmp_path))
