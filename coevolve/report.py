@@ -438,7 +438,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     root = Path(root)
     from tasks.loader import remember_tasks, task_label
 
-    remember_tasks(root)  # the comparison's file tasks, from its own copies when the originals are gone
+    remember_tasks(root, "copy")  # the comparison's file tasks, from its own copies when the originals are gone or changed
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
@@ -566,7 +566,7 @@ def run_task(store: RunStore, name: str) -> str:
     whose config has none."""
     from tasks.loader import remember_tasks
 
-    remember_tasks(store.dir)
+    remember_tasks(store.dir, "copy")  # a changed file: the source the run used
     spec = read_toml(store.config_path).get("run", {}).get("task")
     return spec if isinstance(spec, str) and spec else name
 

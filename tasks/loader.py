@@ -349,30 +349,33 @@ def read_record(directory: str | Path) -> dict[str, dict]:
     return record
 
 
-def remember_tasks(directory: str | Path, accept_changed: bool = False) -> list[dict]:
+def remember_tasks(directory: str | Path, on_change: Literal["refuse", "accept", "copy"] = "refuse",
+                   flag: str | None = None) -> list[dict]:
     """Make the file tasks recorded in `directory` resolvable by their recorded
     specs in this process: the original file when it is unchanged, the run's
     copy when the original is gone. A changed original is a TaskSpecError
-    unless `accept_changed` (then the edited file is used); the returned
-    list holds one `task_changed` event per file that changed, for the caller to log."""
+    (`refuse`, naming `flag` as the way on), the edited file (`accept`), or
+    the run's copy (`copy`: what report and eval read, the source the run
+    used). Returns one `task_changed` event per accepted change, for the caller to log."""
     directory = Path(directory)
     changed = []
     for spec, entry in read_record(directory).items():
         path, copy = Path(entry["path"]), directory / entry["copy"]
         cls = entry.get("class")
+        from_copy = f"{copy.resolve()}:{cls}" if cls else str(copy.resolve())
         if path.is_file() and source_sha256(path) == entry["sha256"]:
             target = spec
-        elif path.is_file():
+        elif path.is_file() and on_change != "copy":
             digest = source_sha256(path)
-            if not accept_changed:
+            if on_change == "refuse":
+                way_on = f" or pass {flag} to go on with the edited file (recorded in the run's events)" if flag else ""
                 raise TaskSpecError(f"task file {path} changed since the run started (sha256 {entry['sha256'][:12]} "
-                                    f"-> {digest[:12]}); restore it (the run's copy: {copy}) or pass "
-                                    "--task-changed to go on with the edited file (recorded in the run's events)")
+                                    f"-> {digest[:12]}); restore it (the run's copy: {copy}){way_on}")
             target = spec
             changed.append({"type": "task_changed", "path": str(path), "recorded_sha256": entry["sha256"],
                             "sha256": digest})
         elif copy.is_file():
-            target = f"{copy.resolve()}:{cls}" if cls else str(copy.resolve())
+            target = from_copy
         else:
             raise TaskSpecError(f"task file {path} is gone and the run's copy {copy} too")
         _cache[spec] = resolve(target)

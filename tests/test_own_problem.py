@@ -337,6 +337,29 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
 
 
 # -- end to end on the real engine, fresh processes -----------------------------------------------
+COMPARE = '''[compare]
+methods = ["sample"]
+tasks = ["problem.py"]
+budgets = [2]
+seeds = [0]
+
+[test]
+sizes = [50]
+limit = 4
+
+[sample]
+batch = 2
+population = 2
+
+[sampling]
+max_tokens = 160
+
+[sandbox]
+timeout_s = 20
+workers = 1
+'''
+
+
 def cli_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "coevolve.cli", *argv], capture_output=True, text=True, cwd=cwd,
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -372,6 +395,16 @@ def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path)
     assert scored.returncode == 0, scored.stdout + scored.stderr
     rows = {line.split()[0]: line.split() for line in scored.stdout.splitlines() if line.split()[:1] in (["50"], ["200"])}
     assert set(rows) == {"50", "200"} and rows["200"][2] == "1.0006", scored.stdout  # offline LPT, computed
+
+    (folder / "moved.py").rename(problem)
+    compare = write(folder, "compare.toml", COMPARE)
+    compared = cli_process("compare", str(compare), "--out", str(tmp_path / "cmp"), cwd=tmp_path)
+    assert compared.returncode == 0, compared.stdout[-3000:] + compared.stderr[-3000:]
+    assert (tmp_path / "cmp" / "runs" / "my_problem" / "sample-b2-s0" / "summary.json").exists()
+    assert list(json.loads((tmp_path / "cmp" / "tasks.json").read_text())) == list(record)
+    problem.rename(folder / "moved.py")
+    rendered = cli_process("report", str(tmp_path / "cmp"), cwd=tmp_path)
+    assert rendered.returncode == 0 and "## " in (tmp_path / "cmp" / "report.md").read_text(), rendered.stderr
 
     (folder / "moved.py").rename(problem)
     problem.write_text(problem.read_text() + "\n# edited\n")

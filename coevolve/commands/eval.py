@@ -72,7 +72,7 @@ def task_of_run(args: argparse.Namespace) -> None:
     from tasks.registry import is_agent_task
 
     store = RunStore.open(args.run)
-    remember_tasks(store.dir)
+    remember_tasks(store.dir, "copy")  # a changed file: score on the source the run used
     task = read_toml(store.config_path).get("run", {}).get("task")
     if not isinstance(task, str):
         raise UsageError(f"{store.config_path}: no run.task")

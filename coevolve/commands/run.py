@@ -145,7 +145,7 @@ def remember_task(store: RunStore, accept_changed: bool) -> None:
     file accepted with --task-changed is logged in the run's events."""
     from tasks.loader import remember_tasks
 
-    changed = remember_tasks(store.dir, accept_changed)
+    changed = remember_tasks(store.dir, "accept" if accept_changed else "refuse", flag="--task-changed")
     if changed and store.events_path.exists() and store.events():
         with store.event_writer() as log:
             for event in changed:
