@@ -266,9 +266,9 @@ def user_frame(exc: BaseException) -> str:
     user's task, with the deepest frame outside coevolve and the standard
     library (file:line), so the error names the user's line."""
     frames = traceback.extract_tb(exc.__traceback__)
-    root = str(Path(__file__).resolve().parents[1])
-    stdlib = os.path.dirname(os.__file__)
-    mine = [f for f in frames if not f.filename.startswith((root, stdlib)) and "<frozen" not in f.filename
+    root = Path(__file__).resolve().parents[1]
+    ours = tuple(str(root / package) + os.sep for package in ("coevolve", "tasks")) + (os.path.dirname(os.__file__),)
+    mine = [f for f in frames if not f.filename.startswith(ours) and "<frozen" not in f.filename
             and "site-packages" not in f.filename]
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"

@@ -107,11 +107,16 @@ BAD_FILES = {
     "no_function": (PICK.replace('template = "def pick(', 'template = "def choose('),
                     "template: does not define function_name 'pick' at top level (it defines: choose)"),
     "template_fails": (PICK.replace("return 0\\n", "return 99\\n"),
-                       "score(): with the template's decisions raised InvalidSolution: index 99 out of range"),
+                       "template: fails its own evaluation on train 5: score() rejected its decisions: InvalidSolution: index 99 out of range"),
     "random_instances": (PICK.replace("[size, 0 if split == \"train\" else 1]", "None"),
                          "instances('test', 5): two draws differ"),
     "wire_refuses": (PICK.replace("yield fn(list(values))  # DECIDE", "yield {fn(list(values))}"),
                      "decide(): yielded set data the sandbox wire refuses"),
+    "instances_raise": (PICK.replace("return [rng.randint(0, 100, size).tolist() for _ in range(4)]  # INSTANCES",
+                                     "raise ValueError('no data for ' + split)"),
+                        "instances('test', 5): raised ValueError: no data for test (at "),
+    "score_crashes": (PICK.replace("total += values[index]", "total += values[index] / 0"),
+                      "score(): with the template's decisions raised ZeroDivisionError: division by zero (at "),
     "import_error": ("import numpy\nraise RuntimeError('broken on purpose')\n",
                      "importing it failed: RuntimeError: broken on purpose (at"),
 }
@@ -128,7 +133,8 @@ def test_bad_task_file_is_one_line_exit_2_nothing_written(tmp_path, monkeypatch,
     code, out, err = cli(capsys, "run", str(config), "--no-progress")
     assert code == 2, (out, err)
     assert expected in err, err
-    assert err.strip().count("\n") == 0 or case in ("random_instances",), err  # one line (a few problems: one each)
+    assert err.strip().count("\n") == 0 or case in ("random_instances", "instances_raise"), err  # one line a problem
+    assert "Traceback" not in err and "bad.py" in err or case == "missing"
     assert not (tmp_path / "runs").exists()
     if text is not None:  # check-task names the same problem
         code, _, err2 = cli(capsys, "check-task", name, "--no-sandbox")
@@ -183,7 +189,8 @@ def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
     code, _, err = cli(capsys, "tasks")
     assert code == 2 and "task name 'plugged_pick' is registered twice: by otherplugin:Pick (from otherplugin) " \
                          "and by pickplugin:Pick (from pickplugin)" in err, err
-    code, _, err = cli(capsys, "run", str(write(tmp_path, "d.toml", CONFIG.format(task="plugged_pick", budget=2) + NO_MODEL)))
+    config = write(tmp_path, "d.toml", CONFIG.format(task="plugged_pick", budget=2) + NO_MODEL)
+    code, _, err = cli(capsys, "run", str(config))
     assert code == 2 and "registered twice" in err and not (tmp_path / "runs").exists()
 
 

@@ -54,10 +54,10 @@ def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) 
     if found:
         return found
     say(f"shape: attributes, template defines {task.function_name}(), splits, instance_seconds")
-    for split, sizes in task.splits().items():
-        found += determinism_problems(factory, split, min(sizes))
     split, size = task.train
-    found += determinism_problems(factory, split, size)
+    sets = dict.fromkeys([(name, min(sizes)) for name, sizes in task.splits().items()] + [(split, size)])
+    for set_split, set_size in sets:
+        found += determinism_problems(factory, set_split, set_size)
     if found:
         return found
     say("instances: drawn twice, equal (the smallest set of every split and the training set)")
@@ -76,6 +76,7 @@ def template_value(task: Any) -> tuple[float | None, list[str]]:
     """The template's objective on the training set, in this process, with
     decisions round-tripped through the sandbox wire as a worker sees them."""
     from coevolve.sandbox import wire
+    from tasks.base import InvalidSolution
     from tasks.loader import user_frame
 
     split, size = task.train
@@ -88,6 +89,9 @@ def template_value(task: Any) -> tuple[float | None, list[str]]:
     function = namespace.get(task.function_name)
     try:
         decisions = list(task.decide(function, instances))
+    except InvalidSolution as exc:
+        return None, [f"template: fails its own evaluation on {split} {size}: decide() found an invalid "
+                      f"solution: {user_frame(exc)}"]
     except Exception as exc:
         return None, [f"decide(): with the template on {split} {size} raised {user_frame(exc)}"]
     count = len(instances) if hasattr(instances, "__len__") else 1
@@ -103,6 +107,9 @@ def template_value(task: Any) -> tuple[float | None, list[str]]:
     for _ in range(2):
         try:
             values.append(float(task.score(wire.decode(wire.encode({"d": carried}))["d"], instances)))
+        except InvalidSolution as exc:
+            return None, [f"template: fails its own evaluation on {split} {size}: score() rejected its decisions: "
+                          f"{user_frame(exc)}"]
         except Exception as exc:
             return None, [f"score(): with the template's decisions raised {user_frame(exc)}"]
     if not math.isfinite(values[0]):
