@@ -438,7 +438,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     root = Path(root)
     from tasks.loader import remember_tasks, task_label
 
-    remember_tasks(root, "copy")  # the comparison's file tasks, from its own copies when the originals are gone or changed
+    remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)

@@ -245,7 +245,8 @@ def _kind_of(target: Any, what: str) -> Kind:
     if probe is None:
         return "agent" if _agent_like(target) else "heuristic"
     if _agent_like(probe) and not hasattr(probe, "decide"):
-        missing = [m + "()" for m in AGENT_METHODS if not callable(getattr(probe, m, None))]  # attributes may come from __init__
+        # only methods: an agent task may set its attributes in __init__
+        missing = [m + "()" for m in AGENT_METHODS if not callable(getattr(probe, m, None))]
         if missing:
             raise TaskSpecError(f"{what}: agent task class lacks {', '.join(missing)} (see tasks/base.py AgentTask)")
         return "agent"
@@ -311,7 +312,8 @@ def absolute_spec(spec: str, base: str | Path = ".") -> str:
     path, cls = file_spec
     full = Path(base, path).expanduser()
     if not full.is_file():
-        raise TaskSpecError(f"task file not found: {path}" + ("" if Path(path).is_absolute() else f" (looked in {Path(base).resolve()})"))
+        where = "" if Path(path).is_absolute() else f" (looked in {Path(base).resolve()})"
+        raise TaskSpecError(f"task file not found: {path}{where}")
     return resolve(f"{full.resolve()}:{cls}" if cls else str(full.resolve())).spec
 
 

@@ -118,23 +118,24 @@ def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callab
     if name in HEURISTIC_TASKS:
         raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
     if name in AGENT_TASKS:
-        entry = AGENT_TASKS[name]
-        factory = _resolve(entry.target)
+        factory = build = _resolve(AGENT_TASKS[name].target)
+        python_tool = AGENT_TASKS[name].python_tool
     else:
         resolved = _from_spec(name, sorted(AGENT_TASKS))
         if resolved.kind != "agent":
             raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
-        entry, factory = AgentEntry(resolved.build, python_tool="tool" in (_keywords(resolved.factory) or ())), \
-            resolved.build
+        # a user's agent task gets the Python tool when its constructor takes `tool`
+        factory, build = resolved.factory, resolved.build
+        python_tool = "tool" in (_keywords(factory) or ())
     kwargs = dict(options or {})
     accepted = _keywords(factory)
     for key in kwargs:
         if accepted is not None and key not in accepted:
             known = ", ".join(sorted(k for k in accepted if k != "tool")) or "none"
             raise TaskOptionError(key, f"is not an option of {name} (its options: {known})")
-    if entry.python_tool and tool is not None:
+    if python_tool and tool is not None:
         kwargs["tool"] = tool
-    return factory(**kwargs)
+    return build(**kwargs)
 
 
 def get_task(name: str) -> HeuristicTask | AgentTask:

@@ -107,7 +107,8 @@ BAD_FILES = {
     "no_function": (PICK.replace('template = "def pick(', 'template = "def choose('),
                     "template: does not define function_name 'pick' at top level (it defines: choose)"),
     "template_fails": (PICK.replace("return 0\\n", "return 99\\n"),
-                       "template: fails its own evaluation on train 5: score() rejected its decisions: InvalidSolution: index 99 out of range"),
+                       "template: fails its own evaluation on train 5: score() rejected its decisions: "
+                       "InvalidSolution: index 99 out of range"),
     "random_instances": (PICK.replace("[size, 0 if split == \"train\" else 1]", "None"),
                          "instances('test', 5): two draws differ"),
     "wire_refuses": (PICK.replace("yield fn(list(values))  # DECIDE", "yield {fn(list(values))}"),
@@ -239,6 +240,8 @@ def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
     assert task.number == 3 and task.reward(state) == 1.0
     config = build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"number": 3}})
     assert config.build_task().number == 3
+    with pytest.raises(Exception, match="task.colour is not an option of .*echo.py \\(its options: number\\)"):
+        build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"colour": 3}}).build_task()
     code, out, err = cli(capsys, "tasks", "echo.py")
     assert code == 0 and f"{spec}:Echo  [file]  (agent task: multi-turn environment)" in out, err
     code, _, err = cli(capsys, "check-task", "echo.py")
@@ -400,7 +403,8 @@ def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path)
     assert "# Run: sample on my_problem" in (killed / "report.md").read_text()
     scored = cli_process("eval", str(template), "--run", str(killed), "--split", "test", cwd=tmp_path)
     assert scored.returncode == 0, scored.stdout + scored.stderr
-    rows = {line.split()[0]: line.split() for line in scored.stdout.splitlines() if line.split()[:1] in (["50"], ["200"])}
+    rows = {line.split()[0]: line.split() for line in scored.stdout.splitlines()
+            if line.split()[:1] in (["50"], ["200"])}
     assert set(rows) == {"50", "200"} and rows["200"][2] == "1.0006", scored.stdout  # offline LPT, computed
 
     (folder / "moved.py").rename(problem)

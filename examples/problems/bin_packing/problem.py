@@ -153,4 +153,5 @@ class OnlineBinPacking:
                     slot = len(remaining) - 1
                 remaining[slot] -= item
             ratios.append(len(remaining) / l2_lower_bound(items))
-        return Reference(float(np.mean(ratios)), "best-known", "offline first-fit decreasing over the L2 bound (computed)")
+        return Reference(float(np.mean(ratios)), "best-known",
+                         "offline first-fit decreasing over the L2 bound (computed)")
