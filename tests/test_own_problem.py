@@ -229,6 +229,7 @@ class Echo:
 def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
     from coevolve.agents.runconfig import AgentRunConfig
     from coevolve.base.config import build_config
+    from coevolve.base.errors import ConfigError
     from tasks.registry import agent_task, is_agent_task
 
     monkeypatch.chdir(tmp_path)
@@ -240,7 +241,7 @@ def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
     assert task.number == 3 and task.reward(state) == 1.0
     config = build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"number": 3}})
     assert config.build_task().number == 3
-    with pytest.raises(Exception, match="task.colour is not an option of .*echo.py \\(its options: number\\)"):
+    with pytest.raises(ConfigError, match="task.colour is not an option of .*echo.py \\(its options: number\\)"):
         build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"colour": 3}}).build_task()
     code, out, err = cli(capsys, "tasks", "echo.py")
     assert code == 0 and f"{spec}:Echo  [file]  (agent task: multi-turn environment)" in out, err
