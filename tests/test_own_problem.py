@@ -6,6 +6,7 @@ last test."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -16,49 +17,20 @@ from pathlib import Path
 import pytest
 
 from coevolve.cli import main
+from test_task_registry import ToyEcho, ToyPick
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "problems"
 
-# A small valid task (pick the largest number); variants below break one thing each.
-PICK = '''
-import numpy as np
-from tasks.base import InvalidSolution
+# The registry test's toy tasks, as the text of a user's file; variants below break one thing each.
+PICK = "import numpy as np\nfrom tasks.base import InvalidSolution\n\n\n" + inspect.getsource(ToyPick)
+ECHO = "from types import SimpleNamespace\n\n\n" + inspect.getsource(ToyEcho)
 
 
-class Pick:
-    name = "user_pick"
-    description = "Pick one number from a list; larger is better."
-    function_name = "pick"
-    template = "def pick(values):\\n    return 0\\n"
-    direction = "max"
-    train = ("train", 5)
-
-    def splits(self):
-        return {"train": [5], "test": [5, 9]}
-
-    def instances(self, split, size):
-        rng = np.random.RandomState([size, 0 if split == "train" else 1])
-        return [rng.randint(0, 100, size).tolist() for _ in range(4)]  # INSTANCES
-
-    def decide(self, fn, instances):
-        for values in instances:
-            yield fn(list(values))  # DECIDE
-
-    def score(self, decisions, instances):
-        total = 0.0
-        for index, values in zip(decisions, instances):
-            if not isinstance(index, int) or not 0 <= index < len(values):
-                raise InvalidSolution(f"index {index!r} out of range")
-            total += values[index]
-        return total / len(instances)
-
-    def instance_seconds(self, size):
-        return 2.0
-
-    def reference(self, split, size):
-        return None
-'''
+def broken(old: str, new: str) -> str:
+    """PICK with one thing changed (the text to change must be there: a toy edited elsewhere fails loudly)."""
+    assert old in PICK, old
+    return PICK.replace(old, new)
 
 CONFIG = '''[run]
 method = "sample"
@@ -98,25 +70,25 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 # -- bad input: one line, exit 2, nothing under runs/ ------------------------------------------
-SECOND_CLASS = PICK + "\n\nclass Other(Pick):\n    name = 'other'\n"
+SECOND_CLASS = PICK + "\n\nclass Other(ToyPick):\n    name = 'other'\n"
 BAD_FILES = {
     "missing": (None, "task file not found: missing.py"),
     "no_class": ("X = 1\n\nclass Helper:\n    pass\n", "no task class (a class with decide() and score()"),
-    "two_classes": (SECOND_CLASS, "bad.py defines 2 task classes (Pick, Other): name one, e.g. "),
-    "no_score": (PICK.replace("def score(", "def _score("), "task class lacks score()"),
-    "no_function": (PICK.replace('template = "def pick(', 'template = "def choose('),
+    "two_classes": (SECOND_CLASS, "bad.py defines 2 task classes (ToyPick, Other): name one, e.g. "),
+    "no_score": (broken("def score(", "def _score("), "task class lacks score()"),
+    "no_function": (broken('template = "def pick(', 'template = "def choose('),
                     "template: does not define function_name 'pick' at top level (it defines: choose)"),
-    "template_fails": (PICK.replace("return 0\\n", "return 99\\n"),
+    "template_fails": (broken("return 0\\n", "return 99\\n"),
                        "template: fails its own evaluation on train 5: score() rejected its decisions: "
                        "InvalidSolution: index 99 out of range"),
-    "random_instances": (PICK.replace("[size, 0 if split == \"train\" else 1]", "None"),
+    "random_instances": (broken("[size, 0 if split == \"train\" else 1]", "None"),
                          "instances('test', 5): two draws differ"),
-    "wire_refuses": (PICK.replace("yield fn(list(values))  # DECIDE", "yield {fn(list(values))}"),
+    "wire_refuses": (broken("yield fn(list(values))", "yield {fn(list(values))}"),
                      "decide(): yielded set data the sandbox wire refuses"),
-    "instances_raise": (PICK.replace("return [rng.randint(0, 100, size).tolist() for _ in range(4)]  # INSTANCES",
+    "instances_raise": (broken("return [rng.integers(0, 100, size).tolist() for _ in range(4)]",
                                      "raise ValueError('no data for ' + split)"),
                         "instances('test', 5): raised ValueError: no data for test (at "),
-    "score_crashes": (PICK.replace("total += values[index]", "total += values[index] / 0"),
+    "score_crashes": (broken("total += values[index]", "total += values[index] / 0"),
                       "score(): with the template's decisions raised ZeroDivisionError: division by zero (at "),
     "import_error": ("import numpy\nraise RuntimeError('broken on purpose')\n",
                      "importing it failed: RuntimeError: broken on purpose (at"),
@@ -148,15 +120,15 @@ def test_class_spec_picks_one_of_two(tmp_path, monkeypatch, capsys):
     code, out, err = cli(capsys, "check-task", "two.py:Other", "--no-sandbox")
     assert code == 0 and "other: passed every check" in out, err
     code, _, err = cli(capsys, "check-task", "two.py:Nope")
-    assert code == 2 and "no class 'Nope' (task classes in the file: Pick, Other)" in err
+    assert code == 2 and "no class 'Nope' (task classes in the file: ToyPick, Other)" in err
 
 
 def test_module_spec_and_unknown_names(tmp_path, monkeypatch, capsys):
     write(tmp_path / "userpkg", "__init__.py", "")
     write(tmp_path / "userpkg", "picking.py", PICK)
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, out, err = cli(capsys, "tasks", "userpkg.picking:Pick")
-    assert code == 0 and "userpkg.picking:Pick  [module]  pick()  maximise" in out, err
+    code, out, err = cli(capsys, "tasks", "userpkg.picking:ToyPick")
+    assert code == 0 and "userpkg.picking:ToyPick  [module]  pick()  maximise" in out, err
     code, _, err = cli(capsys, "check-task", "userpkg.picking:Nope")
     assert code == 2 and "module userpkg.picking has no 'Nope'" in err
     code, _, err = cli(capsys, "check-task", "no_such_task")
@@ -173,11 +145,11 @@ def plugin(site: Path, dist: str, entries: dict[str, str]) -> None:
 def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
     site = tmp_path / "site"
     write(site / "pickplugin", "__init__.py", PICK)
-    plugin(site, "pickplugin", {"plugged_pick": "pickplugin:Pick", "broken_task": "nosuchmodule_xyz:Task"})
+    plugin(site, "pickplugin", {"plugged_pick": "pickplugin:ToyPick", "broken_task": "nosuchmodule_xyz:Task"})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "check-task", "plugged_pick", "--no-sandbox")
-    assert code == 0 and "user_pick: passed every check" in out, err
+    assert code == 0 and "toy_pick: passed every check" in out, err
     code, out, _ = cli(capsys, "tasks")
     assert "plugged_pick  [plugin]  pick()" in out
     config = write(tmp_path, "c.toml", CONFIG.format(task="broken_task", budget=2) + NO_MODEL)
@@ -186,44 +158,13 @@ def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
                           "nosuchmodule_xyz: ModuleNotFoundError") in err, err
     assert not (tmp_path / "runs").exists()
 
-    plugin(site, "otherplugin", {"plugged_pick": "otherplugin:Pick"})
+    plugin(site, "otherplugin", {"plugged_pick": "otherplugin:ToyPick"})
     code, _, err = cli(capsys, "tasks")
-    assert code == 2 and "task name 'plugged_pick' is registered twice: by otherplugin:Pick (from otherplugin) " \
-                         "and by pickplugin:Pick (from pickplugin)" in err, err
+    assert code == 2 and "task name 'plugged_pick' is registered twice: by otherplugin:ToyPick (from otherplugin) " \
+                         "and by pickplugin:ToyPick (from pickplugin)" in err, err
     config = write(tmp_path, "d.toml", CONFIG.format(task="plugged_pick", budget=2) + NO_MODEL)
     code, _, err = cli(capsys, "run", str(config))
     assert code == 2 and "registered twice" in err and not (tmp_path / "runs").exists()
-
-
-ECHO = '''
-from types import SimpleNamespace
-
-
-class Echo:
-    stop = ("\\n",)
-
-    def __init__(self, number=7):
-        self.number, self.name, self.system_prompt = number, "user_echo", "Repeat the number you are shown."
-
-    def cases(self, split, n, seed):
-        return [SimpleNamespace(id=f"{split}-{seed}-{i}") for i in range(n)]
-
-    def reset(self, case):
-        return {"said": None}, f"The number is {self.number}."
-
-    def step(self, state, action_text):
-        state["said"] = action_text
-        return "ok", True
-
-    def max_turns(self, case):
-        return 1
-
-    def reward(self, state):
-        return 1.0 if str(self.number) in (state["said"] or "") else 0.0
-
-    def metrics(self, state):
-        return {}
-'''
 
 
 def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
@@ -244,7 +185,7 @@ def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
     with pytest.raises(ConfigError, match="task.colour is not an option of .*echo.py \\(its options: number\\)"):
         build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"colour": 3}}).build_task()
     code, out, err = cli(capsys, "tasks", "echo.py")
-    assert code == 0 and f"{spec}:Echo  [file]  (agent task: multi-turn environment)" in out, err
+    assert code == 0 and f"{spec}:ToyEcho  [file]  (agent task: multi-turn environment)" in out, err
     code, _, err = cli(capsys, "check-task", "echo.py")
     assert code == 2 and "an agent task; check-task checks heuristic-design tasks" in err
 
@@ -290,8 +231,8 @@ def test_hostile_user_decide_is_contained(tmp_path):
     from tasks.registry import heuristic_task
 
     outside = tmp_path / "escaped.txt"
-    hanging = PICK.replace("yield fn(list(values))  # DECIDE", "while True:\n                pass")
-    writing = PICK.replace("yield fn(list(values))  # DECIDE",
+    hanging = broken("yield fn(list(values))", "while True:\n                pass")
+    writing = broken("yield fn(list(values))",
                            f"open({str(outside)!r}, 'w').write('out')\n            yield fn(list(values))")
     hang_path = write(tmp_path / "hang", "problem.py", hanging.replace("return 2.0", "return 1.0"))
     write_path = write(tmp_path / "write", "problem.py", writing)
@@ -322,14 +263,14 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
         config=str(config), resume=None, method=None, task=None, budget=None, seed=None, out=str(tmp_path / "r"),
         model=None, noise=None, rank=None, task_changed=False)
     cfg, store, resuming = run_command.resolve_config(args)
-    assert cfg.run.task == f"{problem.resolve()}:Pick" and not resuming
+    assert cfg.run.task == f"{problem.resolve()}:ToyPick" and not resuming
     record = json.loads((store.dir / "tasks.json").read_text())[cfg.run.task]
     copy = store.dir / record["copy"]
     assert copy.read_text() == PICK and record["path"] == str(problem.resolve())
     with store.event_writer() as log:  # as if the run had started
         log.append({"type": "start", "version": 0, "config": {}})
 
-    problem.write_text(PICK.replace("larger is better", "larger wins"))
+    problem.write_text(broken("larger is better", "larger wins"))
     code, _, err = cli(capsys, "run", "--resume", str(store.dir))
     assert code == 2 and f"task file {problem.resolve()} changed since the run started" in err
     assert "--task-changed" in err
@@ -344,7 +285,7 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
                            "--size", "9"], capture_output=True, text=True, cwd=tmp_path, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "user_pick: pick from" in done.stdout and "best.py" in done.stdout
+    assert "toy_pick: pick from" in done.stdout and "best.py" in done.stdout
 
 
 # -- end to end on the real engine, fresh processes -----------------------------------------------
