@@ -1,5 +1,6 @@
 """`coevolve` command line. Each subcommand lives in coevolve/commands/<name>.py
-and exposes `register(subparsers)`; the handler it sets returns an exit code."""
+(dashes as underscores: check-task -> check_task.py) and exposes
+`register(subparsers)`; the handler it sets returns an exit code."""
 
 from __future__ import annotations
 
