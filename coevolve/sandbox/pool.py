@@ -151,6 +151,11 @@ def _portable_task(task: Any) -> Any:
     keeps it warm."""
     if isinstance(task, str):
         return task
+    # a user's task (tasks/loader.py) travels as its spec; only its own attribute counts, never
+    # one a wrapper (compare's LimitedTask) forwards from the task it wraps
+    spec = getattr(task, "__dict__", {}).get("__coevolve_spec__")
+    if isinstance(spec, str):
+        return spec
     missing = [name for name in ("decide", "score", "instance_seconds") if not callable(getattr(task, name, None))]
     if missing:
         raise ValueError(f"task {getattr(task, 'name', task)!r} lacks {', '.join(missing)}: the sandbox runs "
