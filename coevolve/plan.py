@@ -138,6 +138,12 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
     raw = read_toml(path)
+    compare = raw.get("compare")
+    if isinstance(compare, dict) and isinstance(compare.get("tasks"), list):
+        from tasks.loader import absolute_spec
+
+        # file tasks count from the TOML's folder, and the comparison names them absolutely
+        compare["tasks"] = [absolute_spec(t, Path(path).parent) if isinstance(t, str) else t for t in compare["tasks"]]
     if out is not None:
         compare = raw.setdefault("compare", {})
         if not isinstance(compare, dict):
@@ -167,12 +173,16 @@ class RunSpec:
     seed: int
 
     def directory(self, root: Path) -> Path:
-        return root / "runs" / self.task / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
+        from tasks.loader import task_label  # a file task's spec is a path: its folder is named by the task's name
+
+        return root / "runs" / task_label(self.task) / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
 
 
 def baseline_directory(root: Path, task: str) -> Path:
     """Where the task template's test scores live: the starting point of every run."""
-    return Path(root) / "baselines" / task
+    from tasks.loader import task_label
+
+    return Path(root) / "baselines" / task_label(task)
 
 
 def planned_runs(config: CompareConfig) -> list[RunSpec]:

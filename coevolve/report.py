@@ -438,6 +438,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     from tasks.registry import heuristic_task
 
     root = Path(root)
+    from tasks.loader import remember_tasks, task_label
+
+    remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
@@ -447,10 +450,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     for task_name in config.compare.tasks:
         for budget in config.compare.budgets:
             plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
-                                                       root / "plots" / f"progress-{task_name}-b{budget}.png")
+                                                       root / "plots" / f"progress-{task_label(task_name)}-b{budget}.png")
         for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
-                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_name}-{split}{size}.png")
+                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png")
 
     c, t = config.compare, config.test
     finished = sum(1 for r in records if r["state"] == "finished")
@@ -538,7 +541,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
              run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
-    found = best_starting_point(store.dir, summary["task"])
+    found = best_starting_point(store.dir, run_task(store, summary["task"]))
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
@@ -558,6 +561,17 @@ def render_run(directory: str | Path) -> dict[str, Path]:
 
 
 STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}
+
+
+def run_task(store: RunStore, name: str) -> str:
+    """The spec a run's config names its task by (a file task re-found from
+    the run directory alone, tasks.loader.remember_tasks); `name` for a run
+    whose config has none."""
+    from tasks.loader import remember_tasks
+
+    remember_tasks(store.dir, "copy")  # a changed file: the source the run used
+    spec = read_toml(store.config_path).get("run", {}).get("task")
+    return spec if isinstance(spec, str) and spec else name
 
 
 def best_starting_point(directory: str | Path, task_name: str) -> str | None:

@@ -188,6 +188,10 @@ class AdmissibleSets:
         (scores,) = decisions
         return float(greedy_size(scores, instances.n, instances.w))
 
+    def decision_bytes(self, size: int) -> int:
+        """One priority (8 bytes) per candidate row: at most 7 ** (n / 3) rows."""
+        return 8 * 7 ** (size // 3) + 4096
+
     def instance_seconds(self, size: int) -> float:
         # one "instance": a call per candidate row, after enumerating the rows
         return call_budget(len(candidate_rows(size, WEIGHTS[size])), 2e-3, base_s=30.0)

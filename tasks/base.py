@@ -65,6 +65,13 @@ class HeuristicTask(Protocol):
     def reference(self, split: str, size: int) -> Reference | None:
         """Reference objective for a set, when computable."""
 
+    # Optional, read by the sandbox when present (not part of the protocol check):
+    #   decision_bytes(size) -> int: the most one decision's arrays weigh on the wire
+    #     (default 8 * (size + 2) ** 2 + 4096: a tour, a pick list, a prior matrix);
+    #     every frame a candidate sends is bounded by it.
+    #   sandbox_environment: tuple[str, ...]: names of the owner's environment
+    #     variables a candidate may see (none by default).
+
 
 def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: Any) -> float:
     """Both halves of the evaluator in this process, without the sandbox

@@ -437,6 +437,8 @@ class SearchLoop:
             "evaluations": self.ledger.used, "ledger": self.ledger.to_dict(),
             "valid": len(valid), "valid_rate": len(valid) / self.ledger.used if self.ledger.used else 0.0,
             "failures": dict(sorted(failures.items())),
+            # what bounded the candidates: confinement, file-system view, memory limit (cgroup or rlimit)
+            "sandbox": getattr(self.evaluator, "boundary", None),
             "train": {"split": split, "size": size, "direction": direction, "reference": reference},
             "best": None if best is None else {
                 "id": best.id, "objective": best.objective, "gap": gap, "operator": best.operator,
