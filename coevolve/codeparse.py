@@ -19,6 +19,8 @@ import textwrap
 import tokenize
 from dataclasses import dataclass
 
+from coevolve.base.untrusted import clean
+
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
 _CODE_START = re.compile(r"^\s*(def |async def |class |import |from \S+ import |@)")
 _BRACED = re.compile(r"\{([^{}]+)\}")
@@ -35,6 +37,10 @@ class Extracted:
 
     code: str
     idea: str
+
+    def __post_init__(self) -> None:
+        # the idea travels into candidates.jsonl, reports and the next prompt as text
+        self.idea = clean(self.idea)
 
 
 def template_parameters(template: str, function_name: str) -> list[str]:
