@@ -4,8 +4,8 @@ Every candidate the LLM is asked to produce costs one evaluation, whatever
 becomes of it: initial population, retries, duplicates of earlier code and
 texts with no parseable code all count. (The reference code leaks parse
 failures and init retries; charging per request closes that leak and makes
-the cost of a weak proposer visible.) LLM requests and tokens are counted
-separately and never consume budget.
+the cost of a weak proposer visible.) LLM requests, tokens and endpoint retries
+are counted separately and never consume budget.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class Ledger:
     llm_requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    llm_retries: int = 0  # endpoint requests tried again (429/5xx/no answer): counted, never charged
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -59,6 +60,7 @@ class Ledger:
             self.llm_requests += 1
             self.prompt_tokens += completion.prompt_tokens
             self.completion_tokens += completion.completion_tokens
+            self.llm_retries += completion.retries
 
     def to_dict(self) -> dict:
         return {
@@ -68,4 +70,5 @@ class Ledger:
             "llm_requests": self.llm_requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "llm_retries": self.llm_retries,
         }
