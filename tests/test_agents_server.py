@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest_server import openai_server  # noqa: F401  (session fixture)
 
 from coevolve.agents.rollout import rollout, save_trajectories
 from coevolve.agents.skills import load_skill
@@ -20,7 +19,7 @@ pytestmark = pytest.mark.server
 pytest.importorskip("coevolve.engine.openai_client")
 
 
-def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_path, monkeypatch):  # noqa: F811
+def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_path, monkeypatch):
     from coevolve.engine.openai_client import OpenAIGenerator
 
     monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
@@ -50,7 +49,7 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
     assert with_skill[0].messages[0]["content"] != trajectories[0].messages[0]["content"]
 
 
-def test_served_constrained_actions_are_well_formed(openai_server, monkeypatch):  # noqa: F811
+def test_served_constrained_actions_are_well_formed(openai_server, monkeypatch):
     """The OpenAI client sends the action pattern as vLLM's structured_outputs field."""
     import re
 

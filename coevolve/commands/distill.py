@@ -77,6 +77,11 @@ def handle(args: argparse.Namespace) -> int:
         generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
         generator.probe()  # an unreachable server, wrong model or key: one line before any work
     else:
+        from coevolve.engine.local import INSTALL, engine_installed
+
+        if not engine_installed():
+            raise UsageError(f"distilling with the local model needs the vLLM engine, which is not installed here; "
+                             f"{INSTALL}, or distil with --endpoint-base-url")
         from coevolve.engine.vllm_engine import Engine
 
         generator = engine = Engine(args.model or None)
