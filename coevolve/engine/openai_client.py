@@ -63,7 +63,9 @@ def api_key(base_url: str, api_key_env: str) -> str:
 
 def _status_line(exc: Any) -> str:
     """`HTTP 503: message`, the server's own words cut to one line."""
-    message = " ".join(str(getattr(exc, "message", exc)).split())
+    body = getattr(exc, "body", None)  # the SDK keeps the JSON error object here
+    words = body.get("message") if isinstance(body, dict) and body.get("message") else getattr(exc, "message", exc)
+    message = " ".join(str(words).split())
     return f"HTTP {getattr(exc, 'status_code', '?')}: {message[:300]}"
 
 
