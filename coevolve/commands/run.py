@@ -141,13 +141,15 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _resumable(run) -> dict | None:
-    """The run's summary, or None when its endpoint stopped answering mid-run
-    (the one line is printed; the run directory holds every finished step)."""
+    """The run's summary, or None when its endpoint stopped answering (or took
+    a constraint back) mid-run: the one line is printed; the run directory
+    holds every finished step."""
+    from coevolve.engine.base import ConstraintError
     from coevolve.engine.openai_client import EndpointError
 
     try:
         return run()
-    except EndpointError as exc:
+    except (EndpointError, ConstraintError) as exc:
         print(f"coevolve run: error: {exc}", file=sys.stderr)
         return None
 
