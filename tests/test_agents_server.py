@@ -1,11 +1,11 @@
 """Trace2Skill against a real OpenAI-compatible server started on loopback."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest_server import no_engine_env
 
 from coevolve.agents.rollout import rollout, save_trajectories
 from coevolve.agents.skills import load_skill
@@ -35,7 +35,8 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
     result = subprocess.run(
         [sys.executable, "-m", "coevolve.cli", "distill", str(run_dir), "--out", str(out),
          "--endpoint-base-url", openai_server.base_url, "--endpoint-model", openai_server.model, "--successes", "1"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "EMPTY"},
+        # as the base install runs it: nothing of vLLM or torch importable
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=no_engine_env(tmp_path, OPENAI_API_KEY="EMPTY"),
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "wrote" in result.stdout

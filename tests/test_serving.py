@@ -17,33 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest_server import free_port
+from conftest_server import free_port, no_engine_env
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
-
-# Put first on PYTHONPATH, this makes `import vllm` / `import torch` fail in the
-# CLI process: the base install without the engine extra, as a new user has it.
-BLOCKER = '''
-import sys
-
-class _NoEngine:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("vllm", "torch", "transformers"):
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
-        return None
-
-sys.meta_path.insert(0, _NoEngine())
-'''
-
-
-def no_engine_env(tmp_path: Path, **extra: str) -> dict:
-    blocker = tmp_path / "blocker"
-    blocker.mkdir(exist_ok=True)
-    (blocker / "sitecustomize.py").write_text(BLOCKER)
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    return {**env, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}", **extra}
-
 
 def write_config(tmp_path: Path, base_url: str, model: str, extra: str = "", name: str = "run.toml") -> Path:
     """examples/tsp_aco_eoh.toml with an [endpoint] (the way a user points it at a server)."""
