@@ -224,14 +224,15 @@ def test_bad_endpoint_input_is_one_line_before_anything_is_written(openai_server
 
 def test_a_constraint_the_server_rejects_fails_at_the_check(openai_server):
     from coevolve.engine.base import Sampling
-    from coevolve.engine.openai_client import EndpointConfigError, OpenAIGenerator
+    from coevolve.engine.base import ConstraintError
+    from coevolve.engine.openai_client import OpenAIGenerator
 
     served = OpenAIGenerator(openai_server.base_url, openai_server.model)
     served.check_constraints([r"[0-9]{3}"])  # a pattern it takes passes
-    with pytest.raises(EndpointConfigError) as failure:
+    with pytest.raises(ConstraintError) as failure:  # the in-process engine's error, so callers treat both alike
         served.check_constraints([r"(unclosed"])
     message = str(failure.value)
-    assert message.startswith("constraint: ") and "rejected the decoding constraint '(unclosed'" in message
+    assert f"{openai_server.base_url} rejected the decoding constraint '(unclosed' (HTTP 400: " in message
     assert "\n" not in message
     # the same constraint holds in a batch: every reply matches, seeds kept
     replies = served.chat([[{"role": "user", "content": f"Pick a number {i}"}] for i in range(4)],

@@ -8,8 +8,10 @@ needs only the `openai` package (docs/serving.md).
 Failures come out as one line, never as an SDK traceback:
 - `EndpointConfigError` (a UsageError, exit 2) before any work: the base_url
   does not answer, the model is not served there, the API key variable is
-  unset or refused (`probe`, run once at start), a server that rejects a
-  decoding constraint (`check_constraints`).
+  unset or refused (`probe`, run once at start).
+- `ConstraintError` (as the in-process engine raises it): the server rejects
+  a decoding constraint (HTTP 400/422; `check_constraints` asks up front) or
+  answers without honouring it (every constrained reply is checked).
 - `EndpointError` during a run: the server stopped answering after
   `retries` tries. The run directory keeps every finished step (resume it).
 Retries (connection errors, timeouts, 429, 5xx) back off exponentially and
@@ -137,13 +139,10 @@ class OpenAIGenerator:
 
     def check_constraints(self, patterns: Sequence[str]) -> None:
         """One one-token constrained request per distinct pattern, so a server
-        that rejects (or cannot take) the constraint fails here, before any
-        work, as the in-process Engine's check does."""
+        that rejects the constraint raises ConstraintError (one line) here,
+        before any work, as the in-process Engine's check does."""
         for pattern in dict.fromkeys(patterns):
-            try:
-                self._one([{"role": "user", "content": "ok"}], Sampling(temperature=0.0, max_tokens=1), None, pattern)
-            except ConstraintError as exc:
-                raise EndpointConfigError(f"constraint: {exc}") from None
+            self._one([{"role": "user", "content": "ok"}], Sampling(temperature=0.0, max_tokens=1), None, pattern)
 
     def describe(self, probed: dict | None = None) -> dict:
         """What a run records about its endpoint (run dir endpoint.json)."""
