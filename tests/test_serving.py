@@ -147,6 +147,24 @@ def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_serve
     assert "CPU Generator does not use offset" not in openai_server.log.read_text()
 
 
+def test_ten_distinct_long_seeded_prompts_at_once_are_served(openai_server):
+    """The batch shape that crashed vLLM-CPU's server under its default settings
+    (docs/serving.md): 10 concurrent, distinct ~500-token prompts (nothing for
+    the prefix cache to share), a seed each. The methods' own prompts share a
+    long prefix the server caches, so the runs above may not reach it."""
+    import numpy as np
+
+    from coevolve.engine.base import Sampling
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    served = OpenAIGenerator(openai_server.base_url, openai_server.model, concurrency=10, retries=0)
+    prompts = [[{"role": "user", "content": f"Sum these numbers ({i}): " + " ".join(
+        str(n) for n in np.random.default_rng(i).integers(1000, 9999, 110))}] for i in range(10)]
+    replies = served.chat(prompts, Sampling(temperature=1.0, max_tokens=16), seeds=list(range(10)))
+    assert len(replies) == 10 and all(450 < r.prompt_tokens < 1000 for r in replies), [r.prompt_tokens for r in replies]
+    assert sum(r.prompt_tokens for r in replies) > 2048  # more than the server's default prefill chunk
+
+
 def test_esopt_without_an_engine_is_refused_before_anything_starts(openai_server, tmp_path):
     config = write_config(tmp_path, openai_server.base_url, openai_server.model)
     out = tmp_path / "esopt"
