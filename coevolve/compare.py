@@ -134,10 +134,14 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> di
 
     from coevolve.search.progress import progress_bar
 
-    engine = resources.engine()
+    from coevolve.engine.local import needs_engine
+
+    endpoint = resources.endpoint()
+    # a context-only run against an endpoint never starts the engine
+    engine = resources.engine() if needs_engine(config.uses_es, config.endpoint) else endpoint
     bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
-                      endpoint=resources.endpoint(), on_progress=bar.update_from)
+                      endpoint=endpoint, on_progress=bar.update_from)
     try:
         return loop.run()
     finally:
@@ -164,6 +168,14 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     runs = planned_runs(config)
     resources = _Resources(config, engine)
+    if engine is None:  # refuse, before any run starts, one the install cannot run
+        from coevolve.engine.local import require_engine
+
+        for spec in runs:
+            run_cfg = run_config(config, spec, spec.directory(root))
+            require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
+    if resources.endpoint() is not None:
+        resources.endpoint().probe()
     try:
         for number, spec in enumerate(runs, start=1):
             directory = spec.directory(root)

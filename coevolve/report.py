@@ -607,7 +607,8 @@ def run_table(summary: dict, directory: Path) -> str:
         ("reference", "-" if train["reference"] is None else f"{train['reference']:.6g}"),
         ("gap", "-" if gap is None else f"{gap:.2%}"),
         ("LLM requests", f"{ledger['llm_requests']} ({ledger['prompt_tokens']} prompt + "
-                         f"{ledger['completion_tokens']} completion tokens)"),
+                         f"{ledger['completion_tokens']} completion tokens"
+                         + (f", {ledger['llm_retries']} retried" if ledger.get("llm_retries") else "") + ")"),
     ]
     if summary.get("es"):
         rows.append(("ES updates", es_updates(summary["es"])))

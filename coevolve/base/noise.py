@@ -15,9 +15,10 @@ kind (the history records it).
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import torch
+if TYPE_CHECKING:  # torch comes with the engine extra; seeds and versions need none of it
+    import torch
 
 # Elements per draw: bounds the scratch memory ES adds (16 MiB of fp32) and is
 # part of the noise definition, so it must never change silently.
@@ -36,6 +37,8 @@ def chunks(numel: int) -> Iterator[tuple[int, int]]:
 
 
 def generator(seed: int, name: str, device: torch.device) -> torch.Generator:
+    import torch
+
     gen = torch.Generator(device=device)
     gen.manual_seed(stream_seed(seed, name))
     return gen
@@ -43,6 +46,8 @@ def generator(seed: int, name: str, device: torch.device) -> torch.Generator:
 
 def draw(gen: torch.Generator, n: int, device: torch.device) -> torch.Tensor:
     """The next n standard-normal fp32 values of a parameter's stream."""
+    import torch
+
     return torch.randn(n, generator=gen, device=device, dtype=torch.float32)
 
 

@@ -26,8 +26,10 @@ class EndpointSection:
     model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = 8
+    retries: int = 3  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
 
     def check(self, name: str) -> None:
+        require(self.retries >= 0, f"{name}.retries", "must be >= 0", self.retries)
         if self.base_url:
             require(bool(self.model), f"{name}.model", f"is required when {name}.base_url is set")
         require(self.concurrency >= 1, f"{name}.concurrency", "must be >= 1", self.concurrency)

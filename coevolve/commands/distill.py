@@ -68,12 +68,20 @@ def handle(args: argparse.Namespace) -> int:
     except SkillError as exc:
         raise UsageError(f"--previous: {exc}") from None
 
+    from coevolve.engine.openai_client import EndpointError
+
     engine = None
     if args.endpoint_base_url:
         from coevolve.engine.openai_client import OpenAIGenerator
 
         generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
+        generator.probe()  # an unreachable server, wrong model or key: one line before any work
     else:
+        from coevolve.engine.local import INSTALL, engine_installed
+
+        if not engine_installed():
+            raise UsageError(f"distilling with the local model needs the vLLM engine, which is not installed here; "
+                             f"{INSTALL}, or distil with --endpoint-base-url")
         from coevolve.engine.vllm_engine import Engine
 
         generator = engine = Engine(args.model or None)
@@ -84,6 +92,8 @@ def handle(args: argparse.Namespace) -> int:
                                      seed=args.seed),
         )
     except SkillError as exc:
+        raise UsageError(str(exc)) from None
+    except EndpointError as exc:  # the endpoint stopped answering: one line
         raise UsageError(str(exc)) from None
     finally:
         if engine is not None:

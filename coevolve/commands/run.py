@@ -87,7 +87,9 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         store = RunStore.open(args.resume)
         remember_task(store, args.task_changed)
         raw = read_toml(store.config_path)
-        return build_config(config_class(raw, {}), raw), store, True
+        config = build_config(config_class(raw, {}), raw)
+        check_generators(config)
+        return config, store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     if args.task_changed:
@@ -98,6 +100,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     config = load_run_config(args.config, overrides)
     if isinstance(config, RunConfig):
         check_task(config.run.task)
+    check_generators(config)
     store = create_store(config)
     from tasks.loader import record_tasks
 
@@ -173,6 +176,18 @@ def load_run_config(path: str, overrides: dict[str, dict]) -> RunConfig | AgentR
     return build_config(config_class(raw, {}), raw)
 
 
+def check_generators(config: RunConfig | AgentRunConfig) -> None:
+    """Before the run directory exists: a run whose engine is not installed is
+    refused, and the [endpoint] is probed (reachable, key taken, model served)."""
+    from coevolve.engine.local import require_engine
+    from coevolve.engine.openai_client import open_endpoint
+
+    require_engine(config.run.method, config.uses_es, config.endpoint, students=not isinstance(config, RunConfig))
+    endpoint = open_endpoint(config.endpoint)
+    if endpoint is not None:
+        endpoint.probe()
+
+
 def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     """A new run directory holding the config (run.out, or a fresh name under runs/)."""
     if not config.run.out:
@@ -199,12 +214,36 @@ def handle(args: argparse.Namespace) -> int:
             task = heuristic_task(config.run.task)
         except UnknownTask as exc:
             raise UsageError(f"config error: run.task: {exc}") from None
-        summary = execute(config, store, task, progress=not args.no_progress, resuming=resuming)
+        summary = _resumable(lambda: execute(config, store, task, progress=not args.no_progress, resuming=resuming))
+        if summary is None:
+            return _interrupted(store)
         print_table(summary, store)
     else:
-        summary = execute_agent(config, store, progress=not args.no_progress, resuming=resuming)
+        summary = _resumable(lambda: execute_agent(config, store, progress=not args.no_progress, resuming=resuming))
+        if summary is None:
+            return _interrupted(store)
         print_agent_table(summary, store)
     return 0
+
+
+def _resumable(run) -> dict | None:
+    """The run's summary, or None when its endpoint stopped answering (or took
+    a constraint back) mid-run: the one line is printed; the run directory
+    holds every finished step."""
+    from coevolve.engine.base import ConstraintError
+    from coevolve.engine.openai_client import EndpointError
+
+    try:
+        return run()
+    except (EndpointError, ConstraintError) as exc:
+        print(f"coevolve run: error: {exc}", file=sys.stderr)
+        return None
+
+
+def _interrupted(store: RunStore) -> int:
+    print(f"every finished step is in {store.dir}: continue with `coevolve run --resume {store.dir}` "
+          "once the endpoint answers", file=sys.stderr)
+    return 1
 
 
 def handle_plan(args: argparse.Namespace) -> int:
@@ -226,7 +265,10 @@ def handle_plan(args: argparse.Namespace) -> int:
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
-    """Build the engine, sandbox and endpoint, then run the loop."""
+    """Build the endpoint, sandbox and (when ES or no endpoint needs one) the
+    engine, then run the loop."""
+    from coevolve.base.durable import atomic_write_json
+    from coevolve.engine.local import needs_engine
     from coevolve.engine.openai_client import open_endpoint
     from coevolve.engine.pool import build_engine
     from coevolve.sandbox import Sandbox
@@ -236,18 +278,23 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
     from coevolve.search.methods import es_population
 
     endpoint = open_endpoint(config.endpoint)
-    es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
-    engine = build_engine(config.model.path or None, config.distributed, **es_options)
+    if endpoint is not None:
+        atomic_write_json(store.path("endpoint.json"), endpoint.describe(endpoint.probe()))
+    engine = None
+    if needs_engine(config.uses_es, config.endpoint):  # else the endpoint answers every request
+        es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
+        engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox.from_section(config.sandbox) as sandbox:
-            loop = SearchLoop(config, store, engine, sandbox, task, endpoint=endpoint,
+            loop = SearchLoop(config, store, engine or endpoint, sandbox, task, endpoint=endpoint,
                               on_progress=bar.update_from if bar else None)
             return loop.run()
     finally:
         if bar:
             bar.close()
-        engine.close()
+        if engine is not None:
+            engine.close()
 
 
 def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,

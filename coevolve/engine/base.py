@@ -22,6 +22,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"
+    retries: int = 0  # failed tries before this answer (endpoints); counted by the ledger, never charged
     meta: dict = field(default_factory=dict)
 
 

@@ -1,18 +1,83 @@
 """The `Generator` protocol over any OpenAI-compatible endpoint (a vLLM server,
 a hosted API): the `[endpoint]` next to the engine ES moves (it answers
-base-weight requests in heuristic runs and distils skills in agent runs)."""
+base-weight requests in heuristic runs and distils skills in agent runs).
+
+Nothing here imports vLLM or torch: a context-only run against an endpoint
+needs only the `openai` package (docs/serving.md).
+
+Failures come out as one line, never as an SDK traceback:
+- `EndpointConfigError` (a UsageError, exit 2) before any work: the base_url
+  does not answer, the model is not served there, the API key variable is
+  unset or refused (`probe`, run once at start).
+- `ConstraintError` (as the in-process engine raises it): the server rejects
+  a decoding constraint (HTTP 400/422; `check_constraints` asks up front) or
+  answers without honouring it (every constrained reply is checked).
+- `EndpointError` during a run: the server stopped answering after
+  `retries` tries. The run directory keeps every finished step (resume it).
+Retries (connection errors, timeouts, 429, 5xx) back off exponentially and
+are counted on the completion (`Completion.retries`, summed by the ledger);
+they never charge the evaluation budget, which counts candidates.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Any, Sequence
+from urllib.parse import urlparse
 
-import re
-
+from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
 from coevolve.engine.base import check_requests, Completion, ConstraintError, Message, Sampling
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+PROBE_TIMEOUT_S = 15.0
+MAX_BACKOFF_S = 30.0
+
+
+class EndpointConfigError(UsageError):
+    """The endpoint cannot serve this run as configured; the message names the field."""
+
+
+class EndpointError(RuntimeError):
+    """The endpoint stopped answering mid-run (after its retries)."""
+
+
+def is_loopback(base_url: str) -> bool:
+    host = (urlparse(base_url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def api_key(base_url: str, api_key_env: str) -> str:
+    """The key in `api_key_env`. A server on loopback takes any key when the
+    default variable is unset (vLLM started without --api-key); anywhere else,
+    or when the config names its own variable, an unset one is a config error."""
+    key = os.environ.get(api_key_env, "")
+    if key:
+        return key
+    if is_loopback(base_url) and api_key_env == DEFAULT_KEY_ENV:
+        return "EMPTY"  # the SDK insists on some key
+    raise EndpointConfigError(f"endpoint.api_key_env: the environment variable {api_key_env} is not set; "
+                              f"export the API key of {base_url} in it (or name another variable)")
+
+
+def _status_line(exc: Any) -> str:
+    """`HTTP 503: message`, the server's own words cut to one line."""
+    body = getattr(exc, "body", None)  # the SDK keeps the JSON error object here
+    words = body.get("message") if isinstance(body, dict) and body.get("message") else getattr(exc, "message", exc)
+    message = " ".join(str(words).split())
+    return f"HTTP {getattr(exc, 'status_code', '?')}: {message[:300]}"
+
+
+def _retry_after(exc: Any) -> float | None:
+    response = getattr(exc, "response", None)
+    value = None if response is None else response.headers.get("retry-after")
+    try:
+        return None if value is None else min(float(value), MAX_BACKOFF_S)
+    except ValueError:
+        return None
 
 
 class OpenAIGenerator:
@@ -20,25 +85,77 @@ class OpenAIGenerator:
         self,
         base_url: str,
         model: str,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = DEFAULT_KEY_ENV,
         concurrency: int = 8,
         timeout_s: float = 300.0,
         retries: int = 3,
+        backoff_s: float = 1.0,
     ) -> None:
         from openai import OpenAI
 
         if not base_url:
-            raise ValueError("endpoint.base_url must not be empty")
+            raise EndpointConfigError("endpoint.base_url must not be empty")
         if not model:
-            raise ValueError("endpoint.model must not be empty")
-        # Local servers accept any key; the SDK insists on one being set.
-        key = os.environ.get(api_key_env) or "EMPTY"
+            raise EndpointConfigError("endpoint.model must not be empty")
         self.model = model
-        self.base_url = base_url
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
         self.concurrency = max(1, concurrency)
         self.retries = retries
-        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=0)
+        self.backoff_s = backoff_s
+        # the SDK's own retries are off: ours are counted (see the module doc)
+        self.client = OpenAI(base_url=self.base_url, api_key=api_key(base_url, api_key_env), timeout=timeout_s,
+                             max_retries=0)
 
+    # ------------------------------------------------------------ start-up checks
+    def probe(self) -> dict:
+        """One `GET /models`: the server answers, takes the key and serves
+        `model`. Returns what it says of the model (id, owned_by, max_model_len)."""
+        import openai
+
+        try:
+            listed = self.client.with_options(timeout=PROBE_TIMEOUT_S).models.list()
+            served = [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in listed.data]
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            cause = exc.__cause__ or exc
+            raise EndpointConfigError(f"endpoint.base_url: cannot reach {self.base_url} "
+                                      f"({' '.join(str(cause).split())[:200]}); is the server running?") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise EndpointConfigError(f"endpoint.api_key_env: {self.base_url} refused the key in "
+                                      f"{self.api_key_env} ({_status_line(exc)})") from None
+        except openai.NotFoundError:
+            raise EndpointConfigError(f"endpoint.base_url: {self.base_url}/models not found (HTTP 404); an "
+                                      "OpenAI-compatible base_url usually ends in /v1") from None
+        except openai.APIStatusError as exc:
+            raise EndpointConfigError(f"endpoint.base_url: {self.base_url}/models answered {_status_line(exc)}") from None
+        except openai.OpenAIError as exc:  # e.g. a body that is not the models list
+            raise EndpointConfigError(f"endpoint.base_url: {self.base_url} is not an OpenAI-compatible "
+                                      f"endpoint ({' '.join(str(exc).split())[:200]})") from None
+        for entry in served:
+            if entry.get("id") == self.model:
+                return {k: entry.get(k) for k in ("id", "owned_by", "max_model_len")}
+        names = ", ".join(sorted(str(e.get("id")) for e in served)[:10]) or "nothing"
+        raise EndpointConfigError(f"endpoint.model: {self.base_url} does not serve {self.model!r}; it serves: {names}")
+
+    def check_constraints(self, patterns: Sequence[str]) -> None:
+        """One one-token constrained request per distinct pattern, so a server
+        that rejects the constraint raises ConstraintError (one line) here,
+        before any work, as the in-process Engine's check does."""
+        for pattern in dict.fromkeys(patterns):
+            self._one([{"role": "user", "content": "ok"}], Sampling(temperature=0.0, max_tokens=1), None, pattern)
+
+    def describe(self, probed: dict | None = None) -> dict:
+        """What a run records about its endpoint (run dir endpoint.json)."""
+        probed = probed or {}
+        vllm = probed.get("owned_by") == "vllm"
+        return {"base_url": self.base_url, "model": self.model, "server": probed,
+                # vLLM honours per-request seeds; the OpenAI API calls its seed best effort
+                "seeds": "honoured" if vllm else "sent; best effort (the server does not promise them)",
+                "constraints": "vllm structured_outputs regex" if vllm else "sent as vLLM's structured_outputs; "
+                               "checked on every reply",
+                "retries": self.retries}
+
+    # ------------------------------------------------------------------ generation
     def chat(
         self,
         conversations: Sequence[Sequence[Message]],
@@ -55,44 +172,48 @@ class OpenAIGenerator:
         with ThreadPoolExecutor(self.concurrency) as pool:
             return list(pool.map(lambda job: self._one(job[0], sampling, job[1], job[2]), jobs))
 
-    def _one(self, messages: list[Message], sampling: Sampling, seed: int | None,
-             pattern: str | None = None) -> Completion:
-        from openai import APIConnectionError, APIStatusError, APITimeoutError
-
-        kwargs = dict(
-            model=self.model,
-            messages=messages,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-        )
+    def _request(self, messages: list[Message], sampling: Sampling, seed: int | None,
+                 pattern: str | None) -> dict:
+        kwargs: dict[str, Any] = dict(model=self.model, messages=messages, temperature=sampling.temperature,
+                                      top_p=sampling.top_p, max_tokens=sampling.max_tokens)
         if sampling.stop:
             kwargs["stop"] = list(sampling.stop)
         if sampling.presence_penalty:
             kwargs["presence_penalty"] = sampling.presence_penalty
         if seed is not None:
             kwargs["seed"] = seed
-        extra = {}
+        extra: dict[str, Any] = {}
         if sampling.top_k != -1:
             extra["top_k"] = sampling.top_k  # vLLM's extension of the OpenAI API
         if pattern is not None:
             extra["structured_outputs"] = {"regex": pattern}
         if extra:
             kwargs["extra_body"] = extra
-        for attempt in range(self.retries + 1):
+        return kwargs
+
+    def _one(self, messages: list[Message], sampling: Sampling, seed: int | None,
+             pattern: str | None = None) -> Completion:
+        from openai import APIConnectionError, APIStatusError, APITimeoutError
+
+        kwargs = self._request(messages, sampling, seed, pattern)
+        attempt = 0
+        while True:
             try:
                 response = self.client.chat.completions.create(**kwargs)
                 break
             except (APIConnectionError, APITimeoutError) as exc:
-                if attempt == self.retries:
-                    raise ConnectionError(f"{self.base_url}: {exc}") from exc
+                failure, wait = f"no answer ({' '.join(str(exc.__cause__ or exc).split())[:200]})", None
             except APIStatusError as exc:
-                if pattern is not None and exc.status_code == 400:
-                    raise ConstraintError(f"{self.base_url} rejected the decoding constraint {pattern!r}: "
-                                          f"{exc.message}") from exc
-                if exc.status_code < 500 or attempt == self.retries:
-                    raise RuntimeError(f"{self.base_url} answered {exc.status_code}: {exc.message}") from exc
-            time.sleep(min(2**attempt, 10))
+                if pattern is not None and exc.status_code in (400, 422):
+                    raise ConstraintError(f"{self.base_url} rejected the decoding constraint {pattern!r} "
+                                          f"({_status_line(exc)})") from None
+                if exc.status_code != 429 and exc.status_code < 500:
+                    raise EndpointError(f"{self.base_url} refused a request ({_status_line(exc)})") from None
+                failure, wait = _status_line(exc), _retry_after(exc)
+            if attempt == self.retries:
+                raise EndpointError(f"{self.base_url} failed {attempt + 1} times in a row, last: {failure}") from None
+            time.sleep(wait if wait is not None else min(self.backoff_s * 2**attempt, MAX_BACKOFF_S))
+            attempt += 1
         choice = response.choices[0]
         usage = response.usage
         text = choice.message.content or ""
@@ -105,6 +226,7 @@ class OpenAIGenerator:
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             finish_reason=choice.finish_reason or "stop",
+            retries=attempt,
         )
 
 
@@ -113,4 +235,4 @@ def open_endpoint(section: EndpointSection) -> OpenAIGenerator | None:
     if not section.base_url:
         return None
     return OpenAIGenerator(section.base_url, section.model, api_key_env=section.api_key_env,
-                           concurrency=section.concurrency)
+                           concurrency=section.concurrency, retries=section.retries)

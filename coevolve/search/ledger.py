@@ -4,10 +4,10 @@ Every candidate the LLM is asked to produce costs one evaluation, whatever
 becomes of it: initial population, retries, duplicates of earlier code and
 texts with no parseable code all count. (The reference code leaks parse
 failures and init retries; charging per request closes that leak and makes
-the cost of a weak proposer visible.) LLM requests and tokens are counted
-separately and never consume budget; so are the free re-asks of replies with
-no parseable code that the reference's accounting allows
-([accounting] parse_retries, counted as `parse_retries`).
+the cost of a weak proposer visible.) LLM requests, tokens and endpoint
+retries are counted separately and never consume budget; so are the free
+re-asks of replies with no parseable code that the reference's accounting
+allows ([accounting] parse_retries, counted as `parse_retries`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class Ledger:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     parse_retries: int = 0  # free re-asks of unparseable replies (the reference's accounting); never in `used`
+    llm_retries: int = 0  # endpoint requests tried again (429/5xx/no answer): counted, never charged
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -62,6 +63,7 @@ class Ledger:
             self.llm_requests += 1
             self.prompt_tokens += completion.prompt_tokens
             self.completion_tokens += completion.completion_tokens
+            self.llm_retries += completion.retries
 
     def to_dict(self) -> dict:
         return {
@@ -72,4 +74,5 @@ class Ledger:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "parse_retries": self.parse_retries,
+            "llm_retries": self.llm_retries,
         }

@@ -210,7 +210,8 @@ class SearchLoop:
                  "requests": [{"slot": r.slot, "operator": r.operator, "parents": [p.id for p in r.parents],
                                "seed": r.seed, "member": r.member} for r in requests],
                  "completions": [{"text": c.text, "prompt_tokens": c.prompt_tokens,
-                                  "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason}
+                                  "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
+                                  "retries": c.retries}
                                  for c in completions],
                  "results": results, "es": es_record}
         if retried:

