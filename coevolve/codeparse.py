@@ -20,6 +20,7 @@ import tokenize
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
+_FENCE_ANYWHERE = re.compile(r"^\s*(```|~~~)", re.M)
 _CODE_START = re.compile(r"^\s*(def |async def |class |import |from \S+ import |@)")
 _BRACED = re.compile(r"\{([^{}]+)\}")
 _CODE_KEYS = ("code", "function", "python", "program", "heuristic", "solution")
@@ -35,6 +36,9 @@ class Extracted:
 
     code: str
     idea: str
+    # what had to be repaired to get here ("no fence", "renamed f to g", "class unwrapped",
+    # "bare body wrapped"): recorded with the candidate, so a run shows how often the format was missed
+    repairs: tuple[str, ...] = ()
 
 
 def template_parameters(template: str, function_name: str) -> list[str]:
@@ -61,6 +65,9 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
         idea = ""
     if code is None:
         return None
+    repairs: list[str] = []
+    if from_json is None and not _FENCE_ANYWHERE.search(text):
+        repairs.append("no fence")  # (an unclosed fence is normal: the stop sequence ends the reply there)
     code = textwrap.dedent(code).strip("\n")
     # Complete code is taken as written: a syntax error in it is the
     # model's, and the sandbox reports it. Only possibly cut-off code is
@@ -69,13 +76,13 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
     if tree is None:
         if "def " not in code:
             return None
-        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None))
+        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None), repairs=tuple(repairs))
     code, tree = tree
-    shaped = _shape(code, tree, function_name, template)
+    shaped = _shape(code, tree, function_name, template, repairs)
     if shaped is None:
         return None
     code, docstring = shaped
-    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring))
+    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring), repairs=tuple(repairs))
 
 
 # -- finding the code ---------------------------------------------------------
@@ -171,24 +178,28 @@ def _parse_repaired(code: str, max_drop: int | None = None) -> tuple[str, ast.Mo
 
 
 # -- shaping into the template --------------------------------------------------
-def _shape(code: str, tree: ast.Module, function_name: str, template: str) -> tuple[str, str | None] | None:
+def _shape(code: str, tree: ast.Module, function_name: str, template: str,
+           repairs: list[str]) -> tuple[str, str | None] | None:
     parameters = template_parameters(template, function_name)
     functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not functions:
         wrapper = _class_with_methods(tree)
         if wrapper is not None:
             code, tree = _unwrap_class(tree, wrapper)
+            repairs.append("class unwrapped")
             functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not functions:
         if not any(isinstance(node, ast.Return) for node in tree.body):
             return None
         code = _wrap_body(code, function_name, parameters)
+        repairs.append("bare body wrapped")
         tree = ast.parse(code)
         functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     target = _choose_target(functions, function_name, len(parameters))
     docstring = ast.get_docstring(target)
     code = _drop_runtime_statements(code, tree, parameters)
     if target.name != function_name:
+        repairs.append(f"renamed {target.name} to {function_name}")
         code = _rename(code, target.name, function_name)
     code = _add_template_imports(code, template)
     try:
