@@ -49,6 +49,31 @@ def template_parameters(template: str, function_name: str) -> list[str]:
     raise ValueError(f"template does not define {function_name!r}")
 
 
+def template_signature(template: str, function_name: str) -> tuple[str | None, str]:
+    """(the template's `def` line exactly as written, "") when one line holds
+    it, else (None, why): what a decoding pattern can then not force."""
+    tree = ast.parse(template)
+    for node in tree.body:
+        if isinstance(node, ast.AsyncFunctionDef) and node.name == function_name:
+            return None, "the template's function is async"
+        if isinstance(node, ast.FunctionDef) and node.name == function_name:
+            if node.decorator_list:
+                return None, "the template's function has decorators"
+            line = template.splitlines()[node.lineno - 1].strip()
+            if not line.startswith("def ") or not line.endswith(":"):
+                return None, "the template's def line spans several lines"
+            return line, ""
+    return None, f"the template defines no top-level {function_name!r}"
+
+
+def answer_pattern(signature: str) -> str:
+    """A regular expression for the whole reply: the idea in braces, then one
+    ```python block that starts with `signature` and holds only the function
+    (indented lines); the template's imports are added back by `extract`."""
+    literal = re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", signature)  # not re.escape: grammar engines read "\ " badly
+    return r"\{[^{}\n]{8,200}\}\n```python\n" + literal + r"\n(    [^\n]*\n|\n)+```"
+
+
 def extract(text: str, function_name: str, template: str) -> Extracted | None:
     """Best-effort program from LLM output; None when the text holds no code.
 

@@ -269,8 +269,9 @@ def apply_patches(sections: dict[str, tuple[str, list[str]]], patches: PatchSet)
     return dict(list(out.items())[:MAX_SECTIONS])
 
 
-def render_skill_body(title: str, sections: dict[str, tuple[str, list[str]]], source: str) -> str:
-    lines = [f"# {title}", "", f"Distilled from {source}. Apply these rules on every turn."]
+def render_skill_body(title: str, sections: dict[str, tuple[str, list[str]]], source: str,
+                      closing: str = "Apply these rules on every turn.") -> str:
+    lines = [f"# {title}", "", f"Distilled from {source}. {closing}"]
     for section_title, rules in sections.values():
         lines += ["", f"## {section_title}"] + [f"- {rule}" for rule in rules]
     return "\n".join(lines)
