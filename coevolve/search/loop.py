@@ -334,7 +334,8 @@ class SearchLoop:
         return (describe_failure(pool[slot % len(pool)], limit),)
 
     def _context(self, request: Request) -> Context:
-        return Context(skill=self.skill.body if self.skill is not None else "", failures=request.failures,
+        # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
+        return Context(skill=skills.outline(self.skill) if self.skill is not None else "", failures=request.failures,
                        signature=self.signature or "" if self.config.context.constrain else "")
 
     def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter) -> dict:
@@ -380,7 +381,7 @@ class SearchLoop:
                                    "the run directory was written by different code")
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
                                         "rules": sum(line.startswith("- ") for line in body.splitlines()),
-                                        "path": str(self.skill.path / "SKILL.md")})
+                                        "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))})
         event = {"type": "step", "step": step, "operator": DISTILL,
                  "requests": [{"slot": r.slot, "operator": r.operator, "parents": [p.id for p in r.parents],
                                "seed": r.seed, "member": None} for r in requests],

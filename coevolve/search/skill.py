@@ -104,16 +104,26 @@ def analyst_seeds(run_seed: int, step: int, count: int) -> list[int]:
     return [derive_seed(run_seed, "skill", step, i) for i in range(count)]
 
 
+FALLBACK_RULES = {
+    "parse": "Always answer with one ```python block that holds the whole function.",
+    "duplicate": "Change the logic itself: a renamed or reformatted copy of an earlier program is rejected unscored.",
+    "bad_signature": "Keep the function's exact name and parameters.",
+    "missing_function": "Keep the function's exact name and parameters.",
+}
+
+
 def fallback_patch(cases: Sequence[Candidate]) -> PatchSet:
-    """When no analyst wrote a usable line: the failures' own kinds and first
+    """When no analyst wrote a usable line: the failures' own kinds and last
     message lines become the pitfalls (what a teacher would have said)."""
     rules = []
     for c in cases:
         if c.valid:
             continue
-        first = (c.message or "").strip().splitlines()[-1:] or [""]
-        line = re.sub(r"\s+", " ", fence(first[0], limit=120, prefix="")).strip()
-        rule = f"Avoid the {c.failure} failure seen before: {line}" if line else f"Avoid the {c.failure} failure seen before."
+        rule = FALLBACK_RULES.get(c.failure or "")
+        if rule is None:
+            last = (c.message or "").strip().splitlines()[-1:] or [""]
+            line = re.sub(r"\s+", " ", fence(last[0], limit=120, prefix="")).strip()
+            rule = f"Avoid this {c.failure} error seen before: {line}" if line else f"Avoid the {c.failure} failure."
         if rule not in rules:
             rules.append(rule)
     return {"pitfalls": Patch("add", "Pitfalls", tuple((r, 1) for r in rules[:5]))} if rules else {}
