@@ -11,12 +11,14 @@ import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.codeparse import answer_pattern, extract, template_signature
+from coevolve.base.skills import parse_skill_text
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.search.loop import SearchLoop, describe_failure
 from coevolve.search.methods import format_plan, run_plan
 from coevolve.search.population import Candidate
 from coevolve.search.runconfig import RunConfig
+from coevolve.search.skill import outline
 from search_fakes import TEMPLATE, FakeEngine, FakeEvaluator, FakeTask
 
 
@@ -160,8 +162,8 @@ def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resume
     texts = [(tmp_path / "full" / v["path"]).read_text() for v in versions]
     assert all("## Contract" in t and "def heuristic(x)" in t for t in texts)
     # after a refresh every operator prompt carries the skill's sections
-    first = "## Contract\n" + texts[0].split("## Contract", 1)[1].strip()[:200]
-    assert any(first in system for system, _, _ in engine.seen)
+    first = outline(parse_skill_text(texts[0]))
+    assert "## Contract" in first and any(first in system for system, _, _ in engine.seen)
     assert not any("## Contract" in system for system, _, _ in engine.seen[:3])  # none before the first
     # killed after the first refresh: the resumed run rebuilds the same versions and result
     events = read_jsonl(tmp_path / "full" / "events.jsonl")
