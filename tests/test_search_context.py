@@ -14,7 +14,8 @@ from coevolve.codeparse import answer_pattern, extract, template_signature
 from coevolve.base.skills import parse_skill_text
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.fingerprint import CloneIndex, fingerprint
-from coevolve.search.loop import SearchLoop, describe_failure
+from coevolve.search.loop import SearchLoop
+from coevolve.search.prompts import describe_failure
 from coevolve.search.methods import format_plan, run_plan
 from coevolve.search.population import Candidate
 from coevolve.search.runconfig import RunConfig
@@ -209,3 +210,27 @@ def test_a_money_cap_prices_endpoint_requests(tmp_path):
     assert summary["stopped"]["cap"] == "money" and summary["evaluations"] == 4  # one batch of 4, then over
     assert summary["context"]["spend"] == pytest.approx(summary["ledger"]["prompt_tokens"] * 1e-6
                                                         + summary["ledger"]["completion_tokens"] * 2e-6)
+
+
+def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
+    """`coevolve distill RUN_DIR` on a heuristic run directory: analysts read its
+    candidates (the fake teacher writes nothing usable, so the failures' own
+    kinds become the pitfalls) and a valid SKILL.md with the contract is written."""
+    import argparse
+
+    from coevolve.base.skills import load_skill
+    from coevolve.commands import distill as command
+
+    config = make_config("eoh", 20)
+    config.run.task = "tsp_construct"
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 20))
+    (tmp_path / "r" / "config.toml").write_text(dump_toml(as_dict(config)))
+    monkeypatch.setattr(command, "teacher", lambda args: (FakeEngine(), None))
+    args = argparse.Namespace(run_dir=str(tmp_path / "r"), out=str(tmp_path / "skills" / "tsp-learnt"),
+                              endpoint_base_url=None, endpoint_model=None, api_key_env="X", model=None,
+                              previous=None, description=None, successes=1, max_failed_per_case=1,
+                              include_eval=False, seed=0)
+    assert command.handle(args) == 0
+    skill = load_skill(tmp_path / "skills" / "tsp-learnt")
+    assert "## Contract" in skill.body and "def select_next_node(current_node" in skill.body
+    assert "## Pitfalls" in skill.body

@@ -83,7 +83,8 @@ def sandbox():
 @pytest.mark.timeout(900)
 def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_rejects_clones(
         tmp_path, engine, sandbox):
-    from coevolve.search.loop import SearchLoop, describe_failure
+    from coevolve.search.loop import SearchLoop
+    from coevolve.search.prompts import describe_failure
     from coevolve.search.population import Candidate
     from coevolve.search.skill import outline
     from coevolve.base.skills import parse_skill_text
@@ -110,7 +111,7 @@ def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_
     proposals = [c for c, user in zip(recorder.constraints, recorder.users) if "Patch:" not in user]
     assert proposals and all(c is not None for c in proposals) and context["constrain"] == "on"
     assert not any(c["failure"] == "parse" for c in candidates)
-    assert all(SIGNATURE in c["code"] for c in candidates if c["code"])
+    assert all(SIGNATURE in c["code"] for c in candidates if c["code"] and c["id"] != 1)  # 1: the injected clone
     # failures reach later prompts: the exact report (kind, message, failing line) of earlier failures
     reports = {describe_failure(Candidate.from_dict(c), config.context.failure_chars)
                for c in candidates if c["failure"]}

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, m
                                      outside_budget, planned_es_generations)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, Population
-from coevolve.search.prompts import Context, failure_report, operator_messages
+from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import (candidate_reward, median, member_rewards, paper_eoh_rewards,
                                     paper_sample_rewards)
 from coevolve.search.runconfig import RunConfig
@@ -82,26 +81,6 @@ def _failure_name(failure: Any) -> str | None:
 
 
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
-_CANDIDATE_LINE = re.compile(r'(?:File "<candidate>", line |line )(\d+)')
-
-
-def failing_line(candidate: Candidate) -> str:
-    """The candidate's source line its error points at (the last one the traceback names)."""
-    numbers = _CANDIDATE_LINE.findall(candidate.message or "")
-    lines = (candidate.code or "").splitlines()
-    if numbers and 1 <= int(numbers[-1]) <= len(lines):
-        return lines[int(numbers[-1]) - 1]
-    return ""
-
-
-def describe_failure(candidate: Candidate, limit: int) -> str:
-    """A failed candidate's report for a prompt: kind, message, failing line."""
-    if candidate.failure == "parse":
-        message = "the answer had no ```python block with the function"
-    else:
-        lines = (candidate.message or "").strip().splitlines()
-        message = "\n".join(lines[-3:])  # a traceback's end says what went wrong
-    return failure_report(candidate.failure or "invalid", message, failing_line(candidate), limit)
 
 
 def _without_caps(config: Any) -> Any:
@@ -348,11 +327,7 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             completions = [Completion(**c) for c in logged["completions"]]
         elif cases:
-            outline = skills.outline(self.skill)
-            limit = cfg.context.failure_chars
-            conversations = [skills.analyst_messages(c, task.description, outline, task.direction,
-                                                     describe_failure(c, limit) if not c.valid else "")
-                             for c in cases]
+            conversations = skills.analyst_conversations(cases, task, self.skill, cfg.context.failure_chars)
             teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
             began = time.perf_counter()
             completions = teacher.chat(conversations, Sampling(temperature=cfg.skill.temperature,

@@ -266,9 +266,9 @@ def format_plan(plan: dict) -> str:
     for step in plan["steps"]:
         by_generation.setdefault(step["generation"], []).append(step)
     for generation, steps in by_generation.items():
-        shape = ", ".join(f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
-                                                            if s["perturbed"] else "")
-                          + (" (skill refresh: analyst requests)" if s["operator"] == DISTILL else "")
+        shape = ", ".join(f"skill refresh ({s['count']} analysts)" if s["operator"] == DISTILL else
+                          f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
+                                                             if s["perturbed"] else "")
                           for s in steps)
         if groups and groups[-1][0] == shape:
             groups[-1][1].append(generation)

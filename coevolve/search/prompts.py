@@ -13,6 +13,7 @@ never instructions) and the exact signature the answer must keep.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -42,6 +43,11 @@ class Parent(Protocol):
     code: str | None
     idea: str | None
     objective: float | None
+
+
+class Failed(Parent, Protocol):
+    failure: str | None
+    message: str
 
 
 def _fenced(code: str) -> str:
@@ -77,6 +83,28 @@ def failure_report(kind: str, message: str, line: str, limit: int) -> str:
     if line:
         text = f"{text}\nfailing line: {line.strip()}"
     return f"{kind}:\n{fence(text, limit=limit)}"
+
+
+_CANDIDATE_LINE = re.compile(r'(?:File "<candidate>", line |line )(\d+)')
+
+
+def failing_line(candidate: Failed) -> str:
+    """The candidate's source line its error points at (the last one the traceback names)."""
+    numbers = _CANDIDATE_LINE.findall(candidate.message or "")
+    lines = (candidate.code or "").splitlines()
+    if numbers and 1 <= int(numbers[-1]) <= len(lines):
+        return lines[int(numbers[-1]) - 1]
+    return ""
+
+
+def describe_failure(candidate: Failed, limit: int) -> str:
+    """A failed candidate's report for a prompt: kind, message, failing line."""
+    if candidate.failure == "parse":
+        message = "the answer had no ```python block with the function"
+    else:
+        lines = (candidate.message or "").strip().splitlines()
+        message = "\n".join(lines[-3:])  # a traceback's end says what went wrong
+    return failure_report(candidate.failure or "invalid", message, failing_line(candidate), limit)
 
 
 def _failed(parent: Parent, report: str) -> str:

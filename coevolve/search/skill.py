@@ -20,14 +20,15 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from coevolve.base.skillpatch import (Patch, PatchSet, apply_patches, derive_seed, merge_hierarchically,
                                       parse_patches, parse_sections, render_skill_body, skill_outline)
 from coevolve.base.skills import Skill, write_skill
 from coevolve.base.untrusted import fence
-from coevolve.engine.base import Message
+from coevolve.engine.base import Message, Sampling
 from coevolve.search.population import Candidate
+from coevolve.search.prompts import describe_failure
 
 _FORMAT = ("Reply only with lines of these forms:\nADD <section>: <rule>\nEDIT <section>: <rule>\nDELETE <section>\n"
            "Sections are short titles such as Pitfalls, Ideas, Format. One to three lines.")
@@ -100,7 +101,15 @@ def analyst_messages(candidate: Candidate, description: str, outline: str, direc
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def analyst_seeds(run_seed: int, step: int, count: int) -> list[int]:
+def analyst_conversations(cases: Sequence[Candidate], task: Any, skill: Skill | None,
+                          failure_chars: int) -> list[list[Message]]:
+    """One analyst conversation per case, each reading the current skill's outline."""
+    current = outline(skill)
+    return [analyst_messages(c, task.description, current, task.direction,
+                             describe_failure(c, failure_chars) if not c.valid else "") for c in cases]
+
+
+def analyst_seeds(run_seed: int, step: int | str, count: int) -> list[int]:
     return [derive_seed(run_seed, "skill", step, i) for i in range(count)]
 
 
@@ -122,7 +131,8 @@ def fallback_patch(cases: Sequence[Candidate]) -> PatchSet:
         rule = FALLBACK_RULES.get(c.failure or "")
         if rule is None:
             last = (c.message or "").strip().splitlines()[-1:] or [""]
-            line = re.sub(r"\s+", " ", fence(last[0], limit=120, prefix="")).strip()
+            # numbers replaced: "line 7" and "line 12" are the same mistake
+            line = re.sub(r"\d+", "N", re.sub(r"\s+", " ", fence(last[0], limit=120, prefix=""))).strip()
             rule = f"Avoid this {c.failure} error seen before: {line}" if line else f"Avoid the {c.failure} failure."
         if rule not in rules:
             rules.append(rule)
@@ -154,3 +164,26 @@ def write_version(run_dir: Path, version: int, name: str, description: str, body
     """skills/vNNN/<name>/SKILL.md in the run directory: every version is kept."""
     return write_skill(Path(run_dir) / "skills" / f"v{version:03d}" / name, description, body)
 
+
+
+def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any, out_dir: str | Path,
+                       previous: Skill | None = None, analysts: int = 4, successes: int = 1, seed: int = 0,
+                       sampling: Sampling = Sampling(temperature=0.3, max_tokens=160),
+                       failure_chars: int = 300) -> Skill:
+    """`coevolve distill` on a heuristic run: one refresh over all its candidates,
+    written to `out_dir/SKILL.md` (patching `previous` when given)."""
+    from coevolve.codeparse import template_signature
+
+    cases = pick_cases(candidates, analysts, successes, len(candidates), task.direction)
+    if not cases:
+        raise ValueError("the run has no candidates to distil")
+    completions = teacher.chat(analyst_conversations(cases, task, previous, failure_chars), sampling,
+                               seeds=analyst_seeds(seed, "post-hoc", len(cases)))
+    signature, _ = template_signature(task.template, task.function_name)
+    errors = sum(not c.valid for c in cases)
+    out_dir = Path(out_dir)
+    description, body = refresh(previous, [c.text for c in completions], cases,
+                                contract_rules(task.template, task.function_name, signature or ""), out_dir.name,
+                                f"{errors} error and {len(cases) - errors} success analyses of {len(candidates)} "
+                                f"{task.name} candidates")
+    return write_skill(out_dir, description, body)
