@@ -41,6 +41,8 @@ def test_preset_plans_match_the_paper(path):
     assert (config.sampling.temperature, config.sampling.top_p, config.sampling.max_tokens) == (1.0, 0.98, 768)
     assert config.es.ddof == 0 and config.reward.kind == "paper" and config.es.alpha == 5e-4
     assert config.eoh.parents_with_replacement and config.eoh.dedup_decimals == 5 and not config.eoh.show_scores
+    # the reference's free decoding: no failures shown, no forced signature, clones scored (issue 25)
+    assert not (config.context.failures or config.context.constrain or config.context.fingerprint)
     for task in c.tasks:
         for budget in c.budgets:
             paper = PAPER[budget]

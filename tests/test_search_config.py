@@ -86,7 +86,7 @@ def test_every_example_config_is_valid():
     for path in run_examples:
         config = load_config(RunConfig, path)
         methods.add(config.run.method)
-    assert methods == {"sample", "eoh", "sample+esopt", "eoh+esopt"}
+    assert methods >= {"sample", "eoh", "sample+esopt", "eoh+esopt", "eoh+esopt+trace2skill"}
 
 
 def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
