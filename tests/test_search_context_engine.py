@@ -15,6 +15,7 @@ from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 from conftest import kill_and_resume
+from test_run_e2e import sandbox  # noqa: F401  (the module-scoped real sandbox fixture)
 
 SIGNATURE = "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):"
 CLONE = ("{the nearest city first}\n```python\n"
@@ -69,14 +70,6 @@ class CountingSandbox:
     def evaluate_many(self, items):
         self.codes += [item[0] for item in items]
         return self.sandbox.evaluate_many(items)
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from coevolve.sandbox import Sandbox
-
-    with Sandbox(workers=2, timeout_s=20) as sb:
-        yield sb
 
 
 @pytest.mark.engine

@@ -51,7 +51,7 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
 
 def handle(args: argparse.Namespace) -> int:
     from coevolve.agents.rollout import load_trajectories
-    from coevolve.agents.skills import SkillError, load_skill
+    from coevolve.agents.skills import SkillError
     from coevolve.agents.trace2skill import DistillSettings, distill
 
     run_dir = Path(args.run_dir)
@@ -69,10 +69,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not trajectories:
         raise UsageError(f"{run_dir}: the trajectory files hold no episodes")
-    try:
-        previous = load_skill(args.previous) if args.previous else None
-    except SkillError as exc:
-        raise UsageError(f"--previous: {exc}") from None
+    previous = previous_skill(args)
 
     generator, engine = teacher(args)
     try:
@@ -93,6 +90,16 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def previous_skill(args: argparse.Namespace):
+    """The --previous skill the analysts patch, or None."""
+    from coevolve.base.skills import SkillError, load_skill
+
+    try:
+        return load_skill(args.previous) if args.previous else None
+    except SkillError as exc:
+        raise UsageError(f"--previous: {exc}") from None
+
+
 def teacher(args: argparse.Namespace):
     """(the generator that distils, the engine to close afterwards or None)."""
     if args.endpoint_base_url:
@@ -109,7 +116,7 @@ def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
     """A heuristic run: error analysts on its failures, success analysts on its
     best programs (--successes of them, 1 at least when any is valid)."""
     from coevolve.base.config import read_toml
-    from coevolve.base.skills import SkillError, load_skill
+    from coevolve.base.skills import SkillError
     from coevolve.runstore import read_jsonl
     from coevolve.search.population import Candidate
     from coevolve.search.skill import distill_candidates
@@ -122,10 +129,7 @@ def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
     candidates = [Candidate.from_dict(c) for c in read_jsonl(run_dir / "candidates.jsonl")]
     if not candidates:
         raise UsageError(f"{run_dir}/candidates.jsonl holds no candidates")
-    try:
-        previous = load_skill(args.previous) if args.previous else None
-    except SkillError as exc:
-        raise UsageError(f"--previous: {exc}") from None
+    previous = previous_skill(args)
     failures = sum(not c.valid for c in candidates)
     analysts = min(len(candidates), args.successes + max(1, min(failures, 4)))
     generator, engine = teacher(args)
