@@ -91,7 +91,7 @@ def test_same_seed_same_summary_other_seed_differs(tmp_path):
     assert a["best_so_far"] != c["best_so_far"]
 
 
-@pytest.mark.parametrize("method", ["eoh+esopt", "sample+esopt", "eoh"])
+@pytest.mark.parametrize("method", ["eoh+esopt", "sample+esopt", "eoh", "eoh+esopt+trace2skill"])
 def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, method):
     config = make_config(method, 31, seed=3)
     full, full_engine, _ = run(tmp_path / "full", config)
@@ -110,7 +110,7 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
             for event in full_events[:1 + kept]:
                 handle.write(json.dumps(event) + "\n")
             handle.write(json.dumps(full_events[1 + kept])[: rng.randrange(1, 40)])  # torn line
-        if method.endswith("+esopt"):
+        if "+esopt" in method:
             with open(d / "history.jsonl", "w") as handle:
                 for record in full_history[:generations]:
                     handle.write(json.dumps(record) + "\n")
@@ -119,7 +119,7 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
         live = steps[kept:]
         assert evaluator.evaluated == sum(1 for e in live for r in e["results"] if "objective" in r and r["failure"] not in ("parse", "duplicate"))
         assert read_jsonl(d / "candidates.jsonl") == read_jsonl(tmp_path / "full" / "candidates.jsonl")
-        if method.endswith("+esopt"):
+        if "+esopt" in method:
             strip = lambda rs: [{k: r[k] for k in ("generation", "seeds", "coefficients", "checksum")} for r in rs]
             assert strip(read_jsonl(d / "history.jsonl")) == strip(full_history)
             assert engine.checksum() == full_engine.checksum()
