@@ -96,8 +96,12 @@ def measures(directory: Path, summary: dict) -> dict:
                 break
     timing = json.loads((directory / "timing.json").read_text()) if (directory / "timing.json").exists() else {}
     proposals = len(candidates)
+    echoes = sum(c["objective"] is not None and template is not None and abs(c["objective"] - template) < 1e-9
+                 for c in candidates)
     return {**{f"lost_{k}": v / used for k, v in lost.items()},
             "valid_rate": sum(c["objective"] is not None for c in candidates) / proposals if proposals else 0.0,
+            # valid programs that score exactly what the template scores: mostly the template echoed back
+            "template_echo_rate": echoes / proposals if proposals else 0.0,
             "rejected": sum(c["failure"] == "duplicate" for c in candidates),
             "first_beat": first_beat, "best": (summary.get("best") or {}).get("objective"),
             "s_per_eval": timing.get("total_s", 0.0) / used if used else 0.0}
@@ -119,12 +123,13 @@ def fmt(values: list, digits: str = ".2f", percent: bool = False) -> str:
 
 def table(rows: dict[tuple[str, str], list[dict]]) -> str:
     head = ("task", "arm", "seeds") + tuple(f"lost: {c}" for c in COLUMNS) + (
-        "valid rate", "rejected", "evals to beat template", "best objective", "s / eval")
+        "valid rate", "valid = template score", "rejected", "evals to beat template", "best objective", "s / eval")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (task, arm), ms in rows.items():
         cells = [task, arm, str(len(ms))]
         cells += [fmt([m[f"lost_{c}"] for m in ms], ".1f", percent=True) for c in COLUMNS]
-        cells += [fmt([m["valid_rate"] for m in ms], ".1f", percent=True), fmt([m["rejected"] for m in ms], ".1f"),
+        cells += [fmt([m["valid_rate"] for m in ms], ".1f", percent=True),
+                  fmt([m["template_echo_rate"] for m in ms], ".1f", percent=True), fmt([m["rejected"] for m in ms], ".1f"),
                   fmt([m["first_beat"] for m in ms], ".0f"), fmt([m["best"] for m in ms], ".4f"),
                   fmt([m["s_per_eval"] for m in ms], ".2f")]
         lines.append("| " + " | ".join(cells) + " |")
@@ -141,33 +146,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=320)
     parser.add_argument("--out", default="runs/proposal-efficiency")
     parser.add_argument("--model", default="", help="HF checkpoint (default: the embedded model)")
+    parser.add_argument("--analyse-only", action="store_true",
+                        help="start no engine: tabulate the finished runs under --out")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-
-    from coevolve.engine.vllm_engine import Engine
-    from coevolve.sandbox import Sandbox
+    cells = [(task, arm, seed, out / task / arm.replace("+", "") / f"seed{seed}")
+             for task in args.tasks for arm in args.arms for seed in args.seeds]
 
     began = time.perf_counter()
     rows: dict[tuple[str, str], list[dict]] = {}
-    engine = Engine(args.model or None)
-    try:
-        with Sandbox(timeout_s=30) as sandbox:
-            for task in args.tasks:
-                for arm in args.arms:
-                    for seed in args.seeds:
-                        directory = out / task / arm.replace("+", "") / f"seed{seed}"
-                        raw = arm_config(arm, task, seed, args.budget, args.max_tokens, args.population)
-                        started = time.perf_counter()
-                        summary = run_one(directory, raw, engine, sandbox)
-                        m = measures(directory, summary)
-                        rows.setdefault((task, arm), []).append(m)
-                        print(f"{task} {arm} seed {seed}: valid {m['valid_rate']:.0%}, best {m['best']}, "
-                              f"{time.perf_counter() - started:.0f} s", flush=True)
-    finally:
-        engine.close()
+    if args.analyse_only:
+        for task, arm, seed, directory in cells:
+            if (directory / "summary.json").exists():
+                rows.setdefault((task, arm), []).append(
+                    measures(directory, json.loads((directory / "summary.json").read_text())))
+    else:
+        from coevolve.engine.vllm_engine import Engine
+        from coevolve.sandbox import Sandbox
+
+        engine = Engine(args.model or None)
+        try:
+            with Sandbox(timeout_s=30) as sandbox:
+                for task, arm, seed, directory in cells:
+                    raw = arm_config(arm, task, seed, args.budget, args.max_tokens, args.population)
+                    started = time.perf_counter()
+                    m = measures(directory, run_one(directory, raw, engine, sandbox))
+                    rows.setdefault((task, arm), []).append(m)
+                    print(f"{task} {arm} seed {seed}: valid {m['valid_rate']:.0%}, best {m['best']}, "
+                          f"{time.perf_counter() - started:.0f} s", flush=True)
+        finally:
+            engine.close()
     text = (f"proposal efficiency: budget {args.budget}, seeds {args.seeds}, population {args.population}, "
-            f"max_tokens {args.max_tokens}, {time.perf_counter() - began:.0f} s in all\n\n{table(rows)}\n")
+            f"max_tokens {args.max_tokens}, "
+            + ("tabulated from the finished runs" if args.analyse_only else f"{time.perf_counter() - began:.0f} s in all")
+            + f"\n\n{table(rows)}\n")
     (out / "table.md").write_text(text)
     (out / "measures.json").write_text(json.dumps({f"{t}/{a}": ms for (t, a), ms in rows.items()}, indent=1))
     print(text)
