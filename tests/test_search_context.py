@@ -234,3 +234,23 @@ def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
     skill = load_skill(tmp_path / "skills" / "tsp-learnt")
     assert "## Contract" in skill.body and "def select_next_node(current_node" in skill.body
     assert "## Pitfalls" in skill.body
+
+
+def test_an_endpoint_that_cannot_constrain_falls_back_to_free_decoding_recorded_and_resumes(tmp_path):
+    from coevolve.engine.base import ConstraintError
+
+    class NoConstraints(FakeEngine):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            if constraints:
+                raise ConstraintError("this server ignores structured_outputs")
+            return super().chat(conversations, sampling, seeds)
+
+    config = make_config("sample", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    summary, *_ = run(tmp_path / "r", config, endpoint=NoConstraints())
+    assert summary["context"]["constrain"].startswith("off: the endpoint refused the pattern")
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    assert [e["requests"] for e in events if e["type"] == "constrain"] == [4]
+    assert summary["ledger"]["llm_requests"] == 12 + 4  # the refused batch counts as requests
+    assert summary["evaluations"] == 12
+    again, *_ = run(tmp_path / "r", config, resume=True, endpoint=NoConstraints())
+    assert again == summary

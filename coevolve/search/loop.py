@@ -141,8 +141,10 @@ class SearchLoop:
         events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
         self._check_start(events)
-        if any(e.get("type") == "constrain" for e in events):  # an endpoint refused the pattern earlier
-            self.pattern, self.constrain_state = None, [e for e in events if e.get("type") == "constrain"][-1]["state"]
+        refused = [e for e in events if e.get("type") == "constrain"]
+        if refused:  # an endpoint refused the pattern earlier: free decoding, and its refused requests counted
+            self.pattern, self.constrain_state = None, refused[-1]["state"]
+            self.ledger.llm_requests += sum(e.get("requests", 0) for e in refused)
         # wall-clock time of earlier sessions (up to their last completed step): kept out of the event
         # log, whose steps must be the same run to run
         clock = self.store.path("clock.json")
