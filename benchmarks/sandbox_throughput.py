@@ -8,7 +8,10 @@ Both sides score every candidate on the task's training set and must agree
 on every objective; the ratio is warm / fresh candidates per second. Then
 what the kernel confinement costs per candidate: a confined fork (PID, mount
 and IPC namespaces, read-only mounts, capabilities dropped, seccomp) against
-a plain fork, side by side in one process that looks like a warm worker.
+a plain fork, side by side in one process that looks like a warm worker;
+and the second pass's stronger boundary (a view of only the Python
+installation on a tmpfs with pivot_root, an unprivileged uid, a memory
+cgroup made, joined and removed per candidate) against the first.
 """
 
 from __future__ import annotations
@@ -41,29 +44,42 @@ print(json.dumps(evaluate_in_process(task, namespace[task.function_name], instan
 FORK_COST_SCRIPT = """
 import os, sys, tempfile, time
 import numpy
-from coevolve.sandbox import confine
+from coevolve.sandbox import cgroup, confine
 confine.isolate_network()
 scratch = tempfile.mkdtemp()
-reason = confine.probe(scratch)
+os.chmod(scratch, 0o711)
+reason, view = confine.probe(scratch)
 if reason:
     print("unconfined: " + reason)
     raise SystemExit(0)
-def timed(fork, enter, count):
+workdir = os.path.join(scratch, "w")
+os.mkdir(workdir)
+host_view = confine.View(False, view.root, [])
+cgroups, why = cgroup.find()
+def timed(fork, enter, count, memory=False):
     began = time.perf_counter()
     for _ in range(count):
+        group = cgroups.create(256 << 20) if memory and cgroups else None
         pid = fork()
         if pid == 0:
+            if group:
+                cgroups.join(group)
             enter()
             os._exit(0)
         os.waitpid(pid, 0)
+        if group:
+            cgroups.remove(group)
     return (time.perf_counter() - began) / count
 count = int(sys.argv[1])
 forker = confine.forker()
-plain = confined = 0.0
-for _ in range(3):  # interleaved rounds: load changes hit both alike
-    plain += timed(os.fork, lambda: None, count)
-    confined += timed(forker, lambda: confine.enter(scratch), count)
-print(f"{plain / 3 * 1000:.2f} {confined / 3 * 1000:.2f}")
+totals = [0.0, 0.0, 0.0]
+for _ in range(3):  # interleaved rounds: load changes hit all alike
+    totals[0] += timed(os.fork, lambda: None, count)
+    totals[1] += timed(forker, lambda: confine.enter(workdir, host_view), count)
+    if view.hidden:
+        totals[2] += timed(forker, lambda: confine.enter(workdir, view), count, memory=True)
+print(" ".join(f"{t / 3 * 1000:.2f}" for t in totals), cgroups.kind.replace(" ", "") if cgroups else "rlimit",
+      int(view.hidden))
 """
 
 
@@ -73,9 +89,15 @@ def fork_cost(count: int = 30) -> str:
     line = run.stdout.strip()
     if line.startswith("unconfined"):
         return line
-    plain, confined = map(float, line.split())
-    return (f"confinement   : {confined - plain:7.2f} ms per candidate (confined fork {confined:.2f} ms, "
-            f"plain fork {plain:.2f} ms)")
+    plain, host_view, hidden, memory, hidden_ok = line.split()
+    plain_ms, host_ms, hidden_ms = float(plain), float(host_view), float(hidden)
+    text = (f"confinement   : {host_ms - plain_ms:7.2f} ms per candidate with the read-only host view "
+            f"(confined fork {host_ms:.2f} ms, plain fork {plain_ms:.2f} ms)")
+    if hidden_ok == "1":
+        text += (f"\nsecond pass   : {hidden_ms - plain_ms:7.2f} ms per candidate with the hidden view, "
+                 f"unprivileged uid and a memory cgroup ({memory}): {hidden_ms - host_ms:+.2f} ms "
+                 f"over the host view (confined fork {hidden_ms:.2f} ms)")
+    return text
 
 
 def tsp_candidates(count: int) -> list[str]:
@@ -119,6 +141,7 @@ def main() -> None:
     with Sandbox(workers=args.workers, timeout_s=300) as sandbox:
         results = sandbox.evaluate_many([(code, args.task, None, None) for code in programs])
         confined = sandbox.confined
+        boundary = sandbox.boundary
     warm_s = time.perf_counter() - warm_began
     failed = [r for r in results if not r.ok]
     if failed:
@@ -135,7 +158,8 @@ def main() -> None:
         raise SystemExit(f"objectives differ between the two ways for candidates {mismatches}")
     warm_rate, fresh_rate = len(programs) / warm_s, len(programs) / fresh_s
     print(f"warm pool     : {warm_rate:7.2f} candidates/s  ({warm_s:.2f} s, worker start-up included, "
-          f"{'confined' if confined else 'NOT confined'})")
+          f"{'confined' if confined else 'NOT confined'}; hidden view {boundary['hidden_view']}, "
+          f"memory limit {'/'.join(boundary['memory_limit'])})")
     print(f"fresh process : {fresh_rate:7.2f} candidates/s  ({fresh_s:.2f} s)")
     print(f"ratio         : {warm_rate / fresh_rate:7.2f}x")
     print(fork_cost())

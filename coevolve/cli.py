@@ -1,5 +1,6 @@
 """`coevolve` command line. Each subcommand lives in coevolve/commands/<name>.py
-and exposes `register(subparsers)`; the handler it sets returns an exit code."""
+(dashes as underscores: check-task -> check_task.py) and exposes
+`register(subparsers)`; the handler it sets returns an exit code."""
 
 from __future__ import annotations
 
@@ -9,17 +10,18 @@ import sys
 
 from coevolve.base.errors import UsageError
 
-COMMANDS = ["run", "eval", "tasks", "models", "compare", "report", "distill"]
+COMMANDS = ["run", "eval", "tasks", "check-task", "new-task", "models", "compare", "report", "distill"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
+        module_name = f"coevolve.commands.{name.replace('-', '_')}"
         try:
-            module = importlib.import_module(f"coevolve.commands.{name}")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == f"coevolve.commands.{name}":
+            if exc.name == module_name:
                 continue  # command not built yet
             raise
         module.register(sub)

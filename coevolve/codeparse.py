@@ -19,6 +19,8 @@ import textwrap
 import tokenize
 from dataclasses import dataclass
 
+from coevolve.base.untrusted import clean
+
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
 _FENCE_ANYWHERE = re.compile(r"^\s*(```|~~~)", re.M)
 _CODE_START = re.compile(r"^\s*(def |async def |class |import |from \S+ import |@)")
@@ -39,6 +41,10 @@ class Extracted:
     # what had to be repaired to get here ("no fence", "renamed f to g", "class unwrapped",
     # "bare body wrapped"): recorded with the candidate, so a run shows how often the format was missed
     repairs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # the idea travels into candidates.jsonl, reports and the next prompt as text
+        self.idea = clean(self.idea)
 
 
 def template_parameters(template: str, function_name: str) -> list[str]:

@@ -32,11 +32,13 @@ from typing import Any, Callable
 
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.errors import UsageError
+from coevolve.base.untrusted import clean
 from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, CompareConfig, CompareSection,  # noqa: F401
                            HoldoutSection, RunSpec, baseline_directory, check_structure, load_compare_config, planned_runs, run_config,
                            run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.runconfig import RunConfig
+from tasks.base import starting_program
 
 
 def _settings(config: RunConfig) -> dict:
@@ -264,7 +266,7 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
             "split": split, "size": size, "limit": limit if isinstance(task, LimitedTask) else 0,
             "objective": objective,
             "failure": None if result.ok else (result.failure.value if result.failure else "invalid"),
-            "message": "" if result.ok else str(result.message)[-500:],
+            "message": "" if result.ok else clean(result.message, 500),
             "instances": result.instances, "seconds": round(result.seconds, 3),
             "reference": None if reference is None else reference.value,
             "reference_kind": None if reference is None else reference.kind,
@@ -288,8 +290,8 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
             entries.append((directory, spec.task, best.read_text(encoding="utf-8") if best.exists() else None,
                             "best.py"))
     for task in config.compare.tasks:
-        entries.append((baseline_directory(root, task), task, _task_or_error(task, "compare.tasks").template,
-                        "template"))
+        start = starting_program(_task_or_error(task, "compare.tasks"), config.start.program)
+        entries.append((baseline_directory(root, task), task, start, "template"))
     pending: list[tuple[Path, str, list[tuple[str, int]], str, str]] = []
     for directory, task, code, what in entries:
         sets = scored_sets(config, _task_or_error(task, "compare.tasks"))

@@ -23,7 +23,7 @@ from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, ba
                            run_state, scored_sets, structural_differences)
 from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far, save_figure
-from coevolve.stats import band, gap_reduction, summarise
+from coevolve.stats import band, gap_closed, paper_delta, summarise
 
 METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
 
@@ -180,8 +180,10 @@ def aggregate(config: CompareConfig, records: list[dict],
                         rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
                                      "size": size, "method": f"{base} -> {variant}", "base": base,
                                      "variant": variant,
-                                     "delta": gap_reduction(by_method[base]["gap"]["mean"],
-                                                            by_method[variant]["gap"]["mean"]),
+                                     "delta": paper_delta(by_method[base]["gap"]["mean"],
+                                                          by_method[variant]["gap"]["mean"]),
+                                     "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
+                                                              by_method[variant]["gap"]["mean"]),
                                      **verdict(by_method[base], by_method[variant])})
     return rows
 
@@ -436,6 +438,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     from tasks.registry import heuristic_task
 
     root = Path(root)
+    from tasks.loader import remember_tasks, task_label
+
+    remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
@@ -445,10 +450,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     for task_name in config.compare.tasks:
         for budget in config.compare.budgets:
             plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
-                                                       root / "plots" / f"progress-{task_name}-b{budget}.png")
+                                                       root / "plots" / f"progress-{task_label(task_name)}-b{budget}.png")
         for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
-                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_name}-{split}{size}.png")
+                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png")
 
     c, t = config.compare, config.test
     finished = sum(1 for r in records if r["state"] == "finished")
@@ -468,8 +473,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              "score exists); it is scored on the test sets below with the same sandbox scoring as "
              "`coevolve eval`. Objective and gap are mean ± sample std over the seeds whose run produced "
              "a heuristic; gap = relative distance to the reference, positive when worse. "
-             "Δ = (gap of the base method − gap of its +ESOpt variant) / gap of the base method, "
-             "from the mean gaps: the share of the base method's gap that the variant closes.",
+             "Δ = gap of the base method / gap of its +ESOpt variant − 1, from the mean gaps (the "
+             "paper's gain, §6: +22.96% means the base method's gap is 22.96% larger); results.json "
+             "also holds gap_closed = (base gap − variant gap) / base gap.",
              ""]
     verdicts = conclusions(config, rows, records, template, unmatched)
     if verdicts:
@@ -535,7 +541,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     parts = [f"# Run: {summary['method']} on {summary['task']}, seed {summary['seed']}", "", "```",
              run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary["budget"]), ""]
-    found = best_starting_point(store.dir, summary["task"])
+    found = best_starting_point(store.dir, run_task(store, summary["task"]))
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
@@ -555,6 +561,17 @@ def render_run(directory: str | Path) -> dict[str, Path]:
 
 
 STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}
+
+
+def run_task(store: RunStore, name: str) -> str:
+    """The spec a run's config names its task by (a file task re-found from
+    the run directory alone, tasks.loader.remember_tasks); `name` for a run
+    whose config has none."""
+    from tasks.loader import remember_tasks
+
+    remember_tasks(store.dir, "copy")  # a changed file: the source the run used
+    spec = read_toml(store.config_path).get("run", {}).get("task")
+    return spec if isinstance(spec, str) and spec else name
 
 
 def best_starting_point(directory: str | Path, task_name: str) -> str | None:

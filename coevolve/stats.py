@@ -1,5 +1,5 @@
-"""Statistics of a comparison: mean ± std over seeds, the relative gap
-reduction Δ, and best-so-far bands over seeds. Pure functions on plain
+"""Statistics of a comparison: mean ± std over seeds, the paper's gain Δ
+(and the share of the gap closed), and best-so-far bands over seeds. Pure functions on plain
 numbers, so each is checked against hand-computed answers (tests/test_stats.py).
 """
 
@@ -35,11 +35,21 @@ def summarise(values: Sequence[float | None]) -> Summary:
     return Summary(len(kept), mean, math.sqrt(variance))
 
 
-def gap_reduction(base_gap: float | None, variant_gap: float | None) -> float | None:
-    """Δ = (gap_base − gap_variant) / gap_base: the share of the base method's
-    gap to the reference that the variant closes (0.25 = a quarter of it;
-    negative when the variant is worse). Undefined without both gaps or when
-    the base already sits on the reference."""
+def paper_delta(base_gap: float | None, variant_gap: float | None) -> float | None:
+    """The paper's Δ (§6): g(b) / g(m) − 1 for a method m against its matched
+    baseline b, on gaps g(x) = |x − x*| / |x*|. 0.2296 = the baseline's gap is
+    22.96% larger; negative when the method is worse. Undefined without both
+    gaps or when the method sits on the reference (g(m) = 0)."""
+    if base_gap is None or variant_gap is None or variant_gap == 0:
+        return None
+    return base_gap / variant_gap - 1
+
+
+def gap_closed(base_gap: float | None, variant_gap: float | None) -> float | None:
+    """(g(b) − g(m)) / g(b): the share of the baseline's gap the method
+    closes (0.25 = a quarter; negative when worse). Not the paper's Δ; kept
+    because it stays bounded (≤ 1) when the method reaches the reference.
+    Undefined without both gaps or when the baseline sits on the reference."""
     if base_gap is None or variant_gap is None or base_gap == 0:
         return None
     return (base_gap - variant_gap) / base_gap
@@ -143,6 +153,28 @@ def pass_at_k(attempts: Sequence[Sequence[float]]) -> Interval:
     """Pass@k: a problem scores 1 when any of its k attempts solved it (reward >= 1)."""
     _check_attempts(attempts)
     return mean_interval([1.0 if any(r >= 1.0 for r in a) else 0.0 for a in attempts])
+
+
+def max_at_k(attempts: Sequence[Sequence[float]]) -> Interval:
+    """Max@k: a problem scores the best of its k attempts' rewards (for graded
+    rewards such as ANLS; with 0/1 rewards it equals Pass@k)."""
+    _check_attempts(attempts)
+    return mean_interval([max(a) for a in attempts])
+
+
+def best_of_k(attempts: Sequence[Sequence[float]], k: int) -> Interval:
+    """Best-of-k estimated from n >= k attempts per problem: the expected best
+    reward of k attempts drawn without replacement from the n, i.e. with the
+    rewards sorted ascending r_1 <= ... <= r_n, Σ_i r_i C(i−1, k−1) / C(n, k)
+    (with 0/1 rewards, the unbiased pass@k estimator 1 − C(n−c, k)/C(n, k));
+    k = n is Max@n."""
+    _check_attempts(attempts)
+    n = len(attempts[0])
+    if not 1 <= k <= n:
+        raise ValueError(f"best-of-k needs 1 <= k <= {n} (the attempts per problem), got {k}")
+    total = math.comb(n, k)
+    return mean_interval([math.fsum(r * math.comb(i, k - 1) for i, r in enumerate(sorted(a))) / total
+                          for a in attempts])
 
 
 def _check_attempts(attempts: Sequence[Sequence[float]]) -> None:

@@ -72,6 +72,11 @@ def priority(el, n, w):
     return float(sum(1 for x in el if x == 1))
 '''
 
+# The reference's seed function (data/ahd/settings/prompts/asp_constructive/seed_func.txt
+# of zz1358m/Agentic-ESOpt: `return 1`), with our signature and docstring: every
+# candidate ties, so the greedy keeps the construction's own order (1842 on (15, 10)).
+REFERENCE_SEED = TEMPLATE.split("    # Baseline:")[0] + "    # The reference's seed: every candidate has the same priority.\n    return 1.0\n"
+
 
 def as_priority(value: Any) -> float:
     """A priority must be one real, non-NaN number."""
@@ -164,6 +169,7 @@ class AdmissibleSets:
     )
     function_name = "priority"
     template = TEMPLATE
+    reference_seed = REFERENCE_SEED  # start.program = "reference" (the paper presets)
     direction = "max"
     train = ("train", 15)
 
@@ -181,6 +187,10 @@ class AdmissibleSets:
     def score(self, decisions: list[Any], instances: Setting) -> float:
         (scores,) = decisions
         return float(greedy_size(scores, instances.n, instances.w))
+
+    def decision_bytes(self, size: int) -> int:
+        """One priority (8 bytes) per candidate row: at most 7 ** (n / 3) rows."""
+        return 8 * 7 ** (size // 3) + 4096
 
     def instance_seconds(self, size: int) -> float:
         # one "instance": a call per candidate row, after enumerating the rows

@@ -65,12 +65,33 @@ class HeuristicTask(Protocol):
     def reference(self, split: str, size: int) -> Reference | None:
         """Reference objective for a set, when computable."""
 
+    # Optional, read by the sandbox when present (not part of the protocol check):
+    #   decision_bytes(size) -> int: the most one decision's arrays weigh on the wire
+    #     (default 8 * (size + 2) ** 2 + 4096: a tour, a pick list, a prior matrix);
+    #     every frame a candidate sends is bounded by it.
+    #   sandbox_environment: tuple[str, ...]: names of the owner's environment
+    #     variables a candidate may see (none by default).
+
 
 def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: Any) -> float:
     """Both halves of the evaluator in this process, without the sandbox
     (tests, references, benchmarks): score(decide(...)). Same value to the bit
     as the sandbox gives."""
     return task.score(list(task.decide(fn, instances)), instances)
+
+
+STARTS = ("template", "reference")
+
+
+def starting_program(task: Any, which: str) -> str:
+    """The program a run starts from: the task's template (ours: a working
+    baseline), or with "reference" the reference code's seed function where the
+    task defines one (`reference_seed`), else its template."""
+    if which not in STARTS:
+        raise ValueError(f"unknown starting program {which!r} (known: {', '.join(STARTS)})")
+    if which == "reference":
+        return getattr(task, "reference_seed", None) or task.template
+    return task.template
 
 
 def gap(objective: float, reference: float, direction: Direction) -> float:

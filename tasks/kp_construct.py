@@ -79,6 +79,7 @@ class KPConstruct:
     template = TEMPLATE
     direction = "max"
     train = ("train", 100)
+    capacities = CAPACITY  # by item count (Table 5: KP50 W 12.5, KP100 W 25)
 
     def __init__(self) -> None:
         self._sets = SeededSets(3333, _kp_draws())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from coevolve.base.sampling import PAPER_EVAL
 from tasks.base import PythonTool
 
 SPLITS = ("train", "eval")
@@ -207,6 +208,7 @@ class ReactMath:
 
     name = "react_math"
     stop: tuple[str, ...] = ("Python output:",)
+    paper_sampling = PAPER_EVAL  # evaluation as Table 8 samples: T 1, top-p 1, top-k 40
 
     def __init__(self, tool: PythonTool | None = None, turns: int = 4, problems_file: str | Path | None = None) -> None:
         if turns < 1:

@@ -5,7 +5,12 @@ evaluator) and agent tasks (tasks.base.AgentTask: a multi-turn environment)
 are looked up separately, so a caller never probes a task object to learn its
 kind. Adding a task = one module + one line in the table of its kind. Targets
 are "module:attribute" strings imported on first use (listing tasks stays
-cheap), or the factory itself (tests and plugins call `register_*`).
+cheap), or the factory itself (tests call `register_*`).
+
+A name the tables do not hold is a task spec (tasks.loader): an installed
+plugin (entry-point group `coevolve.tasks`), `path/to/problem.py[:Class]` or
+`package.module:Class`. Every lookup below accepts them, so the commands and
+the sandbox worker take a user's task wherever they take a built-in one.
 """
 
 from __future__ import annotations
@@ -81,38 +86,56 @@ def kind(name: str) -> Kind:
         return "heuristic"
     if name in AGENT_TASKS:
         return "agent"
-    raise UnknownTask(f"unknown task {name!r} (known: {', '.join(list_tasks()) or 'none'})")
+    return _from_spec(name, list_tasks()).kind
 
 
 def is_agent_task(name: str) -> bool:
-    return name in AGENT_TASKS
+    if name in AGENT_TASKS or name in HEURISTIC_TASKS:
+        return name in AGENT_TASKS
+    try:
+        return kind(name) == "agent"
+    except UnknownTask:
+        return False
 
 
 def heuristic_task(name: str) -> HeuristicTask:
-    if name not in HEURISTIC_TASKS:
-        what = f"{name!r} is an agent task, not a heuristic-design task" if name in AGENT_TASKS else f"unknown task {name!r}"
-        raise UnknownTask(f"{what} (heuristic tasks: {', '.join(sorted(HEURISTIC_TASKS))})")
-    return _resolve(HEURISTIC_TASKS[name])()
+    if name in HEURISTIC_TASKS:
+        return _resolve(HEURISTIC_TASKS[name])()
+    known = f"heuristic tasks: {', '.join(sorted(HEURISTIC_TASKS))}"
+    if name in AGENT_TASKS:
+        raise UnknownTask(f"{name!r} is an agent task, not a heuristic-design task ({known})")
+    resolved = _from_spec(name, sorted(HEURISTIC_TASKS))
+    if resolved.kind != "heuristic":
+        raise UnknownTask(f"{name!r} is an agent task, not a heuristic-design task ({known})")
+    return resolved.build()
 
 
 def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callable | None = None) -> AgentTask:
     """The environment `name`, built with `options` (the run config's [task]
     table) as keyword arguments; an option the factory does not take is a
     ValueError naming it. `tool` goes to tasks that run Python."""
-    if name not in AGENT_TASKS:
-        what = f"{name!r} is a heuristic-design task, not an agent task" if name in HEURISTIC_TASKS else f"unknown task {name!r}"
-        raise UnknownTask(f"{what} (agent tasks: {', '.join(sorted(AGENT_TASKS))})")
-    entry = AGENT_TASKS[name]
-    factory = _resolve(entry.target)
+    known = f"agent tasks: {', '.join(sorted(AGENT_TASKS))}"
+    if name in HEURISTIC_TASKS:
+        raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
+    if name in AGENT_TASKS:
+        factory = build = _resolve(AGENT_TASKS[name].target)
+        python_tool = AGENT_TASKS[name].python_tool
+    else:
+        resolved = _from_spec(name, sorted(AGENT_TASKS))
+        if resolved.kind != "agent":
+            raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
+        # a user's agent task gets the Python tool when its constructor takes `tool`
+        factory, build = resolved.factory, resolved.build
+        python_tool = "tool" in (_keywords(factory) or ())
     kwargs = dict(options or {})
     accepted = _keywords(factory)
     for key in kwargs:
         if accepted is not None and key not in accepted:
             known = ", ".join(sorted(k for k in accepted if k != "tool")) or "none"
             raise TaskOptionError(key, f"is not an option of {name} (its options: {known})")
-    if entry.python_tool and tool is not None:
+    if python_tool and tool is not None:
         kwargs["tool"] = tool
-    return factory(**kwargs)
+    return build(**kwargs)
 
 
 def get_task(name: str) -> HeuristicTask | AgentTask:
@@ -121,11 +144,34 @@ def get_task(name: str) -> HeuristicTask | AgentTask:
 
 
 def list_tasks(of_kind: Kind | None = None) -> list[str]:
+    """Built-in task names (of a kind); `plugin_tasks` lists the installed plugins."""
     if of_kind == "heuristic":
         return sorted(HEURISTIC_TASKS)
     if of_kind == "agent":
         return sorted(AGENT_TASKS)
     return sorted({**HEURISTIC_TASKS, **AGENT_TASKS})
+
+
+def plugin_tasks() -> list[str]:
+    """Names of the installed plugin tasks (entry-point group coevolve.tasks);
+    a TaskSpecError when two claim one name (or a plugin claims a built-in's)."""
+    from tasks.loader import TaskSpecError, plugin_conflicts, plugins
+
+    conflicts = plugin_conflicts(set(HEURISTIC_TASKS) | set(AGENT_TASKS))
+    if conflicts:
+        raise TaskSpecError(conflicts[0])
+    return sorted(plugins())
+
+
+def _from_spec(name: str, known: list[str]) -> Any:
+    """tasks.loader's resolution of a name the tables do not hold; a plain
+    name that is no plugin either is UnknownTask listing the known ones."""
+    from tasks.loader import looks_like_spec, plugins, resolve
+
+    if not looks_like_spec(name) and name not in plugins():
+        raise UnknownTask(f"unknown task {name!r} (known: {', '.join(known) or 'none'}; "
+                          "or path/to/problem.py, package.module:Class)")
+    return resolve(name)
 
 
 def _check_new(name: str) -> None:

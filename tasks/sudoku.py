@@ -15,6 +15,8 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from coevolve.base.sampling import PAPER_SUDOKU
+
 Grid = list[list[int]]  # 0 = empty
 
 SPLITS = ("train", "eval")
@@ -200,6 +202,7 @@ class Sudoku:
     """AgentTask: fill a size x size sudoku one cell per turn."""
 
     stop: tuple[str, ...] = ("\n\n",)
+    paper_sampling = PAPER_SUDOKU  # App. D.1.2: T 0.7, top-p 0.8, top-k 20, presence penalty 1.5
 
     def __init__(self, size: int = 4, masked: int = 4) -> None:
         box_shape(size)

@@ -10,7 +10,6 @@ import pytest
 
 from coevolve.agents.evaluate import eval_sampling, evaluate_arm
 from coevolve.agents.rollout import rollout
-from coevolve.base.sampling import PAPER_EVAL
 from coevolve.engine.base import ConstraintError
 from tasks.sudoku import Sudoku
 
@@ -21,7 +20,7 @@ def test_constrained_sudoku_turns_are_always_well_formed(engine):
     task = Sudoku(masked=2)
     cases = task.cases("eval", 6, seed=0)
     sampling = eval_sampling(12)
-    assert (sampling.temperature, sampling.top_p, sampling.top_k) == (1.0, 1.0, 40)  # the paper's sampling
+    assert (sampling.temperature, sampling.top_p, sampling.top_k) == (1.0, 1.0, 40)  # PAPER_EVAL, no task given
     trajectories = rollout(engine, task, cases, sampling, seed=3, constrained=True)
     actions = [a for t in trajectories for a in t.actions]
     assert actions and all(re.fullmatch(task.action_pattern, a) for a in actions), actions
@@ -78,7 +77,7 @@ def test_eval_command_reports_mean_and_pass_at_k_with_intervals(engine, tmp_path
 def test_evaluate_arm_uses_k_attempts_per_problem(engine):
     task = Sudoku(masked=1)
     heldout = task.cases("eval", 2, seed=1)
-    result = evaluate_arm(engine, task, heldout, "base", k=3, sampling=eval_sampling(12, PAPER_EVAL), seed=0,
+    result = evaluate_arm(engine, task, heldout, "base", k=3, sampling=eval_sampling(12), seed=0,
                           constrained=True)
     assert len(result.trajectories) == 6 and result.problems == 2 and result.mean_at_k.n == 2
     assert {t.case_id for t in result.trajectories[:2]} == {c.id for c in heldout}

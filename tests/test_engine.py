@@ -146,3 +146,49 @@ def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
     result = json.loads(lines[-1][len("RESULT"):])
     assert result["replayed"] == tuned
     assert result["texts"] == tuned_text
+
+
+def _noise(seed: int, name: str, numel: int):
+    """ε of one parameter, regenerated here from the noise definition alone
+    (docs/es.md: a torch CPU generator seeded with the first 8 bytes of
+    sha256("coevolve-noise-v1:<seed>:<name>"), little-endian, top bit cleared;
+    fp32 standard normals), not through coevolve.base.noise."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256(f"coevolve-noise-v1:{seed}:{name}".encode()).digest()
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+    return torch.randn(numel, generator=gen, dtype=torch.float32)
+
+
+def test_member_and_update_match_independently_regenerated_noise(engine, tmp_path):
+    """On the real model: a member's live weights are exactly cast(θ + σε), and an
+    update moves θ by exactly α/G Σ z_i ε_i, with z worked out by hand."""
+    import torch
+
+    names = ["model.norm.weight", "model.layers.0.mlp.down_proj.weight"]  # one small, one large (< a chunk)
+    theta0 = {n: engine.parameter(n, master=True) for n in names}
+    alpha, sigma = 0.05, 1e-2  # large, so a wrong scale moves many bf16 ulps
+    es = ESOpt(ESConfig(population=3, generations=1, sigma=sigma, alpha=alpha, ddof=0), tmp_path / "h.jsonl", seed=11)
+    members = es.ask()
+    try:
+        with engine.perturbed(members[1].seed, members[1].sigma):
+            for n in names:
+                eps = _noise(members[1].seed, n, theta0[n].numel()).view_as(theta0[n])
+                expected = (eps * sigma + theta0[n]).to(torch.bfloat16)
+                assert torch.equal(engine.parameter(n), expected), n
+        es.tell(engine, members, [0.6, 0.3, 0.1])
+        # z by hand (population std): mean 1/3, deviations (0.26667, -0.03333, -0.23333),
+        # std sqrt(0.126667 / 3) = 0.205480: z = (1.297771, -0.162221, -1.135550)
+        z = [1.297771, -0.162221, -1.135550]
+        for n in names:
+            eps = [_noise(m.seed, n, theta0[n].numel()).double() for m in members]
+            moved = (engine.parameter(n, master=True).double() - theta0[n].double()).view(-1)
+            expected = alpha / 3 * sum(zi * e for zi, e in zip(z, eps))
+            assert torch.allclose(moved, expected, rtol=1e-5, atol=1e-6), n
+            assert moved.abs().max() > 1e-3  # it did move
+            assert torch.equal(engine.parameter(n), engine.parameter(n, master=True).to(torch.bfloat16))
+    finally:
+        engine.reset()

@@ -42,10 +42,11 @@ def test_zscore_matches_the_papers_worked_example():
 
 def test_zscore_ddof0_is_the_reference_codes_population_std():
     # The reference code z-scores with numpy's default std (ddof = 0): (r - mean) / (std + eps)
+    # By hand: mean -0.1, deviations (0.5, -0.9, 0.2, 0.2), squares sum to 1.14;
+    # population std sqrt(1.14 / 4) = 0.533854, sample std sqrt(1.14 / 3) = 0.616441.
     rewards = [0.4, -1.0, 0.1, 0.1]
-    mean = sum(rewards) / 4
-    std = (sum((r - mean) ** 2 for r in rewards) / 4) ** 0.5
-    assert normalise(rewards, ddof=0) == pytest.approx([(r - mean) / (std + 1e-8) for r in rewards])
+    assert normalise(rewards, ddof=0) == pytest.approx([0.936586, -1.685854, 0.374634, 0.374634], abs=1e-6)
+    assert normalise(rewards, ddof=1) == pytest.approx([0.811107, -1.459993, 0.324443, 0.324443], abs=1e-6)
     with pytest.raises(ConfigError, match="es.ddof"):
         ESConfig(ddof=2)
 
@@ -63,9 +64,27 @@ def test_cosine_schedule_ends_at_sigma_end_not_zero():
     assert sigma_at(ESConfig(schedule="constant", generations=5), 4) == 1e-3
 
 
+def test_cosine_schedule_at_interior_points():
+    """Values worked out by hand, so a linear (or any other monotone) decay fails:
+    σ_t = σ_end + (σ − σ_end)(1 + cos(π t / (G − 1))) / 2."""
+    to_zero = ESConfig(sigma=1e-3, sigma_end=0.0, generations=25)  # the reference's test-time schedule
+    # t/(G-1) = 1/4, 1/2, 3/4: (1 + cos) / 2 = 0.853553, 0.5, 0.146447 (linear: 0.75, 0.5, 0.25)
+    assert sigma_at(to_zero, 6) == pytest.approx(8.53553e-4, rel=1e-5)
+    assert sigma_at(to_zero, 12) == pytest.approx(5e-4, rel=1e-9)
+    assert sigma_at(to_zero, 18) == pytest.approx(1.46447e-4, rel=1e-5)
+    assert sigma_at(to_zero, 24) == 0.0 and sigma_at(to_zero, 0) == 1e-3
+    # The issue's example: T = 1000 EoH+ES, ES update 46 of 50. Stepped per update to
+    # 1e-4: 1e-4 + 4.5e-4 (1 + cos(46π/49)) = 1.0830e-4. Stepped per EoH generation
+    # (update 46 is generation 23 of 25) to 0: 5e-4 (1 + cos(23π/24)) = 4.28e-6.
+    per_update = ESConfig(sigma=1e-3, sigma_end=1e-4, generations=50)
+    assert sigma_at(per_update, 46) == pytest.approx(1.0830e-4, rel=1e-4)
+    assert sigma_at(to_zero, 46 // 2) == pytest.approx(4.2776e-6, rel=1e-4)
+
+
 @pytest.mark.parametrize(
     "field,value",
-    [("population", 1), ("sigma", 0.0), ("sigma", -1.0), ("sigma_end", 0.0), ("alpha", math.nan),
+    [("population", 1), ("sigma", 0.0), ("sigma", -1.0), ("sigma_end", -1e-4),
+     ("sigma_steps", "batch"), ("alpha", math.nan),
      ("schedule", "linear"), ("normalise", "minmax"), ("generations", -1), ("rank", 513),
      ("proposals_per_member", 0)],
 )

@@ -39,7 +39,11 @@ def test_preset_plans_match_the_paper(path):
     assert c.methods == ["sample", "sample+esopt", "eoh", "eoh+esopt"] and c.seeds == [0, 1, 2]
     assert c.budgets == [1000, 2000]
     assert (config.sampling.temperature, config.sampling.top_p, config.sampling.max_tokens) == (1.0, 0.98, 768)
+    assert config.sampling.stop == ()  # the reference stops at no string
     assert config.es.ddof == 0 and config.reward.kind == "paper" and config.es.alpha == 5e-4
+    # the reference's σ: cosine 1e-3 -> 0, one step per EoH generation; its free parse re-asks; its ASP seed
+    assert (config.es.sigma, config.es.sigma_end, config.es.sigma_steps) == (1e-3, 0.0, "generation")
+    assert config.accounting.parse_retries == 4 and config.start.program == "reference"
     assert config.eoh.parents_with_replacement and config.eoh.dedup_decimals == 5 and not config.eoh.show_scores
     # the reference's free decoding: no failures shown, no forced signature, clones scored (issue 25)
     assert not (config.context.failures or config.context.constrain or config.context.fingerprint)
@@ -100,7 +104,58 @@ def test_cli_plan_prints_and_refuses_without_running(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sample asks 10 i1 candidates, sample+esopt 4 i1" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+    # a comparison preset runs one of its arms: the first listed unless flags pick another
+    done = subprocess.run([*exe, "run", str(ROOT / "examples/paper/tsp.toml"), "--plan", "--method", "eoh+esopt"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "arm eoh+esopt on tsp_construct, budget 1000, seed 0" in done.stderr
+    assert "m1 10 (ES, 10 directions)" in done.stdout and "total: 1010 evaluations = T 1000 + 10 initial" in done.stdout
+    done = subprocess.run([*exe, "compare", str(ROOT / "examples/paper/table5.toml"), "--plan"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("tsp_construct: test20 (1000 instances), test50 (1000 instances)\n"
+            "  kp_construct: test50 (1000 instances, capacity 12.5), test100 (1000 instances, capacity 25)\n"
+            "  asp: test (15, 10), test (21, 15)") in done.stdout
     done = subprocess.run([*exe, "run", str(ROOT / "examples/tsp_eoh_esopt.toml"), "--plan", "--budget", "25"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     # 6 + 6 + 6 + 6 (m1, one update) + 1 (m2 cut to one member: base weights, no update)
     assert done.returncode == 0 and "ES updates: 1" in done.stdout and "total: 25 evaluations = T 25" in done.stdout
+
+
+AGENT_PRESETS = sorted((ROOT / "examples" / "paper" / "agents").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", AGENT_PRESETS, ids=lambda p: p.stem)
+def test_agent_presets_carry_the_papers_settings(path):
+    """App. D: Sudoku G = 32 on the same 32 puzzles, 100 generations, σ 1e-3 -> 2.5e-4,
+    T 0.7 / top-p 0.8 / top-k 20 / presence 1.5, 64 tokens per turn; math G = 16 x 16
+    problems, 25 generations, σ 1e-3 -> 5e-4, T 1 / top-p 1 / top-k 40 / presence 2,
+    50 turns of 4096 tokens; α 5e-4 and z-scores for both; Trace2Skill for math:
+    successes excluded, teacher at T 1, three distillation seeds, after training."""
+    from coevolve.commands.run import load_run_config
+
+    config = load_run_config(str(path), {})
+    s, es, agent = config.sampling, config.es, config.agent
+    assert (es.alpha, es.normalise, es.schedule, es.sigma) == (5e-4, "zscore", "cosine", 1e-3)
+    if config.run.task == "sudoku9":
+        assert (agent.population, agent.batch, es.generations, es.sigma_end) == (32, 32, 100, 2.5e-4)
+        assert (s.temperature, s.top_p, s.top_k, s.presence_penalty, s.max_tokens) == (0.7, 0.8, 20, 1.5, 64)
+        assert agent.eval_temperature == 0.7 and config.run.budget == 100 * 32 * 32
+    else:
+        assert config.run.task == "react_math" and config.task["turns"] == 50
+        assert (agent.population, agent.batch, es.generations, es.sigma_end) == (16, 16, 25, 5e-4)
+        assert (s.temperature, s.top_p, s.top_k, s.presence_penalty, s.max_tokens) == (1.0, 1.0, 40, 2.0, 4096)
+        assert agent.eval_temperature == 1.0 and config.run.budget == 25 * 16 * 16
+    if config.uses_skills:
+        assert (agent.distill, agent.distill_seeds, agent.skill_successes, agent.teacher_temperature) == \
+            ("posthoc", 3, 0, 1.0)
+
+
+def test_evaluation_samples_as_the_paper_does_per_task():
+    from coevolve.agents.evaluate import eval_sampling
+    from tasks.registry import agent_task
+
+    sudoku = eval_sampling(64, agent_task("sudoku9", {}))
+    assert (sudoku.temperature, sudoku.top_p, sudoku.top_k, sudoku.presence_penalty) == (0.7, 0.8, 20, 1.5)
+    math_ = eval_sampling(96, agent_task("react_math", {}))
+    assert (math_.temperature, math_.top_p, math_.top_k, math_.max_tokens) == (1.0, 1.0, 40, 96)

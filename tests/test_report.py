@@ -69,19 +69,21 @@ def test_table_numbers(comparison):
     assert variant["objective"]["n"] == 2 and variant["gap"]["mean"] == pytest.approx(0.075)
     assert variant["with_heuristic"] == 2 and variant["runs"] == 3
     assert variant["train_valid_rate"]["mean"] == pytest.approx(0.8 / 3)
-    assert delta["kind"] == "delta" and delta["delta"] == pytest.approx(0.5)
+    # gaps 15% and 7.5%: the paper's Δ = 0.15 / 0.075 − 1 = 100%; half the gap closed
+    assert delta["kind"] == "delta" and delta["delta"] == pytest.approx(1.0)
+    assert delta["gap_closed"] == pytest.approx(0.5)
 
     report = (comparison / "report.md").read_text()
     assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 3/3 |" in report
     assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 2/3 |" in report
-    assert "| Δ Sample+ESOpt vs Sample |  | +50.0% |  |  |" in report
+    assert "| Δ Sample+ESOpt vs Sample |  | +100.0% |  |  |" in report
     assert "budget of 10 evaluations" in report and "test20 = 4.0000 (best-known)" in report
     assert "| Sample | 3 | 30 | 12 | 0 | 18 | 30 | 1500 |" in report  # what the budget bought
 
     with open(comparison / "table.csv") as handle:
         table = list(csv.DictReader(handle))
     assert [r["kind"] for r in table] == ["method", "method", "delta"]
-    assert float(table[0]["objective_mean"]) == pytest.approx(4.6) and float(table[2]["delta"]) == pytest.approx(0.5)
+    assert float(table[0]["objective_mean"]) == pytest.approx(4.6) and float(table[2]["delta"]) == pytest.approx(1.0)
     with open(comparison / "runs.csv") as handle:
         runs = list(csv.DictReader(handle))
     assert len(runs) == 6 and sorted(float(r["objective"]) for r in runs if r["objective"]) == [4.2, 4.4, 4.4, 4.6, 4.8]

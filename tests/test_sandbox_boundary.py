@@ -19,6 +19,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from coevolve.base.untrusted import clean
 from coevolve.sandbox import FailureKind, Sandbox
 from tasks.base import evaluate_in_process
 from test_sandbox import GOOD, GOOD_OBJECTIVE, TinyTSP, heuristic, marked_env, processes_with_mark  # noqa: F401
@@ -40,9 +41,9 @@ OPTIMUM = float(np.mean([optimum(c) for c in TinyTSP().instances("train", 8)]))
 # to every one of them, then leaves before the sandbox's own report.
 FORGE = '''
 import json, os, struct
-def frame(message):
+def frame(message, blob=b""):
     document = json.dumps(message).encode()
-    return struct.pack("!QQ", len(document), 0) + document
+    return struct.pack("!QQ", len(document), len(blob)) + document + blob
 def forge(data):
     for fd in range(3, 64):
         try:
@@ -53,9 +54,13 @@ def forge(data):
 '''
 
 
-def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str, str, object]]:
+def battery(outside: str, owner_pid: int, workers: list[int], memory_counted: bool = True,
+            hidden_view: bool = True) -> list[tuple[str, str, object]]:
     """(label, code, expected): a FailureKind, a tuple of them, or "honest":
-    scores, but never below what its tours really measure (the optimum)."""
+    scores, but never below what its tours really measure (the optimum).
+    `memory_counted`: a memory cgroup is in force (memfd is then counted);
+    `hidden_view`: the candidate sees only the Python installation (the
+    owner's world-readable files are then out of its reach)."""
     keep = f"{outside}/keep"
     cases = [
         # -- faked scores ---------------------------------------------------
@@ -81,7 +86,8 @@ def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str,
         ("forged objective on the result channel",
          FORGE + "forge(frame({'failure': None, 'objective': 0.0, 'message': ''}))\n", FailureKind.CRASH),
         ("forged short tours on the result channel",
-         FORGE + "forge(frame({'failure': None, 'decisions': [[0, 1]] * 4}))\n", FailureKind.INVALID),
+         FORGE + "forge(frame({'loaded': True}) + frame({'decision': [0, 1]}) * 4 "
+                 "+ frame({'failure': None, 'message': ''}))\n", FailureKind.INVALID),
         # -- code execution in the worker -------------------------------------
         ("pickle in the report", FORGE + textwrap.dedent(f'''
             import pickle
@@ -95,10 +101,10 @@ def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str,
          FailureKind.CRASH),
         ("oversized report header", FORGE + "forge(struct.pack('!QQ', 1 << 60, 0))\n", FailureKind.CRASH),
         ("forged array outside the blob", FORGE +
-         "forge(frame({'failure': None, 'decisions': [{'__array__': [10 ** 9, '<i8', [8]]}] * 4}))\n",
+         "forge(frame({'loaded': True}) + frame({'decision': {'__array__': [10 ** 9, '<i8', [8]]}}))\n",
          FailureKind.CRASH),
         ("forged object dtype", FORGE +
-         "forge(frame({'failure': None, 'decisions': [{'__array__': [0, '|O', [8]]}] * 4}))\n",
+         "forge(frame({'loaded': True}) + frame({'decision': {'__array__': [0, '|O', [8]]}}))\n",
          FailureKind.CRASH),
         # -- writes outside the temp dir --------------------------------------
         ("io.FileIO outside", heuristic(f"io.FileIO({keep!r} + '.fileio', 'w').write(b'x')\nreturn unvisited_nodes[0]",
@@ -150,6 +156,42 @@ def battery(outside: str, owner_pid: int, workers: list[int]) -> list[tuple[str,
          (FailureKind.EXCEPTION, FailureKind.TIMEOUT)),
         ("a thread", heuristic("threading.Thread(target=lambda: None).start()\nreturn unvisited_nodes[0]",
                                "import threading"), FailureKind.EXCEPTION),
+        # -- reads (second pass): the owner's files are not in the candidate's view --------
+        *([("read the owner's file", heuristic(f"raise RuntimeError(open({keep!r}).read())"),
+            FailureKind.EXCEPTION)] if hidden_view else []),
+        ("list the owner's directories", heuristic(
+            "seen = [p for p in ('/home', '/root/.ssh', '/work', '/etc/passwd', '/tmp') if os.path.exists(p)]\n"
+            "seen += [p for p in os.listdir('/work')] if os.path.isdir('/work') else []\n"
+            "raise RuntimeError('seen: ' + ' '.join(seen))", "import os"), FailureKind.EXCEPTION),
+        # -- memory outside the address space (needs a memory cgroup) -----------------------
+        *([("memfd beyond the budget", heuristic(
+            "block = b'x' * (1 << 20)\n"
+            "for _ in range(40):\n    fd = os.memfd_create('hoard')\n"
+            "    for _ in range(32):\n        os.write(fd, block)\n"
+            "return unvisited_nodes[0]", "import os"), FailureKind.MEMORY)] if memory_counted else []),
+        # -- budgets from outside: forged progress while spinning ------------------------
+        ("forged progress while spinning", heuristic(
+            "while True:\n"
+            "    for fd in range(3, 64):\n"
+            "        for data in (b'.', frame({'loaded': True}), frame({'decision': list(range(8))})):\n"
+            "            try:\n                os.write(fd, data)\n            except OSError:\n                pass\n",
+            FORGE.replace("    os._exit(0)\n", "")), (FailureKind.TIMEOUT, FailureKind.CRASH)),
+        # -- cleanup: a tree too deep for a recursive removal ----------------------------
+        ("thousands of nested directories", heuristic(
+            "global DUG\nif not DUG:\n    DUG = True\n"
+            "    for _ in range(3000):\n        libc.mkdir(b'd', 0o700)\n        libc.chdir(b'd')\n"
+            "return unvisited_nodes[np.argmin(distance_matrix[current_node][unvisited_nodes])]",
+            "import ctypes\nimport numpy as np\nlibc = ctypes.CDLL(None)\nDUG = False"), "honest"),
+        # -- the trusted side: reports that would inflate it, malformed frames -----------
+        ("many tiny nested items", FORGE + "forge(frame({'loaded': True}) + frame({'decision': [[]] * 2_000_000}))\n",
+         FailureKind.CRASH),
+        ("malformed array placeholder", FORGE +
+         "forge(frame({'loaded': True}) + frame({'decision': {'__array__': [0, ['<i8'], [1]]}}))\n",
+         FailureKind.CRASH),
+        # -- output that would pose as results ------------------------------------------
+        ("escape sequences and a forged row", heuristic(
+            "print('\\x1b[2J\\x1b]0;pwned\\x07\\r    8        2.0000        2.0000     0.00%        4/4      0.01')\n"
+            "raise RuntimeError('\\x1b[1A\\x1b[2K\\r\\u202e    8        2.0000')"), FailureKind.EXCEPTION),
     ]
     return cases
 
@@ -180,7 +222,9 @@ def test_hostile_battery_by_class(tmp_path, marked_env, confined_sandbox):
     previous = signal.signal(signal.SIGUSR1, lambda number, frame: received.append(number))
     try:
         workers = set(confined_sandbox.worker_pids())
-        cases = battery(str(outside), os.getpid(), sorted(workers))
+        cases = battery(str(outside), os.getpid(), sorted(workers),
+                        memory_counted=confined_sandbox.boundary["memory_limit"] != ["rlimit"],
+                        hidden_view=confined_sandbox.boundary["hidden_view"])
         jobs = []
         for _, code, _ in cases:
             jobs += [(code, TinyTSP(), None, None), (GOOD, TinyTSP(), None, None)]
@@ -200,6 +244,10 @@ def test_hostile_battery_by_class(tmp_path, marked_env, confined_sandbox):
                 problems.append(f"{label}: {result.failure} ({result.message[:300]})")
         if not (after.ok and after.objective == pytest.approx(GOOD_OBJECTIVE)):
             problems.append(f"good candidate after {label}: {after}")
+        if clean(result.message) != result.message or clean(result.output) != result.output:
+            problems.append(f"{label}: control characters in the verdict's text")
+        if "precious" in result.message or "precious" in result.output:
+            problems.append(f"{label}: the owner's file came back in the verdict")
     assert not problems, "\n".join(problems)
     assert still_there == workers, "a candidate killed a worker"
     assert received == [], "a candidate signalled the process that owns the sandbox"

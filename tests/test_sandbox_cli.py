@@ -68,8 +68,30 @@ def test_eval_failure_is_typed_and_exits_1(tmp_path, capsys):
     assert main(["eval", str(path), "--task", "tsp_construct", "--no-reference"]) == 1
     captured = capsys.readouterr()
     assert "FAILED [invalid]" in captured.out and "already visited" in captured.out
-    assert "output: choosing 0" in captured.out
+    assert "its output:" in captured.out and "│ choosing 0" in captured.out
     assert "1 of 1 sets failed" in captured.err
+
+
+def test_a_candidates_text_cannot_pose_as_results(tmp_path, capsys):
+    """Escape sequences and a forged results row in the candidate's output
+    and message reach the terminal stripped and quoted, never as a row."""
+    forged_row = "    50        5.6000        5.6755    -1.33%    1000/1000      0.70"
+    path = tmp_path / "poser.py"
+    path.write_text(
+        "import sys\n"
+        "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+        f"    print('\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\r\\n{forged_row}')\n"
+        f"    raise ValueError('\\x1b[1A\\x1b[2K\\n{forged_row}\\ntotal 0.1 s')\n")
+    assert main(["eval", str(path), "--task", "tsp_construct", "--split", "test", "--size", "50",
+                 "--no-reference"]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "FAILED [exception]" in out
+    lines = out.splitlines()
+    assert not any(line.startswith(forged_row) for line in lines), out
+    quoted = [line for line in lines if forged_row.strip() in line]
+    assert len(quoted) >= 2 and all(line.lstrip().startswith("│") for line in quoted), out
+    assert not any(line.startswith("total 0.1") for line in lines)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -104,7 +126,7 @@ def test_a_hanging_candidate_fails_fast_naming_the_instance_and_limit(tmp_path, 
     assert main(["eval", str(path), "--task", "tsp_construct", "--split", "test", "--size", "50",
                  "--no-reference"]) == 1
     out = capsys.readouterr().out
-    assert re.search(r"FAILED \[timeout\] instance 1 of 1000 \(test50\) exceeded the per-instance time limit: "
+    assert re.search(r"FAILED \[timeout\]:\n\s+│ instance 1 of 1000 \(test50\) exceeded the per-instance time limit: "
                      r"more than 3\.01 s of CPU time", out), out
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from coevolve.stats import band, gap_reduction, step_value, summarise
+from coevolve.stats import band, gap_closed, paper_delta, step_value, summarise
 
 
 def test_mean_and_sample_std():
@@ -23,11 +23,26 @@ def test_missing_values_are_left_out_and_counted():
     assert (one.n, one.mean, one.std) == (1, 6.5, None)  # one seed: no spread
 
 
-def test_gap_reduction():
-    assert gap_reduction(0.10, 0.075) == pytest.approx(0.25)
-    assert gap_reduction(0.10, 0.12) == pytest.approx(-0.2)  # the variant is worse
-    assert gap_reduction(0.0, 0.01) is None
-    assert gap_reduction(None, 0.01) is None and gap_reduction(0.1, None) is None
+def test_paper_delta_reproduces_table5():
+    """Table 5, TSP20, T = 1000: Sample 4.3286, Sample+ESOpt 4.2336, Optimal row
+    x* = 3.8199, and the Δ the table prints, 22.96%. From the objectives alone:
+    gaps |x − x*| / x*, then Δ = g(b)/g(m) − 1. (The share of the gap closed,
+    our former Δ, would be 18.7% here.)"""
+    optimum, base, variant = 3.8199, 4.3286, 4.2336
+    g_b, g_m = abs(base - optimum) / optimum, abs(variant - optimum) / optimum
+    assert round(100 * paper_delta(g_b, g_m), 2) == 22.96
+    assert 100 * gap_closed(g_b, g_m) == pytest.approx(18.67, abs=0.02)
+    # by hand for TSP20: g(b) = 0.50870 / 3.8199 = 0.133171, g(m) = 0.41370 / 3.8199 = 0.108301
+    assert paper_delta(0.133171, 0.108301) == pytest.approx(0.22964, abs=1e-4)
+    assert paper_delta(0.10, 0.12) == pytest.approx(0.10 / 0.12 - 1)  # the method is worse: negative
+    assert paper_delta(0.1, 0.0) is None and paper_delta(None, 0.1) is None and paper_delta(0.1, None) is None
+
+
+def test_gap_closed():
+    assert gap_closed(0.10, 0.075) == pytest.approx(0.25)
+    assert gap_closed(0.10, 0.12) == pytest.approx(-0.2)  # the variant is worse
+    assert gap_closed(0.0, 0.01) is None
+    assert gap_closed(None, 0.01) is None and gap_closed(0.1, None) is None
 
 
 def test_step_value():
@@ -78,3 +93,40 @@ def test_interval_narrows_with_more_problems_and_rejects_ragged_attempts():
         mean_at_k([[1, 0], [1]])
     with pytest.raises(ValueError, match="no problems"):
         mean_at_k([])
+
+
+def test_interval_bounds_are_student_t_by_hand():
+    """Unclipped data, bounds worked out by hand from printed t tables: a normal
+    1.96 quantile (or a z interval) gives other numbers, and nothing is clipped."""
+    from coevolve.stats import mean_interval
+
+    # n = 3: mean 0.5, sample std 0.1, t(0.975, df 2) = 4.303: half = 4.303 * 0.1 / sqrt(3) = 0.24843
+    three = mean_interval([0.4, 0.5, 0.6])
+    assert (three.low, three.high) == (pytest.approx(0.25157, abs=1e-5), pytest.approx(0.74843, abs=1e-5))
+    # n = 5: mean 0.4, std sqrt(0.025) = 0.158114, t(df 4) = 2.776: half = 0.196292
+    five = mean_interval([0.2, 0.3, 0.4, 0.5, 0.6])
+    assert (five.low, five.high) == (pytest.approx(0.203708, abs=1e-5), pytest.approx(0.596292, abs=1e-5))
+    # n = 10, alternating 0.3 / 0.7: mean 0.5, std sqrt(10 * 0.04 / 9) = 0.210819, t(df 9) = 2.262:
+    # half = 2.262 * 0.210819 / sqrt(10) = 0.150800
+    ten = mean_interval([0.3, 0.7] * 5)
+    assert (ten.low, ten.high) == (pytest.approx(0.349200, abs=1e-5), pytest.approx(0.650800, abs=1e-5))
+
+
+def test_max_at_k_and_best_of_k_by_hand():
+    from coevolve.stats import best_of_k, max_at_k, pass_at_k
+
+    # graded rewards (ANLS-like): problem 1 (0.2, 0.9, 0.5, 0.0), problem 2 (0.4, 0.4, 0.4, 0.4)
+    attempts = [[0.2, 0.9, 0.5, 0.0], [0.4, 0.4, 0.4, 0.4]]
+    assert max_at_k(attempts).mean == pytest.approx((0.9 + 0.4) / 2)
+    # best of 2 drawn from 4: sorted (0, 0.2, 0.5, 0.9), weights C(i, 1)/C(4, 2) = (0, 1, 2, 3)/6:
+    # (0.2 + 1.0 + 2.7) / 6 = 0.65; problem 2: 0.4
+    assert best_of_k(attempts, 2).mean == pytest.approx((0.65 + 0.4) / 2)
+    assert best_of_k(attempts, 1).mean == pytest.approx((0.4 + 0.4) / 2)  # best of one = the mean
+    assert best_of_k(attempts, 4).mean == max_at_k(attempts).mean
+    # 0/1 rewards: best-of-k is the unbiased pass@k, 1 - C(n - c, k) / C(n, k):
+    # n = 8, c = 2 solved, k = 4: 1 - C(6, 4)/C(8, 4) = 1 - 15/70
+    binary = [[1, 0, 0, 1, 0, 0, 0, 0]]
+    assert best_of_k(binary, 4).mean == pytest.approx(1 - 15 / 70)
+    assert best_of_k(binary, 8).mean == pass_at_k(binary).mean == 1.0
+    with pytest.raises(ValueError, match="1 <= k <= 8"):
+        best_of_k(binary, 16)

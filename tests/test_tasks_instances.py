@@ -25,6 +25,7 @@ def sha16(array) -> str:
         ("tsp_construct", "test", 20, (1000, 20, 2), "00d9878b79883ead"),
         ("tsp_construct", "test", 50, (1000, 50, 2), "77bfc717ec41354b"),
         ("kp_construct", "train", 100, (64, 100, 2), "5321a7fa890f0263"),
+        ("kp_construct", "test", 50, (1000, 50, 2), "20d991d5c959a6bb"),  # the repo's test50_dataset.npy
         ("kp_construct", "test", 100, (1000, 100, 2), "38b24f5e0716b31d"),
     ],
 )

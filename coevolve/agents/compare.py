@@ -165,7 +165,7 @@ def score(config: AgentCompare, root: Path, dirs: dict[tuple, Path], engine: Any
                     replay(history, engine)
                 try:
                     result = evaluate_arm(engine, task, heldout, ARM_OF[method], config.k,
-                                          eval_sampling(config.max_tokens), seed, skills, constrained)
+                                          eval_sampling(config.max_tokens, task), seed, skills, constrained)
                 finally:
                     if history is not None:
                         engine.reset()

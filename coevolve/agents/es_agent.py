@@ -36,6 +36,7 @@ trajectories/round_NNN.{md,jsonl}, skills/<name>/SKILL.md and summary.json.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -44,7 +45,7 @@ from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories,
                                      save_trajectories)
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
-from coevolve.agents.trace2skill import DistillSettings, distill
+from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
 from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.base.errors import UsageError
@@ -290,6 +291,8 @@ class _AgentRun:
 
     def _distill_settings(self, round_index: int) -> DistillSettings:
         return DistillSettings(successes=self.config.agent.skill_successes,
+                               sampling=dataclasses.replace(DEFAULT_SAMPLING,
+                                                            temperature=self.config.agent.teacher_temperature),
                                seed=derive_seed(self.config.run.seed, "distill", round_index))
 
     @property

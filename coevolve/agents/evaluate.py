@@ -1,10 +1,15 @@
-"""The paper's agent evaluation protocol: held-out Mean@k and Pass@k.
+"""The paper's agent evaluation protocol: held-out Mean@k, Pass@k, Max@k and
+best-of-k.
 
 Every held-out problem is attempted k times (k = 4 in the paper) with the
-paper's sampling (temperature 1, top-p 1, top-k 40; coevolve.base.sampling.
-PAPER_EVAL); Mean@k averages the k rewards of a problem, Pass@k counts a
-problem solved when any attempt solved it; both are reported over problems
-with a 95% confidence interval (coevolve.stats).
+paper's sampling for the task (its `paper_sampling`: Sudoku temperature 0.7,
+top-p 0.8, top-k 20, presence penalty 1.5; math temperature 1, top-p 1, top-k
+40; coevolve.base.sampling); Mean@k averages the k rewards of a problem,
+Pass@k counts a problem solved when any attempt solved it, Max@k takes its
+best reward (graded rewards), and best-of-j for j = 1, 2, 4, ..., k (the
+paper's Figure 7 goes to 32) estimates the expected best of j attempts from
+the k; all are reported over problems with a 95% confidence interval
+(coevolve.stats).
 
 The four arms of an agent comparison share one engine and one held-out set:
 `base` (the checkpoint), `esopt` (ES-tuned weights, replayed from a run's
@@ -23,7 +28,7 @@ from typing import Any, Sequence
 from coevolve.agents.rollout import Trajectory, action_constraint, derive_seed, rollout
 from coevolve.agents.skills import Skill
 from coevolve.base.sampling import PAPER_EVAL, Sampling
-from coevolve.stats import Interval, mean_at_k, pass_at_k
+from coevolve.stats import Interval, best_of_k, max_at_k, mean_at_k, pass_at_k
 
 ARMS = ("base", "esopt", "skill", "both")
 WEIGHT_ARMS = {"esopt", "both"}  # need ES-tuned weights
@@ -39,16 +44,25 @@ class ArmResult:
     pass_at_k: Interval
     well_formed: float | None  # share of turns that were readable actions (tasks that report it)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    max_at_k: Interval | None = None
+    best_of: dict[int, Interval] = field(default_factory=dict)  # j -> best-of-j estimated from the k attempts
 
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "k": self.k, "problems": self.problems,
                 f"mean@{self.k}": self.mean_at_k.to_dict(), f"pass@{self.k}": self.pass_at_k.to_dict(),
+                f"max@{self.k}": None if self.max_at_k is None else self.max_at_k.to_dict(),
+                "best_of": {str(j): v.to_dict() for j, v in self.best_of.items()},
                 "well_formed": self.well_formed}
 
 
-def eval_sampling(max_tokens: int, k_sampling: Sampling = PAPER_EVAL) -> Sampling:
-    """The paper's sampling with the task's per-turn reply length."""
-    return replace(k_sampling, max_tokens=max_tokens)
+BEST_OF = (1, 2, 4, 8, 16, 32)  # the paper's repeated-sampling profile (Figure 7)
+MAX_K = 32
+
+
+def eval_sampling(max_tokens: int, task: Any = None) -> Sampling:
+    """The paper's evaluation sampling for `task` (its `paper_sampling`, else
+    PAPER_EVAL) with the task's per-turn reply length."""
+    return replace(getattr(task, "paper_sampling", None) or PAPER_EVAL, max_tokens=max_tokens)
 
 
 def build_task(name: str, options: dict[str, Any]) -> Any:
@@ -103,15 +117,16 @@ def evaluate_arm(
     """k attempts at every held-out problem in one batched rollout. Attempt a
     of problem p samples with seeds derived from (seed, a, p): the arms see
     the same seeds, so their difference is the weights and the skill."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be in 1..{MAX_K}, got {k}")
     cases = [case for _ in range(k) for case in heldout]
     trajectories = rollout(generator, task, cases, sampling, seed=derive_seed(seed, "heldout"), skills=skills,
                            history_turns=history_turns, label=f"eval {arm}", constrained=constrained)
     attempts = attempts_of(trajectories, len(heldout), k)
     formed = [t.metrics["well_formed"] for t in trajectories if "well_formed" in t.metrics]
     return ArmResult(arm, k, len(heldout), mean_at_k(attempts), pass_at_k(attempts),
-                     sum(formed) / len(formed) if formed else None, trajectories)
+                     sum(formed) / len(formed) if formed else None, trajectories, max_at_k(attempts),
+                     {j: best_of_k(attempts, j) for j in BEST_OF if j <= k})
 
 
 def evaluate_arms(
@@ -178,12 +193,17 @@ def check_arms(arms: Sequence[str], history: str | Path | None, skills: Sequence
 
 
 def table(results: Sequence[ArmResult]) -> str:
-    """A markdown table: arm, Mean@k [95% CI], Pass@k [95% CI], well-formed action rate."""
+    """A markdown table: arm, Mean@k, Pass@k, Max@k [95% CI], best-of-j for the
+    paper's j up to k (means), well-formed action rate."""
     k = results[0].k if results else 4
-    lines = [f"| arm | Mean@{k} [95% CI] | Pass@{k} [95% CI] | well-formed |", "|---|---|---|---|"]
+    js = [j for j in BEST_OF if j <= k]
+    lines = [f"| arm | Mean@{k} [95% CI] | Pass@{k} [95% CI] | Max@{k} [95% CI] | "
+             + " | ".join(f"best-of-{j}" for j in js) + " | well-formed |",
+             "|---|---|---|---|" + "---|" * len(js) + "---|"]
     for r in results:
         formed = "-" if r.well_formed is None else f"{r.well_formed:.2f}"
-        lines.append(f"| {r.arm} | {r.mean_at_k} | {r.pass_at_k} | {formed} |")
+        best = " | ".join(f"{r.best_of[j].mean:.3f}" if j in r.best_of else "-" for j in js)
+        lines.append(f"| {r.arm} | {r.mean_at_k} | {r.pass_at_k} | {r.max_at_k or '-'} | {best} | {formed} |")
     return "\n".join(lines)
 
 

@@ -42,10 +42,11 @@ class AgentRunSection:
     out: str = ""  # empty: runs/<task>-<method>-seed<seed>-<time>
 
     def check(self, name: str) -> None:
-        from tasks.registry import AGENT_TASKS
+        from tasks.registry import AGENT_TASKS, is_agent_task
 
         one_of(self.method, METHODS, f"{name}.method")
-        one_of(self.task, sorted(AGENT_TASKS), f"{name}.task")
+        if not is_agent_task(self.task):  # a file, module or plugin agent task passes (tasks/loader.py)
+            one_of(self.task, sorted(AGENT_TASKS), f"{name}.task")
         require(self.budget >= 1, f"{name}.budget", "must be >= 1", self.budget)
         require(self.seed >= 0, f"{name}.seed", "must be >= 0", self.seed)
 
@@ -58,7 +59,10 @@ class AgentSection:
     eval_every: int = 1
     skill_every: int = 2  # esopt+trace2skill: ES generations between skill updates
     skill_name: str = "distilled"
-    skill_successes: int = 2
+    skill_successes: int = 2  # success analyses per distillation (the paper's math setting: 0, successes excluded)
+    # the teacher's sampling temperature when it analyses traces and merges patches
+    # (ours 0.3: steadier small-model output; the paper's Trace2Skill runs it at 1.0)
+    teacher_temperature: float = 0.3
     eval_temperature: float = 0.0  # held-out evaluation; training rollouts sample as [sampling] says
     history_turns: int | None = None  # keep only the last k (action, observation) pairs in the prompt
     # fitness = mean(reward + shaping x progress); 0 is the paper's binary reward
@@ -80,6 +84,8 @@ class AgentSection:
         require(self.skill_successes >= 0, f"{name}.skill_successes", "must be >= 0", self.skill_successes)
         require(bool(self.skill_name), f"{name}.skill_name", "must not be empty")
         require(self.eval_temperature >= 0, f"{name}.eval_temperature", "must be >= 0", self.eval_temperature)
+        require(self.teacher_temperature >= 0, f"{name}.teacher_temperature", "must be >= 0",
+                self.teacher_temperature)
         if self.history_turns is not None:
             require(self.history_turns >= 0, f"{name}.history_turns", "must be >= 0", self.history_turns)
         require(self.shaping >= 0, f"{name}.shaping", "must be >= 0", self.shaping)

@@ -16,6 +16,9 @@ import unicodedata
 # C0/C1 controls except newline and tab, DEL, and the Unicode format/line
 # separators a terminal or a markdown renderer may act on.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Whole terminal escape sequences (CSI "ESC [ ... letter", OSC "ESC ] ... BEL/ST",
+# 8-bit CSI), removed before the lone control characters so no "[2K" is left over.
+_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]")
 FENCE = "│ "
 
 
@@ -24,7 +27,7 @@ def clean(text: object, limit: int | None = None) -> str:
     tabs kept), cut to its last `limit` characters (where errors say what
     went wrong) with a marker when cut."""
     value = unicodedata.normalize("NFC", str(text if text is not None else ""))
-    value = _CONTROL.sub("", value)
+    value = _CONTROL.sub("", _ESCAPE.sub("", value))
     if limit is not None and len(value) > limit:
         value = "…" + value[-max(limit - 1, 0):]
     return value

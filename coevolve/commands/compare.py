@@ -36,13 +36,32 @@ def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
     return root
 
 
+def prepare_tasks(specs: list[str], root: Path) -> None:
+    """Before the LLM loads: check each task (the cheap part of check-task),
+    refuse a file task changed since this comparison started, and record
+    the file tasks (a copy and a hash) in the comparison directory."""
+    from coevolve.commands.run import check_task
+    from tasks.loader import record_tasks, remember_tasks
+
+    remember_tasks(root)
+    for spec in specs:
+        check_task(spec)
+    record_tasks(root, specs)
+
+
 def print_plan(config: Any) -> None:
-    from coevolve.plan import arm_plan, planned_runs, structural_differences
+    from coevolve.plan import arm_plan, planned_runs, structural_differences, test_set_lines
     from coevolve.search.methods import format_plan
 
     c = config.compare
     print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
           f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
+    print("test sets:")
+    for line in test_set_lines(config):
+        print(f"  {line}")
+    es = config.es
+    print(f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}; "
+          f"free parse re-asks: {config.accounting.parse_retries}; start: {config.start.program}")
     for task in c.tasks:
         for budget in c.budgets:
             for method in c.methods:
@@ -88,6 +107,7 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     out = config.compare.out or str(Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
+    prepare_tasks(config.compare.tasks, Path(out))
     root = compare_and_report(config, out)
     print(f"report: {root / 'report.md'}")
     return 0

@@ -1,5 +1,7 @@
 """`coevolve eval FILE.py --task T [--split S] [--size N]`: score one program
 in the sandbox on a task's instance sets and compare with the reference.
+`coevolve eval --run DIR [--split S]`: the run's best.py on the run's own
+task (a file task is re-found from the run directory alone).
 
 Without --size every size of the split is scored, one row each. Exit code 0
 when every set scored, 1 when any failed (the typed failure is printed), 2
@@ -14,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from coevolve.base.errors import UsageError
+from coevolve.base.untrusted import FENCE, fence
+
+_QUOTE = " " * 8 + FENCE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__ + "\n\n" + agent_eval.__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", nargs="?", help="heuristic tasks: Python file defining the task's function (e.g. a run's best.py)")
-    p.add_argument("--task", required=True, help="task name (see `coevolve tasks`)")
+    p.add_argument("--task", help="task: a name (see `coevolve tasks`), path/to/problem.py[:Class] or "
+                                  "package.module:Class; with --run: the run's task")
     p.add_argument("--split", help="instance split (default: the task's training split)")
     p.add_argument("--size", type=int, help="instance size (default: every size of the split)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per instance set (default 1800), the outer bound: a program that hangs "
@@ -60,8 +66,36 @@ def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, s
     return task, split, [size]
 
 
-def handle(args: argparse.Namespace) -> int:
+def task_of_run(args: argparse.Namespace) -> None:
+    """--run DIR without --task: the run's own task (its file task re-found
+    from DIR), and for a heuristic run its best.py as the program."""
+    from coevolve.base.config import read_toml
+    from coevolve.runstore import RunStore
+    from tasks.loader import remember_tasks
     from tasks.registry import is_agent_task
+
+    store = RunStore.open(args.run)
+    remember_tasks(store.dir, "copy")  # a changed file: score on the source the run used
+    task = read_toml(store.config_path).get("run", {}).get("task")
+    if not isinstance(task, str):
+        raise UsageError(f"{store.config_path}: no run.task")
+    args.task = task
+    if not is_agent_task(task) and not args.file:
+        if not store.path("best.py").is_file():
+            raise UsageError(f"{store.dir} has no best.py yet (the run has not finished a step)")
+        args.file = str(store.path("best.py"))
+
+
+def handle(args: argparse.Namespace) -> int:
+    from tasks.loader import absolute_spec
+    from tasks.registry import is_agent_task
+
+    if args.task is None:
+        if not args.run:
+            raise UsageError("give --task (a task name or path/to/problem.py) or --run RUN_DIR")
+        task_of_run(args)
+    else:
+        args.task = absolute_spec(args.task)
 
     if is_agent_task(args.task):
         from coevolve.commands import agent_eval
@@ -102,9 +136,13 @@ def handle(args: argparse.Namespace) -> int:
         if not result.ok:
             failed += 1
             kind = result.failure.value if result.failure else "invalid"
-            print(f"{size:>6}  FAILED [{kind}] {result.message.strip()}")
+            # the message (a traceback, the candidate's own words) and output are quoted line by
+            # line behind a bar: no escape sequence reaches the terminal, no line passes for a row
+            print(f"{size:>6}  FAILED [{kind}]:")
+            print(fence(result.message.strip() or "(none)", 2000, prefix=_QUOTE))
             if result.output.strip():
-                print("        output: " + result.output.strip()[-500:].replace("\n", "\n        "))
+                print("        its output:")
+                print(fence(result.output.strip(), 500, prefix=_QUOTE))
             continue
         reference_text, gap_text = "-", "-"
         if not args.no_reference:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coevolve.base.errors import UsageError
-from coevolve.base.config import as_dict, build_config, dump_toml, load_config, read_toml
+from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import RunConfig
 
@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--method", help="heuristic tasks: sample | eoh | sample+esopt | eoh+esopt, each also "
                                     "+trace2skill (e.g. eoh+esopt+trace2skill); "
                                     "agent tasks: esopt | trace2skill | esopt+trace2skill")
-    p.add_argument("--task", help="task name (see `coevolve tasks`)")
+    p.add_argument("--task", help="task: a name (see `coevolve tasks`), path/to/problem.py[:Class] or "
+                                  "package.module:Class (docs/own_problem.md)")
     p.add_argument("--budget", type=int, help="heuristic tasks: evaluations, all candidates included; "
                                               "agent tasks: training episodes")
     p.add_argument("--seed", type=int)
@@ -46,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                             "so 1 is the cheap one on CPU)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run in DIR (a killed or finished run, heuristic or agent)")
+    p.add_argument("--task-changed", action="store_true",
+                   help="--resume: go on although the run's task file changed since it started "
+                        "(recorded as a task_changed event)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plan", action="store_true",
                    help="heuristic runs: print the plan (steps, operators, evaluations, ES updates) and exit")
@@ -82,13 +86,92 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         if args.config or any(overrides_from(args).values()):
             raise UsageError("--resume takes only the run directory; its config.toml is the config")
         store = RunStore.open(args.resume)
+        remember_task(store, args.task_changed)
         raw = read_toml(store.config_path)
         return build_config(config_class(raw, {}), raw), store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
+    if args.task_changed:
+        raise UsageError("--task-changed goes with --resume")
     overrides = overrides_from(args)
-    config = load_config(config_class(read_toml(args.config), overrides), args.config, overrides)
-    return config, create_store(config), False
+    raw = read_toml(args.config)
+    canonical_task(raw, overrides, Path(args.config).parent)
+    config = load_run_config(args.config, overrides)
+    if isinstance(config, RunConfig):
+        check_task(config.run.task)
+    store = create_store(config)
+    from tasks.loader import record_tasks
+
+    record_tasks(store.dir, [config.run.task])
+    return config, store, False
+
+
+def canonical_task(raw: dict, overrides: dict[str, dict], config_dir: Path) -> None:
+    """Make a file task absolute in `overrides` (so the run directory's config
+    names it from anywhere): a --task path counts from the working directory,
+    a TOML one from the TOML's folder."""
+    from tasks.loader import absolute_spec
+
+    flag = overrides.get("run", {}).get("task")
+    run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
+    spec, base = (flag, Path(".")) if flag else (run.get("task"), config_dir)
+    if isinstance(spec, str) and spec:
+        resolved = absolute_spec(spec, base)
+        if resolved != spec:
+            overrides.setdefault("run", {})["task"] = resolved
+
+
+def check_task(spec: str) -> None:
+    """The cheap part of `coevolve check-task`, before any directory or
+    engine exists: the task's shape; for a user's task (file, module,
+    plugin) also its determinism and the template's decide/score in this
+    process (no sandbox)."""
+    from coevolve.commands.check_task import fail, problems
+    from tasks.check import shape_problems
+    from tasks.registry import UnknownTask, heuristic_task
+
+    try:
+        task = heuristic_task(spec)
+    except UnknownTask as exc:
+        raise UsageError(f"config error: run.task: {exc}") from None
+    user_spec = getattr(task, "__coevolve_spec__", None)
+    found = (problems(task, lambda: heuristic_task(user_spec), sandbox=False) if user_spec
+             else shape_problems(task))
+    if found:
+        fail([f"{spec}: {line}" for line in found], "run")
+
+
+def remember_task(store: RunStore, accept_changed: bool) -> None:
+    """Re-find the run's file task (tasks.loader.remember_tasks); a changed
+    file accepted with --task-changed is logged in the run's events."""
+    from tasks.loader import remember_tasks
+
+    changed = remember_tasks(store.dir, "accept" if accept_changed else "refuse", flag="--task-changed")
+    if changed and store.events_path.exists() and store.events():
+        with store.event_writer() as log:
+            for event in changed:
+                log.append(event)
+
+
+def load_run_config(path: str, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:
+    """The run config in `path` with the flags' overrides. A comparison config
+    (one with [compare], such as examples/paper/*.toml) runs one of its arms:
+    the first method, task, budget and seed it lists unless flags pick another."""
+    raw = read_toml(path)
+    if "compare" in raw and "run" not in raw:
+        from coevolve.plan import comparison_run
+
+        raw = comparison_run(raw)
+        arm = {**raw["run"], **overrides.get("run", {})}
+        print(f"{path} is a comparison; this is its arm {arm['method']} on {arm['task']}, budget "
+              f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
+              file=sys.stderr)
+    for section, values in overrides.items():
+        table = raw.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise UsageError(f"config error: {section} must be a table")
+        table.update(values)
+    return build_config(config_class(raw, {}), raw)
 
 
 def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
@@ -96,7 +179,10 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         method = config.run.method.replace("+", "_")
-        config.run.out = str(Path("runs") / f"{config.run.task}-{method}-seed{config.run.seed}-{stamp}")
+        from tasks.loader import task_label
+
+        label = task_label(config.run.task)
+        config.run.out = str(Path("runs") / f"{label}-{method}-seed{config.run.seed}-{stamp}")
     return RunStore.create(config.run.out, dump_toml(as_dict(config)))
 
 
@@ -132,10 +218,11 @@ def handle_plan(args: argparse.Namespace) -> int:
         path, overrides = args.config, overrides_from(args)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    if config_class(read_toml(path), overrides) is not RunConfig:
+    config = load_run_config(str(path), overrides)
+    if not isinstance(config, RunConfig):
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
                          "episodes per round until run.budget is spent")
-    print(format_plan(run_plan(load_config(RunConfig, path, overrides))))
+    print(format_plan(run_plan(config)))
     return 0
 
 

@@ -1,31 +1,48 @@
-"""`coevolve tasks`: the registered tasks, with their splits and sizes."""
+"""`coevolve tasks [SPEC ...]`: the built-in and installed plugin tasks (entry
+points of the `coevolve.tasks` group), with their splits and sizes; with
+SPECs (path/to/problem.py[:Class], package.module:Class), those tasks."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tasks", help="list tasks with their splits and sizes", description=__doc__)
+    p.add_argument("specs", nargs="*", help="also describe these file or module tasks")
     p.set_defaults(handler=handle)
 
 
-def describe(name: str) -> list[str]:
+def describe(name: str, origin: str = "") -> list[str]:
     from tasks.registry import heuristic_task, kind
 
+    label = f"{name}  [{origin}]" if origin else name
     if kind(name) == "agent":
-        return [f"{name}  (agent task: multi-turn environment)"]
+        return [f"{label}  (agent task: multi-turn environment)"]
     task = heuristic_task(name)
     split, size = task.train
-    lines = [f"{name}  {task.function_name}()  {task.direction}imise  train on {split} {size}"]
+    lines = [f"{label}  {task.function_name}()  {task.direction}imise  train on {split} {size}"]
     for split_name, sizes in task.splits().items():
         lines.append(f"    {split_name:<6} {', '.join(map(str, sizes))}")
     return lines
 
 
 def handle(args: argparse.Namespace) -> int:
-    from tasks.registry import list_tasks
+    from tasks.loader import absolute_spec
+    from tasks.registry import list_tasks, plugin_tasks
 
     for name in list_tasks():
         print("\n".join(describe(name)))
-    return 0
+    broken = 0
+    for name in plugin_tasks():
+        try:
+            print("\n".join(describe(name, "plugin")))
+        except UsageError as exc:  # one broken plugin does not hide the others
+            print(f"coevolve tasks: error: {exc}", file=sys.stderr)
+            broken += 1
+    for spec in args.specs:
+        print("\n".join(describe(absolute_spec(spec), "file" if ".py" in spec else "module")))
+    return 2 if broken else 0

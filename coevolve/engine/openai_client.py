@@ -68,6 +68,8 @@ class OpenAIGenerator:
         )
         if sampling.stop:
             kwargs["stop"] = list(sampling.stop)
+        if sampling.presence_penalty:
+            kwargs["presence_penalty"] = sampling.presence_penalty
         if seed is not None:
             kwargs["seed"] = seed
         extra = {}

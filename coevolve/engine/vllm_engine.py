@@ -176,6 +176,7 @@ class Engine:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=sampling.top_k,
+                presence_penalty=sampling.presence_penalty,
                 max_tokens=sampling.max_tokens,
                 stop=list(sampling.stop) or None,
                 seed=None if seeds is None or seeds[i] is None else int(seeds[i]),
@@ -319,6 +320,11 @@ class Engine:
         if len(digests) == 1:
             return digests[0]
         return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+    def parameter(self, name: str, master: bool = False):
+        """A copy of one parameter (as ES names it) on the host: the live weights,
+        or with `master` the fp32 θ that ES updates. For checks, not for speed."""
+        return self._rpc("es_tensor", name, bool(master))
 
     def export(self, out_dir: str | Path) -> Path:
         """Write the current weights as an HF checkpoint (same layout as the source)."""

@@ -299,6 +299,12 @@ class WeightsExtension:
             digest.update(raw.view(torch.uint8).numpy().tobytes())
         return digest.hexdigest()
 
+    def es_tensor(self, name: str, master: bool) -> torch.Tensor:
+        """One parameter on the host: its fp32 master θ, or the live (cast) weights."""
+        if master:
+            return self._master[name].clone()
+        return dict(self._params())[name].detach().to("cpu").clone()
+
     def es_state_dict(self) -> dict[str, torch.Tensor]:
         """Live weights on the host, for export."""
         return {name: p.detach().to("cpu").clone() for name, p in self._params()}

@@ -31,8 +31,15 @@ class ESConfig:
     # (heuristic runs: the plan's ES steps; agent runs: run.budget // (population x batch)).
     generations: int = 0
     sigma: float = 1e-3
+    # σ of the schedule's last step. 0 is the reference's test-time setting (the
+    # paper's σ_T = 0): its last step proposes from the unperturbed model.
     sigma_end: float = 1e-4
     schedule: str = "cosine"  # "cosine" | "constant"
+    # What one step of the σ schedule is. "update": each ES update (ours).
+    # "generation": each generation of the method's plan (an EoH generation holds
+    # its m1 and m2 updates; a Sample batch is one generation), as the reference
+    # code steps it. Agent runs have one update per generation: the same thing.
+    sigma_steps: str = "update"
     alpha: float = 5e-4
     normalise: str = "zscore"  # "zscore" | "rank"
     ddof: int = 1  # z-score std: 1 sample std (the paper's worked example, our default), 0 population std (its code)
@@ -56,9 +63,11 @@ class ESConfig:
                 "must be >= 2 (or 0: set by the run)", self.population)
         require(self.generations >= 0, f"{name}.generations", "must be >= 0 (0: set by the run)", self.generations)
         require(math.isfinite(self.sigma) and self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
-        require(math.isfinite(self.sigma_end) and self.sigma_end > 0, f"{name}.sigma_end",
-                "must be > 0 (σ = 0 would explore nothing)", self.sigma_end)
+        require(math.isfinite(self.sigma_end) and self.sigma_end >= 0, f"{name}.sigma_end",
+                "must be >= 0 (0: the last step explores nothing, as the reference's test-time runs)",
+                self.sigma_end)
         one_of(self.schedule, ("cosine", "constant"), f"{name}.schedule")
+        one_of(self.sigma_steps, ("update", "generation"), f"{name}.sigma_steps")
         require(math.isfinite(self.alpha) and self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
         one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
         require(self.ddof in (0, 1), f"{name}.ddof", "must be 0 or 1", self.ddof)

@@ -33,8 +33,10 @@ class Member:
 
 
 def sigma_at(cfg: ESConfig, generation: int) -> float:
-    """Cosine decay from sigma to sigma_end over the run; the last generation
-    still explores with sigma_end (the reference code ends at σ = 0)."""
+    """Cosine decay from sigma at step 0 to sigma_end at step generations − 1:
+    σ_t = σ_end + (σ − σ_end)(1 + cos(π t / (G − 1))) / 2, the reference's
+    `sigma_at_step` without warm-up. Our default σ_end > 0 keeps the last step
+    exploring; σ_end = 0 is the reference's test-time schedule."""
     if cfg.schedule == "constant" or cfg.generations <= 1:
         return cfg.sigma
     t = min(max(generation, 0), cfg.generations - 1) / (cfg.generations - 1)
@@ -88,8 +90,11 @@ class ESOpt:
     def sigma(self) -> float:
         return sigma_at(self.cfg, self.generation)
 
-    def ask(self) -> list[Member]:
-        sigma = self.sigma
+    def ask(self, step: int | None = None) -> list[Member]:
+        """The members of the next update. `step`: the σ schedule's step when it is
+        not the update count (es.sigma_steps = "generation"); seeds always follow
+        the update count, so a history replays the same directions."""
+        sigma = self.sigma if step is None else sigma_at(self.cfg, step)
         g = self.cfg.population
         if self.cfg.antithetic:
             members = []
@@ -110,7 +115,9 @@ class ESOpt:
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
         check_mode(engine, self.cfg.noise, self.cfg.rank if self.cfg.noise == "lowrank" else None, "es config")
         z = normalise(rewards, self.cfg.normalise, ddof=self.cfg.ddof)  # raises before any change
-        coefficients = [float(zi) * (1.0 if m.sigma > 0 else -1.0) for zi, m in zip(z, members)]
+        # the mirrored member of an antithetic pair (σ < 0) flips its direction; σ = 0
+        # (the last step of a schedule to 0) keeps it, as the reference's update does
+        coefficients = [float(zi) * (-1.0 if m.sigma < 0 else 1.0) for zi, m in zip(z, members)]
         seeds = [m.seed for m in members]
         started = time.time()
         engine.apply_update(seeds, coefficients, self.cfg.alpha)

@@ -14,17 +14,18 @@ import faulthandler
 import fcntl
 import math
 import os
+import logging
 import select
-import shutil
 import signal
 import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from coevolve.sandbox import confine, wire
+from coevolve.sandbox.cgroup import MemoryCgroups
 from coevolve.sandbox.guard import apply_limits, install_guards
 from coevolve.sandbox.results import FailureKind
 
@@ -32,6 +33,7 @@ _F_SETPIPE_SZ = 1031
 _TAIL_BYTES = 2000
 _MEMORY_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory")
 _TICKS = os.sysconf("SC_CLK_TCK")
+log = logging.getLogger(__name__)
 
 
 class _LimitedText:
@@ -117,13 +119,18 @@ def traceback_tail(exc: BaseException, max_lines: int = 12, max_chars: int = 200
 class Limits:
     """What one job may use. `stage_cpu_s`: CPU seconds for loading the code
     and for each instance after it (None: no per-stage limit); `stages`
-    names them in messages, e.g. ("test50", 1000)."""
+    names them in messages, e.g. ("test50", 1000). `decision_bytes`: the
+    most one decision's arrays may weigh (the task's decision shape), which
+    bounds every frame the candidate may send. `environment`: the variables
+    the candidate sees (built from an allowlist, nothing of the owner's)."""
 
     timeout_s: float
     memory_mb: int
     output_limit: int
     stage_cpu_s: float | None = None
     stages: tuple[str, int] = ("", 0)
+    decision_bytes: int = 0
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def stage_wall_s(self) -> float:
@@ -135,12 +142,24 @@ class Limits:
     def cpu_limit_s(self) -> int:
         return max(1, math.ceil(self.timeout_s))
 
-    @property
-    def report_limit(self) -> int:
-        return self.memory_mb * 1024 * 1024 + (64 << 20)
+
+# The JSON part of any frame a candidate sends: a decision's placeholder or
+# a verdict with a message of at most MESSAGE_LIMIT characters. Decoding it
+# costs at most a few MB whatever it holds; the arrays go in the blob.
+DOCUMENT_LIMIT = 64 << 10
+MESSAGE_LIMIT = 4000
 
 
-Body = Callable[[Callable[[], None]], dict[str, Any]]
+@dataclass
+class Confinement:
+    """How the worker confines children: the kernel view (None: unconfined)
+    and the memory cgroups (None: the rlimit alone)."""
+
+    view: confine.View | None = None
+    cgroups: MemoryCgroups | None = None
+
+
+Body = Callable[[Callable[[dict[str, Any]], None]], dict[str, Any]]
 
 
 def _close_other_fds(keep: set[int]) -> None:
@@ -154,7 +173,8 @@ def _close_other_fds(keep: set[int]) -> None:
                 pass
 
 
-def _enter_child(workdir: str, out_w: int, keep: set[int], limits: Limits, confined: bool) -> None:
+def _enter_child(workdir: str, out_w: int, keep: set[int], limits: Limits, confinement: Confinement,
+                 cgroup: str | None) -> None:
     os.setsid()  # own session and process group: without namespaces, one killpg reaches everything
     confine.die_with_parent()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -164,9 +184,15 @@ def _enter_child(workdir: str, out_w: int, keep: set[int], limits: Limits, confi
     os.close(devnull)
     os.close(out_w)
     _close_other_fds(keep)
-    if confined:
-        confine.enter(workdir)
+    if cgroup is not None:
+        MemoryCgroups.join(cgroup)  # first: the view below has no /sys
+    if confinement.view is not None:
+        confine.enter(workdir, confinement.view)
     os.chdir(workdir)
+    # the environment is built, not inherited: nothing of the owner's
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"})
+    os.environ.update(limits.environment)
     os.environ["HOME"] = workdir
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
@@ -180,31 +206,56 @@ def _enter_child(workdir: str, out_w: int, keep: set[int], limits: Limits, confi
 
 
 def run_in_child(body: Body, *, scratch_root: str, limits: Limits, fork: Callable[[], int],
-                 confined: bool) -> dict[str, Any]:
+                 confinement: Confinement) -> dict[str, Any]:
     """Fork (with `fork`: plain, or into a new PID namespace), restrict, run
-    `body(tick)` in the child and return its decoded report, or a verdict
-    with `failure` and `message` describing how the child ended. `tick()`
-    marks the end of a stage. The result always carries `seconds`, `output`
-    and `cpu_seconds`; nothing the child started survives the return."""
+    `body(emit)` in the child and return its decoded report, or a verdict
+    with `failure` and `message` describing how the child ended. The body
+    calls `emit({"loaded": True})` once its code is loaded and
+    `emit({"decision": d})` for each instance: each is one frame the worker
+    reads as it comes, and the decisions it received are the candidate's
+    decisions, final (they are also its progress: the per-instance budget
+    restarts at each). The result always carries `seconds`, `output` and
+    `cpu_seconds`; nothing the child started survives the return."""
     workdir = tempfile.mkdtemp(prefix="cand-", dir=scratch_root)
+    view = confinement.view
+    if view is not None and not view.hidden:
+        try:  # the read-only host view shows this directory itself: the candidate's uid must own it
+            os.chown(workdir, view.uid, view.uid)
+        except OSError:
+            pass
+    cgroup = None
+    if confinement.cgroups is not None:
+        try:
+            cgroup = confinement.cgroups.create(limits.memory_mb * (1 << 20) + _resident_bytes())
+        except OSError as exc:
+            log.warning("sandbox: no memory cgroup for this candidate (%s); the rlimit alone holds", exc)
     result_r, result_w = os.pipe()
     out_r, out_w = os.pipe()
-    progress_r, progress_w = os.pipe()
     try:  # a bigger pipe: a flood of output needs fewer hand-offs between processes
         fcntl.fcntl(out_r, _F_SETPIPE_SZ, 1 << 20)
     except OSError:
         pass
     start = time.monotonic()
-    pid = fork()
+    try:
+        pid = fork()
+    except BaseException:
+        for fd in (result_r, result_w, out_r, out_w):
+            os.close(fd)
+        if cgroup is not None and confinement.cgroups is not None:
+            confinement.cgroups.remove(cgroup)
+        remove_tree(workdir)
+        raise
     if pid == 0:  # the child: never returns
         status = 0
         try:
-            for fd in (result_r, out_r, progress_r):
+            for fd in (result_r, out_r):
                 os.close(fd)
-            _enter_child(workdir, out_w, {result_w, progress_w}, limits, confined)
-            outcome = body(lambda: os.write(progress_w, b"."))
+            _enter_child(workdir, out_w, {result_w}, limits, confinement, cgroup)
+            outcome = body(lambda frame: wire.send(result_w, frame))
             sys.stdout.flush()
             sys.stderr.flush()
+            if isinstance(outcome.get("message"), str):
+                outcome["message"] = outcome["message"][:MESSAGE_LIMIT]
             wire.send(result_w, outcome)
         except BaseException as exc:  # report anything, even a broken body
             try:
@@ -215,14 +266,74 @@ def run_in_child(body: Body, *, scratch_root: str, limits: Limits, fork: Callabl
         finally:
             os._exit(status)
 
-    for fd in (result_w, out_w, progress_w):
+    for fd in (result_w, out_w):
         os.close(fd)
     try:
-        return _Supervisor(pid, start, limits, result_r, out_r, progress_r, confined).run()
+        return _Supervisor(pid, start, limits, result_r, out_r, confinement, cgroup).run()
     finally:
-        for fd in (result_r, out_r, progress_r):
+        for fd in (result_r, out_r):
             os.close(fd)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if cgroup is not None and confinement.cgroups is not None:
+            confinement.cgroups.remove(cgroup)
+        remove_tree(workdir)
+
+
+def _resident_bytes() -> int:
+    """This worker's resident memory: pages the child copies on write are
+    charged to its cgroup, so its limit is the budget on top of them."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def remove_tree(path: str, budget_s: float = 10.0) -> None:
+    """Remove a candidate's temp dir without recursion (an explicit stack of
+    open directory descriptors, never following links) and within
+    `budget_s`; anything that fails is logged, never raised. With the
+    hidden view the directory is empty (the temp space was a tmpfs of the
+    candidate's mount namespace, gone with it), so this is one rmdir."""
+    try:
+        os.rmdir(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    deadline = time.monotonic() + budget_s
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    stack: list[tuple[int, str]] = []  # (open directory, its name in the one below)
+    try:
+        stack.append((os.open(path, flags), ""))
+        while stack:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"still removing after {budget_s:g} s")
+            fd, name = stack[-1]
+            deeper = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        os.unlink(entry.name, dir_fd=fd)
+                    else:
+                        deeper = entry.name
+                        break
+            if deeper is not None:
+                stack.append((os.open(deeper, flags, dir_fd=fd), deeper))
+                continue
+            stack.pop()
+            os.close(fd)
+            if stack:
+                os.rmdir(name, dir_fd=stack[-1][0])
+        os.rmdir(path)
+    except (OSError, TimeoutError) as exc:
+        log.warning("sandbox: could not remove the temp dir %s: %s", path, exc)
+    finally:
+        for fd, _ in stack:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -235,17 +346,28 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def _blame(why: str) -> dict[str, Any]:
+    """The verdict for a report that breaks the protocol: the candidate's
+    fault (only its process writes that pipe), never the worker's."""
+    return {"failure": FailureKind.CRASH.value, "message": f"the candidate's report is unusable: {why}"}
+
+
 class _OwnerGone(Exception):
     """The Sandbox that owns this worker closed its pipe or died."""
 
 
 class _Supervisor:
-    def __init__(self, pid: int, start: float, limits: Limits, result_r: int, out_r: int, progress_r: int,
-                 confined: bool) -> None:
-        self.pid, self.start, self.limits, self.confined = pid, start, limits, confined
-        self.result_r, self.out_r, self.progress_r = result_r, out_r, progress_r
+    def __init__(self, pid: int, start: float, limits: Limits, result_r: int, out_r: int,
+                 confinement: Confinement, cgroup: str | None) -> None:
+        self.pid, self.start, self.limits = pid, start, limits
+        self.confined = confinement.view is not None
+        self.cgroups, self.cgroup = confinement.cgroups, cgroup
+        self.result_r, self.out_r = result_r, out_r
         self.output = _OutputCapture(limits.output_limit)
-        self.report = bytearray()
+        self.frames = bytearray()  # at most one frame (bounded by the limits) plus one read
+        self.loaded = False
+        self.decisions: list[Any] = []
+        self.final: Any = None  # the child's last frame: its verdict
         self.stage = 0  # 0: loading; k: instance k
         self.stage_began = start
         self.stage_cpu = 0.0
@@ -253,7 +375,7 @@ class _Supervisor:
         self.verdict: dict[str, Any] | None = None  # set when the supervisor stops the child
 
     def run(self) -> dict[str, Any]:
-        open_fds = {self.result_r, self.out_r, self.progress_r}
+        open_fds = {self.result_r, self.out_r}
         deadline = self.start + self.limits.timeout_s
         next_check = self.start
         try:
@@ -280,15 +402,9 @@ class _Supervisor:
                         open_fds.discard(fd)
                     elif fd == self.out_r:
                         self.output.add(chunk)
-                    elif fd == self.progress_r:
-                        self._advance(len(chunk), time.monotonic())
                     else:
-                        self.report += chunk
-                        if len(self.report) > self.limits.report_limit:
-                            self.verdict = {"failure": FailureKind.CRASH.value,
-                                            "message": f"the candidate's report is over the "
-                                                       f"{self.limits.report_limit}-byte limit"}
-                            break
+                        self.frames += chunk
+                        self._take_frames()
                 if self.verdict is not None:
                     break
                 if self.exit is None:
@@ -307,25 +423,66 @@ class _Supervisor:
         status, usage = self.exit if self.exit is not None else (0, None)
         if self.verdict is not None:
             verdict = self.verdict
-        elif self.report:
-            try:
-                verdict = wire.decode(bytes(self.report), limit=self.limits.report_limit)
-            except wire.BadMessage as exc:
-                verdict = {"failure": FailureKind.CRASH.value, "message": f"the child's report is unusable: {exc}"}
+        elif self.frames:
+            verdict = _blame(f"it sent {len(self.frames)} bytes that are not a complete frame")
+        elif self.final is not None:
+            verdict = self.final
+            if isinstance(verdict, dict) and verdict.get("failure") is None:
+                verdict["decisions"] = self.decisions
         else:
             verdict = self._classify_death(status, usage)
         if not isinstance(verdict, dict):
-            verdict = {"failure": FailureKind.CRASH.value,
-                       "message": f"the child reported a {type(verdict).__name__}, not a verdict"}
+            verdict = _blame(f"it reported a {type(verdict).__name__}, not a verdict")
         verdict["seconds"] = seconds
         verdict["output"] = self.output.text()
         verdict["cpu_seconds"] = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
         return verdict
 
+    # -- the candidate's frames ------------------------------------------------
+    def _take_frames(self) -> None:
+        """Decode every complete frame received so far. A frame's size is
+        checked from its header before it is buffered further; each decision
+        is final once received, and moves the candidate to its next stage."""
+        while self.verdict is None and len(self.frames) >= wire.HEADER_SIZE:
+            document_length, blob_length = wire.frame_lengths(self.frames)
+            if document_length > DOCUMENT_LIMIT or blob_length > self.limits.decision_bytes:
+                self.verdict = _blame(f"it announced a frame of {document_length} + {blob_length} bytes, over "
+                                      f"the {DOCUMENT_LIMIT} + {self.limits.decision_bytes}-byte limit "
+                                      "(the task's largest decision)")
+                return
+            size = wire.HEADER_SIZE + document_length + blob_length
+            if len(self.frames) < size:
+                return
+            frame = bytes(self.frames[:size])
+            del self.frames[:size]
+            try:
+                message = wire.decode(frame, limit=size)
+            except wire.BadMessage as exc:
+                self.verdict = _blame(f"a malformed frame: {exc}")
+                return
+            self._take(message)
+
+    def _take(self, message: Any) -> None:
+        if self.final is not None:
+            self.verdict = _blame("it sent frames after its verdict")
+        elif isinstance(message, dict) and set(message) == {"loaded"} and not self.loaded:
+            self.loaded = True
+            self._next_stage()
+        elif isinstance(message, dict) and set(message) == {"decision"} and self.loaded:
+            if len(self.decisions) >= max(self.limits.stages[1], 1):
+                self.verdict = _blame(f"it sent more than {self.limits.stages[1]} decisions (one per instance)")
+                return
+            self.decisions.append(message["decision"])
+            self._next_stage()
+        elif isinstance(message, dict) and "failure" in message and "decisions" not in message:
+            self.final = message
+        else:
+            self.verdict = _blame(f"an unexpected frame {str(message)[:80]!r}")
+
     # -- per-stage limits ----------------------------------------------------
-    def _advance(self, ticks: int, now: float) -> None:
-        self.stage += ticks
-        self.stage_began = now
+    def _next_stage(self) -> None:
+        self.stage += 1
+        self.stage_began = time.monotonic()
         self.stage_cpu = _cpu_seconds(self.pid)
 
     def _stage_name(self) -> str:
@@ -384,6 +541,11 @@ class _Supervisor:
             if sig in (signal.SIGKILL, signal.SIGXCPU) and cpu >= self.limits.cpu_limit_s - 0.05:
                 return {"failure": FailureKind.TIMEOUT.value,
                         "message": f"killed by {name} at the CPU time limit {evidence}"}
+            if sig == signal.SIGKILL and self.cgroups is not None and self.cgroup is not None \
+                    and self.cgroups.oom_kills(self.cgroup):
+                return {"failure": FailureKind.MEMORY.value,
+                        "message": f"killed by {name}: over the {self.limits.memory_mb} MB memory limit "
+                                   f"({self.cgroups.kind}, which counts all its memory) {evidence}"}
             if sig == signal.SIGKILL and (high_water_mb >= 0.5 * self.limits.memory_mb
                                           or any(marker in output for marker in _MEMORY_MARKERS)):
                 return {"failure": FailureKind.MEMORY.value, "message": f"killed by {name}, out of memory {evidence}"}

@@ -36,6 +36,7 @@ import os
 import platform
 import signal
 import struct
+from dataclasses import dataclass
 from typing import Callable
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -51,6 +52,15 @@ _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 _SYS_MOUNT_SETATTR = 442
 _SYS_CAPSET = 126
 _SYS_SECCOMP = 317
+_SYS_PIVOT_ROOT = 155
+_MNT_DETACH = 2
+# the candidate's uid and gid where the namespace has it (root's worker): the
+# traditional "nobody", which owns no file a candidate could want
+CANDIDATE_UID = 65534
+_TEMP_INODES = 16384  # files and directories in a candidate's temp space
+# besides the Python installation and sys.path: the system's shared libraries
+# (ctypes, sqlite3 and friends load them) and the loader's cache
+_SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 1, 4, 24
 _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 36, 38, 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -168,6 +178,8 @@ class _Forker:
 
 
 def _restrict_mounts(workdir: str) -> None:
+    """The fallback view (no tmpfs or pivot_root here): the host's tree, all
+    read-only but the temp dir."""
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     # private first: nothing below may propagate to the host's mounts
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
@@ -182,11 +194,132 @@ def _restrict_mounts(workdir: str) -> None:
         _mount_setattr(device, 0, _MOUNT_ATTR_NODEV, recursive=False)
 
 
-def _drop_capabilities() -> None:
+def view_paths() -> list[str]:
+    """What a candidate's file system shows besides its temp dir, /dev and
+    /proc: the Python installation and every sys.path entry inside it or
+    named site-/dist-packages (whole), the system libraries, the loader's
+    cache, and for any other directory on sys.path only the top-level
+    packages and modules this worker imported from it (the project's
+    `coevolve` and `tasks`, a test's module), never the directory itself
+    (a repository, a home directory). Called in the worker, so the view
+    follows its sys.path."""
+    import sys
+
+    # paths as Python spells them (a symlinked lib64 stays where imports look for it)
+    wanted: set[str] = set(_SYSTEM_PATHS)
+    prefixes = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    wanted |= prefixes
+    partial: list[str] = []
+    for entry in sys.path:
+        if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
+            continue
+        entry = os.path.abspath(entry)
+        if any(entry == p or entry.startswith(p + os.sep) for p in prefixes) or \
+                os.path.basename(entry) in ("site-packages", "dist-packages"):
+            wanted.add(entry)
+        else:
+            partial.append(entry)
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not os.path.isabs(path):
+            continue
+        path = os.path.abspath(path)
+        under = [entry for entry in partial if path.startswith(entry + os.sep)]
+        if under:  # the deepest entry is the one it was imported through
+            entry = max(under, key=len)
+            wanted.add(os.path.join(entry, path[len(entry) + 1:].split(os.sep, 1)[0]))
+        else:
+            # a module from outside sys.path (a task loaded from a file): that file
+            # alone; one under a path already wanted is dropped below
+            wanted.add(path)
+    # the outermost of nested paths is enough (it is bound recursively)
+    kept: list[str] = []
+    for path in sorted(p for p in wanted if os.path.exists(p) and p != os.sep):  # never the whole tree
+        if not kept or not path.startswith(kept[-1].rstrip(os.sep) + os.sep):
+            kept.append(path)
+    return kept
+
+
+def _make_stub(path: str, is_dir: bool) -> None:
+    os.makedirs(path if is_dir else os.path.dirname(path), mode=0o755, exist_ok=True)
+    if not is_dir and not os.path.exists(path):
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def _build_view(view_root: str, workdir: str, paths: list[str], temp_mb: int, uid: int) -> None:
+    """A new root on an empty tmpfs that holds only `paths` (bind mounts,
+    read-only), the devices, a fresh /proc and a private tmpfs at the temp
+    dir's path (writable, owned by `uid`); then pivot_root into it and drop
+    the old root. Everything else of the host, home directories and the
+    owner's files included, is not in this mount namespace at all; the temp
+    space disappears with it."""
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
+    _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    _check(_libc.mount(b"none", view_root.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                       b"size=4m,nr_inodes=16384,mode=0755"), "tmpfs for the view")
+    for path in paths:
+        target = view_root + path
+        is_dir = os.path.isdir(path)
+        _make_stub(target, is_dir)
+        _check(_libc.mount(path.encode(), target.encode(), None, _MS_BIND | _MS_REC, None), f"bind {path}")
+    devices = [device for device in _DEVICES if os.path.exists(device)]
+    for device in devices:
+        _make_stub(view_root + device, False)
+        _check(_libc.mount(device.encode(), (view_root + device).encode(), None, _MS_BIND, None), f"bind {device}")
+    _make_stub(view_root + "/proc", True)
+    _check(_libc.mount(b"proc", (view_root + "/proc").encode(), b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
+           "mount /proc")
+    _make_stub(view_root + workdir, True)
+    options = f"size={temp_mb}m,nr_inodes={_TEMP_INODES},mode=0700,uid={uid},gid={uid}"
+    _check(_libc.mount(b"none", (view_root + workdir).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                       options.encode()), "tmpfs for the temp dir")
+    _mount_setattr(view_root, _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NODEV | _MOUNT_ATTR_NOSUID, 0, recursive=True)
+    _mount_setattr(view_root + workdir, 0, _MOUNT_ATTR_RDONLY, recursive=False)
+    for device in devices:
+        _mount_setattr(view_root + device, 0, _MOUNT_ATTR_NODEV, recursive=False)
+    os.chdir(view_root)
+    _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", _MNT_DETACH), "detach the old root")
+    os.chdir("/")
+
+
+def _mapped(uid: int) -> bool:
+    """Whether `uid` exists in this (possibly user) namespace."""
+    try:
+        with open("/proc/self/uid_map") as mapping:
+            for line in mapping:
+                first, _, count = (int(x) for x in line.split())
+                if first <= uid < first + count:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def _become_unprivileged(uid: int) -> bool:
+    """setgroups([]), then gid and uid `uid` (all three of each): no longer
+    root, so files owned by root (or anyone) with mode 0600 are closed.
+    False where `uid` does not exist in this namespace (a user namespace
+    mapping only the owner): the candidate then has the owner's own uid."""
+    if not _mapped(uid):
+        return False
+    if os.getgroups():
+        os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    die_with_parent()  # the kernel clears the parent-death signal when credentials change
+    return True
+
+
+def _drop_bounding_set() -> None:
+    """Needs CAP_SETPCAP: before the uid changes."""
     last = int(open("/proc/sys/kernel/cap_last_cap").read())
     for capability in range(last + 1):
         prctl(_PR_CAPBSET_DROP, capability)
     prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+
+
+def _drop_capabilities() -> None:
     header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)  # two (effective, permitted, inheritable) triples of zeros
     _check(_libc.syscall(_SYS_CAPSET, header, data), "capset (drop every capability)")
@@ -225,21 +358,66 @@ def _install_seccomp() -> None:
     _check(_libc.syscall(_SYS_SECCOMP, 1, 0, fprog), "seccomp filter")  # SECCOMP_SET_MODE_FILTER
 
 
-def enter(workdir: str) -> None:
+@dataclass
+class View:
+    """How a worker confines its candidates: `hidden` (a pivot_root into a
+    view of only `paths`) or the read-only host tree; `root` is the empty
+    directory the view is built on; `uid` the candidate's."""
+
+    hidden: bool
+    root: str
+    paths: list[str]
+    uid: int = CANDIDATE_UID
+    temp_mb: int = 64
+    why_not_hidden: str = ""  # when the hidden view failed here and the read-only host tree is used
+
+
+def enter(workdir: str, view: View, join_cgroup: Callable[[], None] | None = None) -> str:
     """In the freshly forked child (PID 1 of its namespace), before any
-    candidate code: mounts, capabilities, seccomp. Raises ConfinementError."""
-    _restrict_mounts(workdir)
+    candidate code: memory cgroup, mounts, unprivileged uid, capabilities,
+    seccomp. Returns the directory the candidate works in. Raises
+    ConfinementError (or OSError)."""
+    if join_cgroup is not None:
+        join_cgroup()  # before the view: /sys is not in it
+    if view.hidden:
+        _build_view(view.root, workdir, view.paths, view.temp_mb, view.uid if _mapped(view.uid) else os.getuid())
+    else:
+        _restrict_mounts(workdir)
+    _drop_bounding_set()
+    _become_unprivileged(view.uid)
     _drop_capabilities()
     _install_seccomp()
+    return workdir
 
 
-def probe(scratch: str) -> str:
-    """Fork one confined child that does nothing: "" if every step works,
-    else why not (the worker then runs candidates unconfined and says so)."""
+def probe(scratch: str) -> tuple[str, View | None]:
+    """Fork one confined child that does nothing: ("", view) if every step
+    works, with the hidden view where tmpfs and pivot_root work, else the
+    read-only host view; else (why not, None) and the worker runs
+    candidates unconfined and says so."""
     if platform.machine() != "x86_64":
-        return f"the seccomp filter is written for x86-64, this machine is {platform.machine()}"
+        return f"the seccomp filter is written for x86-64, this machine is {platform.machine()}", None
     if os.geteuid() != 0:
-        return "not root: namespaces and mounts need CAP_SYS_ADMIN"
+        return "not root: namespaces and mounts need CAP_SYS_ADMIN", None
+    root = os.path.join(scratch, ".view")
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    workdir = os.path.join(scratch, ".probe")
+    os.makedirs(workdir, exist_ok=True)
+    reasons = []
+    views = [View(True, root, view_paths()), View(False, root, [])]
+    if os.environ.get("COEVOLVE_SANDBOX_VIEW") == "host":  # how the tests cover the fallback
+        reasons, views = ["COEVOLVE_SANDBOX_VIEW=host"], views[1:]
+    for view in views:
+        reason = _try_child(lambda: enter(workdir, view))
+        if not reason:
+            os.rmdir(workdir)
+            view.why_not_hidden = "; ".join(reasons)
+            return "", view
+        reasons.append(reason)
+    return "; ".join(reasons), None
+
+
+def _try_child(step: Callable[[], object]) -> str:
     read_end, write_end = os.pipe()
     try:
         forker = _Forker()
@@ -253,7 +431,7 @@ def probe(scratch: str) -> str:
         status = 0
         try:
             os.close(read_end)
-            enter(scratch)
+            step()
         except BaseException as exc:  # report why, then die
             os.write(write_end, str(exc).encode()[:500])
             status = 1

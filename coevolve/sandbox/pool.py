@@ -13,7 +13,6 @@ import inspect
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,9 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
+from coevolve.base.untrusted import clean
 from coevolve.sandbox import wire
+from coevolve.sandbox.child import remove_tree
 from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
@@ -35,11 +36,32 @@ Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object,
 _WORKER_GRACE_S = 120.0
 
 
+# What a worker (and so every candidate, whose /proc/self/environ is the
+# worker's) inherits of the owner's environment: what starting Python needs,
+# the locale, and the sandbox's own settings. Never keys, tokens or paths
+# to the owner's files; a task names any other variable it needs.
+_ENVIRONMENT_ALLOWED = ("PATH", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+_ENVIRONMENT_PREFIX = "COEVOLVE_SANDBOX_"
+
+
+def worker_environment() -> dict[str, str]:
+    env = {name: os.environ[name] for name in _ENVIRONMENT_ALLOWED if name in os.environ}
+    env.update({name: value for name, value in os.environ.items() if name.startswith(_ENVIRONMENT_PREFIX)})
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+def asked_environment(task: Any) -> dict[str, str]:
+    """The variables a task names in `sandbox_environment` (a tuple of
+    names), with the owner's values: the only way one reaches a candidate."""
+    names = getattr(task, "sandbox_environment", ()) or ()
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 class _WorkerProcess:
     def __init__(self) -> None:
-        env = dict(os.environ)
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = "1"
+        env = worker_environment()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "coevolve.sandbox.worker"],
             stdin=subprocess.PIPE,
@@ -61,8 +83,17 @@ class _WorkerProcess:
         self.confined = bool(hello.get("confined"))
         self.unconfined_reason = str(hello.get("unconfined_reason", ""))
         self.scratch_root = str(hello.get("scratch_root", ""))
+        self.hidden_view = bool(hello.get("hidden_view"))
+        self.memory_limit = str(hello.get("memory_limit", "rlimit"))
         if not self.confined:
             _warn_unconfined(self.unconfined_reason)
+        elif not self.hidden_view:
+            _warn_once(f"sandbox: candidates see the whole file system read-only, not only the Python installation "
+                       f"({hello.get('hidden_view_reason')}); they run as an unprivileged uid where this machine "
+                       "has one. See docs/sandbox.md.")
+        if self.memory_limit == "rlimit":
+            _warn_once(f"sandbox: memory is limited by RLIMIT_AS only ({hello.get('memory_limit_reason')}): "
+                       "memory outside the address space (memfd, tmpfs) is not counted. See docs/sandbox.md.")
 
     @property
     def pid(self) -> int:
@@ -91,10 +122,16 @@ class _WorkerProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         if self.scratch_root:
-            shutil.rmtree(self.scratch_root, ignore_errors=True)
+            remove_tree(self.scratch_root)
 
 
 _warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def _warn_unconfined(reason: str) -> None:
@@ -114,6 +151,11 @@ def _portable_task(task: Any) -> Any:
     keeps it warm."""
     if isinstance(task, str):
         return task
+    # a user's task (tasks/loader.py) travels as its spec; only its own attribute counts, never
+    # one a wrapper (compare's LimitedTask) forwards from the task it wraps
+    spec = getattr(task, "__dict__", {}).get("__coevolve_spec__")
+    if isinstance(spec, str):
+        return spec
     missing = [name for name in ("decide", "score", "instance_seconds") if not callable(getattr(task, name, None))]
     if missing:
         raise ValueError(f"task {getattr(task, 'name', task)!r} lacks {', '.join(missing)}: the sandbox runs "
@@ -170,6 +212,8 @@ class Sandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._tasks: dict[str, Any] = {}
+        self._boundary: dict[str, Any] = {"confined": False, "hidden_view": False, "memory_limit": [],
+                                          "network_isolated": False}
 
     @classmethod
     def from_section(cls, section: Any) -> "Sandbox":
@@ -211,7 +255,7 @@ class Sandbox:
                "memory_mb": self.memory_mb, "output_limit": self.output_limit}
         reply = self._submit(job, timeout_s)
         failure = reply.get("failure")
-        return ToolResult(stdout=reply.get("output", ""), error=reply.get("message", ""),
+        return ToolResult(stdout=clean(reply.get("output", "")), error=clean(reply.get("message", "")),
                           failure=FailureKind(failure) if failure else None,
                           seconds=float(reply.get("seconds", 0.0)))
 
@@ -226,6 +270,21 @@ class Sandbox:
         coevolve/sandbox/confine.py."""
         with self._lock:
             return bool(self._all) and all(worker.confined for worker in self._all)
+
+    @property
+    def boundary(self) -> dict[str, Any]:
+        """What is in force, for a run's record: kernel confinement, the
+        hidden file-system view, and what limits memory ("cgroup v1",
+        "cgroup v2", or "rlimit": address space only)."""
+        with self._lock:
+            workers = list(self._all)
+        if not workers:  # closed, or not started yet: what the last workers had
+            return dict(self._boundary)
+        self._boundary = {"confined": all(w.confined for w in workers),
+                          "hidden_view": all(w.hidden_view for w in workers),
+                          "memory_limit": sorted({w.memory_limit for w in workers}),
+                          "network_isolated": all(w.network_isolated for w in workers)}
+        return dict(self._boundary)
 
     @property
     def network_isolated(self) -> bool:
@@ -288,7 +347,7 @@ class Sandbox:
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         return {"op": "evaluate", "code": code, "task": _portable_task(task), "split": split, "size": size,
                 "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
-                "output_limit": self.output_limit}
+                "output_limit": self.output_limit, "environment": asked_environment(task_object)}
 
     def _checkout(self) -> _WorkerProcess:
         if self._closed:
@@ -304,6 +363,7 @@ class Sandbox:
                 raise
             with self._lock:
                 self._all.append(worker)
+            self.boundary  # noqa: B018  (remembered for after close)
         return worker
 
     def _forget(self, worker: _WorkerProcess, graceful: bool = True) -> None:

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
+from coevolve.base.untrusted import clean
+
 
 class FailureKind(str, Enum):
     PARSE = "parse"  # no code could be extracted (set by the caller via codeparse)
@@ -51,19 +53,20 @@ class EvalResult:
         except ValueError:  # never an exception in the caller: an unknown kind is a crash
             kind, message = FailureKind.CRASH, f"unknown failure kind {str(failure)[:40]!r}: {message}"
         objective = data.get("objective")
-        return cls(
+        return cls(  # the message and output are the candidate's text: no control characters
             objective=float(objective) if isinstance(objective, (int, float)) and kind is None else None,
             failure=kind,
-            message=message,
+            message=clean(message),
             seconds=float(data.get("seconds", 0.0)),
             instances=int(data.get("instances", 0)),
-            output=data.get("output", ""),
+            output=clean(data.get("output", "")),
         )
 
 
 @dataclass
 class ToolResult:
-    """Outcome of `Sandbox.run_python`, shaped for an agent's observation."""
+    """Outcome of `Sandbox.run_python`, shaped for an agent's observation
+    (`stdout` and `error` without control characters: the Sandbox cleans them)."""
 
     stdout: str
     error: str

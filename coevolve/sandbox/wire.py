@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 _HEADER = struct.Struct("!QQ")
+HEADER_SIZE = _HEADER.size
 _ARRAY_KEY = "__array__"
 DTYPES = {"<i8": np.dtype("<i8"), "<f8": np.dtype("<f8"), "|b1": np.dtype("|b1")}
 DEFAULT_LIMIT = 1 << 30  # bytes; messages between trusted processes
@@ -114,6 +115,12 @@ def recv(fd: int, deadline: float | None = None, limit: int = DEFAULT_LIMIT) -> 
     return _decode(document, blob)
 
 
+def frame_lengths(data: bytes | bytearray) -> tuple[int, int]:
+    """(JSON length, blob length) from the header at the start of `data`:
+    a reader checks them against its limits before it buffers the frame."""
+    return _HEADER.unpack_from(data)
+
+
 def decode(data: bytes, limit: int = DEFAULT_LIMIT) -> Any:
     """Decode one complete frame already read into memory; anything else in
     `data` (a short frame, trailing bytes) is a BadMessage."""
@@ -138,15 +145,23 @@ def _decode(document: bytes, blob: bytes) -> Any:
     def lower(value: Any, depth: int) -> Any:
         if depth > 64:
             raise BadMessage("message nested more than 64 levels deep")
+        # in place: decoding costs the parsed tree once, never a second copy of it
         if isinstance(value, dict):
             if _ARRAY_KEY in value:
                 return _array(value, view)
-            return {key: lower(item, depth + 1) for key, item in value.items()}
-        if isinstance(value, list):
-            return [lower(item, depth + 1) for item in value]
+            for key, item in value.items():
+                value[key] = lower(item, depth + 1)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                value[index] = lower(item, depth + 1)
         return value
 
-    return lower(tree, 0)
+    try:
+        return lower(tree, 0)
+    except BadMessage:
+        raise
+    except Exception as exc:  # any other surprise in the structure is still a malformed message
+        raise BadMessage(f"malformed message: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _array(placeholder: dict[str, Any], blob: memoryview) -> np.ndarray:
@@ -154,9 +169,9 @@ def _array(placeholder: dict[str, Any], blob: memoryview) -> np.ndarray:
     if len(placeholder) != 1 or not isinstance(spec, list) or len(spec) != 3:
         raise BadMessage(f"malformed array placeholder {str(placeholder)[:100]}")
     offset, dtype_name, shape = spec
-    if dtype_name not in DTYPES:
+    if not isinstance(dtype_name, str) or dtype_name not in DTYPES:
         raise BadMessage(f"array dtype {str(dtype_name)[:20]!r} is not allowed on the wire")
-    if not (isinstance(offset, int) and isinstance(shape, list) and len(shape) <= 8
+    if not (isinstance(offset, int) and not isinstance(offset, bool) and isinstance(shape, list) and len(shape) <= 8
             and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape)):
         raise BadMessage(f"malformed array placeholder {str(placeholder)[:100]}")
     dtype = DTYPES[dtype_name]

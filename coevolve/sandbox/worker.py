@@ -20,7 +20,6 @@ import linecache
 import math
 import os
 import select
-import shutil
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy  # noqa: E402,F401  (warm import, inherited by every child)
 
-from coevolve.sandbox import child, confine, wire  # noqa: E402
+from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 
@@ -46,17 +45,43 @@ _MESSAGE_LIMIT = 4000
 class Worker:
     def __init__(self, unconfined_reason: str = "") -> None:
         self.scratch_root = tempfile.mkdtemp(prefix="coevolve-sandbox-")
+        os.chmod(self.scratch_root, 0o711)  # the candidate's uid passes through to its own temp dir
         self.tasks: dict[str, Any] = {}
         self.instances: dict[tuple[str, str, str, int], Any] = {}
         self.network_isolated = confine.isolate_network()
-        self.unconfined_reason = unconfined_reason or confine.probe(self.scratch_root)
-        self.confined = not self.unconfined_reason
+        view = None
+        if not unconfined_reason:
+            unconfined_reason, view = confine.probe(self.scratch_root)
+        self.unconfined_reason = unconfined_reason
+        self.confined = view is not None
+        cgroups, self.memory_fallback_reason = cgroup.find()
+        self.confinement = child.Confinement(view, cgroups)
+        self._view_key: tuple[int, int] = (0, 0)
         if self.confined:
             self.fork: Callable[[], int] = confine.forker()
         else:
             self.fork = os.fork
             confine.become_subreaper()
             confine.non_dumpable()
+
+    def describe(self) -> dict[str, Any]:
+        """What is in force, for the Sandbox's record."""
+        view = self.confinement.view
+        cgroups = self.confinement.cgroups
+        return {"pid": os.getpid(), "network_isolated": self.network_isolated, "confined": self.confined,
+                "unconfined_reason": self.unconfined_reason, "scratch_root": self.scratch_root,
+                "hidden_view": bool(view and view.hidden),
+                "hidden_view_reason": view.why_not_hidden if view else self.unconfined_reason,
+                "memory_limit": cgroups.kind if cgroups else "rlimit",
+                "memory_limit_reason": self.memory_fallback_reason}
+
+    def _refresh_view(self) -> None:
+        """The view follows sys.path and the modules imported (tasks load theirs)."""
+        view = self.confinement.view
+        key = (hash(tuple(sys.path)), len(sys.modules))
+        if view is not None and view.hidden and key != self._view_key:
+            view.paths = confine.view_paths()
+            self._view_key = key
 
     # -- task state, kept warm across candidates -------------------------
     def task(self, spec: Any) -> Any:
@@ -91,11 +116,13 @@ class Worker:
         parameters = template_parameters(task.template, task.function_name)
         limits = Limits(job["timeout_s"], job["memory_mb"], job["output_limit"],
                         stage_cpu_s=float(task.instance_seconds(size)),
-                        stages=(f"{split}{size}", _count(instances)))
+                        stages=(f"{split}{size}", _count(instances)),
+                        decision_bytes=decision_bytes(task, size),
+                        environment=_environment(job))
         code = job["code"]
 
-        def body(tick: Callable[[], None]) -> dict[str, Any]:
-            return decide_in_child(code, task, parameters, instances, tick)
+        def body(emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+            return decide_in_child(code, task, parameters, instances, emit)
 
         verdict = self._in_child(body, limits)
         began = time.monotonic()
@@ -107,18 +134,37 @@ class Worker:
     def run_python(self, job: dict[str, Any]) -> dict[str, Any]:
         code = job["code"]
 
-        def body(tick: Callable[[], None]) -> dict[str, Any]:
+        def body(emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
             return run_script_in_child(code)
 
-        verdict = self._in_child(body, Limits(job["timeout_s"], job["memory_mb"], job["output_limit"]))
+        verdict = self._in_child(body, Limits(job["timeout_s"], job["memory_mb"], job["output_limit"],
+                                              environment=_environment(job)))
         result = _typed_failure(verdict) or {"failure": None, "message": ""}
         result["seconds"] = float(verdict.get("seconds", 0.0))
         result["output"] = verdict.get("output", "")
         return result
 
     def _in_child(self, body: Any, limits: Limits) -> dict[str, Any]:
+        self._refresh_view()
         return run_in_child(body, scratch_root=self.scratch_root, limits=limits, fork=self.fork,
-                            confined=self.confined)
+                            confinement=self.confinement)
+
+
+def _environment(job: dict[str, Any]) -> dict[str, str]:
+    """The variables a task asked for by name (the Sandbox looked them up)."""
+    asked = job.get("environment") or {}
+    return {str(name): str(value) for name, value in asked.items()}
+
+
+def decision_bytes(task: Any, size: int) -> int:
+    """The most one decision may weigh on the wire, from the task's decision
+    shape: what the task declares (`decision_bytes(size)`), else inferred
+    for decisions of at most (size + 2)² numbers (a tour or a pick list is
+    `size`, a prior matrix with a depot (`size` + 1)²), 8 bytes each."""
+    declared = getattr(task, "decision_bytes", None)
+    if callable(declared):
+        return int(declared(size))
+    return 8 * (max(size, 1) + 2) ** 2 + 4096
 
 
 def _count(instances: Any) -> int:
@@ -209,9 +255,10 @@ def _fail(kind: FailureKind, message: str) -> dict[str, Any]:
 
 
 def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
-                    tick: Callable[[], None]) -> dict[str, Any]:
-    """Compile and load the candidate, check its function, and collect its
-    decisions instance by instance (`tick` after loading and after each)."""
+                    emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Compile and load the candidate, check its function, and send its
+    decisions to the worker instance by instance (`emit`): what the worker
+    received is final, and is the candidate's progress."""
     from tasks.base import InvalidSolution
 
     try:
@@ -239,13 +286,11 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
         return _fail(FailureKind.BAD_SIGNATURE, f"{name} must accept ({', '.join(parameters)}): {exc}")
     except ValueError:
         pass  # builtins without a signature: let the call decide
-    tick()
+    emit({"loaded": True})
 
-    decisions = []
     try:
         for decision in task.decide(function, instances):
-            decisions.append(decision)
-            tick()
+            emit({"decision": decision})
     except InvalidSolution as exc:
         return _fail(FailureKind.INVALID, f"invalid solution: {exc}")
     except (MemoryError, SystemExit) as exc:
@@ -259,7 +304,7 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
         return _fail(kind, traceback_tail(exc))
     except BaseException as exc:
         return _fail(FailureKind.CRASH, traceback_tail(exc))
-    return {"failure": None, "message": "", "decisions": decisions}
+    return {"failure": None, "message": ""}
 
 
 def run_script_in_child(code: str) -> dict[str, Any]:
@@ -328,9 +373,7 @@ def main() -> None:
                 for entry in reversed(job.get("sys_path", [])):
                     if entry not in sys.path:
                         sys.path.insert(0, entry)
-                reply: dict[str, Any] = {"pid": os.getpid(), "network_isolated": worker.network_isolated,
-                                         "confined": worker.confined, "unconfined_reason": worker.unconfined_reason,
-                                         "scratch_root": worker.scratch_root}
+                reply: dict[str, Any] = worker.describe()
             else:
                 try:
                     reply = handlers[op](job)
@@ -344,7 +387,7 @@ def main() -> None:
             except BrokenPipeError:
                 return  # the Sandbox is gone
     finally:
-        shutil.rmtree(worker.scratch_root, ignore_errors=True)
+        child.remove_tree(worker.scratch_root)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ becomes of it: initial population, retries, duplicates of earlier code and
 texts with no parseable code all count. (The reference code leaks parse
 failures and init retries; charging per request closes that leak and makes
 the cost of a weak proposer visible.) LLM requests and tokens are counted
-separately and never consume budget.
+separately and never consume budget; so are the free re-asks of replies with
+no parseable code that the reference's accounting allows
+([accounting] parse_retries, counted as `parse_retries`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Ledger:
     llm_requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    parse_retries: int = 0  # free re-asks of unparseable replies (the reference's accounting); never in `used`
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -68,4 +71,5 @@ class Ledger:
             "llm_requests": self.llm_requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "parse_retries": self.parse_retries,
         }

@@ -46,7 +46,7 @@ from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
-                                     outside_budget, planned_es_generations)
+                                     outside_budget, planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, Population
 from coevolve.search.prompts import Context, describe_failure, operator_messages
@@ -188,6 +188,13 @@ class SearchLoop:
         cfg = self.config
         budget = cfg.run.budget + outside_budget(cfg)
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
+        # es.sigma_steps = "generation": the σ schedule steps once per plan generation
+        # that holds an ES update (the reference's stepping), not once per update
+        self.sigma_generations = sorted({s.generation for s in planned_steps(self.method, budget,
+                                                                             cfg.es.proposals_per_member)
+                                         if s.perturbed})
+        if cfg.es.sigma_steps == "generation":
+            generations = len(self.sigma_generations)
         es_cfg = cfg.es.resolve(population=es_population(cfg), generations=max(generations, 1))
         history = self.store.history_path
         if history.exists() and history.stat().st_size > 0:
@@ -248,9 +255,13 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
+            retried = logged.get("parse_retries", [])
         else:
-            members = self._ask(members_for(granted, per_member)) if perturbed else []
+            members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
+            retried = self._retry_unparsed(step, requests, members, sampling, completions)
+        self.ledger.record_llm([Completion(**c) for c in retried])  # their tokens count, their texts do not
+        self.ledger.parse_retries += len(retried)
         self.ledger.record_llm(completions)
         self._price([c for r, c in zip(requests, completions) if r.member is None and self.endpoint is not None])
 
@@ -272,6 +283,8 @@ class SearchLoop:
                                   "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason}
                                  for c in completions],
                  "results": results, "es": es_record}
+        if retried:
+            event["parse_retries"] = retried
         if logged is None:
             event_log.append(event)  # before the ES update: a kill in between re-applies it on resume
         if es_record is not None:
@@ -398,8 +411,11 @@ class SearchLoop:
                                "the run directory was written by different code or config")
 
     def _messages(self, request: Request) -> list[dict]:
+        from tasks.base import starting_program
+
         t = self.task
-        return operator_messages(request.operator, t.description, t.template, t.function_name, t.direction,
+        start = starting_program(t, self.config.start.program)
+        return operator_messages(request.operator, t.description, start, t.function_name, t.direction,
                                  request.parents, show_scores=self.config.eoh.show_scores,
                                  context=self._context(request))
 
@@ -427,7 +443,12 @@ class SearchLoop:
         jobs, owners = [], []
         for index, member in enumerate(members):
             mine = [r for r in requests if r.member == index]
-            if mine:
+            if mine and member["sigma"] == 0:  # θ + 0·ε is θ: the last step of a schedule to σ = 0
+                texts = self.engine.chat([self._messages(r) for r in mine], sampling, seeds=[r.seed for r in mine],
+                                         **self._constraints(len(mine)))
+                for r, c in zip(mine, texts):
+                    out[r.slot] = c
+            elif mine:
                 owners.append(mine)
                 jobs.append(MemberJob(member["seed"], member["sigma"], [self._messages(r) for r in mine],
                                       sampling, [r.seed for r in mine], **self._constraints(len(mine))))
@@ -442,6 +463,32 @@ class SearchLoop:
         """The decoding pattern for `count` requests, as keyword arguments (none when off:
         generators that never constrain need not take them)."""
         return {"constraints": [self.pattern] * count} if self.pattern else {}
+
+    def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
+                        completions: list[Completion]) -> list[dict]:
+        """[accounting] parse_retries: ask again, free of T, for each reply with no
+        parseable code (same prompt, same weights, a fresh seed), up to n times;
+        `completions` ends with each slot's last reply. Returns the replies
+        replaced, for the ledger and the event log."""
+        from coevolve.codeparse import extract
+
+        replaced: list[dict] = []
+        t = self.task
+        for attempt in range(1, self.config.accounting.parse_retries + 1):
+            failed = [r for r, c in zip(requests, completions)
+                      if extract(c.text, t.function_name, t.template) is None]
+            if not failed:
+                break
+            again = [Request(i, r.operator, r.parents,
+                             request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot), r.member,
+                             r.failures)
+                     for i, r in enumerate(failed)]
+            for r, c in zip(failed, self._generate(again, members, sampling)):
+                old = completions[r.slot]
+                replaced.append({"text": old.text, "prompt_tokens": old.prompt_tokens,
+                                 "completion_tokens": old.completion_tokens, "finish_reason": old.finish_reason})
+                completions[r.slot] = c
+        return replaced
 
     def _candidate(self, step: int, request: Request, completion: Completion, members: list[dict]) -> Candidate:
         from coevolve.codeparse import extract
@@ -526,8 +573,11 @@ class SearchLoop:
                 self.progress.best = candidate.objective
 
     # ES -------------------------------------------------------------------------
-    def _ask(self, count: int) -> list[dict]:
-        members = self.es.ask()[:count]
+    def _ask(self, count: int, generation: int) -> list[dict]:
+        step = None
+        if self.config.es.sigma_steps == "generation" and generation in self.sigma_generations:
+            step = self.sigma_generations.index(generation)
+        members = self.es.ask(step)[:count]
         return [{"index": m.index, "seed": m.seed, "sigma": m.sigma} for m in members]
 
     def _rewards(self, step: int, candidates: list[Candidate], requests: list[Request], members: list[dict]) -> dict:
@@ -597,6 +647,8 @@ class SearchLoop:
             "evaluations": self.ledger.used, "ledger": self.ledger.to_dict(),
             "valid": len(valid), "valid_rate": len(valid) / self.ledger.used if self.ledger.used else 0.0,
             "failures": dict(sorted(failures.items())),
+            # what bounded the candidates: confinement, file-system view, memory limit (cgroup or rlimit)
+            "sandbox": getattr(self.evaluator, "boundary", None),
             "train": {"split": split, "size": size, "direction": direction, "reference": reference},
             "best": None if best is None else {
                 "id": best.id, "objective": best.objective, "gap": gap, "operator": best.operator,

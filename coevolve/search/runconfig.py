@@ -78,6 +78,35 @@ class SampleSection:
 
 
 @dataclass
+class AccountingSection:
+    """[accounting]: what the budget T charges. Ours (the default) charges every
+    candidate asked for. The reference code asks again, free of charge, when a
+    reply holds no parseable code: `parse_retries` = n re-asks it up to n more
+    times (same prompt and weights, a fresh sampling seed); the ledger counts
+    them apart, as `parse_retries`, never in T."""
+
+    parse_retries: int = 0
+
+    def check(self, name: str) -> None:
+        require(0 <= self.parse_retries <= 8, f"{name}.parse_retries", "must be in 0..8", self.parse_retries)
+
+
+@dataclass
+class StartSection:
+    """[start]: the program a run starts from (the i1 prompt shows it; a comparison
+    scores it as the starting point). "template": the task's template, a working
+    baseline (ours). "reference": the reference code's seed function where the
+    task has one (asp: `return 1`), else the template."""
+
+    program: str = "template"
+
+    def check(self, name: str) -> None:
+        from tasks.base import STARTS
+
+        one_of(self.program, STARTS, f"{name}.program")
+
+
+@dataclass
 class RewardSection:
     """ES reward of one candidate; see docs/search.md and coevolve/search/reward.py.
 
@@ -195,6 +224,8 @@ class SearchSections:
     es: ESConfig = field(default_factory=ESConfig)
     reward: RewardSection = field(default_factory=RewardSection)
     sandbox: SandboxSection = field(default_factory=SandboxSection)
+    accounting: AccountingSection = field(default_factory=AccountingSection)
+    start: StartSection = field(default_factory=StartSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
     context: ContextSection = field(default_factory=ContextSection)

@@ -1,0 +1,160 @@
+"""`coevolve check-task SPEC`: check a task before any engine starts.
+
+SPEC is a task name, path/to/problem.py[:Class] or package.module:Class.
+Checked, in order: the attributes and their types, the template defines
+function_name, the splits and instance_seconds are sane (all cheap: `run`
+and `compare` check these too before loading the LLM); every split's
+smallest set is drawn twice and equal; the template's decide() yields data
+the sandbox wire carries; score() of the same decisions gives the same
+finite number twice; and the template scores that number on the training
+set through the real sandbox. Each failure is one line naming the attribute
+or function; exit status 2 on any."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+from coevolve.base.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("check-task", help="validate a task (a name, path/to/problem.py[:Class] or "
+                                                 "module:Class) before running it", description=__doc__)
+    p.add_argument("spec", help="task name, path/to/problem.py[:Class] or package.module:Class")
+    p.add_argument("--no-sandbox", action="store_true", help="skip the scoring through the real sandbox")
+    p.set_defaults(handler=handle)
+
+
+def load(spec: str) -> Any:
+    """The heuristic task `spec` names (a file spec relative to the working
+    directory); UsageError with one line otherwise."""
+    from tasks.loader import absolute_spec
+    from tasks.registry import UnknownTask, heuristic_task, kind
+
+    spec = absolute_spec(spec)
+    try:
+        if kind(spec) == "agent":
+            raise UsageError(f"{spec}: an agent task; check-task checks heuristic-design tasks "
+                             "(tasks/base.py HeuristicTask)")
+        return heuristic_task(spec)
+    except UnknownTask as exc:
+        raise UsageError(str(exc)) from None
+
+
+def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) -> list[str]:
+    """Every check of the module docstring; [] when the task passes. `log`
+    gets one line per passed stage."""
+    from tasks.check import determinism_problems, shape_problems
+
+    say = log or (lambda line: None)
+    found = shape_problems(task)
+    if found:
+        return found
+    say(f"shape: attributes, template defines {task.function_name}(), splits, instance_seconds")
+    split, size = task.train
+    sets = dict.fromkeys([(name, min(sizes)) for name, sizes in task.splits().items()] + [(split, size)])
+    for set_split, set_size in sets:
+        found += determinism_problems(factory, set_split, set_size)
+    if found:
+        return found
+    say("instances: drawn twice, equal (the smallest set of every split and the training set)")
+    value, found = template_value(task)
+    if found:
+        return found
+    say(f"template: decide() yields wire data, score() = {value!r} twice")
+    if sandbox:
+        found = sandbox_problems(task, value)
+        if not found:
+            say(f"sandbox: the template scores {value!r} on {split} {size} in the real sandbox")
+    return found
+
+
+def template_value(task: Any) -> tuple[float | None, list[str]]:
+    """The template's objective on the training set, in this process, with
+    decisions round-tripped through the sandbox wire as a worker sees them."""
+    from coevolve.sandbox import wire
+    from tasks.base import InvalidSolution
+    from tasks.loader import user_frame
+
+    split, size = task.train
+    instances = task.instances(split, size)
+    namespace: dict[str, Any] = {"__name__": "template"}
+    try:
+        exec(compile(task.template, "<template>", "exec"), namespace)
+    except Exception as exc:
+        return None, [f"template: loading it raised {user_frame(exc)}"]
+    function = namespace.get(task.function_name)
+    try:
+        decisions = list(task.decide(function, instances))
+    except InvalidSolution as exc:
+        return None, [f"template: fails its own evaluation on {split} {size}: decide() found an invalid "
+                      f"solution: {user_frame(exc)}"]
+    except Exception as exc:
+        return None, [f"decide(): with the template on {split} {size} raised {user_frame(exc)}"]
+    count = len(instances) if hasattr(instances, "__len__") else 1
+    if len(decisions) != count:
+        return None, [f"decide(): yielded {len(decisions)} decisions for {count} instances (expected one per instance)"]
+    try:
+        carried = wire.decode(wire.encode({"decisions": decisions}))["decisions"]
+    except (TypeError, ValueError) as exc:
+        shown = next((type(d).__name__ for d in decisions), "nothing")
+        return None, [f"decide(): yielded {shown} data the sandbox wire refuses ({exc}); yield numbers, strings, "
+                      "lists, dicts or int64/float64/bool numpy arrays"]
+    values = []
+    for _ in range(2):
+        try:
+            values.append(float(task.score(wire.decode(wire.encode({"d": carried}))["d"], instances)))
+        except InvalidSolution as exc:
+            return None, [f"template: fails its own evaluation on {split} {size}: score() rejected its decisions: "
+                          f"{user_frame(exc)}"]
+        except Exception as exc:
+            return None, [f"score(): with the template's decisions raised {user_frame(exc)}"]
+    if not math.isfinite(values[0]):
+        return None, [f"score(): the template's objective is {values[0]}, expected a finite number"]
+    if values[0] != values[1]:
+        return None, [f"score(): not deterministic, the same decisions scored {values[0]!r} then {values[1]!r}"]
+    return values[0], []
+
+
+def sandbox_problems(task: Any, expected: float) -> list[str]:
+    from coevolve.sandbox import Sandbox
+
+    split, size = task.train
+    instances = task.instances(split, size)
+    count = len(instances) if hasattr(instances, "__len__") else 1
+    timeout = 30.0 + count * float(task.instance_seconds(size))
+    with Sandbox(workers=1, timeout_s=timeout) as sandbox:
+        result = sandbox.evaluate(task.template, task)
+    if not result.ok:
+        kind = result.failure.value if result.failure else "failure"
+        return [f"template: fails its own evaluation in the sandbox on {split} {size} [{kind}]: "
+                f"{result.message.strip().splitlines()[-1] if result.message.strip() else ''}"]
+    if result.objective is None or not math.isfinite(result.objective):
+        return [f"template: the sandbox scored {result.objective!r}, expected a finite number"]
+    if abs(result.objective - expected) > 1e-9 * max(1.0, abs(expected)):
+        return [f"score(): the sandbox scored the template {result.objective!r} but this process {expected!r}; "
+                "decide() or score() depends on something other than the instances (global state, time)"]
+    return []
+
+
+def fail(found: list[str], command: str) -> None:
+    """Print all problems but the last, raise the last (the CLI prints it and exits 2)."""
+    for line in found[:-1]:
+        print(f"coevolve {command}: error: {line}", file=sys.stderr)
+    raise UsageError(found[-1])
+
+
+def handle(args: argparse.Namespace) -> int:
+    from tasks.registry import heuristic_task
+
+    task = load(args.spec)
+    spec = getattr(task, "__coevolve_spec__", args.spec)
+    found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox,
+                     log=lambda line: print(f"ok  {line}", flush=True))
+    if found:
+        fail(found, "check-task")
+    print(f"{task.name}: passed every check")
+    return 0

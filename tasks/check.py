@@ -1,0 +1,128 @@
+"""Checks of a heuristic task's contract (tasks/base.py) that need no sandbox.
+
+`shape_problems` is cheap (attributes, types, the template's function,
+splits, limits): `coevolve run` and `compare` run it before they load the
+LLM. `determinism_problems` draws instance sets twice; `coevolve
+check-task` adds it and the checks that go through the real sandbox.
+Each problem is one line naming the attribute or function and what was expected.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+MAX_INSTANCE_SECONDS = 3600.0  # a larger per-instance limit is a typo (ms for s), not a plan
+
+
+def shape_problems(task: Any) -> list[str]:
+    """What is missing or mistyped in a heuristic task; [] when its shape is right."""
+    problems = []
+    expected = {"name": str, "description": str, "function_name": str, "template": str}
+    for attribute, kind in expected.items():
+        value = getattr(task, attribute, None)
+        if not isinstance(value, kind) or not value.strip():
+            problems.append(f"{attribute}: expected a non-empty {kind.__name__}, got {_shown(value)}")
+    direction = getattr(task, "direction", None)
+    if direction not in ("min", "max"):
+        problems.append(f"direction: expected \"min\" or \"max\", got {_shown(direction)}")
+    if problems:
+        return problems
+    if not task.function_name.isidentifier():
+        problems.append(f"function_name: {task.function_name!r} is not a Python identifier")
+    problems += template_problems(task.template, task.function_name)
+    try:
+        splits = task.splits()
+    except Exception as exc:
+        return problems + [f"splits(): raised {_error(exc)}"]
+    if not isinstance(splits, dict) or not splits or not all(
+            isinstance(k, str) and isinstance(v, (list, tuple)) and v and all(_is_int(s) for s in v)
+            for k, v in splits.items()):
+        return problems + [f"splits(): expected {{split name: [sizes]}} with at least one split and int sizes, "
+                           f"got {_shown(splits)}"]
+    train = getattr(task, "train", None)
+    if not (isinstance(train, (tuple, list)) and len(train) == 2 and isinstance(train[0], str) and _is_int(train[1])):
+        problems.append(f"train: expected a (split, size) pair such as (\"train\", 50), got {_shown(train)}")
+    elif train[0] not in splits or train[1] not in splits[train[0]]:
+        problems.append(f"train: {tuple(train)} is not one of splits() ({_shown(splits)})")
+    for split, sizes in splits.items():
+        for size in sizes:
+            try:
+                limit = float(task.instance_seconds(size))
+            except Exception as exc:
+                problems.append(f"instance_seconds({size}): raised {_error(exc)}")
+                continue
+            if not (math.isfinite(limit) and 0 < limit <= MAX_INSTANCE_SECONDS):
+                problems.append(f"instance_seconds({size}): expected CPU seconds in (0, {MAX_INSTANCE_SECONDS:g}], "
+                                f"got {limit!r}")
+    return problems
+
+
+def template_problems(template: str, function_name: str) -> list[str]:
+    """The template must parse and define `function_name` at its top level with positional parameters."""
+    try:
+        tree = ast.parse(template)
+    except SyntaxError as exc:
+        return [f"template: SyntaxError at line {exc.lineno}: {exc.msg}"]
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
+            if isinstance(node, ast.AsyncFunctionDef):
+                return [f"template: {function_name} must be a plain def, not async"]
+            if not node.args.posonlyargs + node.args.args:
+                return [f"template: {function_name}() takes no parameters; the task's decide() passes them"]
+            return []
+    defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [f"template: does not define function_name {function_name!r} at top level "
+            f"(it defines: {', '.join(defined) or 'no function'})"]
+
+
+def determinism_problems(factory: Callable[[], Any], split: str, size: int) -> list[str]:
+    """The set (split, size) drawn by two fresh task objects must be equal."""
+    try:
+        first = factory().instances(split, size)
+        second = factory().instances(split, size)
+    except Exception as exc:
+        return [f"instances({split!r}, {size}): raised {_error(exc)}"]
+    if not same_data(first, second):
+        return [f"instances({split!r}, {size}): two draws differ; draw from a fixed seed "
+                "(e.g. tasks.base.SeededSets or np.random.RandomState(seed)), never from global randomness"]
+    return []
+
+
+def same_data(a: Any, b: Any) -> bool:
+    """Equality of nested lists, tuples, dicts, numbers and numpy arrays (NaN equals NaN)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.array_equal(a, b, equal_nan=True))
+        return bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_data(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_data(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def _error(exc: BaseException) -> str:
+    from tasks.loader import user_frame
+
+    return user_frame(exc)

@@ -1,0 +1,384 @@
+"""Task specs: how a user names a task that is not compiled into coevolve.
+
+A spec is one of
+- a built-in name (tasks/registry.py's tables: "tsp_construct"),
+- a plugin name: an entry point of the `coevolve.tasks` group, the way
+  pytest and lm-eval find plugins (`name = "pkg.module:ClassName"` in the
+  plugin's pyproject.toml under [project.entry-points."coevolve.tasks"]),
+- a file, "path/to/problem.py" (its one task class) or "path/to/problem.py:ClassName",
+- a module, "package.module:ClassName" (importable from sys.path).
+
+tasks.registry's lookups (`kind`, `heuristic_task`, `agent_task`) call
+`resolve` for every name their tables do not hold, so every command and the
+sandbox worker accept the same specs. A resolved task carries its canonical
+spec (`SPEC_ATTRIBUTE`: absolute file path and class) so the sandbox sends a
+worker that string and the worker loads the same class the same way.
+
+Every bad spec is a TaskSpecError (a UsageError: one line, exit status 2)
+naming the file, class or entry point and what was expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from coevolve.base.errors import UsageError
+
+Kind = Literal["heuristic", "agent"]
+ENTRY_POINT_GROUP = "coevolve.tasks"
+SPEC_ATTRIBUTE = "__coevolve_spec__"
+
+# What each kind of task must define (tasks/base.py's protocols); `reference`
+# may return None, but the method must exist (the loop and eval ask it).
+HEURISTIC_METHODS = ("splits", "instances", "decide", "score", "instance_seconds", "reference")
+AGENT_METHODS = ("cases", "reset", "step", "max_turns", "reward", "metrics")
+
+
+class TaskSpecError(UsageError):
+    """A task spec that does not name a loadable task; the message names the file, class or entry point."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A loaded spec: how to build the task and what it is."""
+
+    spec: str  # canonical: "/abs/problem.py:Class", "pkg.mod:Class" or the plugin's name
+    kind: Kind
+    factory: Callable[..., Any]
+    path: Path | None  # the source file of a file spec
+    origin: str  # "file", "module" or "plugin"
+
+    def build(self, **options: Any) -> Any:
+        try:
+            task = self.factory(**options)
+        except UsageError:
+            raise
+        except TypeError:
+            raise  # an option the factory does not take: the caller names it
+        except Exception as exc:
+            raise TaskSpecError(f"{self.spec}: building the task failed: {user_frame(exc)}") from None
+        try:
+            setattr(task, SPEC_ATTRIBUTE, self.spec)
+        except (AttributeError, TypeError):
+            pass  # a task with __slots__ travels by its class instead
+        return task
+
+
+def looks_like_spec(name: str) -> bool:
+    """A file or module:attribute spec rather than a registry name."""
+    return _split_file(name) is not None or (":" in name and os.sep not in name)
+
+
+def _split_file(spec: str) -> tuple[str, str | None] | None:
+    """(path, class or None) when `spec` names a .py file."""
+    if spec.endswith(".py"):
+        return spec, None
+    path, colon, attr = spec.rpartition(":")
+    if colon and path.endswith(".py") and attr.isidentifier():
+        return path, attr
+    return None
+
+
+_cache: dict[str, Resolved] = {}
+
+
+def resolve(spec: str) -> Resolved:
+    """The task a file, module or plugin spec names; TaskSpecError when it
+    names none, KeyError-free. Registry names are tasks.registry's business."""
+    plugin = plugins().get(spec)
+    if spec in _cache and plugin is None:
+        return _cache[spec]
+    if plugin is not None:  # looked up each time: a plugin installed since may claim the name twice
+        resolved = _from_plugin(spec, plugin)
+    elif (file_spec := _split_file(spec)) is not None:
+        resolved = _from_file(*file_spec)
+    elif ":" in spec:
+        resolved = _from_module(spec)
+    else:
+        raise TaskSpecError(f"unknown task {spec!r}")
+    _cache[spec] = _cache[resolved.spec] = resolved
+    return resolved
+
+
+# -- files -----------------------------------------------------------------------
+def module_name(path: Path) -> str:
+    """The sys.modules name of a task file: stable per absolute path, never a real package's."""
+    return "coevolve_task_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+
+
+def _from_file(path_text: str, class_name: str | None) -> Resolved:
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise TaskSpecError(f"task file not found: {path_text}")
+    module = load_file(path)
+    found = task_classes(module)
+    if class_name is not None:
+        target = getattr(module, class_name, None)
+        if target is None:
+            raise TaskSpecError(f"{path_text}: no class {class_name!r} "
+                                f"(task classes in the file: {', '.join(found) or 'none'})")
+    elif len(found) == 1:
+        class_name, target = next(iter(found.items()))
+    elif not found:
+        others = [n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module.__name__]
+        raise TaskSpecError(f"{path_text}: no task class (a class with decide() and score(), or an agent task "
+                            f"with reset() and step()); classes found: {', '.join(others) or 'none'}")
+    else:
+        raise TaskSpecError(f"{path_text} defines {len(found)} task classes ({', '.join(found)}): "
+                            f"name one, e.g. {path_text}:{next(iter(found))}")
+    spec = f"{path}:{class_name}"
+    return Resolved(spec, _kind_of(target, spec), target, path, "file")
+
+
+def load_file(path: Path) -> Any:
+    """Import the task file `path` once per process, under module_name(path).
+    Its folder joins sys.path (at the end) so it may import files next to it."""
+    name = module_name(path)
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TaskSpecError(f"{path}: not a Python file that can be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up while it runs
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        del sys.modules[name]
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise TaskSpecError(f"{path}: importing it failed: {user_frame(exc)}") from None
+    return module
+
+
+def task_classes(module: Any) -> dict[str, type]:
+    """The classes defined in `module` (not imported into it) that look like a
+    task of either kind: a heuristic task's decide/score/template, or an
+    agent task's reset/step. Only the shape: `check_shape` names what is missing."""
+    marks = {"decide", "score", "template", "function_name", "reset", "step"}
+    return {name: value for name, value in vars(module).items()
+            if inspect.isclass(value) and value.__module__ == module.__name__
+            and not name.startswith("_") and len(marks & set(dir(value))) >= 2}
+
+
+# -- modules and plugins -----------------------------------------------------------
+def _from_module(spec: str) -> Resolved:
+    module_path, _, attr = spec.partition(":")
+    if not all(part.isidentifier() for part in module_path.split(".")) or not attr:
+        raise TaskSpecError(f"task {spec!r}: expected a task name, path/to/file.py[:Class] or package.module:Class")
+    target = _import_attribute(module_path, attr, spec)
+    return Resolved(spec, _kind_of(target, spec), target, None, "module")
+
+
+def _import_attribute(module_path: str, attr: str, what: str) -> Any:
+    try:
+        module = importlib.import_module(module_path)
+    except Exception as exc:
+        raise TaskSpecError(f"{what}: cannot import {module_path}: {user_frame(exc)}") from None
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise TaskSpecError(f"{what}: module {module_path} has no {attr!r}")
+    return target
+
+
+def plugins() -> dict[str, Any]:
+    """Entry points of the `coevolve.tasks` group by name. Two that claim one
+    name, or one that claims a built-in name, is a TaskSpecError when looked
+    up or listed (raised by `plugin_conflicts`)."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(entry.name, entry)
+    return found
+
+
+def plugin_conflicts(builtin: set[str]) -> list[str]:
+    """One line per task name claimed twice (by two plugins, or by a plugin and a built-in task)."""
+    from importlib.metadata import entry_points
+
+    by_name: dict[str, list[str]] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(entry, "dist", None), "name", None) or "?"
+        by_name.setdefault(entry.name, []).append(f"{entry.value} (from {dist})")
+    lines = []
+    for name, claims in sorted(by_name.items()):
+        claims = sorted(set(claims))
+        if name in builtin:
+            claims = ["the built-in task"] + claims
+        if len(claims) > 1:
+            lines.append(f"task name {name!r} is registered twice: by {' and by '.join(claims)}")
+    return lines
+
+
+def _from_plugin(name: str, entry: Any) -> Resolved:
+    from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS
+
+    for line in plugin_conflicts(set(HEURISTIC_TASKS) | set(AGENT_TASKS)):
+        if f"task name {name!r}" in line:
+            raise TaskSpecError(line)
+    module_path, _, attr = entry.value.partition(":")
+    target = _import_attribute(module_path, attr or "", f"plugin task {name!r} (entry point {entry.value})")
+    return Resolved(name, _kind_of(target, f"plugin task {name!r}"), target, None, "plugin")
+
+
+# -- checks --------------------------------------------------------------------------
+def _kind_of(target: Any, what: str) -> Kind:
+    """The task kind a class (or factory's return annotation) has, from its methods."""
+    if not callable(target):
+        raise TaskSpecError(f"{what}: is a {type(target).__name__}, expected a task class or factory")
+    probe = target if inspect.isclass(target) else None
+    if probe is None:
+        return "agent" if _agent_like(target) else "heuristic"
+    if _agent_like(probe) and not hasattr(probe, "decide"):
+        # only methods: an agent task may set its attributes in __init__
+        missing = [m + "()" for m in AGENT_METHODS if not callable(getattr(probe, m, None))]
+        if missing:
+            raise TaskSpecError(f"{what}: agent task class lacks {', '.join(missing)} (see tasks/base.py AgentTask)")
+        return "agent"
+    missing_methods = [m for m in HEURISTIC_METHODS if not callable(getattr(probe, m, None))]
+    if missing_methods:
+        hint = " (return None when there is none)" if missing_methods == ["reference"] else ""
+        raise TaskSpecError(f"{what}: task class lacks {', '.join(m + '()' for m in missing_methods)}{hint} "
+                            "(a heuristic task needs " + ", ".join(m + "()" for m in HEURISTIC_METHODS) + ")")
+    return "heuristic"
+
+
+def _agent_like(target: Any) -> bool:
+    return hasattr(target, "reset") and hasattr(target, "step")
+
+
+def user_frame(exc: BaseException) -> str:
+    """`Type: message` of an exception raised while importing or calling a
+    user's task, with the deepest frame outside coevolve and the standard
+    library (file:line), so the error names the user's line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    root = Path(__file__).resolve().parents[1]
+    ours = tuple(str(root / package) + os.sep for package in ("coevolve", "tasks")) + (os.path.dirname(os.__file__),)
+    mine = [f for f in frames if not f.filename.startswith(ours) and "<frozen" not in f.filename
+            and "site-packages" not in f.filename]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
+    where = f" (at {mine[-1].filename}:{mine[-1].lineno})" if mine else ""
+    return f"{type(exc).__name__}: {str(exc)[:300]}{where}"
+
+
+def task_label(spec: str) -> str:
+    """A short, path-free name for a spec (run directory names): a file or
+    module task's class attribute `name` when it has one, else the file's
+    stem or the class name; a registry name as it is."""
+    file_spec = _split_file(spec)
+    if file_spec is None and ":" not in spec:
+        return spec
+    name = getattr(resolve(spec).factory, "name", None)
+    if isinstance(name, str) and name and "/" not in name:
+        return name
+    return Path(file_spec[0]).stem if file_spec else spec.rpartition(":")[2]
+
+
+def source_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- runs that remember their task -------------------------------------------------
+# A run (or comparison) directory records every file task it uses in
+# tasks.json, {spec: {path, sha256, copy}}, with a copy of the source under
+# task_files/. A fresh process re-finds the task from the directory alone.
+RECORD = "tasks.json"
+COPIES = "task_files"
+
+
+def absolute_spec(spec: str, base: str | Path = ".") -> str:
+    """A file spec made absolute (relative paths count from `base`: the
+    folder of the TOML that names it, or the working directory for a flag) and
+    canonical (the class named); other specs as they are."""
+    file_spec = _split_file(spec)
+    if file_spec is None:
+        return spec
+    path, cls = file_spec
+    full = Path(base, path).expanduser()
+    if not full.is_file():
+        where = "" if Path(path).is_absolute() else f" (looked in {Path(base).resolve()})"
+        raise TaskSpecError(f"task file not found: {path}{where}")
+    return resolve(f"{full.resolve()}:{cls}" if cls else str(full.resolve())).spec
+
+
+def record_tasks(directory: str | Path, specs: list[str]) -> None:
+    """Record the file tasks among `specs` in `directory` (a copy of each source and its sha256)."""
+    from coevolve.base.durable import atomic_write_json, atomic_write_text
+
+    directory = Path(directory)
+    record = read_record(directory)
+    for spec in specs:
+        file_spec = _split_file(spec)
+        if file_spec is None or spec in record:
+            continue
+        path = Path(file_spec[0])
+        digest = source_sha256(path)
+        copy = Path(COPIES) / f"{path.stem}-{digest[:12]}.py"
+        atomic_write_text(directory / copy, path.read_text(encoding="utf-8"))
+        record[spec] = {"path": str(path), "class": file_spec[1], "sha256": digest, "copy": str(copy)}
+    if record:
+        atomic_write_json(directory / RECORD, record)
+
+
+def read_record(directory: str | Path) -> dict[str, dict]:
+    import json
+
+    path = Path(directory) / RECORD
+    if not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TaskSpecError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(record, dict):
+        raise TaskSpecError(f"{path}: expected a JSON object")
+    return record
+
+
+def remember_tasks(directory: str | Path, on_change: Literal["refuse", "accept", "copy"] = "refuse",
+                   flag: str | None = None) -> list[dict]:
+    """Make the file tasks recorded in `directory` resolvable by their recorded
+    specs in this process: the original file when it is unchanged, the run's
+    copy when the original is gone. A changed original is a TaskSpecError
+    (`refuse`, naming `flag` as the way on), the edited file (`accept`), or
+    the run's copy (`copy`: what report and eval read, the source the run
+    used). Returns one `task_changed` event per accepted change, for the caller to log."""
+    directory = Path(directory)
+    changed = []
+    for spec, entry in read_record(directory).items():
+        path, copy = Path(entry["path"]), directory / entry["copy"]
+        cls = entry.get("class")
+        from_copy = f"{copy.resolve()}:{cls}" if cls else str(copy.resolve())
+        if path.is_file() and source_sha256(path) == entry["sha256"]:
+            target = spec
+        elif path.is_file() and on_change != "copy":
+            digest = source_sha256(path)
+            if on_change == "refuse":
+                way_on = f" or pass {flag} to go on with the edited file (recorded in the run's events)" if flag else ""
+                raise TaskSpecError(f"task file {path} changed since the run started (sha256 {entry['sha256'][:12]} "
+                                    f"-> {digest[:12]}); restore it (the run's copy: {copy}){way_on}")
+            target = spec
+            changed.append({"type": "task_changed", "path": str(path), "recorded_sha256": entry["sha256"],
+                            "sha256": digest})
+        elif copy.is_file():
+            target = from_copy
+        else:
+            raise TaskSpecError(f"task file {path} is gone and the run's copy {copy} too")
+        _cache[spec] = resolve(target)
+    return changed
