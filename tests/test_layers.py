@@ -30,6 +30,7 @@ LAYERS = {
     "coevolve.report": 5,
     "coevolve.commands": 6,
     "coevolve.cli": 6,
+    "coevolve.dashboard": 6,  # reads run and comparison directories, never writes
     "coevolve.__main__": 6,
 }
 NAMES = {1: "base", 2: "engine/sandbox/tasks", 3: "es/runstore/ledger", 4: "search/agents",
@@ -44,7 +45,7 @@ ALLOWED: set[tuple[str, str]] = set()
 # registry to build a task in its worker, but tasks never import the sandbox.
 PACKAGES = ["coevolve.base", "coevolve.engine", "coevolve.sandbox", "coevolve.codeparse", "tasks", "coevolve.es",
             "coevolve.runstore", "coevolve.search", "coevolve.agents", "coevolve.plan", "coevolve.compare", "coevolve.report",
-            "coevolve.stats", "coevolve.commands", "coevolve.cli"]
+            "coevolve.stats", "coevolve.commands", "coevolve.cli", "coevolve.dashboard"]
 
 
 def modules() -> dict[str, Path]:

@@ -1,0 +1,611 @@
+"""What the dashboard shows, read from run and comparison directories.
+
+Read-only by construction: this module opens files for reading only (no
+`repair_jsonl`, no writer, no report rendering), so pointing the dashboard
+at a run that is being written cannot disturb it. JSON-lines files go
+through `coevolve.base.durable.read_jsonl`, the run store's reader: a torn
+last line (a write in progress) is ignored and shows up on the next poll.
+
+Every file is parsed again only when its (inode, size, mtime) changed, so a
+page polling a run of 10,000 candidates costs a `stat` per file while the
+run is quiet. Text that a candidate or an LLM wrote goes through
+`coevolve.base.untrusted.clean` here; the page inserts it as text, never as
+markup.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import math
+import threading
+import time
+import tomllib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from coevolve.base.durable import read_jsonl
+from coevolve.base.errors import CorruptFileError, UsageError
+from coevolve.base.untrusted import clean
+
+RUN_MARKER = "config.toml"
+COMPARE_MARKERS = ("compare.toml", "table.csv")
+SCAN_DEPTH = 3  # how deep a folder of runs is searched (runs/<task>/<method>-b<budget>-s<seed>)
+MESSAGE_LIMIT = 4000  # characters of a failure message shown (its end: where errors say what went wrong)
+TEXT_LIMIT = 200_000  # characters of any one candidate text shown
+
+
+def text(value: object, limit: int = TEXT_LIMIT) -> str:
+    """Untrusted text, safe to hand to the page (which inserts it as text);
+    a long one keeps its end (where an error says what went wrong)."""
+    return clean(value, limit)
+
+
+def head(value: object, limit: int) -> str:
+    """Untrusted text cut to its first `limit` characters (a summary line)."""
+    body = clean(value)
+    return body if len(body) <= limit else body[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------ file cache
+class FileCache:
+    """Parsed files, re-read only when their (inode, size, mtime) changed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[Path, str], tuple[tuple[int, int, int], Any]] = {}
+
+    def get(self, path: Path, parse: Callable[[Path], Any], default: Any = None, kind: str = "") -> Any:
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return default
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            hit = self._entries.get((path, kind))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = parse(path)
+        with self._lock:
+            self._entries[(path, kind)] = (key, value)
+        return value
+
+
+CACHE = FileCache()
+
+
+def jsonl(path: Path) -> list[Any]:
+    return CACHE.get(path, read_jsonl, default=[], kind="jsonl")
+
+
+def _whole(path: Path, loads: Callable[[str], Any], errors: tuple[type[Exception], ...], what: str,
+           default: Any) -> Any:
+    """A whole file (replaced atomically by its writer, so a parse error is
+    damage, not a write in progress)."""
+    def parse(p: Path) -> Any:
+        try:
+            return loads(p.read_text(encoding="utf-8"))
+        except (*errors, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"{p}: not valid {what} ({exc})") from None
+    return CACHE.get(path, parse, default=default, kind=what)
+
+
+def json_file(path: Path) -> Any:
+    return _whole(path, json.loads, (json.JSONDecodeError,), "JSON", None)
+
+
+def toml_file(path: Path) -> dict:
+    return _whole(path, tomllib.loads, (tomllib.TOMLDecodeError,), "TOML", {})
+
+
+def csv_file(path: Path) -> list[dict[str, str]]:
+    def parse(p: Path) -> list[dict[str, str]]:
+        with open(p, newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+    return CACHE.get(path, parse, default=[], kind="csv")
+
+
+# ------------------------------------------------------------------ what a directory is
+def kind_of(path: Path) -> str | None:
+    """"comparison", "agent", "run" (heuristic) or None."""
+    if not path.is_dir():
+        return None
+    if any((path / m).is_file() for m in COMPARE_MARKERS):
+        return "comparison"
+    if (path / RUN_MARKER).is_file():
+        config = toml_file(path / RUN_MARKER)
+        # an agent run's config has an [agent] section; a heuristic run's never does
+        return "agent" if "agent" in config else "run"
+    return None
+
+
+@dataclass
+class Entry:
+    id: str
+    kind: str  # run | agent | comparison
+    path: Path
+    label: str
+    parent: str | None = None  # the comparison an arm run belongs to
+
+
+@dataclass
+class Registry:
+    """The directories the dashboard serves, each under a stable id. Folders
+    given on the command line are searched again on every listing, so runs
+    that start later under them appear without a restart."""
+
+    roots: list[Path]
+    stale_after: float = 600.0
+    entries: dict[str, Entry] = field(default_factory=dict)
+    _by_path: dict[Path, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, directories: list[str | Path], stale_after: float = 600.0) -> "Registry":
+        """Refuses (UsageError) a directory that is missing or holds no run or comparison."""
+        roots = []
+        for raw in directories:
+            path = Path(raw).expanduser().resolve()
+            if not path.exists():
+                raise UsageError(f"{raw}: no such directory")
+            if not path.is_dir():
+                raise UsageError(f"{raw}: not a directory (give a run, comparison or folder of runs)")
+            roots.append(path)
+        registry = cls(roots, stale_after)
+        registry.scan()
+        for root, raw in zip(roots, directories):
+            if not any(e.path == root or root in e.path.parents for e in registry.entries.values()):
+                raise UsageError(f"{raw}: not a run directory (no {RUN_MARKER}), not a comparison "
+                                 f"(no {' or '.join(COMPARE_MARKERS)}) and no run below it")
+        return registry
+
+    def _add(self, path: Path, kind: str, parent: str | None = None) -> str:
+        with self._lock:
+            if path in self._by_path:
+                return self._by_path[path]
+            base = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in path.name) or "run"
+            ident, n = base, 2
+            while ident in self.entries:
+                ident, n = f"{base}-{n}", n + 1
+            label = str(path)
+            self.entries[ident] = Entry(ident, kind, path, label, parent)
+            self._by_path[path] = ident
+            return ident
+
+    def scan(self) -> None:
+        for root in self.roots:
+            self._scan(root, 0, None)
+
+    def _scan(self, path: Path, depth: int, parent: str | None) -> None:
+        kind = kind_of(path)
+        if kind is not None:
+            ident = self._add(path, kind, parent)
+            if kind == "comparison":  # its arm runs live under runs/
+                runs = path / "runs"
+                if runs.is_dir():
+                    self._scan(runs, 1, ident)
+            return
+        if depth >= SCAN_DEPTH:
+            return
+        try:
+            children = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            return
+        for child in children:
+            self._scan(child, depth + 1, parent)
+
+    def get(self, ident: str, kinds: tuple[str, ...] = ("run", "agent", "comparison")) -> Entry:
+        entry = self.entries.get(ident)
+        if entry is None or entry.kind not in kinds:
+            raise KeyError(ident)
+        return entry
+
+    def id_of(self, path: Path) -> str | None:
+        return self._by_path.get(path.resolve())
+
+
+# ------------------------------------------------------------------ state of a run
+def newest_write(path: Path) -> float | None:
+    times = []
+    for name in ("events.jsonl", "candidates.jsonl", "history.jsonl", "eval.jsonl", "summary.json", RUN_MARKER):
+        try:
+            times.append((path / name).stat().st_mtime)
+        except OSError:
+            pass
+    return max(times) if times else None
+
+
+def run_state(path: Path, events: list[dict], stale_after: float) -> str:
+    """finished (its log ends), running (written within `stale_after` seconds)
+    or stopped (killed or interrupted: `coevolve run --resume` continues it)."""
+    if any(e.get("type") == "end" for e in events):
+        return "finished"
+    last = newest_write(path)
+    return "running" if last is not None and time.time() - last < stale_after else "stopped"
+
+
+def finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+# ------------------------------------------------------------------ heuristic runs
+_REFERENCES: dict[tuple[str, str, int], float | None] = {}
+
+
+def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
+    """(direction, train set) of a heuristic task; ("min", None) for one this install lacks."""
+    try:
+        from tasks.registry import heuristic_task
+
+        task = heuristic_task(name)
+        return task.direction, tuple(task.train)
+    except Exception:  # a plugin task that is not installed here: show the run without it
+        return "min", None
+
+
+def reference(name: str, split: str, size: int) -> float | None:
+    """The task's reference objective on the train set (memoised); None when it has none."""
+    key = (name, split, size)
+    if key not in _REFERENCES:
+        try:
+            from tasks.registry import heuristic_task
+
+            ref = heuristic_task(name).reference(split, size)
+            _REFERENCES[key] = None if ref is None else finite(getattr(ref, "value", ref))
+        except Exception:
+            _REFERENCES[key] = None
+    return _REFERENCES[key]
+
+
+def gap(objective: float | None, ref: float | None, direction: str) -> float | None:
+    from tasks.base import gap as task_gap
+
+    return None if objective is None or ref is None or ref == 0 else task_gap(objective, ref, direction)
+
+
+class RunDir:
+    """What every run directory (heuristic or agent) holds, as far as it is written."""
+
+    def __init__(self, path: Path, stale_after: float = 600.0) -> None:
+        self.path = path
+        self.config = toml_file(path / RUN_MARKER)
+        run = self.config.get("run", {})
+        self.task, self.method = str(run.get("task", "?")), str(run.get("method", "?"))
+        self.seed, self.budget = run.get("seed"), int(run.get("budget") or 0)
+        self.summary = json_file(path / "summary.json") if (path / "summary.json").exists() else None
+        self.events = jsonl(path / "events.jsonl")
+        self.state = run_state(path, self.events, stale_after)
+
+
+class HeuristicRun(RunDir):
+    """A heuristic-search run directory."""
+
+    def __init__(self, path: Path, stale_after: float = 600.0) -> None:
+        super().__init__(path, stale_after)
+        self.candidates: list[dict] = jsonl(path / "candidates.jsonl")
+        if self.summary and self.summary.get("train"):
+            self.direction = self.summary["train"].get("direction", "min")
+        else:
+            self.direction = task_info(self.task)[0]
+
+    def better(self, a: float, b: float) -> bool:
+        return a < b if self.direction == "min" else a > b
+
+    def valid(self) -> list[dict]:
+        return [c for c in self.candidates if finite(c.get("objective")) is not None]
+
+    def best(self) -> dict | None:
+        best = None
+        for c in self.valid():
+            if best is None or self.better(c["objective"], best["objective"]):
+                best = c
+        return best
+
+    def caps(self) -> dict[str, Any]:
+        """The limits the run was given."""
+        return {"budget": self.budget,
+                "timeout_s": self.config.get("sandbox", {}).get("timeout_s"),
+                "max_tokens": self.config.get("sampling", {}).get("max_tokens")}
+
+    def row(self) -> dict[str, Any]:
+        best = self.best()
+        used = len(self.candidates)
+        ref = None
+        if self.summary and self.summary.get("train"):
+            ref = finite(self.summary["train"].get("reference"))
+        elif best is not None:
+            train = task_info(self.task)[1]
+            ref = reference(self.task, *train) if train else None
+        budget = self.budget + int((self.summary or {}).get("outside_budget") or 0)
+        return {"kind": "run", "task": self.task, "method": self.method, "seed": self.seed,
+                "used": used, "budget": budget, "state": self.state,
+                "best": best and best["objective"], "best_id": best and best["id"],
+                "gap": gap(best and best["objective"], ref, self.direction),
+                "valid_rate": (len(self.valid()) / used) if used else None, "caps": self.caps(),
+                "direction": self.direction}
+
+    def curves(self) -> dict[str, Any]:
+        """Best-so-far and cumulative valid rate against evaluations; failures per step."""
+        xs, best_y, valid_rate = [], [], []
+        best: float | None = None
+        valid = 0
+        failures_by_step: dict[str, Counter] = {}
+        by_operator: dict[str, Counter] = {}
+        steps: list[int] = []
+        for n, c in enumerate(self.candidates, start=1):
+            objective = finite(c.get("objective"))
+            if objective is not None:
+                valid += 1
+                if best is None or self.better(objective, best):
+                    best = objective
+            xs.append(c.get("id", n))
+            best_y.append(best)
+            valid_rate.append(valid / n)
+            outcome = outcome_of(c)
+            step = c.get("step", 0)
+            if step not in steps:
+                steps.append(step)
+            failures_by_step.setdefault(outcome, Counter())[step] += 1
+            by_operator.setdefault(outcome, Counter())[str(c.get("operator"))] += 1
+        operators = sorted({op for counts in by_operator.values() for op in counts})
+        return {"x": xs, "best": best_y, "valid_rate": valid_rate, "steps": steps,
+                "outcomes_by_step": {k: [v[s] for s in steps] for k, v in sorted(failures_by_step.items())},
+                "operators": operators,
+                "outcomes_by_operator": {k: [v[o] for o in operators] for k, v in sorted(by_operator.items())},
+                "budget": self.budget, "direction": self.direction}
+
+    def ranks(self) -> dict[int, int]:
+        """Rank of each valid candidate by objective (1 = best)."""
+        sign = 1.0 if self.direction == "min" else -1.0
+        ordered = sorted(self.valid(), key=lambda c: (sign * c["objective"], c["id"]))
+        return {c["id"]: rank for rank, c in enumerate(ordered, start=1)}
+
+    def by_id(self) -> dict[int, dict]:
+        return {c["id"]: c for c in self.candidates if "id" in c}
+
+    def tree(self, mode: str = "auto", limit: int = 1000) -> dict[str, Any]:
+        """Nodes and edges of the genealogy (from candidates.jsonl, so it grows
+        while the run goes). A run of more than `limit` candidates collapses
+        to the ones that matter: the best ten and all their ancestors, then
+        the other valid ones, best first (a page stays quick to draw)."""
+        ranks = self.ranks()
+        nodes = self.candidates
+        collapsed = mode == "lineage" or (mode == "auto" and len(nodes) > limit)
+        if collapsed:
+            index = self.by_id()
+            keep: set[int] = set()
+            frontier = [cid for cid, r in ranks.items() if r <= 10]  # the best ten and their ancestors
+            while frontier:
+                cid = frontier.pop()
+                if cid not in keep:
+                    keep.add(cid)
+                    frontier += (index.get(cid) or {}).get("parents", [])
+            if mode == "auto":  # then the valid ones, best first, up to the limit
+                for cid in sorted(ranks, key=ranks.__getitem__):
+                    if len(keep) >= limit:
+                        break
+                    keep.add(cid)
+            nodes = [c for c in nodes if c.get("id") in keep]
+        nodes = nodes[-limit:]
+        ids = {c.get("id") for c in nodes}
+        return {"collapsed": collapsed, "total": len(self.candidates),
+                "nodes": [{"id": c.get("id"), "step": c.get("step"), "operator": c.get("operator"),
+                           "objective": finite(c.get("objective")), "outcome": outcome_of(c),
+                           "rank": ranks.get(c.get("id")), "parents": [p for p in c.get("parents", []) if p in ids]}
+                          for c in nodes],
+                "direction": self.direction}
+
+    def page(self, offset: int, limit: int, outcome: str | None = None, order: str = "id") -> dict[str, Any]:
+        """One page of the candidate table (code left out: the detail view fetches it)."""
+        ranks = self.ranks()
+        rows = self.candidates
+        if outcome:
+            rows = [c for c in rows if outcome_of(c) == outcome]
+        if order == "rank":
+            rows = sorted(rows, key=lambda c: (ranks.get(c.get("id"), math.inf), c.get("id", 0)))
+        elif order == "newest":
+            rows = rows[::-1]
+        chunk = rows[offset: offset + limit]
+        return {"total": len(rows), "offset": offset, "limit": limit,
+                "rows": [{"id": c.get("id"), "step": c.get("step"), "operator": text(c.get("operator"), 40),
+                          "objective": finite(c.get("objective")), "outcome": outcome_of(c),
+                          "rank": ranks.get(c.get("id")), "parents": c.get("parents", []),
+                          "model": text((c.get("model_state") or {}).get("kind"), 40),
+                          "idea": head(c.get("idea") or "", 160)} for c in chunk]}
+
+    def candidate(self, cid: int) -> dict[str, Any] | None:
+        index = self.by_id()
+        c = index.get(cid)
+        if c is None:
+            return None
+        code = c.get("code")
+        if code is None and c.get("duplicate_of") in index:
+            code = index[c["duplicate_of"]].get("code")
+        diffs = []
+        for pid in c.get("parents", []):
+            parent = index.get(pid)
+            if parent is None:
+                continue
+            before = (parent.get("code") or "").splitlines()
+            after = (code or "").splitlines()
+            lines = list(difflib.unified_diff(before, after, f"candidate {pid}", f"candidate {cid}", lineterm="", n=3))
+            diffs.append({"parent": pid, "lines": [text(line, 2000) for line in lines]})
+        children = [x.get("id") for x in self.candidates if cid in x.get("parents", [])]
+        return {"id": cid, "step": c.get("step"), "operator": text(c.get("operator"), 40),
+                "objective": finite(c.get("objective")), "outcome": outcome_of(c), "rank": self.ranks().get(cid),
+                "failure": text(c.get("failure") or "", 200), "message": text(c.get("message") or "", MESSAGE_LIMIT),
+                "idea": text(c.get("idea") or ""), "code": None if code is None else text(code),
+                "parents": c.get("parents", []), "children": children, "duplicate_of": c.get("duplicate_of"),
+                "reward": finite(c.get("reward")),
+                "model_state": {text(k, 40): (v if isinstance(v, (int, float)) or v is None else text(v, 200))
+                                for k, v in (c.get("model_state") or {}).items()},
+                "seconds": finite(c.get("seconds")), "diffs": diffs}
+
+    def population(self, step: int | None = None) -> dict[str, Any]:
+        """The archive after one step (population/gen_NNNN.json snapshots)."""
+        folder = self.path / "population"
+        try:
+            files = sorted(folder.glob("gen_*.json"))
+        except OSError:
+            files = []
+        steps = []
+        for f in files:
+            try:
+                steps.append(int(f.stem.split("_")[1]))
+            except (IndexError, ValueError):
+                continue
+        if not steps:
+            return {"steps": [], "step": None, "members": []}
+        chosen = steps[-1] if step is None or step not in steps else step
+        snap = json_file(folder / f"gen_{chosen:04d}.json") or {}
+        members = [{"id": m.get("id"), "objective": finite(m.get("objective")), "operator": text(m.get("operator"), 40),
+                    "idea": head(m.get("idea") or "", 300)} for m in snap.get("population", [])]
+        return {"steps": steps, "step": chosen, "operator": text(snap.get("operator"), 40),
+                "evaluations": snap.get("evaluations"), "members": members}
+
+
+def outcome_of(c: dict) -> str:
+    """valid, duplicate or the failure kind (parse, timeout, bad_signature, ...)."""
+    if c.get("duplicate_of") is not None:
+        return "duplicate"
+    if finite(c.get("objective")) is not None:
+        return "valid"
+    return str(c.get("failure") or "invalid")[:40]
+
+
+# ------------------------------------------------------------------ ES history
+def es_history(path: Path) -> dict[str, Any]:
+    """history.jsonl: one record per ES generation (heuristic and agent runs)."""
+    records = jsonl(path / "history.jsonl")
+    out = []
+    for r in records:
+        rewards = [finite(x) for x in r.get("rewards", [])]
+        present = [x for x in rewards if x is not None]
+        out.append({"generation": r.get("generation"), "step": (r.get("extra") or {}).get("step"),
+                    "rewards": rewards, "z": [finite(x) for x in r.get("normalised", [])],
+                    "sigma": finite(r.get("sigma")), "alpha": finite(r.get("alpha")),
+                    "checksum": text(r.get("checksum"), 80), "population": r.get("population"),
+                    "noise": text(r.get("noise") or "", 20),
+                    "all_equal": bool(present) and max(present) == min(present),
+                    "update_seconds": finite(r.get("update_seconds")), "time": finite(r.get("time"))})
+    return {"generations": out}
+
+
+# ------------------------------------------------------------------ agent runs
+class AgentRun(RunDir):
+    """An agent run directory: rounds, held-out evaluations, skills, episodes."""
+
+    def evals(self) -> list[dict]:
+        return [e for e in self.events if e.get("type") == "eval"] or jsonl(self.path / "eval.jsonl")
+
+    def row(self) -> dict[str, Any]:
+        rounds = [e for e in self.events if e.get("type") == "round"]
+        used = rounds[-1].get("episodes_used", 0) if rounds else 0
+        evals = self.evals()
+        best = max((finite(e.get("mean_reward")) for e in evals if finite(e.get("mean_reward")) is not None),
+                   default=None)
+        solved = [finite(r.get("solved_rate")) for r in rounds]
+        return {"kind": "agent", "task": self.task, "method": self.method, "seed": self.seed, "used": used,
+                "budget": self.budget, "state": self.state, "best": best, "best_id": None, "gap": None,
+                "valid_rate": solved[-1] if solved else None, "direction": "max",
+                "caps": {"budget": self.budget, "rounds": len(rounds),
+                         "max_tokens": self.config.get("sampling", {}).get("max_tokens")}}
+
+    def detail(self) -> dict[str, Any]:
+        rounds = [{"round": e.get("round"), "episodes_used": e.get("episodes_used"),
+                   "mean_reward": finite(e.get("mean_reward")), "solved_rate": finite(e.get("solved_rate")),
+                   "fitness": [finite(x) for x in e.get("fitness", [])]}
+                  for e in self.events if e.get("type") == "round"]
+        evals = []
+        for e in self.evals():
+            metrics: dict[str, Any] = {}
+            for key, value in e.items():
+                if key in ("type", "round", "episodes_used", "seconds", "skills"):
+                    continue
+                if isinstance(value, dict) and "mean" in value:  # Mean@k / Pass@k with an interval
+                    metrics[text(key, 40)] = {k: finite(value.get(k)) for k in ("mean", "low", "high")}
+                elif finite(value) is not None:
+                    metrics[text(key, 40)] = {"mean": finite(value), "low": None, "high": None}
+            evals.append({"round": e.get("round"), "episodes_used": e.get("episodes_used"), "metrics": metrics})
+        skills = [{"round": e.get("round"), "name": text(e.get("name"), 80), "mode": text(e.get("mode") or "online", 20),
+                   "text": text(e.get("text") or "")} for e in self.events if e.get("type") == "skill"]
+        if not skills:  # SKILL.md files without events (older runs): the current text only
+            for f in sorted((self.path / "skills").glob("*/SKILL.md")):
+                skills.append({"round": None, "name": text(f.parent.name, 80), "mode": "file",
+                               "text": text(f.read_text(encoding="utf-8", errors="replace"))})
+        files = sorted((self.path / "trajectories").glob("*.jsonl")) if (self.path / "trajectories").is_dir() else []
+        return {"rounds": rounds, "evals": evals, "skills": skills,
+                "episode_files": [f.stem for f in files], "row": self.row()}
+
+    def episodes(self, name: str, offset: int, limit: int) -> dict[str, Any]:
+        path = self.path / "trajectories" / f"{name}.jsonl"
+        if not name.replace("_", "").isalnum() or not path.is_file():
+            raise KeyError(name)
+        records = jsonl(path)
+        chunk = records[offset: offset + limit]
+        return {"total": len(records), "offset": offset, "limit": limit, "episodes": [
+            {"index": offset + i, "case_id": text(t.get("case_id"), 80), "label": text(t.get("label"), 80),
+             "reward": finite(t.get("reward")), "turns": t.get("turns"), "finish": text(t.get("finish"), 20),
+             "metrics": {text(k, 40): finite(v) for k, v in (t.get("metrics") or {}).items()},
+             "messages": [{"role": text(m.get("role"), 20), "content": text(m.get("content"), 20_000)}
+                          for m in t.get("messages", []) if isinstance(m, dict)]}
+            for i, t in enumerate(chunk)]}
+
+
+# ------------------------------------------------------------------ comparisons
+def comparison(path: Path, registry: Registry) -> dict[str, Any]:
+    """A comparison's table with its verdicts, its plots and its arm runs."""
+    results = json_file(path / "results.json") if (path / "results.json").exists() else None
+    table = csv_file(path / "table.csv")
+    columns = list(table[0].keys()) if table else []
+    rows = [{text(k, 60): text(v, 300) for k, v in row.items()} for row in table]
+    if results and isinstance(results.get("rows"), list):  # verdicts of the Δ rows, in table order
+        deltas = [r for r in results["rows"] if r.get("kind") == "delta"]
+        verdicts = iter(deltas)
+        for row in rows:
+            if row.get("kind") == "delta":
+                d = next(verdicts, {})
+                row["verdict"] = ("can be told apart" if d.get("distinct") else
+                                  "cannot be told apart" if d.get("distinct") is False else "no verdict")
+                row["why"] = text(d.get("why") or "", 300)
+        if deltas and "verdict" not in columns:
+            columns += ["verdict", "why"]
+    elif "distinct" in columns:
+        for row in rows:
+            if row.get("kind") == "delta":
+                row["verdict"] = {"True": "can be told apart", "False": "cannot be told apart"}.get(
+                    row.get("distinct", ""), "no verdict")
+        columns.append("verdict")
+    runs = []
+    for r in csv_file(path / "runs.csv"):
+        directory = path / r.get("dir", "")
+        ident = registry.id_of(directory) if r.get("dir") and directory.is_dir() else None
+        runs.append({"task": text(r.get("task"), 60), "method": text(r.get("method"), 60), "seed": text(r.get("seed"), 20),
+                     "budget": text(r.get("budget"), 20), "state": text(r.get("state"), 20), "dir": text(r.get("dir"), 300),
+                     "objective": text(r.get("objective"), 40), "gap": text(r.get("gap"), 40), "id": ident})
+    plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
+    conclusions = [text(c, 1000) for c in (results or {}).get("conclusions", [])]
+    return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions}
+
+
+def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
+    """The runs-list row of any entry; a damaged file makes a row that says so."""
+    base = {"id": entry.id, "label": entry.label, "name": entry.path.name, "kind": entry.kind, "parent": entry.parent}
+    try:
+        if entry.kind == "run":
+            return {**base, **HeuristicRun(entry.path, stale_after).row()}
+        if entry.kind == "agent":
+            return {**base, **AgentRun(entry.path, stale_after).row(), "kind": "agent"}
+        table = csv_file(entry.path / "table.csv")
+        runs = csv_file(entry.path / "runs.csv")
+        return {**base, "task": ", ".join(sorted({r.get("task", "") for r in table if r.get("task")})),
+                "method": ", ".join(sorted({r.get("method", "") for r in table if r.get("kind") == "method"})),
+                "seed": None, "used": sum(1 for r in runs if r.get("state") == "finished"), "budget": len(runs),
+                "state": "finished" if runs and all(r.get("state") == "finished" for r in runs) else "partial",
+                "best": None, "gap": None, "valid_rate": None, "caps": {}}
+    except (CorruptFileError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {**base, "state": "unreadable", "error": text(exc, 500)}
+

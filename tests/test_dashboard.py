@@ -1,0 +1,233 @@
+"""The dashboard's reader and API without a browser: bad input, torn lines,
+read-only access, a port in use, a missing extra, and a 10,000-candidate run
+answered quickly. (The pages themselves: tests/test_dashboard_browser.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coevolve.base.errors import UsageError
+from coevolve.dashboard import reader
+from conftest import ROOT
+
+COMPARISON = ROOT / "benchmarks" / "results" / "pipeline_check_eoh_esopt_tsp"
+CODE = "import numpy as np\n\ndef select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+
+
+def candidate(cid: int, step: int, parents: list[int], objective: float | None, failure: str | None = None) -> dict:
+    return {"id": cid, "step": step, "operator": "i1" if not parents else "e1", "parents": parents,
+            "model_state": {"kind": "base"}, "code": CODE + f"    return unvisited_nodes[{cid % 7}]  # {'x' * 800}\n",
+            "idea": f"idea {cid}", "objective": objective, "failure": failure,
+            "message": "" if failure is None else f"boom {cid}", "seconds": 0.01, "duplicate_of": None, "reward": None}
+
+
+def make_run(path: Path, records: list[dict], tail: str = "", end: bool = False) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.toml").write_text('[run]\nmethod = "eoh"\ntask = "tsp_construct"\nbudget = 20\nseed = 3\n'
+                                      '[sandbox]\ntimeout_s = 9\n')
+    (path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+    events = [{"type": "start", "version": 1}] + ([{"type": "end", "evaluations": len(records)}] if end else [])
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def client(*dirs: Path):
+    from starlette.testclient import TestClient
+
+    from coevolve.dashboard.app import create_app
+
+    return TestClient(create_app(reader.Registry.open([str(d) for d in dirs])))
+
+
+def test_a_directory_that_is_no_run_is_refused_with_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="not a run directory .*no config.toml.*not a comparison"):
+        reader.Registry.open([tmp_path / "empty"])
+    with pytest.raises(UsageError, match="no such directory"):
+        reader.Registry.open([tmp_path / "missing"])
+    done = subprocess.run([sys.executable, "-m", "coevolve.cli", "dashboard", str(tmp_path / "empty"), "--port", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "not a run directory" in done.stderr
+
+
+def test_a_port_in_use_is_named(tmp_path):
+    from coevolve.dashboard.app import bind
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(UsageError, match=f"port {port} on 127.0.0.1 is in use"):
+            bind("127.0.0.1", port)
+    finally:
+        taken.close()
+
+
+def test_a_missing_extra_is_named(tmp_path, monkeypatch):
+    from coevolve.dashboard import app
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn now raises ImportError
+    registry = reader.Registry.open([make_run(tmp_path / "r", [candidate(1, 0, [], 5.0)])])
+    with pytest.raises(UsageError, match=r"needs uvicorn.*pip install 'coevolve\[dashboard\]'"):
+        app.serve(registry, "127.0.0.1", 0)
+
+
+def test_a_torn_last_line_is_left_out_and_nothing_is_written(tmp_path):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 1, [1], None, "exception")],
+                   tail='{"id": 3, "step": 1, "par')
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir()}
+    with client(run) as http:
+        page = http.get("/api/run/run/candidates").json()
+        assert page["total"] == 2 and [r["id"] for r in page["rows"]] == [1, 2]
+        detail = http.get("/api/run/run/candidate/2").json()
+        assert detail["message"] == "boom 2" and detail["diffs"][0]["parent"] == 1
+        assert http.get("/api/run/run").json()["state"] == "running"
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir()}
+    assert after == before  # reading never repairs, rewrites or adds a file
+
+
+def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)])
+    with open(run / "candidates.jsonl", "a") as handle:
+        handle.write("not json\n" + json.dumps(candidate(2, 0, [], 6.0)) + "\n")
+    with client(run) as http:
+        answer = http.get("/api/run/run")
+        assert answer.status_code == 422 and "line 2 is not valid JSON" in answer.json()["error"]
+        rows = http.get("/api/runs").json()["runs"]
+        assert rows[0]["state"] == "unreadable" and "line 2" in rows[0]["error"]
+    # a complete line of the wrong shape (a list, not a record): a message too
+    (run / "candidates.jsonl").write_text('[1, 2]\n')
+    with client(run) as http:
+        answer = http.get("/api/run/run")
+        assert answer.status_code == 422 and "unexpected file content" in answer.json()["error"]
+        assert http.get("/api/runs").json()["runs"][0]["state"] == "unreadable"
+
+
+def test_state_finished_running_stopped(tmp_path):
+    done = make_run(tmp_path / "done", [candidate(1, 0, [], 7.0)], end=True)
+    killed = make_run(tmp_path / "killed", [candidate(1, 0, [], 7.0)])
+    old = time.time() - 3600
+    for p in killed.iterdir():
+        os.utime(p, (old, old))
+    assert reader.HeuristicRun(done).state == "finished"
+    assert reader.HeuristicRun(killed, stale_after=600).state == "stopped"
+    assert reader.HeuristicRun(killed, stale_after=7200).state == "running"
+
+
+def test_a_folder_of_runs_is_searched_and_followed(tmp_path):
+    make_run(tmp_path / "runs" / "a", [candidate(1, 0, [], 7.0)])
+    registry = reader.Registry.open([tmp_path / "runs"])
+    assert sorted(registry.entries) == ["a"]
+    make_run(tmp_path / "runs" / "task" / "b", [candidate(1, 0, [], 7.0)])  # started later
+    registry.scan()
+    assert sorted(registry.entries) == ["a", "b"]
+
+
+def test_ten_thousand_candidates_stay_responsive(tmp_path):
+    records = [candidate(1, 0, [], 10.0)]
+    for cid in range(2, 10_001):
+        ok = cid % 5 == 0
+        records.append(candidate(cid, cid // 20, [max(1, cid - 20)], 10.0 - cid / 1e4 if ok else None,
+                                 None if ok else "exception"))
+    run = make_run(tmp_path / "big", records)
+    with client(run) as http:
+        http.get("/api/run/big")  # the first look parses the files
+        started = time.perf_counter()
+        summary = http.get("/api/run/big").json()
+        page = http.get("/api/run/big/candidates?offset=9950&limit=50&order=rank").json()
+        tree = http.get("/api/run/big/tree").json()
+        detail = http.get("/api/run/big/candidate/10000").json()
+        elapsed = time.perf_counter() - started
+    assert summary["used"] == 10_000 and summary["best_id"] == 10_000
+    assert len(page["rows"]) == 50 and page["total"] == 10_000
+    assert tree["collapsed"] and len(tree["nodes"]) <= 1000 and tree["total"] == 10_000
+    assert detail["diffs"][0]["parent"] == 9980
+    assert elapsed < 5.0, f"four requests on 10,000 candidates took {elapsed:.1f} s"
+    # what the page holds stays small: a page of rows, no code
+    assert len(json.dumps(page)) < 50_000
+
+
+def test_a_comparison_shows_the_report_verdicts(tmp_path):
+    from coevolve.report import _table_rows_csv, _write_csv, verdict
+
+    def arm(method: str, mean: float, std: float) -> dict:
+        return {"kind": "method", "task": "tsp_construct", "budget": 36, "split": "test", "size": 50,
+                "method": method, "objective": {"mean": mean, "std": std, "n": 3}}
+
+    base, variant = arm("eoh", 6.95, 0.1), arm("eoh+esopt", 6.90, 0.2)
+    delta = {"kind": "delta", "task": "tsp_construct", "budget": 36, "split": "test", "size": 50,
+             "method": "eoh -> eoh+esopt", "base": "eoh", "variant": "eoh+esopt", "delta": 0.01,
+             **verdict(base, variant)}
+    root = tmp_path / "cmp"
+    root.mkdir()
+    _write_csv(root / "table.csv", _table_rows_csv([base, variant, delta]))
+    (root / "runs.csv").write_text("task,method,budget,seed,state,dir\n")
+    data = reader.comparison(root, reader.Registry.open([root]))
+    assert "verdict" in data["columns"]
+    assert data["rows"][2]["verdict"] == "cannot be told apart"
+    committed = reader.comparison(COMPARISON, reader.Registry.open([COMPARISON]))
+    assert len(committed["rows"]) == 3 and len(committed["plots"]) == 2 and len(committed["runs"]) == 6
+
+
+def test_plots_are_served_only_from_the_plots_folder(tmp_path):
+    with client(COMPARISON) as http:
+        ident = "pipeline_check_eoh_esopt_tsp"
+        ok = http.get(f"/api/compare/{ident}/plot/progress-tsp_construct-b36.png")
+        assert ok.status_code == 200 and ok.content[:4] == b"\x89PNG"
+        assert http.get(f"/api/compare/{ident}/plot/..%2Freport.md").status_code == 404
+        assert http.get(f"/api/compare/{ident}/plot/report.md").status_code == 404
+        js = http.get("/vendor/plotly.min.js")
+        assert js.status_code == 200 and len(js.content) > 1_000_000  # served from the plotly package
+        assert "script-src 'self'" in http.get("/").headers["content-security-policy"]
+
+
+def make_agent_run(path: Path) -> Path:
+    """An agent run directory in the layout es_agent writes, with the run's own writers."""
+    from coevolve.agents.rollout import Trajectory, save_trajectories
+    from coevolve.base.durable import append_jsonl, atomic_write_jsonl
+
+    path.mkdir(parents=True)
+    (path / "config.toml").write_text('[run]\nmethod = "esopt+trace2skill"\ntask = "sudoku"\nbudget = 16\nseed = 0\n'
+                                      '[agent]\npopulation = 2\nbatch = 2\n')
+    episodes = [Trajectory("sudoku", f"case-{i}", [{"role": "system", "content": "rules"},
+                                                   {"role": "assistant", "content": f"<b>move {i}</b>"}],
+                           [f"move {i}"], ["board"], reward=float(i % 2), turns=1, label=f"round 0 member {i % 2}")
+                for i in range(4)]
+    save_trajectories(episodes, path / "trajectories" / "round_000", "Round 0")
+    events = path / "events.jsonl"
+    append_jsonl(events, {"type": "start", "kind": "agent", "version": 1})
+    append_jsonl(events, {"type": "round", "round": 0, "episodes_used": 4, "fitness": [0.5, 0.5],
+                          "mean_reward": 0.5, "solved_rate": 0.5})
+    append_jsonl(events, {"type": "skill", "round": 0, "name": "sudoku-moves", "text": "---\nname: sudoku-moves\n---\nv1"})
+    append_jsonl(events, {"type": "skill", "round": 1, "name": "sudoku-moves", "text": "---\nname: sudoku-moves\n---\nv2"})
+    record = {"round": 0, "episodes_used": 4, "mean_reward": 0.25, "solved": 0.25,
+              "mean@4": {"mean": 0.3, "low": 0.1, "high": 0.5}}
+    append_jsonl(events, {"type": "eval", **record})
+    atomic_write_jsonl(path / "eval.jsonl", [record])
+    return path
+
+
+def test_an_agent_run_shows_rounds_skills_and_episodes(tmp_path):
+    run = make_agent_run(tmp_path / "agent")
+    assert reader.kind_of(run) == "agent"
+    with client(run) as http:
+        row = http.get("/api/runs").json()["runs"][0]
+        assert (row["kind"], row["used"], row["budget"], row["best"]) == ("agent", 4, 16, 0.25)
+        detail = http.get("/api/agent/agent").json()
+        assert [s["text"][-2:] for s in detail["skills"]] == ["v1", "v2"]
+        assert detail["evals"][0]["metrics"]["mean@4"] == {"mean": 0.3, "low": 0.1, "high": 0.5}
+        assert detail["episode_files"] == ["round_000"]
+        page = http.get("/api/agent/agent/episodes/round_000?limit=3").json()
+        assert page["total"] == 4 and len(page["episodes"]) == 3
+        assert page["episodes"][0]["messages"][1]["content"] == "<b>move 0</b>"  # text; the page never parses it
+        assert http.get("/api/agent/agent/episodes/..%2Fevents").status_code == 404

@@ -1,0 +1,288 @@
+"""`coevolve dashboard` in a real headless browser (Debian's chromium driven
+by Selenium through /usr/bin/chromedriver; scripts/setup.sh installs both).
+
+One short real `coevolve run` (eoh+esopt, 14 evaluations, 2 ES generations,
+real engine and sandbox) is started first; the dashboard is started on its
+directory while it is still being written, next to the committed comparison
+benchmarks/results/pipeline_check_eoh_esopt_tsp and a hand-made run holding
+hostile text and a torn last line. Set COEVOLVE_DASHBOARD_SCREENSHOTS=docs/img
+to refresh the screenshots docs/dashboard.md shows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coevolve.base.durable import read_jsonl
+from coevolve.base.untrusted import clean
+from conftest import ROOT, start_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+COMPARISON = ROOT / "benchmarks" / "results" / "pipeline_check_eoh_esopt_tsp"
+# 6 initial programs, then e1, e2, m1 (ES), m2 (ES) with 2 each: 14 evaluations,
+# 2 ES generations. With these sampling settings the embedded model's fifth
+# initial program is the valid template and m2 yields a valid child of it,
+# so the run has a best and a valid candidate with a parent.
+TINY = """\
+[run]
+method = "eoh+esopt"
+task = "tsp_construct"
+budget = 14
+seed = 0
+
+[sampling]
+temperature = 0.7
+top_p = 1.0
+max_tokens = 320
+
+[eoh]
+population = 6
+offspring = 2
+
+[es]
+population = 2
+sigma = 1e-3
+alpha = 5e-4
+
+[sandbox]
+timeout_s = 20
+"""
+HOSTILE = '<img src=x onerror="window.__pwned=1">\x1b[2J</pre><script>window.__pwned=2</script>'
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
+
+
+def hostile_run(path: Path) -> None:
+    """A run directory written by hand: one candidate whose idea and message
+    are markup and terminal escapes, and a torn last line."""
+    import json
+
+    path.mkdir()
+    (path / "config.toml").write_text('[run]\nmethod = "eoh"\ntask = "tsp_construct"\nbudget = 4\nseed = 1\n')
+    good = {"id": 1, "step": 0, "operator": "i1", "parents": [], "model_state": {"kind": "base"},
+            "code": "def f():\n    return '</pre><b>x</b>'\n", "idea": HOSTILE, "objective": None,
+            "failure": "exception", "message": HOSTILE, "seconds": 0.1, "duplicate_of": None, "reward": None}
+    (path / "candidates.jsonl").write_text(json.dumps(good) + "\n" + '{"id": 2, "step": 0, "oper')
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: run scripts/setup.sh (it installs chromium and chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1400,1800", "--disable-extensions", "--no-first-run"):
+        options.add_argument(flag)
+    # Service with an explicit path: Selenium Manager never downloads a driver
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The run (still going when the dashboard starts) and the dashboard's URL."""
+    root = tmp_path_factory.mktemp("dashboard")
+    config = root / "tiny.toml"
+    config.write_text(TINY)
+    run_dir = root / "live-run"
+    hostile_run(root / "hostile-run")
+    run = start_run(str(config), "--out", str(run_dir), "--no-progress")
+    deadline = time.time() + 120
+    while not (run_dir / "config.toml").exists():
+        assert run.poll() is None and time.time() < deadline, run.stdout.read() if run.poll() is not None else "no config.toml"
+        time.sleep(0.2)
+    dashboard = subprocess.Popen(
+        [sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), str(COMPARISON), str(root / "hostile-run"),
+         "--port", "0", "--refresh", "0.5"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = dashboard.stdout.readline()
+    match = re.search(r"http://\S+/", line)
+    assert match, line + dashboard.stdout.read() if dashboard.poll() is not None else line
+    yield {"url": match.group(0), "dir": run_dir, "run": run, "root": root}
+    for process in (run, dashboard):
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def wait(driver, condition, timeout: float = 60.0, what: str = ""):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: condition(d), message=what)
+
+
+def js(driver, script: str):
+    return driver.execute_script(script)
+
+
+def shoot(driver, live: dict, name: str) -> None:
+    """A full-page screenshot; copied to $COEVOLVE_DASHBOARD_SCREENSHOTS for the docs."""
+    for _ in range(2):  # the layout changes with the width of the window's scrollbar: measure twice
+        height = js(driver, "return document.documentElement.scrollHeight")
+        driver.set_window_size(1400, min(max(height + 140, 900), 3600))
+        time.sleep(0.3)
+    path = live["root"] / f"{name}.png"
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000  # a rendered page, not a blank one
+    target = os.environ.get("COEVOLVE_DASHBOARD_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / path.name)
+    driver.set_window_size(1400, 1800)
+
+
+def finished(run_dir: Path) -> bool:
+    return any(e.get("type") == "end" for e in read_jsonl(run_dir / "events.jsonl"))
+
+
+def test_runs_list_shows_the_running_run(browser, live):
+    browser.get(live["url"] + "#/")
+    # rows are redrawn while the run moves: read the row's text in one script call
+    row = "return (document.querySelector(\"#runs-table tr[data-id='live-run']\") || {}).textContent"
+    text = wait(browser, lambda d: js(d, row), what="the live run in the runs list")
+    assert "tsp_construct" in text and "eoh+esopt" in text
+    if not finished(live["dir"]):
+        assert "running" in text
+    assert browser.find_elements("css selector", "#runs-table tr[data-id='pipeline_check_eoh_esopt_tsp']")
+
+
+def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
+    browser.get(live["url"] + "#/run/live-run")
+    points = "const g = document.getElementById('best-chart'); return g && g.data ? g.data[0].x.length : 0"
+    first = wait(browser, lambda d: js(d, points) or None, timeout=300, what="a first point on the curve")
+    assert not finished(live["dir"]), "the run ended before the page drew its first point"
+    later = wait(browser, lambda d: (n := js(d, points)) > first and n, timeout=300, what="more points")
+    assert later > first
+    assert live["run"].wait(timeout=600) == 0, live["run"].stdout.read()
+    total = len(read_jsonl(live["dir"] / "candidates.jsonl"))
+    wait(browser, lambda d: js(d, points) == total, what="every candidate on the curve")
+    wait(browser, lambda d: d.find_element("id", "run-state").text == "finished", what="state finished")
+    shoot(browser, live, "dashboard-run")
+
+
+def candidates(live: dict) -> list[dict]:
+    return read_jsonl(live["dir"] / "candidates.jsonl")
+
+
+def open_candidate(browser, live: dict, cid: int) -> None:
+    browser.get(live["url"] + "#/run/live-run")
+    row = wait(browser, lambda d: d.find_elements("css selector", f"#cand-table tr[data-cid='{cid}']"),
+               what=f"candidate {cid} in the table")[0]
+    row.click()
+    wait(browser, lambda d: d.find_element("id", "cand-detail").find_elements("id", "cand-title")
+         and d.find_element("id", "cand-title").text == f"Candidate #{cid}", what=f"detail of {cid}")
+
+
+def test_clicking_the_best_candidate_shows_its_code_and_a_diff(browser, live):
+    records = candidates(live)
+    valid = [c for c in records if c["objective"] is not None]
+    assert valid, "the run produced no valid candidate"
+    best = min(valid, key=lambda c: (c["objective"], c["id"]))
+    browser.get(live["url"] + "#/run/live-run")
+    wait(browser, lambda d: d.find_elements("css selector", "#cand-table tr"), what="the candidate table")
+    browser.find_element("id", "best-button").click()
+    wait(browser, lambda d: d.find_elements("id", "cand-code") and d.find_element("id", "cand-title").text
+         == f"Candidate #{best['id']}", what="the best candidate's detail")
+    assert browser.find_element("id", "cand-code").text.strip() == clean(best["code"]).strip()
+    # the diff: of the best when it has a parent, else of the best-ranked candidate that has one
+    with_parent = [c for c in records if c["parents"] and c["code"] is not None]
+    assert with_parent, "no candidate with a parent and code"
+    ranked = sorted(with_parent, key=lambda c: (c["objective"] is None, c["objective"] or 0.0, c["id"]))
+    chosen = best if best["parents"] else ranked[0]
+    open_candidate(browser, live, chosen["id"])
+    by_id = {c["id"]: c for c in records}
+    parent = by_id[chosen["parents"][0]]
+    expected = list(difflib.unified_diff((parent["code"] or "").splitlines(), chosen["code"].splitlines(),
+                                         f"candidate {parent['id']}", f"candidate {chosen['id']}", lineterm="", n=3))
+    shown = wait(browser, lambda d: d.find_elements("css selector", f"#cand-diff pre[data-parent='{parent['id']}']"),
+                 what="the diff against the parent")[0]
+    if expected:
+        assert shown.text.splitlines()[:2] == [clean(x) for x in expected[:2]]
+        assert len(shown.find_elements("css selector", "span")) == len(expected)
+    else:
+        assert "same code" in shown.text
+    shoot(browser, live, "dashboard-candidate")
+
+
+def test_a_failed_candidate_shows_its_message(browser, live):
+    failed = [c for c in candidates(live) if c["objective"] is None and c["duplicate_of"] is None and c["message"]]
+    assert failed, "every candidate of the run was valid"
+    chosen = next((c for c in failed if c["failure"] != "parse"), failed[0])
+    open_candidate(browser, live, chosen["id"])
+    message = browser.find_element("id", "cand-message").text
+    assert message.strip() == clean(chosen["message"], 4000).strip()
+    assert chosen["failure"] in browser.find_element("id", "cand-detail").text
+
+
+def test_es_panel_shows_the_generations_of_history(browser, live):
+    history = read_jsonl(live["dir"] / "history.jsonl")
+    assert len(history) == 2  # m1 and m2 of the tiny plan
+    browser.get(live["url"] + "#/run/live-run")
+    table = ("return [...document.querySelectorAll('#es-table tbody tr[data-generation]')]"
+             ".map((tr) => [...tr.cells].map((td) => td.textContent))")
+    rows = wait(browser, lambda d: js(d, table), what="ES rows")
+    assert len(rows) == len(history)
+    for cells, record in zip(rows, history):
+        assert cells[0] == str(record["generation"])
+        assert len(cells[4].split(",")) == len(record["rewards"])
+        assert record["checksum"].startswith(cells[7])
+        equal = len(set(record["rewards"])) == 1
+        assert cells[6].startswith("yes") == equal
+    assert js(browser, "return document.getElementById('es-chart').data[0].y.length") == sum(
+        len(r["rewards"]) for r in history)
+
+
+def test_a_comparison_renders_its_table(browser, live):
+    import csv
+
+    with open(COMPARISON / "table.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    browser.get(live["url"] + "#/compare/pipeline_check_eoh_esopt_tsp")
+    rows = wait(browser, lambda d: d.find_elements("css selector", "#compare-table tbody tr"), what="the table")
+    assert len(rows) == len(table)
+    assert "eoh -> eoh+esopt" in rows[-1].text
+    def plots_loaded(d):
+        imgs = d.find_elements("css selector", "img.plot")
+        loaded = imgs and all(d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 100", i)
+                              for i in imgs)
+        return imgs if loaded else None
+
+    images = wait(browser, plots_loaded, what="the plots")
+    assert len(images) == len(list((COMPARISON / "plots").glob("*.png")))
+    assert len(browser.find_elements("css selector", "#compare-runs tbody tr")) == 6
+    shoot(browser, live, "dashboard-comparison")
+    browser.get(live["url"] + "#/")
+    wait(browser, lambda d: d.find_elements("css selector", "#runs-table tr[data-id='live-run']"), what="runs list")
+    shoot(browser, live, "dashboard-runs")
+
+
+def test_hostile_text_is_shown_as_text(browser, live):
+    browser.get(live["url"] + "#/run/hostile-run/c/1")
+    idea = wait(browser, lambda d: d.find_elements("id", "cand-idea"), what="the hostile candidate")[0]
+    shown = clean(HOSTILE)
+    assert idea.text == shown and "\x1b" not in idea.text
+    assert browser.find_element("id", "cand-message").text == shown
+    assert browser.find_element("id", "cand-code").text.strip() == "def f():\n    return '</pre><b>x</b>'"
+    assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script, #cand-code b")
+    assert js(browser, "return window.__pwned === undefined")
+    # the torn last line is not a candidate (yet): one row, no error
+    rows = wait(browser, lambda d: d.find_elements("css selector", "#cand-table tbody tr"), what="the table")
+    assert len(rows) == 1 and "error" not in browser.find_element("id", "status").get_attribute("class")
