@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from coevolve.base.untrusted import clean
 
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
+_FENCE_ANYWHERE = re.compile(r"^\s*(```|~~~)", re.M)
 _CODE_START = re.compile(r"^\s*(def |async def |class |import |from \S+ import |@)")
 _BRACED = re.compile(r"\{([^{}]+)\}")
 _CODE_KEYS = ("code", "function", "python", "program", "heuristic", "solution")
@@ -37,6 +38,9 @@ class Extracted:
 
     code: str
     idea: str
+    # what had to be repaired to get here ("no fence", "renamed f to g", "class unwrapped",
+    # "bare body wrapped"): recorded with the candidate, so a run shows how often the format was missed
+    repairs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # the idea travels into candidates.jsonl, reports and the next prompt as text
@@ -49,6 +53,34 @@ def template_parameters(template: str, function_name: str) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
             return [arg.arg for arg in node.args.posonlyargs + node.args.args]
     raise ValueError(f"template does not define {function_name!r}")
+
+
+def template_signature(template: str, function_name: str) -> tuple[str | None, str]:
+    """(the template's `def` line exactly as written, "") when one line holds
+    it, else (None, why): what a decoding pattern can then not force."""
+    tree = ast.parse(template)
+    for node in tree.body:
+        if isinstance(node, ast.AsyncFunctionDef) and node.name == function_name:
+            return None, "the template's function is async"
+        if isinstance(node, ast.FunctionDef) and node.name == function_name:
+            if node.decorator_list:
+                return None, "the template's function has decorators"
+            line = template.splitlines()[node.lineno - 1].strip()
+            if not line.startswith("def ") or not line.endswith(":"):
+                return None, "the template's def line spans several lines"
+            return line, ""
+    return None, f"the template defines no top-level {function_name!r}"
+
+
+def answer_pattern(signature: str) -> str:
+    """A regular expression for the whole reply: the idea in braces, then one
+    ```python block that starts with `signature` and holds only the function
+    (indented lines); the template's imports are added back by `extract`.
+    Body lines hold no double quote: the small model otherwise copies the
+    template's long docstring, runs out of tokens inside it and leaves an
+    unterminated string (measured: 6 of 9 proposals on tsp_construct)."""
+    literal = re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", signature)  # not re.escape: grammar engines read "\ " badly
+    return r"\{[^{}\n]{8,200}\}\n```python\n" + literal + r'\n(    [^"\n]*\n|\n)+```'
 
 
 def extract(text: str, function_name: str, template: str) -> Extracted | None:
@@ -67,6 +99,9 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
         idea = ""
     if code is None:
         return None
+    repairs: list[str] = []
+    if from_json is None and not _FENCE_ANYWHERE.search(text):
+        repairs.append("no fence")  # (an unclosed fence is normal: the stop sequence ends the reply there)
     code = textwrap.dedent(code).strip("\n")
     # Complete code is taken as written: a syntax error in it is the
     # model's, and the sandbox reports it. Only possibly cut-off code is
@@ -75,13 +110,13 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
     if tree is None:
         if "def " not in code:
             return None
-        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None))
+        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None), repairs=tuple(repairs))
     code, tree = tree
-    shaped = _shape(code, tree, function_name, template)
+    shaped = _shape(code, tree, function_name, template, repairs)
     if shaped is None:
         return None
     code, docstring = shaped
-    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring))
+    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring), repairs=tuple(repairs))
 
 
 # -- finding the code ---------------------------------------------------------
@@ -177,24 +212,28 @@ def _parse_repaired(code: str, max_drop: int | None = None) -> tuple[str, ast.Mo
 
 
 # -- shaping into the template --------------------------------------------------
-def _shape(code: str, tree: ast.Module, function_name: str, template: str) -> tuple[str, str | None] | None:
+def _shape(code: str, tree: ast.Module, function_name: str, template: str,
+           repairs: list[str]) -> tuple[str, str | None] | None:
     parameters = template_parameters(template, function_name)
     functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not functions:
         wrapper = _class_with_methods(tree)
         if wrapper is not None:
             code, tree = _unwrap_class(tree, wrapper)
+            repairs.append("class unwrapped")
             functions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not functions:
         if not any(isinstance(node, ast.Return) for node in tree.body):
             return None
         code = _wrap_body(code, function_name, parameters)
+        repairs.append("bare body wrapped")
         tree = ast.parse(code)
         functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     target = _choose_target(functions, function_name, len(parameters))
     docstring = ast.get_docstring(target)
     code = _drop_runtime_statements(code, tree, parameters)
     if target.name != function_name:
+        repairs.append(f"renamed {target.name} to {function_name}")
         code = _rename(code, target.name, function_name)
     code = _add_template_imports(code, template)
     try:

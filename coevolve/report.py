@@ -612,9 +612,42 @@ def run_table(summary: dict, directory: Path) -> str:
     ]
     if summary.get("es"):
         rows.append(("ES updates", es_updates(summary["es"])))
+    rows += context_rows(summary.get("context"), summary.get("stopped"))
     rows.append(("run directory", str(directory)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
+
+
+def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, str]]:
+    """The run table's rows for issue 25's context (absent from older summaries)."""
+    if not context:
+        return []
+    rows = [("valid per phase", ", ".join(f"{name} {p['valid']}/{p['candidates']}"
+                                          + (f" ({p['valid'] / p['candidates']:.0%})" if p["candidates"] else "")
+                                          for name, p in context["phases"].items()) or "-"),
+            ("decoding", "constrained to the template's def line" if context["constrain"] == "on"
+             else context["constrain"])]
+    if context["fingerprint"]:
+        rows.append(("clones rejected", f"{context['rejected']} unscored ({context['rejected_template']} of the "
+                                        "template)"))
+    if context["parser_repairs"]:
+        rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
+    if context["repair_requests"]:
+        rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
+    versions = context["skill_versions"]
+    if versions:
+        rows.append(("skill versions", f"{len(versions)}, latest {versions[-1]['path']} "
+                                       f"({versions[-1]['rules']} rules)"))
+    template = context.get("template_objective")
+    if template is not None:
+        rows.append(("beat the template", f"{'yes' if context['beat_template'] else 'no'} (template {template:.6g})"))
+    if context.get("spend") is not None:
+        rows.append(("endpoint spend", f"${context['spend']:.4f}"))
+    if stopped:
+        rows.append(("stopped early", f"cap {stopped['cap']} reached ({stopped['used']:g} >= {stopped['limit']:g}) "
+                                      f"after {stopped['evaluations']} evaluations; raise it in config.toml and "
+                                      "--resume to go on"))
+    return rows
 
 
 def agent_table(summary: dict, directory: Path) -> str:

@@ -38,9 +38,12 @@ class FakeEngine:
         self.calls: list[int] = []  # conversations per chat call
         self.perturbed_calls = 0
 
-    def chat(self, conversations, sampling, seeds=None):
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
         assert seeds is not None and len(seeds) == len(conversations)
         self.calls.append(len(conversations))
+        self.prompts = [c[-1]["content"] for c in conversations]  # the last call's, for tests of the context
+        self.systems = [c[0]["content"] for c in conversations]
+        self.constraints = constraints
         shift = float(self.weights.sum())
         if self.perturbation is not None:
             shift += self.perturbation[1] * (_unit("p", self.perturbation[0]) - 0.5) * 1000

@@ -19,6 +19,10 @@ TINY = {
     "es": {"population": 2, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3},
     "sampling": {"max_tokens": 192},
     "sandbox": {"timeout_s": 20, "workers": 2},
+    # Free decoding, clones scored: at these budgets the forced signature makes the model echo one
+    # program, every ES member gets the same reward and no weight moves. The context is tested with
+    # everything on in test_search_context_engine.py.
+    "context": {"failures": False, "constrain": False, "fingerprint": False},
 }
 
 

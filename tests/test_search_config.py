@@ -34,7 +34,17 @@ def write(tmp_path: Path, text: str) -> Path:
     ("run = 3\n", "config error: run must be a table (got 3)"),
     ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
     ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),
-    ("[es]\noperators = ['m1', 'x9']\n", "config error: es.operators must be one of e1, e2, m1, m2, m3 (got 'x9')"),
+    ("[es]\noperators = ['m1', 'x9']\n", "config error: es.operators must be one of e1, e2, m1, m2, m3, repair (got 'x9')"),
+    # issue 25: the context's and caps' bad input, one line each
+    ("[skill]\nevery = 0\n", "config error: skill.every must be >= 1"),
+    ("[run]\nmethod = 'eoh+trace2skill'\nbudget = 20\n[skill]\nevery = 3\n",
+     "config error: skill.every is longer than the run (2 proposal steps under run.budget = 20)"),
+    ("[context]\nsimilarity = 0\n", "config error: context.similarity must be in (0, 1] (got 0.0)"),
+    ("[context]\nsimilarity = 1.5\n", "config error: context.similarity must be in (0, 1] (got 1.5)"),
+    ("[caps]\ncompletion_tokens = 0\n", "config error: caps.completion_tokens must be > 0"),
+    ("[caps]\nwall_s = -5\n", "config error: caps.wall_s must be > 0"),
+    ("[endpoint]\nbase_url = 'http://127.0.0.1:9/v1'\nmodel = 'm'\n[caps]\nmoney = 1.0\nprices = { other = [1, 2] }\n",
+     "config error: caps.prices has no price for the [endpoint] model 'm'"),
     ("[es]\npopulation = 1\n", "config error: es.population must be >= 2 (or 0: set by the run) (got 1)"),
     ("[es]\ngenerations = 3\n", "config error: es.generations is for agent runs; heuristic runs take their ES "
                                  "generations from the plan (got 3)"),
@@ -76,7 +86,7 @@ def test_every_example_config_is_valid():
     for path in run_examples:
         config = load_config(RunConfig, path)
         methods.add(config.run.method)
-    assert methods == {"sample", "eoh", "sample+esopt", "eoh+esopt"}
+    assert methods >= {"sample", "eoh", "sample+esopt", "eoh+esopt", "eoh+esopt+trace2skill"}
 
 
 def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):

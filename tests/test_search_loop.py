@@ -47,7 +47,9 @@ def test_each_method_spends_exactly_its_budget(tmp_path, method):
     assert [c["id"] for c in candidates] == list(range(1, 24))
     outcomes = summary["ledger"]["outcomes"]
     assert outcomes.get("parse", 0) == sum(c["failure"] == "parse" for c in candidates) > 0
-    assert outcomes.get("duplicate", 0) == sum(c["duplicate_of"] is not None for c in candidates) > 0
+    # clones (rename-invariant fingerprints, on by default) are rejected before the sandbox
+    assert outcomes.get("rejected", 0) == sum(c["duplicate_of"] is not None for c in candidates) > 0
+    assert all(c["failure"] == "duplicate" and c["objective"] is None for c in candidates if c["duplicate_of"])
     assert evaluator.evaluated == outcomes["evaluated"]  # duplicates and parse failures never reach the sandbox
     assert summary["ledger"]["llm_requests"] == 23 == sum(engine.calls)
     assert summary["valid"] == sum(c["objective"] is not None for c in candidates)
@@ -89,7 +91,7 @@ def test_same_seed_same_summary_other_seed_differs(tmp_path):
     assert a["best_so_far"] != c["best_so_far"]
 
 
-@pytest.mark.parametrize("method", ["eoh+esopt", "sample+esopt", "eoh"])
+@pytest.mark.parametrize("method", ["eoh+esopt", "sample+esopt", "eoh", "eoh+esopt+trace2skill"])
 def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, method):
     config = make_config(method, 31, seed=3)
     full, full_engine, _ = run(tmp_path / "full", config)
@@ -108,16 +110,16 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
             for event in full_events[:1 + kept]:
                 handle.write(json.dumps(event) + "\n")
             handle.write(json.dumps(full_events[1 + kept])[: rng.randrange(1, 40)])  # torn line
-        if method.endswith("+esopt"):
+        if "+esopt" in method:
             with open(d / "history.jsonl", "w") as handle:
                 for record in full_history[:generations]:
                     handle.write(json.dumps(record) + "\n")
         resumed, engine, evaluator = run(d, config, resume=True)
         assert resumed == full, f"kill after {kept} steps"
         live = steps[kept:]
-        assert evaluator.evaluated == sum(1 for e in live for r in e["results"] if "objective" in r and r["failure"] != "parse")
+        assert evaluator.evaluated == sum(1 for e in live for r in e["results"] if "objective" in r and r["failure"] not in ("parse", "duplicate"))
         assert read_jsonl(d / "candidates.jsonl") == read_jsonl(tmp_path / "full" / "candidates.jsonl")
-        if method.endswith("+esopt"):
+        if "+esopt" in method:
             strip = lambda rs: [{k: r[k] for k in ("generation", "seeds", "coefficients", "checksum")} for r in rs]
             assert strip(read_jsonl(d / "history.jsonl")) == strip(full_history)
             assert engine.checksum() == full_engine.checksum()

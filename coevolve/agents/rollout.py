@@ -8,13 +8,13 @@ is reproducible, and episodes differ from each other.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from coevolve.agents.skills import Skill, inject_skills
 from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
+from coevolve.base.skillpatch import derive_seed  # noqa: F401  (re-exported: agents derive their seeds here)
 from coevolve.engine.base import Generator, MemberJob, Message, Sampling
 
 
@@ -37,12 +37,6 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Trajectory":
         return cls(**data)
-
-
-def derive_seed(*parts: object) -> int:
-    """A 31-bit sampling seed from any tuple of ids (stable across runs)."""
-    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
 def rollout(

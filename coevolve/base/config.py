@@ -217,6 +217,9 @@ def _toml_value(value: Any, where: str) -> str:
         return f'"{escaped}"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table, e.g. caps.prices = { "model" = [0.15, 0.6] }
+        return "{ " + ", ".join(f"{_toml_value(str(k), where)} = {_toml_value(v, where)}"
+                                for k, v in value.items()) + " }"
     raise ValueError(f"{where}: cannot write {type(value).__name__} to TOML")
 
 

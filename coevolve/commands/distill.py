@@ -1,5 +1,7 @@
 """`coevolve distill RUN_DIR --out skills/NAME`: Trace2Skill over the
-trajectories an agent run saved (RUN_DIR/trajectories/*.jsonl), written as
+trajectories an agent run saved (RUN_DIR/trajectories/*.jsonl), or over the
+candidates a heuristic run saved (RUN_DIR/candidates.jsonl: failures with
+their kind, message and failing line, the best programs), written as
 an Agent Skill folder: error and success analysts propose patches to the
 skill (--previous: the skill they patch), merged hierarchically. The skill is written by the local engine (the
 embedded model or --model) or by any OpenAI-compatible endpoint
@@ -11,12 +13,15 @@ import argparse
 from pathlib import Path
 
 from coevolve.base.errors import UsageError
+from coevolve.engine.openai_client import EndpointError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("distill", help="distil an agent run's trajectories into a SKILL.md (Trace2Skill)",
+    p = subparsers.add_parser("distill", help="distil an agent run's trajectories or a heuristic run's candidates "
+                                              "into a SKILL.md (Trace2Skill)",
                               description=__doc__)
-    p.add_argument("run_dir", help="agent run directory (holds trajectories/) or one trajectories .jsonl file")
+    p.add_argument("run_dir", help="agent run directory (holds trajectories/), one trajectories .jsonl file, "
+                                   "or a heuristic run directory (holds candidates.jsonl)")
     p.add_argument("--out", required=True, help="skill folder to write, e.g. skills/sudoku-distilled")
     p.add_argument("--endpoint-base-url", "--teacher-base-url", dest="endpoint_base_url",
                    help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
@@ -47,7 +52,7 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
 
 def handle(args: argparse.Namespace) -> int:
     from coevolve.agents.rollout import load_trajectories
-    from coevolve.agents.skills import SkillError, load_skill
+    from coevolve.agents.skills import SkillError
     from coevolve.agents.trace2skill import DistillSettings, distill
 
     run_dir = Path(args.run_dir)
@@ -57,43 +62,24 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError("--endpoint-model is required with --endpoint-base-url")
     if args.successes < 0 or args.max_failed_per_case < 1:
         raise UsageError("--successes must be >= 0 and --max-failed-per-case >= 1")
+    if run_dir.is_dir() and (run_dir / "candidates.jsonl").exists() and not (run_dir / "trajectories").exists():
+        return distill_heuristic_run(args, run_dir)
     try:
         trajectories = [t for f in trajectory_files(run_dir, args.include_eval) for t in load_trajectories(f)]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not trajectories:
         raise UsageError(f"{run_dir}: the trajectory files hold no episodes")
-    try:
-        previous = load_skill(args.previous) if args.previous else None
-    except SkillError as exc:
-        raise UsageError(f"--previous: {exc}") from None
+    previous = previous_skill(args)
 
-    from coevolve.engine.openai_client import EndpointError
-
-    engine = None
-    if args.endpoint_base_url:
-        from coevolve.engine.openai_client import OpenAIGenerator
-
-        generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
-        generator.probe()  # an unreachable server, wrong model or key: one line before any work
-    else:
-        from coevolve.engine.local import INSTALL, engine_installed
-
-        if not engine_installed():
-            raise UsageError(f"distilling with the local model needs the vLLM engine, which is not installed here; "
-                             f"{INSTALL}, or distil with --endpoint-base-url")
-        from coevolve.engine.vllm_engine import Engine
-
-        generator = engine = Engine(args.model or None)
+    generator, engine = teacher(args)
     try:
         skill = distill(
             generator, trajectories, args.out, description=args.description, previous=previous,
             settings=DistillSettings(max_failed_per_case=args.max_failed_per_case, successes=args.successes,
                                      seed=args.seed),
         )
-    except SkillError as exc:
-        raise UsageError(str(exc)) from None
-    except EndpointError as exc:  # the endpoint stopped answering: one line
+    except (SkillError, EndpointError) as exc:  # EndpointError: the endpoint stopped answering
         raise UsageError(str(exc)) from None
     finally:
         if engine is not None:
@@ -102,4 +88,70 @@ def handle(args: argparse.Namespace) -> int:
     sections = sum(line.startswith("## ") for line in skill.body.splitlines())
     print(f"wrote {Path(args.out) / 'SKILL.md'}: {rules} rules in {sections} sections from {len(trajectories)} "
           "trajectories")
+    return 0
+
+
+def previous_skill(args: argparse.Namespace):
+    """The --previous skill the analysts patch, or None."""
+    from coevolve.base.skills import SkillError, load_skill
+
+    try:
+        return load_skill(args.previous) if args.previous else None
+    except SkillError as exc:
+        raise UsageError(f"--previous: {exc}") from None
+
+
+def teacher(args: argparse.Namespace):
+    """(the generator that distils, the engine to close afterwards or None).
+    An endpoint is probed first (unreachable server, wrong model or key: one
+    line before any work); the local model needs the vLLM engine installed."""
+    if args.endpoint_base_url:
+        from coevolve.engine.openai_client import OpenAIGenerator
+
+        generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
+        generator.probe()
+        return generator, None
+    from coevolve.engine.local import INSTALL, engine_installed
+
+    if not engine_installed():
+        raise UsageError(f"distilling with the local model needs the vLLM engine, which is not installed here; "
+                         f"{INSTALL}, or distil with --endpoint-base-url")
+    from coevolve.engine.vllm_engine import Engine
+
+    engine = Engine(args.model or None)
+    return engine, engine
+
+
+def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
+    """A heuristic run: error analysts on its failures, success analysts on its
+    best programs (--successes of them, 1 at least when any is valid)."""
+    from coevolve.base.config import read_toml
+    from coevolve.base.skills import SkillError
+    from coevolve.runstore import read_jsonl
+    from coevolve.search.population import Candidate
+    from coevolve.search.skill import distill_candidates
+    from tasks.registry import UnknownTask, heuristic_task
+
+    try:
+        task = heuristic_task(str(read_toml(run_dir / "config.toml").get("run", {}).get("task", "")))
+    except (UnknownTask, OSError) as exc:
+        raise UsageError(f"{run_dir}/config.toml: {exc}") from None
+    candidates = [Candidate.from_dict(c) for c in read_jsonl(run_dir / "candidates.jsonl")]
+    if not candidates:
+        raise UsageError(f"{run_dir}/candidates.jsonl holds no candidates")
+    previous = previous_skill(args)
+    failures = sum(not c.valid for c in candidates)
+    analysts = min(len(candidates), args.successes + max(1, min(failures, 4)))
+    generator, engine = teacher(args)
+    try:
+        skill = distill_candidates(generator, candidates, task, args.out, previous=previous, analysts=analysts,
+                                   successes=args.successes, seed=args.seed)
+    except (SkillError, ValueError, EndpointError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if engine is not None:
+            engine.close()
+    rules = sum(line.startswith("- ") for line in skill.body.splitlines())
+    print(f"wrote {Path(args.out) / 'SKILL.md'}: {rules} rules from {analysts} analyses of {len(candidates)} "
+          f"{task.name} candidates")
     return 0

@@ -117,6 +117,7 @@ class Engine:
         except Exception as exc:  # vLLM's errors on a bad checkpoint are long; lead with ours
             raise models.ModelError(f"vLLM could not load {self.model_path}: {exc}") from exc
         self.tokenizer = self.llm.get_tokenizer()
+        _compile_grammars_in_step(self.llm)
         self._num_parameters = self._rpc("es_init")
         self._perturbation: tuple[int, float] | None = None
         self.coverage: dict | None = None
@@ -343,6 +344,19 @@ class Engine:
             if callable(shutdown):
                 shutdown()
             self.llm = None
+
+
+def _compile_grammars_in_step(llm) -> None:
+    """Compile decoding patterns when a request is added, not in vLLM's
+    background thread: a request whose grammar is not ready yet is scheduled
+    a step later, so the batch, its floating-point sums and the sampled text
+    would depend on timing (measured: a killed and resumed run drew another
+    reply for the same seed). Reaches the in-process engine core only (one
+    engine, VLLM_ENABLE_V1_MULTIPROCESSING=0); elsewhere it changes nothing."""
+    core = getattr(getattr(getattr(llm, "llm_engine", None), "engine_core", None), "engine_core", None)
+    manager = getattr(core, "structured_output_manager", None)
+    if manager is not None and hasattr(manager, "_use_async_grammar_compilation"):
+        manager._use_async_grammar_compilation = False
 
 
 def _structured(pattern: str | None):

@@ -14,11 +14,22 @@ the generator and sandbox, restores the weights with ESOpt.resume, and goes on
 live: the summary equals that of an uninterrupted run and nothing is charged
 twice. The step's event is written before its ES update, so an update lost to
 a kill is re-applied from the logged rewards.
+
+Context that learns ([context], [skill]; docs/search.md): each request may
+carry a recent failure (a parent's failed child first), `repair` requests
+carry a failed candidate and its error, the reply is decoded under a pattern
+that forces the template's exact `def` line, clones (rename-invariant
+fingerprints) of earlier candidates and of the template are rejected before
+the sandbox, and +trace2skill methods refresh a SKILL.md from the run's own
+candidates in "distill" steps of the plan. All of it is derived from logged
+data, so it replays identically. Caps ([caps]) end a run cleanly at a step
+boundary; raising them in config.toml and resuming goes on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from collections import Counter
@@ -28,14 +39,17 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from coevolve.base.config import as_dict, dump_toml
-from coevolve.engine.base import Completion, Generator, MemberJob, Sampling, WeightEngine
+from coevolve.base.sampling import Sampling
+from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, same_settings
 from coevolve.search.ledger import Ledger
-from coevolve.search.methods import (Method, StepSpec, es_population, make_method, members_for, outside_budget,
-                                     planned_es_generations, planned_steps)
+from coevolve.search import skill as skills
+from coevolve.search.fingerprint import CloneIndex, fingerprint
+from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
+                                     outside_budget, planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, Population
-from coevolve.search.prompts import operator_messages
+from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import (candidate_reward, median, member_rewards, paper_eoh_rewards,
                                     paper_sample_rewards)
 from coevolve.search.runconfig import RunConfig
@@ -66,6 +80,14 @@ def _failure_name(failure: Any) -> str | None:
     return None if failure is None else str(getattr(failure, "value", failure))
 
 
+RECENT_FAILURES = 48  # candidates looked back over for failures to show
+
+
+def _without_caps(config: Any) -> Any:
+    """Caps may be raised between sessions: they are not part of what must match on resume."""
+    return {k: v for k, v in config.items() if k != "caps"} if isinstance(config, dict) else config
+
+
 @dataclass
 class Request:
     slot: int
@@ -73,6 +95,7 @@ class Request:
     parents: list[Candidate]
     seed: int
     member: int | None  # index into the step's ES members; None: base weights
+    failures: tuple[str, ...] = ()  # failure reports shown in the prompt
 
 
 @dataclass
@@ -113,29 +136,48 @@ class SearchLoop:
         self.progress = Progress()
         self.es = self._start_es() if cfg.uses_es else None
         self.es_updates = 0
+        self._start_context()
 
         events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
         self._check_start(events)
+        refused = [e for e in events if e.get("type") == "constrain"]
+        if refused:  # an endpoint refused the pattern earlier: free decoding, and its refused requests counted
+            self.pattern, self.constrain_state = None, refused[-1]["state"]
+            self.ledger.llm_requests += sum(e.get("requests", 0) for e in refused)
+        # wall-clock time of earlier sessions (up to their last completed step): kept out of the event
+        # log, whose steps must be the same run to run
+        clock = self.store.path("clock.json")
+        self.wall_before = float(json.loads(clock.read_text())["wall_s"]) if clock.exists() else 0.0
+        self.session_start = time.perf_counter()
+        self.stopped: dict | None = None
         sampling = cfg.sampling
         with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log:
+            self.event_log = event_log
             if not events:
                 event_log.append({"type": "start", "version": EVENT_VERSION, "config": as_dict(cfg)})
             for step, spec in enumerate(self.method.plan()):
+                if step not in logged:
+                    self.stopped = self._cap_reached(step)
+                    if self.stopped is not None:
+                        event_log.append({"type": "stop", **self.stopped})
+                        break
                 granted = self.ledger.grant(spec.count)
                 if granted == 0:
                     break
-                event = self._step(step, spec, granted, sampling, logged.get(step), event_log)
-                for candidate in self.candidates[-granted:]:
+                event, made = self._step(step, spec, granted, sampling, logged.get(step), event_log)
+                for candidate in made:
                     cand_log.append(candidate.to_dict())
+                atomic_write_json(self.store.path("clock.json"), {"wall_s": round(self._wall(), 3)})
                 atomic_write_json(self.store.population_path(step), {
                     "step": step, "operator": spec.operator, "evaluations": self.ledger.used,
                     "population": self.population.snapshot()})
                 self._report(event)
             summary = self._finish()
-            if not any(e.get("type") == "end" for e in events):
+            if self.stopped is None and not any(e.get("type") == "end" for e in events):
                 event_log.append({"type": "end", "evaluations": self.ledger.used})
         self.timing["total_s"] = time.perf_counter() - started
+        self.timing["wall_s_all_sessions"] = self._wall()
         atomic_write_json(self.store.path("timing.json"), {k: round(v, 3) for k, v in self.timing.items()})
         return summary
 
@@ -159,29 +201,56 @@ class SearchLoop:
             return ESOpt.resume(es_cfg, history, self.engine, seed=cfg.run.seed)
         return ESOpt(es_cfg, history, seed=cfg.run.seed)
 
+    def _start_context(self) -> None:
+        """Signature pattern, clone index (the template is key 0), skill, caps' counters."""
+        from coevolve.codeparse import answer_pattern, template_signature
+
+        cfg, task = self.config, self.task
+        self.signature, why = template_signature(task.template, task.function_name)
+        self.pattern = answer_pattern(self.signature) if cfg.context.constrain and self.signature else None
+        self.constrain_state = ("on" if self.pattern else "off" if not cfg.context.constrain
+                                else f"off: {why} (free decoding, the parser repairs)")
+        self.clones = CloneIndex(cfg.context.similarity) if cfg.context.fingerprint else None
+        template_fp = fingerprint(task.template)
+        if self.clones is not None and template_fp is not None:
+            self.clones.add(0, template_fp)
+        self.skill = None
+        self.skill_versions: list[dict] = []
+        self.skill_name = skills.skill_name(task.name)
+        self.spend = 0.0
+
     def _check_start(self, events: list[dict]) -> None:
         if not events:
             return
         start = events[0]
         if start.get("type") != "start" or start.get("version") != EVENT_VERSION:
             raise RuntimeError(f"{self.store.events_path}: first event is not a version-{EVENT_VERSION} start")
-        if not same_settings(_renamed_sections(start.get("config")), as_dict(self.config)):
+        logged = _renamed_sections(start.get("config"))
+        if isinstance(logged, dict) and "context" not in logged:
+            # started before [context] existed: its steps were proposed without any of it
+            from coevolve.search.runconfig import ContextSection
+
+            self.config.context = ContextSection(failures=False, constrain=False, fingerprint=False)
+            self._start_context()
+        if not same_settings(_without_caps(logged), _without_caps(as_dict(self.config))):
             raise RuntimeError(f"{self.store.events_path} was written under another config than "
                                f"{self.store.config_path}; refusing to mix them")
 
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
-              event_log: JsonlWriter) -> dict:
+              event_log: JsonlWriter) -> tuple[dict, list[Candidate]]:
+        if spec.operator == DISTILL:
+            return self._distill(step, granted, logged, event_log), []
         cfg = self.config
         per_member = cfg.es.proposals_per_member
         perturbed = spec.perturbed and members_for(granted, per_member) >= 2
         rng = np.random.default_rng([cfg.run.seed, step])
         requests = []
         for slot in range(granted):
-            parents = self.method.parents(spec.operator, self.population, rng)
-            operator = spec.operator if parents or spec.operator == "i1" else "i1"  # empty population
+            operator, parents = self._operator_parents(spec.operator, rng)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
-                                    slot // per_member if perturbed else None))
+                                    slot // per_member if perturbed else None,
+                                    self._failures_for(operator, parents, slot)))
         if logged is not None:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
@@ -194,6 +263,7 @@ class SearchLoop:
         self.ledger.record_llm([Completion(**c) for c in retried])  # their tokens count, their texts do not
         self.ledger.parse_retries += len(retried)
         self.ledger.record_llm(completions)
+        self._price([c for r, c in zip(requests, completions) if r.member is None and self.endpoint is not None])
 
         step_candidates = [self._candidate(step, request, completion, members)
                            for request, completion in zip(requests, completions)]
@@ -225,7 +295,114 @@ class SearchLoop:
             if candidate.duplicate_of is None:
                 self.population.add(candidate)
         self.population.survive()
+        return event, step_candidates
+
+    # context ----------------------------------------------------------------------
+    def _operator_parents(self, operator: str, rng: np.random.Generator) -> tuple[str, list[Candidate]]:
+        """The request's operator and parents. repair takes a recent failed
+        program (one that has code and was scored); with none yet it is an m1
+        on the population, and every operator is i1 while the population is empty."""
+        if operator == "repair":
+            failed = [c for c in self.candidates[-RECENT_FAILURES:]
+                      if not c.valid and c.code is not None and c.failure != "duplicate"]
+            if failed:
+                return "repair", [failed[int(rng.integers(len(failed)))]]
+            operator = "m1"
+        parents = self.method.parents(operator, self.population, rng)
+        return (operator if parents or operator == "i1" else "i1"), parents
+
+    def _failures_for(self, operator: str, parents: list[Candidate], slot: int) -> tuple[str, ...]:
+        """The failure reports a request shows: repair's own parent's; else, with
+        context.failures, one recent failure, a failed child of one of the
+        request's parents first (its sibling), spread over the slots."""
+        limit = self.config.context.failure_chars
+        if operator == "repair":
+            return (describe_failure(parents[0], limit),)
+        if not self.config.context.failures:
+            return ()
+        failed = [c for c in reversed(self.candidates[-RECENT_FAILURES:]) if not c.valid]
+        if not failed:
+            return ()
+        ids = {p.id for p in parents}
+        siblings = [c for c in failed if ids & set(c.parents)]
+        pool = (siblings or failed)[:3]
+        return (describe_failure(pool[slot % len(pool)], limit),)
+
+    def _context(self, request: Request) -> Context:
+        # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
+        return Context(skill=skills.outline(self.skill) if self.skill is not None else "", failures=request.failures,
+                       signature=self.signature or "" if self.config.context.constrain else "")
+
+    def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter) -> dict:
+        """One skill refresh: `granted` analyst requests, each charged one evaluation."""
+        cfg, task = self.config, self.task
+        cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
+        seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
+        requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
+        if logged is not None:
+            self._check_logged(step, logged, requests)
+            completions = [Completion(**c) for c in logged["completions"]]
+        elif cases:
+            conversations = skills.analyst_conversations(cases, task, self.skill, cfg.context.failure_chars)
+            teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
+            began = time.perf_counter()
+            completions = teacher.chat(conversations, Sampling(temperature=cfg.skill.temperature,
+                                                               max_tokens=cfg.skill.max_tokens), seeds=seeds)
+            self.timing["distill_s"] += time.perf_counter() - began
+        else:
+            completions = []
+        self.ledger.record_llm(completions)
+        if cfg.skill.teacher == "endpoint":
+            self._price(completions)
+        for _ in completions:
+            self.ledger.charge(DISTILL)
+        record = None
+        if completions:
+            version = len(self.skill_versions) + 1
+            errors = sum(not c.valid for c in cases)
+            source = (f"{errors} error and {len(cases) - errors} success analyses of this run's candidates "
+                      f"(version {version}, after {self.ledger.used} evaluations)")
+            contract = skills.contract_rules(task.template, task.function_name, self.signature or "")
+            description, body = skills.refresh(self.skill, [c.text for c in completions], cases, contract,
+                                               self.skill_name, source)
+            self.skill = skills.write_version(self.store.dir, version, self.skill_name, description, body)
+            record = {"version": version, "text": self.skill.text(), "step": step}
+            if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
+                raise RuntimeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
+                                   "the run directory was written by different code")
+            self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
+                                        "rules": sum(line.startswith("- ") for line in body.splitlines()),
+                                        "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))})
+        event = {"type": "step", "step": step, "operator": DISTILL,
+                 "requests": [{"slot": r.slot, "operator": r.operator, "parents": [p.id for p in r.parents],
+                               "seed": r.seed, "member": None} for r in requests],
+                 "completions": [{"text": c.text, "prompt_tokens": c.prompt_tokens,
+                                  "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason}
+                                 for c in completions],
+                 "results": [], "es": None, "skill": record}
+        if logged is None:
+            event_log.append(event)
         return event
+
+    # caps -------------------------------------------------------------------------
+    def _wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.session_start
+
+    def _price(self, completions: Sequence[Completion]) -> None:
+        """Add the endpoint's price of these completions to the run's spend."""
+        prices = self.config.caps.prices.get(self.config.endpoint.model)
+        if prices:
+            for c in completions:
+                self.spend += (c.prompt_tokens * prices[0] + c.completion_tokens * prices[1]) / 1e6
+
+    def _cap_reached(self, step: int) -> dict | None:
+        caps = self.config.caps
+        for name, used, limit in (("completion_tokens", self.ledger.completion_tokens, caps.completion_tokens),
+                                  ("wall_s", self._wall(), caps.wall_s), ("money", self.spend, caps.money)):
+            if limit is not None and used >= limit:
+                return {"cap": name, "used": round(used, 6), "limit": limit, "step": step,
+                        "evaluations": self.ledger.used}
+        return None
 
     def _check_logged(self, step: int, logged: dict, requests: list[Request]) -> None:
         mine = [(r.slot, r.operator, [p.id for p in r.parents], r.seed) for r in requests]
@@ -240,7 +417,8 @@ class SearchLoop:
         t = self.task
         start = starting_program(t, self.config.start.program)
         return operator_messages(request.operator, t.description, start, t.function_name, t.direction,
-                                 request.parents, show_scores=self.config.eoh.show_scores)
+                                 request.parents, show_scores=self.config.eoh.show_scores,
+                                 context=self._context(request))
 
     def _generate(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
         began = time.perf_counter()
@@ -248,26 +426,44 @@ class SearchLoop:
         base = [r for r in requests if r.member is None]
         if base:
             generator = self.endpoint or self.engine
-            texts = generator.chat([self._messages(r) for r in base], sampling, seeds=[r.seed for r in base])
+            conversations = [self._messages(r) for r in base]
+            seeds = [r.seed for r in base]
+            try:
+                texts = generator.chat(conversations, sampling, seeds=seeds, **self._constraints(len(base)))
+            except ConstraintError as exc:
+                if generator is not self.endpoint:
+                    raise
+                # An endpoint that cannot constrain: free decoding from here on, recorded; the refused
+                # requests count as requests (they reached the endpoint) but produced nothing.
+                self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
+                self.ledger.llm_requests += len(base)
+                self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(base)})
+                texts = generator.chat(conversations, sampling, seeds=seeds)
             for r, c in zip(base, texts):
                 out[r.slot] = c
         jobs, owners = [], []
         for index, member in enumerate(members):
             mine = [r for r in requests if r.member == index]
             if mine and member["sigma"] == 0:  # θ + 0·ε is θ: the last step of a schedule to σ = 0
-                texts = self.engine.chat([self._messages(r) for r in mine], sampling, seeds=[r.seed for r in mine])
+                texts = self.engine.chat([self._messages(r) for r in mine], sampling, seeds=[r.seed for r in mine],
+                                         **self._constraints(len(mine)))
                 for r, c in zip(mine, texts):
                     out[r.slot] = c
             elif mine:
                 owners.append(mine)
                 jobs.append(MemberJob(member["seed"], member["sigma"], [self._messages(r) for r in mine],
-                                      sampling, [r.seed for r in mine]))
+                                      sampling, [r.seed for r in mine], **self._constraints(len(mine))))
         # One call for all members: an engine pool spreads them over its engines.
         for mine, texts in zip(owners, self.engine.generate_members(jobs) if jobs else []):
             for r, c in zip(mine, texts):
                 out[r.slot] = c
         self.timing["generate_s"] += time.perf_counter() - began
         return [c for c in out if c is not None]
+
+    def _constraints(self, count: int) -> dict:
+        """The decoding pattern for `count` requests, as keyword arguments (none when off:
+        generators that never constrain need not take them)."""
+        return {"constraints": [self.pattern] * count} if self.pattern else {}
 
     def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
                         completions: list[Completion]) -> list[dict]:
@@ -284,8 +480,9 @@ class SearchLoop:
                       if extract(c.text, t.function_name, t.template) is None]
             if not failed:
                 break
-            again = [Request(i, r.operator, r.parents, request_seed(self.config.run.seed, step,
-                                                                      attempt * len(requests) + r.slot), r.member)
+            again = [Request(i, r.operator, r.parents,
+                             request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot), r.member,
+                             r.failures)
                      for i, r in enumerate(failed)]
             for r, c in zip(failed, self._generate(again, members, sampling)):
                 old = completions[r.slot]
@@ -312,14 +509,24 @@ class SearchLoop:
             candidate.failure = "parse"
             candidate.id = self.ledger.charge("parse")
         else:
-            candidate.code, candidate.idea = parsed.code, parsed.idea
-            original = self.code_seen.get(parsed.code)
-            if original is not None:
+            candidate.code, candidate.idea, candidate.repairs = parsed.code, parsed.idea, list(parsed.repairs)
+            original = self.code_seen.get(parsed.code) if self.clones is None else None
+            fp = fingerprint(parsed.code) if self.clones is not None else None
+            clone_of = self.clones.find(fp) if fp is not None else None
+            if clone_of is not None:
+                # rejected before the sandbox: charged as the request it was, never scored
+                candidate.duplicate_of, candidate.failure = clone_of, "duplicate"
+                candidate.message = ("a clone of the task template" if clone_of == 0
+                                     else f"a clone of candidate {clone_of}")
+                candidate.id = self.ledger.charge("rejected")
+            elif original is not None:
                 candidate.duplicate_of = original.id
                 candidate.id = self.ledger.charge("duplicate")
             else:
                 candidate.id = self.ledger.charge("evaluated")
                 self.code_seen[parsed.code] = candidate
+                if fp is not None:
+                    self.clones.add(candidate.id, fp)
         self.candidates.append(candidate)
         return candidate
 
@@ -327,7 +534,7 @@ class SearchLoop:
         """Score each new program once; duplicates and parse failures need no sandbox."""
         began = time.perf_counter()
         split, size = self.task.train
-        fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None]
+        fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None and c.failure is None]
         scored = self.evaluator.evaluate_many([(c.code, self.task, split, size) for c in fresh]) if fresh else []
         by_id = {}
         for c, r in zip(fresh, scored):
@@ -342,6 +549,8 @@ class SearchLoop:
         for c in candidates:
             if c.code is None:
                 results.append({"objective": None, "failure": "parse", "message": "no code found", "seconds": 0.0})
+            elif c.failure == "duplicate":  # a rejected clone
+                results.append({"objective": None, "failure": "duplicate", "message": c.message, "seconds": 0.0})
             elif c.duplicate_of is not None:
                 results.append({"duplicate_of": c.duplicate_of})
             else:
@@ -380,8 +589,8 @@ class SearchLoop:
             if self.config.run.method.startswith("sample"):
                 rewards = paper_sample_rewards(objectives, direction)
             else:
-                best_parent = [None if not r.parents else
-                               (min if direction == "min" else max)(p.objective for p in r.parents)
+                best_parent = [None if not any(p.valid for p in r.parents) else
+                               (min if direction == "min" else max)(p.objective for p in r.parents if p.valid)
                                for r in requests]
                 rewards = paper_eoh_rewards(objectives, best_parent, [m.objective for m in self.population.members],
                                             direction, reward_cfg.floor)
@@ -390,8 +599,9 @@ class SearchLoop:
             step_ref = median([c.objective for c in candidates if c.valid])
             rewards = []
             for candidate, request in zip(candidates, requests):
-                if request.parents:
-                    reference = sum(p.objective for p in request.parents) / len(request.parents)
+                scored = [p.objective for p in request.parents if p.valid]  # a repair's parent failed
+                if scored:
+                    reference = sum(scored) / len(scored)
                 else:
                     reference = population_ref if population_ref is not None else step_ref
                 rewards.append(candidate_reward(candidate, reference, direction, reward_cfg))
@@ -446,6 +656,8 @@ class SearchLoop:
                 "step": best.step, "idea": best.idea, "model_state": best.model_state},
             "best_so_far": [list(p) for p in curve],
             "population": [c.id for c in self.population.ranked()],
+            "context": self._context_summary(),
+            "stopped": self.stopped,
             "es": None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
                                                 "flat": self.es.flat,
                                                 "checksum": self.engine.checksum(),
@@ -462,6 +674,49 @@ class SearchLoop:
                          title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
                          ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
         return summary
+
+    def _context_summary(self) -> dict:
+        """What the context did: decoding, rejections, parser repairs, skill
+        versions, valid rate per phase (base-weight vs ES-perturbed proposals)
+        and the template's own score, to say whether anything beat it."""
+        phases: dict[str, dict] = {}
+        for c in self.candidates:
+            phase = phases.setdefault("ES generations" if c.model_state["kind"] == "perturbed" else "prompt steps",
+                                      {"candidates": 0, "valid": 0})
+            phase["candidates"] += 1
+            phase["valid"] += c.valid
+        template = self._template_objective()
+        best = self.population.best()
+        beat = None
+        if template is not None:
+            beat = best is not None and (best.objective < template if self.task.direction == "min"
+                                         else best.objective > template)
+        repaired = Counter(r.split(" ")[0] for c in self.candidates for r in c.repairs)
+        return {"constrain": self.constrain_state, "fingerprint": self.clones is not None,
+                "rejected": sum(c.failure == "duplicate" for c in self.candidates),
+                "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
+                "parser_repairs": dict(sorted(repaired.items())),
+                "repair_requests": sum(c.operator == "repair" for c in self.candidates),
+                "repaired_valid": sum(c.operator == "repair" and c.valid for c in self.candidates),
+                "phases": phases, "template_objective": template, "beat_template": beat,
+                "skill_versions": self.skill_versions,
+                "spend": round(self.spend, 6) if self.config.caps.prices else None}
+
+    def _template_objective(self) -> float | None:
+        """The template's train objective, computed here (our own code, not a
+        candidate: no sandbox, no budget); None for tasks that cannot say."""
+        from tasks.base import evaluate_in_process
+
+        split, size = self.task.train
+        try:
+            namespace: dict = {}
+            exec(compile(self.task.template, "<template>", "exec"), namespace)
+            value = evaluate_in_process(self.task, namespace[self.task.function_name],
+                                        self.task.instances(split, size))
+        except Exception:  # a task without in-process scoring (the fakes)
+            return None
+        value = float(getattr(value, "objective", value))
+        return value if math.isfinite(value) else None
 
     def _reference(self, split: str, size: int) -> float | None:
         try:

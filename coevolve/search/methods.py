@@ -22,7 +22,7 @@ from coevolve.search.runconfig import RunConfig
 
 @dataclass(frozen=True)
 class StepSpec:
-    operator: str  # i1, e1, e2, m1, m2, m3
+    operator: str  # i1, e1, e2, m1, m2, m3, repair; "distill": a Trace2Skill refresh (`count` analyst requests)
     count: int  # candidates requested (before the budget cuts the batch)
     perturbed: bool  # True: each ES member proposes `count / G` of them from its own perturbed model
     generation: int = 0  # EoH: 0 for the initial population, then 1, 2, ...; Sample: the batch number
@@ -38,7 +38,9 @@ class Method(Protocol):
         """Parents for one request; [] for parentless operators."""
 
 
-PARENT_COUNTS = {"i1": 0, "e1": None, "e2": None, "m1": 1, "m2": 1, "m3": 1}  # None: the method's `parents`
+# None: the method's `parents`. repair's one parent is a failed candidate the loop picks (not the population's).
+PARENT_COUNTS = {"i1": 0, "e1": None, "e2": None, "m1": 1, "m2": 1, "m3": 1, "repair": 0, "distill": 0}
+DISTILL = "distill"
 SCALED_OPERATORS = ("m1", "m2")  # the paper's offspring multiplier k applies to these
 
 
@@ -96,6 +98,26 @@ class EohMethod:
         return population.select(wanted, rng) if wanted else []
 
 
+class SkillMethod:
+    """A method + trace2skill: the base method's plan with a skill refresh (a
+    "distill" step of `analysts` requests) after every `every` of its steps."""
+
+    def __init__(self, base: Method, every: int, analysts: int) -> None:
+        self.base = base
+        self.name = f"{base.name}+trace2skill"
+        self.every = every
+        self.analysts = analysts
+
+    def plan(self) -> Iterator[StepSpec]:
+        for index, spec in enumerate(self.base.plan(), start=1):
+            yield spec
+            if index % self.every == 0:
+                yield StepSpec(DISTILL, self.analysts, False, spec.generation)
+
+    def parents(self, operator: str, population: Population, rng: np.random.Generator) -> list[Candidate]:
+        return [] if operator == DISTILL else self.base.parents(operator, population, rng)
+
+
 def m_multiplier(config: RunConfig) -> float:
     """The paper's k for this run's budget: eoh.m_multiplier, or (0) the k that
     spends the budget T over eoh.generations generations of e1, e2 (offspring
@@ -126,9 +148,24 @@ def outside_budget(config: RunConfig) -> int:
 
 
 def make_method(config: RunConfig) -> Method:
+    base = make_base_method(config)
+    if config.run.method.endswith("+trace2skill"):
+        return SkillMethod(base, config.skill.every, config.skill.analysts)
+    return base
+
+
+def planned_refreshes(config: RunConfig) -> tuple[int, int]:
+    """(skill refreshes, proposal steps) the run's budget allows."""
+    budget = config.run.budget + outside_budget(config)
+    steps = planned_steps(make_method(config), budget, config.es.proposals_per_member)
+    refreshes = sum(s.operator == DISTILL for s in steps)
+    return refreshes, len(steps) - refreshes
+
+
+def make_base_method(config: RunConfig) -> Method:
     per_member = config.es.proposals_per_member
     es_count = config.es.population * per_member  # 0: as the plan's step
-    method = config.run.method
+    method = config.run.method.removesuffix("+trace2skill")
     if method in ("sample", "sample+esopt"):
         perturbed = method == "sample+esopt"
         return SampleMethod(es_count if perturbed and es_count else config.sample.batch, perturbed)
@@ -211,6 +248,8 @@ def run_plan(config: RunConfig) -> dict:
         "evaluations": sum(s.count for s in steps),
         "generations": max((s.generation for s in steps), default=0),
         "es_updates": len(updates),
+        "skill_refreshes": sum(s.operator == DISTILL for s in steps),
+        "distill_requests": sum(s.count for s in steps if s.operator == DISTILL),
         "directions": sorted({s.directions for s in updates}),
     }
 
@@ -227,8 +266,10 @@ def format_plan(plan: dict) -> str:
     for step in plan["steps"]:
         by_generation.setdefault(step["generation"], []).append(step)
     for generation, steps in by_generation.items():
-        shape = ", ".join(f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
-                                                            if s["perturbed"] else "") for s in steps)
+        shape = ", ".join(f"skill refresh ({s['count']} analysts)" if s["operator"] == DISTILL else
+                          f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
+                                                             if s["perturbed"] else "")
+                          for s in steps)
         if groups and groups[-1][0] == shape:
             groups[-1][1].append(generation)
         else:
@@ -245,6 +286,9 @@ def format_plan(plan: dict) -> str:
         lines.append(f"  {label}: {shape}  [{total} evaluations]")
     lines.append(f"  steps: {len(plan['steps'])}, ES updates: {plan['es_updates']}, directions per update: "
                  f"{', '.join(map(str, plan['directions'])) or '-'}")
+    if plan.get("skill_refreshes"):
+        lines.append(f"  skill refreshes: {plan['skill_refreshes']} ({plan['distill_requests']} analyst requests, "
+                     "each charged one evaluation)")
     lines.append(f"  total: {plan['evaluations']} evaluations"
                  + (f" = T {plan['budget']} + {plan['outside_budget']} initial" if plan["outside_budget"]
                     else f" = T {plan['budget']}" if plan["evaluations"] == plan["budget"]

@@ -23,11 +23,14 @@ class Candidate:
     code: str | None = None  # None: no code could be extracted
     idea: str | None = None
     objective: float | None = None  # None unless the code ran and gave a valid result
-    failure: str | None = None  # "parse", "duplicate" never: duplicates keep the original's result
+    # "parse"; "duplicate": a clone rejected before scoring (context.fingerprint); exact-code duplicates
+    # without fingerprints keep the original's result instead
+    failure: str | None = None
     message: str = ""
     seconds: float = 0.0
     duplicate_of: int | None = None
     reward: float | None = None  # ES reward, for candidates from perturbed models
+    repairs: list[str] = field(default_factory=list)  # what the parser repaired (codeparse.Extracted.repairs)
 
     @property
     def valid(self) -> bool:

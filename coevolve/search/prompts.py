@@ -1,15 +1,23 @@
-"""Operator prompts (EoH's i1, e1, e2, m1, m2, m3, in our own words).
+"""Operator prompts (EoH's i1, e1, e2, m1, m2, m3, in our own words, and
+`repair`, which hands a failed candidate and its error back for a fix).
 
 Kept short on purpose: the embedded 135M model loses the thread in long
 prompts, and most of its failures are prose with no code. Every prompt asks
 for the same answer shape: the idea in one sentence inside braces, then the
 complete function in a single fenced python block.
+
+`Context` is what the run has learnt so far: the Trace2Skill skill (appended
+to the system prompt), recent failures (fenced: a candidate's text is data,
+never instructions) and the exact signature the answer must keep.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from coevolve.base.untrusted import fence
 from coevolve.engine.base import Message
 
 SYSTEM = ("You are an expert in algorithm design. You answer with one sentence describing your idea "
@@ -26,6 +34,8 @@ TASKS = {
     "m1": "Write an improved variant of the heuristic above; you may change its logic.",
     "m2": "Keep the logic of the heuristic above but change its constants and weights to score better.",
     "m3": "Simplify the heuristic above: drop parts that probably do not help, so that it generalises.",
+    "repair": ("The heuristic above failed with the error shown. Write a fixed version that keeps its idea "
+               "and avoids the error."),
 }
 
 
@@ -33,6 +43,11 @@ class Parent(Protocol):
     code: str | None
     idea: str | None
     objective: float | None
+
+
+class Failed(Parent, Protocol):
+    failure: str | None
+    message: str
 
 
 def _fenced(code: str) -> str:
@@ -52,21 +67,80 @@ def _describe(parents: Sequence[Parent], direction: str, show_scores: bool = Tru
     return heading + "\n\n" + "\n\n".join(blocks)
 
 
+@dataclass(frozen=True)
+class Context:
+    """What a prompt carries besides the operator's parents (all optional)."""
+
+    skill: str = ""  # the rendered SKILL.md body; appended to the system prompt
+    failures: tuple[str, ...] = ()  # failure reports (see `failure_report`), shown under the task
+    signature: str = ""  # e.g. "def f(a, b):", stated in the answer-shape line
+
+
+def failure_report(kind: str, message: str, line: str, limit: int) -> str:
+    """One failure as the proposer sees it: kind, the message's last lines and
+    the failing source line, fenced and cut to about `limit` characters."""
+    text = message.strip() or kind
+    if line:
+        text = f"{text}\nfailing line: {line.strip()}"
+    return f"{kind}:\n{fence(text, limit=limit)}"
+
+
+_CANDIDATE_LINE = re.compile(r'(?:File "<candidate>", line |line )(\d+)')
+
+
+def failing_line(candidate: Failed) -> str:
+    """The candidate's source line its error points at (the last one the traceback names)."""
+    numbers = _CANDIDATE_LINE.findall(candidate.message or "")
+    lines = (candidate.code or "").splitlines()
+    if numbers and 1 <= int(numbers[-1]) <= len(lines):
+        return lines[int(numbers[-1]) - 1]
+    return ""
+
+
+def describe_failure(candidate: Failed, limit: int) -> str:
+    """A failed candidate's report for a prompt: kind, message, failing line."""
+    if candidate.failure == "parse":
+        message = "the answer had no ```python block with the function"
+    else:
+        lines = (candidate.message or "").strip().splitlines()
+        message = "\n".join(lines[-3:])  # a traceback's end says what went wrong
+    return failure_report(candidate.failure or "invalid", message, failing_line(candidate), limit)
+
+
+def _failed(parent: Parent, report: str) -> str:
+    return (f"Heuristic that failed. Idea: {{{parent.idea or 'none'}}}\n{_fenced(parent.code or '')}\n"
+            f"Its error ({report})")
+
+
 def operator_messages(operator: str, description: str, template: str, function_name: str,
-                      direction: str, parents: Sequence[Parent] = (), show_scores: bool = True) -> list[Message]:
-    """The chat for one request of `operator`; i1 takes no parents, m* one, e* several.
-    `show_scores`: whether parents' scores appear (EoH's own prompts leave them out)."""
+                      direction: str, parents: Sequence[Parent] = (), show_scores: bool = True,
+                      context: Context = Context()) -> list[Message]:
+    """The chat for one request of `operator`; i1 takes no parents, m* and
+    repair one (repair's: the failed candidate, its report first in
+    `context.failures`), e* several. `show_scores`: whether parents' scores
+    appear (EoH's own prompts leave them out)."""
     if operator not in TASKS:
         raise ValueError(f"unknown operator {operator!r} (known: {', '.join(TASKS)})")
     if operator == "i1" and parents:
         raise ValueError("operator i1 takes no parents")
     if operator != "i1" and not parents:
         raise ValueError(f"operator {operator} needs at least one parent")
+    if operator == "repair" and not context.failures:
+        raise ValueError("operator repair needs the parent's failure report in context.failures")
     parts = [description.strip()]
+    failures = list(context.failures)
     if operator == "i1":
         parts.append("Template:\n" + _fenced(template))
+    elif operator == "repair":
+        parts.append(_failed(parents[0], failures.pop(0)))
     else:
         parts.append(_describe(parents, direction, show_scores))
+    if failures:
+        parts.append("Recent attempts that failed; do not repeat their mistakes:\n" + "\n".join(failures))
     parts.append(TASKS[operator])
-    parts.append(ANSWER_SHAPE.format(name=function_name))
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+    shape = ANSWER_SHAPE.format(name=function_name)
+    if context.signature:
+        shape += f" The function must start with exactly: {context.signature}"
+    parts.append(shape)
+    system = SYSTEM if not context.skill else f"{SYSTEM}\n\nSkill for this problem (learnt from earlier attempts):\n{context.skill.strip()}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]

@@ -10,8 +10,10 @@ from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.es.config import ESConfig
 
-METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
-OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3")
+BASE_METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
+# +trace2skill: a skill distilled from the run's own candidates every skill.every steps, shown in every prompt
+METHODS = BASE_METHODS + tuple(f"{m}+trace2skill" for m in BASE_METHODS)
+OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3", "repair")
 
 
 @dataclass
@@ -144,6 +146,68 @@ class SandboxSection:
 
 
 @dataclass
+class ContextSection:
+    """What the proposer is shown and what reaches the sandbox (docs/search.md, "Context").
+    The paper presets turn all of it off: the reference decodes freely and shows no failures."""
+
+    failures: bool = True  # a parent's or a recent sibling's failure (kind, message, failing line) in the prompt
+    failure_chars: int = 300  # the failure text is cut to this many characters (about 80 tokens)
+    constrain: bool = True  # decode the fenced block with the template's exact `def` line (where the engine can)
+    fingerprint: bool = True  # reject clones of earlier candidates and of the template before they are scored
+    similarity: float = 1.0  # near-clones: fingerprint similarity at or above this is a clone (1.0: exact only)
+
+    def check(self, name: str) -> None:
+        require(self.failure_chars >= 40, f"{name}.failure_chars", "must be >= 40", self.failure_chars)
+        require(0 < self.similarity <= 1, f"{name}.similarity", "must be in (0, 1]", self.similarity)
+
+
+@dataclass
+class SkillSection:
+    """The +trace2skill methods: every `every` plan steps, `analysts` teacher
+    requests (each charged one evaluation, like a candidate) read recent
+    candidates and patch the run's SKILL.md, which every operator prompt shows."""
+
+    every: int = 4  # plan steps between refreshes
+    analysts: int = 3  # analyst requests per refresh
+    successes: int = 1  # of the analysts, those that read the best programs; the rest read failures
+    recent: int = 48  # the candidates analysts choose from: the last this many
+    teacher: str = "engine"  # "engine" (base weights) or "endpoint" ([endpoint] must be set)
+    temperature: float = 0.3
+    max_tokens: int = 160
+
+    def check(self, name: str) -> None:
+        require(self.every >= 1, f"{name}.every", "must be >= 1 (plan steps between skill refreshes)", self.every)
+        require(self.analysts >= 1, f"{name}.analysts", "must be >= 1", self.analysts)
+        require(0 <= self.successes <= self.analysts, f"{name}.successes", f"must be in 0..{name}.analysts",
+                self.successes)
+        require(self.recent >= 1, f"{name}.recent", "must be >= 1", self.recent)
+        one_of(self.teacher, ("engine", "endpoint"), f"{name}.teacher")
+        require(self.temperature >= 0, f"{name}.temperature", "must be >= 0", self.temperature)
+        require(self.max_tokens >= 16, f"{name}.max_tokens", "must be >= 16", self.max_tokens)
+
+
+@dataclass
+class CapsSection:
+    """Limits besides the evaluation budget; the run ends cleanly at the step
+    boundary where one is reached (summary `stopped`), and `--resume` after
+    raising it in DIR/config.toml goes on. Unset: no limit."""
+
+    completion_tokens: int | None = None  # LLM completion tokens, all requests
+    wall_s: float | None = None  # wall-clock seconds, summed over resumed sessions
+    money: float | None = None  # spend on [endpoint] requests, priced by `prices`
+    prices: dict[str, list[float]] = field(default_factory=dict)  # model -> [USD per 1M prompt, per 1M completion tokens]
+
+    def check(self, name: str) -> None:
+        for key in ("completion_tokens", "wall_s", "money"):
+            value = getattr(self, key)
+            require(value is None or value > 0, f"{name}.{key}", "must be > 0 (leave it out for no cap)", value)
+        for model, price in self.prices.items():
+            require(isinstance(price, list) and len(price) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in price),
+                f"{name}.prices.{model}", "must be [USD per 1M prompt tokens, USD per 1M completion tokens]", price)
+
+
+@dataclass
 class SearchSections:
     """The sections every heuristic-search config shares: RunConfig adds [run],
     coevolve.compare.CompareConfig adds [compare] and [test]."""
@@ -164,13 +228,23 @@ class SearchSections:
     start: StartSection = field(default_factory=StartSection)
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
+    context: ContextSection = field(default_factory=ContextSection)
+    skill: SkillSection = field(default_factory=SkillSection)
+    caps: CapsSection = field(default_factory=CapsSection)
 
     def check(self) -> None:
-        """The [es] keys whose meaning belongs to heuristic search."""
+        """The [es] keys whose meaning belongs to heuristic search, and the rules across sections."""
         for op in self.es.operators:
             one_of(op, OPERATORS[1:], "es.operators")
         require(self.es.generations == 0, "es.generations",
                 "is for agent runs; heuristic runs take their ES generations from the plan", self.es.generations)
+        if self.caps.money is not None:
+            require(bool(self.endpoint.base_url), "caps.money",
+                    "prices [endpoint] requests, but no [endpoint] is set (local generation costs nothing)")
+            require(self.endpoint.model in self.caps.prices, "caps.prices",
+                    f"has no price for the [endpoint] model {self.endpoint.model!r}", sorted(self.caps.prices))
+        if self.skill.teacher == "endpoint":
+            require(bool(self.endpoint.base_url), "skill.teacher", '= "endpoint" needs [endpoint] base_url and model')
 
 
 @dataclass
@@ -179,4 +253,18 @@ class RunConfig(SearchSections):
 
     @property
     def uses_es(self) -> bool:
-        return self.run.method.endswith("+esopt")
+        return "+esopt" in self.run.method
+
+    @property
+    def uses_skill(self) -> bool:
+        return self.run.method.endswith("+trace2skill")
+
+    def check(self) -> None:
+        super().check()
+        if self.uses_skill:
+            from coevolve.search.methods import planned_refreshes  # methods imports this module
+
+            refreshes, steps = planned_refreshes(self)
+            require(refreshes >= 1, "skill.every",
+                    f"is longer than the run ({steps} proposal steps under run.budget = {self.run.budget}): "
+                    "the skill would never be refreshed", self.skill.every)

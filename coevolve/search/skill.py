@@ -1,0 +1,189 @@
+"""Trace2Skill for heuristic search: a SKILL.md distilled from the run's own
+candidates, refreshed every `skill.every` plan steps and shown in every
+operator prompt (the +trace2skill methods).
+
+A refresh is one step of the plan: `skill.analysts` teacher requests, each
+charged one evaluation. Error analysts read one recent failure (its code,
+kind, message and failing line); success analysts read one of the best
+programs (idea, code, score). Each proposes a patch (`ADD|EDIT|DELETE
+<section>: <rule>`); the patches merge and apply to the previous version
+with the machinery the agents use (coevolve.base.skillpatch), without the
+teacher's condensing calls, so a refresh makes exactly `analysts` requests
+and its result is a pure function of their replies: a resumed run rebuilds
+every version from the logged replies. A "Contract" section (the exact
+signature and what the function returns, read from the template) is written
+by code and never patched away.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from coevolve.base.skillpatch import (Patch, PatchSet, apply_patches, derive_seed, merge_hierarchically,
+                                      parse_patches, parse_sections, render_skill_body, skill_outline)
+from coevolve.base.skills import Skill, write_skill
+from coevolve.base.untrusted import fence
+from coevolve.engine.base import Message, Sampling
+from coevolve.search.population import Candidate
+from coevolve.search.prompts import describe_failure
+
+_FORMAT = ("Reply only with lines of these forms:\nADD <section>: <rule>\nEDIT <section>: <rule>\nDELETE <section>\n"
+           "Sections are short titles such as Pitfalls, Ideas, Format. One to three lines.")
+ERROR_ANALYST = ("You are an error analyst. A program written for the heuristic-design problem below FAILED. "
+                 "Propose rules for the program writer's skill that would have prevented the failure. " + _FORMAT)
+SUCCESS_ANALYST = ("You are a success analyst. A program written for the heuristic-design problem below "
+                   "WORKED and scored well. Propose rules for the program writer's skill that keep what made "
+                   "it work. " + _FORMAT)
+CODE_CHARS = 900  # the candidate's code shown to an analyst (the end is cut)
+CONTRACT = "contract"
+
+
+def skill_name(task: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-") + "-heuristics"
+
+
+def contract_rules(template: str, function_name: str, signature: str) -> list[str]:
+    """What the function receives and must return, from the template's def line and docstring."""
+    rules = [f"Define exactly {signature.rstrip(':')} and keep every parameter." if signature
+             else f"Define the function {function_name} with the template's parameters."]
+    for node in ast.walk(ast.parse(template)):
+        if isinstance(node, ast.FunctionDef) and node.name == function_name:
+            doc = ast.get_docstring(node) or ""
+            returns = re.search(r"Returns?:\s*\n\s*(.+)", doc)
+            if returns:
+                rules.append(f"It must return {returns.group(1).strip().rstrip('.')}.")
+    rules.append("Answer with the idea in braces, then one ```python block holding the whole function.")
+    return rules
+
+
+def pick_cases(candidates: Sequence[Candidate], analysts: int, successes: int, recent: int,
+               direction: str) -> list[Candidate]:
+    """The candidates the `analysts` requests read: up to `successes` of the
+    best valid ones among the last `recent`, the rest the most recent
+    failures (one per distinct message first); short lists are cycled so
+    that there are always exactly `analysts` cases (each request is charged)."""
+    window = list(candidates)[-recent:]
+    valid = sorted((c for c in window if c.valid), key=lambda c: ((c.objective if direction == "min"
+                                                                   else -c.objective), c.id))
+    failed: list[Candidate] = []
+    seen: set[str] = set()
+    for c in reversed(window):
+        if not c.valid:
+            key = f"{c.failure}:{(c.message or '').strip()[-80:]}"
+            if key not in seen:
+                seen.add(key)
+                failed.append(c)
+    failed += [c for c in reversed(window) if not c.valid and c not in failed]
+    wins = valid[:successes]
+    pool = (wins + failed + valid[len(wins):])[:analysts]
+    return [pool[i % len(pool)] for i in range(analysts)] if pool else []
+
+
+def case_text(candidate: Candidate, direction: str, report: str) -> str:
+    code = candidate.code or "(no code: the answer had no ```python block the parser could use)"
+    if len(code) > CODE_CHARS:
+        code = code[:CODE_CHARS] + "\n# [... cut ...]"
+    head = f"Idea: {{{candidate.idea or 'none'}}}\n```python\n{code.rstrip()}\n```"
+    if candidate.valid:
+        better = "lower" if direction == "min" else "higher"
+        return f"{head}\nOutcome: WORKED, score {candidate.objective:.6g} ({better} is better)"
+    return f"{head}\nOutcome: FAILED, {report}"
+
+
+def analyst_messages(candidate: Candidate, description: str, outline: str, direction: str,
+                     report: str) -> list[Message]:
+    system = SUCCESS_ANALYST if candidate.valid else ERROR_ANALYST
+    user = (f"The problem:\n{description.strip()[:600]}\n\nThe current skill:\n{outline}\n\n"
+            f"The program:\n{case_text(candidate, direction, report)}\n\nPatch:")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def analyst_conversations(cases: Sequence[Candidate], task: Any, skill: Skill | None,
+                          failure_chars: int) -> list[list[Message]]:
+    """One analyst conversation per case, each reading the current skill's outline."""
+    current = outline(skill)
+    return [analyst_messages(c, task.description, current, task.direction,
+                             describe_failure(c, failure_chars) if not c.valid else "") for c in cases]
+
+
+def analyst_seeds(run_seed: int, step: int | str, count: int) -> list[int]:
+    return [derive_seed(run_seed, "skill", step, i) for i in range(count)]
+
+
+FALLBACK_RULES = {
+    "parse": "Always answer with one ```python block that holds the whole function.",
+    "duplicate": "Change the logic itself: a renamed or reformatted copy of an earlier program is rejected unscored.",
+    "bad_signature": "Keep the function's exact name and parameters.",
+    "missing_function": "Keep the function's exact name and parameters.",
+}
+
+
+def fallback_patch(cases: Sequence[Candidate]) -> PatchSet:
+    """When no analyst wrote a usable line: the failures' own kinds and last
+    message lines become the pitfalls (what a teacher would have said)."""
+    rules = []
+    for c in cases:
+        if c.valid:
+            continue
+        rule = FALLBACK_RULES.get(c.failure or "")
+        if rule is None:
+            last = (c.message or "").strip().splitlines()[-1:] or [""]
+            # numbers replaced: "line 7" and "line 12" are the same mistake
+            line = re.sub(r"\d+", "N", re.sub(r"\s+", " ", fence(last[0], limit=120, prefix=""))).strip()
+            rule = f"Avoid this {c.failure} error seen before: {line}" if line else f"Avoid the {c.failure} failure."
+        if rule not in rules:
+            rules.append(rule)
+    return {"pitfalls": Patch("add", "Pitfalls", tuple((r, 1) for r in rules[:5]))} if rules else {}
+
+
+def refresh(previous: Skill | None, replies: Sequence[str], cases: Sequence[Candidate], contract: list[str],
+            name: str, source: str) -> tuple[str, str]:
+    """(description, body) of the next version from the analysts' replies."""
+    sections = parse_sections(previous)
+    patches = [parse_patches(text) for text in replies]
+    patches = [{k: p for k, p in patch.items() if k != CONTRACT} for patch in patches]  # the contract is code's
+    merged = merge_hierarchically(None, patches) if any(patches) else fallback_patch(cases)
+    sections = apply_patches(sections, merged)
+    sections.pop(CONTRACT, None)
+    sections = {CONTRACT: ("Contract", contract), **sections}
+    description = (f"Rules for writing {name.removesuffix('-heuristics')} heuristics, distilled with Trace2Skill "
+                   "from this run's own candidates.")
+    body = render_skill_body(f"{name} (Trace2Skill)", sections, source,
+                             closing="Follow these rules in every program you write.")
+    return description, body
+
+
+def outline(skill: Skill | None) -> str:
+    return skill_outline(parse_sections(skill))
+
+
+def write_version(run_dir: Path, version: int, name: str, description: str, body: str) -> Skill:
+    """skills/vNNN/<name>/SKILL.md in the run directory: every version is kept."""
+    return write_skill(Path(run_dir) / "skills" / f"v{version:03d}" / name, description, body)
+
+
+
+def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any, out_dir: str | Path,
+                       previous: Skill | None = None, analysts: int = 4, successes: int = 1, seed: int = 0,
+                       sampling: Sampling = Sampling(temperature=0.3, max_tokens=160),
+                       failure_chars: int = 300) -> Skill:
+    """`coevolve distill` on a heuristic run: one refresh over all its candidates,
+    written to `out_dir/SKILL.md` (patching `previous` when given)."""
+    from coevolve.codeparse import template_signature
+
+    cases = pick_cases(candidates, analysts, successes, len(candidates), task.direction)
+    if not cases:
+        raise ValueError("the run has no candidates to distil")
+    completions = teacher.chat(analyst_conversations(cases, task, previous, failure_chars), sampling,
+                               seeds=analyst_seeds(seed, "post-hoc", len(cases)))
+    signature, _ = template_signature(task.template, task.function_name)
+    errors = sum(not c.valid for c in cases)
+    out_dir = Path(out_dir)
+    description, body = refresh(previous, [c.text for c in completions], cases,
+                                contract_rules(task.template, task.function_name, signature or ""), out_dir.name,
+                                f"{errors} error and {len(cases) - errors} success analyses of {len(candidates)} "
+                                f"{task.name} candidates")
+    return write_skill(out_dir, description, body)

@@ -1,0 +1,256 @@
+"""Issue 25's context logic with the fake engine and evaluator: failures in the
+next prompt, the repair operator, clone rejection before the sandbox, the
+decoding pattern, trace2skill refresh steps (charged, versioned, resumed) and
+caps. The real-engine checks are in test_search_context_engine.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.codeparse import answer_pattern, extract, template_signature
+from coevolve.base.skills import parse_skill_text
+from coevolve.runstore import RunStore, read_jsonl
+from coevolve.search.fingerprint import CloneIndex, fingerprint
+from coevolve.search.loop import SearchLoop
+from coevolve.search.prompts import describe_failure
+from coevolve.search.methods import format_plan, run_plan
+from coevolve.search.population import Candidate
+from coevolve.search.runconfig import RunConfig
+from coevolve.search.skill import outline
+from search_fakes import TEMPLATE, FakeEngine, FakeEvaluator, FakeTask
+
+
+def make_config(method: str = "eoh", budget: int = 24, **sections) -> RunConfig:
+    raw = {"run": {"method": method, "task": "fake", "budget": budget, "seed": 1},
+           "eoh": {"population": 4, "offspring": 3}, "sample": {"batch": 4, "population": 4},
+           "es": {"population": 3, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1}}
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return build_config(RunConfig, raw)
+
+
+def run(directory, config, engine=None, resume=False, task=None, endpoint=None):
+    store = RunStore.open(directory) if resume else RunStore.create(directory, dump_toml(as_dict(config)))
+    engine = engine or FakeEngine()
+    evaluator = FakeEvaluator()
+    summary = SearchLoop(config, store, engine, evaluator, task or FakeTask(), endpoint=endpoint).run()
+    return summary, engine, evaluator
+
+
+class RecordingEngine(FakeEngine):
+    """Keeps every prompt and constraint it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str, object]] = []
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        out = super().chat(conversations, sampling, seeds, constraints)
+        for i, c in enumerate(conversations):
+            self.seen.append((c[0]["content"], c[-1]["content"], None if constraints is None else constraints[i]))
+        return out
+
+
+# -- fingerprints -------------------------------------------------------------------------
+def test_a_renamed_reformatted_clone_has_the_template_fingerprint_and_a_changed_program_does_not():
+    clone = ('def score_it(value):  # renamed\n    """Another docstring."""\n    s = 50.00\n    return s\n')
+    assert fingerprint(clone).digest == fingerprint(TEMPLATE).digest
+    assert fingerprint(TEMPLATE.replace("50.0", "49.0")).digest != fingerprint(TEMPLATE).digest
+    assert fingerprint("def f(a):\n    return min(a)\n").digest != fingerprint("def f(a):\n    return max(a)\n").digest
+    index = CloneIndex(0.9)
+    index.add(0, fingerprint("def f(a, b):\n    x = a * 2 + b\n    y = x - 1\n    return max(x, y, 3)\n"))
+    assert index.find(fingerprint("def g(p, q):\n    x = p * 2 + q\n    y = x - 1\n    return max(x, y, 4)\n")) == 0
+    assert CloneIndex(1.0).find(fingerprint(TEMPLATE)) is None
+    with pytest.raises(ValueError):
+        CloneIndex(0.0)
+
+
+def test_a_clone_of_the_template_is_rejected_before_the_sandbox_and_charged(tmp_path):
+    class CloneEngine(FakeEngine):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            out = super().chat(conversations, sampling, seeds, constraints)
+            out[0].text = "{same as before}\n```python\ndef pick(y):\n    '''x'''\n    S = 50.0\n    return S\n```"
+            return out
+
+    summary, _, evaluator = run(tmp_path / "r", make_config("sample", 8), engine=CloneEngine())
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    rejected = [c for c in candidates if c["failure"] == "duplicate"]
+    assert rejected and rejected[0]["duplicate_of"] == 0 and rejected[0]["message"] == "a clone of the task template"
+    assert summary["ledger"]["outcomes"]["rejected"] == len(rejected) == summary["context"]["rejected"]
+    assert summary["context"]["rejected_template"] >= 1
+    assert evaluator.evaluated == summary["ledger"]["outcomes"]["evaluated"]  # never scored
+    assert summary["evaluations"] == 8
+
+
+# -- failures and repair ----------------------------------------------------------------------
+def test_a_failure_reaches_the_next_prompt_fenced_with_its_failing_line():
+    failed = Candidate(id=3, step=0, operator="i1", parents=[], model_state={"kind": "base"},
+                       code="def heuristic(x):\n    y = 1 / 0\n    return y\n", failure="exception",
+                       message='Traceback (most recent call last):\n  File "<candidate>", line 2, in heuristic\n'
+                               "ZeroDivisionError: division by zero\x1b[2J")
+    report = describe_failure(failed, 300)
+    assert report.startswith("exception:") and "ZeroDivisionError: division by zero" in report
+    assert "failing line: y = 1 / 0" in report and "\x1b" not in report
+    assert all(line.startswith("│") for line in report.splitlines()[1:])  # fenced: data, not instructions
+
+
+def test_prompts_carry_recent_failures_and_repair_requests_carry_their_parent(tmp_path):
+    engine = RecordingEngine()
+    config = make_config("eoh", 30, eoh={"population": 4, "offspring": 3, "operators": ["e1", "m1", "repair"]})
+    summary, *_ = run(tmp_path / "r", config, engine=engine)
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    later = [user for _, user, _ in engine.seen[3:]]
+    assert any("Recent attempts that failed" in u and "ValueError: boom" in u for u in later)
+    repairs = [c for c in candidates if c["operator"] == "repair"]
+    assert repairs and summary["context"]["repair_requests"] == len(repairs)
+    by_id = {c["id"]: c for c in candidates}
+    assert all(not by_id[c["parents"][0]]["objective"] and by_id[c["parents"][0]]["code"] for c in repairs)
+    assert any("Heuristic that failed" in u and "Its error (exception" in u for u in later)
+    assert summary["evaluations"] == 30
+
+
+def test_failures_are_off_in_the_prompt_when_the_context_says_so(tmp_path):
+    engine = RecordingEngine()
+    run(tmp_path / "r", make_config("sample", 12, context={"failures": False}), engine=engine)
+    assert not any("Recent attempts that failed" in u for _, u, _ in engine.seen)
+
+
+# -- the answer's shape -----------------------------------------------------------------------------
+def test_every_request_is_decoded_under_the_signature_pattern_and_the_prompt_states_it(tmp_path):
+    engine = RecordingEngine()
+    summary, *_ = run(tmp_path / "r", make_config("eoh+esopt", 20), engine=engine)
+    signature, _ = template_signature(TEMPLATE, "heuristic")
+    assert signature == "def heuristic(x):"
+    assert {c for *_, c in engine.seen} == {answer_pattern(signature)}
+    assert all(f"must start with exactly: {signature}" in u for _, u, _ in engine.seen)
+    assert summary["context"]["constrain"] == "on"
+    free = RecordingEngine()
+    summary, *_ = run(tmp_path / "free", make_config("sample", 8, context={"constrain": False}), engine=free)
+    assert {c for *_, c in free.seen} == {None} and summary["context"]["constrain"] == "off"
+
+
+def test_a_signature_no_pattern_can_force_falls_back_to_free_decoding_recorded(tmp_path):
+    class SplitSignature(FakeTask):
+        template = 'def heuristic(\n    x,\n):\n    """Return a score."""\n    SCORE = 50.0\n    return SCORE\n'
+
+    engine = RecordingEngine()
+    summary, *_ = run(tmp_path / "r", make_config("sample", 8), engine=engine, task=SplitSignature())
+    assert {c for *_, c in engine.seen} == {None}
+    assert summary["context"]["constrain"].startswith("off: the template's def line spans several lines")
+
+
+def test_the_parser_records_what_it_repaired():
+    no_fence = extract("def other(x):\n    return 1\n", "heuristic", TEMPLATE)
+    assert no_fence.repairs == ("no fence", "renamed other to heuristic")
+    clean = extract("{idea here now}\n```python\ndef heuristic(x):\n    return 1\n```", "heuristic", TEMPLATE)
+    assert clean.repairs == ()
+
+
+# -- trace2skill ------------------------------------------------------------------------------------------
+def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resumed(tmp_path):
+    config = make_config("eoh+esopt+trace2skill", 30, skill={"every": 2, "analysts": 2})
+    plan = run_plan(config)
+    assert plan["skill_refreshes"] >= 2 and "skill refreshes" in format_plan(plan)
+    engine = RecordingEngine()
+    full, *_ = run(tmp_path / "full", config, engine=engine)
+    versions = full["context"]["skill_versions"]
+    assert len(versions) == plan["skill_refreshes"]
+    assert full["ledger"]["outcomes"]["distill"] == plan["distill_requests"]
+    assert full["evaluations"] == 30 == sum(full["ledger"]["outcomes"].values())
+    texts = [(tmp_path / "full" / v["path"]).read_text() for v in versions]
+    assert all("## Contract" in t and "def heuristic(x)" in t for t in texts)
+    # after a refresh every operator prompt carries the skill's sections
+    first = outline(parse_skill_text(texts[0]))
+    assert "## Contract" in first and any(first in system for system, _, _ in engine.seen)
+    assert not any("## Contract" in system for system, _, _ in engine.seen[:3])  # none before the first
+    # killed after the first refresh: the resumed run rebuilds the same versions and result
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    cut = next(i for i, e in enumerate(events) if e.get("operator") == "distill") + 2
+    d = tmp_path / "killed"
+    d.mkdir()
+    (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    history = read_jsonl(tmp_path / "full" / "history.jsonl")
+    generations = sum(1 for e in events[:cut] if e.get("es"))
+    (d / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history[:generations]))
+    resumed, *_ = run(d, config, resume=True)
+    assert resumed == json.loads((tmp_path / "full" / "summary.json").read_text())
+    assert [(d / v["path"]).read_text() for v in resumed["context"]["skill_versions"]] == texts
+
+
+# -- caps -------------------------------------------------------------------------------------------------------
+def test_a_token_cap_stops_at_a_step_boundary_and_a_raised_cap_resumes_to_the_uncapped_result(tmp_path):
+    config = make_config("eoh", 24)
+    full, *_ = run(tmp_path / "full", config)
+    capped = make_config("eoh", 24, caps={"completion_tokens": 40})
+    stopped, *_ = run(tmp_path / "r", capped)
+    assert stopped["stopped"]["cap"] == "completion_tokens" and stopped["evaluations"] < 24
+    assert stopped["ledger"]["completion_tokens"] >= 40
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    assert events[-1]["type"] == "stop" and not any(e["type"] == "end" for e in events)
+    # raise the cap in the run's config.toml (caps are not part of what must match) and resume
+    (tmp_path / "r" / "config.toml").write_text(dump_toml(as_dict(config)))
+    resumed, engine, _ = run(tmp_path / "r", config, resume=True)
+    assert resumed["stopped"] is None
+    assert {k: v for k, v in resumed.items() if k != "context"} == {k: v for k, v in full.items() if k != "context"}
+
+
+def test_a_wall_clock_cap_stops_the_run(tmp_path):
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 24, caps={"wall_s": 1e-9}))
+    assert summary["stopped"]["cap"] == "wall_s" and summary["evaluations"] == 0
+
+
+def test_a_money_cap_prices_endpoint_requests(tmp_path):
+    config = make_config("sample", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+                         caps={"money": 1e-4, "prices": {"m": [1.0, 2.0]}})
+    summary, engine, _ = run(tmp_path / "r", config, endpoint=FakeEngine())
+    assert summary["stopped"]["cap"] == "money" and summary["evaluations"] == 4  # one batch of 4, then over
+    assert summary["context"]["spend"] == pytest.approx(summary["ledger"]["prompt_tokens"] * 1e-6
+                                                        + summary["ledger"]["completion_tokens"] * 2e-6)
+
+
+def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
+    """`coevolve distill RUN_DIR` on a heuristic run directory: analysts read its
+    candidates (the fake teacher writes nothing usable, so the failures' own
+    kinds become the pitfalls) and a valid SKILL.md with the contract is written."""
+    import argparse
+
+    from coevolve.base.skills import load_skill
+    from coevolve.commands import distill as command
+
+    config = make_config("eoh", 20)
+    config.run.task = "tsp_construct"
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 20))
+    (tmp_path / "r" / "config.toml").write_text(dump_toml(as_dict(config)))
+    monkeypatch.setattr(command, "teacher", lambda args: (FakeEngine(), None))
+    args = argparse.Namespace(run_dir=str(tmp_path / "r"), out=str(tmp_path / "skills" / "tsp-learnt"),
+                              endpoint_base_url=None, endpoint_model=None, api_key_env="X", model=None,
+                              previous=None, description=None, successes=1, max_failed_per_case=1,
+                              include_eval=False, seed=0)
+    assert command.handle(args) == 0
+    skill = load_skill(tmp_path / "skills" / "tsp-learnt")
+    assert "## Contract" in skill.body and "def select_next_node(current_node" in skill.body
+    assert "## Pitfalls" in skill.body
+
+
+def test_an_endpoint_that_cannot_constrain_falls_back_to_free_decoding_recorded_and_resumes(tmp_path):
+    from coevolve.engine.base import ConstraintError
+
+    class NoConstraints(FakeEngine):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            if constraints:
+                raise ConstraintError("this server ignores structured_outputs")
+            return super().chat(conversations, sampling, seeds)
+
+    config = make_config("sample", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    summary, *_ = run(tmp_path / "r", config, endpoint=NoConstraints())
+    assert summary["context"]["constrain"].startswith("off: the endpoint refused the pattern")
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    assert [e["requests"] for e in events if e["type"] == "constrain"] == [4]
+    assert summary["ledger"]["llm_requests"] == 12 + 4  # the refused batch counts as requests
+    assert summary["evaluations"] == 12
+    again, *_ = run(tmp_path / "r", config, resume=True, endpoint=NoConstraints())
+    assert again == summary

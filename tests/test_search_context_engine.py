@@ -1,0 +1,157 @@
+"""Issue 25 on the real engine, sandbox and TSP task (tiny budgets): a
+trace2skill run writes skill versions and shows them in the prompts, decodes
+every proposal under the exact signature, shows failures in later prompts,
+rejects a renamed template clone before the sandbox; `coevolve run` with
+trace2skill killed by SIGKILL resumes to the same skill texts and summary; a
+token cap stops a run that then resumes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.runstore import RunStore, read_jsonl
+from coevolve.search.runconfig import RunConfig
+from conftest import kill_and_resume
+from test_run_e2e import sandbox  # noqa: F401  (the module-scoped real sandbox fixture)
+
+SIGNATURE = "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):"
+CLONE = ("{the nearest city first}\n```python\n"
+         "def select_next_node(cur, dest, unvisited, dm):\n"
+         "    d = dm[cur][unvisited]  # distances\n"
+         "    return unvisited[np.argmin(d)]\n```")
+
+
+def tiny(method: str, budget: int, seed: int = 0, **extra) -> RunConfig:
+    raw = {"run": {"method": method, "task": "tsp_construct", "budget": budget, "seed": seed},
+           "eoh": {"population": 3, "offspring": 2, "init": 3},
+           "sample": {"batch": 4, "population": 3},
+           "sampling": {"max_tokens": 160},
+           "skill": {"every": 2, "analysts": 2, "max_tokens": 64},
+           "sandbox": {"timeout_s": 20, "workers": 2}}
+    for name, values in extra.items():
+        raw.setdefault(name, {}).update(values)
+    return build_config(RunConfig, json.loads(json.dumps(raw)))
+
+
+class Recorder:
+    """The real engine, keeping every conversation it is sent; the first
+    proposal it returns is replaced by a renamed clone of the template."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.systems: list[str] = []
+        self.users: list[str] = []
+        self.constraints: list[object] = []
+        self.cloned = False
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        self.systems += [c[0]["content"] for c in conversations]
+        self.users += [c[-1]["content"] for c in conversations]
+        self.constraints += list(constraints) if constraints else [None] * len(conversations)
+        extra = {"constraints": constraints} if constraints else {}
+        out = self.engine.chat(conversations, sampling, seeds=seeds, **extra)
+        if not self.cloned and constraints:
+            self.cloned = True
+            out[0].text = CLONE
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+class CountingSandbox:
+    def __init__(self, sandbox) -> None:
+        self.sandbox = sandbox
+        self.codes: list[str] = []
+
+    def evaluate_many(self, items):
+        self.codes += [item[0] for item in items]
+        return self.sandbox.evaluate_many(items)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_rejects_clones(
+        tmp_path, engine, sandbox):
+    from coevolve.search.loop import SearchLoop
+    from coevolve.search.prompts import describe_failure
+    from coevolve.search.population import Candidate
+    from coevolve.search.skill import outline
+    from coevolve.base.skills import parse_skill_text
+    from tasks.registry import get_task
+
+    config = tiny("eoh+trace2skill", 12)
+    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
+    recorder, counting = Recorder(engine), CountingSandbox(sandbox)
+    summary = SearchLoop(config, store, recorder, counting, get_task("tsp_construct")).run()
+    candidates = read_jsonl(store.candidates_path)
+    context = summary["context"]
+
+    # budget: proposals and analyst requests, each charged once
+    assert summary["evaluations"] == 12 == sum(summary["ledger"]["outcomes"].values())
+    assert summary["ledger"]["llm_requests"] == 12
+    # the renamed template clone: rejected, charged, never in the sandbox
+    first = candidates[0]
+    assert first["failure"] == "duplicate" and first["duplicate_of"] == 0 and first["objective"] is None
+    assert summary["ledger"]["outcomes"]["rejected"] >= 1 and context["rejected_template"] >= 1
+    assert not any("def select_next_node(cur, dest" in code for code in counting.codes)
+    assert len(counting.codes) == summary["ledger"]["outcomes"]["evaluated"]
+    # constrained decoding: every proposal request carried the pattern, none failed to parse,
+    # and every program keeps the exact signature
+    proposals = [c for c, user in zip(recorder.constraints, recorder.users) if "Patch:" not in user]
+    assert proposals and all(c is not None for c in proposals) and context["constrain"] == "on"
+    assert not any(c["failure"] == "parse" for c in candidates)
+    assert all(SIGNATURE in c["code"] for c in candidates if c["code"] and c["id"] != 1)  # 1: the injected clone
+    # failures reach later prompts: the exact report (kind, message, failing line) of earlier failures
+    reports = {describe_failure(Candidate.from_dict(c), config.context.failure_chars)
+               for c in candidates if c["failure"]}
+    shown_reports = {r for r in reports if any(r in u for u in recorder.users)}
+    assert shown_reports and any("Recent attempts that failed" in u for u in recorder.users)
+    # skill versions written, kept, and shown in the operator prompts after the first refresh
+    versions = context["skill_versions"]
+    assert len(versions) >= 2
+    texts = [(store.dir / v["path"]).read_text() for v in versions]
+    assert all("## Contract" in t and SIGNATURE.rstrip(":") in t for t in texts)
+    shown = outline(parse_skill_text(texts[0]))
+    assert any(shown in system for system in recorder.systems)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+def test_a_token_cap_stops_a_real_run_that_resumes_when_raised(tmp_path, engine, sandbox):
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    capped = tiny("sample", 8, caps={"completion_tokens": 40})
+    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(capped)))
+    stopped = SearchLoop(capped, store, engine, sandbox, get_task("tsp_construct")).run()
+    assert stopped["stopped"]["cap"] == "completion_tokens" and stopped["evaluations"] == 4
+    store.config_path.write_text(dump_toml(as_dict(tiny("sample", 8))))  # the cap raised (removed)
+    resumed = SearchLoop(tiny("sample", 8), RunStore.open(store.dir), engine, sandbox,
+                         get_task("tsp_construct")).run()
+    assert resumed["stopped"] is None and resumed["evaluations"] == 8
+    steps = [e["step"] for e in RunStore(store.dir).iter_events("step")]
+    assert steps == [0, 1]  # the first step was served from the log, not generated again
+    assert resumed["ledger"]["completion_tokens"] > stopped["ledger"]["completion_tokens"]
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(2400)
+def test_sigkill_then_resume_with_trace2skill_gives_the_same_skill_and_summary(tmp_path):
+    # i1 3, e1 2, skill refresh 2, e2 2: killed right after a random one of the first three steps
+    # is logged (no jitter: the short last step could finish and write the summary first)
+    config = tiny("eoh+trace2skill", 9, seed=2, sampling={"max_tokens": 128})
+    path = tmp_path / "c.toml"
+    path.write_text(dump_toml(as_dict(config)))
+    run = kill_and_resume(path, tmp_path, "step", 0, "--no-progress")
+    resumed = json.loads((tmp_path / "killed" / "summary.json").read_text())
+    assert resumed == run.expected
+    versions = run.expected["context"]["skill_versions"]
+    assert versions
+    for v in versions:
+        assert (tmp_path / "killed" / v["path"]).read_text() == (tmp_path / "full" / v["path"]).read_text()
+    logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
+    assert logged == list(range(run.events))
