@@ -81,7 +81,7 @@ def test_a_candidates_text_cannot_pose_as_results(tmp_path, capsys):
         "import sys\n"
         "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
         f"    print('\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\r\\n{forged_row}')\n"
-        f"    raise ValueError('\\x1b[1A\\x1b[2K\\n{forged_row}\\ntotal 0.1 s')\n")
+        f"    raise ValueError('\\x1b[1A\\x1b[2K\\n{forged_row}\\ntotal 4242.0 s')\n")
     assert main(["eval", str(path), "--task", "tsp_construct", "--split", "test", "--size", "50",
                  "--no-reference"]) == 1
     out = capsys.readouterr().out
@@ -91,7 +91,7 @@ def test_a_candidates_text_cannot_pose_as_results(tmp_path, capsys):
     assert not any(line.startswith(forged_row) for line in lines), out
     quoted = [line for line in lines if forged_row.strip() in line]
     assert len(quoted) >= 2 and all(line.lstrip().startswith("│") for line in quoted), out
-    assert not any(line.startswith("total 0.1") for line in lines)
+    assert not any(line.startswith("total 4242.0") for line in lines)
 
 
 @pytest.mark.parametrize("argv, message", [
