@@ -127,6 +127,9 @@ TINY = {
     "es": {"population": 2, "proposals_per_member": 2, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3},
     "sampling": {"max_tokens": 256},
     "sandbox": {"timeout_s": 20, "workers": 2},
+    # As in test_run_e2e: with the context on, the embedded model's tiny runs echo the template (rejected as
+    # clones), so no arm has a heuristic to score; the context is tested in test_search_context_engine.py.
+    "context": {"failures": False, "constrain": False, "fingerprint": False},
 }
 
 
