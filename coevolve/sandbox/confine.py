@@ -372,13 +372,11 @@ class View:
     why_not_hidden: str = ""  # when the hidden view failed here and the read-only host tree is used
 
 
-def enter(workdir: str, view: View, join_cgroup: Callable[[], None] | None = None) -> str:
+def enter(workdir: str, view: View) -> str:
     """In the freshly forked child (PID 1 of its namespace), before any
-    candidate code: memory cgroup, mounts, unprivileged uid, capabilities,
+    candidate code (the caller has joined the memory cgroup): mounts, unprivileged uid, capabilities,
     seccomp. Returns the directory the candidate works in. Raises
     ConfinementError (or OSError)."""
-    if join_cgroup is not None:
-        join_cgroup()  # before the view: /sys is not in it
     if view.hidden:
         _build_view(view.root, workdir, view.paths, view.temp_mb, view.uid if _mapped(view.uid) else os.getuid())
     else:

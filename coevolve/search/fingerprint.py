@@ -126,11 +126,14 @@ def fingerprint(code: str) -> Fingerprint | None:
     return Fingerprint(hashlib.sha256(form.encode()).hexdigest()[:20], tokens)
 
 
-def similarity(a: Fingerprint, b: Fingerprint) -> float:
-    """Share of matching tokens between two normal forms, in [0, 1]."""
+def similarity(a: Fingerprint, b: Fingerprint, at_least: float = 0.0) -> float:
+    """Share of matching tokens between two normal forms, in [0, 1]; 0 as soon
+    as a cheap upper bound shows it is below `at_least` (most pairs are far apart)."""
     if a.digest == b.digest:
         return 1.0
     matcher = difflib.SequenceMatcher(None, a.tokens, b.tokens, autojunk=False)
+    if matcher.real_quick_ratio() < at_least or matcher.quick_ratio() < at_least:
+        return 0.0
     return matcher.ratio()
 
 
@@ -155,9 +158,6 @@ class CloneIndex:
         if self.threshold >= 1:
             return None
         for key, other in self.entries:
-            matcher = difflib.SequenceMatcher(None, fp.tokens, other.tokens, autojunk=False)
-            # the cheap upper bounds first: most pairs are far apart
-            if (matcher.real_quick_ratio() >= self.threshold and matcher.quick_ratio() >= self.threshold
-                    and matcher.ratio() >= self.threshold):
+            if similarity(fp, other, self.threshold) >= self.threshold:
                 return key
         return None

@@ -149,7 +149,7 @@ def outside_budget(config: RunConfig) -> int:
 
 def make_method(config: RunConfig) -> Method:
     base = make_base_method(config)
-    if config.run.method.endswith("+trace2skill"):
+    if config.uses_skill:
         return SkillMethod(base, config.skill.every, config.skill.analysts)
     return base
 
