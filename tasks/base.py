@@ -94,6 +94,15 @@ def starting_program(task: Any, which: str) -> str:
     return task.template
 
 
+def instance_count(instances: Any) -> int:
+    """How many instances a set holds (a set that is not a sequence counts as one,
+    as `decide` yields one item per instance)."""
+    try:
+        return len(instances)
+    except TypeError:
+        return 1
+
+
 def gap(objective: float, reference: float, direction: Direction) -> float:
     """Relative distance to the reference, positive when worse (0.05 = 5% worse)."""
     if reference == 0:

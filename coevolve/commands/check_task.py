@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from coevolve.base.errors import UsageError
+from tasks.base import instance_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -94,7 +95,7 @@ def template_value(task: Any) -> tuple[float | None, list[str]]:
                       f"solution: {user_frame(exc)}"]
     except Exception as exc:
         return None, [f"decide(): with the template on {split} {size} raised {user_frame(exc)}"]
-    count = len(instances) if hasattr(instances, "__len__") else 1
+    count = instance_count(instances)
     if len(decisions) != count:
         return None, [f"decide(): yielded {len(decisions)} decisions for {count} instances (expected one per instance)"]
     try:
@@ -124,7 +125,7 @@ def sandbox_problems(task: Any, expected: float) -> list[str]:
 
     split, size = task.train
     instances = task.instances(split, size)
-    count = len(instances) if hasattr(instances, "__len__") else 1
+    count = instance_count(instances)
     timeout = 30.0 + count * float(task.instance_seconds(size))
     with Sandbox(workers=1, timeout_s=timeout) as sandbox:
         result = sandbox.evaluate(task.template, task)

@@ -135,12 +135,9 @@ def _warn_once(message: str) -> None:
 
 
 def _warn_unconfined(reason: str) -> None:
-    if reason not in _warned:
-        _warned.add(reason)
-        warnings.warn(f"sandbox: kernel confinement is unavailable ({reason}); candidates run with rlimits, "
-                      "a process group and Python-level guards only, which code that sets out to can undo. "
-                      "Scores are still computed outside the candidate's process. See docs/sandbox.md.",
-                      RuntimeWarning, stacklevel=4)
+    _warn_once(f"sandbox: kernel confinement is unavailable ({reason}); candidates run with rlimits, "
+               "a process group and Python-level guards only, which code that sets out to can undo. "
+               "Scores are still computed outside the candidate's process. See docs/sandbox.md.")
 
 
 def _portable_task(task: Any) -> Any:

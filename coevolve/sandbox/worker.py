@@ -36,6 +36,7 @@ import numpy  # noqa: E402,F401  (warm import, inherited by every child)
 from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
+from tasks.base import instance_count  # noqa: E402
 
 CANDIDATE_FILE = "<candidate>"
 _KINDS = {kind.value for kind in FailureKind}
@@ -116,7 +117,7 @@ class Worker:
         parameters = template_parameters(task.template, task.function_name)
         limits = Limits(job["timeout_s"], job["memory_mb"], job["output_limit"],
                         stage_cpu_s=float(task.instance_seconds(size)),
-                        stages=(f"{split}{size}", _count(instances)),
+                        stages=(f"{split}{size}", instance_count(instances)),
                         decision_bytes=decision_bytes(task, size),
                         environment=_environment(job))
         code = job["code"]
@@ -167,13 +168,6 @@ def decision_bytes(task: Any, size: int) -> int:
     return 8 * (max(size, 1) + 2) ** 2 + 4096
 
 
-def _count(instances: Any) -> int:
-    try:
-        return len(instances)
-    except TypeError:
-        return 1
-
-
 # -- the trusted side: checking what a child reported ----------------------
 def _crash(message: str) -> dict[str, Any]:
     return {"failure": FailureKind.CRASH.value, "message": message, "objective": None}
@@ -200,9 +194,9 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
     if failed is not None:
         return failed
     decisions = verdict.get("decisions")
-    if not isinstance(decisions, list) or len(decisions) != _count(instances):
+    if not isinstance(decisions, list) or len(decisions) != instance_count(instances):
         return _crash(f"the child reported {type(decisions).__name__} decisions, expected a list of "
-                      f"{_count(instances)} (one per instance)")
+                      f"{instance_count(instances)} (one per instance)")
     try:
         value = float(task.score(decisions, instances))
     except InvalidSolution as exc:
