@@ -9,15 +9,19 @@ command composes the two.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coevolve.base.config import build_config, one_of, read_toml, require
+from pydantic import Field, field_validator
+
+from coevolve.base.config import Section, build_config, config_error, merge_overrides, read_toml, require
 from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
-from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SandboxSection, SearchSections
+from coevolve.search.methods import METHODS, check_method, run_plan
+from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections
+from tasks.loader import absolute_spec, task_label
+from tasks.registry import UnknownTask, heuristic_task
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -28,67 +32,65 @@ TEST_SCORES = "test.json"
 PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp": [15, 21]}
 
 
-@dataclass
-class CompareSection:
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    tasks: list[str] = field(default_factory=lambda: ["tsp_construct"])
-    budgets: list[int] = field(default_factory=lambda: [1000, 2000])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+class CompareSection(Section):
+    methods: list[str] = Field(list(METHODS), min_length=1)
+    tasks: list[str] = Field(["tsp_construct"], min_length=1)
+    budgets: list[int] = Field([1000, 2000], min_length=1)
+    seeds: list[int] = Field([0, 1, 2], min_length=1)
     out: str = ""  # empty: runs/compare-<time>
     # Compare a +ESOpt arm with its base method although their plans differ (see
     # coevolve.plan.structural_differences); the report then says so.
     allow_unmatched: bool = False
 
-    def check(self, name: str) -> None:
-        for key in ("methods", "tasks", "budgets", "seeds"):
-            values = getattr(self, key)
-            require(len(values) >= 1, f"{name}.{key}", "must list at least one value", values)
-            require(len(set(values)) == len(values), f"{name}.{key}", "must not repeat a value", values)
-        for method in self.methods:
-            one_of(method, METHODS, f"{name}.methods")
-        for budget in self.budgets:
-            require(budget >= 1, f"{name}.budgets", "must all be >= 1", self.budgets)
-        for seed in self.seeds:
-            require(seed >= 0, f"{name}.seeds", "must all be >= 0", self.seeds)
+    @field_validator("methods", "tasks", "budgets", "seeds")
+    @classmethod
+    def _values(cls, values: list, info: Any) -> list:
+        if len(set(values)) != len(values):
+            raise ValueError("must not repeat a value")
+        checks = {"methods": (check_method, None), "budgets": (lambda b: b >= 1, "must all be >= 1"),
+                  "seeds": (lambda s: s >= 0, "must all be >= 0")}
+        check, problem = checks.get(info.field_name, (None, None))
+        for value in values if check else ():
+            if check(value) is False:
+                raise ValueError(problem)
+        return values
 
 
-@dataclass
 class HoldoutSection(SandboxSection):
     """[test]: the held-out sets each run's best heuristic is scored on. Its
     sandbox limits are the [sandbox] section's fields, with defaults for full
     test sets (1000 instances, as `coevolve eval`); the per-instance limit
     derives from the task, as everywhere."""
 
-    timeout_s: float = 1800.0  # whole set; a hang fails at the per-instance limit long before
-    memory_mb: int = 4096
-    split: str = "test"
-    sizes: list[int] = field(default_factory=list)  # empty: PAPER_TEST_SIZES (Table 5's columns), else every size
-    limit: int = 0  # score the first `limit` instances of each set; 0: all of them (the paper's sets)
-
-    def check(self, name: str) -> None:
-        super().check(name)
-        require(bool(self.split), f"{name}.split", "must not be empty")
-        require(self.limit >= 0, f"{name}.limit", "must be >= 0 (0: every instance)", self.limit)
+    NAME = "test"
+    timeout_s: float = Field(1800.0, gt=0)  # whole set; a hang fails at the per-instance limit long before
+    memory_mb: int = Field(4096, ge=64)
+    split: str = Field("test", min_length=1)
+    sizes: list[int] = []  # empty: PAPER_TEST_SIZES (Table 5's columns), else every size
+    # score the first `limit` instances of each set; 0: all of them (the paper's sets)
+    limit: int = Field(0, ge=0, description="0: every instance")
 
 
-@dataclass
 class CompareConfig(SearchSections):
     """[compare] and [test], plus the run sections every run shares."""
 
-    compare: CompareSection = field(default_factory=CompareSection)
-    test: HoldoutSection = field(default_factory=HoldoutSection)
+    compare: CompareSection = CompareSection()
+    test: HoldoutSection = HoldoutSection()
 
-    def check(self) -> None:
-        super().check()
-        for index, name in enumerate(self.compare.tasks):
-            task = _task_or_error(name, f"compare.tasks[{index}]")
-            scored_sets(self, task)  # every task must have the test sets asked for
+
+def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
+    """A comparison's config, validated, then its tasks built: each must be a
+    heuristic task with the test sets asked for. A file task counts from `base`
+    (the TOML's folder) and is named absolutely from then on."""
+    config = build_config(CompareConfig, raw)
+    if base is not None:
+        config.compare.tasks = [absolute_spec(t, base) for t in config.compare.tasks]
+    for index, name in enumerate(config.compare.tasks):
+        scored_sets(config, _task_or_error(name, f"compare.tasks[{index}]"))  # every task has the sets asked for
+    return config
 
 
 def _task_or_error(name: str, field_name: str) -> Any:
-    from coevolve.base.config import config_error
-    from tasks.registry import UnknownTask, heuristic_task
-
     try:
         return heuristic_task(name)
     except UnknownTask as exc:
@@ -97,8 +99,6 @@ def _task_or_error(name: str, field_name: str) -> Any:
 
 def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
     """The (split, size) sets a task's best heuristics are scored on."""
-    from coevolve.base.config import config_error
-
     split = config.test.split
     available = task.splits()
     if split not in available:
@@ -118,8 +118,6 @@ def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
 def test_set_lines(config: CompareConfig) -> list[str]:
     """One line per task: the test sets its best heuristics are scored on, with
     their instance counts (or ASP's (n, w)) and the capacity where the task has one."""
-    from tasks.registry import heuristic_task
-
     lines = []
     for name in config.compare.tasks:
         task = heuristic_task(name)
@@ -137,19 +135,8 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 
 
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
-    raw = read_toml(path)
-    compare = raw.get("compare")
-    if isinstance(compare, dict) and isinstance(compare.get("tasks"), list):
-        from tasks.loader import absolute_spec
-
-        # file tasks count from the TOML's folder, and the comparison names them absolutely
-        compare["tasks"] = [absolute_spec(t, Path(path).parent) if isinstance(t, str) else t for t in compare["tasks"]]
-    if out is not None:
-        compare = raw.setdefault("compare", {})
-        if not isinstance(compare, dict):
-            raise UsageError("config error: compare must be a table")
-        compare["out"] = out
-    return build_config(CompareConfig, raw)
+    return compare_config(merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {}),
+                          Path(path).parent)
 
 
 def comparison_run(raw: dict) -> dict:
@@ -157,9 +144,7 @@ def comparison_run(raw: dict) -> dict:
     one of its runs, for `coevolve run`: the whole comparison is validated first,
     [compare] and [test] are dropped, and [run] is the first method, task, budget
     and seed it lists (flags choose another)."""
-    import copy
-
-    c = build_config(CompareConfig, copy.deepcopy(raw)).compare
+    c = build_config(CompareConfig, raw).compare
     run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
     return {**{k: v for k, v in raw.items() if k not in ("compare", "test")}, "run": run}
 
@@ -173,15 +158,12 @@ class RunSpec:
     seed: int
 
     def directory(self, root: Path) -> Path:
-        from tasks.loader import task_label  # a file task's spec is a path: its folder is named by the task's name
-
+        # a file task's spec is a path: its folder is named by the task's name
         return root / "runs" / task_label(self.task) / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
 
 
 def baseline_directory(root: Path, task: str) -> Path:
     """Where the task template's test scores live: the starting point of every run."""
-    from tasks.loader import task_label
-
     return Path(root) / "baselines" / task_label(task)
 
 
@@ -193,10 +175,8 @@ def planned_runs(config: CompareConfig) -> list[RunSpec]:
 
 
 def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConfig:
-    run = RunSection(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
-    run.check("run")
-    shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(SearchSections)}
-    return RunConfig(run=run, **shared)
+    run = SearchRun(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
+    return RunConfig(run=run, **{name: getattr(config, name) for name in SearchSections.model_fields})
 
 
 def run_state(directory: Path) -> str:
@@ -214,8 +194,6 @@ PAIRS = [("sample", "sample+esopt"), ("eoh", "eoh+esopt")]
 
 def arm_plan(config: CompareConfig, task: str, method: str, budget: int) -> dict:
     """What one arm of the comparison will run (the same for every seed)."""
-    from coevolve.search.methods import run_plan
-
     return run_plan(run_config(config, RunSpec(task, method, budget, 0), Path("plan")))
 
 

@@ -230,4 +230,4 @@ def test_progress_reports_episodes_reward_solved_rate_and_sigma(tmp_path):
 ])
 def test_bad_configs_are_rejected_clearly(raw, message):
     with pytest.raises(UsageError, match=re.escape(f"config error: {message}")):
-        build_config(AgentRunConfig, raw)
+        build_config(AgentRunConfig, raw).build_task()  # the task's options are checked by building it

@@ -17,6 +17,7 @@ from coevolve.base.errors import UsageError
 from coevolve.commands.compare import compare_and_report as run_comparison
 from coevolve.compare import CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs, score_files
 from coevolve.base.config import build_config
+from coevolve.plan import compare_config
 from tasks.base import evaluate_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +49,9 @@ def eval_objective(path: Path, task: str, split: str, size: int) -> str:
     ({"compare": {"budget": [8]}}, "compare.budget"),
 ])
 def test_bad_config_names_the_field(raw, field):
+    # validation, then the tasks built (each must have the test sets asked for)
     with pytest.raises(UsageError, match=re.escape(field)):
-        build_config(CompareConfig, raw)
+        compare_config(raw)
 
 
 def test_examples_load_and_default_to_the_paper_sets(tmp_path):

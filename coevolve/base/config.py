@@ -1,220 +1,211 @@
-"""TOML configs as typed dataclasses.
+"""TOML configs as pydantic models.
 
-A config file is a set of `[section]` tables; each section maps to a dataclass
-whose fields are the allowed keys, with their types and defaults. Loading
-checks unknown keys, types and each section's own rules, and reports the first
-problem as one line naming the field: `config error: es.sigma must be > 0 (got -1)`.
-The same machinery serves the run, compare and agent configs: a new config is
-a new dataclass of sections.
+A config file is a set of `[section]` tables; each section is a `Section`
+(a pydantic model) whose fields declare the allowed keys with their types,
+bounds and choices, and a whole config is a `Config` of sections. Unknown keys
+are refused, nothing is coerced (an int is accepted for a float), and the
+first problem becomes one line naming the TOML key, the value and what was
+expected, through `error_line`: `config error: es.sigma must be > 0 (got -1.0)`.
+Rules across fields are validators that raise `config_error` themselves.
+Validation reads no files and builds nothing; the run kinds build their task
+after it (coevolve.commands.run, coevolve.plan.compare_config).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import tomllib
-import types
 import typing
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, ClassVar, Iterable, TypeVar
+
+import annotated_types as at
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 
 from coevolve.base.errors import ConfigError, UsageError
 
 T = TypeVar("T")
+_MISSING = object()
+STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # an int passes for a float, nothing else
+TYPES = {"int_type": "must be an integer", "float_type": "must be a number", "bool_type": "must be true or false",
+         "string_type": "must be a string", "list_type": "must be a list", "tuple_type": "must be a list",
+         "dict_type": "must be a table", "model_type": "must be a table", "dataclass_type": "must be a table",
+         "finite_number": "must be finite", "missing": "is required"}
+BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
-def config_error(field: str, problem: str, value: Any = dataclasses.MISSING) -> ConfigError:
-    got = "" if value is dataclasses.MISSING else f" (got {value!r})"
-    return ConfigError(f"config error: {field} {problem}{got}")
+def config_error(field: str, problem: str, value: Any = _MISSING) -> ConfigError:
+    return ConfigError(f"config error: {field} {problem}{'' if value is _MISSING else f' (got {value!r})'}")
 
 
-def require(condition: bool, field: str, problem: str, value: Any = dataclasses.MISSING) -> None:
-    """Section checks call this: `require(self.sigma > 0, "es.sigma", "must be > 0", self.sigma)`."""
+def require(condition: bool, field: str, problem: str, value: Any = _MISSING) -> None:
+    """Validators across fields call this: `require(a < b, "reward.a", "must be < reward.b", a)`."""
     if not condition:
         raise config_error(field, problem, value)
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", str(tp))
+def one_of(value: Any, choices: Iterable[Any], field: str) -> None:
+    choices = list(choices)
+    require(value in choices, field, f"must be one of {', '.join(map(str, choices))}", value)
 
 
-def _coerce(value: Any, tp: Any, field: str) -> Any:
-    """Check `value` against the annotation `tp`; ints are accepted for floats."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(value, option, field)
-            except UsageError:
-                pass
-        raise config_error(field, f"must be {' or '.join(_type_name(o) for o in options)}", value)
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise config_error(field, "must be a list", value)
-        (item_type, *_) = typing.get_args(tp) or (Any,)
-        items = [_coerce(v, item_type, f"{field}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise config_error(field, "must be a table", value)
-        return dict(value)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise config_error(field, "must be true or false", value)
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise config_error(field, "must be an integer", value)
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise config_error(field, "must be a number", value)
-        if not math.isfinite(value):
-            raise config_error(field, "must be finite", value)
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise config_error(field, "must be a string", value)
-        return value
-    raise TypeError(f"config field {field}: unsupported annotation {tp!r}")
+def _bounds(info: Any) -> str:
+    """A field's bounds as people write them: `> 0`, `in 1..512`, `in (0, 1]`."""
+    low = next((m for m in info.metadata if isinstance(m, (at.Gt, at.Ge))), None)
+    high = next((m for m in info.metadata if isinstance(m, (at.Lt, at.Le))), None)
+    lo = low and (f"> {low.gt}" if isinstance(low, at.Gt) else f">= {low.ge}")
+    hi = high and (f"< {high.lt}" if isinstance(high, at.Lt) else f"<= {high.le}")
+    if not (low and high):
+        return f"must be {lo or hi}"
+    a, b = lo.split()[1], hi.split()[1]
+    if info.annotation is int:
+        return f"must be in {a}..{b}"
+    return f"must be in {'(' if lo[1] == ' ' else '['}{a}, {b}{']' if hi[1] == '=' else ')'}"
 
 
-def build_section(cls: type[T], table: Any, name: str, defaults: Any = None) -> T:
-    """One `[name]` table -> a `cls` instance; runs `cls.check(name)` when defined.
-    `defaults`: an instance whose values stand in for keys the table leaves out
-    (the holding config's own defaults for a shared section); else the class's."""
-    if not isinstance(table, dict):
-        raise config_error(name, "must be a table", table)
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in table:
-        if key not in known:
-            raise config_error(f"{name}.{key}", f"is not a known field (known: {', '.join(sorted(known))})")
-    values = {key: _coerce(value, hints[key], f"{name}.{key}") for key, value in table.items()}
-    if defaults is not None:
-        values = {**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)}, **values}
-    try:
-        section = cls(**values)
-    except ValueError as exc:  # a section that validates itself on construction (e.g. Sampling)
-        raise UsageError(f"config error: {exc}") from None
-    except TypeError as exc:  # a required field is missing
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
-                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-        if missing:
-            raise config_error(f"{name}.{missing[0]}", "is required") from None
-        raise config_error(name, str(exc)) from None
-    check = getattr(section, "check", None)
-    if check is not None:
+def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigError:
+    """pydantic's first error as one line: the dotted TOML key, what it must be, the value."""
+    error = exc.errors(include_url=False)[0]
+    where, info, owner, parent = [prefix] if prefix else [], None, model, model
+    for part in error["loc"]:
+        if isinstance(part, int):  # a list item
+            where[-1] += f"[{part}]"
+            continue
+        where.append(str(part))
+        parent, info = owner, getattr(owner, "__pydantic_fields__", {}).get(part)
+        owner = getattr(info, "annotation", None)
+    kind, value, field = error["type"], error["input"], ".".join(where) or "config"
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        what = "section" if isinstance(parent, type) and issubclass(parent, Config) else "field"
+        known = ", ".join(sorted(getattr(parent, "__pydantic_fields__", {})))
+        return config_error(field, f"is not a known {what} (known: {known})")
+    if kind == "value_error":
+        problem = str(error["ctx"]["error"])
+    elif kind == "literal_error":
+        choices = typing.get_args(info.annotation)
+        problem = (f"must be one of {', '.join(choices)}" if all(isinstance(c, str) for c in choices)
+                   else f"must be {' or '.join(map(str, choices))}")
+    elif kind in BOUNDS:
+        problem = _bounds(info)
+        value = float(value) if info.annotation is float else value
+    elif kind in ("too_short", "too_long"):
+        problem = "must list at least one value" if kind == "too_short" else error["msg"].lower()
+    else:
+        problem = TYPES.get(kind, error["msg"].lower().replace("input should", "must"))
+    if kind in BOUNDS + ("literal_error",) and info.description:
+        problem += f" ({info.description})"
+    return config_error(field, problem, _MISSING if kind == "missing" else value)
+
+
+class Section(BaseModel):
+    """One `[section]`, named `NAME` in TOML (default: the class name less
+    "Section", lower case). pydantic calls this __init__ for nested sections
+    too, so the error line is made here, under that name."""
+
+    model_config = STRICT
+    NAME: ClassVar[str] = ""
+
+    def __init__(self, **values: Any) -> None:
         try:
-            check(name)
-        except ValueError as exc:
-            raise UsageError(f"config error: {exc}") from None
-    return section
+            super().__init__(**values)
+        except ValidationError as exc:
+            cls = type(self)
+            name = "" if issubclass(cls, Config) else cls.NAME or cls.__name__.removesuffix("Section").lower()
+            raise error_line(exc, cls, name) from None
 
 
-def build_config(cls: type[T], raw: dict[str, Any]) -> T:
-    """A whole config: each field of `cls` is a section dataclass (or a plain value)."""
-    if not isinstance(raw, dict):
-        raise config_error("config", "must be a table of sections", raw)
-    raw = _renamed_sections(cls, raw)
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in raw:
-        if key not in known:
-            raise config_error(key, f"is not a known section (known: {', '.join(sorted(known))})")
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in raw:
-            continue
-        tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
-            defaults = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-            values[f.name] = build_section(tp, raw[f.name], f.name, defaults)
-        else:
-            values[f.name] = _coerce(raw[f.name], tp, f.name)
-    config = cls(**values)
-    check = getattr(config, "check", None)
-    if check is not None:
-        check()
-    return config
+class Config(Section):
+    """A whole config: its fields are sections. A section the holder declares with
+    its own default instance (e.g. shorter replies for agent turns) takes the keys
+    a table leaves out from that instance. `RENAMED = {"old": "new"}`: old section
+    names still read, with a deprecation message."""
 
+    RENAMED: ClassVar[dict[str, str]] = {}
 
-def _renamed_sections(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
-    """Old section names a config class still reads (`RENAMED = {"old": "new"}`),
-    with a deprecation message; both names at once is an error."""
-    renamed: dict[str, str] = getattr(cls, "RENAMED", {})
-    if not any(old in raw for old in renamed):
+    @model_validator(mode="before")
+    @classmethod
+    def _tables(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        raw = dict(raw)
+        for old, new in cls.RENAMED.items():
+            if old in raw:
+                require(new not in raw, old, f"is the old name of [{new}]; give only [{new}]")
+                warnings.warn(f"config: [{old}] is deprecated, call it [{new}] (read as [{new}] this time)",
+                              FutureWarning, stacklevel=2)
+                raw[new] = raw.pop(old)
+        for name, info in cls.model_fields.items():
+            default, section = info.get_default(call_default_factory=True), type(raw.get(name))
+            if section is dict and hasattr(default, "__pydantic_fields__"):
+                table = {**{k: getattr(default, k) for k in type(default).__pydantic_fields__}, **raw[name]}
+                raw[name] = table if isinstance(default, BaseModel) else _dataclass(type(default), table, name)
         return raw
-    raw = dict(raw)
-    for old, new in renamed.items():
-        if old not in raw:
-            continue
-        if new in raw:
-            raise config_error(old, f"is the old name of [{new}]; give only [{new}]")
-        warnings.warn(f"config: [{old}] is deprecated, call it [{new}] (read as [{new}] this time)",
-                      FutureWarning, stacklevel=3)
-        raw[new] = raw.pop(old)
-    return raw
+
+
+def _dataclass(cls: type[T], table: dict[str, Any], name: str) -> T:
+    """A section that is a pydantic dataclass (Sampling): strict validation takes
+    only instances for it, so its table is built here."""
+    try:
+        return cls(**table)
+    except ValidationError as exc:
+        raise error_line(exc, cls, name) from None
+
+
+def build_config(cls: type[T], raw: Any, prefix: str = "") -> T:
+    """A config (or, with its TOML name as `prefix`, one section) from its tables."""
+    if not isinstance(raw, dict):
+        raise config_error(prefix or "config", "must be a table" if prefix else "must be a table of sections", raw)
+    try:
+        return TypeAdapter(cls).validate_python(raw)
+    except ValidationError as exc:
+        raise error_line(exc, cls, prefix) from None
+
+
+def build_section(cls: type[T], table: Any, name: str) -> T:
+    return build_config(cls, table, name)
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"config file not found: {path}") from None
     except OSError as exc:
         raise UsageError(f"cannot read config file {path}: {exc}") from None
-    try:
-        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config error: {path} is not valid TOML: {exc}") from None
 
 
-def load_config(cls: type[T], path: str | Path, overrides: dict[str, dict[str, Any]] | None = None) -> T:
-    """Read `path`, apply `{section: {key: value}}` overrides (CLI flags), validate."""
-    raw = read_toml(path)
+def merge_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """`{section: {key: value}}` (CLI flags) laid over a config's tables, in place."""
     for section, values in (overrides or {}).items():
         table = raw.setdefault(section, {})
-        if not isinstance(table, dict):
-            raise config_error(section, "must be a table", table)
+        require(isinstance(table, dict), section, "must be a table", table)
         table.update(values)
-    return build_config(cls, raw)
+    return raw
+
+
+def load_config(cls: type[T], path: str | Path, overrides: dict[str, dict[str, Any]] | None = None) -> T:
+    return build_config(cls, merge_overrides(read_toml(path), overrides))
 
 
 def as_dict(config: Any) -> dict[str, Any]:
     """A config (or section) as plain dicts and lists (tuples too become lists),
     ready for JSON or TOML and equal to what a JSON round trip gives back."""
-    def plain(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        return value
-
-    return plain(dataclasses.asdict(config))
+    return config.model_dump(mode="json")
 
 
 def _toml_value(value: Any, where: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
+    if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise ValueError(f"{where}: TOML cannot hold {value}")
         return repr(value)
     if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'"{escaped}"'
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
     if isinstance(value, dict):  # an inline table, e.g. caps.prices = { "model" = [0.15, 0.6] }
@@ -224,21 +215,10 @@ def _toml_value(value: Any, where: str) -> str:
 
 
 def dump_toml(data: dict[str, Any]) -> str:
-    """Write sections of scalars and lists (what our configs hold) as TOML.
-    None values are left out: TOML has no null, and every None field defaults to None."""
-    top: list[str] = []
-    sections: list[str] = []
-    for key, value in data.items():
-        if isinstance(value, dict):
-            lines = [f"[{key}]"]
-            lines += [f"{k} = {_toml_value(v, f'{key}.{k}')}" for k, v in value.items() if v is not None]
-            sections.append("\n".join(lines))
-        elif value is not None:
-            top.append(f"{key} = {_toml_value(value, key)}")
-    parts = (["\n".join(top)] if top else []) + sections
-    return "\n\n".join(parts) + "\n"
-
-
-def one_of(value: str, choices: Iterable[str], field: str) -> None:
-    choices = list(choices)
-    require(value in choices, field, f"must be one of {', '.join(choices)}", value)
+    """Sections of scalars and lists (what our configs hold) as TOML. None values
+    are left out: TOML has no null, and every None field defaults to None."""
+    top = [f"{k} = {_toml_value(v, k)}" for k, v in data.items() if not isinstance(v, dict) and v is not None]
+    sections = ["\n".join([f"[{key}]"] + [f"{k} = {_toml_value(v, f'{key}.{k}')}" for k, v in table.items()
+                                          if v is not None])
+                for key, table in data.items() if isinstance(table, dict)]
+    return "\n\n".join((["\n".join(top)] if top else []) + sections) + "\n"

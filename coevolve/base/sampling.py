@@ -5,35 +5,31 @@ dataclass declares (e.g. shorter replies for agent turns)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import Field, field_validator
+from pydantic.dataclasses import dataclass
+
+from coevolve.base.config import STRICT
 
 
-@dataclass(frozen=True)
+# A pydantic dataclass rather than a Section: generators take it per call and
+# callers derive variants with dataclasses.replace, which validates them too.
+@dataclass(frozen=True, config=STRICT)
 class Sampling:
-    temperature: float = 0.7
-    top_p: float = 1.0  # < 1 sorts the whole vocabulary per token: slow on CPU
+    temperature: float = Field(0.7, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)  # < 1 sorts the whole vocabulary per token: slow on CPU
     top_k: int = -1  # -1: the whole vocabulary; the paper's agent evaluation samples with top_k = 40
-    max_tokens: int = 512
-    stop: tuple[str, ...] = ()
+    max_tokens: int = Field(512, ge=1)
+    stop: tuple[str, ...] = Field((), strict=False)  # TOML gives a list
     # > 0 penalises tokens already in the reply (OpenAI/vLLM semantics); the paper's
     # agent runs use 1.5 (Sudoku) and 2 (math); 0 is off
-    presence_penalty: float = 0.0
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
 
-    def __post_init__(self) -> None:
-        self.check("sampling")
-
-    def check(self, name: str) -> None:
-        """Raises ValueError naming the first bad field (the config loader reports it as a config error)."""
-        if not self.temperature >= 0:
-            raise ValueError(f"{name}.temperature must be >= 0 (got {self.temperature!r})")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"{name}.top_p must be in (0, 1] (got {self.top_p!r})")
-        if not (self.top_k == -1 or self.top_k >= 1):
-            raise ValueError(f"{name}.top_k must be -1 (off) or >= 1 (got {self.top_k!r})")
-        if not self.max_tokens >= 1:
-            raise ValueError(f"{name}.max_tokens must be >= 1 (got {self.max_tokens!r})")
-        if not -2 <= self.presence_penalty <= 2:
-            raise ValueError(f"{name}.presence_penalty must be in [-2, 2] (got {self.presence_penalty!r})")
+    @field_validator("top_k")
+    @classmethod
+    def _top_k(cls, value: int) -> int:
+        if not (value == -1 or value >= 1):
+            raise ValueError("must be -1 (off) or >= 1")
+        return value
 
 
 # The paper's agent evaluation sampling per task (App. D). Math (ReAct, Table 8):

@@ -4,56 +4,78 @@ layers that use them (the engine pool, the OpenAI client)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
-from coevolve.base.config import require
+from pydantic import Field, field_validator, model_validator
+
+from coevolve.base.config import Section, require
 
 LOCAL = "local"
 
 
-@dataclass
-class ModelSection:
+class ModelSection(Section):
+    NAME = "model"
     path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
 
 
-@dataclass
-class EndpointSection:
+class EndpointSection(Section):
     """An optional OpenAI-compatible endpoint next to the engine ES moves. In
     heuristic runs it answers the base-weight requests; in agent runs it
     distils skills. Formerly `[proposer]` (heuristic) and `[teacher]` (agent)."""
 
+    NAME = "endpoint"
     base_url: str = ""  # empty: the engine's own model does everything
     model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 8
-    retries: int = 3  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
+    concurrency: int = Field(8, ge=1)
+    retries: int = Field(3, ge=0)  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
 
-    def check(self, name: str) -> None:
-        require(self.retries >= 0, f"{name}.retries", "must be >= 0", self.retries)
-        if self.base_url:
-            require(bool(self.model), f"{name}.model", f"is required when {name}.base_url is set")
-        require(self.concurrency >= 1, f"{name}.concurrency", "must be >= 1", self.concurrency)
+    @model_validator(mode="after")
+    def _model_named(self) -> EndpointSection:
+        require(not self.base_url or bool(self.model), "endpoint.model", "is required when endpoint.base_url is set")
+        return self
 
 
-@dataclass
-class DistributedSection:
-    """The `[distributed]` section. The default (one engine, local) is the
-    plain in-process engine with no Ray at all (coevolve.engine.pool)."""
+class DistributedSection(Section):
+    """The default (one engine, local) is the plain in-process engine with no Ray at all (coevolve.engine.pool)."""
 
-    engines: int = 1
+    NAME = "distributed"
+    engines: int = Field(1, ge=1)
     # "local": start a private Ray cluster on loopback; "auto": join the cluster
     # this machine belongs to; "ray://host:port": Ray client to a remote head.
     address: str = LOCAL
 
-    def check(self, name: str) -> None:
-        require(self.engines >= 1, f"{name}.engines", "must be >= 1", self.engines)
-        require(
-            self.address in (LOCAL, "auto") or self.address.startswith("ray://"),
-            f"{name}.address",
-            'must be "local", "auto" or "ray://HOST:PORT"',
-            self.address,
-        )
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if not (value in (LOCAL, "auto") or value.startswith("ray://")):
+            raise ValueError('must be "local", "auto" or "ray://HOST:PORT"')
+        return value
 
     @property
     def uses_ray(self) -> bool:
         return self.engines > 1 or self.address != LOCAL
+
+
+class RunSection(Section):
+    """[run] of every run kind; the kind checks `method` and gives its own defaults."""
+
+    NAME = "run"
+    method: str = "eoh+esopt"
+    task: str = Field("tsp_construct", min_length=1)
+    budget: int = Field(100, ge=1)  # heuristic runs: evaluations; agent runs: training episodes
+    seed: int = Field(0, ge=0)
+    out: str = ""  # empty: runs/<task>-<method>-seed<seed>-<time>
+
+
+def task_named(raw: Any) -> Any:
+    """`[task] name = "..."` is the task `[run] task` names (either, not both);
+    the config holds it as run.task. Other [task] keys are the task's options."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict) or "name" not in raw["task"]:
+        return raw
+    run = raw.get("run", {})
+    if not isinstance(run, dict):
+        return raw  # reported as "run must be a table"
+    require("task" not in run, "task.name", "and run.task both name the task; give only one of them")
+    options = dict(raw["task"])
+    return {**raw, "task": options, "run": {**run, "task": options.pop("name")}}

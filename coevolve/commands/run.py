@@ -12,15 +12,32 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from coevolve.agents.es_agent import check_run_dir, run_agent
+from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.agents.tools import SandboxTool
+from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
+from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
-from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
+from coevolve.base.sections import task_named
+from coevolve.commands.check_task import fail, problems
+from coevolve.engine.base import ConstraintError
+from coevolve.engine.local import needs_engine, require_engine
+from coevolve.engine.openai_client import EndpointError, open_endpoint
+from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
+from coevolve.es import engine_options
+from coevolve.plan import comparison_run
+from coevolve.report import agent_table, run_table
 from coevolve.runstore import RunStore
+from coevolve.sandbox import Sandbox
+from coevolve.search.loop import SearchLoop
+from coevolve.search.methods import es_population, format_plan, run_plan
+from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
-
-if TYPE_CHECKING:
-    from coevolve.agents.runconfig import AgentRunConfig
+from tasks.check import shape_problems
+from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
+from tasks.registry import UnknownTask, heuristic_task, is_agent_task
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,61 +84,69 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
     return out
 
 
-def config_class(raw: dict, overrides: dict[str, dict]) -> type:
-    """AgentRunConfig when the (overridden) run.task is an agent task, else RunConfig."""
-    from tasks.registry import is_agent_task
-
+def config_class(raw: dict) -> type[RunConfig] | type[AgentRunConfig]:
+    """AgentRunConfig when the run's task (run.task or [task] name) is an agent task, else RunConfig."""
     run = raw.get("run")
-    task = overrides.get("run", {}).get("task") or (run.get("task") if isinstance(run, dict) else None)
-    if task is not None and is_agent_task(task):
-        from coevolve.agents.runconfig import AgentRunConfig
-
-        return AgentRunConfig
-    return RunConfig
+    task = run.get("task") if isinstance(run, dict) else None
+    return AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, RunStore, bool]:
-    """The validated config (heuristic or agent) and its run directory; True when resuming."""
+    """The validated and built config (heuristic or agent), its run directory
+    (holding what the [endpoint] said when probed) and True when resuming."""
     if args.resume:
         if args.config or any(overrides_from(args).values()):
             raise UsageError("--resume takes only the run directory; its config.toml is the config")
         store = RunStore.open(args.resume)
         remember_task(store, args.task_changed)
-        raw = read_toml(store.config_path)
-        config = build_config(config_class(raw, {}), raw)
-        check_generators(config)
+        raw = task_named(read_toml(store.config_path))  # its task is named as it was resolved at the start
+        config = build_config(config_class(raw), raw)
+        record_endpoint(store, check_generators(config))
         return config, store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     if args.task_changed:
         raise UsageError("--task-changed goes with --resume")
-    overrides = overrides_from(args)
-    raw = read_toml(args.config)
-    canonical_task(raw, overrides, Path(args.config).parent)
-    config = load_run_config(args.config, overrides)
-    if isinstance(config, RunConfig):
-        check_task(config.run.task)
-    check_generators(config)
+    config = load_run_config(args.config, overrides_from(args))
+    check_built(config)
+    endpoint = check_generators(config)
     store = create_store(config)
-    from tasks.loader import record_tasks
-
     record_tasks(store.dir, [config.run.task])
+    record_endpoint(store, endpoint)
     return config, store, False
 
 
-def canonical_task(raw: dict, overrides: dict[str, dict], config_dir: Path) -> None:
-    """Make a file task absolute in `overrides` (so the run directory's config
-    names it from anywhere): a --task path counts from the working directory,
-    a TOML one from the TOML's folder."""
-    from tasks.loader import absolute_spec
-
+def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:
+    """The run config in `path` with the flags' overrides laid over it. A file task is made absolute (so the run directory's config names it
+    from anywhere): a --task path counts from the working directory, a TOML one
+    from the TOML's folder. A comparison config (one with [compare], such as
+    examples/paper/*.toml) runs one of its arms: the first method, task, budget
+    and seed it lists unless flags pick another."""
+    path = Path(path)
+    raw = task_named(read_toml(path))
     flag = overrides.get("run", {}).get("task")
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
-    spec, base = (flag, Path(".")) if flag else (run.get("task"), config_dir)
-    if isinstance(spec, str) and spec:
-        resolved = absolute_spec(spec, base)
-        if resolved != spec:
-            overrides.setdefault("run", {})["task"] = resolved
+    if isinstance(flag or run.get("task"), str):
+        overrides.setdefault("run", {})["task"] = absolute_spec(flag or run["task"], "." if flag else path.parent)
+    if "compare" in raw and "run" not in raw:
+        raw = comparison_run(raw)
+        arm = {**raw["run"], **overrides.get("run", {})}
+        print(f"{path} is a comparison; this is its arm {arm['method']} on {arm['task']}, budget "
+              f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
+              file=sys.stderr)
+    raw = merge_overrides(raw, overrides)
+    return build_config(config_class(raw), raw)
+
+
+def check_built(config: RunConfig | AgentRunConfig) -> None:
+    """What validation leaves to building, before any directory or engine
+    exists: a heuristic task's shape (check_task); an agent task built with
+    its [task] options and the [skills] read."""
+    if isinstance(config, RunConfig):
+        check_task(config.run.task)
+    else:
+        config.build_task()
+        config.seed_skills()
 
 
 def check_task(spec: str) -> None:
@@ -129,10 +154,6 @@ def check_task(spec: str) -> None:
     engine exists: the task's shape; for a user's task (file, module,
     plugin) also its determinism and the template's decide/score in this
     process (no sandbox)."""
-    from coevolve.commands.check_task import fail, problems
-    from tasks.check import shape_problems
-    from tasks.registry import UnknownTask, heuristic_task
-
     try:
         task = heuristic_task(spec)
     except UnknownTask as exc:
@@ -147,8 +168,6 @@ def check_task(spec: str) -> None:
 def remember_task(store: RunStore, accept_changed: bool) -> None:
     """Re-find the run's file task (tasks.loader.remember_tasks); a changed
     file accepted with --task-changed is logged in the run's events."""
-    from tasks.loader import remember_tasks
-
     changed = remember_tasks(store.dir, "accept" if accept_changed else "refuse", flag="--task-changed")
     if changed and store.events_path.exists() and store.events():
         with store.event_writer() as log:
@@ -156,37 +175,18 @@ def remember_task(store: RunStore, accept_changed: bool) -> None:
                 log.append(event)
 
 
-def load_run_config(path: str, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:
-    """The run config in `path` with the flags' overrides. A comparison config
-    (one with [compare], such as examples/paper/*.toml) runs one of its arms:
-    the first method, task, budget and seed it lists unless flags pick another."""
-    raw = read_toml(path)
-    if "compare" in raw and "run" not in raw:
-        from coevolve.plan import comparison_run
-
-        raw = comparison_run(raw)
-        arm = {**raw["run"], **overrides.get("run", {})}
-        print(f"{path} is a comparison; this is its arm {arm['method']} on {arm['task']}, budget "
-              f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
-              file=sys.stderr)
-    for section, values in overrides.items():
-        table = raw.setdefault(section, {})
-        if not isinstance(table, dict):
-            raise UsageError(f"config error: {section} must be a table")
-        table.update(values)
-    return build_config(config_class(raw, {}), raw)
-
-
-def check_generators(config: RunConfig | AgentRunConfig) -> None:
+def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     """Before the run directory exists: a run whose engine is not installed is
-    refused, and the [endpoint] is probed (reachable, key taken, model served)."""
-    from coevolve.engine.local import require_engine
-    from coevolve.engine.openai_client import open_endpoint
-
+    refused, and the [endpoint] is probed, once (reachable, key taken, model
+    served); what the run records of it (endpoint.json), or None without one."""
     require_engine(config.run.method, config.uses_es, config.endpoint, students=not isinstance(config, RunConfig))
     endpoint = open_endpoint(config.endpoint)
-    if endpoint is not None:
-        endpoint.probe()
+    return None if endpoint is None else endpoint.describe(endpoint.probe())
+
+
+def record_endpoint(store: RunStore, described: dict | None) -> None:
+    if described is not None:
+        atomic_write_json(store.path("endpoint.json"), described)
 
 
 def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
@@ -194,8 +194,6 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         method = config.run.method.replace("+", "_")
-        from tasks.loader import task_label
-
         label = task_label(config.run.task)
         config.run.out = str(Path("runs") / f"{label}-{method}-seed{config.run.seed}-{stamp}")
     return RunStore.create(config.run.out, dump_toml(as_dict(config)))
@@ -209,8 +207,6 @@ def handle(args: argparse.Namespace) -> int:
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
           file=sys.stderr, flush=True)
     if isinstance(config, RunConfig):
-        from tasks.registry import UnknownTask, heuristic_task
-
         try:
             task = heuristic_task(config.run.task)
         except UnknownTask as exc:
@@ -231,8 +227,6 @@ def _resumable(run) -> dict | None:
     """The run's summary, or None when its endpoint stopped answering (or took
     a constraint back) mid-run: the one line is printed; the run directory
     holds every finished step."""
-    from coevolve.engine.base import ConstraintError
-    from coevolve.engine.openai_client import EndpointError
 
     try:
         return run()
@@ -249,15 +243,13 @@ def _interrupted(store: RunStore) -> int:
 
 def handle_plan(args: argparse.Namespace) -> int:
     """Print the plan of a heuristic run without creating its directory."""
-    from coevolve.search.methods import format_plan, run_plan
-
     if args.resume:
         path, overrides = RunStore.open(args.resume).config_path, {}
     elif args.config:
         path, overrides = args.config, overrides_from(args)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    config = load_run_config(str(path), overrides)
+    config = load_run_config(path, overrides)
     if not isinstance(config, RunConfig):
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
                          "episodes per round until run.budget is spent")
@@ -266,25 +258,13 @@ def handle_plan(args: argparse.Namespace) -> int:
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
-    """Build the endpoint, sandbox and (when ES or no endpoint needs one) the
-    engine, then run the loop."""
-    from coevolve.base.durable import atomic_write_json
-    from coevolve.engine.local import needs_engine
-    from coevolve.engine.openai_client import open_endpoint
-    from coevolve.engine.pool import build_engine
-    from coevolve.sandbox import Sandbox
-    from coevolve.search.loop import SearchLoop
-    from coevolve.search.progress import progress_bar
-    from coevolve.es import engine_options
-    from coevolve.search.methods import es_population
-
+    """Build the endpoint (probed by check_generators), sandbox and (when ES or
+    no endpoint needs one) the engine, then run the loop."""
     endpoint = open_endpoint(config.endpoint)
-    if endpoint is not None:
-        atomic_write_json(store.path("endpoint.json"), endpoint.describe(endpoint.probe()))
     engine = None
     if needs_engine(config.uses_es, config.endpoint):  # else the endpoint answers every request
         es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
-        engine = build_engine(config.model.path or None, config.distributed, **es_options)
+        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox.from_section(config.sandbox) as sandbox:
@@ -303,24 +283,15 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
     """Run (or resume) an agent config in `store`. A given `engine` is used and
     left open (its weights keep the run's updates: reset it afterwards);
     otherwise one is built and closed."""
-    from coevolve.agents.es_agent import check_run_dir, run_agent
-    from coevolve.agents.tools import SandboxTool
-    from coevolve.engine.openai_client import open_endpoint
-    from coevolve.search.progress import progress_bar
-
     check_run_dir(store, config)
     tool = SandboxTool()
     task = config.build_task(tool=tool)
     endpoint = open_endpoint(config.endpoint)
     own_engine = engine is None
     if own_engine:
-        from coevolve.engine.pool import build_engine
-
-        from coevolve.es import engine_options
-
         es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
                       if config.uses_es else {})
-        engine = build_engine(config.model.path or None, config.distributed, **es_options)
+        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming, unit="episode") if progress else None
     try:
         return run_agent(config, store, engine, task, endpoint=endpoint,
@@ -334,12 +305,8 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
 
 
 def print_agent_table(summary: dict, store: RunStore) -> None:
-    from coevolve.report import agent_table
-
     print(agent_table(summary, store.dir))
 
 
 def print_table(summary: dict, store: RunStore) -> None:
-    from coevolve.report import run_table
-
     print(run_table(summary, store.dir))

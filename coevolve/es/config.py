@@ -11,17 +11,15 @@ episode budget pays). The run fills them with `resolve` before building
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from dataclasses import dataclass, field
+from typing import Literal
 
-from coevolve.base.config import one_of, require
+from pydantic import Field, field_validator, model_validator
 
-NOISE_MODES = ("full", "lowrank")
+from coevolve.base.config import Section, require
 
 
-@dataclass
-class ESConfig:
+class ESConfig(Section):
+    NAME = "es"
     # Perturbations per ES update (G). 0: set by the run. Heuristic runs: as the plan's
     # perturbed step asks (sample.batch for sample+esopt, the m-step's offspring for
     # eoh+esopt) / proposals_per_member, so each +ESOpt arm spends exactly what its base
@@ -29,60 +27,52 @@ class ESConfig:
     population: int = 0
     # Length of the σ schedule; agent runs also stop after it. 0: set by the run
     # (heuristic runs: the plan's ES steps; agent runs: run.budget // (population x batch)).
-    generations: int = 0
-    sigma: float = 1e-3
+    generations: int = Field(0, ge=0, description="0: set by the run")
+    sigma: float = Field(1e-3, gt=0)
     # σ of the schedule's last step. 0 is the reference's test-time setting (the
     # paper's σ_T = 0): its last step proposes from the unperturbed model.
-    sigma_end: float = 1e-4
-    schedule: str = "cosine"  # "cosine" | "constant"
+    sigma_end: float = Field(1e-4, ge=0, description="0: the last step explores nothing, as the reference's "
+                                                      "test-time runs")
+    schedule: Literal["cosine", "constant"] = "cosine"
     # What one step of the σ schedule is. "update": each ES update (ours).
     # "generation": each generation of the method's plan (an EoH generation holds
     # its m1 and m2 updates; a Sample batch is one generation), as the reference
     # code steps it. Agent runs have one update per generation: the same thing.
-    sigma_steps: str = "update"
-    alpha: float = 5e-4
-    normalise: str = "zscore"  # "zscore" | "rank"
-    ddof: int = 1  # z-score std: 1 sample std (the paper's worked example, our default), 0 population std (its code)
+    sigma_steps: Literal["update", "generation"] = "update"
+    alpha: float = Field(5e-4, gt=0)
+    normalise: Literal["zscore", "rank"] = "zscore"
+    # z-score std: 1 sample std (the paper's worked example, our default), 0 population std (its code)
+    ddof: Literal[0, 1] = 1
     antithetic: bool = False
     # "full": σε on every parameter, members one after another (the paper).
     # "lowrank": σ·A Bᵀ/√rank on every linear weight, the population in one
     # batch of LoRA slots (several times faster; embeddings and norms frozen).
-    noise: str = "full"
-    rank: int = 1
+    # `rank` is written (1) under full noise too: every run directory records it.
+    noise: Literal["full", "lowrank"] = "full"
+    rank: int = Field(1, ge=1, le=512, description="vLLM's LoRA ranks")
     # Heuristic runs only (agent configs refuse them): candidates each perturbed
     # model proposes, and which EoH operators run perturbed under eoh+esopt
     # (their names are checked by coevolve.search.runconfig, which owns the operators).
-    proposals_per_member: int = 1
-    operators: list[str] = field(default_factory=lambda: ["m1", "m2"])
+    proposals_per_member: int = Field(1, ge=1)
+    operators: list[str] = ["m1", "m2"]
 
-    def __post_init__(self) -> None:
-        self.check("es")  # built in code (tests, benchmarks) or from TOML: the same rules
+    @field_validator("population")
+    @classmethod
+    def _population(cls, value: int) -> int:
+        if not (value == 0 or value >= 2):
+            raise ValueError("must be >= 2 (or 0: set by the run)")
+        return value
 
-    def check(self, name: str) -> None:
-        require(self.population == 0 or self.population >= 2, f"{name}.population",
-                "must be >= 2 (or 0: set by the run)", self.population)
-        require(self.generations >= 0, f"{name}.generations", "must be >= 0 (0: set by the run)", self.generations)
-        require(math.isfinite(self.sigma) and self.sigma > 0, f"{name}.sigma", "must be > 0", self.sigma)
-        require(math.isfinite(self.sigma_end) and self.sigma_end >= 0, f"{name}.sigma_end",
-                "must be >= 0 (0: the last step explores nothing, as the reference's test-time runs)",
-                self.sigma_end)
-        one_of(self.schedule, ("cosine", "constant"), f"{name}.schedule")
-        one_of(self.sigma_steps, ("update", "generation"), f"{name}.sigma_steps")
-        require(math.isfinite(self.alpha) and self.alpha > 0, f"{name}.alpha", "must be > 0", self.alpha)
-        one_of(self.normalise, ("zscore", "rank"), f"{name}.normalise")
-        require(self.ddof in (0, 1), f"{name}.ddof", "must be 0 or 1", self.ddof)
-        if self.antithetic:
-            require(self.population % 2 == 0, f"{name}.population", "must be even when antithetic", self.population)
-        one_of(self.noise, NOISE_MODES, f"{name}.noise")
-        require(isinstance(self.rank, int) and 1 <= self.rank <= 512, f"{name}.rank",
-                "must be in 1..512 (vLLM's LoRA ranks)", self.rank)
-        require(self.proposals_per_member >= 1, f"{name}.proposals_per_member", "must be >= 1",
-                self.proposals_per_member)
+    @model_validator(mode="after")
+    def _pairs(self) -> ESConfig:
+        require(not self.antithetic or self.population % 2 == 0, "es.population", "must be even when antithetic",
+                self.population)
+        return self
 
-    def resolve(self, population: int, generations: int) -> "ESConfig":
+    def resolve(self, population: int, generations: int) -> ESConfig:
         """This config with the run's values where it says 0; settings it gives stay."""
-        return dataclasses.replace(self, population=self.population or population,
-                                   generations=self.generations or generations)
+        return ESConfig(**{**dict(self), "population": self.population or population,
+                           "generations": self.generations or generations})
 
     def check_resolved(self) -> None:
         """What ESOpt needs: a population to rank and a σ schedule to follow."""

@@ -12,12 +12,34 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 import numpy as np
 
+from coevolve.base.config import config_error
 from coevolve.search.population import Candidate, Population
-from coevolve.search.runconfig import RunConfig
+
+if TYPE_CHECKING:  # the config module validates method and operator names with this one
+    from coevolve.search.runconfig import RunConfig
+
+BASE_METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
+# +trace2skill: a skill distilled from the run's own candidates every skill.every steps, shown in every prompt
+METHODS = BASE_METHODS + tuple(f"{m}+trace2skill" for m in BASE_METHODS)
+OPERATORS = ("e1", "e2", "m1", "m2", "m3", "repair")  # what configs may name (i1 starts every run)
+
+
+def check_method(name: str) -> str:
+    """`name` if it is a heuristic-search method, else ValueError listing them (configs report it)."""
+    if name not in METHODS:
+        raise ValueError(f"must be one of {', '.join(METHODS)}")
+    return name
+
+
+def check_operator(name: str) -> str:
+    """`name` if a config may name it as an operator, else ValueError listing them."""
+    if name not in OPERATORS:
+        raise ValueError(f"must be one of {', '.join(OPERATORS)}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -122,8 +144,6 @@ def m_multiplier(config: RunConfig) -> float:
     """The paper's k for this run's budget: eoh.m_multiplier, or (0) the k that
     spends the budget T over eoh.generations generations of e1, e2 (offspring
     each) and m1, m2 (k * offspring each)."""
-    from coevolve.base.config import config_error
-
     eoh = config.eoh
     if eoh.m_multiplier > 0:
         return eoh.m_multiplier
