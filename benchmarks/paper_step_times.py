@@ -74,7 +74,7 @@ def main() -> int:
             directory = Path(tmp) / method.replace("+", "_")
             run_cfg = run_config(config, spec, directory)
             if plan["m_multiplier"] is not None:  # keep the full budget's step sizes in the short run
-                run_cfg.eoh = replace(run_cfg.eoh, m_multiplier=plan["m_multiplier"], generations=0)
+                run_cfg.eoh = run_cfg.eoh.model_copy(update={"m_multiplier": plan["m_multiplier"], "generations": 0})
             store = RunStore.create(directory, dump_toml(as_dict(run_cfg)))
             summary = execute(run_cfg, store, get_task(task), progress=False)
             timing = json.loads((directory / "timing.json").read_text())

@@ -162,7 +162,7 @@ class EnginePool:
         if engines < 1:
             raise ValueError(f"engines must be >= 1, got {engines}")
         address = address or LOCAL
-        DistributedSection(engines, address).check("distributed")
+        DistributedSection(engines=engines, address=address)  # the [distributed] rules, for pools built in code
         try:
             import ray
         except ImportError:
