@@ -32,6 +32,7 @@ TYPES = {"int_type": "must be an integer", "float_type": "must be a number", "bo
          "string_type": "must be a string", "list_type": "must be a list", "tuple_type": "must be a list",
          "dict_type": "must be a table", "model_type": "must be a table", "dataclass_type": "must be a table",
          "finite_number": "must be finite", "missing": "is required"}
+UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
@@ -66,7 +67,8 @@ def _bounds(info: Any) -> str:
 
 def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigError:
     """pydantic's first error as one line: the dotted TOML key, what it must be, the value."""
-    error = exc.errors(include_url=False)[0]
+    # an unknown key first, as a misspelt key often explains the rest
+    error = min(exc.errors(include_url=False), key=lambda e: e["type"] not in UNKNOWN)
     where, info, owner, parent = [prefix] if prefix else [], None, model, model
     for part in error["loc"]:
         if isinstance(part, int):  # a list item
@@ -76,10 +78,8 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
         parent, info = owner, getattr(owner, "__pydantic_fields__", {}).get(part)
         owner = getattr(info, "annotation", None)
     kind, value, field = error["type"], error["input"], ".".join(where) or "config"
-    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
-        what = "section" if isinstance(parent, type) and issubclass(parent, Config) else "field"
-        known = ", ".join(sorted(getattr(parent, "__pydantic_fields__", {})))
-        return config_error(field, f"is not a known {what} (known: {known})")
+    if kind in UNKNOWN:
+        return config_error(field, f"is not a known field (known: {', '.join(sorted(parent.__pydantic_fields__))})")
     if kind == "value_error":
         problem = str(error["ctx"]["error"])
     elif kind == "literal_error":
@@ -129,6 +129,9 @@ class Config(Section):
         if not isinstance(raw, dict):
             return raw
         raw = dict(raw)
+        for key in raw:  # before any section's own errors, as a misspelt section often explains them
+            require(key in cls.model_fields or key in cls.RENAMED, key,
+                    f"is not a known section (known: {', '.join(sorted(cls.model_fields))})")
         for old, new in cls.RENAMED.items():
             if old in raw:
                 require(new not in raw, old, f"is the old name of [{new}]; give only [{new}]")
