@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from coevolve.base.config import build_section
+from coevolve.base.config import build_config
 from coevolve.base.errors import UsageError
 from coevolve.base.sections import DistributedSection
 from coevolve.engine.pool import DivergenceError, EnginePool, core_groups
@@ -64,11 +64,11 @@ print("RESULT " + json.dumps(out))
 def test_section_checks():
     assert not DistributedSection().uses_ray
     assert DistributedSection(engines=2).uses_ray
-    assert build_section(DistributedSection, {"engines": 3, "address": "ray://10.0.0.1:10001"}, "distributed").engines == 3
+    assert build_config(DistributedSection, {"engines": 3, "address": "ray://10.0.0.1:10001"}, "distributed").engines == 3
     with pytest.raises(UsageError, match="distributed.engines"):
-        build_section(DistributedSection, {"engines": 0}, "distributed")
+        build_config(DistributedSection, {"engines": 0}, "distributed")
     with pytest.raises(UsageError, match="distributed.address"):
-        build_section(DistributedSection, {"address": "10.0.0.1:6379"}, "distributed")
+        build_config(DistributedSection, {"address": "10.0.0.1:6379"}, "distributed")
 
 
 def test_core_groups():

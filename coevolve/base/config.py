@@ -18,7 +18,7 @@ import tomllib
 import typing
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import annotated_types as at
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
@@ -44,11 +44,6 @@ def require(condition: bool, field: str, problem: str, value: Any = _MISSING) ->
     """Validators across fields call this: `require(a < b, "reward.a", "must be < reward.b", a)`."""
     if not condition:
         raise config_error(field, problem, value)
-
-
-def one_of(value: Any, choices: Iterable[Any], field: str) -> None:
-    choices = list(choices)
-    require(value in choices, field, f"must be one of {', '.join(map(str, choices))}", value)
 
 
 def _bounds(info: Any) -> str:
@@ -139,20 +134,10 @@ class Config(Section):
                               FutureWarning, stacklevel=2)
                 raw[new] = raw.pop(old)
         for name, info in cls.model_fields.items():
-            default, section = info.get_default(call_default_factory=True), type(raw.get(name))
-            if section is dict and hasattr(default, "__pydantic_fields__"):
-                table = {**{k: getattr(default, k) for k in type(default).__pydantic_fields__}, **raw[name]}
-                raw[name] = table if isinstance(default, BaseModel) else _dataclass(type(default), table, name)
+            default = info.get_default(call_default_factory=True)
+            if isinstance(raw.get(name), dict) and hasattr(default, "__pydantic_fields__"):
+                raw[name] = {**{k: getattr(default, k) for k in type(default).__pydantic_fields__}, **raw[name]}
         return raw
-
-
-def _dataclass(cls: type[T], table: dict[str, Any], name: str) -> T:
-    """A section that is a pydantic dataclass (Sampling): strict validation takes
-    only instances for it, so its table is built here."""
-    try:
-        return cls(**table)
-    except ValidationError as exc:
-        raise error_line(exc, cls, name) from None
 
 
 def build_config(cls: type[T], raw: Any, prefix: str = "") -> T:
@@ -163,10 +148,6 @@ def build_config(cls: type[T], raw: Any, prefix: str = "") -> T:
         return TypeAdapter(cls).validate_python(raw)
     except ValidationError as exc:
         raise error_line(exc, cls, prefix) from None
-
-
-def build_section(cls: type[T], table: Any, name: str) -> T:
-    return build_config(cls, table, name)
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

@@ -13,16 +13,17 @@ from coevolve.base.config import STRICT
 
 # A pydantic dataclass rather than a Section: generators take it per call and
 # callers derive variants with dataclasses.replace, which validates them too.
-@dataclass(frozen=True, config=STRICT)
+# Strict field by field: a strict dataclass would take no TOML table, only instances.
+@dataclass(frozen=True, config={**STRICT, "strict": False})
 class Sampling:
-    temperature: float = Field(0.7, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)  # < 1 sorts the whole vocabulary per token: slow on CPU
-    top_k: int = -1  # -1: the whole vocabulary; the paper's agent evaluation samples with top_k = 40
-    max_tokens: int = Field(512, ge=1)
-    stop: tuple[str, ...] = Field((), strict=False)  # TOML gives a list
+    temperature: float = Field(0.7, ge=0, strict=True)
+    top_p: float = Field(1.0, gt=0, le=1, strict=True)  # < 1 sorts the whole vocabulary per token: slow on CPU
+    top_k: int = Field(-1, strict=True)  # -1: the whole vocabulary; the paper's agent evaluation samples with 40
+    max_tokens: int = Field(512, ge=1, strict=True)
+    stop: tuple[str, ...] = ()  # TOML gives a list
     # > 0 penalises tokens already in the reply (OpenAI/vLLM semantics); the paper's
     # agent runs use 1.5 (Sudoku) and 2 (math); 0 is off
-    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    presence_penalty: float = Field(0.0, ge=-2, le=2, strict=True)
 
     @field_validator("top_k")
     @classmethod
