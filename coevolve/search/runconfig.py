@@ -14,10 +14,13 @@ from coevolve.search.methods import check_method, check_operator, planned_refres
 from tasks.base import STARTS
 
 
-def _operators(value: list[str]) -> list[str]:
-    for op in value:
-        check_operator(op)
-    return value
+def _operators(ops: list[str], field: str) -> list[str]:
+    for op in ops:
+        try:
+            check_operator(op)
+        except ValueError as exc:
+            raise config_error(field, str(exc), op) from None
+    return ops
 
 
 class SearchRun(RunSection):
@@ -42,7 +45,7 @@ class EohSection(Section):
     dedup_decimals: int = Field(-1, ge=-1, le=15, description="-1: exact")
     show_scores: bool = True  # operator prompts show parents' scores (ours); EoH's prompts do not
 
-    _check_ops = field_validator("operators")(classmethod(lambda cls, value: _operators(value)))
+    _check_ops = field_validator("operators")(classmethod(lambda cls, value: _operators(value, "eoh.operators")))
 
     @model_validator(mode="after")
     def _spread(self) -> EohSection:
@@ -182,11 +185,7 @@ class SearchSections(Config):
     @model_validator(mode="after")
     def _across(self) -> SearchSections:
         """The [es] keys whose meaning belongs to heuristic search, and the rules across sections."""
-        for op in self.es.operators:
-            try:
-                check_operator(op)
-            except ValueError as exc:
-                raise config_error("es.operators", str(exc), op) from None
+        _operators(self.es.operators, "es.operators")
         require(self.es.generations == 0, "es.generations",
                 "is for agent runs; heuristic runs take their ES generations from the plan", self.es.generations)
         if self.caps.money is not None:
