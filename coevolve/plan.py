@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
-from coevolve.base.config import Section, build_config, config_error, merge_overrides, read_toml, require
+from coevolve.base.config import Section, build_config, config_error, merge_overrides, read_toml
 from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.methods import METHODS, check_method, run_plan
@@ -44,15 +44,14 @@ class CompareSection(Section):
 
     @field_validator("methods", "tasks", "budgets", "seeds")
     @classmethod
-    def _values(cls, values: list, info: Any) -> list:
+    def _values(cls, values: list, info: ValidationInfo) -> list:
+        name = info.field_name
         if len(set(values)) != len(values):
             raise ValueError("must not repeat a value")
-        checks = {"methods": (check_method, None), "budgets": (lambda b: b >= 1, "must all be >= 1"),
-                  "seeds": (lambda s: s >= 0, "must all be >= 0")}
-        check, problem = checks.get(info.field_name, (None, None))
-        for value in values if check else ():
-            if check(value) is False:
-                raise ValueError(problem)
+        for value in values if name == "methods" else ():
+            check_method(value)
+        if name in ("budgets", "seeds") and min(values) < (1 if name == "budgets" else 0):
+            raise ValueError(f"must all be >= {1 if name == 'budgets' else 0}")
         return values
 
 

@@ -31,7 +31,7 @@ STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # an int 
 TYPES = {"int_type": "must be an integer", "float_type": "must be a number", "bool_type": "must be true or false",
          "string_type": "must be a string", "list_type": "must be a list", "tuple_type": "must be a list",
          "dict_type": "must be a table", "model_type": "must be a table", "dataclass_type": "must be a table",
-         "finite_number": "must be finite", "missing": "is required"}
+         "finite_number": "must be finite", "missing": "is required", "string_too_short": "must not be empty"}
 UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
