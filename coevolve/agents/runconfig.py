@@ -1,22 +1,9 @@
 """The `coevolve run` config for agent tasks (sudoku, sudoku9, react_math, and
-any task in tasks.registry.AGENT_TASKS): one model per TOML section, read by
-coevolve.base.config. `run_agent` takes this config itself (as trl's trainers
-take their config): no runtime copy of its fields.
-
-```toml
-[run]      method = "esopt" | "trace2skill" | "esopt+trace2skill", task, budget (training episodes), seed, out
-[task]     name (or run.task), and options of the task's factory, e.g. masked (sudoku), turns (react_math)
-[agent]    population, batch, eval_cases, eval_every, eval_temperature, shaping, ...
-[sampling] temperature, top_p, top_k, max_tokens (per turn) of the training rollouts
-[es]       sigma, sigma_end, schedule, alpha, generations (0: as many as the budget pays), ...
-           (coevolve.es.config.ESConfig, the section heuristic runs read too)
-[skills]   paths = ["skills/sudoku-basics"]: seed skills always in the system prompt
-[endpoint] base_url, model: an OpenAI-compatible endpoint that distils skills (default: the engine);
-           formerly [teacher]
-[model]    path           [distributed]  engines, address
-```
-Validation builds nothing: `build_task` and `seed_skills` build the task and
-read the skills, and `coevolve run` calls both before the run directory exists.
+any task in tasks.registry.AGENT_TASKS): one model per TOML section; the keys
+are listed in docs/agents.md. `run_agent` takes this config itself (as trl's
+trainers take their config): no runtime copy of its fields. Validation builds
+nothing: `build_task` and `seed_skills` build the task and read the skills, and
+`coevolve run` calls both before the run directory exists.
 """
 
 from __future__ import annotations
