@@ -135,18 +135,33 @@ def test_module_spec_and_unknown_names(tmp_path, monkeypatch, capsys):
     assert code == 2 and "unknown task 'no_such_task'" in err and "path/to/problem.py" in err
 
 
+@pytest.fixture(autouse=True)
+def _fresh_task_lookups():
+    """Each test resolves its specs and scans the plugins afresh, as a new process would
+    (tasks.loader keeps both for the process)."""
+    from tasks.loader import clear_cache
+
+    clear_cache()
+    yield
+    clear_cache()
+
+
 def plugin(site: Path, dist: str, entries: dict[str, str]) -> None:
-    """An installed distribution with `coevolve.tasks` entry points (a dist-info on sys.path)."""
+    """An installed distribution with `coevolve.tasks` entry points (a dist-info on sys.path);
+    the process's scan of the entry points starts over, as a fresh process's would."""
+    from tasks.loader import clear_cache
+
     info = site / f"{dist}-1.0.dist-info"
     write(info, "METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     write(info, "entry_points.txt", "[coevolve.tasks]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    clear_cache()
 
 
 def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
     site = tmp_path / "site"
     write(site / "pickplugin", "__init__.py", PICK)
-    plugin(site, "pickplugin", {"plugged_pick": "pickplugin:ToyPick", "broken_task": "nosuchmodule_xyz:Task"})
     monkeypatch.syspath_prepend(str(site))
+    plugin(site, "pickplugin", {"plugged_pick": "pickplugin:ToyPick", "broken_task": "nosuchmodule_xyz:Task"})
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "check-task", "plugged_pick", "--no-sandbox")
     assert code == 0 and "toy_pick: passed every check" in out, err
@@ -244,6 +259,43 @@ def test_hostile_user_decide_is_contained(tmp_path):
     if not confined:
         pytest.skip("kernel confinement unavailable here: the write test needs it")
     assert not wrote.ok and not outside.exists(), wrote
+
+
+def test_user_task_errors_name_the_users_file_and_line(tmp_path, capsys):
+    """A user's score() that raises, a decide() that raises and instances that
+    cannot be drawn, met while candidates are scored (check-task passed: the
+    template never trips them): typed verdicts naming the file and line, and
+    for the instances (no candidate's fault) one line, exit 2."""
+    from coevolve.sandbox import Sandbox
+    from coevolve.sandbox.results import FailureKind, TaskError
+    from tasks.registry import heuristic_task
+
+    text = broken("total += values[index]", "total += values[index] + (1 / 0 if index == 2 else 0)")
+    text = text.replace("yield fn(list(values))",
+                        "choice = fn(list(values))\n            if choice == 3:\n"
+                        "                raise RuntimeError('decide broke')\n            yield choice")
+    text = text.replace("rng = np.random.default_rng(", "assert size != 9, 'no size-9 data'\n        rng = np.random.default_rng(")
+    problem = write(tmp_path / "mine", "problem.py", text)
+    line = {needle: text[:text.index(needle)].count("\n") + 1
+            for needle in ("1 / 0", "raise RuntimeError", "assert size != 9")}
+    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    assert code == 0, err
+    task = heuristic_task(str(problem))
+    with Sandbox(workers=1, timeout_s=20) as sandbox:
+        scored = sandbox.evaluate("def pick(values):\n    return 2\n", task)
+        decided = sandbox.evaluate("def pick(values):\n    return 3\n", task)
+        with pytest.raises(TaskError) as drawn:
+            sandbox.evaluate("def pick(values):\n    return 0\n", task, "test", 9)
+    assert scored.failure is FailureKind.INVALID and scored.message == (
+        f"unusable decisions: score() raised ZeroDivisionError: division by zero (at {problem}:{line['1 / 0']})")
+    assert decided.failure is FailureKind.INVALID
+    assert f'File "{problem}", line {line["raise RuntimeError"]}, in decide' in decided.message
+    assert str(drawn.value) == (f"task {problem}:ToyPick: instances('test', 9) could not be drawn in the sandbox "
+                                f"worker: AssertionError: no size-9 data (at {problem}:{line['assert size != 9']})")
+    program = write(tmp_path, "p.py", "def pick(values):\n    return 0\n")
+    code, _, err = cli(capsys, "eval", str(program), "--task", str(problem), "--split", "test", "--size", "9")
+    assert code == 2 and "instances('test', 9) could not be drawn" in err and f"{problem}:" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 # -- runs remember their task ----------------------------------------------------------------------
