@@ -267,3 +267,19 @@ def test_file_task_cascade_through_the_real_sandbox(tmp_path, capsys):
         shown = float(re.search(r"objective (\S+) misses the bar (\S+)", c["message"]).group(1))
         assert shown == pytest.approx(score_of(c["code"]), rel=1e-5)
     assert all(c["objective"] == pytest.approx(score_of(c["code"])) for c in candidates if c["objective"] is not None)
+
+
+def test_compare_ledger_table_counts_stage_one_rejections():
+    from types import SimpleNamespace
+
+    from coevolve.report import ledger_table
+
+    config = SimpleNamespace(compare=SimpleNamespace(methods=["sample"]))
+    ledger = {"outcomes": {"evaluated": 3, "cascade": 2, "parse": 1}, "llm_requests": 6, "completion_tokens": 9}
+    table = ledger_table(config, [{"method": "sample", "summary": {"evaluations": 6, "ledger": ledger}}])
+    header, rule, row = table.splitlines()
+    assert "stopped at stage 1 (cascade)" in header and rule.count("---") == 9
+    assert row.split("|")[4:8] == [" 3 ", " 0 ", " 1 ", " 2 "]
+    plain = ledger_table(config, [{"method": "sample", "summary": {"evaluations": 4, "ledger": {
+        "outcomes": {"evaluated": 4}, "llm_requests": 4, "completion_tokens": 9}}}])
+    assert "cascade" not in plain and plain.splitlines()[1].count("---") == 8

@@ -415,3 +415,59 @@ def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path)
     problem.write_text(problem.read_text() + "\n# edited\n")
     refused = cli_process("run", "--resume", str(killed), cwd=tmp_path)
     assert refused.returncode == 2 and "changed since the run started" in refused.stderr, refused.stderr
+
+
+# -- the two examples through `coevolve run`, fresh processes, the real model ------------------------
+def example_config(folder: Path, example: str, extra: str = "") -> Path:
+    """The example's own config.toml, its task named by absolute path, at a test's size: two requests a
+    step (so the bin-packing cascade has an archive to compare with from the second step on)."""
+    text = (EXAMPLES / example / "config.toml").read_text()
+    for old, new in (('task = "problem.py"', f'task = "{EXAMPLES / example / "problem.py"}"'),
+                     ("batch = 10", "batch = 2"), ("population = 5", "population = 2"),
+                     ("max_tokens = 384", "max_tokens = 192")):
+        assert old in text, (example, old)
+        text = text.replace(old, new)
+    return write(folder, f"{example}.toml", text + extra)
+
+
+def check_example_run(out: Path, budget: int, task_name: str) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    outcomes = summary["ledger"]["outcomes"]
+    candidates = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    assert summary["task"] == task_name and summary["evaluations"] == budget == sum(outcomes.values())
+    assert len(candidates) == budget and summary["train"]["reference"] is not None
+    assert summary["failures"].get("cascade", 0) == outcomes.get("cascade", 0)
+    return summary
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+def test_bin_packing_example_runs_through_coevolve_run_with_its_cascade(tmp_path):
+    """The bin-packing example (it declares an evaluation cascade) through `coevolve run` in a fresh process
+    that loads the real engine: budget exact, every stage-1 rejection in the ledger, candidates and table."""
+    out = tmp_path / "run"
+    done = cli_process("run", str(example_config(tmp_path, "bin_packing")), "--budget", "6", "--out", str(out),
+                       "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = check_example_run(out, 6, "bin_packing_online")
+    stopped = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    stopped = [c for c in stopped if c["failure"] == "cascade"]
+    assert all(c["message"].startswith("stage 1 (quick 200): objective ") and c["step"] > 0 for c in stopped)
+    table = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.startswith(("evaluations", "failures")))
+    assert table["evaluations"].strip() == "6 / 6"
+    assert (f"cascade {len(stopped)}" in table["failures"]) == bool(stopped), table
+
+
+@pytest.mark.server
+@pytest.mark.timeout(900)
+def test_flow_shop_example_runs_through_coevolve_run_on_the_served_model(openai_server, tmp_path):
+    """The flow-shop example through `coevolve run` in a fresh process, its requests answered by the
+    session's vLLM server (the real model, no second engine to start)."""
+    endpoint = f'\n[endpoint]\nbase_url = "{openai_server.base_url}"\nmodel = "{openai_server.model}"\n'
+    out = tmp_path / "run"
+    done = cli_process("run", str(example_config(tmp_path, "flow_shop", endpoint)), "--budget", "4", "--out",
+                       str(out), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = check_example_run(out, 4, "flow_shop")
+    assert summary["ledger"]["llm_requests"] == 4 and "cascade" not in summary["ledger"]["outcomes"]
+    assert json.loads((out / "endpoint.json").read_text())["server"]["id"] == openai_server.model
