@@ -283,3 +283,16 @@ def test_compare_ledger_table_counts_stage_one_rejections():
     plain = ledger_table(config, [{"method": "sample", "summary": {"evaluations": 4, "ledger": {
         "outcomes": {"evaluated": 4}, "llm_requests": 4, "completion_tokens": 9}}}])
     assert "cascade" not in plain and plain.splitlines()[1].count("---") == 8
+
+
+def test_es_reward_of_a_stage_one_rejection_is_valid_but_worse():
+    from coevolve.search.population import Candidate
+    from coevolve.search.reward import candidate_reward
+    from coevolve.search.runconfig import RewardSection
+
+    levels = RewardSection()
+    stopped = Candidate(id=1, step=1, operator="i1", parents=[], model_state={}, code="x", failure="cascade")
+    crashed = Candidate(id=2, step=1, operator="i1", parents=[], model_state={}, code="x", failure="exception")
+    worse = Candidate(id=3, step=1, operator="i1", parents=[], model_state={}, code="x", objective=1e9)
+    assert candidate_reward(crashed, 1.0, "min", levels) < candidate_reward(stopped, 1.0, "min", levels) \
+        <= candidate_reward(worse, 1.0, "min", levels)

@@ -12,7 +12,8 @@ where R is the worst, median or best objective of the current archive (the
 population as it stands before the step). Otherwise it stops with the
 outcome `cascade`: no objective, a message naming the stage score and the
 bar, recorded as such in candidates.jsonl and events.jsonl, and counted in
-the summary's failures and the ledger's outcomes.
+the summary's failures and the ledger's outcomes. Its ES reward (levels kind)
+is the bottom of "valid but worse" (coevolve/search/reward.py), not "failing".
 
 Cost: a candidate is charged one evaluation when it is requested, whatever
 becomes of it (coevolve/search/ledger.py); a stage-1 rejection is therefore
@@ -82,11 +83,13 @@ def evaluate_many(evaluator: Any, task: Any, codes: list[str], archive: Sequence
     """Score `codes` on the task's training set, through the cascade when the
     task declares one; one result per code, in order (the sandbox's results,
     or `Stopped` for a stage-1 rejection)."""
+    if not codes:
+        return []
     split, size = task.train
     cascade = declared_cascade(task)
     needed = None if cascade is None else bar(cascade, archive, task.direction)
     if needed is None:
-        return list(evaluator.evaluate_many([(code, task, split, size) for code in codes])) if codes else []
+        return list(evaluator.evaluate_many([(code, task, split, size) for code in codes]))
     stage_split, stage_size = cascade.stage
     first = list(evaluator.evaluate_many([(code, task, stage_split, stage_size) for code in codes]))
     results: list[Any] = [None] * len(codes)
