@@ -257,8 +257,18 @@ def test_file_task_cascade_through_the_real_sandbox(tmp_path, capsys):
     assert code == 0, err
     config = fake_config(15, method="sample")
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
+    killed = tmp_path / "killed"
     with Sandbox(workers=1, timeout_s=20) as sandbox:
         summary = SearchLoop(config, store, FakeEngine(), sandbox, heuristic_task(str(problem))).run()
+        # killed after two steps, then resumed: the same outcomes, the same summary
+        events = read_jsonl(store.events_path)
+        killed.mkdir()
+        (killed / "config.toml").write_text(store.config_path.read_text())
+        (killed / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:3]))
+        resumed = SearchLoop(config, RunStore.open(killed), FakeEngine(), sandbox, heuristic_task(str(problem))).run()
+    assert resumed == summary
+    timeless = lambda path: [{k: v for k, v in c.items() if k != "seconds"} for c in read_jsonl(path)]  # wall time
+    assert timeless(killed / "candidates.jsonl") == timeless(store.candidates_path)
     candidates = read_jsonl(store.candidates_path)
     stopped = [c for c in candidates if c["failure"] == "cascade"]
     assert stopped and summary["ledger"]["outcomes"]["cascade"] == len(stopped)
