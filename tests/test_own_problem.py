@@ -1,8 +1,10 @@
 """A user's own task as plain files (issue 19): specs, bad input, check-task,
-new-task, the two examples, runs that remember their task file, and a user
-task's hostile decide() contained by the real sandbox. The end-to-end run on
-the real engine (fresh processes, SIGKILL + --resume, report, eval) is the
-last test."""
+new-task, the two examples, runs that remember their task file, a user
+task's hostile decide() contained by the real sandbox, and its failing
+score/decide/instances named by file and line. On the real model: the
+end-to-end run (fresh processes, SIGKILL + --resume, report, eval), then the
+two examples through `coevolve run` (bin_packing loading the engine, with its
+evaluation cascade; flow_shop answered by the session's vLLM server)."""
 
 from __future__ import annotations
 
