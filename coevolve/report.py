@@ -351,14 +351,19 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[dict],
 
 def ledger_table(config: CompareConfig, records: list[dict]) -> str:
     """What the budget bought, per method: ledger outcomes and LLM traffic, summed over finished runs."""
-    lines = ["| Method | runs | evaluations | evaluated | duplicate | no code (parse) | LLM requests "
-             "| completion tokens |", "|---|---|---|---|---|---|---|---|"]
+    # a task's evaluation cascade (coevolve/search/cascade.py) stops some candidates at stage 1: a column then
+    kinds = ["evaluated", "duplicate", "parse"]
+    if any((r["summary"] or {}).get("ledger", {}).get("outcomes", {}).get("cascade") for r in records):
+        kinds.append("cascade")
+    lines = ["| Method | runs | evaluations | evaluated | duplicate | no code (parse) | "
+             + ("stopped at stage 1 (cascade) | " if "cascade" in kinds else "")
+             + "LLM requests | completion tokens |", "|---" * (5 + len(kinds)) + "|"]
     for method in _ordered_methods(config.compare.methods):
         done = [r["summary"] for r in records if r["method"] == method and r["summary"] is not None]
         ledgers = [s["ledger"] for s in done]
         outcomes = [ledger.get("outcomes", {}) for ledger in ledgers]
         cells = [_label(method), str(len(done)), str(sum(s["evaluations"] for s in done))]
-        cells += [str(sum(o.get(k, 0) for o in outcomes)) for k in ("evaluated", "duplicate", "parse")]
+        cells += [str(sum(o.get(k, 0) for o in outcomes)) for k in kinds]
         cells += [str(sum(ledger.get("llm_requests", 0) for ledger in ledgers)),
                   str(sum(ledger.get("completion_tokens", 0) for ledger in ledgers))]
         lines.append("| " + " | ".join(cells) + " |")

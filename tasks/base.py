@@ -71,6 +71,21 @@ class HeuristicTask(Protocol):
     #     every frame a candidate sends is bounded by it.
     #   sandbox_environment: tuple[str, ...]: names of the owner's environment
     #     variables a candidate may see (none by default).
+    #   cascade_stage: tuple[str, int]: an evaluation cascade for expensive evaluators
+    #     (see `declared_cascade`): a cheap first set, one of splits(), scored first;
+    #   cascade_margin: float (default 0.0) and cascade_against: "worst" | "median" |
+    #     "best" (default "worst"): the bar it must clear, relative to the current archive.
+
+
+def template_function(task: HeuristicTask) -> Callable[..., Any]:
+    """The task's template loaded in this process (our own code, not a
+    candidate's: no sandbox): its `function_name`. What the template raises
+    while loading propagates; a template without the function is a KeyError."""
+    namespace: dict[str, Any] = {"__name__": "template"}
+    exec(compile(task.template, "<template>", "exec"), namespace)
+    if not callable(namespace.get(task.function_name)):
+        raise KeyError(f"the template defines no function {task.function_name!r}")
+    return namespace[task.function_name]
 
 
 def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: Any) -> float:
@@ -92,6 +107,48 @@ def starting_program(task: Any, which: str) -> str:
     if which == "reference":
         return getattr(task, "reference_seed", None) or task.template
     return task.template
+
+
+CASCADE_AGAINST = ("worst", "median", "best")
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """An evaluation cascade a task declares (`cascade_stage`, optional
+    `cascade_margin`, `cascade_against`): each new candidate is scored first
+    on `stage`, a cheap set (a few instances); only if that objective is no
+    worse than `margin` (relative) behind the current archive's `against`
+    member is it scored on the training set. coevolve.search.cascade runs it."""
+
+    stage: tuple[str, int]
+    margin: float = 0.0
+    against: str = "worst"
+
+
+def declared_cascade(task: Any) -> Cascade | None:
+    """The cascade `task` declares, None without `cascade_stage`; a ValueError
+    whose message is one line naming the attribute when it is malformed
+    (checked against splits(): tasks/check.py reports it before any engine)."""
+    stage = getattr(task, "cascade_stage", None)
+    margin = getattr(task, "cascade_margin", None)
+    against = getattr(task, "cascade_against", None)
+    if stage is None:
+        if margin is not None or against is not None:
+            named = "cascade_margin" if margin is not None else "cascade_against"
+            raise ValueError(f"{named}: set without cascade_stage (the cheap first set, e.g. (\"quick\", 50))")
+        return None
+    if not (isinstance(stage, (tuple, list)) and len(stage) == 2 and isinstance(stage[0], str)
+            and isinstance(stage[1], (int, np.integer)) and not isinstance(stage[1], bool)):
+        raise ValueError(f"cascade_stage: expected a (split, size) pair such as (\"quick\", 50), got {stage!r:.60}")
+    if margin is None:
+        margin = 0.0
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not np.isfinite(margin) or margin < 0:
+        raise ValueError(f"cascade_margin: expected a finite number >= 0 (0.1 = within 10%), got {margin!r:.60}")
+    if against is None:
+        against = "worst"
+    if against not in CASCADE_AGAINST:
+        raise ValueError(f"cascade_against: expected one of {', '.join(CASCADE_AGAINST)}, got {against!r:.60}")
+    return Cascade((stage[0], int(stage[1])), float(margin), against)
 
 
 def instance_count(instances: Any) -> int:

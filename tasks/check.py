@@ -48,6 +48,7 @@ def shape_problems(task: Any) -> list[str]:
         problems.append(f"train: expected a (split, size) pair such as (\"train\", 50), got {_shown(train)}")
     elif train[0] not in splits or train[1] not in splits[train[0]]:
         problems.append(f"train: {tuple(train)} is not one of splits() ({_shown(splits)})")
+    problems += cascade_problems(task, splits)
     for split, sizes in splits.items():
         for size in sizes:
             try:
@@ -59,6 +60,24 @@ def shape_problems(task: Any) -> list[str]:
                 problems.append(f"instance_seconds({size}): expected CPU seconds in (0, {MAX_INSTANCE_SECONDS:g}], "
                                 f"got {limit!r}")
     return problems
+
+
+def cascade_problems(task: Any, splits: dict[str, list[int]]) -> list[str]:
+    """A declared evaluation cascade must be well formed and name one of splits()."""
+    from tasks.base import declared_cascade
+
+    try:
+        cascade = declared_cascade(task)
+    except ValueError as exc:
+        return [str(exc)]
+    if cascade is None:
+        return []
+    split, size = cascade.stage
+    if split not in splits or size not in splits[split]:
+        return [f"cascade_stage: {cascade.stage} is not one of splits() ({_shown(splits)})"]
+    if cascade.stage == tuple(task.train):
+        return [f"cascade_stage: {cascade.stage} is the training set itself; name a cheaper set (a few instances)"]
+    return []
 
 
 def template_problems(template: str, function_name: str) -> list[str]:

@@ -89,15 +89,24 @@ def _split_file(spec: str) -> tuple[str, str | None] | None:
 
 
 _cache: dict[str, Resolved] = {}
+_entry_points: tuple[Any, ...] | None = None  # the coevolve.tasks group, scanned once per process
+
+
+def clear_cache() -> None:
+    """Forget resolved specs and the scanned entry points (tests that install
+    or remove a plugin, or edit a task file, call it; a fresh process starts clear)."""
+    global _entry_points
+    _cache.clear()
+    _entry_points = None
 
 
 def resolve(spec: str) -> Resolved:
     """The task a file, module or plugin spec names; TaskSpecError when it
     names none, KeyError-free. Registry names are tasks.registry's business."""
-    plugin = plugins().get(spec)
-    if spec in _cache and plugin is None:
+    if spec in _cache:
         return _cache[spec]
-    if plugin is not None:  # looked up each time: a plugin installed since may claim the name twice
+    plugin = plugins().get(spec)
+    if plugin is not None:
         resolved = _from_plugin(spec, plugin)
     elif (file_spec := _split_file(spec)) is not None:
         resolved = _from_file(*file_spec)
@@ -199,20 +208,28 @@ def plugins() -> dict[str, Any]:
     """Entry points of the `coevolve.tasks` group by name. Two that claim one
     name, or one that claims a built-in name, is a TaskSpecError when looked
     up or listed (raised by `plugin_conflicts`)."""
-    from importlib.metadata import entry_points
-
     found: dict[str, Any] = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
+    for entry in _group():
         found.setdefault(entry.name, entry)
     return found
 
 
+def _group() -> tuple[Any, ...]:
+    """The entry points of the `coevolve.tasks` group: scanning every
+    installed distribution costs milliseconds per lookup, and lookups happen
+    per task name, so the scan is kept for the process (`clear_cache` drops it)."""
+    global _entry_points
+    if _entry_points is None:
+        from importlib.metadata import entry_points
+
+        _entry_points = tuple(entry_points(group=ENTRY_POINT_GROUP))
+    return _entry_points
+
+
 def plugin_conflicts(builtin: set[str]) -> list[str]:
     """One line per task name claimed twice (by two plugins, or by a plugin and a built-in task)."""
-    from importlib.metadata import entry_points
-
     by_name: dict[str, list[str]] = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
+    for entry in _group():
         dist = getattr(getattr(entry, "dist", None), "name", None) or "?"
         by_name.setdefault(entry.name, []).append(f"{entry.value} (from {dist})")
     lines = []

@@ -1,8 +1,10 @@
 """A user's own task as plain files (issue 19): specs, bad input, check-task,
-new-task, the two examples, runs that remember their task file, and a user
-task's hostile decide() contained by the real sandbox. The end-to-end run on
-the real engine (fresh processes, SIGKILL + --resume, report, eval) is the
-last test."""
+new-task, the two examples, runs that remember their task file, a user
+task's hostile decide() contained by the real sandbox, and its failing
+score/decide/instances named by file and line. On the real model: the
+end-to-end run (fresh processes, SIGKILL + --resume, report, eval), then the
+two examples through `coevolve run` (bin_packing loading the engine, with its
+evaluation cascade; flow_shop answered by the session's vLLM server)."""
 
 from __future__ import annotations
 
@@ -135,18 +137,33 @@ def test_module_spec_and_unknown_names(tmp_path, monkeypatch, capsys):
     assert code == 2 and "unknown task 'no_such_task'" in err and "path/to/problem.py" in err
 
 
+@pytest.fixture(autouse=True)
+def _fresh_task_lookups():
+    """Each test resolves its specs and scans the plugins afresh, as a new process would
+    (tasks.loader keeps both for the process)."""
+    from tasks.loader import clear_cache
+
+    clear_cache()
+    yield
+    clear_cache()
+
+
 def plugin(site: Path, dist: str, entries: dict[str, str]) -> None:
-    """An installed distribution with `coevolve.tasks` entry points (a dist-info on sys.path)."""
+    """An installed distribution with `coevolve.tasks` entry points (a dist-info on sys.path);
+    the process's scan of the entry points starts over, as a fresh process's would."""
+    from tasks.loader import clear_cache
+
     info = site / f"{dist}-1.0.dist-info"
     write(info, "METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     write(info, "entry_points.txt", "[coevolve.tasks]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    clear_cache()
 
 
 def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
     site = tmp_path / "site"
     write(site / "pickplugin", "__init__.py", PICK)
-    plugin(site, "pickplugin", {"plugged_pick": "pickplugin:ToyPick", "broken_task": "nosuchmodule_xyz:Task"})
     monkeypatch.syspath_prepend(str(site))
+    plugin(site, "pickplugin", {"plugged_pick": "pickplugin:ToyPick", "broken_task": "nosuchmodule_xyz:Task"})
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "check-task", "plugged_pick", "--no-sandbox")
     assert code == 0 and "toy_pick: passed every check" in out, err
@@ -244,6 +261,43 @@ def test_hostile_user_decide_is_contained(tmp_path):
     if not confined:
         pytest.skip("kernel confinement unavailable here: the write test needs it")
     assert not wrote.ok and not outside.exists(), wrote
+
+
+def test_user_task_errors_name_the_users_file_and_line(tmp_path, capsys):
+    """A user's score() that raises, a decide() that raises and instances that
+    cannot be drawn, met while candidates are scored (check-task passed: the
+    template never trips them): typed verdicts naming the file and line, and
+    for the instances (no candidate's fault) one line, exit 2."""
+    from coevolve.sandbox import Sandbox
+    from coevolve.sandbox.results import FailureKind, TaskError
+    from tasks.registry import heuristic_task
+
+    text = broken("total += values[index]", "total += values[index] + (1 / 0 if index == 2 else 0)")
+    text = text.replace("yield fn(list(values))",
+                        "choice = fn(list(values))\n            if choice == 3:\n"
+                        "                raise RuntimeError('decide broke')\n            yield choice")
+    text = text.replace("rng = np.random.default_rng(", "assert size != 9, 'no size-9 data'\n        rng = np.random.default_rng(")
+    problem = write(tmp_path / "mine", "problem.py", text)
+    line = {needle: text[:text.index(needle)].count("\n") + 1
+            for needle in ("1 / 0", "raise RuntimeError", "assert size != 9")}
+    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    assert code == 0, err
+    task = heuristic_task(str(problem))
+    with Sandbox(workers=1, timeout_s=20) as sandbox:
+        scored = sandbox.evaluate("def pick(values):\n    return 2\n", task)
+        decided = sandbox.evaluate("def pick(values):\n    return 3\n", task)
+        with pytest.raises(TaskError) as drawn:
+            sandbox.evaluate("def pick(values):\n    return 0\n", task, "test", 9)
+    assert scored.failure is FailureKind.INVALID and scored.message == (
+        f"unusable decisions: score() raised ZeroDivisionError: division by zero (at {problem}:{line['1 / 0']})")
+    assert decided.failure is FailureKind.INVALID
+    assert f'File "{problem}", line {line["raise RuntimeError"]}, in decide' in decided.message
+    assert str(drawn.value) == (f"task {problem}:ToyPick: instances('test', 9) could not be drawn in the sandbox "
+                                f"worker: AssertionError: no size-9 data (at {problem}:{line['assert size != 9']})")
+    program = write(tmp_path, "p.py", "def pick(values):\n    return 0\n")
+    code, _, err = cli(capsys, "eval", str(program), "--task", str(problem), "--split", "test", "--size", "9")
+    assert code == 2 and "instances('test', 9) could not be drawn" in err and f"{problem}:" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 # -- runs remember their task ----------------------------------------------------------------------
@@ -363,3 +417,59 @@ def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path)
     problem.write_text(problem.read_text() + "\n# edited\n")
     refused = cli_process("run", "--resume", str(killed), cwd=tmp_path)
     assert refused.returncode == 2 and "changed since the run started" in refused.stderr, refused.stderr
+
+
+# -- the two examples through `coevolve run`, fresh processes, the real model ------------------------
+def example_config(folder: Path, example: str, extra: str = "") -> Path:
+    """The example's own config.toml, its task named by absolute path, at a test's size: two requests a
+    step (so the bin-packing cascade has an archive to compare with from the second step on)."""
+    text = (EXAMPLES / example / "config.toml").read_text()
+    for old, new in (('task = "problem.py"', f'task = "{EXAMPLES / example / "problem.py"}"'),
+                     ("batch = 10", "batch = 2"), ("population = 5", "population = 2"),
+                     ("max_tokens = 384", "max_tokens = 192")):
+        assert old in text, (example, old)
+        text = text.replace(old, new)
+    return write(folder, f"{example}.toml", text + extra)
+
+
+def check_example_run(out: Path, budget: int, task_name: str) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    outcomes = summary["ledger"]["outcomes"]
+    candidates = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    assert summary["task"] == task_name and summary["evaluations"] == budget == sum(outcomes.values())
+    assert len(candidates) == budget and summary["train"]["reference"] is not None
+    assert summary["failures"].get("cascade", 0) == outcomes.get("cascade", 0)
+    return summary
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+def test_bin_packing_example_runs_through_coevolve_run_with_its_cascade(tmp_path):
+    """The bin-packing example (it declares an evaluation cascade) through `coevolve run` in a fresh process
+    that loads the real engine: budget exact, every stage-1 rejection in the ledger, candidates and table."""
+    out = tmp_path / "run"
+    done = cli_process("run", str(example_config(tmp_path, "bin_packing")), "--budget", "6", "--out", str(out),
+                       "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = check_example_run(out, 6, "bin_packing_online")
+    stopped = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    stopped = [c for c in stopped if c["failure"] == "cascade"]
+    assert all(c["message"].startswith("stage 1 (quick 200): objective ") and c["step"] > 0 for c in stopped)
+    table = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.startswith(("evaluations", "failures")))
+    assert table["evaluations"].strip() == "6 / 6"
+    assert (f"cascade {len(stopped)}" in table["failures"]) == bool(stopped), table
+
+
+@pytest.mark.server
+@pytest.mark.timeout(900)
+def test_flow_shop_example_runs_through_coevolve_run_on_the_served_model(openai_server, tmp_path):
+    """The flow-shop example through `coevolve run` in a fresh process, its requests answered by the
+    session's vLLM server (the real model, no second engine to start)."""
+    endpoint = f'\n[endpoint]\nbase_url = "{openai_server.base_url}"\nmodel = "{openai_server.model}"\n'
+    out = tmp_path / "run"
+    done = cli_process("run", str(example_config(tmp_path, "flow_shop", endpoint)), "--budget", "4", "--out",
+                       str(out), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = check_example_run(out, 4, "flow_shop")
+    assert summary["ledger"]["llm_requests"] == 4 and "cascade" not in summary["ledger"]["outcomes"]
+    assert json.loads((out / "endpoint.json").read_text())["server"]["id"] == openai_server.model

@@ -7,8 +7,11 @@ and `compare` check these too before loading the LLM); every split's
 smallest set is drawn twice and equal; the template's decide() yields data
 the sandbox wire carries; score() of the same decisions gives the same
 finite number twice; and the template scores that number on the training
-set through the real sandbox. Each failure is one line naming the attribute
-or function; exit status 2 on any."""
+set through the real sandbox. A task that declares an evaluation cascade
+(cascade_stage, cascade_margin, cascade_against) has it checked too: well
+formed, its first stage one of splits(), drawn twice and equal, and scored by
+the template in this process and in the sandbox. Each failure is one line
+naming the attribute or function; exit status 2 on any."""
 
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ def load(spec: str) -> Any:
 def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) -> list[str]:
     """Every check of the module docstring; [] when the task passes. `log`
     gets one line per passed stage."""
+    from tasks.base import declared_cascade
     from tasks.check import determinism_problems, shape_problems
 
     say = log or (lambda line: None)
@@ -56,38 +60,52 @@ def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) 
         return found
     say(f"shape: attributes, template defines {task.function_name}(), splits, instance_seconds")
     split, size = task.train
-    sets = dict.fromkeys([(name, min(sizes)) for name, sizes in task.splits().items()] + [(split, size)])
+    cascade = declared_cascade(task)
+    stages = [(split, size)] + ([cascade.stage] if cascade is not None else [])
+    sets = dict.fromkeys([(name, min(sizes)) for name, sizes in task.splits().items()] + stages)
     for set_split, set_size in sets:
         found += determinism_problems(factory, set_split, set_size)
     if found:
         return found
-    say("instances: drawn twice, equal (the smallest set of every split and the training set)")
+    say("instances: drawn twice, equal (the smallest set of every split, the training set"
+        + (" and the cascade's first stage)" if cascade is not None else ")"))
     value, found = template_value(task)
     if found:
         return found
     say(f"template: decide() yields wire data, score() = {value!r} twice")
+    staged = None
+    if cascade is not None:
+        staged, found = template_value(task, *cascade.stage)
+        if found:
+            return [f"cascade_stage {cascade.stage}: {line}" for line in found]
+        say(f"cascade: the template scores {staged!r} on its first stage {cascade.stage[0]} {cascade.stage[1]}, "
+            f"then must be within {cascade.margin:.0%} of the archive's {cascade.against}")
     if sandbox:
         found = sandbox_problems(task, value)
         if not found:
             say(f"sandbox: the template scores {value!r} on {split} {size} in the real sandbox")
+        if not found and cascade is not None:
+            found = sandbox_problems(task, staged, cascade.stage)
+            if not found:
+                say(f"sandbox: the template scores {staged!r} on its first stage in the real sandbox")
     return found
 
 
-def template_value(task: Any) -> tuple[float | None, list[str]]:
-    """The template's objective on the training set, in this process, with
-    decisions round-tripped through the sandbox wire as a worker sees them."""
+def template_value(task: Any, split: str | None = None, size: int | None = None) -> tuple[float | None, list[str]]:
+    """The template's objective on (split, size), the training set by default,
+    in this process, with decisions round-tripped through the sandbox wire as
+    a worker sees them."""
     from coevolve.sandbox import wire
-    from tasks.base import InvalidSolution
+    from tasks.base import InvalidSolution, template_function
     from tasks.loader import user_frame
 
-    split, size = task.train
+    if split is None or size is None:
+        split, size = task.train
     instances = task.instances(split, size)
-    namespace: dict[str, Any] = {"__name__": "template"}
     try:
-        exec(compile(task.template, "<template>", "exec"), namespace)
+        function = template_function(task)
     except Exception as exc:
         return None, [f"template: loading it raised {user_frame(exc)}"]
-    function = namespace.get(task.function_name)
     try:
         decisions = list(task.decide(function, instances))
     except InvalidSolution as exc:
@@ -120,15 +138,16 @@ def template_value(task: Any) -> tuple[float | None, list[str]]:
     return values[0], []
 
 
-def sandbox_problems(task: Any, expected: float) -> list[str]:
+def sandbox_problems(task: Any, expected: float, stage: tuple[str, int] | None = None) -> list[str]:
+    """The template scored on `stage` (the training set by default) through the real sandbox."""
     from coevolve.sandbox import Sandbox
 
-    split, size = task.train
+    split, size = stage or task.train
     instances = task.instances(split, size)
     count = instance_count(instances)
     timeout = 30.0 + count * float(task.instance_seconds(size))
     with Sandbox(workers=1, timeout_s=timeout) as sandbox:
-        result = sandbox.evaluate(task.template, task)
+        result = sandbox.evaluate(task.template, task, split, size)
     if not result.ok:
         kind = result.failure.value if result.failure else "failure"
         return [f"template: fails its own evaluation in the sandbox on {split} {size} [{kind}]: "

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from coevolve.base.untrusted import clean
 from coevolve.sandbox import wire
 from coevolve.sandbox.child import remove_tree
-from coevolve.sandbox.results import EvalResult, FailureKind, ToolResult
+from coevolve.sandbox.results import EvalResult, FailureKind, TaskError, ToolResult
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
 
@@ -387,4 +387,6 @@ class Sandbox:
         if not isinstance(reply, dict):
             return {"failure": FailureKind.CRASH.value, "objective": None,
                     "message": f"the sandbox worker replied with a {type(reply).__name__}"}
+        if reply.get("task_error"):  # the task failed, not the candidate: stop, naming the task's line
+            raise TaskError(clean(str(reply["task_error"])))
         return reply

@@ -11,7 +11,14 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
+from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
+
+
+class TaskError(UsageError):
+    """The task's own code failed in a sandbox worker before any candidate ran
+    (its constructor, its instances): no candidate's fault, so no verdict. One
+    line naming the task's file and line; the command stops with exit status 2."""
 
 
 class FailureKind(str, Enum):

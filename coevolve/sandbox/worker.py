@@ -111,9 +111,16 @@ class Worker:
     def evaluate(self, job: dict[str, Any]) -> dict[str, Any]:
         from coevolve.codeparse import template_parameters
 
-        task = self.task(job["task"])
         split, size = job["split"], job["size"]
-        instances = self.instance_set(task, split, size)
+        # the task's own code, before any candidate runs: its failure is no candidate's
+        try:
+            task = self.task(job["task"])
+        except Exception as exc:
+            return _task_error(job, "the task could not be built", exc)
+        try:
+            instances = self.instance_set(task, split, size)
+        except Exception as exc:
+            return _task_error(job, f"instances({split!r}, {size}) could not be drawn", exc)
         parameters = template_parameters(task.template, task.function_name)
         limits = Limits(job["timeout_s"], job["memory_mb"], job["output_limit"],
                         stage_cpu_s=float(task.instance_seconds(size)),
@@ -149,6 +156,17 @@ class Worker:
         self._refresh_view()
         return run_in_child(body, scratch_root=self.scratch_root, limits=limits, fork=self.fork,
                             confinement=self.confinement)
+
+
+def _task_error(job: dict[str, Any], what: str, exc: BaseException) -> dict[str, Any]:
+    """A crash verdict that also says the task failed (`task_error`, one line
+    naming the task's file and line): the Sandbox raises it as a TaskError."""
+    from tasks.loader import user_frame
+
+    spec = job["task"]
+    name = spec if isinstance(spec, str) else spec[2] if isinstance(spec, list) and len(spec) > 2 else repr(spec)
+    line = f"task {name}: {what} in the sandbox worker: {user_frame(exc)}"
+    return {**_crash(line), "task_error": line}
 
 
 def _environment(job: dict[str, Any]) -> dict[str, str]:
@@ -202,8 +220,11 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
     except InvalidSolution as exc:
         return {"failure": FailureKind.INVALID.value, "message": f"invalid solution: {exc}", "objective": None}
     except Exception as exc:  # decisions the checks did not anticipate: still the candidate's fault
+        # (the template passed the same score() in check-task); the message names the task's line
+        from tasks.loader import user_frame
+
         return {"failure": FailureKind.INVALID.value,
-                "message": f"unusable decisions: {type(exc).__name__}: {str(exc)[:500]}", "objective": None}
+                "message": f"unusable decisions: score() raised {user_frame(exc)}", "objective": None}
     if not math.isfinite(value):
         return {"failure": FailureKind.INVALID.value, "message": f"objective is {value}", "objective": None}
     return {"failure": None, "message": "", "objective": value, "instances": len(decisions)}

@@ -27,7 +27,7 @@ class BudgetExceeded(RuntimeError):
 class Ledger:
     budget: int
     used: int = 0
-    outcomes: Counter = field(default_factory=Counter)  # "evaluated" / "duplicate" / "parse" -> count
+    outcomes: Counter = field(default_factory=Counter)  # "evaluated" / "duplicate" / "parse" / "cascade" -> count
     llm_requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -57,6 +57,16 @@ class Ledger:
         self.used += 1
         self.outcomes[outcome] += 1
         return self.used
+
+    def reclassify(self, old: str, new: str) -> None:
+        """Name one charged candidate's outcome anew (a stage-1 rejection of the
+        evaluation cascade was charged as "evaluated"): `used` does not change."""
+        if self.outcomes[old] < 1:
+            raise ValueError(f"no {old!r} charge to reclassify as {new!r}")
+        self.outcomes[old] -= 1
+        self.outcomes[new] += 1
+        if not self.outcomes[old]:
+            del self.outcomes[old]
 
     def record_llm(self, completions: Iterable[Completion]) -> None:
         for completion in completions:

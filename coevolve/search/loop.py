@@ -42,6 +42,7 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.sampling import Sampling
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, same_settings
+from coevolve.search import cascade
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.fingerprint import CloneIndex, fingerprint
@@ -268,6 +269,7 @@ class SearchLoop:
         step_candidates = [self._candidate(step, request, completion, members)
                            for request, completion in zip(requests, completions)]
         results = logged["results"] if logged is not None else self._evaluate(step_candidates)
+        cascade.relabel(self.ledger, results)  # stage-1 rejections: the ledger names their outcome
         for candidate, result in zip(step_candidates, results):
             self._settle(candidate, result)
 
@@ -533,9 +535,10 @@ class SearchLoop:
     def _evaluate(self, candidates: list[Candidate]) -> list[dict]:
         """Score each new program once; duplicates and parse failures need no sandbox."""
         began = time.perf_counter()
-        split, size = self.task.train
         fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None and c.failure is None]
-        scored = self.evaluator.evaluate_many([(c.code, self.task, split, size) for c in fresh]) if fresh else []
+        # through the task's evaluation cascade, when it declares one (coevolve/search/cascade.py)
+        scored = cascade.evaluate_many(self.evaluator, self.task, [c.code for c in fresh],
+                                       [m.objective for m in self.population.members])
         by_id = {}
         for c, r in zip(fresh, scored):
             objective = getattr(r, "objective", None)
@@ -705,14 +708,11 @@ class SearchLoop:
     def _template_objective(self) -> float | None:
         """The template's train objective, computed here (our own code, not a
         candidate: no sandbox, no budget); None for tasks that cannot say."""
-        from tasks.base import evaluate_in_process
+        from tasks.base import evaluate_in_process, template_function
 
         split, size = self.task.train
         try:
-            namespace: dict = {}
-            exec(compile(self.task.template, "<template>", "exec"), namespace)
-            value = evaluate_in_process(self.task, namespace[self.task.function_name],
-                                        self.task.instances(split, size))
+            value = evaluate_in_process(self.task, template_function(self.task), self.task.instances(split, size))
         except Exception:  # a task without in-process scoring (the fakes)
             return None
         value = float(getattr(value, "objective", value))

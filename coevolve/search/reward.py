@@ -17,7 +17,9 @@ never reaching the failing level however bad the tour. The reference is the
 mean objective of the candidate's parents (m*/e* operators); for parentless
 proposals (i1) it is the median objective of the population at the time of
 the step, or of the step's own valid candidates when the population is empty.
-ESOpt z-scores the rewards of a generation, so only their order and spacing
+A candidate stopped by a task's evaluation cascade (coevolve/search/cascade.py)
+ran validly on the first stage but missed its bar: it gets the bottom of the
+"valid but worse" level. ESOpt z-scores the rewards of a generation, so only their order and spacing
 matter; the bounds stop one lucky or catastrophic score from swamping the rest.
 
 ## paper
@@ -61,6 +63,8 @@ def candidate_reward(candidate: Candidate, reference: float | None, direction: D
                      levels: RewardSection) -> float:
     if candidate.code is None:
         return levels.unparseable
+    if candidate.failure == "cascade":  # ran validly on the cascade's first stage, below its bar: worse, not failing
+        return -abs(levels.worse_floor)
     if not candidate.valid:
         return levels.failing
     if reference is None:  # nothing valid to compare with: a valid program is all we know

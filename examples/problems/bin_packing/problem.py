@@ -14,6 +14,10 @@ Objective: bins used divided by the L2 lower bound of Martello & Toth
 (1990), averaged over the instances of a set; 1.0 would be optimal, lower
 is better. The bound is computed per instance, never hard-coded.
 
+Evaluation cascade: each new candidate is scored on one instance first
+(split "quick") and on all five only if it is within 2% of the archive's
+median; the others stop with the outcome `cascade` (docs/own_problem.md).
+
 Run:   coevolve check-task examples/problems/bin_packing/problem.py
        coevolve run examples/problems/bin_packing/config.toml
 """
@@ -99,15 +103,22 @@ class OnlineBinPacking:
     template = TEMPLATE
     direction = "min"
     train = ("train", 200)
+    # An evaluation cascade (docs/own_problem.md): a new candidate packs the first training instance
+    # ("quick") first, and packs all five only if that ratio is within 2% of the archive's median.
+    cascade_stage = ("quick", 200)
+    cascade_margin = 0.02
+    cascade_against = "median"
 
     def __init__(self) -> None:
         self._sets = SeededSets(5, draws_of(weibull_items, [("train", 5, (200,)), ("test", 5, (500, 1000))]))
 
     def splits(self) -> dict[str, list[int]]:
-        return self._sets.splits()
+        return {**self._sets.splits(), "quick": [200]}
 
     def instances(self, split: str, size: int) -> np.ndarray:
-        """(count, size) item sizes."""
+        """(count, size) item sizes; "quick" is the training set's first instance."""
+        if split == "quick":
+            return self._sets.get("train", size)[:1]
         return self._sets.get(split, size)
 
     def decide(self, fn: Callable[..., Any], instances: np.ndarray) -> Iterator[np.ndarray]:
