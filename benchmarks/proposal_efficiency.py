@@ -15,19 +15,29 @@ the first program that beats the template, the best objective at the budget,
 and seconds per evaluation. Every run is an ordinary run directory under
 --out; a finished one is read back, an unfinished one resumed, so the same
 command continues after a kill. One engine and one sandbox serve every run.
+Runs go seed by seed (every task and arm of seed 0, then seed 1, ...), so a
+benchmark stopped early leaves balanced partial results.
 
-    flock /tmp/coevolve-heavy.lock python benchmarks/proposal_efficiency.py \
+    python benchmarks/proposal_efficiency.py --lock /tmp/coevolve-heavy.lock --stop-at 20:40 \
         --tasks tsp_construct tsp_aco --seeds 0 1 2 --budget 96 --out runs/proposal-efficiency
+
+--lock takes the machine's engine lock only while loading the engine and
+during each run, so short engine jobs of others interleave between runs;
+--stop-at starts no run after that UTC time (the table covers the finished ones).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import fcntl
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -107,6 +117,29 @@ def measures(directory: Path, summary: dict) -> dict:
             "s_per_eval": timing.get("total_s", 0.0) / used if used else 0.0}
 
 
+@contextlib.contextmanager
+def held(lock: str) -> Iterator[None]:
+    """An exclusive flock on `lock` (the one `flock(1)` takes), or nothing."""
+    if not lock:
+        yield
+        return
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def stop_time(text: str) -> datetime.datetime | None:
+    """Today's `HH:MM` in UTC; ValueError when malformed."""
+    if not text:
+        return None
+    hour, minute = (int(part) for part in text.split(":"))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+
+
 def fmt(values: list, digits: str = ".2f", percent: bool = False) -> str:
     present = [v for v in values if v is not None]
     if not present:
@@ -148,11 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="", help="HF checkpoint (default: the embedded model)")
     parser.add_argument("--analyse-only", action="store_true",
                         help="start no engine: tabulate the finished runs under --out")
+    parser.add_argument("--lock", default="", help="file to flock while loading the engine and during each run")
+    parser.add_argument("--stop-at", default="", help="HH:MM (UTC): start no run after it")
     args = parser.parse_args(argv)
+    try:
+        stop = stop_time(args.stop_at)
+    except ValueError:
+        parser.error(f"--stop-at: expected HH:MM (UTC), got {args.stop_at!r}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cells = [(task, arm, seed, out / task / arm.replace("+", "") / f"seed{seed}")
-             for task in args.tasks for arm in args.arms for seed in args.seeds]
+             for seed in args.seeds for task in args.tasks for arm in args.arms]
 
     began = time.perf_counter()
     rows: dict[tuple[str, str], list[dict]] = {}
@@ -165,16 +204,24 @@ def main(argv: list[str] | None = None) -> int:
         from coevolve.engine.vllm_engine import Engine
         from coevolve.sandbox import Sandbox
 
-        engine = Engine(args.model or None)
+        with held(args.lock):
+            engine = Engine(args.model or None)
         try:
             with Sandbox(timeout_s=30) as sandbox:
                 for task, arm, seed, directory in cells:
+                    if stop is not None and datetime.datetime.now(datetime.timezone.utc) >= stop:
+                        print(f"--stop-at {args.stop_at} reached: {task} {arm} seed {seed} and later not run",
+                              flush=True)
+                        break
                     raw = arm_config(arm, task, seed, args.budget, args.max_tokens, args.population)
-                    started = time.perf_counter()
-                    m = measures(directory, run_one(directory, raw, engine, sandbox))
+                    with held(args.lock):
+                        started = time.perf_counter()
+                        summary = run_one(directory, raw, engine, sandbox)
+                        ran = time.perf_counter() - started
+                    m = measures(directory, summary)
                     rows.setdefault((task, arm), []).append(m)
-                    print(f"{task} {arm} seed {seed}: valid {m['valid_rate']:.0%}, best {m['best']}, "
-                          f"{time.perf_counter() - started:.0f} s", flush=True)
+                    print(f"{datetime.datetime.now(datetime.timezone.utc):%H:%M} {task} {arm} seed {seed}: "
+                          f"valid {m['valid_rate']:.0%}, best {m['best']}, {ran:.0f} s", flush=True)
         finally:
             engine.close()
     text = (f"proposal efficiency: budget {args.budget}, seeds {args.seeds}, population {args.population}, "

@@ -229,10 +229,10 @@ def _shape(code: str, tree: ast.Module, function_name: str, template: str,
         repairs.append("bare body wrapped")
         tree = ast.parse(code)
         functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
-    target = _choose_target(functions, function_name, len(parameters))
-    docstring = ast.get_docstring(target)
+    target = _choose_target(functions, function_name)
+    docstring = ast.get_docstring(target) if target is not None else None
     code = _drop_runtime_statements(code, tree, parameters)
-    if target.name != function_name:
+    if target is not None and target.name != function_name:
         repairs.append(f"renamed {target.name} to {function_name}")
         code = _rename(code, target.name, function_name)
     code = _add_template_imports(code, template)
@@ -287,22 +287,24 @@ def _wrap_body(code: str, function_name: str, parameters: list[str]) -> str:
     return f"def {function_name}({', '.join(parameters)}):\n" + textwrap.indent(code, "    ")
 
 
-def _choose_target(functions: list[ast.FunctionDef | ast.AsyncFunctionDef], function_name: str,
-                   arity: int) -> ast.FunctionDef | ast.AsyncFunctionDef:
+def _choose_target(functions: list[ast.FunctionDef | ast.AsyncFunctionDef],
+                   function_name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function to score: the one named `function_name`, else the only
+    top-level function (renamed by the caller), else None (left as written,
+    so the sandbox reports the missing function).
+
+    Only "exactly one defined" is unambiguous. With several, any pick is a
+    guess -- a helper often has the template's parameter count
+    (`distance(a, b)`, a scoring helper taking the same inputs), and the
+    entry point is not always the uncalled one -- and a wrong guess scores a
+    helper, turning a missing-function failure into a wrong exception/invalid
+    failure or an objective for code the model did not mean as the
+    heuristic; the failure kinds the skill and the benchmark count would
+    then lie. So a matching parameter count is not enough to rename."""
     for node in functions:
         if node.name == function_name:
             return node
-    matching = [node for node in functions if len(node.args.posonlyargs + node.args.args) == arity]
-    pool = matching or functions
-    # Among several, the entry point is the one no other function calls.
-    called = {
-        call.func.id
-        for node in functions
-        for call in ast.walk(node)
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-    }
-    entry = [node for node in pool if node.name not in called]
-    return (entry or pool)[0]
+    return functions[0] if len(functions) == 1 else None
 
 
 def _drop_runtime_statements(code: str, tree: ast.Module, parameters: list[str]) -> str:

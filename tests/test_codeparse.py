@@ -84,10 +84,35 @@ def test_template_imports_are_added_once():
     assert namespace["score"](4, 1, 2) == 5
 
 
-def test_entry_function_is_the_one_nothing_calls():
-    text = ("```python\ndef helper(x, y, z):\n    return x * y * z\n\n"
+def test_the_only_function_is_renamed_and_the_repair_recorded():
+    text = "```python\nimport math\n\ndef main_rule(a, b, c):\n    return a * b + c\n```"
+    candidate = extract(text, "score", TEMPLATE)
+    assert candidate.repairs == ("renamed main_rule to score",)
+    namespace: dict = {}
+    exec(candidate.code, namespace)
+    assert namespace["score"](1, 2, 3) == 5 and "main_rule" not in namespace
+
+
+@pytest.mark.parametrize("helper", ["helper(x, y, z)", "helper(x, y)"])
+def test_several_functions_none_named_are_left_unrenamed(helper):
+    # Ambiguous whether or not only one has the template's parameter count:
+    # no guess, so the sandbox reports the missing function (a signature
+    # failure: missing_function), not a score for a helper.
+    text = (f"```python\ndef {helper}:\n    return x * y\n\n"
             "def main_rule(a, b, c):\n    return helper(a, b, c) + 1\n```")
     candidate = extract(text, "score", TEMPLATE)
+    assert candidate is not None and candidate.repairs == ()
+    assert "def score" not in candidate.code and "def main_rule(a, b, c):" in candidate.code
+    with Sandbox(workers=1, timeout_s=30.0) as sandbox:
+        result = sandbox.evaluate_many([(candidate.code.replace("import math\n", ""), "tsp_construct", None, None)])[0]
+    assert not result.ok and result.failure.value == "missing_function", result.message
+
+
+def test_a_helper_beside_the_named_function_is_kept():
+    text = ("```python\ndef helper(x, y, z):\n    return x * y * z\n\n"
+            "def score(a, b, c):\n    return helper(a, b, c) + 1\n```")
+    candidate = extract(text, "score", TEMPLATE)
+    assert candidate.repairs == ()
     namespace: dict = {}
     exec(candidate.code, namespace)
     assert namespace["score"](1, 2, 3) == 7 and namespace["helper"](1, 2, 3) == 6

@@ -178,6 +178,34 @@ def test_esopt_without_an_engine_is_refused_before_anything_starts(openai_server
     assert not out.exists()
 
 
+def test_a_trace2skill_teacher_on_the_endpoint_distils_a_skill_without_an_engine(proxy, tmp_path):
+    """Issue 25: eoh+trace2skill with `[skill] teacher = "endpoint"`: the
+    analyst requests go to the server (through the counting proxy) in a
+    process where vLLM cannot be imported, are charged like candidates, and
+    patch a skill version kept in the run directory."""
+    config = tmp_path / "t2s.toml"
+    config.write_text(
+        '[run]\nmethod = "eoh+trace2skill"\ntask = "tsp_construct"\nbudget = 7\nseed = 0\n'
+        "[sampling]\nmax_tokens = 96\n[eoh]\npopulation = 3\noffspring = 2\ninit = 3\n"
+        '[skill]\nevery = 1\nanalysts = 2\nmax_tokens = 48\nteacher = "endpoint"\n[sandbox]\ntimeout_s = 20\n'
+        f'[endpoint]\nbase_url = "{proxy.base_url}"\nmodel = "smollm2-135m"\n')
+    out = tmp_path / "t2s"
+    result = cli(["run", str(config), "--out", str(out), "--no-progress"], no_engine_env(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    no_traceback(result)
+    summary = read_summary(out)
+    ledger = summary["ledger"]
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    distills = [e for e in events if e["type"] == "step" and e["operator"] == "distill"]
+    assert distills and all(len(e["completions"]) == 2 for e in distills)
+    assert all(c["prompt_tokens"] > 0 for e in distills for c in e["completions"])  # the server's usage
+    # every request, the analysts' included, reached the server and was charged once
+    assert summary["evaluations"] == 7 == ledger["llm_requests"] == proxy.forwarded
+    versions = summary["context"]["skill_versions"]
+    assert len(versions) == len(distills)
+    assert "## Contract" in (out / versions[0]["path"]).read_text()
+
+
 # ------------------------------------------------------------------ retries and a dying server
 def test_retries_are_counted_in_the_ledger_and_never_charged(proxy, tmp_path):
     proxy.fail_first = 3
