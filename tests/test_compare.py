@@ -95,9 +95,9 @@ def test_scores_equal_what_coevolve_eval_prints(tmp_path):
     path.write_text(task.template.replace("np.argmin(distances)", "np.argmin(distances + 0.01 * unvisited_nodes)"))
     with Sandbox(workers=1, timeout_s=120) as sandbox:
         (score,) = score_files([(path.read_text(), "tsp_construct", "test", 20)], 0, sandbox)
-    assert score["failure"] is None and score["instances"] == 1000 and score["limit"] == 0
-    assert f"{score['objective']:.4f}" == eval_objective(path, "tsp_construct", "test", 20)
-    assert score["reference"] < score["objective"] and score["gap"] > 0
+    assert score.failure is None and score.instances == 1000 and score.limit == 0
+    assert f"{score.objective:.4f}" == eval_objective(path, "tsp_construct", "test", 20)
+    assert score.reference < score.objective and score.gap > 0
 
 
 def test_limited_sets_score_and_reference_the_first_instances():
@@ -112,9 +112,9 @@ def test_limited_sets_score_and_reference_the_first_instances():
     expected = evaluate_in_process(task, namespace["select_next_node"], first)
     with Sandbox(workers=1, timeout_s=60) as sandbox:
         (score,) = score_files([(task.template, "tsp_construct", "test", 20)], 12, sandbox)
-    assert score["instances"] == 12 and score["limit"] == 12
-    assert score["objective"] == pytest.approx(expected, rel=1e-12)
-    assert score["reference"] == pytest.approx(np.mean([lkh_tour_length(c) for c in first]), rel=1e-9)
+    assert score.instances == 12 and score.limit == 12
+    assert score.objective == pytest.approx(expected, rel=1e-12)
+    assert score.reference == pytest.approx(np.mean([lkh_tour_length(c) for c in first]), rel=1e-9)
     limited = LimitedTask("tsp_construct", 12)
     assert limited.name != task.name and len(limited.instances("test", 20)) == 12
     assert not limits_apply("asp") and limits_apply("kp_construct")
@@ -267,5 +267,5 @@ def test_a_hanging_best_heuristic_fails_fast_with_a_typed_timeout():
             "    while True:\n        pass\n")
     with Sandbox.from_section(HoldoutSection(workers=1)) as sandbox:
         (score,) = score_files([(hang, "tsp_construct", "test", 50)], 5, sandbox)
-    assert score["failure"] == "timeout" and score["objective"] is None
-    assert "instance 1 of 5 (test50) exceeded the per-instance time limit" in score["message"]
+    assert score.failure == "timeout" and score.objective is None
+    assert "instance 1 of 5 (test50) exceeded the per-instance time limit" in score.message
