@@ -274,7 +274,7 @@ class ComparisonCell(Record):
     budget: int
     seed: int
     dir: str  # relative to the comparison directory
-    state: Literal["missing", "partial", "finished"]
+    state: Literal["new", "partial", "finished"]  # plan.run_state
     summary: SearchSummary | None = None  # None until the run finished
     scores: dict[tuple[str, int], TestScore] = {}
     best_is: Literal["template", "seed"] | None = None  # the run's best is the task's starting point

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from coevolve.base.errors import UsageError
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
+from coevolve.base.records import AgentSummary, SearchSummary, parse
 from coevolve.runstore import RunStore
 from coevolve.search.runconfig import RunConfig
 
@@ -334,12 +335,14 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
 
 
 def print_agent_table(summary: dict, store: RunStore) -> None:
+    """The end-of-run table of an agent run (its summary.json content, typed here)."""
     from coevolve.report import agent_table
 
-    print(agent_table(summary, store.dir))
+    print(agent_table(parse(summary, AgentSummary, store.path("summary.json")), store.dir))
 
 
 def print_table(summary: dict, store: RunStore) -> None:
+    """The end-of-run table of a heuristic run (its summary.json content, typed here)."""
     from coevolve.report import run_table
 
-    print(run_table(summary, store.dir))
+    print(run_table(parse(summary, SearchSummary, store.path("summary.json")), store.dir))
