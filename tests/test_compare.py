@@ -239,9 +239,12 @@ def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
         d = spec.directory(root)
         atomic_write_text(d / "config.toml", dump_toml(as_dict(run_config(config, spec, d))))
         atomic_write_text(d / "events.jsonl", '{"type": "start"}\n{"type": "end"}\n')
-        atomic_write_json(d / "summary.json", {
-            "method": spec.method, "evaluations": 5, "valid": 1, "valid_rate": 0.2, "best_so_far": [[3, 7.0]],
-            "best": {"objective": 7.0}, "ledger": {"outcomes": {"evaluated": 5}, "llm_requests": 5}})
+        atomic_write_json(d / "summary.json", {  # every field the loop has always written
+            "method": spec.method, "task": spec.task, "seed": spec.seed, "budget": spec.budget, "evaluations": 5,
+            "valid": 1, "valid_rate": 0.2, "failures": {}, "best_so_far": [[3, 7.0]], "population": [3], "es": None,
+            "train": {"split": "train", "size": 50, "direction": "min", "reference": None},
+            "best": {"id": 3, "objective": 7.0, "operator": "i1", "step": 0, "model_state": {"kind": "base"}},
+            "ledger": {"budget": 5, "used": 5, "outcomes": {"evaluated": 5}, "llm_requests": 5}})
         atomic_write_text(d / "best.py", task.template)
     lines: list[str] = []
     run_comparison(config, root, engine=None, log=lines.append)
