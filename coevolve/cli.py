@@ -17,14 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        module_name = f"coevolve.commands.{name.replace('-', '_')}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"coevolve.commands.{name.replace('-', '_')}").register(sub)
     return parser
 
 

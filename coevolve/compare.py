@@ -32,11 +32,12 @@ from typing import Any, Callable
 
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.errors import UsageError
+from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.untrusted import clean
 from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, CompareConfig, CompareSection,  # noqa: F401
                            HoldoutSection, RunSpec, baseline_directory, check_structure, load_compare_config, planned_runs, run_config,
                            run_state, scored_sets, _task_or_error)
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.runstore import RunStore, atomic_write_text
 from coevolve.search.runconfig import RunConfig
 from tasks.base import starting_program
 
@@ -126,7 +127,7 @@ class _Resources:
             self._engine.close()
 
 
-def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> dict:
+def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> SearchSummary:
     """One run through the search loop; the shared engine leaves it with the
     checkpoint's weights, whatever ES did to them."""
     from coevolve.search.loop import SearchLoop
@@ -143,7 +144,7 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> di
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
                       endpoint=endpoint, on_progress=bar.update_from)
     try:
-        return loop.run()
+        return SearchSummary.model_validate(loop.run())
     finally:
         bar.close()
         if config.uses_es:
@@ -188,9 +189,9 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
             log(f"{what}: {'resuming' if state == 'partial' else 'running'}")
             began = time.perf_counter()
             summary = execute_run(run_cfg, store, resources)
-            best = (summary.get("best") or {}).get("objective")
+            best = summary.best.objective if summary.best else None
             log(f"{what}: done in {time.perf_counter() - began:.0f} s, best train objective "
-                f"{'-' if best is None else f'{best:.6g}'}, valid {summary['valid']}/{summary['evaluations']}")
+                f"{'-' if best is None else f'{best:.6g}'}, valid {summary.valid}/{summary.evaluations}")
     finally:
         resources.close()
     score_comparison(config, root, log=log)
@@ -252,7 +253,7 @@ def file_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any) -> list[dict]:
+def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any) -> list[TestScore]:
     """Test scores of (code, task name, split, size) jobs, in order: the objective
     (or the typed failure) from the sandbox, the set's reference and the gap."""
     from tasks.base import gap
@@ -274,17 +275,17 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
             references[(name, split, size)] = task.reference(split, size)
         reference = references[(name, split, size)]
         objective = result.objective if result.ok else None
-        scores.append({
-            "split": split, "size": size, "limit": limit if isinstance(task, LimitedTask) else 0,
-            "objective": objective,
-            "failure": None if result.ok else (result.failure.value if result.failure else "invalid"),
-            "message": "" if result.ok else clean(result.message, 500),
-            "instances": result.instances, "seconds": round(result.seconds, 3),
-            "reference": None if reference is None else reference.value,
-            "reference_kind": None if reference is None else reference.kind,
-            "gap": None if objective is None or reference is None or reference.value == 0
+        scores.append(TestScore(
+            split=split, size=size, limit=limit if isinstance(task, LimitedTask) else 0,
+            objective=objective,
+            failure=None if result.ok else (result.failure.value if result.failure else "invalid"),
+            message="" if result.ok else clean(result.message, 500),
+            instances=result.instances, seconds=round(result.seconds, 3),
+            reference=None if reference is None else reference.value,
+            reference_kind=None if reference is None else reference.kind,
+            gap=None if objective is None or reference is None or reference.value == 0
             else gap(objective, reference.value, task.direction),
-        })
+        ))
     return scores
 
 
@@ -307,14 +308,14 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     pending: list[tuple[Path, str, list[tuple[str, int]], str, str]] = []
     for directory, task, code, what in entries:
         sets = scored_sets(config, _task_or_error(task, "compare.tasks"))
-        wanted = {"file": what if code is not None else None,
-                  "sha256": None if code is None else file_digest(code), "settings": settings,
-                  "sets": [list(s) for s in sets]}
-        previous = _read_json(directory / TEST_SCORES)
-        if previous and all(previous.get(k) == v for k, v in wanted.items()):
+        wanted = TestScores(file=what if code is not None else None,
+                            sha256=None if code is None else file_digest(code), settings=settings,
+                            sets=[list(s) for s in sets])
+        previous = _previous_scores(directory / TEST_SCORES)
+        if previous and all(getattr(previous, k) == getattr(wanted, k) for k in ("file", "sha256", "settings", "sets")):
             continue
         if code is None:  # no valid heuristic in training: nothing to score
-            atomic_write_json(directory / TEST_SCORES, {**wanted, "scores": []})
+            write_record(directory / TEST_SCORES, wanted)
             continue
         pending.append((directory, task, sets, code, what))
     if not pending:
@@ -331,19 +332,14 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     position = 0
     for directory, _, sets, code, what in pending:
         mine, position = scores[position:position + len(sets)], position + len(sets)
-        atomic_write_json(directory / TEST_SCORES, {
-            "file": what, "sha256": file_digest(code), "settings": settings,
-            "sets": [list(s) for s in sets], "scores": mine})
+        write_record(directory / TEST_SCORES, TestScores(
+            file=what, sha256=file_digest(code), settings=settings, sets=[list(s) for s in sets], scores=mine))
         if what == "template":
             atomic_write_text(directory / "template.py", code)
 
 
-def _read_json(path: Path) -> dict | None:
-    import json
-
-    if not path.exists():
-        return None
+def _previous_scores(path: Path) -> TestScores | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
+        return read_record(path, TestScores)
+    except UsageError:
         return None  # a damaged scores file is recomputed, never trusted

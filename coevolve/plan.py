@@ -20,6 +20,7 @@ from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.methods import METHODS, check_method, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections
+from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
 from tasks.registry import UnknownTask, heuristic_task
 
@@ -116,17 +117,22 @@ def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
 
 def test_set_lines(config: CompareConfig) -> list[str]:
     """One line per task: the test sets its best heuristics are scored on, with
-    their instance counts (or ASP's (n, w)) and the capacity where the task has one."""
+    their instance counts (or ASP's (n, w)) and the capacity where the task has one.
+    A seeded set's count comes from its draw plan: `--plan` draws no instances."""
     lines = []
     for name in config.compare.tasks:
         task = heuristic_task(name)
+        seeded = getattr(task, "_sets", None)
         sets = []
         for split, size in scored_sets(config, task):
-            instances = task.instances(split, size)
-            if hasattr(instances, "n") and hasattr(instances, "w"):
-                sets.append(f"{split} ({instances.n}, {instances.w})")
-                continue
-            count = min(len(instances), config.test.limit or len(instances))
+            count = seeded.count(split, size) if isinstance(seeded, SeededSets) else None
+            if count is None:  # a set without a draw plan (ASP's settings, a user's task): drawn to count
+                instances = task.instances(split, size)
+                if hasattr(instances, "n") and hasattr(instances, "w"):
+                    sets.append(f"{split} ({instances.n}, {instances.w})")
+                    continue
+                count = instance_count(instances)
+            count = min(count, config.test.limit or count)
             capacity = getattr(task, "capacities", {}).get(size)
             sets.append(f"{split}{size} ({count} instances{f', capacity {capacity:g}' if capacity else ''})")
         lines.append(f"{name}: " + ", ".join(sets))

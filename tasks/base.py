@@ -260,13 +260,14 @@ class Draw:
     split: str
     size: int
     make: Callable[[np.random.RandomState], Any]
+    count: int | None = None  # instances it makes, when known without drawing (draws_of knows)
 
 
 def draws_of(make: Callable[[np.random.RandomState, int, int], Any],
              plan: list[tuple[str, int, tuple[int, ...]]]) -> list[Draw]:
     """The draws of a seeded stream, in `plan` order: for each (split, count,
     sizes), one set per size of `count` instances made by make(rng, count, size)."""
-    return [Draw(split, size, lambda rng, count=count, size=size: make(rng, count, size))
+    return [Draw(split, size, lambda rng, count=count, size=size: make(rng, count, size), count)
             for split, count, sizes in plan for size in sizes]
 
 
@@ -294,6 +295,10 @@ class SeededSets:
         for draw in self.draws:
             result.setdefault(draw.split, []).append(draw.size)
         return result
+
+    def count(self, split: str, size: int) -> int | None:
+        """How many instances a set holds, without drawing it (None: its draw does not say)."""
+        return next((d.count for d in self.draws if (d.split, d.size) == (split, size)), None)
 
     def get(self, split: str, size: int) -> Any:
         key = (split, size)

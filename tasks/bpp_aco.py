@@ -18,7 +18,7 @@ DEMAND_RANGE = (20, 100)  # inclusive, as in the reference generator
 N_ANTS = 20
 DECAY = 0.95
 N_ITERATIONS = 15
-# NOTES gives no seed for the reference's BPP files; the seed is ours.
+# The reference's BPP files come with no seed to redraw them; the seed is ours.
 INSTANCE_SEED = 20251
 COLONY_SEED = 7
 

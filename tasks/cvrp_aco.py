@@ -18,7 +18,7 @@ DEPOT = (0.5, 0.5)
 N_ANTS = 30
 N_ITERATIONS = 100
 DECAY = 0.9
-# NOTES gives no seed for the reference's CVRP files; this generator follows
+# The reference's CVRP files come with no seed to redraw them; this generator follows
 # ReEvo's (customers uniform in the unit square, demands 1..9, depot at the
 # centre) with a seed of our choosing, so the sets are ours, not the paper's.
 INSTANCE_SEED = 20250

@@ -62,7 +62,8 @@ def packing_value(picks: Any, items: np.ndarray, capacity: float) -> float:
 
 
 def _kp_draws() -> list[Draw]:
-    # NOTES §3: np.random.seed(3333), train100, val 50/100/200, test 50/100/200;
+    # as the paper's code (zz1358m/Agentic-ESOpt): np.random.seed(3333), train100, val 50/100/200,
+    # test 50/100/200;
     # columns are (weight, value).
     return draws_of(unit_square, [("train", 64, (100,)), ("val", 64, (50, 100, 200)), ("test", 1000, (50, 100, 200))])
 
@@ -123,7 +124,7 @@ class KPConstruct:
                 break
             index = as_index(choice, weights.size, "item")
             if weights[index] > remaining + TOLERANCE:
-                break  # NOTES §3: a pick that does not fit ends the packing
+                break  # a pick that does not fit ends the packing, as in the paper's code
             packed.append(original[index])
             remaining -= weights[index]
             weights = np.delete(weights, index)

@@ -30,7 +30,7 @@ def cache_dir() -> Path:
 
 
 def checksum(array: np.ndarray) -> str:
-    """sha256[:16] over float64 C-order bytes: the NOTES convention."""
+    """sha256[:16] over float64 C-order bytes: how the tests pin the reference repo's data files."""
     data = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
     return hashlib.sha256(data.tobytes()).hexdigest()[:16]
 

@@ -40,7 +40,8 @@ def heuristics(distance_matrix):
 
 
 def _tsp_aco_draws() -> list[Draw]:
-    # NOTES §3 (checksums verified for train50 and test50): np.random.seed(1234),
+    # as the paper's code draws them (zz1358m/Agentic-ESOpt; its data files' checksums are
+    # tested for train50 and test50): np.random.seed(1234),
     # train 5x50, val 64 each of 20/50/100, then test 64 each of 50/100/200.
     return draws_of(unit_square, [("train", 5, (50,)), ("val", 64, (20, 50, 100)), ("test", 64, (50, 100, 200))])
 

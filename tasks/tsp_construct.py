@@ -53,7 +53,8 @@ def tour_length(tour: Any, coords: np.ndarray) -> float:
 
 
 def _tsp_draws() -> list[Draw]:
-    # NOTES §3: np.random.seed(1234), then train50, val 20..200, test 20..1000.
+    # as the paper's code (zz1358m/Agentic-ESOpt): np.random.seed(1234), then train50,
+    # val 20..200, test 20..1000.
     return draws_of(unit_square, [("train", 64, (50,)), ("val", 64, (20, 50, 100, 200)),
                                    ("test", 1000, (20, 50, 100, 200, 500, 1000))])
 

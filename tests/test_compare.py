@@ -97,9 +97,9 @@ def test_scores_equal_what_coevolve_eval_prints(tmp_path):
     path.write_text(task.template.replace("np.argmin(distances)", "np.argmin(distances + 0.01 * unvisited_nodes)"))
     with Sandbox(workers=1, timeout_s=120) as sandbox:
         (score,) = score_files([(path.read_text(), "tsp_construct", "test", 20)], 0, sandbox)
-    assert score["failure"] is None and score["instances"] == 1000 and score["limit"] == 0
-    assert f"{score['objective']:.4f}" == eval_objective(path, "tsp_construct", "test", 20)
-    assert score["reference"] < score["objective"] and score["gap"] > 0
+    assert score.failure is None and score.instances == 1000 and score.limit == 0
+    assert f"{score.objective:.4f}" == eval_objective(path, "tsp_construct", "test", 20)
+    assert score.reference < score.objective and score.gap > 0
 
 
 def test_limited_sets_score_and_reference_the_first_instances():
@@ -114,9 +114,9 @@ def test_limited_sets_score_and_reference_the_first_instances():
     expected = evaluate_in_process(task, namespace["select_next_node"], first)
     with Sandbox(workers=1, timeout_s=60) as sandbox:
         (score,) = score_files([(task.template, "tsp_construct", "test", 20)], 12, sandbox)
-    assert score["instances"] == 12 and score["limit"] == 12
-    assert score["objective"] == pytest.approx(expected, rel=1e-12)
-    assert score["reference"] == pytest.approx(np.mean([lkh_tour_length(c) for c in first]), rel=1e-9)
+    assert score.instances == 12 and score.limit == 12
+    assert score.objective == pytest.approx(expected, rel=1e-12)
+    assert score.reference == pytest.approx(np.mean([lkh_tour_length(c) for c in first]), rel=1e-9)
     limited = LimitedTask("tsp_construct", 12)
     assert limited.name != task.name and len(limited.instances("test", 20)) == 12
     assert not limits_apply("asp") and limits_apply("kp_construct")
@@ -241,9 +241,12 @@ def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
         d = spec.directory(root)
         atomic_write_text(d / "config.toml", dump_toml(as_dict(run_config(config, spec, d))))
         atomic_write_text(d / "events.jsonl", '{"type": "start"}\n{"type": "end"}\n')
-        atomic_write_json(d / "summary.json", {
-            "method": spec.method, "evaluations": 5, "valid": 1, "valid_rate": 0.2, "best_so_far": [[3, 7.0]],
-            "best": {"objective": 7.0}, "ledger": {"outcomes": {"evaluated": 5}, "llm_requests": 5}})
+        atomic_write_json(d / "summary.json", {  # every field the loop has always written
+            "method": spec.method, "task": spec.task, "seed": spec.seed, "budget": spec.budget, "evaluations": 5,
+            "valid": 1, "valid_rate": 0.2, "failures": {}, "best_so_far": [[3, 7.0]], "population": [3], "es": None,
+            "train": {"split": "train", "size": 50, "direction": "min", "reference": None},
+            "best": {"id": 3, "objective": 7.0, "operator": "i1", "step": 0, "model_state": {"kind": "base"}},
+            "ledger": {"budget": 5, "used": 5, "outcomes": {"evaluated": 5}, "llm_requests": 5}})
         atomic_write_text(d / "best.py", task.template)
     lines: list[str] = []
     run_comparison(config, root, engine=None, log=lines.append)
@@ -269,5 +272,5 @@ def test_a_hanging_best_heuristic_fails_fast_with_a_typed_timeout():
             "    while True:\n        pass\n")
     with Sandbox.from_section(HoldoutSection(workers=1)) as sandbox:
         (score,) = score_files([(hang, "tsp_construct", "test", 50)], 5, sandbox)
-    assert score["failure"] == "timeout" and score["objective"] is None
-    assert "instance 1 of 5 (test50) exceeded the per-instance time limit" in score["message"]
+    assert score.failure == "timeout" and score.objective is None
+    assert "instance 1 of 5 (test50) exceeded the per-instance time limit" in score.message

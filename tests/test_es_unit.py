@@ -191,6 +191,7 @@ def test_history_in_another_noise_mode_is_refused_before_any_update(tmp_path):
 
 
 def test_generations_with_equal_rewards_are_counted_as_moving_nothing(tmp_path):
+    from coevolve.base.records import ESCounts
     from coevolve.report import es_updates
 
     path = tmp_path / "h.jsonl"
@@ -201,5 +202,5 @@ def test_generations_with_equal_rewards_are_counted_as_moving_nothing(tmp_path):
     es.tell(engine, es.ask(), [0.0, 1.0, 0.25, 0.25])
     assert engine.theta.any() and es.flat == 1
     assert ESOpt.resume(es.cfg, path, VectorEngine()).flat == 1  # counted again from the history
-    assert es_updates({"updates": 2, "flat": 1}) == "2 (1 with every member's reward equal: no weight moved)"
-    assert es_updates({"updates": 2}) == "2"  # a summary written before the count existed
+    assert es_updates(ESCounts(updates=2, flat=1)) == "2 (1 with every member's reward equal: no weight moved)"
+    assert es_updates(ESCounts.model_validate({"updates": 2})) == "2"  # a summary written before the count existed

@@ -159,3 +159,20 @@ def test_evaluation_samples_as_the_paper_does_per_task():
     assert (sudoku.temperature, sudoku.top_p, sudoku.top_k, sudoku.presence_penalty) == (0.7, 0.8, 20, 1.5)
     math_ = eval_sampling(96, agent_task("react_math", {}))
     assert (math_.temperature, math_.top_p, math_.top_k, math_.max_tokens) == (1.0, 1.0, 40, 96)
+
+
+def test_the_plan_counts_test_sets_without_drawing_them(monkeypatch):
+    """--plan lists Table 5's test sets from their draw plans: no instance is drawn."""
+    from coevolve.plan import test_set_lines
+    from tasks.base import SeededSets
+
+    def refuse(self, split, size):
+        raise AssertionError(f"--plan drew {split}{size}")
+
+    monkeypatch.setattr(SeededSets, "get", refuse)
+    config = build_config(CompareConfig, {"compare": {"tasks": ["tsp_construct", "kp_construct", "cvrp_aco"]},
+                                          "test": {"limit": 100}})
+    assert test_set_lines(config) == [
+        "tsp_construct: test20 (100 instances), test50 (100 instances)",
+        "kp_construct: test50 (100 instances, capacity 12.5), test100 (100 instances, capacity 25)",
+        "cvrp_aco: test20 (64 instances), test50 (64 instances), test100 (64 instances)"]

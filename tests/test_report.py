@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from coevolve.base.errors import UsageError
+from coevolve.base.records import read_summary
 from coevolve.compare import CompareConfig, planned_runs, run_config
 from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.report import render, render_comparison, run_table
@@ -163,7 +164,7 @@ def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart
     # and so does the table `coevolve run` prints when a run ends, with the same check
     for seed, says in ((0, True), (2, False)):
         run_dir = root / "runs" / "tsp_construct" / f"eoh-b36-s{seed}"
-        table = run_table(json.loads((run_dir / "summary.json").read_text()), run_dir)
+        table = run_table(read_summary(run_dir / "summary.json"), run_dir)
         assert ("best is" in table and "the task template itself" in table) is says, table
 
 

@@ -30,13 +30,15 @@ Mean@k next to it.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from coevolve.base.durable import atomic_write_json, atomic_write_text
+from coevolve.search.plot import save_figure
 
 from coevolve.stats import Interval, mean_interval
 
@@ -131,7 +133,7 @@ def train(config: AgentCompare, root: Path, log: Callable[[str], None] = print) 
                     continue
                 directory.parent.mkdir(parents=True, exist_ok=True)
                 file = directory.parent / f"seed{seed}.toml"
-                file.write_text(dump_toml(run_config(config, task, method, seed)))
+                atomic_write_text(file, dump_toml(run_config(config, task, method, seed)))
                 began = time.monotonic()
                 command = [sys.executable, "-m", "coevolve", "run", str(file), "--out", str(directory)]
                 if (directory / "events.jsonl").exists():
@@ -174,7 +176,7 @@ def score(config: AgentCompare, root: Path, dirs: dict[tuple, Path], engine: Any
                                 "per_problem_pass": [float(any(r >= 1 for r in a)) for a in _attempts(result)],
                                 **result.to_dict()})
                 log(f"  {task_name} {method} seed {seed}: Mean@{config.k} {result.mean_at_k}")
-    (root / "scores.json").write_text(json.dumps(records, indent=2))
+    atomic_write_json(root / "scores.json", records)
     return records
 
 
@@ -243,10 +245,7 @@ def plot(config: AgentCompare, rows: list[dict], path: Path) -> Path:
         ax.set_ylim(0, 1)
         ax.set_title(task)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)  # atomically, and the figure freed
 
 
 def run_agent_comparison(config: AgentCompare, root: str | Path, engine: Any = None,
@@ -274,7 +273,7 @@ def run_agent_comparison(config: AgentCompare, root: str | Path, engine: Any = N
         if own:
             engine.close()
     rows = aggregate(config, records)
-    (root / "results.json").write_text(json.dumps(rows, indent=2))
-    (root / "report.md").write_text(markdown(config, rows))
+    atomic_write_json(root / "results.json", rows)
+    atomic_write_text(root / "report.md", markdown(config, rows))
     plot(config, rows, root / "agents.png")
     return root

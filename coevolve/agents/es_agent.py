@@ -49,6 +49,7 @@ from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, disti
 from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.base.errors import UsageError
+from coevolve.base.records import AgentEvalRound, AgentSummary, write_record
 from coevolve.engine.base import Generator, WeightEngine
 from coevolve.es.config import ESConfig
 from coevolve.runstore import RunStore, same_settings
@@ -146,8 +147,8 @@ class _AgentRun:
             if not any(e.get("type") == "end" for e in events):
                 log.append({"type": "end", "rounds": round_index, "episodes": self.ledger.used})
         atomic_write_json(store.path("timing.json"), {"total_s": round(time.time() - started, 3)})
-        atomic_write_json(store.path("summary.json"), summary)
-        return summary
+        write_record(store.path("summary.json"), summary)
+        return summary.to_json()  # summary.json's content: callers read it by key (typed: records.read_summary)
 
     def _start_es(self) -> Any:
         es = resolved_es(self.config)
@@ -312,39 +313,32 @@ class _AgentRun:
         self.evals.append(record)
         self.progress.eval_reward = record["mean_reward"]
         # derived from the events: rewritten whole, so a resumed run holds each evaluation once
-        atomic_write_jsonl(self.store.path("eval.jsonl"), self.evals)
+        atomic_write_jsonl(self.store.path("eval.jsonl"),
+                           [AgentEvalRound.model_validate(e).to_json() for e in self.evals])
 
     def _report(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress)
 
-    def _summary(self, rounds: int, started: float) -> dict[str, Any]:
+    def _summary(self, rounds: int, started: float) -> AgentSummary:
         """A pure function of the config (wall-clock times go to timing.json), so
         a resumed run's summary equals an uninterrupted one's."""
         def timeless(e: dict) -> dict:
             return {k: v for k, v in e.items() if k != "seconds"}
 
-        summary = {
-            "kind": KIND,
-            "method": self.config.run.method,
-            "task": self.task.name,
-            "seed": self.config.run.seed,
-            "budget": self.config.run.budget,
-            "rounds": rounds,
-            "ledger": self.ledger.to_dict(),
-            "eval_first": timeless(self.evals[0]),
-            "eval_last": timeless(self.evals[-1]),
-            "evals": [{"round": e["round"], "episodes_used": e["episodes_used"], "mean_reward": e["mean_reward"]}
-                      for e in self.evals],
-            "best_eval_reward": max(e["mean_reward"] for e in self.evals),
-            "skill": str(self.distilled.path) if self.distilled is not None else None,
-            "config": as_dict(self.config),
-        }
-        if self.es is not None:
-            summary["checksum"] = self.engine.checksum()
-            summary["es"] = {"updates": self.es.generation, "flat": self.es.flat}
-            summary["noise"] = self.engine.noise_info()
-        return summary
+        es = self.es is not None
+        return AgentSummary(
+            method=self.config.run.method, task=self.task.name, seed=self.config.run.seed,
+            budget=self.config.run.budget, rounds=rounds, ledger=self.ledger.to_dict(),
+            eval_first=timeless(self.evals[0]), eval_last=timeless(self.evals[-1]),
+            evals=[{"round": e["round"], "episodes_used": e["episodes_used"], "mean_reward": e["mean_reward"]}
+                   for e in self.evals],
+            best_eval_reward=max(e["mean_reward"] for e in self.evals),
+            skill=str(self.distilled.path) if self.distilled is not None else None,
+            config=as_dict(self.config),
+            checksum=self.engine.checksum() if es else None,
+            es={"updates": self.es.generation, "flat": self.es.flat} if es else None,
+            noise=self.engine.noise_info() if es else None)
 
 
 def resolved_es(config: AgentRunConfig) -> ESConfig | None:

@@ -18,11 +18,11 @@ the action pattern against the engine.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 
 
@@ -121,10 +121,9 @@ def handle(args: argparse.Namespace) -> int:
     print(table(results))
     print(f"{time.monotonic() - began:.0f} s")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({
+        atomic_write_json(args.out, {
             "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
-            "constrained": constrained, "run": args.run, "results": [r.to_dict() for r in results]}, indent=2))
+            "constrained": constrained, "run": args.run, "results": [r.to_dict() for r in results]})
     return 0
 
 

@@ -68,16 +68,15 @@ def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, s
 
 def task_of_run(args: argparse.Namespace) -> None:
     """--run DIR without --task: the run's own task (its file task re-found
-    from DIR), and for a heuristic run its best.py as the program."""
-    from coevolve.base.config import read_toml
+    from DIR, as `coevolve report` finds it), and for a heuristic run its
+    best.py as the program."""
+    from coevolve.report.collect import task_of_run as run_task
     from coevolve.runstore import RunStore
-    from tasks.loader import remember_tasks
     from tasks.registry import is_agent_task
 
     store = RunStore.open(args.run)
-    remember_tasks(store.dir, "copy")  # a changed file: score on the source the run used
-    task = read_toml(store.config_path).get("run", {}).get("task")
-    if not isinstance(task, str):
+    task = run_task(store)  # a changed file: score on the source the run used
+    if task is None:
         raise UsageError(f"{store.config_path}: no run.task")
     args.task = task
     if not is_agent_task(task) and not args.file:

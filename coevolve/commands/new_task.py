@@ -12,6 +12,7 @@ import argparse
 import re
 from pathlib import Path
 
+from coevolve.base.durable import atomic_write_text
 from coevolve.base.errors import UsageError
 
 CONFIG = '''# A small run of {name}: `coevolve run config.toml` (from any folder: the task
@@ -69,9 +70,9 @@ def scaffold(name: str, parent: str | Path) -> Path:
     source = (Path(__file__).with_name("scaffold") / "problem.py").read_text(encoding="utf-8")
     problem = source.replace("__NAME__", name).replace("__CLASS__", class_name(name))
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "problem.py").write_text(problem, encoding="utf-8")
-    (folder / "config.toml").write_text(CONFIG.format(name=name), encoding="utf-8")
-    (folder / "test_problem.py").write_text(TEST.format(name=name), encoding="utf-8")
+    atomic_write_text(folder / "problem.py", problem)
+    atomic_write_text(folder / "config.toml", CONFIG.format(name=name))
+    atomic_write_text(folder / "test_problem.py", TEST.format(name=name))
     return folder
 
 

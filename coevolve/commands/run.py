@@ -29,6 +29,7 @@ from coevolve.engine import pool  # as a module: tests stand a fake engine in fo
 from coevolve.es import engine_options
 from coevolve.plan import comparison_run
 from coevolve.report import agent_table, run_table
+from coevolve.base.records import AgentSummary, SearchSummary, parse
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
@@ -305,8 +306,10 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
 
 
 def print_agent_table(summary: dict, store: RunStore) -> None:
-    print(agent_table(summary, store.dir))
+    """The end-of-run table of an agent run (its summary.json content, typed here)."""
+    print(agent_table(parse(summary, AgentSummary, store.path("summary.json")), store.dir))
 
 
 def print_table(summary: dict, store: RunStore) -> None:
-    print(run_table(summary, store.dir))
+    """The end-of-run table of a heuristic run (its summary.json content, typed here)."""
+    print(run_table(parse(summary, SearchSummary, store.path("summary.json")), store.dir))

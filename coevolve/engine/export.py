@@ -47,7 +47,8 @@ def export_checkpoint(
     out_dir.mkdir(parents=True, exist_ok=True)
     for item in source.iterdir():
         if item.is_file() and item.suffix != ".safetensors" and item.name != "model.safetensors.index.json":
-            shutil.copy2(item, out_dir / item.name)
+            with atomic_path(out_dir / item.name) as tmp:  # a copy is never seen half written either
+                shutil.copy2(item, tmp)
     with atomic_path(out_dir / "model.safetensors") as tmp:  # never half a weights file
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
     return out_dir

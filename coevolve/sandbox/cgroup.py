@@ -76,14 +76,16 @@ class MemoryCgroups:
         path = os.path.join(self.parent, f"coevolve-{os.getpid()}-{next(self._names)}")
         os.mkdir(path)
         try:
+            # durable: cgroup control files are a kernel interface, not stored data (so below)
             if self.version == 2:
-                with open(os.path.join(path, "memory.max"), "w") as limit:
+                with open(os.path.join(path, "memory.max"), "w") as limit:  # durable: kernel interface
                     limit.write(str(limit_bytes))
-                with open(os.path.join(path, "memory.swap.max"), "w") as swap:
+                with open(os.path.join(path, "memory.swap.max"), "w") as swap:  # durable: kernel interface
                     swap.write("0")
             else:
-                with open(os.path.join(path, "memory.limit_in_bytes"), "w") as limit:
+                with open(os.path.join(path, "memory.limit_in_bytes"), "w") as limit:  # durable: kernel interface
                     limit.write(str(limit_bytes))
+                # durable: kernel interface
                 with open(os.path.join(path, "memory.memsw.limit_in_bytes"), "w") as swap:
                     swap.write(str(limit_bytes))  # memory + swap: no way around the limit through swap
         except OSError as exc:
@@ -95,7 +97,7 @@ class MemoryCgroups:
     @staticmethod
     def join(path: str) -> None:
         """In the child: move this process into `path`."""
-        with open(os.path.join(path, "cgroup.procs"), "w") as procs:
+        with open(os.path.join(path, "cgroup.procs"), "w") as procs:  # durable: kernel interface, not a file
             procs.write("0")
 
     def oom_kills(self, path: str) -> int:

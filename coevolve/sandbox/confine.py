@@ -116,7 +116,7 @@ def enter_user_namespace(keep_fds: list[int]) -> str:
         return f"no root, and no user namespace: {os.strerror(ctypes.get_errno())}"
     try:
         for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-            with open(f"/proc/self/{name}", "w") as mapping:
+            with open(f"/proc/self/{name}", "w") as mapping:  # durable: the kernel's id maps, not a file
                 mapping.write(text)
         _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS), "unshare(CLONE_NEWPID | CLONE_NEWNS)")
     except OSError as exc:
@@ -243,6 +243,7 @@ def view_paths() -> list[str]:
 def _make_stub(path: str, is_dir: bool) -> None:
     os.makedirs(path if is_dir else os.path.dirname(path), mode=0o755, exist_ok=True)
     if not is_dir and not os.path.exists(path):
+        # durable: an empty mount point in the sandbox's throwaway root, never read back
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
 
 

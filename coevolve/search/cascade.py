@@ -117,10 +117,10 @@ def evaluate_many(evaluator: Any, task: Any, codes: list[str], archive: Sequence
     return results
 
 
-def relabel(ledger: Ledger, results: list[dict]) -> None:
+def relabel(ledger: Ledger, results: list[Any]) -> None:
     """Move the stage-1 rejections among a step's `results` (as logged) from
     the ledger's "evaluated" outcome to "cascade": the same charge, named. Runs
     for live and replayed steps alike, so a resumed ledger equals an uninterrupted one."""
     for result in results:
-        if result.get("failure") == CASCADE and "duplicate_of" not in result:
+        if result.failure == CASCADE and result.duplicate_of is None:
             ledger.reclassify("evaluated", CASCADE)

@@ -39,8 +39,10 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from coevolve.base.config import as_dict, dump_toml
+from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
+from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, same_settings
 from coevolve.search import cascade
 from coevolve.search.ledger import Ledger
@@ -61,7 +63,7 @@ EVENT_VERSION = 1
 class Evaluator(Protocol):
     """coevolve.sandbox.Sandbox: scores (code, task, split, size) items in order."""
 
-    def evaluate_many(self, items: Sequence[tuple[str, str, str, int]]) -> list[Any]: ...
+    def evaluate_many(self, items: Sequence[tuple[str, Any, str, int]]) -> list[EvalResult]: ...
 
 
 def _renamed_sections(config: Any) -> Any:
@@ -77,8 +79,15 @@ def request_seed(run_seed: int, step: int, slot: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def _failure_name(failure: Any) -> str | None:
-    return None if failure is None else str(getattr(failure, "value", failure))
+def logged_result(result: EvalResult) -> Evaluation:
+    """The sandbox's verdict as the loop keeps it (a step event's result, a
+    Candidate's outcome): an objective only when it is a finite score, else the
+    failure kind ("invalid" when the sandbox named none); the message's tail."""
+    ok = result.ok
+    failure = getattr(result.failure, "value", result.failure)  # a FailureKind, or cascade's plain name
+    return Evaluation(objective=float(result.objective) if ok else None,
+                      failure=None if ok else (failure or "invalid"),
+                      message=str(result.message or "")[-2000:], seconds=float(result.seconds or 0.0))
 
 
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
@@ -125,6 +134,7 @@ class SearchLoop:
     timing: dict = field(default_factory=lambda: Counter())
 
     def run(self) -> dict:
+        """Run (or resume) to the end of the plan; summary.json's content (a SearchSummary)."""
         started = time.perf_counter()
         cfg = self.config
         self.method: Method = make_method(cfg)
@@ -268,7 +278,8 @@ class SearchLoop:
 
         step_candidates = [self._candidate(step, request, completion, members)
                            for request, completion in zip(requests, completions)]
-        results = logged["results"] if logged is not None else self._evaluate(step_candidates)
+        results = ([Evaluation.model_validate(r) for r in logged["results"]] if logged is not None
+                   else self._evaluate(step_candidates))
         cascade.relabel(self.ledger, results)  # stage-1 rejections: the ledger names their outcome
         for candidate, result in zip(step_candidates, results):
             self._settle(candidate, result)
@@ -285,7 +296,7 @@ class SearchLoop:
                                   "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
                                   "retries": c.retries}
                                  for c in completions],
-                 "results": results, "es": es_record}
+                 "results": [r.to_event() for r in results], "es": es_record}
         if retried:
             event["parse_retries"] = retried
         if logged is None:
@@ -532,42 +543,31 @@ class SearchLoop:
         self.candidates.append(candidate)
         return candidate
 
-    def _evaluate(self, candidates: list[Candidate]) -> list[dict]:
+    def _evaluate(self, candidates: list[Candidate]) -> list[Evaluation]:
         """Score each new program once; duplicates and parse failures need no sandbox."""
         began = time.perf_counter()
         fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None and c.failure is None]
         # through the task's evaluation cascade, when it declares one (coevolve/search/cascade.py)
         scored = cascade.evaluate_many(self.evaluator, self.task, [c.code for c in fresh],
                                        [m.objective for m in self.population.members])
-        by_id = {}
-        for c, r in zip(fresh, scored):
-            objective = getattr(r, "objective", None)
-            ok = bool(getattr(r, "ok", objective is not None)) and objective is not None and math.isfinite(objective)
-            by_id[c.id] = {"objective": float(objective) if ok else None,
-                           "failure": None if ok else (_failure_name(getattr(r, "failure", None)) or "invalid"),
-                           "message": str(getattr(r, "message", "") or "")[-2000:],
-                           "seconds": float(getattr(r, "seconds", 0.0) or 0.0)}
+        by_id = {c.id: logged_result(r) for c, r in zip(fresh, scored)}
         self.timing["evaluate_s"] += time.perf_counter() - began
         results = []
         for c in candidates:
             if c.code is None:
-                results.append({"objective": None, "failure": "parse", "message": "no code found", "seconds": 0.0})
+                results.append(Evaluation(failure="parse", message="no code found"))
             elif c.failure == "duplicate":  # a rejected clone
-                results.append({"objective": None, "failure": "duplicate", "message": c.message, "seconds": 0.0})
+                results.append(Evaluation(failure="duplicate", message=c.message))
             elif c.duplicate_of is not None:
-                results.append({"duplicate_of": c.duplicate_of})
+                results.append(Evaluation(duplicate_of=c.duplicate_of))
             else:
                 results.append(by_id[c.id])
         return results
 
-    def _settle(self, candidate: Candidate, result: dict) -> None:
-        if "duplicate_of" in result:
-            original = next(c for c in self.candidates if c.id == result["duplicate_of"])
-            candidate.objective, candidate.failure = original.objective, original.failure
-            candidate.message, candidate.seconds = original.message, 0.0
-        else:
-            candidate.objective, candidate.failure = result["objective"], result["failure"]
-            candidate.message, candidate.seconds = result["message"], result["seconds"]
+    def _settle(self, candidate: Candidate, result: Evaluation) -> None:
+        original = (next(c for c in self.candidates if c.id == result.duplicate_of)
+                    if result.duplicate_of is not None else None)
+        candidate.settle(result, original)
         self.progress.used = self.ledger.used
         if candidate.valid:
             self.progress.valid += 1
@@ -645,29 +645,29 @@ class SearchLoop:
         if best is not None and reference is not None and reference != 0:
             diff = best.objective - reference if direction == "min" else reference - best.objective
             gap = diff / abs(reference)
-        summary = {
-            "method": cfg.run.method, "task": task.name, "seed": cfg.run.seed, "budget": cfg.run.budget,
-            "outside_budget": outside_budget(cfg),
-            "evaluations": self.ledger.used, "ledger": self.ledger.to_dict(),
-            "valid": len(valid), "valid_rate": len(valid) / self.ledger.used if self.ledger.used else 0.0,
-            "failures": dict(sorted(failures.items())),
+        summary = SearchSummary(
+            method=cfg.run.method, task=task.name, seed=cfg.run.seed, budget=cfg.run.budget,
+            outside_budget=outside_budget(cfg),
+            evaluations=self.ledger.used, ledger=self.ledger.to_dict(),
+            valid=len(valid), valid_rate=len(valid) / self.ledger.used if self.ledger.used else 0.0,
+            failures=dict(sorted(failures.items())),
             # what bounded the candidates: confinement, file-system view, memory limit (cgroup or rlimit)
-            "sandbox": getattr(self.evaluator, "boundary", None),
-            "train": {"split": split, "size": size, "direction": direction, "reference": reference},
-            "best": None if best is None else {
+            sandbox=getattr(self.evaluator, "boundary", None),
+            train={"split": split, "size": size, "direction": direction, "reference": reference},
+            best=None if best is None else {
                 "id": best.id, "objective": best.objective, "gap": gap, "operator": best.operator,
                 "step": best.step, "idea": best.idea, "model_state": best.model_state},
-            "best_so_far": [list(p) for p in curve],
-            "population": [c.id for c in self.population.ranked()],
-            "context": self._context_summary(),
-            "stopped": self.stopped,
-            "es": None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
-                                                "flat": self.es.flat,
-                                                "checksum": self.engine.checksum(),
-                                                # low-rank mode: which parameters ES covered and froze
-                                                **self.engine.noise_info()},
-        }
-        atomic_write_json(self.store.path("summary.json"), summary)
+            best_so_far=curve,
+            population=[c.id for c in self.population.ranked()],
+            context=self._context_summary(),
+            stopped=self.stopped,
+            es=None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
+                                             "flat": self.es.flat,
+                                             "checksum": self.engine.checksum(),
+                                             # low-rank mode: which parameters ES covered and froze
+                                             **self.engine.noise_info()},
+        )
+        write_record(self.store.path("summary.json"), summary)
         self._write_genealogy()
         if best is not None:
             header = (f"# best of {cfg.run.method} on {task.name} (seed {cfg.run.seed}): objective {best.objective!r}"
@@ -676,7 +676,7 @@ class SearchLoop:
         plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
                          title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
                          ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
-        return summary
+        return summary.to_json()  # summary.json's content: callers read it by key (typed: records.read_summary)
 
     def _context_summary(self) -> dict:
         """What the context did: decoding, rejections, parser repairs, skill

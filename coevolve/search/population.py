@@ -3,45 +3,14 @@ survival of the best N, and removal of duplicates by objective (EoH's rules)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from coevolve.base.records import Candidate  # noqa: F401  (the population's members; re-exported)
+
 Direction = Literal["min", "max"]
-
-
-@dataclass
-class Candidate:
-    """One requested heuristic and what became of it."""
-
-    id: int  # its evaluation number: 1..budget
-    step: int
-    operator: str
-    parents: list[int]
-    model_state: dict  # {"kind": "base"} | {"kind": "perturbed", "seed", "sigma", "member"} | {"kind": "endpoint", ...} (written as "remote" before)
-    code: str | None = None  # None: no code could be extracted
-    idea: str | None = None
-    objective: float | None = None  # None unless the code ran and gave a valid result
-    # "parse"; "duplicate": a clone rejected before scoring (context.fingerprint); exact-code duplicates
-    # without fingerprints keep the original's result instead
-    failure: str | None = None
-    message: str = ""
-    seconds: float = 0.0
-    duplicate_of: int | None = None
-    reward: float | None = None  # ES reward, for candidates from perturbed models
-    repairs: list[str] = field(default_factory=list)  # what the parser repaired (codeparse.Extracted.repairs)
-
-    @property
-    def valid(self) -> bool:
-        return self.objective is not None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Candidate":
-        return cls(**data)
 
 
 def better(a: float, b: float, direction: Direction) -> bool:

@@ -1,0 +1,208 @@
+"""Collecting: a comparison's (or a run's) typed records from its directory, and
+the numbers the report shows, aggregated over seeds. No text layout here
+(coevolve.report.render) and no drawing (coevolve.report.plots).
+
+Everything is rebuilt from the files on disk alone (summary.json and test.json
+of each run, through coevolve.base.records); nothing is rerun.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from coevolve.base.config import build_config, read_toml
+from coevolve.base.errors import UsageError
+from coevolve.base.records import ComparisonCell, SearchSummary, TestScores, read_record, read_summary
+from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
+                           run_state, scored_sets)
+from coevolve.runstore import RunStore
+from coevolve.stats import gap_closed, paper_delta, summarise
+from tasks.loader import remember_tasks
+from tasks.registry import heuristic_task
+
+
+def fmt_number(value: float | None) -> str:
+    """The report's one number format (verdicts here, tables in render)."""
+    if value is None:
+        return "–"
+    return f"{value:.4f}" if abs(value) < 1000 else f"{value:.1f}"
+
+
+# ----------------------------------------------------------------- loading
+def collect(root: Path) -> tuple[CompareConfig, list[ComparisonCell]]:
+    """The comparison's config and one cell per planned run, from its files."""
+    root = Path(root)
+    if not (root / COMPARE_CONFIG).exists():
+        raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
+    config = build_config(CompareConfig, read_toml(root / COMPARE_CONFIG))
+    cells = []
+    for spec in planned_runs(config):
+        directory = spec.directory(root)
+        state = run_state(directory)
+        finished = state == "finished"
+        summary = read_summary(directory / "summary.json") if finished else None
+        if summary is not None and not isinstance(summary, SearchSummary):
+            raise UsageError(f"{directory / 'summary.json'}: an {summary.kind} run's summary in a heuristic comparison")
+        tests = read_record(directory / TEST_SCORES, TestScores) if finished else None
+        cells.append(ComparisonCell(
+            task=spec.task, method=spec.method, budget=spec.budget, seed=spec.seed,
+            dir=str(directory.relative_to(root)), state=state, summary=summary,
+            scores=tests.by_set() if tests else {},
+            best_is=best_starting_point(directory, spec.task) if finished else None))
+    return config, cells
+
+
+def baselines(config: CompareConfig, root: Path) -> dict[tuple[str, str, int], float]:
+    """The task template's test objective per (task, split, size), where scored."""
+    found = {}
+    for task in config.compare.tasks:
+        tests = read_record(baseline_directory(root, task) / TEST_SCORES, TestScores)
+        for s in tests.scores if tests else []:
+            if s.objective is not None:
+                found[(task, s.split, s.size)] = s.objective
+    return found
+
+
+# ------------------------------------------------------ the starting point
+def _function_shape(code: str, name: str) -> str | None:
+    """The named function's AST without its docstring: equal for programs that
+    differ only in comments, docstrings and layout."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]
+            return ast.dump(ast.Module(body=body, type_ignores=[]), annotate_fields=False)
+    return None
+
+
+def starting_point(code: str, task_name: str) -> str | None:
+    """"template" when `code` is the task's template function (up to comments,
+    docstring and layout), "seed" when it is one of the task's seed heuristics
+    (a task's optional `seeds`), else None."""
+    task = heuristic_task(task_name)
+    mine = _function_shape(code, task.function_name)
+    if mine is None:
+        return None
+    if mine == _function_shape(task.template, task.function_name):
+        return "template"
+    if any(mine == _function_shape(seed, task.function_name) for seed in getattr(task, "seeds", None) or ()):
+        return "seed"
+    return None
+
+
+def best_starting_point(directory: str | Path, task_name: str) -> str | None:
+    """starting_point of a run directory's best.py (None when it has none)."""
+    best = Path(directory) / "best.py"
+    return starting_point(best.read_text(encoding="utf-8"), task_name) if best.exists() else None
+
+
+def task_of_run(store: RunStore) -> str | None:
+    """The task spec a run's config names (a file task re-found from the run
+    directory alone, tasks.loader.remember_tasks: a changed file reads as the
+    source the run used); None when its config names none."""
+    remember_tasks(store.dir, "copy")
+    spec = read_toml(store.config_path).get("run", {}).get("task")
+    return spec if isinstance(spec, str) and spec else None
+
+
+def at_template(cell: ComparisonCell, split: str, size: int, template: float | None) -> bool:
+    """Whether a run's best is, or scores exactly as, the task's starting point."""
+    if cell.best_is is not None:
+        return True
+    score = cell.scores.get((split, size))
+    objective = score.objective if score else None
+    return template is not None and objective is not None and abs(objective - template) <= 1e-9 * max(1.0, abs(template))
+
+
+# ---------------------------------------------------------- aggregating
+def verdict(base: dict, variant: dict) -> dict:
+    """Can the two arms be told apart on this set? Only when their mean test
+    objectives differ by more than the larger of their seeds' standard deviations."""
+    a, b = base["objective"], variant["objective"]
+    if a["mean"] is None or b["mean"] is None:
+        return {"distinct": None, "why": "a method has no scored heuristic"}
+    difference = abs(a["mean"] - b["mean"])
+    if a["std"] is None or b["std"] is None:
+        return {"distinct": None, "difference": difference,
+                "why": "fewer than two scored seeds in an arm: no spread to judge by"}
+    spread = max(a["std"], b["std"])
+    return {"distinct": difference > spread, "difference": difference, "spread": spread,
+            "why": (f"the means differ by {fmt_number(difference)}, "
+                    f"{'more' if difference > spread else 'no more'} than the seeds' spread ({fmt_number(spread)})")}
+
+
+def _mean_std(values: Iterable[float | None]) -> dict:
+    return summarise(list(values)).to_dict()
+
+
+def aggregate(config: CompareConfig, cells: list[ComparisonCell],
+              template: dict[tuple[str, str, int], float] | None = None) -> list[dict]:
+    """Per task, budget and test set: one row per method (mean ± std over seeds),
+    then one Δ row per method pair present, with whether the pair can be told
+    apart. Rows are plain dicts: they are results.json's and table.csv's rows."""
+    template = template or {}
+    rows: list[dict] = []
+    for task_name in config.compare.tasks:
+        sets = scored_sets(config, heuristic_task(task_name))
+        for budget in config.compare.budgets:
+            for split, size in sets:
+                by_method: dict[str, dict] = {}
+                for method in config.compare.methods:
+                    mine = [c for c in cells if (c.task, c.method, c.budget) == (task_name, method, budget)]
+                    done = [c for c in mine if c.summary is not None]
+                    scores = [c.scores.get((split, size)) for c in done]
+                    row = {
+                        "kind": "method", "task": task_name, "budget": budget, "split": split, "size": size,
+                        "method": method, "runs": len(mine), "finished": len(done),
+                        "with_heuristic": sum(1 for c in done if c.summary.best is not None),
+                        "objective": _mean_std(s and s.objective for s in scores),
+                        "gap": _mean_std(s and s.gap for s in scores),
+                        "train_valid_rate": _mean_std(c.summary.valid_rate for c in done),
+                        "train_best": _mean_std(c.summary.best and c.summary.best.objective for c in done),
+                        "instances": max((s.instances for s in scores if s), default=None),
+                        "at_template": sum(1 for c in done if at_template(c, split, size,
+                                                                         template.get((task_name, split, size)))),
+                        "best_is_template": sum(1 for c in done if c.best_is == "template"),
+                        "dirs": [c.dir for c in mine],
+                    }
+                    by_method[method] = row
+                    rows.append(row)
+                for base, variant in PAIRS:
+                    if base in by_method and variant in by_method:
+                        rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
+                                     "size": size, "method": f"{base} -> {variant}", "base": base,
+                                     "variant": variant,
+                                     "delta": paper_delta(by_method[base]["gap"]["mean"],
+                                                          by_method[variant]["gap"]["mean"]),
+                                     "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
+                                                              by_method[variant]["gap"]["mean"]),
+                                     **verdict(by_method[base], by_method[variant])})
+    return rows
+
+
+def run_rows(cells: list[ComparisonCell]) -> list[dict]:
+    """One flat row per run and test set (a run without scores gets one row)."""
+    flat = []
+    for c in cells:
+        s = c.summary
+        ledger = s.ledger if s else None
+        base: dict[str, Any] = {
+            "task": c.task, "method": c.method, "budget": c.budget, "seed": c.seed, "state": c.state, "dir": c.dir,
+            "best_is": c.best_is, "evaluations": s and s.evaluations, "valid": s and s.valid,
+            "valid_rate": s and s.valid_rate, "train_best": s.best.objective if s and s.best else None,
+            "llm_requests": ledger and ledger.llm_requests, "completion_tokens": ledger and ledger.completion_tokens,
+            "outcomes": json.dumps(ledger.outcomes, sort_keys=True) if ledger else None}
+        for score in list(c.scores.values()) or [None]:
+            flat.append({**base, **{k: getattr(score, k) if score else None for k in
+                                    ("split", "size", "limit", "instances", "objective", "failure",
+                                     "reference", "gap")}})
+    return flat

@@ -1,0 +1,440 @@
+"""Rendering: a comparison's or a run's report from collected records (tables,
+CSV, markdown, results.json, and the figures drawn by coevolve.report.plots),
+and the table `coevolve run` prints at the end of a run.
+
+A comparison's report has, per task and budget, one row per method with the
+test objective and the gap to the reference (mean ± std over seeds), the
+training valid rate and how many runs produced a heuristic; the methods come
+in pairs (Sample / Sample+ESOpt, EoH / EoH+ESOpt), each pair followed by its Δ
+row: the relative gap reduction of the +ESOpt variant over its base method.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
+from coevolve.base.errors import UsageError
+from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
+                                   parse, read_record, read_summary)
+from coevolve.plan import COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, scored_sets, structural_differences
+from coevolve.report.collect import (aggregate, at_template, baselines, best_starting_point, collect, fmt_number,
+                                     run_rows, task_of_run)
+from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
+from coevolve.runstore import RunStore
+from coevolve.search.plot import plot_best_so_far
+from tasks.loader import remember_tasks, task_label
+from tasks.registry import heuristic_task
+
+BUDGET_STATEMENT = (
+    "Every run has the same budget of {budget} evaluations, counted by one ledger "
+    "(coevolve/search/ledger.py) for every method: each candidate the LLM is asked for costs one "
+    "evaluation whatever becomes of it — initial population, duplicates of earlier code and texts "
+    "with no parseable code included. LLM requests and tokens are counted separately and consume no budget."
+)
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    buffer = io.StringIO()
+    if rows:
+        fields = list(dict.fromkeys(k for row in rows for k in row))
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, dict) and "mean" in value:
+        return "" if value["mean"] is None else value["mean"]
+    return "" if value is None else value
+
+
+def _table_rows_csv(rows: list[dict]) -> list[dict]:
+    """Aggregates flattened: each mean ± std becomes two columns."""
+    out = []
+    for row in rows:
+        flat = {}
+        for key, value in row.items():
+            if isinstance(value, dict) and "mean" in value:
+                flat[f"{key}_mean"], flat[f"{key}_std"], flat[f"{key}_n"] = value["mean"], value["std"], value["n"]
+            else:
+                flat[key] = value
+        out.append(flat)
+    return out
+
+
+# ------------------------------------------------------------- formatting
+def fmt_mean_std(stats: dict, percent: bool = False) -> str:
+    if stats["mean"] is None:
+        return "–"
+    show = (lambda v: f"{100 * v:.2f}%") if percent else fmt_number
+    return show(stats["mean"]) + ("" if stats["std"] is None else f" ± {show(stats['std'])}")
+
+
+def fmt_delta(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f}%"
+
+
+def _links(dirs: list[str]) -> str:
+    return " ".join(f"[s{d.rsplit('-s', 1)[-1]}]({d}/)" for d in dirs)
+
+
+def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budget: int,
+                   template: dict[tuple[str, str, int], float] | None = None) -> str:
+    """The paper-style table of one task and budget: the task template (every
+    run's starting point), a row per method linking its runs, each +ESOpt variant
+    followed by its Δ row against its base method and whether the two can be told apart."""
+    template = template or {}
+    mine = [r for r in rows if r["task"] == task_name and r["budget"] == budget]
+    sets = list(dict.fromkeys((r["split"], r["size"]) for r in mine))
+    header = ["Method"]
+    for split, size in sets:
+        header += [f"{split}{size} objective", f"{split}{size} gap"]
+    header += ["train valid rate", "runs with a heuristic", "best = template", "runs"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    if any((task_name, split, size) in template for split, size in sets):
+        cells = ["Task template (starting point)"]
+        for split, size in sets:
+            cells += [fmt_number(template.get((task_name, split, size))), ""]
+        lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
+    methods = _ordered_methods(config.compare.methods)
+    base_of = {variant: base for base, variant in PAIRS}
+    for method in methods:
+        per_set = {(r["split"], r["size"]): r for r in mine if r["kind"] == "method" and r["method"] == method}
+        cells = [_label(method)]
+        for s in sets:
+            cells += [fmt_mean_std(per_set[s]["objective"]), fmt_mean_std(per_set[s]["gap"], percent=True)]
+        first = per_set[sets[0]]
+        at = max(per_set[s]["at_template"] for s in sets)
+        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), f"{first['with_heuristic']}/{first['runs']}",
+                  f"{at}/{first['finished']}", _links(first["dirs"])]
+        lines.append("| " + " | ".join(cells) + " |")
+        if base_of.get(method) in methods:
+            deltas = {(r["split"], r["size"]): r for r in mine if r["kind"] == "delta" and r["variant"] == method}
+            cells = [f"Δ {_label(method)} vs {_label(base_of[method])}"]
+            for s in sets:
+                d = deltas.get(s) or {}
+                told = {True: "", False: " (within the seeds' spread)", None: " (cannot judge)"}[d.get("distinct")]
+                cells += ["", fmt_delta(d.get("delta")) + told]
+            lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
+    return "\n".join(lines)
+
+
+def conclusions(config: CompareConfig, rows: list[dict], records: list[ComparisonCell],
+                template: dict[tuple[str, str, int], float], unmatched: list[str]) -> list[str]:
+    """What the comparison can and cannot conclude, in plain sentences."""
+    out = []
+    finished = [r for r in records if r.summary is not None]
+    for task_name in config.compare.tasks:
+        mine = [r for r in finished if r.task == task_name]
+        literal = [r for r in mine if r.best_is == "template"]
+        seeds = [r for r in mine if r.best_is == "seed"]
+        if literal:
+            out.append(f"{task_name}: {len(literal)} of {len(mine)} finished runs returned the task template itself "
+                       "as their best heuristic: they found nothing better than the starting point.")
+        if seeds:
+            out.append(f"{task_name}: {len(seeds)} of {len(mine)} finished runs returned one of the task's seed "
+                       "heuristics as their best.")
+        for split, size in list(dict.fromkeys(k[1:] for k in template if k[0] == task_name)):
+            same = [r for r in mine if r.best_is is None and at_template(r, split, size, template[(task_name, split, size)])]
+            if same:
+                out.append(f"{task_name} {split}{size}: {len(same)} more runs' best scores exactly what the template "
+                           f"scores ({fmt_number(template[(task_name, split, size)])}).")
+    for row in rows:
+        if row["kind"] != "delta":
+            continue
+        where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {row['task']} {row['split']}{row['size']} "
+                 f"at budget {row['budget']}")
+        if row["distinct"] is True:
+            out.append(f"{where}: the arms differ: {row['why']} (a few seeds; no significance test).")
+        else:
+            out.append(f"{where}: cannot be told apart: {row['why']}.")
+    if unmatched:
+        out.append("The +ESOpt arms are NOT structurally matched to their base methods (allowed knowingly with "
+                   "compare.allow_unmatched): " + "; ".join(unmatched) + ". Differences may come from the plans, "
+                   "not from ESOpt.")
+    return out
+
+
+def ledger_table(config: CompareConfig, records: list[ComparisonCell]) -> str:
+    """What the budget bought, per method: ledger outcomes and LLM traffic, summed over finished runs."""
+    # a task's evaluation cascade (coevolve/search/cascade.py) stops some candidates at stage 1: a column then
+    kinds = ["evaluated", "duplicate", "parse"]
+    if any(r.summary is not None and r.summary.ledger.outcomes.get("cascade") for r in records):
+        kinds.append("cascade")
+    lines = ["| Method | runs | evaluations | evaluated | duplicate | no code (parse) | "
+             + ("stopped at stage 1 (cascade) | " if "cascade" in kinds else "")
+             + "LLM requests | completion tokens |", "|---" * (5 + len(kinds)) + "|"]
+    for method in _ordered_methods(config.compare.methods):
+        done = [r.summary for r in records if r.method == method and r.summary is not None]
+        ledgers = [s.ledger for s in done]
+        cells = [_label(method), str(len(done)), str(sum(s.evaluations for s in done))]
+        cells += [str(sum(ledger.outcomes.get(k, 0) for ledger in ledgers)) for k in kinds]
+        cells += [str(sum(ledger.llm_requests for ledger in ledgers)),
+                  str(sum(ledger.completion_tokens for ledger in ledgers))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------- rendering
+def render_comparison(root: str | Path) -> dict[str, Path]:
+    """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
+    root = Path(root)
+    remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
+    config, records = collect(root)
+    template = baselines(config, root)
+    rows = aggregate(config, records, template)
+    unmatched = structural_differences(config)
+    written: dict[str, Path] = {}
+    plots: dict[tuple, Path] = {}
+    for task_name in config.compare.tasks:
+        for budget in config.compare.budgets:
+            plots[(task_name, budget)] = plot_progress(config, records, task_name, budget,
+                                                       root / "plots" / f"progress-{task_label(task_name)}-b{budget}.png")
+        for split, size in scored_sets(config, heuristic_task(task_name)):
+            plots[(task_name, split, size)] = plot_test_scores(
+                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png")
+
+    c, t = config.compare, config.test
+    finished = sum(1 for r in records if r.state == "finished")
+    parts = [f"# Comparison: {', '.join(_label(m) for m in c.methods)}",
+             "",
+             f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} evaluations. "
+             f"Seeds: {', '.join(map(str, c.seeds))}. Runs finished: {finished} of {len(records)}.",
+             "",
+             " ".join(BUDGET_STATEMENT.format(budget=b) for b in c.budgets[:1]) +
+             ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)") +
+             (f" EoH's initial population ({config.eoh.init or config.eoh.population} candidates) is charged "
+              "outside the budget, as the paper counts T (eoh.init_in_budget = false): EoH runs spend that many "
+              "more evaluations." if not config.eoh.init_in_budget and any(m.startswith("eoh") for m in c.methods)
+              else ""),
+             "",
+             "Each run's heuristic is its best by training objective (best.py, chosen before any test "
+             "score exists); it is scored on the test sets below with the same sandbox scoring as "
+             "`coevolve eval`. Objective and gap are mean ± sample std over the seeds whose run produced "
+             "a heuristic; gap = relative distance to the reference, positive when worse. "
+             "Δ = gap of the base method / gap of its +ESOpt variant − 1, from the mean gaps (the "
+             "paper's gain, §6: +22.96% means the base method's gap is 22.96% larger); results.json "
+             "also holds gap_closed = (base gap − variant gap) / base gap.",
+             ""]
+    verdicts = conclusions(config, rows, records, template, unmatched)
+    if verdicts:
+        parts += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
+    if t.limit:
+        parts += [f"Test sets cut to their first {t.limit} instances (test.limit; the reference is "
+                  "computed on the same cut sets): numbers are not the paper's full-set numbers.", ""]
+    for task_name in c.tasks:
+        task = heuristic_task(task_name)
+        parts += [f"## {task_name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
+        references = {(s.split, s.size): (s.reference, s.reference_kind)
+                      for rec in records if rec.task == task_name for s in rec.scores.values()}
+        if references:
+            parts += ["References: " + "; ".join(
+                f"{split}{size} = {fmt_number(value)} ({kind or 'none'})"
+                for (split, size), (value, kind) in sorted(references.items())), ""]
+        for budget in c.budgets:
+            parts += [f"### Budget {budget}", "", markdown_table(config, rows, task_name, budget, template), "",
+                      f"![best so far]({plots[(task_name, budget)].relative_to(root)})", ""]
+        for split, size in scored_sets(config, task):
+            parts += [f"![test scores]({plots[(task_name, split, size)].relative_to(root)})", ""]
+    parts += ["## What the budget bought", "", ledger_table(config, records), ""]
+    parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | best is | directory |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        s = r.summary
+        valid = f"{s.valid}/{s.evaluations}" if s else "–"
+        parts.append(f"| {r.task} | {_label(r.method)} | {r.budget} | {r.seed} | {r.state} | "
+                     f"{valid} | {fmt_number(s.best.objective if s and s.best else None)} | "
+                     f"{STARTING_POINT.get(r.best_is, '')}"
+                     f" | [{r.dir}]({r.dir}/) |")
+    written["report.md"] = root / "report.md"
+    atomic_write_text(written["report.md"], "\n".join(parts) + "\n")
+    written["table.csv"] = root / "table.csv"
+    _write_csv(written["table.csv"], _table_rows_csv(rows))
+    written["runs.csv"] = root / "runs.csv"
+    _write_csv(written["runs.csv"], run_rows(records))
+    written["results.json"] = root / "results.json"
+    atomic_write_json(written["results.json"], {
+        "config": {"compare": vars(c), "test": vars(t)},
+        "budget_counts": BUDGET_STATEMENT.format(budget="B"),
+        "rows": rows, "runs": run_rows(records), "conclusions": verdicts,
+        "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
+        "structurally_matched": not unmatched})
+    for key, path in plots.items():
+        written["plots/" + path.name] = path
+    return written
+
+
+def render_run(directory: str | Path) -> dict[str, Path]:
+    """One run: progress.png again from summary.json, and report.md with its
+    table (the one `coevolve run` prints) and any test scores."""
+    store = RunStore.open(directory)
+    summary = read_summary(store.path("summary.json"))
+    if summary is None:
+        raise UsageError(f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
+    if isinstance(summary, AgentSummary):
+        return render_agent_run(store, summary)
+    direction = summary.train.direction
+    plot = plot_best_so_far({summary.method: summary.best_so_far},
+                            store.path("progress.png"), budget=summary.budget,
+                            title=f"{summary.task}, {summary.method}, seed {summary.seed}",
+                            ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
+    parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
+             run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary.budget), ""]
+    found = best_starting_point(store.dir, task_of_run(store) or summary.task)
+    if found:
+        parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
+                  "its starting point.**", ""]
+    elif not store.path("best.py").exists():
+        parts += ["**This run produced no valid heuristic.**", ""]
+    tests = read_record(store.path(TEST_SCORES), TestScores)
+    if tests and tests.scores:
+        parts += ["| test set | instances | objective | reference | gap | failure |", "|---|---|---|---|---|---|"]
+        for s in tests.scores:
+            gap = "–" if s.gap is None else f"{100 * s.gap:.2f}%"
+            parts.append(f"| {s.split}{s.size} | {s.instances} | {fmt_number(s.objective)} | "
+                         f"{fmt_number(s.reference)} | {gap} | {s.failure or ''} |")
+        parts.append("")
+    parts.append("![best so far](progress.png)")
+    atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
+    return {"report.md": store.path("report.md"), "progress.png": plot}
+
+
+STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}
+
+
+def es_updates(es: ESCounts) -> str:
+    """ "12", or "12 (5 with every member's reward equal: no weight moved)"."""
+    if not es.flat:
+        return str(es.updates)
+    return f"{es.updates} ({es.flat} with every member's reward equal: no weight moved)"
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
+
+
+def run_table(summary: SearchSummary, directory: Path) -> str:
+    """The table `coevolve run` prints at the end of a run."""
+    best = summary.best
+    found = best_starting_point(directory, summary.task) if best else None
+    train = summary.train
+    ledger = summary.ledger
+    gap = best.gap if best else None
+    rows = [
+        ("method", summary.method),
+        ("task", f"{summary.task} ({train.split}{train.size}, {train.direction})"),
+        ("evaluations", f"{summary.evaluations} / {summary.budget}"),
+        ("valid", f"{summary.valid} ({summary.valid_rate:.1%})"),
+        ("failures", ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "-"),
+        ("best objective", "-" if not best else f"{best.objective:.6g} (candidate {best.id}, {best.operator})"),
+        *([("best is", f"{STARTING_POINT[found]} itself: nothing better than the starting point was found")]
+          if found else []),
+        ("reference", "-" if train.reference is None else f"{train.reference:.6g}"),
+        ("gap", "-" if gap is None else f"{gap:.2%}"),
+        ("LLM requests", f"{ledger.llm_requests} ({ledger.prompt_tokens} prompt + "
+                         f"{ledger.completion_tokens} completion tokens"
+                         + (f", {ledger.llm_retries} retried" if ledger.llm_retries else "") + ")"),
+    ]
+    if summary.es:
+        rows.append(("ES updates", es_updates(summary.es)))
+    rows += context_rows(summary.context, summary.stopped)
+    rows.append(("run directory", str(directory)))
+    return _table(rows)
+
+
+def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, str]]:
+    """The run table's rows for issue 25's context (absent from older summaries)."""
+    if not context:
+        return []
+    rows = [("valid per phase", ", ".join(f"{name} {p['valid']}/{p['candidates']}"
+                                          + (f" ({p['valid'] / p['candidates']:.0%})" if p["candidates"] else "")
+                                          for name, p in context["phases"].items()) or "-"),
+            ("decoding", "constrained to the template's def line" if context["constrain"] == "on"
+             else context["constrain"])]
+    if context["fingerprint"]:
+        rows.append(("clones rejected", f"{context['rejected']} unscored ({context['rejected_template']} of the "
+                                        "template)"))
+    if context["parser_repairs"]:
+        rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
+    if context["repair_requests"]:
+        rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
+    versions = context["skill_versions"]
+    if versions:
+        rows.append(("skill versions", f"{len(versions)}, latest {versions[-1]['path']} "
+                                       f"({versions[-1]['rules']} rules)"))
+    template = context.get("template_objective")
+    if template is not None:
+        rows.append(("beat the template", f"{'yes' if context['beat_template'] else 'no'} (template {template:.6g})"))
+    if context.get("spend") is not None:
+        rows.append(("endpoint spend", f"${context['spend']:.4f}"))
+    if stopped:
+        rows.append(("stopped early", f"cap {stopped['cap']} reached ({stopped['used']:g} >= {stopped['limit']:g}) "
+                                      f"after {stopped['evaluations']} evaluations; raise it in config.toml and "
+                                      "--resume to go on"))
+    return rows
+
+
+def agent_table(summary: AgentSummary, directory: Path) -> str:
+    """The table `coevolve run` prints at the end of an agent run."""
+    first, last = summary.eval_first, summary.eval_last
+    ledger = summary.ledger
+
+    def scores(e: Any) -> str:
+        progress = getattr(e, "progress", None)
+        shown = f", progress {progress:.3f}" if progress is not None else ""
+        return f"reward {e.mean_reward:.3f}{shown} (round {e.round})"
+
+    rows = [
+        ("method", summary.method),
+        ("task", summary.task),
+        ("rounds", str(summary.rounds)),
+        ("episodes", f"{ledger.used} / {ledger.budget}"),
+        ("held-out before", scores(first)),
+        ("held-out after", scores(last)),
+        ("best held-out reward", f"{summary.best_eval_reward:.3f}"),
+        ("distilled skill", summary.skill or "-"),
+    ]
+    if summary.es:
+        rows.append(("ES updates", es_updates(summary.es)))
+    if summary.checksum is not None:
+        rows.append(("weights checksum", summary.checksum))
+    rows.append(("run directory", str(directory)))
+    return _table(rows)
+
+
+def render_agent_run(store: RunStore, summary: AgentSummary) -> dict[str, Path]:
+    """An agent run: the table `coevolve run` prints and the held-out reward per
+    round (from eval.jsonl, which runs before events.jsonl also wrote)."""
+    path = store.path("eval.jsonl")
+    evals = [parse(e, AgentEvalRound, f"{path} line {n}") for n, e in enumerate(read_jsonl(path), start=1)]
+    curve = [(e.episodes_used, e.mean_reward) for e in evals]
+    plot = plot_best_so_far({summary.method: curve}, store.path("progress.png"),
+                            budget=summary.ledger.budget,
+                            title=f"{summary.task}, {summary.method}, seed {'?' if summary.seed is None else summary.seed}",
+                            ylabel="held-out mean reward (higher is better)")
+    parts = [f"# Agent run: {summary.method} on {summary.task}", "", "```",
+             agent_table(summary, store.dir), "```", "",
+             "Budget: training episodes, one ledger charge per episode; held-out evaluation is not charged.", "",
+             "| round | episodes | held-out mean reward | skills |", "|---|---|---|---|"]
+    parts += [f"| {e.round} | {e.episodes_used} | {e.mean_reward:.3f} | {', '.join(e.skills) or '-'} |"
+              for e in evals]
+    parts += ["", "![held-out reward](progress.png)"]
+    atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
+    return {"report.md": store.path("report.md"), "progress.png": plot}
+
+
+def render(directory: str | Path) -> dict[str, Path]:
+    """A comparison directory or a run directory, whichever `directory` is."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UsageError(f"directory not found: {directory}")
+    if (directory / COMPARE_CONFIG).exists():
+        return render_comparison(directory)
+    return render_run(directory)
