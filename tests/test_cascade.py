@@ -139,6 +139,7 @@ def score_of(code: str) -> float:
 
 
 def test_loop_stops_candidates_at_stage_one_and_charges_each_once(tmp_path):
+    from coevolve.base.records import SearchSummary
     from coevolve.report import run_table
     from tasks.registry import register_heuristic, unregister
 
@@ -152,7 +153,7 @@ def test_loop_stops_candidates_at_stage_one_and_charges_each_once(tmp_path):
     assert ledger["outcomes"]["cascade"] == len(stopped) == summary["failures"]["cascade"]
     register_heuristic("fake", CascadeTask)  # the run table looks the task up by name
     try:
-        assert "cascade " in run_table(summary, tmp_path / "r")
+        assert "cascade " in run_table(SearchSummary.model_validate(summary), tmp_path / "r")
     finally:
         unregister("fake")
     for c in stopped:
@@ -282,16 +283,19 @@ def test_file_task_cascade_through_the_real_sandbox(tmp_path, capsys):
 def test_compare_ledger_table_counts_stage_one_rejections():
     from types import SimpleNamespace
 
-    from coevolve.report import ledger_table
+    from coevolve.report.render import ledger_table
 
     config = SimpleNamespace(compare=SimpleNamespace(methods=["sample"]))
-    ledger = {"outcomes": {"evaluated": 3, "cascade": 2, "parse": 1}, "llm_requests": 6, "completion_tokens": 9}
-    table = ledger_table(config, [{"method": "sample", "summary": {"evaluations": 6, "ledger": ledger}}])
+
+    def cell(evaluations: int, outcomes: dict) -> SimpleNamespace:  # the fields ledger_table reads of a ComparisonCell
+        ledger = SimpleNamespace(outcomes=outcomes, llm_requests=evaluations, completion_tokens=9)
+        return SimpleNamespace(method="sample", summary=SimpleNamespace(evaluations=evaluations, ledger=ledger))
+
+    table = ledger_table(config, [cell(6, {"evaluated": 3, "cascade": 2, "parse": 1})])
     header, rule, row = table.splitlines()
     assert "stopped at stage 1 (cascade)" in header and rule.count("---") == 9
     assert row.split("|")[4:8] == [" 3 ", " 0 ", " 1 ", " 2 "]
-    plain = ledger_table(config, [{"method": "sample", "summary": {"evaluations": 4, "ledger": {
-        "outcomes": {"evaluated": 4}, "llm_requests": 4, "completion_tokens": 9}}}])
+    plain = ledger_table(config, [cell(4, {"evaluated": 4})])
     assert "cascade" not in plain and plain.splitlines()[1].count("---") == 8
 
 
