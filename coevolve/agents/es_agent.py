@@ -48,10 +48,10 @@ from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
 from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
-from coevolve.base.errors import UsageError
 from coevolve.engine.base import Generator, WeightEngine
 from coevolve.es.config import ESConfig
-from coevolve.runstore import RunStore, same_settings
+from coevolve.es.start import ResumeError, check_start, start_es, start_event
+from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
 
 EVENT_VERSION = 1
@@ -125,7 +125,7 @@ class _AgentRun:
                 check([self.task.action_pattern])
         with store.event_writer() as log:
             if not events:
-                log.append({"type": "start", "kind": KIND, "version": EVENT_VERSION, "config": as_dict(config)})
+                log.append(start_event(KIND, EVENT_VERSION, as_dict(config)))
             self._eval(0, evals.get(0), log, started)
             round_index = 0
             online = config.agent.distill == "online"
@@ -151,14 +151,7 @@ class _AgentRun:
 
     def _start_es(self) -> Any:
         es = resolved_es(self.config)
-        if es is None:
-            return None
-        from coevolve.es import ESOpt
-
-        history, seed = self.store.history_path, self.config.run.seed
-        if history.exists() and history.stat().st_size > 0:
-            return ESOpt.resume(es, history, self.engine, seed=seed)
-        return ESOpt(es, history, seed=seed)
+        return None if es is None else start_es(es, self.store.history_path, self.engine, self.config.run.seed)
 
     def _can_play(self, round_index: int) -> bool:
         """Whether the budget pays round `round_index` (and, for ES, the σ
@@ -369,20 +362,14 @@ def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | 
     if not events:
         earlier = [n for n in ("history.jsonl", "eval.jsonl", "summary.json") if store.path(n).exists()]
         if earlier:
-            raise UsageError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
-                               f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
-        return
-    start = events[0]
-    if start.get("type") != "start" or start.get("kind") != KIND or start.get("version") != EVENT_VERSION:
-        raise UsageError(f"{store.events_path}: first event is not a version-{EVENT_VERSION} agent start")
-    if not same_settings(start.get("config"), as_dict(config)):
-        raise UsageError(f"{store.events_path} was written under another config than "
-                           f"{store.config_path}; refusing to mix them")
+            raise ResumeError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
+                              f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
+    check_start(store, events, as_dict(config), kind=KIND, version=EVENT_VERSION)
 
 
 def _check_logged(store: RunStore, index: int, logged: dict, members: Sequence[Any]) -> None:
     planned = [{"index": m.index, "seed": m.seed, "sigma": m.sigma} for m in members]
     if logged["members"] != planned:
-        raise RuntimeError(f"{store.events_path}: round {index} does not replay the same ES members; "
-                           "the run directory was changed or written by another version")
+        raise ResumeError(f"{store.events_path}: round {index} does not replay the same ES members; "
+                          "the run directory was changed or written by another version")
 
