@@ -12,10 +12,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from coevolve.agents.evaluate import MAX_K
+from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
+from coevolve.agents.runconfig import AgentRunConfig, AgentRunSection, AgentSection, SkillsSection
 from coevolve.base.config import build_config, one_of, read_toml, require
 from coevolve.base.errors import UsageError
+from coevolve.base.sampling import Sampling
+from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
+from coevolve.es.config import ESConfig
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SandboxSection, SearchSections
 
@@ -30,6 +36,7 @@ PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp":
 
 @dataclass
 class CompareSection:
+    kind: str = "heuristic"  # "agent": agent methods on agent tasks (AgentCompareConfig below)
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     tasks: list[str] = field(default_factory=lambda: ["tsp_construct"])
     budgets: list[int] = field(default_factory=lambda: [1000, 2000])
@@ -40,12 +47,13 @@ class CompareSection:
     allow_unmatched: bool = False
 
     def check(self, name: str) -> None:
+        one_of(self.kind, KINDS, f"{name}.kind")
         for key in ("methods", "tasks", "budgets", "seeds"):
             values = getattr(self, key)
             require(len(values) >= 1, f"{name}.{key}", "must list at least one value", values)
             require(len(set(values)) == len(values), f"{name}.{key}", "must not repeat a value", values)
         for method in self.methods:
-            one_of(method, METHODS, f"{name}.methods")
+            one_of(method, AGENT_METHODS if self.kind == "agent" else METHODS, f"{name}.methods")
         for budget in self.budgets:
             require(budget >= 1, f"{name}.budgets", "must all be >= 1", self.budgets)
         for seed in self.seeds:
@@ -80,6 +88,8 @@ class CompareConfig(SearchSections):
 
     def check(self) -> None:
         super().check()
+        require(self.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
+                "(load it with load_compare_config)", self.compare.kind)
         for index, name in enumerate(self.compare.tasks):
             task = _task_or_error(name, f"compare.tasks[{index}]")
             scored_sets(self, task)  # every task must have the test sets asked for
@@ -149,7 +159,7 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
         if not isinstance(compare, dict):
             raise UsageError("config error: compare must be a table")
         compare["out"] = out
-    return build_config(CompareConfig, raw)
+    return build_config(config_class(raw), raw)
 
 
 def comparison_run(raw: dict) -> dict:
@@ -159,7 +169,12 @@ def comparison_run(raw: dict) -> dict:
     and seed it lists (flags choose another)."""
     import copy
 
-    c = build_config(CompareConfig, copy.deepcopy(raw)).compare
+    config = build_config(config_class(raw), copy.deepcopy(raw))
+    c = config.compare
+    if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)
+        spec = agent_runs(config)[0]
+        return {**{k: v for k, v in raw.items() if k not in ("compare", "eval", "task")},
+                "task": config.task.get(spec.task, {}), "run": dataclasses.asdict(spec)}
     run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
     return {**{k: v for k, v in raw.items() if k not in ("compare", "test")}, "run": run}
 
@@ -262,3 +277,95 @@ def check_structure(config: CompareConfig) -> list[str]:
                          + "\nmake the plans equal, or pass --allow-unmatched (compare.allow_unmatched = true) "
                            "to compare them knowingly; the report will say so")
     return differences
+
+
+# ------------------------------------------------------------------ agent arms
+# (issue 21, item 3: one comparison stack.) A comparison with [compare] kind =
+# "agent" shares [compare] (methods x tasks x budgets x seeds, the run layout,
+# run_state, resume) with heuristic ones; its methods are AGENT_METHODS ("base"
+# is the checkpoint and needs no run), its tasks agent tasks, its budgets
+# training episodes. [eval] is the held-out protocol every arm is scored by
+# (coevolve.agents.evaluate), [task.<name>] the options of each task, and the
+# other sections are an agent run's (AgentRunConfig), shared by every run.
+KINDS = ("heuristic", "agent")
+AGENT_METHODS = ("base", *AGENT_RUN_METHODS)
+HELDOUT_SCORES = "heldout.json"  # an arm's held-out scores, in its run directory (base: baselines/<task>/base-s<seed>)
+AGENT_SHARED = ("agent", "sampling", "es", "skills", "endpoint", "model", "distributed")
+
+
+@dataclass
+class HeldoutEvalSection:
+    problems: int = 100  # the fixed held-out split (eval split, seed 0), the same for every arm and seed
+    k: int = 4  # attempts per problem (Mean@k, Pass@k)
+    constrained: bool = True  # decode held-out turns under the task's action format
+    max_tokens: int = 12  # per turn
+
+    def check(self, name: str) -> None:
+        for key in ("problems", "k", "max_tokens"):
+            require(getattr(self, key) >= 1, f"{name}.{key}", "must be >= 1", getattr(self, key))
+        require(self.k <= MAX_K, f"{name}.k", f"must be <= {MAX_K}", self.k)
+
+
+def _agent_default(name: str) -> Any:
+    """The default of an AgentRunConfig section: a comparison's runs start from the same defaults as `coevolve run`."""
+    return next(f.default_factory for f in dataclasses.fields(AgentRunConfig) if f.name == name)
+
+
+@dataclass
+class AgentCompareConfig:
+    """[compare] kind = "agent", [eval], [task.<name>] and the agent run sections."""
+
+    RENAMED: ClassVar[dict[str, str]] = AgentRunConfig.RENAMED
+
+    compare: CompareSection = field(default_factory=lambda: CompareSection(
+        kind="agent", methods=list(AGENT_METHODS), tasks=["sudoku"], budgets=[128], seeds=[0]))
+    eval: HeldoutEvalSection = field(default_factory=HeldoutEvalSection)
+    task: dict[str, dict[str, Any]] = field(default_factory=dict)  # task name -> options of its factory
+    agent: AgentSection = field(default_factory=_agent_default("agent"))
+    sampling: Sampling = field(default_factory=_agent_default("sampling"))
+    es: ESConfig = field(default_factory=_agent_default("es"))
+    skills: SkillsSection = field(default_factory=_agent_default("skills"))
+    endpoint: EndpointSection = field(default_factory=_agent_default("endpoint"))
+    model: ModelSection = field(default_factory=_agent_default("model"))
+    distributed: DistributedSection = field(default_factory=_agent_default("distributed"))
+
+    def check(self) -> None:
+        from tasks.registry import is_agent_task
+
+        require(self.compare.kind == "agent", "compare.kind", 'must be "agent" for agent sections', self.compare.kind)
+        for index, name in enumerate(self.compare.tasks):
+            require(is_agent_task(name), f"compare.tasks[{index}]", "is not an agent task", name)
+        for name, options in self.task.items():
+            require(name in self.compare.tasks, f"task.{name}", "names a task that is not in compare.tasks", name)
+            require(isinstance(options, dict), f"task.{name}", "must be a table of the task's options", options)
+        for spec in agent_runs(self, seeds=self.compare.seeds[:1]):
+            agent_run_config(self, spec, Path("plan"))  # every run's rules (budget pays a round, task options build)
+
+
+ComparisonConfig = CompareConfig | AgentCompareConfig
+
+
+def config_class(raw: dict) -> type:
+    """The comparison config a parsed TOML declares by [compare] kind."""
+    compare = raw.get("compare")
+    return AgentCompareConfig if isinstance(compare, dict) and compare.get("kind") == "agent" else CompareConfig
+
+
+def agent_runs(config: AgentCompareConfig, seeds: list[int] | None = None) -> list[RunSpec]:
+    """The training runs, seeds outermost as planned_runs; "base" needs none."""
+    return [s for s in planned_runs(config) if s.method != "base" and (seeds is None or s.seed in seeds)]
+
+
+def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path) -> AgentRunConfig:
+    """One training run's config: its [run] and its task's options, the shared sections as they are."""
+    run = AgentRunSection(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
+    run.check("run")
+    run_config = AgentRunConfig(run=run, task=dict(config.task.get(spec.task, {})),
+                                **{name: getattr(config, name) for name in AGENT_SHARED})
+    run_config.check()
+    return run_config
+
+
+def base_directory(root: Path, task: str, seed: int) -> Path:
+    """Where the base arm's held-out scores for one seed live (the checkpoint: no run)."""
+    return baseline_directory(root, task) / f"base-s{seed}"

@@ -19,9 +19,11 @@ from typing import Any, Iterable
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.base.errors import UsageError
-from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
+from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, AgentCompareConfig, CompareConfig, baseline_directory,
+                           config_class, planned_runs,
                            run_state, scored_sets, structural_differences)
 from coevolve.runstore import RunStore
+from coevolve.report_agents import render_agent_comparison
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_closed, paper_delta, summarise
 
@@ -438,6 +440,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     from tasks.registry import heuristic_task
 
     root = Path(root)
+    if config_class(read_toml(root / COMPARE_CONFIG)) is AgentCompareConfig:  # agent arms: their own tables
+        return render_agent_comparison(root)
     from tasks.loader import remember_tasks, task_label
 
     remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed

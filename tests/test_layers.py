@@ -28,6 +28,7 @@ LAYERS = {
     "coevolve.plan": 5,  # the comparison plan both compare and report import
     "coevolve.compare": 5,
     "coevolve.report": 5,
+    "coevolve.report_agents": 5,  # an agent comparison's tables and plot (report.py dispatches to it)
     "coevolve.commands": 6,
     "coevolve.cli": 6,
     "coevolve.dashboard": 6,  # reads run and comparison directories, never writes
@@ -45,6 +46,7 @@ ALLOWED: set[tuple[str, str]] = set()
 # registry to build a task in its worker, but tasks never import the sandbox.
 PACKAGES = ["coevolve.base", "coevolve.engine", "coevolve.sandbox", "coevolve.codeparse", "tasks", "coevolve.es",
             "coevolve.runstore", "coevolve.search", "coevolve.agents", "coevolve.plan", "coevolve.compare", "coevolve.report",
+            "coevolve.report_agents",
             "coevolve.stats", "coevolve.commands", "coevolve.cli", "coevolve.dashboard"]
 
 

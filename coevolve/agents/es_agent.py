@@ -45,14 +45,19 @@ from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories,
                                      save_trajectories)
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
+from coevolve.agents.tools import SandboxTool
 from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
 from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.engine.base import Generator, WeightEngine
+from coevolve.engine.openai_client import open_endpoint
+from coevolve.engine.pool import build_engine
 from coevolve.es.config import ESConfig
+from coevolve.es.optimizer import engine_options
 from coevolve.es.start import ResumeError, check_start, start_es, start_event
 from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
+from coevolve.search.progress import progress_bar
 
 EVENT_VERSION = 1
 KIND = "agent"
@@ -94,6 +99,33 @@ def run_agent(
     `endpoint` distils skills (default: the engine at its current weights).
     Returns the summary also written to summary.json."""
     return _AgentRun(config, store, engine, task, endpoint or engine, on_progress).run()
+
+
+def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
+            resuming: bool = False, label: str = "") -> dict[str, Any]:
+    """Run (or resume) an agent config in `store` with its task, endpoint and
+    progress bar: what `coevolve run` and `coevolve compare` both call. A given
+    `engine` is used and left open (its weights keep the run's updates: reset it
+    afterwards); otherwise one is built and closed."""
+    check_run_dir(store, config)
+    tool = SandboxTool()
+    task = config.build_task(tool=tool)
+    endpoint = open_endpoint(config.endpoint)
+    own_engine = engine is None
+    if own_engine:
+        es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
+                      if config.uses_es else {})
+        engine = build_engine(config.model.path or None, config.distributed, **es_options)
+    bar = progress_bar(config, resuming, label=label, unit="episode") if progress else None
+    try:
+        return run_agent(config, store, engine, task, endpoint=endpoint,
+                         on_progress=bar.update_agent if bar else None)
+    finally:
+        if bar:
+            bar.close()
+        tool.close()
+        if own_engine:
+            engine.close()
 
 
 class _AgentRun:

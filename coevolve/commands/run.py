@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.base.errors import UsageError
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.runstore import RunStore
@@ -295,41 +296,6 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         if bar:
             bar.close()
         if engine is not None:
-            engine.close()
-
-
-def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
-                  resuming: bool = False) -> dict:
-    """Run (or resume) an agent config in `store`. A given `engine` is used and
-    left open (its weights keep the run's updates: reset it afterwards);
-    otherwise one is built and closed."""
-    from coevolve.agents.es_agent import check_run_dir, run_agent
-    from coevolve.agents.tools import SandboxTool
-    from coevolve.engine.openai_client import open_endpoint
-    from coevolve.search.progress import progress_bar
-
-    check_run_dir(store, config)
-    tool = SandboxTool()
-    task = config.build_task(tool=tool)
-    endpoint = open_endpoint(config.endpoint)
-    own_engine = engine is None
-    if own_engine:
-        from coevolve.engine.pool import build_engine
-
-        from coevolve.es import engine_options
-
-        es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
-                      if config.uses_es else {})
-        engine = build_engine(config.model.path or None, config.distributed, **es_options)
-    bar = progress_bar(config, resuming, unit="episode") if progress else None
-    try:
-        return run_agent(config, store, engine, task, endpoint=endpoint,
-                         on_progress=bar.update_agent if bar else None)
-    finally:
-        if bar:
-            bar.close()
-        tool.close()
-        if own_engine:
             engine.close()
 
 
