@@ -2,8 +2,9 @@
 `[compare] kind = "agent"`): the config, the report rebuilt from the files
 alone, and on the real engine a comparison killed with SIGKILL mid-training,
 rerun, and re-rendered by `coevolve report` in a fresh process, with the same
-table as an uninterrupted comparison. Kept tiny (one task, base vs esopt, one
-seed, 8 training episodes, 3 held-out problems x 2 attempts)."""
+table as an uninterrupted comparison. Kept tiny: examples/agents_compare.toml
+shrunk to base vs esopt, one seed, 8 training episodes, 3 held-out problems x
+2 attempts."""
 
 from __future__ import annotations
 
@@ -26,50 +27,30 @@ from coevolve.report import render
 from coevolve.runstore import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = """
-[compare]
-kind = "agent"
-methods = ["base", "esopt"]
-tasks = ["sudoku"]
-seeds = [0]
-budgets = [8]
+EXAMPLE = ROOT / "examples" / "agents_compare.toml"
+# the example shrunk: base vs esopt, one seed, 2 rounds of 2 members x 2 puzzles, 3 held-out puzzles x 2 attempts
+SHRINK = {"compare": {"methods": ["base", "esopt"], "seeds": [0], "budgets": [8]},
+          "eval": {"problems": 3, "k": 2, "max_tokens": 8},
+          "agent": {"population": 2, "batch": 2, "eval_cases": 2},
+          "sampling": {"max_tokens": 8}}
 
-[eval]
-problems = 3
-k = 2
-max_tokens = 8
 
-[task.sudoku]
-masked = 1
-
-[agent]
-population = 2
-batch = 2
-eval_cases = 2
-eval_every = 1000
-history_turns = 1
-shaping = 0.5
-
-[sampling]
-temperature = 1.0
-max_tokens = 8
-
-[es]
-sigma = 0.01
-sigma_end = 0.005
-alpha = 0.002
-"""
+def tiny_raw() -> dict:
+    raw = read_toml(EXAMPLE)
+    for section, values in SHRINK.items():
+        raw[section].update(values)
+    return raw
 
 
 def test_the_example_loads_as_an_agent_comparison():
-    config = load_compare_config(ROOT / "examples" / "agents_compare.toml")
+    config = load_compare_config(EXAMPLE)
     assert isinstance(config, AgentCompareConfig) and config.compare.kind == "agent"
     assert config.compare.methods == ["base", "esopt", "trace2skill", "esopt+trace2skill"] and config.eval.k == 4
     runs = agent_runs(config)  # base needs no run
     assert {s.method for s in runs} == {"esopt", "trace2skill", "esopt+trace2skill"} and len(runs) == 6
     assert config.task == {"sudoku": {"masked": 1}} and config.sampling.temperature == 1.0
     # `coevolve run PRESET` runs its first training arm
-    assert comparison_run(read_toml(ROOT / "examples" / "agents_compare.toml"))["run"] == {
+    assert comparison_run(read_toml(EXAMPLE))["run"] == {
         "task": "sudoku", "method": "esopt", "budget": 128, "seed": 0}
 
 
@@ -84,7 +65,7 @@ def test_the_example_loads_as_an_agent_comparison():
     ({"compare": {"budgets": [3]}}, "run.budget"),  # less than one round of population x batch episodes
 ])
 def test_bad_agent_comparisons_fail_in_one_line_naming_the_field(tmp_path, change, message):
-    raw = read_toml_text(TINY)
+    raw = tiny_raw()
     for section, values in change.items():
         raw.setdefault(section, {}).update(values)
     path = tmp_path / "bad.toml"
@@ -94,12 +75,6 @@ def test_bad_agent_comparisons_fail_in_one_line_naming_the_field(tmp_path, chang
     done = subprocess.run([sys.executable, "-m", "coevolve.cli", "compare", str(path), "--out", str(tmp_path / "o")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr and not (tmp_path / "o").exists()
-
-
-def read_toml_text(text: str) -> dict:
-    import tomllib
-
-    return tomllib.loads(text)
 
 
 def _fake_scores(root: Path, config: AgentCompareConfig, attempts: dict[tuple[str, int], list]) -> None:
@@ -137,7 +112,7 @@ def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
 
 def _tiny(tmp_path: Path) -> Path:
     path = tmp_path / "agents.toml"
-    path.write_text(TINY)
+    path.write_text(dump_toml(tiny_raw()))
     return path
 
 
