@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from coevolve.base.config import build_config, read_toml
-from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
+from coevolve.base.durable import atomic_write_json, atomic_write_text, read_json, read_jsonl
 from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, AgentCompareConfig, CompareConfig, baseline_directory,
                            config_class, planned_runs,
@@ -39,12 +39,7 @@ BUDGET_STATEMENT = (
 
 # ----------------------------------------------------------------- loading
 def _load_json(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc})") from None
+    return read_json(path)  # CorruptFileError (a UsageError) names a damaged file
 
 
 def collect(root: Path) -> tuple[CompareConfig, list[dict]]:
