@@ -51,7 +51,7 @@ from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.engine.base import Generator, WeightEngine
 from coevolve.engine.openai_client import open_endpoint
-from coevolve.engine.pool import build_engine
+from coevolve.engine import pool
 from coevolve.es.config import ESConfig
 from coevolve.es.optimizer import engine_options
 from coevolve.es.start import ResumeError, check_start, start_es, start_event
@@ -115,7 +115,7 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
     if own_engine:
         es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
                       if config.uses_es else {})
-        engine = build_engine(config.model.path or None, config.distributed, **es_options)
+        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming, label=label, unit="episode") if progress else None
     try:
         return run_agent(config, store, engine, task, endpoint=endpoint,
