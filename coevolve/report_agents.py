@@ -13,6 +13,8 @@ not overlap; otherwise the two "cannot be told apart" at this size.
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,27 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
     return "\n".join(lines) + "\n"
 
 
+def _flat(row: dict) -> dict:
+    """A table row for CSV: each interval as mean, low, high columns."""
+    flat: dict[str, Any] = {"kind": "method"}
+    for key, value in row.items():
+        if isinstance(value, dict) and "low" in value:
+            flat.update({f"{key}_mean": value["mean"], f"{key}_low": value["low"], f"{key}_high": value["high"]})
+        else:
+            flat[key] = " ".join(map(str, value.values() if isinstance(value, dict) else value)) \
+                if isinstance(value, (dict, list)) else value
+    return flat
+
+
+def _csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return buffer.getvalue()
+
+
 def plot(config: AgentCompareConfig, rows: list[dict], path: Path) -> Path:
     """Mean@k and Pass@k bars with their intervals, one panel per task and budget."""
     import matplotlib
@@ -158,8 +181,13 @@ def render_agent_comparison(root: str | Path) -> dict[str, Path]:
     config, records = collect(root)
     rows = aggregate(config, records)
     verdicts = conclusions(config, rows)
-    written = {"report.md": root / "report.md", "results.json": root / "results.json"}
+    written = {"report.md": root / "report.md", "results.json": root / "results.json",
+               "table.csv": root / "table.csv", "runs.csv": root / "runs.csv"}
     atomic_write_text(written["report.md"], markdown(config, rows, records, verdicts))
+    # the dashboard lists a comparison's table and runs from these two files
+    atomic_write_text(written["table.csv"], _csv([_flat(row) for row in rows]))
+    atomic_write_text(written["runs.csv"], _csv([{key: r[key] for key in ("task", "method", "budget", "seed", "state",
+                                                                            "dir")} for r in records]))
     atomic_write_json(written["results.json"], {
         "kind": "agent", "config": {"compare": vars(config.compare), "eval": vars(config.eval)},
         "rows": rows, "conclusions": verdicts,
