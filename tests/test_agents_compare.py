@@ -158,3 +158,52 @@ def test_agent_comparison_killed_resumed_and_rerendered_equals_an_uninterrupted_
     assert done.returncode == 0, done.stderr
     assert (killed / "report.md").read_text() == (full / "report.md").read_text()
     assert "Mean@2 [95% CI]" in (killed / "report.md").read_text() and (killed / "agents.png").stat().st_size > 1000
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_the_comparison_flow_resumes_after_a_crash_with_a_fake_engine(tmp_path):
+    """The control flow fast (real ESOpt, ledger, rollouts, files; a fake
+    engine): a crash mid-training leaves the base arm scored and the run
+    partial; rerunning scores nothing twice and gives the uninterrupted table."""
+    from test_agents_es import FakeEngine
+
+    from coevolve.compare import run_comparison
+
+    class Resettable(FakeEngine):
+        crash_at: int | None = None  # the perturbed chat call that raises (a member's turn)
+
+        def reset(self):
+            self.updates = []
+
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            if self.perturbation is not None and self.crash_at is not None:
+                self.crash_at -= 1
+                if self.crash_at == 0:
+                    raise _Killed()
+            return super().chat(conversations, sampling, seeds, constraints)
+
+    config = load_compare_config(_tiny(tmp_path))
+    run_comparison(config, tmp_path / "full", engine=Resettable(), log=lambda line: None)
+    render(tmp_path / "full")
+
+    crashing = Resettable()
+    crashing.crash_at = 3  # in round 1 (round 0 played its 2 members): base scored, training under way
+    with pytest.raises(_Killed):
+        run_comparison(config, tmp_path / "again", engine=crashing, log=lambda line: None)
+    run_dir = RunSpec("sudoku", "esopt", 8, 0).directory(tmp_path / "again")
+    assert (base_directory(tmp_path / "again", "sudoku", 0) / HELDOUT_SCORES).exists()
+    assert (run_dir / "events.jsonl").exists() and not (run_dir / "summary.json").exists()
+    lines: list[str] = []
+    run_comparison(config, tmp_path / "again", engine=Resettable(), log=lines.append)
+    assert any("base seed 0: scored earlier, skipped" in line for line in lines)
+    assert any("esopt budget 8 seed 0: resuming" in line for line in lines)
+    render(tmp_path / "again")
+    assert (json.loads((tmp_path / "again" / "results.json").read_text())
+            == json.loads((tmp_path / "full" / "results.json").read_text()))
+    assert (tmp_path / "again" / "report.md").read_text() == (tmp_path / "full" / "report.md").read_text()
+    lines.clear()
+    run_comparison(config, tmp_path / "again", engine=Resettable(), log=lines.append)  # all done: nothing reruns
+    assert all("earlier, skipped" in line for line in lines) and len(lines) == 3
