@@ -189,7 +189,9 @@ def render_agent_comparison(root: str | Path) -> dict[str, Path]:
     atomic_write_text(written["runs.csv"], _csv([{key: r[key] for key in ("task", "method", "budget", "seed", "state",
                                                                             "dir")} for r in records]))
     atomic_write_json(written["results.json"], {
-        "kind": "agent", "config": {"compare": vars(config.compare), "eval": vars(config.eval)},
+        # without compare.out: the directory may move, and a rerun elsewhere holds the same results
+        "kind": "agent", "config": {"compare": {k: v for k, v in vars(config.compare).items() if k != "out"},
+                                    "eval": vars(config.eval)},
         "rows": rows, "conclusions": verdicts,
         "arms": [{key: v for key, v in r.items() if key != "attempts"} | {"scored": r["attempts"] is not None}
                  for r in records]})
