@@ -39,6 +39,8 @@ def collect(root: Path) -> tuple[AgentCompareConfig, list[dict]]:
         for task in c.tasks:
             for budget in c.budgets:
                 for method in c.methods:
+                    if method == "base" and budget != c.budgets[0]:
+                        continue  # the checkpoint: one arm for every budget
                     spec = RunSpec(task, method, budget, seed)
                     directory = base_directory(root, task, seed) if method == "base" else spec.directory(root)
                     scores = read_json(directory / HELDOUT_SCORES)
@@ -57,8 +59,8 @@ def aggregate(config: AgentCompareConfig, records: list[dict]) -> list[dict]:
     for task in c.tasks:
         for budget in c.budgets:
             for method in c.methods:
-                mine = [r for r in records if (r["task"], r["budget"], r["method"]) == (task, budget, method)
-                        and r["attempts"] is not None]
+                mine = [r for r in records if (r["task"], r["method"]) == (task, method) and r["attempts"] is not None
+                        and (method == "base" or r["budget"] == budget)]
                 if not mine:
                     continue
                 pooled = [a for r in mine for a in r["attempts"]]

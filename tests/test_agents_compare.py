@@ -109,6 +109,13 @@ def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
     assert "esopt vs base: Mean@2 higher (1.000 vs 0.000; the 95% intervals do not overlap)" in text
     assert "| esopt | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | 1.000, 1.000 | 1.00 |" in text
 
+    config.compare.budgets = [8, 16]  # the checkpoint is one arm, shown in every budget's table
+    (tmp_path / "c" / COMPARE_CONFIG).write_text(dump_toml(as_dict(config)))
+    render(tmp_path / "c")
+    text = (tmp_path / "c" / "report.md").read_text()
+    assert text.count("| base | 0.000 [") == 2 and text.count("| sudoku | base |") == 2  # two seeds, once each
+    assert "Arms scored: 4 of 6" in text and "budget 16: esopt vs base" not in text  # no esopt scored at 16
+
 
 def _tiny(tmp_path: Path) -> Path:
     path = tmp_path / "agents.toml"
