@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

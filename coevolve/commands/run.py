@@ -12,7 +12,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.base.errors import UsageError
