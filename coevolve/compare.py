@@ -30,14 +30,21 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve.agents.es_agent import execute as execute_agent
+from coevolve.agents.evaluate import attempts_of, check_heldout, eval_sampling, evaluate_arm, run_inputs
+from coevolve.agents.runconfig import AgentRunConfig, AgentRunSection
+from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
-from coevolve.base.errors import UsageError
+from coevolve.base.durable import read_json
+from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.untrusted import clean
-from coevolve.plan import (COMPARE_CONFIG, PAPER_TEST_SIZES, TEST_SCORES, CompareConfig, CompareSection,  # noqa: F401
-                           HoldoutSection, RunSpec, baseline_directory, check_structure, load_compare_config, planned_runs, run_config,
-                           run_state, scored_sets, _task_or_error)
-from coevolve.runstore import RunStore, atomic_write_text
+from coevolve.es.optimizer import replay
+from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
+                           AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
+                           agent_run_config, base_directory, baseline_directory, check_structure,
+                           load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
+from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.search.runconfig import RunConfig
 from tasks.base import starting_program
 
@@ -61,13 +68,13 @@ def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
     return ""
 
 
-def open_or_create(config: RunConfig, directory: Path) -> tuple[RunStore, RunConfig]:
+def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple[RunStore, Any]:
     """The run's store and the config it runs under. An existing run keeps its own
     config.toml (the loop replays against it); it must match the comparison's."""
     if not RunStore(directory).config_path.exists():
         return RunStore.create(directory, dump_toml(as_dict(config))), config
     store = RunStore.open(directory)
-    existing = build_config(RunConfig, read_toml(store.config_path))
+    existing = build_config(type(config), read_toml(store.config_path))
     if _settings(existing) != _settings(config):
         raise UsageError(f"{directory} holds a run under other settings: "
                          f"{_first_difference(_settings(existing), _settings(config))}; "
@@ -80,7 +87,7 @@ class _Resources:
     """The engine, endpoint and training sandbox, started on first need
     (a comparison whose runs are all finished never loads the model)."""
 
-    def __init__(self, config: CompareConfig, engine: Any = None) -> None:
+    def __init__(self, config: CompareConfig | AgentCompareConfig, engine: Any = None) -> None:
         self.config = config
         self._engine = engine
         self._own_engine = engine is None
@@ -101,6 +108,9 @@ class _Resources:
     def _es_slots(self) -> int:
         """LoRA slots a low-rank engine needs: the most members any planned ES run asks for."""
         from coevolve.search.methods import es_population
+
+        if isinstance(self.config, AgentCompareConfig):
+            return self.config.agent.population
 
         runs = [run_config(self.config, spec, Path(".")) for spec in planned_runs(self.config)]
         return max([es_population(c) for c in runs if c.uses_es], default=2)
@@ -161,7 +171,10 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     the result. Returns the comparison directory. Refuses (before anything
     runs) arms that are not structurally matched, unless allowed.
     `engine`: an already started engine to use (it is reset after ES runs and
-    not closed); None starts the configured model when a run needs it."""
+    not closed); None starts the configured model when a run needs it.
+    An agent comparison goes to run_agent_comparison."""
+    if isinstance(config, AgentCompareConfig):
+        return run_agent_comparison(config, root, engine=engine, log=log)
     for difference in check_structure(config):
         log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
@@ -343,3 +356,122 @@ def _previous_scores(path: Path) -> TestScores | None:
         return read_record(path, TestScores)
     except UsageError:
         return None  # a damaged scores file is recomputed, never trusted
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return read_json(path)
+    except CorruptFileError:
+        return None  # a damaged scores file is recomputed, never trusted
+
+
+# ------------------------------------------------------- agent comparisons
+ARM_OF = {"base": "base", "esopt": "esopt", "trace2skill": "skill", "esopt+trace2skill": "both"}
+HELDOUT_VERSION = 1
+
+
+def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine: Any = None,
+                         log: Progress = print) -> Path:
+    """Every arm of an agent comparison, seeds outermost: per task the base arm
+    (the checkpoint) is scored, then each training run is run (or resumed) on the
+    shared engine and its arm scored, on the same held-out set with the same
+    sampling seeds (coevolve.agents.evaluate). Finished runs and arms whose
+    heldout.json matches the settings and the run's outputs are skipped, so a
+    killed comparison continues where it stopped; `coevolve.report` renders it."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
+    c = config.compare
+    if engine is None:  # the agents always play on the local engine
+        from coevolve.engine.local import require_engine
+
+        require_engine(c.methods[0], any("esopt" in m for m in c.methods), config.endpoint, students=True)
+    resources = _Resources(config, engine)
+    tool = SandboxTool()
+    tasks: dict[str, tuple[Any, list[Any]]] = {}
+    arms = len(c.seeds) * len(c.tasks) * (len(c.budgets) * sum(m != "base" for m in c.methods)
+                                          + ("base" in c.methods))
+    number = 0
+    try:
+        for seed in c.seeds:
+            for task_name in c.tasks:
+                if task_name not in tasks:
+                    tasks[task_name] = _heldout_task(config, task_name, tool)
+                for budget in c.budgets:
+                    for method in c.methods:
+                        if method == "base" and budget != c.budgets[0]:
+                            continue  # the checkpoint is the same arm at every budget
+                        number += 1
+                        spec = RunSpec(task_name, method, budget, seed)
+                        what = (f"[{number}/{arms}] {task_name} {method}"
+                                + ("" if method == "base" else f" budget {budget}") + f" seed {seed}")
+                        _agent_arm(config, root, spec, tasks[task_name], resources, what, log)
+    finally:
+        tool.close()
+        resources.close()
+    return root
+
+
+def _heldout_task(config: AgentCompareConfig, name: str, tool: Any) -> tuple[Any, list]:
+    """The task with its comparison options and its held-out set (eval split,
+    seed 0: the same problems for every arm and seed), checked apart from training."""
+    task = AgentRunConfig(run=AgentRunSection(task=name), task=dict(config.task.get(name, {}))).build_task(tool=tool)
+    heldout = task.cases("eval", config.eval.problems, seed=0)
+    try:
+        check_heldout(task, heldout, task.cases("train", min(len(heldout), 64), seed=0))
+    except ValueError as exc:
+        raise UsageError(f"{name}: {exc}") from None
+    return task, heldout
+
+
+def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: tuple[Any, list],
+               resources: _Resources, what: str, log: Progress) -> None:
+    """Train one arm's run (unless "base" or finished) and score it (unless scored)."""
+    if spec.method == "base":
+        directory, run_dir = base_directory(root, spec.task, spec.seed), None
+    else:
+        directory = run_dir = spec.directory(root)
+        state = run_state(directory)
+        store, run_cfg = open_or_create(agent_run_config(config, spec, directory), directory)
+        if state == "finished":
+            log(f"{what}: trained earlier, skipped")
+        else:
+            log(f"{what}: {'resuming' if state == 'partial' else 'training'}")
+            began = time.perf_counter()
+            try:
+                summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
+                                        label=f"{spec.method} {spec.task} seed {spec.seed}")
+            finally:
+                if run_cfg.uses_es:
+                    resources.engine().reset()
+            log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary['rounds']} rounds, "
+                f"held-out mean reward {summary['eval_first']['mean_reward']:.3f} -> "
+                f"{summary['eval_last']['mean_reward']:.3f}")
+    history, skills = run_inputs(run_dir) if run_dir is not None else (None, [])
+    skills = [*AgentRunConfig(skills=config.skills).seed_skills(), *skills]
+    settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {})}
+    source = {"history": None if history is None else file_digest(history.read_text(encoding="utf-8")),
+              "skills": [file_digest(s.text()) for s in skills]}
+    previous = _read_json(directory / HELDOUT_SCORES)
+    if previous and previous.get("settings") == settings and previous.get("source") == source:
+        log(f"{what}: scored earlier, skipped")
+        return
+    task, heldout = task_set
+    engine = resources.engine()
+    constrained = config.eval.constrained and bool(getattr(task, "action_pattern", None))
+    if constrained and hasattr(engine, "check_constraints"):
+        engine.check_constraints([task.action_pattern])
+    if history is not None:
+        replay(history, engine)
+    try:
+        result = evaluate_arm(engine, task, heldout, ARM_OF[spec.method], config.eval.k,
+                              eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained)
+    finally:
+        if history is not None:
+            engine.reset()
+    atomic_write_json(directory / HELDOUT_SCORES, {
+        "version": HELDOUT_VERSION, "task": spec.task, "method": spec.method,
+        "budget": None if spec.method == "base" else spec.budget, "seed": spec.seed,
+        "settings": settings, "source": source,
+        "attempts": attempts_of(result.trajectories, result.problems, result.k), **result.to_dict()})
+    log(f"{what}: Mean@{config.eval.k} {result.mean_at_k}, Pass@{config.eval.k} {result.pass_at_k}")

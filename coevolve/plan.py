@@ -9,20 +9,27 @@ command composes the two.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from coevolve.base.config import Section, build_config, config_error, merge_overrides, read_toml
+from coevolve.agents.evaluate import MAX_K
+from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
+from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
+from coevolve.base.config import Config, Section, as_dict, build_config, config_error, merge_overrides, read_toml, require
 from coevolve.base.errors import UsageError
+from coevolve.base.sampling import Sampling
+from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
+from coevolve.es.config import ESConfig
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.methods import METHODS, check_method, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
-from tasks.registry import UnknownTask, heuristic_task
+from tasks.registry import UnknownTask, heuristic_task, is_agent_task
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -34,6 +41,7 @@ PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp":
 
 
 class CompareSection(Section):
+    kind: Literal["heuristic", "agent"] = "heuristic"  # "agent": agent methods on agent tasks (AgentCompareConfig)
     methods: list[str] = Field(list(METHODS), min_length=1)
     tasks: list[str] = Field(["tsp_construct"], min_length=1)
     budgets: list[int] = Field([1000, 2000], min_length=1)
@@ -49,11 +57,19 @@ class CompareSection(Section):
         name = info.field_name
         if len(set(values)) != len(values):
             raise ValueError("must not repeat a value")
-        for value in values if name == "methods" else ():
-            check_method(value)
         if name in ("budgets", "seeds") and min(values) < (1 if name == "budgets" else 0):
             raise ValueError(f"must all be >= {1 if name == 'budgets' else 0}")
         return values
+
+    @model_validator(mode="after")
+    def _methods_of_kind(self) -> CompareSection:
+        for method in self.methods:
+            if self.kind == "agent":
+                require(method in AGENT_METHODS, "compare.methods", f"must each be one of {', '.join(AGENT_METHODS)}",
+                        method)
+            else:
+                check_method(method)
+        return self
 
 
 class HoldoutSection(SandboxSection):
@@ -83,6 +99,8 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
     heuristic task with the test sets asked for. A file task counts from `base`
     (the TOML's folder) and is named absolutely from then on."""
     config = build_config(CompareConfig, raw)
+    require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
+            "(load it with load_compare_config)", config.compare.kind)
     if base is not None:
         config.compare.tasks = [absolute_spec(t, base) for t in config.compare.tasks]
     for index, name in enumerate(config.compare.tasks):
@@ -140,8 +158,10 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 
 
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
-    return compare_config(merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {}),
-                          Path(path).parent)
+    raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
+    if config_class(raw) is AgentCompareConfig:
+        return build_config(AgentCompareConfig, raw)
+    return compare_config(raw, Path(path).parent)
 
 
 def comparison_run(raw: dict) -> dict:
@@ -149,7 +169,12 @@ def comparison_run(raw: dict) -> dict:
     one of its runs, for `coevolve run`: the whole comparison is validated first,
     [compare] and [test] are dropped, and [run] is the first method, task, budget
     and seed it lists (flags choose another)."""
-    c = build_config(CompareConfig, raw).compare
+    config = build_config(config_class(raw), raw)
+    c = config.compare
+    if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)
+        spec = agent_runs(config)[0]
+        return {**{k: v for k, v in raw.items() if k not in ("compare", "eval", "task")},
+                "task": config.task.get(spec.task, {}), "run": dataclasses.asdict(spec)}
     run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
     return {**{k: v for k, v in raw.items() if k not in ("compare", "test")}, "run": run}
 
@@ -245,3 +270,82 @@ def check_structure(config: CompareConfig) -> list[str]:
                          + "\nmake the plans equal, or pass --allow-unmatched (compare.allow_unmatched = true) "
                            "to compare them knowingly; the report will say so")
     return differences
+
+
+# ------------------------------------------------------------------ agent arms
+# (issue 21, item 3: one comparison stack.) A comparison with [compare] kind =
+# "agent" shares [compare] (methods x tasks x budgets x seeds, the run layout,
+# run_state, resume) with heuristic ones; its methods are AGENT_METHODS ("base"
+# is the checkpoint and needs no run), its tasks agent tasks, its budgets
+# training episodes. [eval] is the held-out protocol every arm is scored by
+# (coevolve.agents.evaluate), [task.<name>] the options of each task, and the
+# other sections are an agent run's (AgentRunConfig), shared by every run.
+KINDS = ("heuristic", "agent")
+AGENT_METHODS = ("base", *AGENT_RUN_METHODS)
+HELDOUT_SCORES = "heldout.json"  # an arm's held-out scores, in its run directory (base: baselines/<task>/base-s<seed>)
+AGENT_SHARED = ("agent", "sampling", "es", "skills", "endpoint", "model", "distributed")
+
+
+class HeldoutEvalSection(Section):
+    problems: int = Field(100, ge=1)  # the fixed held-out split (eval split, seed 0), the same for every arm and seed
+    k: int = Field(4, ge=1, le=MAX_K)  # attempts per problem (Mean@k, Pass@k)
+    constrained: bool = True  # decode held-out turns under the task's action format
+    max_tokens: int = Field(12, ge=1)  # per turn
+
+
+_AGENT_DEFAULTS = AgentRunConfig.model_fields  # a comparison's runs start from the same defaults as `coevolve run`
+
+
+class AgentCompareConfig(Config):
+    """[compare] kind = "agent", [eval], [task.<name>] and the agent run sections."""
+
+    RENAMED: ClassVar[dict[str, str]] = AgentRunConfig.RENAMED
+
+    compare: CompareSection = CompareSection(kind="agent", methods=list(AGENT_METHODS), tasks=["sudoku"],
+                                             budgets=[128], seeds=[0])
+    eval: HeldoutEvalSection = HeldoutEvalSection()
+    task: dict[str, dict[str, Any]] = {}  # task name -> options of its factory
+    agent: AgentSection = _AGENT_DEFAULTS["agent"].default
+    sampling: Sampling = _AGENT_DEFAULTS["sampling"].default
+    es: ESConfig = _AGENT_DEFAULTS["es"].default
+    skills: SkillsSection = _AGENT_DEFAULTS["skills"].default
+    endpoint: EndpointSection = _AGENT_DEFAULTS["endpoint"].default
+    model: ModelSection = _AGENT_DEFAULTS["model"].default
+    distributed: DistributedSection = _AGENT_DEFAULTS["distributed"].default
+
+    @model_validator(mode="after")
+    def _agent_runs(self) -> AgentCompareConfig:
+        require(self.compare.kind == "agent", "compare.kind", 'must be "agent" for agent sections', self.compare.kind)
+        for index, name in enumerate(self.compare.tasks):
+            require(is_agent_task(name), f"compare.tasks[{index}]", "is not an agent task", name)
+        for name in self.task:
+            require(name in self.compare.tasks, f"task.{name}", "names a task that is not in compare.tasks", name)
+        for spec in agent_runs(self, seeds=self.compare.seeds[:1]):
+            agent_run_config(self, spec, Path("plan"))  # every run's rules (e.g. the budget pays a round)
+        return self
+
+
+ComparisonConfig = CompareConfig | AgentCompareConfig
+
+
+def config_class(raw: dict) -> type:
+    """The comparison config a parsed TOML declares by [compare] kind."""
+    compare = raw.get("compare")
+    return AgentCompareConfig if isinstance(compare, dict) and compare.get("kind") == "agent" else CompareConfig
+
+
+def agent_runs(config: AgentCompareConfig, seeds: list[int] | None = None) -> list[RunSpec]:
+    """The training runs, seeds outermost as planned_runs; "base" needs none."""
+    return [s for s in planned_runs(config) if s.method != "base" and (seeds is None or s.seed in seeds)]
+
+
+def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path) -> AgentRunConfig:
+    """One training run's config: its [run] and its task's options, the shared sections as they are."""
+    run = {"method": spec.method, "task": spec.task, "budget": spec.budget, "seed": spec.seed, "out": str(directory)}
+    shared = {name: as_dict(getattr(config, name)) for name in AGENT_SHARED}
+    return build_config(AgentRunConfig, {"run": run, "task": dict(config.task.get(spec.task, {})), **shared})
+
+
+def base_directory(root: Path, task: str, seed: int) -> Path:
+    """Where the base arm's held-out scores for one seed live (the checkpoint: no run)."""
+    return baseline_directory(root, task) / f"base-s{seed}"

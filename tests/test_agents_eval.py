@@ -74,39 +74,6 @@ def test_attempts_are_grouped_per_problem():
         attempts_of(trajectories, 3, 3)
 
 
-def test_agent_compare_config_and_report(tmp_path):
-    from coevolve.agents.compare import aggregate, from_toml, is_agent_compare, markdown, plot, run_config
-    from coevolve.base.config import read_toml
-
-    raw = read_toml("examples/agents_compare.toml")
-    assert is_agent_compare(raw)
-    config = from_toml(raw)
-    assert config.methods == ["base", "esopt", "trace2skill", "esopt+trace2skill"] and config.k == 4
-    assert run_config(config, "sudoku", "esopt", 1)["run"] == {"method": "esopt", "task": "sudoku", "budget": 128,
-                                                              "seed": 1}
-    assert run_config(config, "sudoku", "esopt", 1)["task"] == {"masked": 1}
-    for bad, message in [({"compare": {"kind": "agent", "methods": ["magic"]}}, "not one of"),
-                         ({"compare": {"kind": "agent", "tasks": ["tsp_construct"]}}, "not an agent task"),
-                         ({"compare": {"kind": "agent", "bogus": 1}}, "compare.bogus is not a known key"),
-                         ({"compare": {"kind": "agent"}, "eval": {"k": 0}}, "eval.k must be >= 1"),
-                         ({"compare": {"kind": "agent"}, "task": {"sudoku9": {"masked": 5}}}, "not in compare.tasks")]:
-        with pytest.raises(ValueError, match=message):
-            from_toml(bad)
-    # two seeds' scores pool into one row per method, with the per-seed means beside
-    records = [{"task": "sudoku", "method": m, "seed": s, "per_problem_mean": pm, "per_problem_pass": pp,
-                "mean@4": {"mean": sum(pm) / len(pm)}, "well_formed": 1.0}
-               for m, s, pm, pp in [("base", 0, [0.25, 0.0], [1.0, 0.0]), ("base", 1, [0.5, 0.0], [1.0, 0.0]),
-                                    ("esopt", 0, [1.0, 0.5], [1.0, 1.0]), ("esopt", 1, [0.75, 0.5], [1.0, 1.0])]]
-    config.methods = ["base", "esopt"]
-    rows = aggregate(config, records)
-    assert [r["method"] for r in rows] == ["base", "esopt"]
-    assert rows[0]["mean"]["n"] == 4 and rows[0]["mean"]["mean"] == pytest.approx(0.1875)
-    assert rows[1]["pass"]["mean"] == 1.0 and rows[1]["per_seed"] == {0: 0.75, 1: 0.625}
-    text = markdown(config, rows)
-    assert "| esopt | 0.688 [" in text and "Mean@4 per seed" in text
-    assert plot(config, rows, tmp_path / "agents.png").stat().st_size > 1000
-
-
 def test_eval_takes_the_task_settings_of_the_run(tmp_path, capsys, monkeypatch):
     import coevolve.engine.vllm_engine as vllm_engine
 

@@ -11,6 +11,7 @@ import networkx as nx
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.es.start import ResumeError
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.loop import SearchLoop
 from coevolve.search.methods import make_method, planned_es_generations
@@ -130,7 +131,7 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
 def test_resume_refuses_a_log_from_another_config(tmp_path):
     run(tmp_path / "r", make_config("eoh", 12))
     other = make_config("eoh", 12, seed=9)
-    with pytest.raises(RuntimeError, match="another config"):
+    with pytest.raises(ResumeError, match="another config"):
         SearchLoop(other, RunStore.open(tmp_path / "r"), FakeEngine(), FakeEvaluator(), FakeTask()).run()
 
 
@@ -192,7 +193,7 @@ def test_a_run_started_before_a_setting_existed_still_resumes(tmp_path):
     assert again == first
     events[0]["config"]["eoh"]["offspring"] = 99
     events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
-    with pytest.raises(RuntimeError, match="another config"):
+    with pytest.raises(ResumeError, match="another config"):
         run(tmp_path / "r", config, resume=True)
 
 

@@ -45,15 +45,20 @@ from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories,
                                      save_trajectories)
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
+from coevolve.agents.tools import SandboxTool
 from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
 from coevolve.base.config import as_dict
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
-from coevolve.base.errors import UsageError
 from coevolve.base.records import AgentEvalRound, AgentSummary, write_record
 from coevolve.engine.base import Generator, WeightEngine
+from coevolve.engine.openai_client import open_endpoint
+from coevolve.engine import pool
 from coevolve.es.config import ESConfig
-from coevolve.runstore import RunStore, same_settings
+from coevolve.es.optimizer import engine_options
+from coevolve.es.start import ResumeError, check_start, start_es, start_event
+from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
+from coevolve.search.progress import progress_bar
 
 EVENT_VERSION = 1
 KIND = "agent"
@@ -97,6 +102,33 @@ def run_agent(
     return _AgentRun(config, store, engine, task, endpoint or engine, on_progress).run()
 
 
+def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
+            resuming: bool = False, label: str = "") -> dict[str, Any]:
+    """Run (or resume) an agent config in `store` with its task, endpoint and
+    progress bar: what `coevolve run` and `coevolve compare` both call. A given
+    `engine` is used and left open (its weights keep the run's updates: reset it
+    afterwards); otherwise one is built and closed."""
+    check_run_dir(store, config)
+    tool = SandboxTool()
+    task = config.build_task(tool=tool)
+    endpoint = open_endpoint(config.endpoint)
+    own_engine = engine is None
+    if own_engine:
+        es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
+                      if config.uses_es else {})
+        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
+    bar = progress_bar(config, resuming, label=label, unit="episode") if progress else None
+    try:
+        return run_agent(config, store, engine, task, endpoint=endpoint,
+                         on_progress=bar.update_agent if bar else None)
+    finally:
+        if bar:
+            bar.close()
+        tool.close()
+        if own_engine:
+            engine.close()
+
+
 class _AgentRun:
     def __init__(self, config: AgentRunConfig, store: RunStore, engine: Any, task: Any, distiller: Generator,
                  on_progress: Callable[[AgentProgress], None] | None) -> None:
@@ -126,7 +158,7 @@ class _AgentRun:
                 check([self.task.action_pattern])
         with store.event_writer() as log:
             if not events:
-                log.append({"type": "start", "kind": KIND, "version": EVENT_VERSION, "config": as_dict(config)})
+                log.append(start_event(KIND, EVENT_VERSION, as_dict(config)))
             self._eval(0, evals.get(0), log, started)
             round_index = 0
             online = config.agent.distill == "online"
@@ -152,14 +184,7 @@ class _AgentRun:
 
     def _start_es(self) -> Any:
         es = resolved_es(self.config)
-        if es is None:
-            return None
-        from coevolve.es import ESOpt
-
-        history, seed = self.store.history_path, self.config.run.seed
-        if history.exists() and history.stat().st_size > 0:
-            return ESOpt.resume(es, history, self.engine, seed=seed)
-        return ESOpt(es, history, seed=seed)
+        return None if es is None else start_es(es, self.store.history_path, self.engine, self.config.run.seed)
 
     def _can_play(self, round_index: int) -> bool:
         """Whether the budget pays round `round_index` (and, for ES, the σ
@@ -363,20 +388,14 @@ def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | 
     if not events:
         earlier = [n for n in ("history.jsonl", "eval.jsonl", "summary.json") if store.path(n).exists()]
         if earlier:
-            raise UsageError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
-                               f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
-        return
-    start = events[0]
-    if start.get("type") != "start" or start.get("kind") != KIND or start.get("version") != EVENT_VERSION:
-        raise UsageError(f"{store.events_path}: first event is not a version-{EVENT_VERSION} agent start")
-    if not same_settings(start.get("config"), as_dict(config)):
-        raise UsageError(f"{store.events_path} was written under another config than "
-                           f"{store.config_path}; refusing to mix them")
+            raise ResumeError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
+                              f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
+    check_start(store, events, as_dict(config), kind=KIND, version=EVENT_VERSION)
 
 
 def _check_logged(store: RunStore, index: int, logged: dict, members: Sequence[Any]) -> None:
     planned = [{"index": m.index, "seed": m.seed, "sigma": m.sigma} for m in members]
     if logged["members"] != planned:
-        raise RuntimeError(f"{store.events_path}: round {index} does not replay the same ES members; "
-                           "the run directory was changed or written by another version")
+        raise ResumeError(f"{store.events_path}: round {index} does not replay the same ES members; "
+                          "the run directory was changed or written by another version")
 

@@ -40,6 +40,7 @@ from coevolve.base.errors import CorruptFileError
 __all__ = [
     "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "repair_jsonl",
     "atomic_directory", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
+    "read_json",
 ]
 
 
@@ -214,6 +215,18 @@ def atomic_write_jsonl(path: str | Path, records: Iterable[Any]) -> None:
 
 def atomic_write_json(path: str | Path, data: Any, *, indent: int | None = 2) -> None:
     atomic_write_text(path, json.dumps(data, indent=indent, sort_keys=True) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """A file `atomic_write_json` wrote; None when it does not exist (an atomic
+    write leaves no half file), CorruptFileError naming it when it is not JSON."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise CorruptFileError(f"{path} is not valid JSON ({exc})") from None
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """`coevolve compare CONFIG.toml [--out DIR] [--plan] [--allow-unmatched]`: run a
 budget-matched comparison (methods × tasks × budgets × seeds), score each run's
-best heuristic on the test sets and write the report. Rerunning it continues
+best heuristic on the test sets (or, with `[compare] kind = "agent"`, each agent
+arm on the held-out problems) and write the report. Rerunning it continues
 where it stopped. `--plan` prints what would run, and checks that each +ESOpt
 arm spends its evaluations as its base method does, without running anything."""
 
@@ -11,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.base.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,15 +36,15 @@ def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
     return root
 
 
-def prepare_tasks(specs: list[str], root: Path) -> None:
-    """Before the LLM loads: check each task (the cheap part of check-task),
-    refuse a file task changed since this comparison started, and record
-    the file tasks (a copy and a hash) in the comparison directory."""
+def prepare_tasks(specs: list[str], root: Path, check: bool = True) -> None:
+    """Before the LLM loads: check each heuristic task (the cheap part of
+    check-task), refuse a file task changed since this comparison started, and
+    record the file tasks (a copy and a hash) in the comparison directory."""
     from coevolve.commands.run import check_task
     from tasks.loader import record_tasks, remember_tasks
 
     remember_tasks(root)
-    for spec in specs:
+    for spec in specs if check else ():
         check_task(spec)
     record_tasks(root, specs)
 
@@ -78,36 +78,30 @@ def print_plan(config: Any) -> None:
               "as its base method")
 
 
-def handle(args: argparse.Namespace) -> int:
-    from coevolve.agents.compare import from_toml, is_agent_compare, run_agent_comparison
-    from coevolve.base.config import read_toml
-    from coevolve.plan import load_compare_config
+def print_agent_plan(config: Any) -> None:
+    from coevolve.plan import agent_runs
 
-    raw = read_toml(args.config)
-    if is_agent_compare(raw):  # agent methods x agent tasks x seeds, scored by held-out Mean@k / Pass@k
-        try:
-            agent_config = from_toml(raw)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{args.config}: {exc}") from None
-        if args.plan:
-            runs = sum(m != "base" for m in agent_config.methods) * len(agent_config.tasks) * len(agent_config.seeds)
-            print(f"{runs} training runs of {agent_config.budget} episodes, then {agent_config.problems} held-out "
-                  f"problems x k={agent_config.k} per method, task and seed")
-            return 0
-        out = args.out or str(Path("runs") / f"compare-agents-{time.strftime('%Y%m%d-%H%M%S')}")
-        root = run_agent_comparison(agent_config, out)
-        print(f"report: {Path(root) / 'report.md'}")
-        return 0
+    c, e = config.compare, config.eval
+    print(f"{len(agent_runs(config))} training runs: {sum(m != 'base' for m in c.methods)} methods x "
+          f"{len(c.tasks)} tasks x {len(c.budgets)} budgets x {len(c.seeds)} seeds; episodes per run: "
+          f"{', '.join(map(str, c.budgets))}")
+    print(f"every arm ({', '.join(c.methods)}) scored on {e.problems} held-out problems x k = {e.k} attempts "
+          f"per task and seed ({'constrained' if e.constrained else 'free'} decoding, {e.max_tokens} tokens a turn)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from coevolve.plan import AgentCompareConfig, load_compare_config
 
     config = load_compare_config(args.config, args.out)
+    agents = isinstance(config, AgentCompareConfig)
     if args.allow_unmatched:
         config.compare.allow_unmatched = True
     if args.plan:
-        print_plan(config)
+        print_agent_plan(config) if agents else print_plan(config)
         return 0
-    out = config.compare.out or str(Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
-    prepare_tasks(config.compare.tasks, Path(out))
+    prepare_tasks(config.compare.tasks, Path(out), check=not agents)
     root = compare_and_report(config, out)
     print(f"report: {root / 'report.md'}")
     return 0

@@ -12,11 +12,9 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from coevolve.agents.es_agent import check_run_dir, run_agent
+from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.runconfig import AgentRunConfig
-from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
@@ -276,32 +274,6 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         if bar:
             bar.close()
         if engine is not None:
-            engine.close()
-
-
-def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
-                  resuming: bool = False) -> dict:
-    """Run (or resume) an agent config in `store`. A given `engine` is used and
-    left open (its weights keep the run's updates: reset it afterwards);
-    otherwise one is built and closed."""
-    check_run_dir(store, config)
-    tool = SandboxTool()
-    task = config.build_task(tool=tool)
-    endpoint = open_endpoint(config.endpoint)
-    own_engine = engine is None
-    if own_engine:
-        es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
-                      if config.uses_es else {})
-        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
-    bar = progress_bar(config, resuming, unit="episode") if progress else None
-    try:
-        return run_agent(config, store, engine, task, endpoint=endpoint,
-                         on_progress=bar.update_agent if bar else None)
-    finally:
-        if bar:
-            bar.close()
-        tool.close()
-        if own_engine:
             engine.close()
 
 

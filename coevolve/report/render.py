@@ -20,7 +20,10 @@ from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jso
 from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
-from coevolve.plan import COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, scored_sets, structural_differences
+from coevolve.base.config import read_toml
+from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, AgentCompareConfig, CompareConfig, config_class,
+                           scored_sets, structural_differences)
+from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collect import (aggregate, at_template, baselines, best_starting_point, collect, fmt_number,
                                      run_rows, task_of_run)
 from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
@@ -185,6 +188,8 @@ def ledger_table(config: CompareConfig, records: list[ComparisonCell]) -> str:
 def render_comparison(root: str | Path) -> dict[str, Path]:
     """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
     root = Path(root)
+    if config_class(read_toml(root / COMPARE_CONFIG)) is AgentCompareConfig:  # agent arms: their own tables
+        return render_agent_comparison(root)
     remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
     config, records = collect(root)
     template = baselines(config, root)

@@ -42,8 +42,9 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
+from coevolve.es.start import HEURISTIC, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
-from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, same_settings
+from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
 from coevolve.search import cascade
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
@@ -166,7 +167,7 @@ class SearchLoop:
         with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log:
             self.event_log = event_log
             if not events:
-                event_log.append({"type": "start", "version": EVENT_VERSION, "config": as_dict(cfg)})
+                event_log.append(start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)))
             for step, spec in enumerate(self.method.plan()):
                 if step not in logged:
                     self.stopped = self._cap_reached(step)
@@ -194,8 +195,6 @@ class SearchLoop:
 
     # set-up -------------------------------------------------------------------
     def _start_es(self) -> Any:
-        from coevolve.es import ESOpt
-
         cfg = self.config
         budget = cfg.run.budget + outside_budget(cfg)
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
@@ -207,10 +206,7 @@ class SearchLoop:
         if cfg.es.sigma_steps == "generation":
             generations = len(self.sigma_generations)
         es_cfg = cfg.es.resolve(population=es_population(cfg), generations=max(generations, 1))
-        history = self.store.history_path
-        if history.exists() and history.stat().st_size > 0:
-            return ESOpt.resume(es_cfg, history, self.engine, seed=cfg.run.seed)
-        return ESOpt(es_cfg, history, seed=cfg.run.seed)
+        return start_es(es_cfg, self.store.history_path, self.engine, cfg.run.seed)
 
     def _start_context(self) -> None:
         """Signature pattern, clone index (the template is key 0), skill, caps' counters."""
@@ -231,21 +227,16 @@ class SearchLoop:
         self.spend = 0.0
 
     def _check_start(self, events: list[dict]) -> None:
-        if not events:
+        logged = _renamed_sections(logged_config(self.store, events, kind=HEURISTIC, version=EVENT_VERSION))
+        if logged is None:
             return
-        start = events[0]
-        if start.get("type") != "start" or start.get("version") != EVENT_VERSION:
-            raise RuntimeError(f"{self.store.events_path}: first event is not a version-{EVENT_VERSION} start")
-        logged = _renamed_sections(start.get("config"))
         if isinstance(logged, dict) and "context" not in logged:
             # started before [context] existed: its steps were proposed without any of it
             from coevolve.search.runconfig import ContextSection
 
             self.config.context = ContextSection(failures=False, constrain=False, fingerprint=False)
             self._start_context()
-        if not same_settings(_without_caps(logged), _without_caps(as_dict(self.config))):
-            raise RuntimeError(f"{self.store.events_path} was written under another config than "
-                               f"{self.store.config_path}; refusing to mix them")
+        check_same_config(self.store, _without_caps(logged), _without_caps(as_dict(self.config)))
 
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,

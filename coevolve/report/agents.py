@@ -1,0 +1,202 @@
+"""Tables and plot of an agent comparison (`[compare] kind = "agent"`), rebuilt
+from its files alone: compare.toml, every arm's heldout.json and the training
+runs' summary.json. Nothing is rerun; coevolve.report hands agent comparisons
+here (`coevolve report DIR`, and `coevolve compare` after its runs).
+
+Per task and budget, one row per method: Mean@k and Pass@k with 95% intervals,
+pooled over the seeds' held-out problems (the same problems for every arm:
+the interval covers problems and seeds), each seed's Mean@k beside, and the
+well-formed action rate. Then what the comparison can conclude: a method is
+told apart from the checkpoint ("base") only when their Mean@k intervals do
+not overlap; otherwise the two "cannot be told apart" at this size.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from coevolve.base.config import build_config, read_toml
+from coevolve.base.durable import atomic_write_json, atomic_write_text, read_json
+from coevolve.base.errors import UsageError
+from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, base_directory,
+                           run_state)
+from coevolve.search.plot import save_figure
+from coevolve.stats import Interval, mean_at_k, pass_at_k
+
+PLOT = "agents.png"
+
+
+def collect(root: Path) -> tuple[AgentCompareConfig, list[dict]]:
+    """The comparison's config and one record per arm (task, method, budget, seed):
+    its state and, once scored, its held-out attempts."""
+    config = build_config(AgentCompareConfig, read_toml(root / COMPARE_CONFIG))
+    c = config.compare
+    records = []
+    for seed in c.seeds:
+        for task in c.tasks:
+            for budget in c.budgets:
+                for method in c.methods:
+                    if method == "base" and budget != c.budgets[0]:
+                        continue  # the checkpoint: one arm for every budget
+                    spec = RunSpec(task, method, budget, seed)
+                    directory = base_directory(root, task, seed) if method == "base" else spec.directory(root)
+                    scores = read_json(directory / HELDOUT_SCORES)
+                    state = "checkpoint" if method == "base" else run_state(directory)
+                    records.append({"task": task, "method": method, "budget": budget, "seed": seed,
+                                    "dir": str(directory.relative_to(root)), "state": state,
+                                    "attempts": None if scores is None else scores["attempts"],
+                                    "well_formed": None if scores is None else scores.get("well_formed")})
+    return config, records
+
+
+def aggregate(config: AgentCompareConfig, records: list[dict]) -> list[dict]:
+    """One row per (task, budget, method) with scored arms: pooled Mean@k / Pass@k."""
+    rows = []
+    c = config.compare
+    for task in c.tasks:
+        for budget in c.budgets:
+            for method in c.methods:
+                mine = [r for r in records if (r["task"], r["method"]) == (task, method) and r["attempts"] is not None
+                        and (method == "base" or r["budget"] == budget)]
+                if not mine:
+                    continue
+                pooled = [a for r in mine for a in r["attempts"]]
+                formed = [r["well_formed"] for r in mine if r["well_formed"] is not None]
+                rows.append({"task": task, "budget": budget, "method": method, "seeds": [r["seed"] for r in mine],
+                             "mean": mean_at_k(pooled).to_dict(), "pass": pass_at_k(pooled).to_dict(),
+                             "per_seed": {str(r["seed"]): mean_at_k(r["attempts"]).mean for r in mine},
+                             "well_formed": sum(formed) / len(formed) if formed else None})
+    return rows
+
+
+def conclusions(config: AgentCompareConfig, rows: list[dict]) -> list[str]:
+    """Each trained method against the checkpoint, per task and budget: told
+    apart only when the 95% Mean@k intervals do not overlap."""
+    k = config.eval.k
+    out = []
+    for row in rows:
+        base = next((r for r in rows if (r["task"], r["budget"], r["method"]) == (row["task"], row["budget"], "base")),
+                    None)
+        if row["method"] == "base" or base is None:
+            continue
+        a, b = row["mean"], base["mean"]
+        where = f"{row['task']}, budget {row['budget']}: {row['method']} vs base"
+        if a["low"] > b["high"] or a["high"] < b["low"]:
+            out.append(f"{where}: Mean@{k} {'higher' if a['mean'] > b['mean'] else 'lower'} "
+                       f"({a['mean']:.3f} vs {b['mean']:.3f}; the 95% intervals do not overlap).")
+        else:
+            out.append(f"{where}: cannot be told apart (Mean@{k} {a['mean']:.3f} vs {b['mean']:.3f}; the 95% "
+                       f"intervals overlap at {a['n']} and {b['n']} problem draws).")
+    return out
+
+
+def _iv(d: dict) -> str:
+    return str(Interval(d["n"], d["mean"], d["low"], d["high"]))
+
+
+def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], verdicts: list[str]) -> str:
+    c, e, k = config.compare, config.eval, config.eval.k
+    scored = sum(r["attempts"] is not None for r in records)
+    lines = [f"# Agent comparison: held-out Mean@{k} / Pass@{k}", "",
+             f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} training episodes per run. "
+             f"Seeds: {', '.join(map(str, c.seeds))}. Arms scored: {scored} of {len(records)}.", "",
+             f"Every arm plays the same {e.problems} held-out problems per task (eval split), k = {k} attempts each "
+             f"with the same sampling seeds, {'constrained' if e.constrained else 'free'} decoding, "
+             f"{e.max_tokens} tokens a turn. base is the checkpoint (no training). Intervals: 95%, over problems "
+             "pooled over seeds.", ""]
+    if verdicts:
+        lines += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
+    for task in c.tasks:
+        options = config.task.get(task, {})
+        lines += [f"## {task}" + (f" ({', '.join(f'{key}={v}' for key, v in options.items())})" if options else ""), ""]
+        for budget in c.budgets:
+            lines += [f"### Budget {budget}", "",
+                      f"| method | Mean@{k} [95% CI] | Pass@{k} [95% CI] | Mean@{k} per seed | well-formed |",
+                      "|---|---|---|---|---|"]
+            for row in (r for r in rows if r["task"] == task and r["budget"] == budget):
+                per_seed = ", ".join(f"{v:.3f}" for v in row["per_seed"].values())
+                formed = "-" if row["well_formed"] is None else f"{row['well_formed']:.2f}"
+                lines.append(f"| {row['method']} | {_iv(row['mean'])} | {_iv(row['pass'])} | {per_seed} | {formed} |")
+            lines.append("")
+    lines += [f"![Mean@{k} / Pass@{k}]({PLOT})", "", "## Arms", "",
+              "| task | method | budget | seed | state | scored | directory |", "|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['task']} | {r['method']} | {'-' if r['method'] == 'base' else r['budget']} | {r['seed']} | "
+                     f"{r['state']} | {'yes' if r['attempts'] is not None else 'no'} | [{r['dir']}]({r['dir']}/) |")
+    return "\n".join(lines) + "\n"
+
+
+def _flat(row: dict) -> dict:
+    """A table row for CSV: each interval as mean, low, high columns."""
+    flat: dict[str, Any] = {"kind": "method"}
+    for key, value in row.items():
+        if isinstance(value, dict) and "low" in value:
+            flat.update({f"{key}_mean": value["mean"], f"{key}_low": value["low"], f"{key}_high": value["high"]})
+        else:
+            flat[key] = " ".join(map(str, value.values() if isinstance(value, dict) else value)) \
+                if isinstance(value, (dict, list)) else value
+    return flat
+
+
+def _csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return buffer.getvalue()
+
+
+def plot(config: AgentCompareConfig, rows: list[dict], path: Path) -> Path:
+    """Mean@k and Pass@k bars with their intervals, one panel per task and budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(t, b) for t in config.compare.tasks for b in config.compare.budgets]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
+    for ax, (task, budget) in zip(axes[0], panels):
+        mine = [r for r in rows if r["task"] == task and r["budget"] == budget]
+        xs = range(len(mine))
+        for offset, key, label in ((-0.18, "mean", f"Mean@{config.eval.k}"), (0.18, "pass", f"Pass@{config.eval.k}")):
+            means = [r[key]["mean"] for r in mine]
+            errors = [[m - r[key]["low"] for m, r in zip(means, mine)], [r[key]["high"] - m for m, r in zip(means, mine)]]
+            ax.bar([x + offset for x in xs], means, width=0.34, yerr=errors, capsize=3, label=label)
+        ax.set_xticks(list(xs), [r["method"] for r in mine], rotation=20, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{task}, budget {budget}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return path
+
+
+def render_agent_comparison(root: str | Path) -> dict[str, Path]:
+    """Write report.md, results.json and agents.png for an agent comparison."""
+    root = Path(root)
+    if not (root / COMPARE_CONFIG).exists():
+        raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
+    config, records = collect(root)
+    rows = aggregate(config, records)
+    verdicts = conclusions(config, rows)
+    written = {"report.md": root / "report.md", "results.json": root / "results.json",
+               "table.csv": root / "table.csv", "runs.csv": root / "runs.csv"}
+    atomic_write_text(written["report.md"], markdown(config, rows, records, verdicts))
+    # the dashboard lists a comparison's table and runs from these two files
+    atomic_write_text(written["table.csv"], _csv([_flat(row) for row in rows]))
+    atomic_write_text(written["runs.csv"], _csv([{key: r[key] for key in ("task", "method", "budget", "seed", "state",
+                                                                            "dir")} for r in records]))
+    atomic_write_json(written["results.json"], {
+        # without compare.out: the directory may move, and a rerun elsewhere holds the same results
+        "kind": "agent", "config": {"compare": {k: v for k, v in vars(config.compare).items() if k != "out"},
+                                    "eval": vars(config.eval)},
+        "rows": rows, "conclusions": verdicts,
+        "arms": [{key: v for key, v in r.items() if key != "attempts"} | {"scored": r["attempts"] is not None}
+                 for r in records]})
+    if rows:
+        written[PLOT] = plot(config, rows, root / PLOT)
+    return written

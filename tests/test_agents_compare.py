@@ -1,0 +1,216 @@
+"""Agent comparisons on the comparison stack (`coevolve compare` with
+`[compare] kind = "agent"`): the config, the report rebuilt from the files
+alone, and on the real engine a comparison killed with SIGKILL mid-training,
+rerun, and re-rendered by `coevolve report` in a fresh process, with the same
+table as an uninterrupted comparison. Kept tiny: examples/agents_compare.toml
+shrunk to base vs esopt, one seed, 8 training episodes, 3 held-out problems x
+2 attempts."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import sigkill_after
+from coevolve.base.config import as_dict, dump_toml, read_toml
+from coevolve.base.durable import atomic_write_json
+from coevolve.base.errors import UsageError
+from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, agent_runs, base_directory,
+                           comparison_run, load_compare_config)
+from coevolve.report import render
+from coevolve.runstore import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "agents_compare.toml"
+# the example shrunk: base vs esopt, one seed, 2 rounds of 2 members x 2 puzzles, 3 held-out puzzles x 2 attempts
+SHRINK = {"compare": {"methods": ["base", "esopt"], "seeds": [0], "budgets": [8]},
+          "eval": {"problems": 3, "k": 2, "max_tokens": 8},
+          "agent": {"population": 2, "batch": 2, "eval_cases": 2},
+          "sampling": {"max_tokens": 8}}
+
+
+def tiny_raw() -> dict:
+    raw = read_toml(EXAMPLE)
+    for section, values in SHRINK.items():
+        raw[section].update(values)
+    return raw
+
+
+def test_the_example_loads_as_an_agent_comparison():
+    config = load_compare_config(EXAMPLE)
+    assert isinstance(config, AgentCompareConfig) and config.compare.kind == "agent"
+    assert config.compare.methods == ["base", "esopt", "trace2skill", "esopt+trace2skill"] and config.eval.k == 4
+    runs = agent_runs(config)  # base needs no run
+    assert {s.method for s in runs} == {"esopt", "trace2skill", "esopt+trace2skill"} and len(runs) == 6
+    assert config.task == {"sudoku": {"masked": 1}} and config.sampling.temperature == 1.0
+    # `coevolve run PRESET` runs its first training arm
+    assert comparison_run(read_toml(EXAMPLE))["run"] == {
+        "task": "sudoku", "method": "esopt", "budget": 128, "seed": 0}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"compare": {"methods": ["base", "magic"]}}, "compare.methods"),
+    ({"compare": {"tasks": ["tsp_construct"]}}, "compare.tasks[0]"),
+    ({"compare": {"bogus": 1}}, "compare.bogus"),
+    ({"compare": {"budget": 8}}, "compare.budget"),
+    ({"eval": {"k": 0}}, "eval.k"),
+    ({"task": {"sudoku9": {"masked": 5}}}, "task.sudoku9"),
+    ({"task": {"sudoku": {"masked": 99}}}, "sudoku masked must be in"),
+    ({"compare": {"budgets": [3]}}, "run.budget"),  # less than one round of population x batch episodes
+])
+def test_bad_agent_comparisons_fail_in_one_line_naming_the_field(tmp_path, change, message):
+    raw = tiny_raw()
+    for section, values in change.items():
+        raw.setdefault(section, {}).update(values)
+    path = tmp_path / "bad.toml"
+    path.write_text(dump_toml(raw))
+    with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_compare_config(path)
+    done = subprocess.run([sys.executable, "-m", "coevolve.cli", "compare", str(path), "--out", str(tmp_path / "o")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr and not (tmp_path / "o").exists()
+
+
+def _fake_scores(root: Path, config: AgentCompareConfig, attempts: dict[tuple[str, int], list]) -> None:
+    """heldout.json files as run_agent_comparison writes them (the report reads nothing else of an arm)."""
+    for (method, seed), tries in attempts.items():
+        spec = RunSpec("sudoku", method, 8, seed)
+        directory = base_directory(root, "sudoku", seed) if method == "base" else spec.directory(root)
+        atomic_write_json(directory / HELDOUT_SCORES, {"attempts": tries, "well_formed": 1.0})
+
+
+def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
+    config = load_compare_config(_tiny(tmp_path))
+    config.compare.seeds = [0, 1]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / COMPARE_CONFIG).write_text(dump_toml(as_dict(config)))
+    same = [[1, 0], [0, 0], [1, 1]]
+    _fake_scores(tmp_path / "c", config, {("base", 0): same, ("base", 1): same, ("esopt", 0): same})
+    written = render(tmp_path / "c")
+    text = (tmp_path / "c" / "report.md").read_text()
+    # the base row pools both seeds (6 problem draws), esopt has one seed scored so far
+    assert "| base | 0.500 [" in text and "| 0.500, 0.500 | 1.00 |" in text and "Arms scored: 3 of 4" in text
+    assert "esopt vs base: cannot be told apart" in text
+    assert written["agents.png"].stat().st_size > 1000
+    results = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert [r["method"] for r in results["rows"]] == ["base", "esopt"] and results["rows"][0]["mean"]["n"] == 6
+
+    solved, failed = [[1, 1]] * 12, [[0, 0]] * 12  # clearly apart
+    _fake_scores(tmp_path / "c", config, {("base", 0): failed, ("base", 1): failed,
+                                          ("esopt", 0): solved, ("esopt", 1): solved})
+    render(tmp_path / "c")
+    text = (tmp_path / "c" / "report.md").read_text()
+    assert "esopt vs base: Mean@2 higher (1.000 vs 0.000; the 95% intervals do not overlap)" in text
+    assert "| esopt | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | 1.000, 1.000 | 1.00 |" in text
+
+    config.compare.budgets = [8, 16]  # the checkpoint is one arm, shown in every budget's table
+    (tmp_path / "c" / COMPARE_CONFIG).write_text(dump_toml(as_dict(config)))
+    render(tmp_path / "c")
+    text = (tmp_path / "c" / "report.md").read_text()
+    assert text.count("| base | 0.000 [") == 2 and text.count("| sudoku | base |") == 2  # two seeds, once each
+    assert "Arms scored: 4 of 6" in text and "budget 16: esopt vs base" not in text  # no esopt scored at 16
+
+
+def _tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(dump_toml(tiny_raw()))
+    return path
+
+
+def _compare(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "compare", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(1200)
+def test_agent_comparison_killed_resumed_and_rerendered_equals_an_uninterrupted_one(tmp_path, engine):
+    from coevolve.commands.compare import compare_and_report
+
+    config_path = _tiny(tmp_path)
+    # uninterrupted, in this process on the session engine (the CLI builds the same engine)
+    full = compare_and_report(load_compare_config(config_path, str(tmp_path / "full")), tmp_path / "full",
+                              engine=engine, log=lambda line: None)
+    run_dir = RunSpec("sudoku", "esopt", 8, 0).directory(full)
+    assert len(list(RunStore(run_dir).iter_events("round"))) == 2
+
+    killed = tmp_path / "killed"
+    first = _compare(str(config_path), "--out", str(killed))
+    sigkill_after(first, RunSpec("sudoku", "esopt", 8, 0).directory(killed) / "events.jsonl", "round", 1,
+                  random.Random().uniform(0, 1.0))
+    assert (base_directory(killed, "sudoku", 0) / HELDOUT_SCORES).exists()  # the base arm was done before the kill
+    assert not (killed / "report.md").exists()
+    second = _compare(str(config_path), "--out", str(killed))
+    output, _ = second.communicate(timeout=900)
+    assert second.returncode == 0, output
+    assert "sudoku base seed 0: scored earlier, skipped" in output  # a finished arm is not rerun
+    assert "sudoku esopt budget 8 seed 0: resuming" in output
+    rounds = [e["round"] for e in RunStore(RunSpec("sudoku", "esopt", 8, 0).directory(killed)).iter_events("round")]
+    assert rounds == [0, 1]  # every round logged once
+    expected = json.loads((full / "results.json").read_text())
+    assert json.loads((killed / "results.json").read_text()) == expected
+    assert expected["rows"][1]["method"] == "esopt" and expected["rows"][1]["mean"]["n"] == 3
+
+    # re-rendered from the files alone, in a fresh process (no engine)
+    for name in ("report.md", "results.json", "agents.png"):
+        os.remove(killed / name)
+    done = subprocess.run([sys.executable, "-m", "coevolve.cli", "report", str(killed)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (killed / "report.md").read_text() == (full / "report.md").read_text()
+    assert "Mean@2 [95% CI]" in (killed / "report.md").read_text() and (killed / "agents.png").stat().st_size > 1000
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_the_comparison_flow_resumes_after_a_crash_with_a_fake_engine(tmp_path):
+    """The control flow fast (real ESOpt, ledger, rollouts, files; a fake
+    engine): a crash mid-training leaves the base arm scored and the run
+    partial; rerunning scores nothing twice and gives the uninterrupted table."""
+    from test_agents_es import FakeEngine
+
+    from coevolve.compare import run_comparison
+
+    class Resettable(FakeEngine):
+        crash_at: int | None = None  # the perturbed chat call that raises (a member's turn)
+
+        def reset(self):
+            self.updates = []
+
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            if self.perturbation is not None and self.crash_at is not None:
+                self.crash_at -= 1
+                if self.crash_at == 0:
+                    raise _Killed()
+            return super().chat(conversations, sampling, seeds, constraints)
+
+    config = load_compare_config(_tiny(tmp_path))
+    run_comparison(config, tmp_path / "full", engine=Resettable(), log=lambda line: None)
+    render(tmp_path / "full")
+
+    crashing = Resettable()
+    crashing.crash_at = 3  # in round 1 (round 0 played its 2 members): base scored, training under way
+    with pytest.raises(_Killed):
+        run_comparison(config, tmp_path / "again", engine=crashing, log=lambda line: None)
+    run_dir = RunSpec("sudoku", "esopt", 8, 0).directory(tmp_path / "again")
+    assert (base_directory(tmp_path / "again", "sudoku", 0) / HELDOUT_SCORES).exists()
+    assert (run_dir / "events.jsonl").exists() and not (run_dir / "summary.json").exists()
+    lines: list[str] = []
+    run_comparison(config, tmp_path / "again", engine=Resettable(), log=lines.append)
+    assert any("base seed 0: scored earlier, skipped" in line for line in lines)
+    assert any("esopt budget 8 seed 0: resuming" in line for line in lines)
+    render(tmp_path / "again")
+    assert (json.loads((tmp_path / "again" / "results.json").read_text())
+            == json.loads((tmp_path / "full" / "results.json").read_text()))
+    assert (tmp_path / "again" / "report.md").read_text() == (tmp_path / "full" / "report.md").read_text()
+    lines.clear()
+    run_comparison(config, tmp_path / "again", engine=Resettable(), log=lines.append)  # all done: nothing reruns
+    assert all("earlier, skipped" in line for line in lines) and len(lines) == 3
