@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.evaluate import attempts_of, check_heldout, eval_sampling, evaluate_arm, run_inputs
-from coevolve.agents.runconfig import AgentRunConfig, AgentRunSection
+from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.durable import read_json
@@ -415,7 +415,8 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
 def _heldout_task(config: AgentCompareConfig, name: str, tool: Any) -> tuple[Any, list]:
     """The task with its comparison options and its held-out set (eval split,
     seed 0: the same problems for every arm and seed), checked apart from training."""
-    task = AgentRunConfig(run=AgentRunSection(task=name), task=dict(config.task.get(name, {}))).build_task(tool=tool)
+    options = {"run": {"task": name, "budget": AgentRunConfig().run.budget}, "task": dict(config.task.get(name, {}))}
+    task = build_config(AgentRunConfig, options).build_task(tool=tool)
     heldout = task.cases("eval", config.eval.problems, seed=0)
     try:
         check_heldout(task, heldout, task.cases("train", min(len(heldout), 64), seed=0))

@@ -59,17 +59,14 @@ class CompareSection(Section):
             raise ValueError("must not repeat a value")
         if name in ("budgets", "seeds") and min(values) < (1 if name == "budgets" else 0):
             raise ValueError(f"must all be >= {1 if name == 'budgets' else 0}")
+        for value in values if name == "methods" else ():
+            if info.data.get("kind") == "agent":  # `kind` is declared first, so it is validated by now
+                if value not in AGENT_METHODS:
+                    raise ValueError(f"must each be one of {', '.join(AGENT_METHODS)} (got {value!r})")
+            else:
+                check_method(value)
         return values
 
-    @model_validator(mode="after")
-    def _methods_of_kind(self) -> CompareSection:
-        for method in self.methods:
-            if self.kind == "agent":
-                require(method in AGENT_METHODS, "compare.methods", f"must each be one of {', '.join(AGENT_METHODS)}",
-                        method)
-            else:
-                check_method(method)
-        return self
 
 
 class HoldoutSection(SandboxSection):
@@ -160,7 +157,10 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
     raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
     if config_class(raw) is AgentCompareConfig:
-        return build_config(AgentCompareConfig, raw)
+        config = build_config(AgentCompareConfig, raw)
+        for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
+            agent_run_config(config, spec, Path("plan")).build_task()
+        return config
     return compare_config(raw, Path(path).parent)
 
 
@@ -342,7 +342,8 @@ def agent_runs(config: AgentCompareConfig, seeds: list[int] | None = None) -> li
 def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path) -> AgentRunConfig:
     """One training run's config: its [run] and its task's options, the shared sections as they are."""
     run = {"method": spec.method, "task": spec.task, "budget": spec.budget, "seed": spec.seed, "out": str(directory)}
-    shared = {name: as_dict(getattr(config, name)) for name in AGENT_SHARED}
+    everything = as_dict(config)
+    shared = {name: everything[name] for name in AGENT_SHARED}
     return build_config(AgentRunConfig, {"run": run, "task": dict(config.task.get(spec.task, {})), **shared})
 
 
