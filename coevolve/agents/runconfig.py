@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from coevolve.agents.skills import Skill, SkillError, load_skill
 from coevolve.base.config import config_error, one_of, require
+from coevolve.base.logsection import LogSection
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.base import Sampling
 from coevolve.es.config import ESConfig
@@ -119,6 +120,7 @@ class AgentRunConfig:
     endpoint: EndpointSection = field(default_factory=EndpointSection)
     model: ModelSection = field(default_factory=ModelSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
+    log: LogSection = field(default_factory=LogSection)  # trackers (coevolve/dashboard/mirror.py)
 
     @property
     def uses_es(self) -> bool:

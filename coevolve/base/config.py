@@ -84,6 +84,17 @@ def _coerce(value: Any, tp: Any, field: str) -> Any:
         if not isinstance(value, str):
             raise config_error(field, "must be a string", value)
         return value
+    if hasattr(tp, "model_validate"):  # a pydantic section (coevolve/base/logsection.py)
+        from pydantic import ValidationError
+
+        try:
+            return tp.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join([field, *(str(part) for part in first["loc"])])
+            if first["type"] == "extra_forbidden":
+                raise config_error(where, f"is not a known field (known: {', '.join(sorted(tp.model_fields))})") from None
+            raise config_error(where, first["msg"][:1].lower() + first["msg"][1:], first.get("input")) from None
     raise TypeError(f"config field {field}: unsupported annotation {tp!r}")
 
 
@@ -198,6 +209,8 @@ def as_dict(config: Any) -> dict[str, Any]:
             return {k: plain(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [plain(v) for v in value]
+        if hasattr(value, "model_dump"):  # a pydantic section
+            return plain(value.model_dump())
         return value
 
     return plain(dataclasses.asdict(config))

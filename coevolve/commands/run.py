@@ -184,6 +184,9 @@ def check_generators(config: RunConfig | AgentRunConfig) -> None:
     from coevolve.engine.openai_client import open_endpoint
 
     require_engine(config.run.method, config.uses_es, config.endpoint, students=not isinstance(config, RunConfig))
+    from coevolve.dashboard.mirror import require as require_trackers
+
+    require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
     endpoint = open_endpoint(config.endpoint)
     if endpoint is not None:
         endpoint.probe()
@@ -272,6 +275,7 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
     from coevolve.engine.local import needs_engine
     from coevolve.engine.openai_client import open_endpoint
     from coevolve.engine.pool import build_engine
+    from coevolve.dashboard.mirror import Mirroring
     from coevolve.sandbox import Sandbox
     from coevolve.search.loop import SearchLoop
     from coevolve.search.progress import progress_bar
@@ -287,9 +291,9 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
-        with Sandbox.from_section(config.sandbox) as sandbox:
+        with Sandbox.from_section(config.sandbox) as sandbox, Mirroring(config.log, store.dir, task.direction) as mirror:
             loop = SearchLoop(config, store, engine or endpoint, sandbox, task, endpoint=endpoint,
-                              on_progress=bar.update_from if bar else None)
+                              on_progress=mirror.after(bar.update_from if bar else None))
             return loop.run()
     finally:
         if bar:
@@ -305,6 +309,7 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
     otherwise one is built and closed."""
     from coevolve.agents.es_agent import check_run_dir, run_agent
     from coevolve.agents.tools import SandboxTool
+    from coevolve.dashboard.mirror import Mirroring
     from coevolve.engine.openai_client import open_endpoint
     from coevolve.search.progress import progress_bar
 
@@ -323,8 +328,9 @@ def execute_agent(config: AgentRunConfig, store: RunStore, engine: Any = None, *
         engine = build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming, unit="episode") if progress else None
     try:
-        return run_agent(config, store, engine, task, endpoint=endpoint,
-                         on_progress=bar.update_agent if bar else None)
+        with Mirroring(config.log, store.dir, "max") as mirror:
+            return run_agent(config, store, engine, task, endpoint=endpoint,
+                             on_progress=mirror.after(bar.update_agent if bar else None))
     finally:
         if bar:
             bar.close()

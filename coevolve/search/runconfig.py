@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from coevolve.base.config import one_of, require
+from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.es.config import ESConfig
@@ -250,6 +251,7 @@ class SearchSections:
 @dataclass
 class RunConfig(SearchSections):
     run: RunSection = field(default_factory=RunSection)
+    log: LogSection = field(default_factory=LogSection)  # trackers (coevolve/dashboard/mirror.py)
 
     @property
     def uses_es(self) -> bool:
