@@ -169,3 +169,22 @@ def test_a_failing_tracker_warns_once_and_the_run_goes_on(tmp_path):
     mirror.update()
     assert len(lines) == 1 and "mirroring to tensorboard stopped (OSError: disk full)" in lines[0]
     assert f"coevolve mirror {run_dir} --to tensorboard" in lines[0]
+
+
+def test_a_tracker_that_cannot_open_or_damaged_state_never_stops_the_run(tmp_path, capsys):
+    from coevolve.base.logsection import LogSection
+    from coevolve.dashboard.mirror import Mirror
+
+    run_dir = heuristic_run(tmp_path / "run")
+    lines: list[str] = []
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the event folder should go
+    mirror = Mirror(run_dir, LogSection(tensorboard=True, tensorboard_dir=str(blocked)), "min", warn=lines.append)
+    assert mirror.sinks == [] and mirror.update() == 0 and "not mirroring to tensorboard" in lines[0]
+    (run_dir / "mirror.json").write_text("{torn")
+    mirror = Mirror(run_dir, LogSection(tensorboard=True), "min", warn=lines.append)
+    assert mirror.sinks == [] and "mirror.json is unreadable" in lines[-1]
+    mirror.close()
+    assert (run_dir / "mirror.json").read_text() == "{torn" and not (run_dir / "tensorboard").exists()
+    assert main(["mirror", str(run_dir), "--to", "tensorboard"]) == 1
+    assert "remove it to mirror the run afresh" in capsys.readouterr().err

@@ -345,12 +345,23 @@ class Mirror:
 
             task = str(toml_file(self.run_dir / "config.toml").get("run", {}).get("task", ""))
             direction = task_info(task)[0] if task else "min"
-        self.state: dict[str, dict] = self._load_state()
         self.sinks: list[Any] = []
         self.followers: dict[str, Follower] = {}
+        try:
+            self.state: dict[str, dict] = self._load_state()
+        except (OSError, ValueError) as exc:  # a damaged mirror.json: mirroring afresh would add points twice
+            self.state = {}
+            self.warn(f"coevolve: not mirroring {self.run_dir}: {self.run_dir / STATE} is unreadable ({exc}); "
+                      "remove it to mirror the run afresh")
+            return
         for name in log.trackers:
             previous = self.state.get(name, {})
-            sink = SINKS[name](self.run_dir, log, previous)
+            try:
+                sink = SINKS[name](self.run_dir, log, previous)
+            except Exception as exc:  # noqa: BLE001 - a tracker that cannot open never stops the run
+                self.warn(f"coevolve: not mirroring to {name} ({type(exc).__name__}: {str(exc)[:300]}); the run "
+                          f"goes on; `coevolve mirror {self.run_dir} --to {name}` catches up later")
+                continue
             same = previous.get("target") == sink.target
             self.followers[name] = Follower(self.run_dir, direction, dict(previous.get("done", {})) if same else {})
             self.state[name] = {**sink.state(), "done": self.followers[name].done,
@@ -358,14 +369,13 @@ class Mirror:
             self.sinks.append(sink)
 
     def _load_state(self) -> dict:
-        path = self.run_dir / STATE
         try:
-            state = json.loads(path.read_text(encoding="utf-8"))
+            state = json.loads((self.run_dir / STATE).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{path}: not a mirror state file ({exc}); remove it to mirror the run afresh") from None
-        return state if isinstance(state, dict) else {}
+        if not isinstance(state, dict):
+            raise ValueError("not a JSON object")
+        return state
 
     def update(self, *_: Any) -> int:
         """Write what is new; the number of points written. Any argument is
@@ -382,7 +392,8 @@ class Mirror:
                 self._drop(sink, exc)
                 continue
             self.state[sink.name] = {**self.state[sink.name], **sink.state(), "done": follower.done}
-        atomic_write_json(self.run_dir / STATE, self.state)
+        if self.sinks:
+            atomic_write_json(self.run_dir / STATE, self.state)
         return written
 
     def _drop(self, sink: Any, exc: Exception) -> None:
@@ -404,7 +415,8 @@ class Mirror:
                 sink.close(status)
             except Exception as exc:  # noqa: BLE001
                 self._drop(sink, exc)
-        atomic_write_json(self.run_dir / STATE, self.state)
+        if self.state:
+            atomic_write_json(self.run_dir / STATE, self.state)
 
     def where(self) -> list[str]:
         return [f"{sink.name}: {sink.where()}" for sink in self.sinks]
