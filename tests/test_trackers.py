@@ -63,7 +63,7 @@ def mlflow_history(run_dir: Path) -> tuple[object, dict[str, list[tuple[int, flo
     state = json.loads((run_dir / "mirror.json").read_text())["mlflow"]
     client = MlflowClient(tracking_uri=state["target"])
     run = client.get_run(state["run_id"])
-    history = {key: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
+    history = {key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
                for key in run.data.metrics}
     return client, run, history
 
