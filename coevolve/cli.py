@@ -10,7 +10,7 @@ import sys
 
 from coevolve.base.errors import UsageError
 
-COMMANDS = ["run", "eval", "tasks", "check-task", "new-task", "models", "compare", "report", "distill", "dashboard"]
+COMMANDS = ["run", "eval", "tasks", "check-task", "new-task", "models", "compare", "report", "distill", "dashboard", "mirror"]
 
 
 def build_parser() -> argparse.ArgumentParser:

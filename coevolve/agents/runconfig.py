@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from coevolve.agents.skills import Skill, SkillError, load_skill
 from coevolve.base.config import Config, Section, config_error, require
+from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig
@@ -80,6 +81,7 @@ class AgentRunConfig(Config):
     endpoint: EndpointSection = EndpointSection()
     model: ModelSection = ModelSection()
     distributed: DistributedSection = DistributedSection()
+    log: LogSection = LogSection()  # trackers (coevolve/base/mirror.py)
 
     _task_named = model_validator(mode="before")(classmethod(lambda cls, raw: task_named(raw)))
 

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator
 from coevolve.base.errors import CorruptFileError
 
 __all__ = [
-    "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "repair_jsonl",
+    "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "read_jsonl_from", "repair_jsonl",
     "atomic_directory", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
     "read_json",
 ]
@@ -61,21 +61,32 @@ def _complete_part(raw: bytes) -> bytes:
 def read_jsonl(path: str | Path) -> list[Any]:
     """Every completed record of a JSON-lines file (a missing file has none).
     The torn tail after the last newline is ignored; blank lines are skipped."""
+    return read_jsonl_from(path, 0)[0]
+
+
+def read_jsonl_from(path: str | Path, offset: int) -> tuple[list[Any], int]:
+    """The completed records after byte `offset` (the end of an earlier read,
+    so a follower parses only what is new) and the offset after them. The
+    torn tail is left for the next read."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            raw = handle.read()
     except FileNotFoundError:
-        return []
+        return [], offset
+    complete = _complete_part(raw)
     records = []
-    for number, line in enumerate(_complete_part(raw).split(b"\n")[:-1], start=1):
+    for number, line in enumerate(complete.split(b"\n")[:-1], start=1):
         if not line.strip():
             continue
         try:
             records.append(json.loads(line))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            raise CorruptFileError(f"{path}: line {number} is not valid JSON ({reason})") from None
-    return records
+            where = f"line {number}" if offset == 0 else f"line {number} after byte {offset}"
+            raise CorruptFileError(f"{path}: {where} is not valid JSON ({reason})") from None
+    return records, offset + len(complete)
 
 
 def repair_jsonl(path: str | Path) -> bool:

@@ -18,6 +18,7 @@ from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
+from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import fail, problems
 from coevolve.engine.base import ConstraintError
@@ -179,6 +180,7 @@ def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     refused, and the [endpoint] is probed, once (reachable, key taken, model
     served); what the run records of it (endpoint.json), or None without one."""
     require_engine(config.run.method, config.uses_es, config.endpoint, students=not isinstance(config, RunConfig))
+    require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
     endpoint = open_endpoint(config.endpoint)
     return None if endpoint is None else endpoint.describe(endpoint.probe())
 
@@ -266,9 +268,9 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
         engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
-        with Sandbox.from_section(config.sandbox) as sandbox:
+        with Sandbox.from_section(config.sandbox) as sandbox, Mirroring(config.log, store.dir, task.direction) as mirror:
             loop = SearchLoop(config, store, engine or endpoint, sandbox, task, endpoint=endpoint,
-                              on_progress=bar.update_from if bar else None)
+                              on_progress=mirror.after(bar.update_from if bar else None))
             return loop.run()
     finally:
         if bar:

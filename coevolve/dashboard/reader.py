@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
 import json
 import math
 import threading
@@ -235,8 +236,11 @@ def finite(value: Any) -> float | None:
 _REFERENCES: dict[tuple[str, str, int], float | None] = {}
 
 
+@functools.lru_cache(maxsize=256)
 def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
-    """(direction, train set) of a heuristic task; ("min", None) for one this install lacks."""
+    """(direction, train set) of a heuristic task; ("min", None) for one this
+    install lacks. Memoised: a page polls every run's row every few seconds,
+    and building a task (its instances) is far dearer than the poll."""
     try:
         from tasks.registry import heuristic_task
 
@@ -529,6 +533,8 @@ class AgentRun(RunDir):
                     metrics[text(key, 40)] = {k: finite(value.get(k)) for k in ("mean", "low", "high")}
                 elif finite(value) is not None:
                     metrics[text(key, 40)] = {"mean": finite(value), "low": None, "high": None}
+            if isinstance(e.get("round"), int):
+                metrics.update(at_k(self.path / "trajectories" / f"eval_{e['round']:03d}.jsonl"))
             evals.append({"round": e.get("round"), "episodes_used": e.get("episodes_used"), "metrics": metrics})
         skills = [{"round": e.get("round"), "name": text(e.get("name"), 80), "mode": text(e.get("mode") or "online", 20),
                    "text": text(e.get("text") or "")} for e in self.events if e.get("type") == "skill"]
@@ -553,6 +559,26 @@ class AgentRun(RunDir):
              "messages": [{"role": text(m.get("role"), 20), "content": text(m.get("content"), 20_000)}
                           for m in t.get("messages", []) if isinstance(m, dict)]}
             for i, t in enumerate(chunk)]}
+
+
+def at_k(path: Path) -> dict[str, dict[str, float | None]]:
+    """Mean@k and Pass@k with their 95% intervals over the cases of one
+    held-out evaluation (its trajectories: k attempts per case, 1 when greedy);
+    none when the file is missing or its cases have unequal attempts."""
+    from coevolve.stats import mean_at_k, pass_at_k
+
+    by_case: dict[str, list[float]] = {}
+    for t in jsonl(path):
+        reward = finite(t.get("reward")) if isinstance(t, dict) else None
+        if reward is not None:
+            by_case.setdefault(str(t.get("case_id")), []).append(reward)
+    attempts = list(by_case.values())
+    if not attempts or len({len(a) for a in attempts}) != 1:
+        return {}
+    k = len(attempts[0])
+    return {f"{name}@{k}": {key: finite(value) for key, value in interval(attempts).to_dict().items()
+                            if key in ("mean", "low", "high")}
+            for name, interval in (("Mean", mean_at_k), ("Pass", pass_at_k))}
 
 
 # ------------------------------------------------------------------ comparisons

@@ -293,7 +293,14 @@ def remove_tree(path: str, budget_s: float = 10.0) -> None:
     open directory descriptors, never following links) and within
     `budget_s`; anything that fails is logged, never raised. With the
     hidden view the directory is empty (the temp space was a tmpfs of the
-    candidate's mount namespace, gone with it), so this is one rmdir."""
+    candidate's mount namespace, gone with it), so this is one rmdir.
+
+    Not shutil.rmtree: on the Pythons we support (3.10, 3.11) its fd-based
+    walk recurses once per directory level, so a candidate that nests 1,500
+    directories (a cheap loop of mkdir) makes it raise RecursionError in the
+    worker (measured on 3.11.7; tests/test_sandbox_boundary.py and
+    test_sandbox_classes.py keep such a tree); and it has no time bound, so a
+    candidate that leaves a million files would hold its worker that long."""
     try:
         os.rmdir(path)
         return

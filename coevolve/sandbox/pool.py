@@ -125,6 +125,12 @@ class _WorkerProcess:
             remove_tree(self.scratch_root)
 
 
+def _boundary_of(workers: list[_WorkerProcess]) -> dict[str, Any]:
+    return {"confined": all(w.confined for w in workers), "hidden_view": all(w.hidden_view for w in workers),
+            "memory_limit": sorted({w.memory_limit for w in workers}),
+            "network_isolated": all(w.network_isolated for w in workers)}
+
+
 _warned: set[str] = set()
 
 
@@ -275,13 +281,16 @@ class Sandbox:
         "cgroup v2", or "rlimit": address space only)."""
         with self._lock:
             workers = list(self._all)
-        if not workers:  # closed, or not started yet: what the last workers had
-            return dict(self._boundary)
-        self._boundary = {"confined": all(w.confined for w in workers),
-                          "hidden_view": all(w.hidden_view for w in workers),
-                          "memory_limit": sorted({w.memory_limit for w in workers}),
-                          "network_isolated": all(w.network_isolated for w in workers)}
-        return dict(self._boundary)
+        # closed, or not started yet: what the last workers had (_remember_boundary)
+        return _boundary_of(workers) if workers else dict(self._boundary)
+
+    def _remember_boundary(self) -> None:
+        """Keep what the workers have in force for after close (a run's summary
+        asks once the pool is gone). Not a cached property: a worker replaced
+        after a crash may start under other conditions, so it is re-measured
+        each time a worker starts."""
+        with self._lock:
+            self._boundary = _boundary_of(self._all)
 
     @property
     def network_isolated(self) -> bool:
@@ -360,7 +369,7 @@ class Sandbox:
                 raise
             with self._lock:
                 self._all.append(worker)
-            self.boundary  # noqa: B018  (remembered for after close)
+            self._remember_boundary()
         return worker
 
     def _forget(self, worker: _WorkerProcess, graceful: bool = True) -> None:

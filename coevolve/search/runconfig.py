@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from coevolve.base.config import Config, Section, config_error, require
+from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig
@@ -200,6 +201,7 @@ class SearchSections(Config):
 
 class RunConfig(SearchSections):
     run: SearchRun = SearchRun()
+    log: LogSection = LogSection()  # trackers (coevolve/base/mirror.py)
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,52 @@
+"""`coevolve mirror RUN_DIR --to mlflow|tensorboard`: mirror a run (finished,
+killed half-way or still going) to MLflow or TensorBoard afterwards, as
+`[log] mlflow = true` / `tensorboard = true` would have during the run.
+Again on the same run adds only what is new (RUN_DIR/mirror.json)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("mirror", help="mirror a run's scalars and best program to MLflow or TensorBoard",
+                              description=__doc__)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a heuristic or agent run directory")
+    p.add_argument("--to", action="append", required=True, choices=["mlflow", "tensorboard"],
+                   help="the tracker (repeat for both)")
+    p.add_argument("--mlflow-uri", default=None,
+                   help="an MLflow tracking URI (default: the run's [log] mlflow_uri, else RUN_DIR/mlflow/mlflow.db)")
+    p.add_argument("--experiment", default=None, help="MLflow experiment (default: the run's [log], else coevolve)")
+    p.add_argument("--tensorboard-dir", default=None,
+                   help="write event files to DIR/<run name> (default: the run's [log], else RUN_DIR/tensorboard)")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from coevolve.base.errors import UsageError
+    from coevolve.base.logsection import LogSection
+    from coevolve.base.mirror import Mirror, require
+    from coevolve.dashboard.reader import kind_of, toml_file
+
+    run_dir = Path(args.run_dir)
+    if kind_of(run_dir) not in ("run", "agent"):
+        raise UsageError(f"{args.run_dir}: not a run directory (no config.toml)")
+    require(sorted(set(args.to)))
+    logged = toml_file(run_dir / "config.toml").get("log", {})
+    flags = {"mlflow_uri": args.mlflow_uri, "experiment": args.experiment, "tensorboard_dir": args.tensorboard_dir}
+    try:
+        log = LogSection.model_validate({**(logged if isinstance(logged, dict) else {}),
+                                         **{k: v for k, v in flags.items() if v is not None},
+                                         "mlflow": "mlflow" in args.to, "tensorboard": "tensorboard" in args.to})
+    except ValidationError as exc:
+        raise UsageError(f"{run_dir / 'config.toml'}: [log] {exc.errors()[0]['msg']}") from None
+    mirror = Mirror(run_dir, log)
+    points = mirror.update()
+    mirror.close()
+    for line in mirror.where():
+        print(f"mirrored {run_dir} ({points} new points) to {line}")
+    return 0 if len(mirror.sinks) == len(log.trackers) else 1
