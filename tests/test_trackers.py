@@ -146,7 +146,7 @@ def test_a_tracker_without_its_extra_is_refused_before_anything_starts(tmp_path,
 
 def test_log_section_errors_name_the_field(tmp_path, capsys):
     config = tmp_path / "config.toml"
-    for body, message in (("mlflow = 1", "log.mlflow input should be a valid boolean (got 1)"),
+    for body, message in (("mlflow = 1", "log.mlflow must be true or false (got 1)"),
                           ("wandb = true", "log.wandb is not a known field (known: experiment, mlflow")):
         config.write_text(CONFIG + "[log]\n" + body + "\n")
         assert main(["run", str(config), "--out", str(tmp_path / "out")]) == 2

@@ -335,16 +335,11 @@ SINKS = {"mlflow": MLflowSink, "tensorboard": TensorBoardSink}
 class Mirror:
     """The trackers of one run directory, each fed what it has not had yet."""
 
-    def __init__(self, run_dir: str | Path, log: LogSection, direction: str | None = None,
+    def __init__(self, run_dir: str | Path, log: LogSection, direction: str,
                  warn: Callable[[str], None] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         require(log.trackers)
-        if direction is None:
-            from coevolve.dashboard.reader import task_info, toml_file
-
-            task = str(toml_file(self.run_dir / "config.toml").get("run", {}).get("task", ""))
-            direction = task_info(task)[0] if task else "min"
         self.sinks: list[Any] = []
         self.followers: dict[str, Follower] = {}
         try:

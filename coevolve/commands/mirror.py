@@ -30,7 +30,7 @@ def handle(args: argparse.Namespace) -> int:
     from coevolve.base.errors import UsageError
     from coevolve.base.logsection import LogSection
     from coevolve.base.mirror import Mirror, require
-    from coevolve.dashboard.reader import kind_of, toml_file
+    from coevolve.dashboard.reader import kind_of, task_info, toml_file
 
     run_dir = Path(args.run_dir)
     if kind_of(run_dir) not in ("run", "agent"):
@@ -44,7 +44,8 @@ def handle(args: argparse.Namespace) -> int:
                                          "mlflow": "mlflow" in args.to, "tensorboard": "tensorboard" in args.to})
     except ValidationError as exc:
         raise UsageError(f"{run_dir / 'config.toml'}: [log] {exc.errors()[0]['msg']}") from None
-    mirror = Mirror(run_dir, log)
+    task = str(toml_file(run_dir / "config.toml").get("run", {}).get("task", ""))
+    mirror = Mirror(run_dir, log, task_info(task)[0] if task else "min")  # the direction of "best so far"
     points = mirror.update()
     mirror.close()
     for line in mirror.where():
