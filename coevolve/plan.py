@@ -17,7 +17,8 @@ from typing import Any
 from coevolve.base.config import build_config, one_of, read_toml, require
 from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
-from coevolve.search.runconfig import METHODS, RunConfig, RunSection, SandboxSection, SearchSections
+from coevolve.search import methods as registry
+from coevolve.search.runconfig import RunConfig, RunSection, SandboxSection, SearchSections, check_method
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -30,7 +31,7 @@ PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp":
 
 @dataclass
 class CompareSection:
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    methods: list[str] = field(default_factory=lambda: list(registry.DEFAULT_COMPARE))
     tasks: list[str] = field(default_factory=lambda: ["tsp_construct"])
     budgets: list[int] = field(default_factory=lambda: [1000, 2000])
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -45,7 +46,7 @@ class CompareSection:
             require(len(values) >= 1, f"{name}.{key}", "must list at least one value", values)
             require(len(set(values)) == len(values), f"{name}.{key}", "must not repeat a value", values)
         for method in self.methods:
-            one_of(method, METHODS, f"{name}.methods")
+            check_method(method, f"{name}.methods")
         for budget in self.budgets:
             require(budget >= 1, f"{name}.budgets", "must all be >= 1", self.budgets)
         for seed in self.seeds:
@@ -77,6 +78,13 @@ class CompareConfig(SearchSections):
 
     compare: CompareSection = field(default_factory=CompareSection)
     test: HoldoutSection = field(default_factory=HoldoutSection)
+
+    @classmethod
+    def declared_sections(cls, raw: dict) -> dict:
+        """The sections the compared methods declare themselves (coevolve.base.config's hook)."""
+        compare = raw.get("compare") if isinstance(raw.get("compare"), dict) else {}
+        methods = compare.get("methods", registry.DEFAULT_COMPARE)
+        return registry.declared_sections(methods if isinstance(methods, list) else [])
 
     def check(self) -> None:
         super().check()
@@ -144,6 +152,9 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
 
         # file tasks count from the TOML's folder, and the comparison names them absolutely
         compare["tasks"] = [absolute_spec(t, Path(path).parent) if isinstance(t, str) else t for t in compare["tasks"]]
+    if isinstance(compare, dict) and isinstance(compare.get("methods"), list):  # file methods likewise
+        compare["methods"] = [registry.absolute_method(m, Path(path).parent) if isinstance(m, str) else m
+                              for m in compare["methods"]]
     if out is not None:
         compare = raw.setdefault("compare", {})
         if not isinstance(compare, dict):
@@ -161,7 +172,9 @@ def comparison_run(raw: dict) -> dict:
 
     c = build_config(CompareConfig, copy.deepcopy(raw)).compare
     run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
-    return {**{k: v for k, v in raw.items() if k not in ("compare", "test")}, "run": run}
+    # sections other compared methods declare are not this arm's (its own is kept)
+    others = set(registry.declared_sections(c.methods)) - set(registry.declared_sections([c.methods[0]]))
+    return {**{k: v for k, v in raw.items() if k not in ("compare", "test", *others)}, "run": run}
 
 
 # ----------------------------------------------------------------- the plan
@@ -196,7 +209,11 @@ def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConf
     run = RunSection(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
     run.check("run")
     shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(SearchSections)}
-    return RunConfig(run=run, **shared)
+    config_ = RunConfig(run=run, **shared)
+    held = getattr(config, "method_sections", {})  # only the sections this run's method declares
+    config_.method_sections = {k: held[k] for k in registry.declared_sections([spec.method]) if k in held}
+    type(registry.make_method(config_)).check(config_)
+    return config_
 
 
 def run_state(directory: Path) -> str:
@@ -209,9 +226,6 @@ def run_state(directory: Path) -> str:
 
 
 # ------------------------------------------------------- structural matching
-PAIRS = [("sample", "sample+esopt"), ("eoh", "eoh+esopt")]
-
-
 def arm_plan(config: CompareConfig, task: str, method: str, budget: int) -> dict:
     """What one arm of the comparison will run (the same for every seed)."""
     from coevolve.search.methods import run_plan
@@ -221,7 +235,7 @@ def arm_plan(config: CompareConfig, task: str, method: str, budget: int) -> dict
 
 def _why(config: CompareConfig, method: str) -> str:
     es = config.es
-    if method.endswith("+esopt") and es.population:
+    if registry.uses_es(method) and es.population:
         return (f" ({method} asks es.population {es.population} x es.proposals_per_member "
                 f"{es.proposals_per_member} per perturbed step; es.population = 0 follows the base method's plan)")
     return ""
@@ -234,9 +248,7 @@ def structural_differences(config: CompareConfig) -> list[str]:
     methods = config.compare.methods
     for task in config.compare.tasks:
         for budget in config.compare.budgets:
-            for base, variant in PAIRS:
-                if base not in methods or variant not in methods:
-                    continue
+            for base, variant in registry.pairs(methods):
                 a, b = arm_plan(config, task, base, budget), arm_plan(config, task, variant, budget)
                 shape_a = [(s["generation"], s["operator"], s["count"]) for s in a["steps"]]
                 shape_b = [(s["generation"], s["operator"], s["count"]) for s in b["steps"]]

@@ -19,13 +19,13 @@ from typing import Any, Iterable
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.base.errors import UsageError
-from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
+from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, arm_plan, baseline_directory, planned_runs,
                            run_state, scored_sets, structural_differences)
 from coevolve.runstore import RunStore
+from coevolve.search import methods as registry
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band, gap_closed, paper_delta, summarise
 
-METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
 
 BUDGET_STATEMENT = (
     "Every run has the same budget of {budget} evaluations, counted by one ledger "
@@ -175,16 +175,15 @@ def aggregate(config: CompareConfig, records: list[dict],
                     }
                     by_method[method] = row
                     rows.append(row)
-                for base, variant in PAIRS:
-                    if base in by_method and variant in by_method:
-                        rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
-                                     "size": size, "method": f"{base} -> {variant}", "base": base,
-                                     "variant": variant,
-                                     "delta": paper_delta(by_method[base]["gap"]["mean"],
+                for base, variant in registry.pairs(list(by_method)):
+                    rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
+                                 "size": size, "method": f"{base} -> {variant}", "base": base,
+                                 "variant": variant,
+                                 "delta": paper_delta(by_method[base]["gap"]["mean"],
+                                                      by_method[variant]["gap"]["mean"]),
+                                 "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
                                                           by_method[variant]["gap"]["mean"]),
-                                     "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
-                                                              by_method[variant]["gap"]["mean"]),
-                                     **verdict(by_method[base], by_method[variant])})
+                                 **verdict(by_method[base], by_method[variant])})
     return rows
 
 
@@ -259,13 +258,12 @@ def fmt_delta(value: float | None) -> str:
 
 
 def _label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+    return registry.label(method)
 
 
 def _ordered_methods(methods: list[str]) -> list[str]:
     """Pairs first (base, then its +ESOpt variant), then anything unpaired."""
-    order = [m for pair in PAIRS for m in pair if m in methods]
-    return order + [m for m in methods if m not in order]
+    return registry.ordered(methods)
 
 
 def _links(dirs: list[str]) -> str:
@@ -291,7 +289,7 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             cells += [fmt_number(template.get((task_name, split, size))), ""]
         lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
     methods = _ordered_methods(config.compare.methods)
-    base_of = {variant: base for base, variant in PAIRS}
+    base_of = {variant: base for base, variant in registry.pairs(methods)}
     for method in methods:
         per_set = {(r["split"], r["size"]): r for r in mine if r["kind"] == "method" and r["method"] == method}
         cells = [_label(method)]
@@ -466,7 +464,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)") +
              (f" EoH's initial population ({config.eoh.init or config.eoh.population} candidates) is charged "
               "outside the budget, as the paper counts T (eoh.init_in_budget = false): EoH runs spend that many "
-              "more evaluations." if not config.eoh.init_in_budget and any(m.startswith("eoh") for m in c.methods)
+              "more evaluations." if not config.eoh.init_in_budget and any(
+                  arm_plan(config, c.tasks[0], m, c.budgets[0])["outside_budget"] for m in c.methods)
               else ""),
              "",
              "Each run's heuristic is its best by training objective (best.py, chosen before any test "
@@ -556,8 +555,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                          f"{fmt_number(s['reference'])} | {gap} | {s['failure'] or ''} |")
         parts.append("")
     parts.append("![best so far](progress.png)")
+    figures = registry.run_figures(store.config_path, store.dir, direction)  # the method's archive (a heat map...)
+    parts += [f"![{name}]({path.name})" for name, path in figures.items()]
     atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
-    return {"report.md": store.path("report.md"), "progress.png": plot}
+    return {"report.md": store.path("report.md"), "progress.png": plot, **{f"{k}.png": v for k, v in figures.items()}}
 
 
 STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}

@@ -125,6 +125,10 @@ def build_config(cls: type[T], raw: dict[str, Any]) -> T:
     if not isinstance(raw, dict):
         raise config_error("config", "must be a table of sections", raw)
     raw = _renamed_sections(cls, raw)
+    # sections a config's methods declare themselves (pydantic models; coevolve/search/methods.py)
+    declared = cls.declared_sections(raw) if hasattr(cls, "declared_sections") else {}
+    extra = {name: raw.get(name, {}) for name in declared}
+    raw = {k: v for k, v in raw.items() if k not in declared}
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     for key in raw:
@@ -141,10 +145,30 @@ def build_config(cls: type[T], raw: dict[str, Any]) -> T:
         else:
             values[f.name] = _coerce(raw[f.name], tp, f.name)
     config = cls(**values)
+    if declared:
+        config.method_sections = {name: build_model(model, extra[name], name) for name, model in declared.items()}
     check = getattr(config, "check", None)
     if check is not None:
         check()
     return config
+
+
+def build_model(model: Any, table: Any, name: str) -> Any:
+    """One `[name]` table -> an instance of the pydantic model `model` (a section a method declares);
+    the first problem as one config-error line."""
+    from pydantic import ValidationError
+
+    if not isinstance(table, dict):
+        raise config_error(name, "must be a table", table)
+    try:
+        return model.model_validate(table)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        field = f"{name}.{where}" if where else name
+        if error["type"] == "extra_forbidden":
+            raise config_error(field, f"is not a known field (known: {', '.join(model.model_fields)})") from None
+        raise config_error(field, error["msg"][:1].lower() + error["msg"][1:], error.get("input")) from None
 
 
 def _renamed_sections(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +224,8 @@ def as_dict(config: Any) -> dict[str, Any]:
             return [plain(v) for v in value]
         return value
 
-    return plain(dataclasses.asdict(config))
+    sections = getattr(config, "method_sections", None) or {}  # declared by methods: after the fixed ones
+    return plain({**dataclasses.asdict(config), **{k: v.model_dump() for k, v in sections.items()}})
 
 
 def _toml_value(value: Any, where: str) -> str:

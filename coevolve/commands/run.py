@@ -98,9 +98,11 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     overrides = overrides_from(args)
     raw = read_toml(args.config)
     canonical_task(raw, overrides, Path(args.config).parent)
+    canonical_method(raw, overrides, Path(args.config).parent)
     config = load_run_config(args.config, overrides)
     if isinstance(config, RunConfig):
         check_task(config.run.task)
+        check_method_task(config)
     check_generators(config)
     store = create_store(config)
     from tasks.loader import record_tasks
@@ -122,6 +124,27 @@ def canonical_task(raw: dict, overrides: dict[str, dict], config_dir: Path) -> N
         resolved = absolute_spec(spec, base)
         if resolved != spec:
             overrides.setdefault("run", {})["task"] = resolved
+
+
+def canonical_method(raw: dict, overrides: dict[str, dict], config_dir: Path) -> None:
+    """A file method made absolute like a file task (coevolve.search.methods.absolute_method)."""
+    from coevolve.search.methods import absolute_method
+
+    flag = overrides.get("run", {}).get("method")
+    run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
+    spec, base = (flag, Path(".")) if flag else (run.get("method"), config_dir)
+    if isinstance(spec, str) and spec:
+        resolved = absolute_method(spec, base)
+        if resolved != spec:
+            overrides.setdefault("run", {})["method"] = resolved
+
+
+def check_method_task(config: RunConfig) -> None:
+    """What the run's method needs of the task (e.g. MAP-Elites' descriptors), before any directory exists."""
+    from coevolve.search.methods import make_method
+    from tasks.registry import heuristic_task
+
+    make_method(config).check_task(heuristic_task(config.run.task))
 
 
 def check_task(spec: str) -> None:

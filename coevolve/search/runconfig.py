@@ -10,10 +10,20 @@ from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.es.config import ESConfig
 
-BASE_METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
-# +trace2skill: a skill distilled from the run's own candidates every skill.every steps, shown in every prompt
-METHODS = BASE_METHODS + tuple(f"{m}+trace2skill" for m in BASE_METHODS)
-OPERATORS = ("i1", "e1", "e2", "m1", "m2", "m3", "repair")
+
+
+def check_method(value: str, field: str) -> None:
+    """run.method / compare.methods: a method of the registry (coevolve/search/methods.py)."""
+    from coevolve.search.methods import check_method_name  # methods imports this module's types
+
+    check_method_name(value, field)
+
+
+def check_operator(value: str, field: str) -> None:
+    """eoh.operators / es.operators: an operator of the registry (coevolve/search/operators.py)."""
+    from coevolve.search.operators import check_operator as check
+
+    check(value, field)
 
 
 @dataclass
@@ -25,7 +35,7 @@ class RunSection:
     out: str = ""  # empty: runs/<task>-<method>-seed<seed>-<time>
 
     def check(self, name: str) -> None:
-        one_of(self.method, METHODS, f"{name}.method")
+        check_method(self.method, f"{name}.method")
         require(bool(self.task), f"{name}.task", "must not be empty")
         require(self.budget >= 1, f"{name}.budget", "must be >= 1", self.budget)
         require(self.seed >= 0, f"{name}.seed", "must be >= 0", self.seed)
@@ -53,7 +63,7 @@ class EohSection:
         require(self.offspring >= 1, f"{name}.offspring", "must be >= 1", self.offspring)
         require(len(self.operators) >= 1, f"{name}.operators", "must name at least one operator")
         for op in self.operators:
-            one_of(op, OPERATORS[1:], f"{name}.operators")
+            check_operator(op, f"{name}.operators")
         require(self.parents >= 1, f"{name}.parents", "must be >= 1", self.parents)
         require(self.init >= 0, f"{name}.init", "must be >= 0", self.init)
         require(self.m_multiplier >= 0, f"{name}.m_multiplier", "must be >= 0 (0: scaled to the budget)",
@@ -235,7 +245,7 @@ class SearchSections:
     def check(self) -> None:
         """The [es] keys whose meaning belongs to heuristic search, and the rules across sections."""
         for op in self.es.operators:
-            one_of(op, OPERATORS[1:], "es.operators")
+            check_operator(op, "es.operators")
         require(self.es.generations == 0, "es.generations",
                 "is for agent runs; heuristic runs take their ES generations from the plan", self.es.generations)
         if self.caps.money is not None:
@@ -253,14 +263,31 @@ class RunConfig(SearchSections):
 
     @property
     def uses_es(self) -> bool:
-        return "+esopt" in self.run.method
+        from coevolve.search.methods import uses_es
+
+        return uses_es(self.run.method)
 
     @property
     def uses_skill(self) -> bool:
-        return self.run.method.endswith("+trace2skill")
+        from coevolve.search.methods import uses_skill
+
+        return uses_skill(self.run.method)
+
+    @classmethod
+    def declared_sections(cls, raw: dict) -> dict:
+        """The hook of coevolve.base.config.build_config: {section: pydantic model} the run's method
+        declares itself (e.g. [islands]); they are validated by their models and kept in
+        `method_sections`."""
+        from coevolve.search.methods import declared_sections
+
+        run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
+        return declared_sections([run.get("method", RunSection.method)])
 
     def check(self) -> None:
         super().check()
+        from coevolve.search.methods import make_method
+
+        type(make_method(self)).check(self)
         if self.uses_skill:
             from coevolve.search.methods import planned_refreshes  # methods imports this module
 
