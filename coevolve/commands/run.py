@@ -89,6 +89,10 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         remember_task(store, args.task_changed)
         raw = read_toml(store.config_path)
         config = build_config(config_class(raw, {}), raw)
+        if isinstance(config, RunConfig):
+            from coevolve.search.loop import check_same_method
+
+            check_same_method(store, config)
         check_generators(config)
         return config, store, True
     if not args.config:

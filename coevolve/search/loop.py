@@ -72,6 +72,22 @@ def _renamed_sections(config: Any) -> Any:
     return config
 
 
+def _repairs(candidate: Candidate) -> bool:
+    """A candidate asked for by a failed-parent operator (repair)."""
+    return operators.get(candidate.operator).failed_parent
+
+
+def check_same_method(store: RunStore, config: RunConfig, events: list[dict] | None = None) -> None:
+    """A resumed run keeps the method it started with: a UsageError (before anything is written) when
+    its config.toml now names another."""
+    events = store.events() if events is None else events
+    logged = events[0].get("config") if events and events[0].get("type") == "start" else None
+    was = logged.get("run", {}).get("method") if isinstance(logged, dict) else None
+    if was is not None and was != config.run.method:
+        raise UsageError(f"{store.dir}: the run was started with method {was!r}, its config.toml now says "
+                         f"{config.run.method!r}; a run cannot change its method (start a new run)")
+
+
 def request_seed(run_seed: int, step: int, slot: int) -> int:
     digest = hashlib.sha256(f"coevolve-request:{run_seed}:{step}:{slot}".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
@@ -225,10 +241,7 @@ class SearchLoop:
         if start.get("type") != "start" or start.get("version") != EVENT_VERSION:
             raise RuntimeError(f"{self.store.events_path}: first event is not a version-{EVENT_VERSION} start")
         logged = _renamed_sections(start.get("config"))
-        was = logged.get("run", {}).get("method") if isinstance(logged, dict) else None
-        if was is not None and was != self.config.run.method:
-            raise UsageError(f"{self.store.dir}: the run was started with method {was!r}, its config.toml now says "
-                             f"{self.config.run.method!r}; a run cannot change its method (start a new run)")
+        check_same_method(self.store, self.config, events)
         if isinstance(logged, dict) and "context" not in logged:
             # started before [context] existed: its steps were proposed without any of it
             from coevolve.search.runconfig import ContextSection
@@ -692,8 +705,8 @@ class SearchLoop:
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),
-                "repair_requests": sum(c.operator == "repair" for c in self.candidates),
-                "repaired_valid": sum(c.operator == "repair" and c.valid for c in self.candidates),
+                "repair_requests": sum(_repairs(c) for c in self.candidates),
+                "repaired_valid": sum(_repairs(c) and c.valid for c in self.candidates),
                 "phases": phases, "template_objective": template, "beat_template": beat,
                 "skill_versions": self.skill_versions,
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
