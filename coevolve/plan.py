@@ -188,7 +188,7 @@ class RunSpec:
     def directory(self, root: Path) -> Path:
         from tasks.loader import task_label  # a file task's spec is a path: its folder is named by the task's name
 
-        return root / "runs" / task_label(self.task) / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
+        return root / "runs" / task_label(self.task) / f"{registry.path_name(self.method)}-b{self.budget}-s{self.seed}"
 
 
 def baseline_directory(root: Path, task: str) -> Path:

@@ -220,8 +220,10 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     """A new run directory holding the config (run.out, or a fresh name under runs/)."""
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        method = config.run.method.replace("+", "_")
+        from coevolve.search.methods import path_name  # a file method's path is no directory name
         from tasks.loader import task_label
+
+        method = path_name(config.run.method)
 
         label = task_label(config.run.task)
         config.run.out = str(Path("runs") / f"{label}-{method}-seed{config.run.seed}-{stamp}")

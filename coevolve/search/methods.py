@@ -348,6 +348,20 @@ def absolute_method(value: str, base: str | Path = ".") -> str:
     return dataclasses.replace(name, base=spec).full
 
 
+def path_name(name: str) -> str:
+    """A method name fit for a directory name: a file or module method by its file stem or class
+    ('toy' for /x/toy.py, 'Toy' for /x/toy.py:Toy), '+' as '_'."""
+    from tasks.loader import _split_file
+
+    spec = parse_name(name)
+    file_spec = _split_file(spec.base)
+    if file_spec is not None:
+        base = file_spec[1] or Path(file_spec[0]).stem
+    else:
+        base = spec.base.rpartition(":")[2]
+    return dataclasses.replace(spec, base=base).full.replace("+", "_")
+
+
 def label(name: str) -> str:
     """A method's label in reports: 'EoH+ESOpt', 'Islands(EoH)', a user class's `label` or name."""
     spec = parse_name(name)
