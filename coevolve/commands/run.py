@@ -102,7 +102,6 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     overrides = overrides_from(args)
     raw = read_toml(args.config)
     canonical_task(raw, overrides, Path(args.config).parent)
-    canonical_method(raw, overrides, Path(args.config).parent)
     config = load_run_config(args.config, overrides)
     if isinstance(config, RunConfig):
         check_task(config.run.task)
@@ -116,31 +115,20 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
 
 
 def canonical_task(raw: dict, overrides: dict[str, dict], config_dir: Path) -> None:
-    """Make a file task absolute in `overrides` (so the run directory's config
-    names it from anywhere): a --task path counts from the working directory,
-    a TOML one from the TOML's folder."""
+    """Make a file task and a file method absolute in `overrides` (so the run
+    directory's config names them from anywhere): a --task / --method path
+    counts from the working directory, a TOML one from the TOML's folder."""
+    from coevolve.search.methods import absolute_method
     from tasks.loader import absolute_spec
 
-    flag = overrides.get("run", {}).get("task")
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
-    spec, base = (flag, Path(".")) if flag else (run.get("task"), config_dir)
-    if isinstance(spec, str) and spec:
-        resolved = absolute_spec(spec, base)
-        if resolved != spec:
-            overrides.setdefault("run", {})["task"] = resolved
-
-
-def canonical_method(raw: dict, overrides: dict[str, dict], config_dir: Path) -> None:
-    """A file method made absolute like a file task (coevolve.search.methods.absolute_method)."""
-    from coevolve.search.methods import absolute_method
-
-    flag = overrides.get("run", {}).get("method")
-    run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
-    spec, base = (flag, Path(".")) if flag else (run.get("method"), config_dir)
-    if isinstance(spec, str) and spec:
-        resolved = absolute_method(spec, base)
-        if resolved != spec:
-            overrides.setdefault("run", {})["method"] = resolved
+    for key, absolute in (("task", absolute_spec), ("method", absolute_method)):
+        flag = overrides.get("run", {}).get(key)
+        spec, base = (flag, Path(".")) if flag else (run.get(key), config_dir)
+        if isinstance(spec, str) and spec:
+            resolved = absolute(spec, base)
+            if resolved != spec:
+                overrides.setdefault("run", {})[key] = resolved
 
 
 def check_method_task(config: RunConfig) -> None:

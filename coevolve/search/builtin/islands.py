@@ -15,13 +15,13 @@ decide what is kept.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from coevolve.base.config import config_error
-from coevolve.search.methods import Method, MethodName, StepSpec, method_class
+from coevolve.search.builtin.over import OverMethod
 from coevolve.search.population import Candidate, Population, sort_key
 
 
@@ -36,15 +36,13 @@ class IslandsOptions(BaseModel):
     size: int = Field(0, ge=0)  # programs kept per island; 0: the inner method's population size
 
 
-class IslandsMethod(Method):
+class IslandsMethod(OverMethod):
     label = "Islands"
     section = "islands"
     options = IslandsOptions
 
     def setup(self) -> None:
-        self.opts = self.settings()
-        self.inner = method_class(self.opts.over)(self.config, MethodName(self.opts.over, esopt=self.perturbed))
-        self.unit = self.inner.unit
+        super().setup()
         self.period = self.opts.reset_every or max(1, self.config.run.budget // 4)
 
     @classmethod
@@ -57,12 +55,6 @@ class IslandsMethod(Method):
                                "no island would ever be reset", opts.reset_every)
 
     # plan: the inner method's
-    def steps(self) -> Iterator[StepSpec]:
-        return self.inner.steps()
-
-    def outside_budget(self) -> int:
-        return self.inner.outside_budget()
-
     def plan_notes(self) -> dict:
         return {**self.inner.plan_notes(), "islands": self.opts.islands, "reset_every": self.period}
 
@@ -76,8 +68,6 @@ class IslandsMethod(Method):
 
     def start(self, task: Any) -> None:
         super().start(task)
-        self.inner.start(task)
-        self.inner.members = self.members  # the inner reward's reference: every island's programs
         self.islands = [self.new_population() for _ in range(self.opts.islands)]
         self.next_reset = self.period
         self.resets: list[dict] = []
@@ -140,5 +130,3 @@ class IslandsMethod(Method):
                 "islands": [[c.id for c in island.ranked()] for island in self.islands],
                 "resets": self.resets}
 
-    def paper_rewards(self, objectives: list[float | None], parents: list[list[Candidate]], floor: float) -> list[float]:
-        return self.inner.paper_rewards(objectives, parents, floor)

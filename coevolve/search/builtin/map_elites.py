@@ -23,14 +23,14 @@ import ast
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coevolve.base.config import config_error
 from coevolve.base.errors import UsageError
-from coevolve.search.methods import Method, MethodName, StepSpec, method_class
+from coevolve.search.builtin.over import OverMethod
 from coevolve.search.population import Candidate, Population, better, sort_key
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
@@ -76,15 +76,10 @@ def task_descriptors(task: Any) -> dict[str, tuple[float, float]]:
     return dict(declared) if isinstance(declared, dict) else {}
 
 
-class MapElitesMethod(Method):
+class MapElitesMethod(OverMethod):
     label = "MAP-Elites"
     section = "map_elites"
     options = MapElitesOptions
-
-    def setup(self) -> None:
-        self.opts = self.settings()
-        self.inner = method_class(self.opts.over)(self.config, MethodName(self.opts.over, esopt=self.perturbed))
-        self.unit = self.inner.unit
 
     @classmethod
     def check(cls, config: Any) -> None:
@@ -114,12 +109,6 @@ class MapElitesMethod(Method):
                 raise UsageError(f"task {getattr(task, 'name', task)}: describe() of the template gave descriptors "
                                  f"that are not finite numbers: {bad}")
 
-    def steps(self) -> Iterator[StepSpec]:
-        return self.inner.steps()
-
-    def outside_budget(self) -> int:
-        return self.inner.outside_budget()
-
     def plan_notes(self) -> dict:
         return {**self.inner.plan_notes(), "descriptors": list(self.opts.descriptors), "bins": self.opts.bins}
 
@@ -130,8 +119,6 @@ class MapElitesMethod(Method):
     # archive
     def start(self, task: Any) -> None:
         super().start(task)
-        self.inner.start(task)
-        self.inner.members = self.members  # the inner reward's reference: the elites
         known = {**GENERIC, **task_descriptors(task)}
         self.ranges = [tuple(self.opts.ranges.get(n, known.get(n, (0.0, 1.0)))) for n in self.opts.descriptors]
         self.grid: dict[tuple[int, ...], Candidate] = {}
@@ -196,8 +183,6 @@ class MapElitesMethod(Method):
                          "ranges": [list(r) for r in self.ranges], "cells": cells,
                          "undescribed": self.undescribed}}
 
-    def paper_rewards(self, objectives: list[float | None], parents: list[list[Candidate]], floor: float) -> list[float]:
-        return self.inner.paper_rewards(objectives, parents, floor)
 
     def figures(self, run_dir: Path) -> dict[str, Path]:
         snapshots = sorted((Path(run_dir) / "population").glob("gen_*.json"))
