@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coevolve.base.config import build_config, one_of, read_toml, require
+from coevolve.base.config import build_config, read_toml, require
 from coevolve.base.errors import UsageError
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search import methods as registry
