@@ -333,6 +333,12 @@ def check_method_name(value: str, field: str) -> None:
         raise config_error(field, f"{name.base} takes no +{ESOPT}", value)
 
 
+def check_operator_name(value: str, field: str) -> None:
+    """The one check of an operator name in a config list (eoh.operators, es.operators): the operator
+    registry's (coevolve/search/operators.py), listing the known ones."""
+    operators.check_operator(value, field)
+
+
 def absolute_method(value: str, base: str | Path = ".") -> str:
     """A file method made absolute (relative paths count from `base`); other names as they are."""
     from tasks.loader import _split_file

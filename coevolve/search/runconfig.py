@@ -21,9 +21,9 @@ def check_method(value: str, field: str) -> None:
 
 def check_operator(value: str, field: str) -> None:
     """eoh.operators / es.operators: an operator of the registry (coevolve/search/operators.py)."""
-    from coevolve.search.operators import check_operator as check
+    from coevolve.search.methods import check_operator_name
 
-    check(value, field)
+    check_operator_name(value, field)
 
 
 @dataclass
