@@ -28,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "(esopt, trace2skill, esopt+trace2skill) over one budget",
                               description=__doc__)
     p.add_argument("config", nargs="?", help="TOML config (see examples/)")
-    p.add_argument("--method", help="heuristic tasks: sample | eoh | sample+esopt | eoh+esopt, each also "
-                                    "+trace2skill (e.g. eoh+esopt+trace2skill); "
+    p.add_argument("--method", help="heuristic tasks: sample | eoh | islands | map_elites | path/to/method.py[:Class] "
+                                    "(a method file, docs/search.md), each also +esopt and +trace2skill "
+                                    "(e.g. eoh+esopt+trace2skill); "
                                     "agent tasks: esopt | trace2skill | esopt+trace2skill")
     p.add_argument("--task", help="task: a name (see `coevolve tasks`), path/to/problem.py[:Class] or "
                                   "package.module:Class (docs/own_problem.md)")
