@@ -73,9 +73,9 @@ def same_run(a: dict, b: dict) -> None:
 def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine, sandbox):
     from coevolve.cli import main
 
-    config = config_for("map_elites+esopt", 8)
+    config = config_for("map_elites+esopt", 9)
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
-    assert full["evaluations"] == 8 == sum(full["ledger"]["outcomes"].values()) == full["ledger"]["llm_requests"]
+    assert full["evaluations"] == 9 == sum(full["ledger"]["outcomes"].values()) == full["ledger"]["llm_requests"]
     assert full["es"]["updates"] >= 1
     grid = json.loads(sorted((tmp_path / "full" / "population").glob("gen_*.json"))[-1].read_text())["grid"]
     assert sorted(c["id"] for c in grid["cells"]) == sorted(full["population"])
@@ -88,13 +88,13 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
 @pytest.mark.engine
 @pytest.mark.timeout(2400)
 def test_islands_sigkill_then_resume_gives_the_uninterrupted_run(tmp_path):
-    config = config_for("islands+esopt", 8, seed=4)
+    config = config_for("islands+esopt", 9, seed=4)
     path = tmp_path / "c.toml"
     path.write_text(dump_toml(as_dict(config)))
     run = kill_and_resume(path, tmp_path, "step", 2, "--no-progress")
     killed = json.loads((tmp_path / "killed" / "summary.json").read_text())
     assert killed == run.expected
-    assert run.expected["evaluations"] == 8 == sum(run.expected["ledger"]["outcomes"].values())
+    assert run.expected["evaluations"] == 9 == sum(run.expected["ledger"]["outcomes"].values())
     logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
     assert logged == list(range(run.events))  # every step logged once: nothing charged twice
     snapshots = sorted((tmp_path / "killed" / "population").glob("gen_*.json"))
