@@ -319,3 +319,20 @@ def test_resuming_with_a_different_method_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "started with method 'eoh'" in err and "cannot change its method" in err and len(err.splitlines()) == 1
     assert {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()} == before
+
+
+def test_a_plugin_method_is_found_through_its_entry_point(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    (tmp_path / "hill_plugin.py").write_text(TOY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = EntryPoint(name="hill", value="hill_plugin:HillClimb", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "_plugins", lambda: {"hill": entry})
+    try:
+        assert "hill" in registry.known() and "hill+esopt" in registry.known()
+        config = fake_config("hill+esopt", 8, toy={"width": 2})
+        assert registry.label("hill+esopt") == "HillClimb+ESOpt" and config.uses_es
+        summary, _ = fake_run(tmp_path / "r", config)
+        assert summary["evaluations"] == 8 and summary["es"]["updates"] >= 1
+    finally:
+        registry.unregister("hill")
