@@ -25,8 +25,9 @@ from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.es.config import ESConfig
 from coevolve.runstore import RunStore, read_jsonl
-from coevolve.search.methods import METHODS, check_method, run_plan
-from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections
+from coevolve.search import methods as registry
+from coevolve.search.methods import check_method_name, run_plan
+from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections, method_tables
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task
@@ -42,7 +43,7 @@ PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp":
 
 class CompareSection(Section):
     kind: Literal["heuristic", "agent"] = "heuristic"  # "agent": agent methods on agent tasks (AgentCompareConfig)
-    methods: list[str] = Field(list(METHODS), min_length=1)
+    methods: list[str] = Field(list(registry.DEFAULT_COMPARE), min_length=1)
     tasks: list[str] = Field(["tsp_construct"], min_length=1)
     budgets: list[int] = Field([1000, 2000], min_length=1)
     seeds: list[int] = Field([0, 1, 2], min_length=1)
@@ -64,7 +65,7 @@ class CompareSection(Section):
                 if value not in AGENT_METHODS:
                     raise ValueError(f"must each be one of {', '.join(AGENT_METHODS)} (got {value!r})")
             else:
-                check_method(value)
+                check_method_name(value, "compare.methods")
         return values
 
 
@@ -90,11 +91,26 @@ class CompareConfig(SearchSections):
     compare: CompareSection = CompareSection()
     test: HoldoutSection = HoldoutSection()
 
+    # the sections the compared methods declare themselves (e.g. [islands]); each run gets its method's
+    method_sections: dict[str, Any] = Field({}, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _method_tables(cls, raw: Any) -> Any:
+        compare = raw.get("compare") if isinstance(raw, dict) and isinstance(raw.get("compare"), dict) else {}
+        methods = compare.get("methods", registry.DEFAULT_COMPARE)
+        return method_tables(raw, methods if isinstance(methods, list) else [])
+
 
 def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
     """A comparison's config, validated, then its tasks built: each must be a
     heuristic task with the test sets asked for. A file task counts from `base`
     (the TOML's folder) and is named absolutely from then on."""
+    compare = raw.get("compare")
+    if base is not None and isinstance(compare, dict) and isinstance(compare.get("methods"), list):
+        # file methods count from the TOML's folder, as file tasks do
+        raw = {**raw, "compare": {**compare, "methods": [registry.absolute_method(m, base) if isinstance(m, str) else m
+                                                         for m in compare["methods"]]}}
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
@@ -176,7 +192,9 @@ def comparison_run(raw: dict) -> dict:
         return {**{k: v for k, v in raw.items() if k not in ("compare", "eval", "task")},
                 "task": config.task.get(spec.task, {}), "run": dataclasses.asdict(spec)}
     run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
-    return {**{k: v for k, v in raw.items() if k not in ("compare", "test")}, "run": run}
+    # sections other compared methods declare are not this arm's (its own is kept)
+    others = set(registry.declared_sections(c.methods)) - set(registry.declared_sections([c.methods[0]]))
+    return {**{k: v for k, v in raw.items() if k not in ("compare", "test", *others)}, "run": run}
 
 
 # ----------------------------------------------------------------- the plan
@@ -189,7 +207,7 @@ class RunSpec:
 
     def directory(self, root: Path) -> Path:
         # a file task's spec is a path: its folder is named by the task's name
-        return root / "runs" / task_label(self.task) / f"{self.method.replace('+', '_')}-b{self.budget}-s{self.seed}"
+        return root / "runs" / task_label(self.task) / f"{registry.path_name(self.method)}-b{self.budget}-s{self.seed}"
 
 
 def baseline_directory(root: Path, task: str) -> Path:
@@ -206,7 +224,9 @@ def planned_runs(config: CompareConfig) -> list[RunSpec]:
 
 def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConfig:
     run = SearchRun(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
-    return RunConfig(run=run, **{name: getattr(config, name) for name in SearchSections.model_fields})
+    held = config.method_sections  # only the sections this run's method declares
+    sections = {k: held[k] for k in registry.declared_sections([spec.method]) if k in held}
+    return RunConfig(run=run, method_sections=sections, **{name: getattr(config, name) for name in SearchSections.model_fields})
 
 
 def run_state(directory: Path) -> str:
@@ -219,9 +239,6 @@ def run_state(directory: Path) -> str:
 
 
 # ------------------------------------------------------- structural matching
-PAIRS = [("sample", "sample+esopt"), ("eoh", "eoh+esopt")]
-
-
 def arm_plan(config: CompareConfig, task: str, method: str, budget: int) -> dict:
     """What one arm of the comparison will run (the same for every seed)."""
     return run_plan(run_config(config, RunSpec(task, method, budget, 0), Path("plan")))
@@ -229,7 +246,7 @@ def arm_plan(config: CompareConfig, task: str, method: str, budget: int) -> dict
 
 def _why(config: CompareConfig, method: str) -> str:
     es = config.es
-    if method.endswith("+esopt") and es.population:
+    if registry.uses_es(method) and es.population:
         return (f" ({method} asks es.population {es.population} x es.proposals_per_member "
                 f"{es.proposals_per_member} per perturbed step; es.population = 0 follows the base method's plan)")
     return ""
@@ -242,9 +259,7 @@ def structural_differences(config: CompareConfig) -> list[str]:
     methods = config.compare.methods
     for task in config.compare.tasks:
         for budget in config.compare.budgets:
-            for base, variant in PAIRS:
-                if base not in methods or variant not in methods:
-                    continue
+            for base, variant in registry.pairs(methods):
                 a, b = arm_plan(config, task, base, budget), arm_plan(config, task, variant, budget)
                 shape_a = [(s["generation"], s["operator"], s["count"]) for s in a["steps"]]
                 shape_b = [(s["generation"], s["operator"], s["count"]) for s in b["steps"]]

@@ -177,8 +177,23 @@ def load_config(cls: type[T], path: str | Path, overrides: dict[str, dict[str, A
 
 def as_dict(config: Any) -> dict[str, Any]:
     """A config (or section) as plain dicts and lists (tuples too become lists),
-    ready for JSON or TOML and equal to what a JSON round trip gives back."""
-    return config.model_dump(mode="json")
+    ready for JSON or TOML and equal to what a JSON round trip gives back. The
+    sections a run's method declares itself (`method_sections`) follow the fixed ones."""
+    data = config.model_dump(mode="json")
+    for name, section in (getattr(config, "method_sections", None) or {}).items():
+        data[name] = section.model_dump(mode="json")
+    return data
+
+
+def build_model(model: type[T], table: Any, name: str) -> T:
+    """One `[name]` table as the pydantic model `model` (a section a method declares
+    itself, coevolve/search/methods.py); its first problem as the usual one line."""
+    if not isinstance(table, dict):
+        raise config_error(name, "must be a table", table)
+    try:
+        return model.model_validate(table)
+    except ValidationError as exc:
+        raise error_line(exc, model, name) from None
 
 
 def _toml_value(value: Any, where: str) -> str:

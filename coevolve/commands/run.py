@@ -31,8 +31,8 @@ from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, SearchSummary, parse
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
-from coevolve.search.loop import SearchLoop
-from coevolve.search.methods import es_population, format_plan, run_plan
+from coevolve.search.loop import SearchLoop, check_same_method
+from coevolve.search.methods import absolute_method, es_population, format_plan, make_method, path_name, run_plan
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.check import shape_problems
@@ -45,8 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "(esopt, trace2skill, esopt+trace2skill) over one budget",
                               description=__doc__)
     p.add_argument("config", nargs="?", help="TOML config (see examples/)")
-    p.add_argument("--method", help="heuristic tasks: sample | eoh | sample+esopt | eoh+esopt, each also "
-                                    "+trace2skill (e.g. eoh+esopt+trace2skill); "
+    p.add_argument("--method", help="heuristic tasks: sample | eoh | islands | map_elites | path/to/method.py[:Class] "
+                                    "(a method file, docs/search.md), each also +esopt and +trace2skill "
+                                    "(e.g. eoh+esopt+trace2skill); "
                                     "agent tasks: esopt | trace2skill | esopt+trace2skill")
     p.add_argument("--task", help="task: a name (see `coevolve tasks`), path/to/problem.py[:Class] or "
                                   "package.module:Class (docs/own_problem.md)")
@@ -101,6 +102,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         remember_task(store, args.task_changed)
         raw = task_named(read_toml(store.config_path))  # its task is named as it was resolved at the start
         config = build_config(config_class(raw), raw)
+        if isinstance(config, RunConfig):
+            check_same_method(store, config)
         record_endpoint(store, check_generators(config))
         return config, store, True
     if not args.config:
@@ -117,17 +120,18 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
 
 
 def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:
-    """The run config in `path` with the flags' overrides laid over it. A file task is made absolute (so the run directory's config names it
-    from anywhere): a --task path counts from the working directory, a TOML one
+    """The run config in `path` with the flags' overrides laid over it. A file task or method is made absolute (so the run directory's config names it
+    from anywhere): a --task / --method path counts from the working directory, a TOML one
     from the TOML's folder. A comparison config (one with [compare], such as
     examples/paper/*.toml) runs one of its arms: the first method, task, budget
     and seed it lists unless flags pick another."""
     path = Path(path)
     raw = task_named(read_toml(path))
-    flag = overrides.get("run", {}).get("task")
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
-    if isinstance(flag or run.get("task"), str):
-        overrides.setdefault("run", {})["task"] = absolute_spec(flag or run["task"], "." if flag else path.parent)
+    for key, absolute in (("task", absolute_spec), ("method", absolute_method)):
+        flag = overrides.get("run", {}).get(key)
+        if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
+            overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
     if "compare" in raw and "run" not in raw:
         raw = comparison_run(raw)
         arm = {**raw["run"], **overrides.get("run", {})}
@@ -140,10 +144,12 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
 
 def check_built(config: RunConfig | AgentRunConfig) -> None:
     """What validation leaves to building, before any directory or engine
-    exists: a heuristic task's shape (check_task); an agent task built with
+    exists: a heuristic task's shape (check_task) and what the run's method
+    needs of it; an agent task built with
     its [task] options and the [skills] read."""
     if isinstance(config, RunConfig):
         check_task(config.run.task)
+        make_method(config).check_task(heuristic_task(config.run.task))  # e.g. MAP-Elites' descriptors
     else:
         config.build_task()
         config.seed_skills()
@@ -194,7 +200,7 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     """A new run directory holding the config (run.out, or a fresh name under runs/)."""
     if not config.run.out:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        method = config.run.method.replace("+", "_")
+        method = path_name(config.run.method)
         label = task_label(config.run.task)
         config.run.out = str(Path("runs") / f"{label}-{method}-seed{config.run.seed}-{stamp}")
     return RunStore.create(config.run.out, dump_toml(as_dict(config)))

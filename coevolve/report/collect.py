@@ -16,8 +16,9 @@ from typing import Any, Iterable
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.errors import UsageError
 from coevolve.base.records import ComparisonCell, SearchSummary, TestScores, read_record, read_summary
-from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
+from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
                            run_state, scored_sets)
+from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
 from coevolve.stats import gap_closed, paper_delta, summarise
 from tasks.loader import remember_tasks
@@ -176,16 +177,15 @@ def aggregate(config: CompareConfig, cells: list[ComparisonCell],
                     }
                     by_method[method] = row
                     rows.append(row)
-                for base, variant in PAIRS:
-                    if base in by_method and variant in by_method:
-                        rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
-                                     "size": size, "method": f"{base} -> {variant}", "base": base,
-                                     "variant": variant,
-                                     "delta": paper_delta(by_method[base]["gap"]["mean"],
+                for base, variant in registry.pairs(list(by_method)):
+                    rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
+                                 "size": size, "method": f"{base} -> {variant}", "base": base,
+                                 "variant": variant,
+                                 "delta": paper_delta(by_method[base]["gap"]["mean"],
+                                                      by_method[variant]["gap"]["mean"]),
+                                 "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
                                                           by_method[variant]["gap"]["mean"]),
-                                     "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
-                                                              by_method[variant]["gap"]["mean"]),
-                                     **verdict(by_method[base], by_method[variant])})
+                                 **verdict(by_method[base], by_method[variant])})
     return rows
 
 

@@ -6,22 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from coevolve.base.records import ComparisonCell
-from coevolve.plan import PAIRS, CompareConfig
+from coevolve.plan import CompareConfig
+from coevolve.search import methods as registry
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band
 from tasks.registry import heuristic_task
 
-METHOD_LABELS = {"sample": "Sample", "sample+esopt": "Sample+ESOpt", "eoh": "EoH", "eoh+esopt": "EoH+ESOpt"}
-
-
 def label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+    return registry.label(method)
 
 
 def ordered_methods(methods: list[str]) -> list[str]:
     """Pairs first (base, then its +ESOpt variant), then anything unpaired."""
-    order = [m for pair in PAIRS for m in pair if m in methods]
-    return order + [m for m in methods if m not in order]
+    return registry.ordered(methods)
 
 
 def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name: str, budget: int,

@@ -21,12 +21,13 @@ from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.base.config import read_toml
-from coevolve.plan import (COMPARE_CONFIG, PAIRS, TEST_SCORES, AgentCompareConfig, CompareConfig, config_class,
+from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_plan, config_class,
                            scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collect import (aggregate, at_template, baselines, best_starting_point, collect, fmt_number,
                                      run_rows, task_of_run)
 from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
+from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far
 from tasks.loader import remember_tasks, task_label
@@ -106,7 +107,7 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             cells += [fmt_number(template.get((task_name, split, size))), ""]
         lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
     methods = _ordered_methods(config.compare.methods)
-    base_of = {variant: base for base, variant in PAIRS}
+    base_of = {variant: base for base, variant in registry.pairs(methods)}
     for method in methods:
         per_set = {(r["split"], r["size"]): r for r in mine if r["kind"] == "method" and r["method"] == method}
         cells = [_label(method)]
@@ -216,7 +217,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)") +
              (f" EoH's initial population ({config.eoh.init or config.eoh.population} candidates) is charged "
               "outside the budget, as the paper counts T (eoh.init_in_budget = false): EoH runs spend that many "
-              "more evaluations." if not config.eoh.init_in_budget and any(m.startswith("eoh") for m in c.methods)
+              "more evaluations." if not config.eoh.init_in_budget and any(
+                  arm_plan(config, c.tasks[0], m, c.budgets[0])["outside_budget"] for m in c.methods)
               else ""),
              "",
              "Each run's heuristic is its best by training objective (best.py, chosen before any test "
@@ -306,8 +308,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                          f"{fmt_number(s.reference)} | {gap} | {s.failure or ''} |")
         parts.append("")
     parts.append("![best so far](progress.png)")
+    figures = registry.run_figures(store.config_path, store.dir, direction)  # the method's archive (a heat map...)
+    parts += [f"![{name}]({path.name})" for name, path in figures.items()]
     atomic_write_text(store.path("report.md"), "\n".join(parts) + "\n")
-    return {"report.md": store.path("report.md"), "progress.png": plot}
+    return {"report.md": store.path("report.md"), "progress.png": plot, **{f"{k}.png": v for k, v in figures.items()}}
 
 
 STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}

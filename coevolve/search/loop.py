@@ -49,13 +49,14 @@ from coevolve.search import cascade
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.fingerprint import CloneIndex, fingerprint
+from coevolve.base.errors import UsageError
+from coevolve.search import operators
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
-                                     outside_budget, planned_es_generations, planned_steps)
+                                     planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
-from coevolve.search.population import Candidate, Population
+from coevolve.search.population import Candidate
 from coevolve.search.prompts import Context, describe_failure, operator_messages
-from coevolve.search.reward import (candidate_reward, median, member_rewards, paper_eoh_rewards,
-                                    paper_sample_rewards)
+from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
 
 EVENT_VERSION = 1
@@ -73,6 +74,22 @@ def _renamed_sections(config: Any) -> Any:
     if isinstance(config, dict) and "proposer" in config and "endpoint" not in config:
         config = {("endpoint" if k == "proposer" else k): v for k, v in config.items()}
     return config
+
+
+def _repairs(candidate: Candidate) -> bool:
+    """A candidate asked for by a failed-parent operator (repair)."""
+    return operators.get(candidate.operator).failed_parent
+
+
+def check_same_method(store: RunStore, config: RunConfig, events: list[dict] | None = None) -> None:
+    """A resumed run keeps the method it started with: a UsageError (before anything is written) when
+    its config.toml now names another."""
+    events = store.events() if events is None else events
+    logged = events[0].get("config") if events and events[0].get("type") == "start" else None
+    was = logged.get("run", {}).get("method") if isinstance(logged, dict) else None
+    if was is not None and was != config.run.method:
+        raise UsageError(f"{store.dir}: the run was started with method {was!r}, its config.toml now says "
+                         f"{config.run.method!r}; a run cannot change its method (start a new run)")
 
 
 def request_seed(run_seed: int, step: int, slot: int) -> int:
@@ -138,11 +155,9 @@ class SearchLoop:
         """Run (or resume) to the end of the plan; summary.json's content (a SearchSummary)."""
         started = time.perf_counter()
         cfg = self.config
-        self.method: Method = make_method(cfg)
-        self.ledger = Ledger(cfg.run.budget + outside_budget(cfg))
-        pop_size = cfg.sample.population if cfg.run.method.startswith("sample") else cfg.eoh.population
-        self.population = Population(pop_size, self.task.direction, decimals=cfg.eoh.dedup_decimals,
-                                     with_replacement=cfg.eoh.parents_with_replacement)
+        self.method: Method = make_method(cfg)  # it owns the archive (population, islands, grid)
+        self.method.start(self.task)
+        self.ledger = Ledger(cfg.run.budget + self.method.outside_budget())
         self.candidates: list[Candidate] = []
         self.code_seen: dict[str, Candidate] = {}
         self.progress = Progress()
@@ -183,7 +198,7 @@ class SearchLoop:
                 atomic_write_json(self.store.path("clock.json"), {"wall_s": round(self._wall(), 3)})
                 atomic_write_json(self.store.population_path(step), {
                     "step": step, "operator": spec.operator, "evaluations": self.ledger.used,
-                    "population": self.population.snapshot()})
+                    **self.method.snapshot()})
                 self._report(event)
             summary = self._finish()
             if self.stopped is None and not any(e.get("type") == "end" for e in events):
@@ -196,7 +211,7 @@ class SearchLoop:
     # set-up -------------------------------------------------------------------
     def _start_es(self) -> Any:
         cfg = self.config
-        budget = cfg.run.budget + outside_budget(cfg)
+        budget = cfg.run.budget + self.method.outside_budget()
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
         # es.sigma_steps = "generation": the σ schedule steps once per plan generation
         # that holds an ES update (the reference's stepping), not once per update
@@ -230,6 +245,7 @@ class SearchLoop:
         logged = _renamed_sections(logged_config(self.store, events, kind=HEURISTIC, version=EVENT_VERSION))
         if logged is None:
             return
+        check_same_method(self.store, self.config, events)
         if isinstance(logged, dict) and "context" not in logged:
             # started before [context] existed: its steps were proposed without any of it
             from coevolve.search.runconfig import ContextSection
@@ -249,7 +265,7 @@ class SearchLoop:
         rng = np.random.default_rng([cfg.run.seed, step])
         requests = []
         for slot in range(granted):
-            operator, parents = self._operator_parents(spec.operator, rng)
+            operator, parents = self._operator_parents(spec.operator, rng, step, slot)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
                                     slot // per_member if perturbed else None,
                                     self._failures_for(operator, parents, slot)))
@@ -295,32 +311,32 @@ class SearchLoop:
         if es_record is not None:
             self._tell(es_record, members)
 
-        for candidate in step_candidates:
-            if candidate.duplicate_of is None:
-                self.population.add(candidate)
-        self.population.survive()
+        self.method.admit(step, step_candidates, self.ledger.used)
         return event, step_candidates
 
     # context ----------------------------------------------------------------------
-    def _operator_parents(self, operator: str, rng: np.random.Generator) -> tuple[str, list[Candidate]]:
-        """The request's operator and parents. repair takes a recent failed
-        program (one that has code and was scored); with none yet it is an m1
-        on the population, and every operator is i1 while the population is empty."""
-        if operator == "repair":
+    def _operator_parents(self, operator: str, rng: np.random.Generator, step: int,
+                          slot: int) -> tuple[str, list[Candidate]]:
+        """The request's operator and parents. A failed-parent operator (repair) takes a recent
+        failed program (one that has code and was scored); with none yet it is its fallback
+        (m1) on the archive, and every operator is the parentless one (i1) while the archive
+        has nothing to offer."""
+        op = operators.get(operator)
+        if op.failed_parent:
             failed = [c for c in self.candidates[-RECENT_FAILURES:]
                       if not c.valid and c.code is not None and c.failure != "duplicate"]
             if failed:
-                return "repair", [failed[int(rng.integers(len(failed)))]]
-            operator = "m1"
-        parents = self.method.parents(operator, self.population, rng)
-        return (operator if parents or operator == "i1" else "i1"), parents
+                return operator, [failed[int(rng.integers(len(failed)))]]
+            operator = op.fallback
+        parents = self.method.pick(operator, rng, step, slot)
+        return (operator if parents or operators.get(operator).parentless else operators.start_operator()), parents
 
     def _failures_for(self, operator: str, parents: list[Candidate], slot: int) -> tuple[str, ...]:
         """The failure reports a request shows: repair's own parent's; else, with
         context.failures, one recent failure, a failed child of one of the
         request's parents first (its sibling), spread over the slots."""
         limit = self.config.context.failure_chars
-        if operator == "repair":
+        if operators.get(operator).failed_parent:
             return (describe_failure(parents[0], limit),)
         if not self.config.context.failures:
             return ()
@@ -540,7 +556,7 @@ class SearchLoop:
         fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None and c.failure is None]
         # through the task's evaluation cascade, when it declares one (coevolve/search/cascade.py)
         scored = cascade.evaluate_many(self.evaluator, self.task, [c.code for c in fresh],
-                                       [m.objective for m in self.population.members])
+                                       [m.objective for m in self.method.members()])
         by_id = {c.id: logged_result(r) for c, r in zip(fresh, scored)}
         self.timing["evaluate_s"] += time.perf_counter() - began
         results = []
@@ -579,17 +595,10 @@ class SearchLoop:
         direction = self.task.direction
         reward_cfg = self.config.reward
         if reward_cfg.kind == "paper":
-            objectives = [c.objective for c in candidates]
-            if self.config.run.method.startswith("sample"):
-                rewards = paper_sample_rewards(objectives, direction)
-            else:
-                best_parent = [None if not any(p.valid for p in r.parents) else
-                               (min if direction == "min" else max)(p.objective for p in r.parents if p.valid)
-                               for r in requests]
-                rewards = paper_eoh_rewards(objectives, best_parent, [m.objective for m in self.population.members],
-                                            direction, reward_cfg.floor)
+            rewards = self.method.paper_rewards([c.objective for c in candidates], [r.parents for r in requests],
+                                                reward_cfg.floor)
         else:
-            population_ref = median([m.objective for m in self.population.members])
+            population_ref = median([m.objective for m in self.method.members()])
             step_ref = median([c.objective for c in candidates if c.valid])
             rewards = []
             for candidate, request in zip(candidates, requests):
@@ -626,7 +635,7 @@ class SearchLoop:
     def _finish(self) -> dict:
         cfg, task = self.config, self.task
         direction = task.direction
-        best = self.population.best()
+        best = self.method.best()
         valid = [c for c in self.candidates if c.valid]
         curve = best_so_far([(c.id, c.objective) for c in valid], direction)
         failures = Counter(c.failure for c in self.candidates if c.failure)
@@ -638,7 +647,7 @@ class SearchLoop:
             gap = diff / abs(reference)
         summary = SearchSummary(
             method=cfg.run.method, task=task.name, seed=cfg.run.seed, budget=cfg.run.budget,
-            outside_budget=outside_budget(cfg),
+            outside_budget=self.method.outside_budget(),
             evaluations=self.ledger.used, ledger=self.ledger.to_dict(),
             valid=len(valid), valid_rate=len(valid) / self.ledger.used if self.ledger.used else 0.0,
             failures=dict(sorted(failures.items())),
@@ -649,7 +658,7 @@ class SearchLoop:
                 "id": best.id, "objective": best.objective, "gap": gap, "operator": best.operator,
                 "step": best.step, "idea": best.idea, "model_state": best.model_state},
             best_so_far=curve,
-            population=[c.id for c in self.population.ranked()],
+            population=[c.id for c in self.method.ranked()],
             context=self._context_summary(),
             stopped=self.stopped,
             es=None if self.es is None else {"updates": self.es_updates, "generation": self.es.generation,
@@ -680,7 +689,7 @@ class SearchLoop:
             phase["candidates"] += 1
             phase["valid"] += c.valid
         template = self._template_objective()
-        best = self.population.best()
+        best = self.method.best()
         beat = None
         if template is not None:
             beat = best is not None and (best.objective < template if self.task.direction == "min"
@@ -690,8 +699,8 @@ class SearchLoop:
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),
-                "repair_requests": sum(c.operator == "repair" for c in self.candidates),
-                "repaired_valid": sum(c.operator == "repair" and c.valid for c in self.candidates),
+                "repair_requests": sum(_repairs(c) for c in self.candidates),
+                "repaired_valid": sum(_repairs(c) and c.valid for c in self.candidates),
                 "phases": phases, "template_objective": template, "beat_template": beat,
                 "skill_versions": self.skill_versions,
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}

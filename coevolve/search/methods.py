@@ -1,202 +1,455 @@
-"""Search methods. A method only decides *what to ask for*: a fixed plan of
-steps (operator, how many candidates, base or perturbed models) and the parents
-of each request. The loop owns the budget, the generator, the sandbox and ES.
+"""Search methods: registered objects that own their archive.
+
+A method decides *what to ask for* and *what to keep*: a fixed plan of steps
+(operator, how many candidates, base or perturbed models), the parents of
+each request (drawn from its own archive: a population, islands, a grid) and
+which offspring its archive admits. The loop owns the budget, the generator,
+the sandbox and ES, and reads everything else from the method object:
+
+- `plan()` / `steps()`: the steps in order (what `--plan` prints, what the
+  structural matching of +ESOpt pairs compares);
+- `pick()` / `parents()`: parents for one request;
+- `admit()`: offspring into the archive, after each step;
+- `paper_rewards()`: the reward reference of the paper's ES reward;
+- `label`, `unit`, `options` (a config section the method declares);
+- the base method for +ESOpt pairing: the same name without "+esopt".
 
 Because the plan does not depend on results, the number of ES generations a
 budget allows is known before the run starts (the cosine σ schedule needs it).
+
+This module is the registry: the built-ins (coevolve/search/builtin/), the
+`coevolve.methods` entry-point group (`name = "pkg.module:Class"`), a file
+(`path/to/method.py[:Class]`, loaded as tasks/loader.py loads a file task)
+or a module (`package.module:Class`). A name may carry the modifiers
+"+esopt" (the steps the method marks perturbable draw from ES-perturbed
+models) and "+trace2skill" (a skill refresh every skill.every steps). Only
+this module and the methods' own files know any method's name.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
 
 import numpy as np
 
-from coevolve.base.config import config_error
+from coevolve.base.errors import UsageError
+from coevolve.search import operators
 from coevolve.search.population import Candidate, Population
+from coevolve.search.reward import paper_eoh_rewards
 
-if TYPE_CHECKING:  # the config module validates method and operator names with this one
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from coevolve.search.runconfig import RunConfig
 
-BASE_METHODS = ("sample", "eoh", "sample+esopt", "eoh+esopt")
-# +trace2skill: a skill distilled from the run's own candidates every skill.every steps, shown in every prompt
-METHODS = BASE_METHODS + tuple(f"{m}+trace2skill" for m in BASE_METHODS)
-OPERATORS = ("e1", "e2", "m1", "m2", "m3", "repair")  # what configs may name (i1 starts every run)
+ENTRY_POINT_GROUP = "coevolve.methods"
+ESOPT, SKILL = "esopt", "trace2skill"  # the modifiers, in the order a name carries them
+DISTILL = operators.refresh_operator().name
 
-
-def check_method(name: str) -> str:
-    """`name` if it is a heuristic-search method, else ValueError listing them (configs report it)."""
-    if name not in METHODS:
-        raise ValueError(f"must be one of {', '.join(METHODS)}")
-    return name
-
-
-def check_operator(name: str) -> str:
-    """`name` if a config may name it as an operator, else ValueError listing them."""
-    if name not in OPERATORS:
-        raise ValueError(f"must be one of {', '.join(OPERATORS)}")
-    return name
+BUILTIN: dict[str, str] = {
+    "sample": "coevolve.search.builtin.sample:SampleMethod",
+    "eoh": "coevolve.search.builtin.eoh:EohMethod",
+    "islands": "coevolve.search.builtin.islands:IslandsMethod",
+    "map_elites": "coevolve.search.builtin.map_elites:MapElitesMethod",
+}
+# what a comparison runs when compare.methods is not given: the paper's arms, each with +trace2skill
+DEFAULT_COMPARE = ("sample", "eoh", "sample+esopt", "eoh+esopt", "sample+trace2skill", "eoh+trace2skill",
+                   "sample+esopt+trace2skill", "eoh+esopt+trace2skill")
 
 
 @dataclass(frozen=True)
 class StepSpec:
-    operator: str  # i1, e1, e2, m1, m2, m3, repair; "distill": a Trace2Skill refresh (`count` analyst requests)
+    operator: str  # an operators.OPERATORS name; the refresh operator: a Trace2Skill refresh (`count` analysts)
     count: int  # candidates requested (before the budget cuts the batch)
     perturbed: bool  # True: each ES member proposes `count / G` of them from its own perturbed model
-    generation: int = 0  # EoH: 0 for the initial population, then 1, 2, ...; Sample: the batch number
+    generation: int = 0  # the method's unit (EoH: 0 for the initial population, then 1, 2, ...; Sample: batch)
 
 
-class Method(Protocol):
-    name: str
+@dataclass(frozen=True)
+class MethodName:
+    """A method name split: its base spec and modifiers."""
+
+    base: str  # a registry name, a plugin name, path.py[:Class] or module:Class
+    esopt: bool = False
+    skill: bool = False
+
+    @property
+    def full(self) -> str:
+        return self.base + (f"+{ESOPT}" if self.esopt else "") + (f"+{SKILL}" if self.skill else "")
+
+
+def parse_name(name: str) -> MethodName:
+    """'eoh+esopt+trace2skill' -> MethodName('eoh', True, True); the modifiers in that order only."""
+    base, esopt, skill = name, False, False
+    if base.endswith(f"+{SKILL}"):
+        base, skill = base[:-len(SKILL) - 1], True
+    if base.endswith(f"+{ESOPT}"):
+        base, esopt = base[:-len(ESOPT) - 1], True
+    return MethodName(base, esopt, skill)
+
+
+class Method:
+    """The base of every method: one population as its archive (EoH's rules:
+    prob-rank parents, survival of the best N, duplicates by objective), the
+    paper's EoH reward, no config section of its own. Subclasses give
+    `steps()` and override what their archive does differently."""
+
+    label: ClassVar[str] = ""  # in reports; default: the class name
+    unit: ClassVar[str] = "generation"  # what `--plan` calls a plan generation ("batch" for Sample)
+    section: ClassVar[str] = ""  # the config section the method reads ("" none)
+    # the model of `section` when the method declares it (a pydantic v2 model, extra="forbid"); None: `section`
+    # is one of the shared sections (eoh, sample)
+    options: ClassVar["type[BaseModel] | None"] = None
+    perturbable: ClassVar[bool] = True  # "+esopt" allowed
+
+    def __init__(self, config: "RunConfig", name: MethodName) -> None:
+        self.config = config
+        self.spec = name
+        self.name = name.full
+        self.perturbed = name.esopt
+        self.direction = "min"
+        self.setup()
+
+    # -- configuration -------------------------------------------------------------------
+    def setup(self) -> None:
+        """Derive the plan's numbers from self.config (called on construction)."""
+
+    @classmethod
+    def check(cls, config: "RunConfig") -> None:
+        """Rules across sections (e.g. against run.budget); raise config_error."""
+
+    def check_task(self, task: Any) -> None:
+        """What the method needs of the task, checked before the run directory exists; raise UsageError."""
+
+    def settings(self) -> Any:
+        """This method's own section (`options`), validated; its defaults when the config has none."""
+        return method_section(self.config, self.section, self.options)
+
+    # -- plan -----------------------------------------------------------------------------
+    def steps(self) -> Iterator[StepSpec]:
+        raise NotImplementedError
 
     def plan(self) -> Iterator[StepSpec]:
-        """The steps in order; the loop stops at the budget (or where a finite plan ends)."""
+        """The steps in order; the loop stops at the budget (or where a finite plan ends). With
+        +trace2skill a skill refresh follows every skill.every of the method's steps."""
+        if not self.spec.skill:
+            yield from self.steps()
+            return
+        every, analysts = self.config.skill.every, self.config.skill.analysts
+        for index, spec in enumerate(self.steps(), start=1):
+            yield spec
+            if index % every == 0:
+                yield StepSpec(DISTILL, analysts, False, spec.generation)
 
-    def parents(self, operator: str, population: Population, rng: np.random.Generator) -> list[Candidate]:
-        """Parents for one request; [] for parentless operators."""
+    def outside_budget(self) -> int:
+        """Evaluations charged beyond run.budget (EoH's initial population, as the paper counts)."""
+        return 0
 
+    def plan_notes(self) -> dict:
+        """Extra keys of the plan data (e.g. EoH's m_multiplier)."""
+        return {}
 
-# None: the method's `parents`. repair's one parent is a failed candidate the loop picks (not the population's).
-PARENT_COUNTS = {"i1": 0, "e1": None, "e2": None, "m1": 1, "m2": 1, "m3": 1, "repair": 0, "distill": 0}
-DISTILL = "distill"
-SCALED_OPERATORS = ("m1", "m2")  # the paper's offspring multiplier k applies to these
-
-
-class SampleMethod:
-    """Independent i1 proposals in batches (the paper's Sample); with ESOpt each
-    batch is one ES generation, one batch slot per perturbed model."""
-
-    def __init__(self, batch: int, perturbed: bool) -> None:
-        self.name = "sample+esopt" if perturbed else "sample"
-        self.batch = batch
-        self.perturbed = perturbed
-
-    def plan(self) -> Iterator[StepSpec]:
-        return (StepSpec("i1", self.batch, self.perturbed, n) for n in itertools.count(1))
-
-    def parents(self, operator: str, population: Population, rng: np.random.Generator) -> list[Candidate]:
+    def plan_lines(self) -> list[str]:
+        """Extra lines of the printed plan, after its head line."""
         return []
 
+    # -- archive ---------------------------------------------------------------------------
+    def population_size(self) -> int:
+        return self.config.eoh.population
 
-class EohMethod:
-    """EoH: an i1 initial population, then generations of e1, e2, m1, m2 (m3
-    optional), survival of the best N after each operator. With ESOpt the
-    operators in `perturbed_ops` (m1, m2 by default, as in the paper) draw each
-    candidate from its own perturbed model, one ES update per such operator.
-    `counts` gives each operator's candidates per generation; `generations` > 0
-    ends the plan after that many generations."""
+    def new_population(self) -> Population:
+        eoh = self.config.eoh
+        return Population(self.population_size(), self.direction, decimals=eoh.dedup_decimals,
+                          with_replacement=eoh.parents_with_replacement)
 
-    def __init__(self, init: int, counts: dict[str, int], operators: list[str], parent_count: int,
-                 perturbed_ops: tuple[str, ...] = (), perturbed_counts: dict[str, int] | None = None,
-                 generations: int = 0) -> None:
-        self.name = "eoh+esopt" if perturbed_ops else "eoh"
-        self.init = init
-        self.counts = dict(counts)
-        self.operators = list(operators)
-        self.parent_count = parent_count
-        self.perturbed_ops = tuple(perturbed_ops)
-        self.perturbed_counts = dict(perturbed_counts or {})
-        self.generations = generations
-
-    def plan(self) -> Iterator[StepSpec]:
-        yield StepSpec("i1", self.init, False, 0)
-        for generation in itertools.count(1):
-            if self.generations and generation > self.generations:
-                return
-            for op in self.operators:
-                if op in self.perturbed_ops:
-                    yield StepSpec(op, self.perturbed_counts.get(op, self.counts[op]), True, generation)
-                else:
-                    yield StepSpec(op, self.counts[op], False, generation)
+    def start(self, task: Any) -> None:
+        """An empty archive for `task` (the loop calls this once, before the first step)."""
+        self.task = task
+        self.direction = task.direction
+        self.population = self.new_population()
 
     def parents(self, operator: str, population: Population, rng: np.random.Generator) -> list[Candidate]:
-        wanted = PARENT_COUNTS[operator]
+        """Parents for one request from `population`: the operator's count (or, for an operator
+        that takes the method's count, eoh.parents), prob-rank; [] for parentless operators."""
+        wanted = operators.get(operator).parents
         if wanted is None:
-            wanted = self.parent_count
+            wanted = self.config.eoh.parents
         return population.select(wanted, rng) if wanted else []
 
+    def pick(self, operator: str, rng: np.random.Generator, step: int, slot: int) -> list[Candidate]:
+        """Parents for request `slot` of `step`, from the archive."""
+        return self.parents(operator, self.population, rng)
 
-class SkillMethod:
-    """A method + trace2skill: the base method's plan with a skill refresh (a
-    "distill" step of `analysts` requests) after every `every` of its steps."""
+    def admit(self, step: int, candidates: Sequence[Candidate], evaluations: int) -> None:
+        """A step's candidates (in slot order) into the archive; `evaluations`: the ledger after the step."""
+        for candidate in candidates:
+            if candidate.duplicate_of is None:
+                self.population.add(candidate)
+        self.population.survive()
 
-    def __init__(self, base: Method, every: int, analysts: int) -> None:
-        self.base = base
-        self.name = f"{base.name}+trace2skill"
-        self.every = every
-        self.analysts = analysts
+    def ranked(self) -> list[Candidate]:
+        """The archive's programs, best first (each once)."""
+        return self.population.ranked()
 
-    def plan(self) -> Iterator[StepSpec]:
-        for index, spec in enumerate(self.base.plan(), start=1):
-            yield spec
-            if index % self.every == 0:
-                yield StepSpec(DISTILL, self.analysts, False, spec.generation)
+    def members(self) -> list[Candidate]:
+        """The archive's programs (the levels reward's population median, the paper reward's worst)."""
+        return list(self.population.members)
 
-    def parents(self, operator: str, population: Population, rng: np.random.Generator) -> list[Candidate]:
-        return [] if operator == DISTILL else self.base.parents(operator, population, rng)
+    def best(self) -> Candidate | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
 
+    def snapshot(self) -> dict:
+        """What the run directory keeps of the archive after each step (population/gen_NNNN.json)."""
+        return {"population": self.population.snapshot()}
 
-def m_multiplier(config: RunConfig) -> float:
-    """The paper's k for this run's budget: eoh.m_multiplier, or (0) the k that
-    spends the budget T over eoh.generations generations of e1, e2 (offspring
-    each) and m1, m2 (k * offspring each)."""
-    eoh = config.eoh
-    if eoh.m_multiplier > 0:
-        return eoh.m_multiplier
-    k = config.run.budget / (2 * eoh.offspring * eoh.generations) - 1
-    if k <= 0:
-        raise config_error("eoh.m_multiplier", f"= 0 scales m1/m2 to the budget, but budget {config.run.budget} "
-                           f"leaves no m1/m2 candidates over {eoh.generations} generations of "
-                           f"{2 * eoh.offspring} e1/e2 candidates; raise the budget or set eoh.m_multiplier")
-    return k
+    # -- ES reward ----------------------------------------------------------------------------
+    def paper_rewards(self, objectives: list[float | None], parents: list[list[Candidate]], floor: float) -> list[float]:
+        """The paper's reward: each child against its best parent, failures pinned near the archive's worst."""
+        pick = min if self.direction == "min" else max
+        best_parent = [None if not any(p.valid for p in ps) else pick(p.objective for p in ps if p.valid)
+                       for ps in parents]
+        return paper_eoh_rewards(objectives, best_parent, [m.objective for m in self.members()],
+                                 self.direction, floor)
 
-
-def init_size(config: RunConfig) -> int:
-    return config.eoh.init or config.eoh.population
-
-
-def outside_budget(config: RunConfig) -> int:
-    """Evaluations charged beyond run.budget: the EoH initial population when
-    eoh.init_in_budget is false (the paper counts T without it)."""
-    if config.run.method.startswith("eoh") and not config.eoh.init_in_budget:
-        return init_size(config)
-    return 0
+    # -- report ---------------------------------------------------------------------------------
+    def figures(self, run_dir: Path) -> dict[str, Path]:
+        """Figures of the archive for the run's report (`coevolve report RUN_DIR`), by name."""
+        return {}
 
 
-def make_method(config: RunConfig) -> Method:
-    base = make_base_method(config)
-    if config.uses_skill:
-        return SkillMethod(base, config.skill.every, config.skill.analysts)
-    return base
+# -- the registry ---------------------------------------------------------------------------------
+_registered: dict[str, type[Method]] = {}
+_loaded: dict[str, type[Method]] = {}
 
 
-def planned_refreshes(config: RunConfig) -> tuple[int, int]:
+def register(name: str, cls: type[Method]) -> None:
+    """Add a method under `name` (tests, plugins loaded by hand)."""
+    if name in BUILTIN or name in _registered:
+        raise UsageError(f"method {name!r} is registered twice")
+    _registered[name] = cls
+
+
+def unregister(name: str) -> None:
+    _registered.pop(name, None)
+    _loaded.pop(name, None)
+
+
+def _plugins() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known() -> list[str]:
+    """Every method name a config may give (built-ins and registered ones with their modifiers)."""
+    names = []
+    for base in [*BUILTIN, *_registered, *_plugins()]:
+        try:
+            cls = method_class(base)
+        except UsageError:
+            continue
+        variants = [base] + ([f"{base}+{ESOPT}"] if cls.perturbable else [])
+        names += variants + [f"{v}+{SKILL}" for v in variants]
+    return [n for n in DEFAULT_COMPARE if n in names] + [n for n in names if n not in DEFAULT_COMPARE]
+
+
+def _is_method_class(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, Method) and value is not Method
+
+
+def method_class(base: str) -> type[Method]:
+    """The class a base name or spec names; a UsageError (listing the known names) when none."""
+    if base in _loaded:
+        return _loaded[base]
+    from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file
+
+    if base in _registered:
+        cls = _registered[base]
+    elif base in BUILTIN:
+        module_path, _, attr = BUILTIN[base].partition(":")
+        cls = _import_attribute(module_path, attr, f"method {base!r}")
+    elif (plugin := _plugins().get(base)) is not None:
+        module_path, _, attr = plugin.value.partition(":")
+        try:
+            cls = _import_attribute(module_path, attr, f"plugin method {base!r} (entry point {plugin.value})")
+        except TaskSpecError as exc:
+            raise UsageError(str(exc)) from None
+    elif (file_spec := _split_file(base)) is not None:
+        path = Path(file_spec[0]).expanduser()
+        if not path.is_file():
+            raise UsageError(f"method file not found: {file_spec[0]}")
+        try:
+            module = load_file(path.resolve())
+        except TaskSpecError as exc:
+            raise UsageError(str(exc)) from None
+        found = {n: v for n, v in vars(module).items() if _is_method_class(v) and v.__module__ == module.__name__}
+        if file_spec[1] is not None:
+            cls = found.get(file_spec[1])
+            if cls is None:
+                raise UsageError(f"{file_spec[0]}: no method class {file_spec[1]!r} "
+                                 f"(method classes in the file: {', '.join(found) or 'none'})")
+        elif len(found) == 1:
+            cls = next(iter(found.values()))
+        else:
+            raise UsageError(f"{file_spec[0]}: " + (f"defines {len(found)} method classes ({', '.join(found)}): "
+                                                     f"name one, e.g. {file_spec[0]}:{next(iter(found))}" if found else
+                                                     "no method class (a subclass of coevolve.search.methods.Method)"))
+    elif ":" in base:
+        module_path, _, attr = base.partition(":")
+        try:
+            cls = _import_attribute(module_path, attr, f"method {base!r}")
+        except TaskSpecError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        raise UsageError(f"unknown method {base!r} (known: {', '.join(known())}; or path/to/method.py[:Class])")
+    if not _is_method_class(cls):
+        raise UsageError(f"method {base!r} is not a subclass of coevolve.search.methods.Method")
+    _loaded[base] = cls
+    return cls
+
+
+def check_method_name(value: str, field: str) -> None:
+    """The one check of a method name in a config (run.method, compare.methods): a config error naming
+    the field and listing the known methods."""
+    from coevolve.base.config import config_error
+
+    if not isinstance(value, str) or not value:
+        raise config_error(field, f"must be one of {', '.join(known())}", value)
+    name = parse_name(value)
+    try:
+        cls = method_class(name.base)
+    except UsageError as exc:
+        from tasks.loader import looks_like_spec
+
+        if looks_like_spec(name.base) or name.base in _plugins():
+            raise config_error(field, str(exc)) from None
+        raise config_error(field, f"must be one of {', '.join(known())} (or path/to/method.py[:Class])", value) from None
+    if name.esopt and not cls.perturbable:
+        raise config_error(field, f"{name.base} takes no +{ESOPT}", value)
+
+
+def check_operator_name(value: str, field: str) -> None:
+    """The one check of an operator name in a config list (eoh.operators, es.operators): the operator
+    registry's (coevolve/search/operators.py), listing the known ones."""
+    operators.check_operator(value, field)
+
+
+def absolute_method(value: str, base: str | Path = ".") -> str:
+    """A file method made absolute (relative paths count from `base`); other names as they are."""
+    from tasks.loader import _split_file
+
+    name = parse_name(value)
+    file_spec = _split_file(name.base)
+    if file_spec is None:
+        return value
+    full = Path(base, file_spec[0]).expanduser().resolve()
+    if not full.is_file():
+        raise UsageError(f"method file not found: {file_spec[0]}")
+    spec = f"{full}:{file_spec[1]}" if file_spec[1] else str(full)
+    return dataclasses.replace(name, base=spec).full
+
+
+def path_name(name: str) -> str:
+    """A method name fit for a directory name: a file or module method by its file stem or class
+    ('toy' for /x/toy.py, 'Toy' for /x/toy.py:Toy), '+' as '_'."""
+    from tasks.loader import _split_file
+
+    spec = parse_name(name)
+    file_spec = _split_file(spec.base)
+    if file_spec is not None:
+        base = file_spec[1] or Path(file_spec[0]).stem
+    else:
+        base = spec.base.rpartition(":")[2]
+    return dataclasses.replace(spec, base=base).full.replace("+", "_")
+
+
+def label(name: str) -> str:
+    """A method's label in reports: 'EoH+ESOpt', 'Islands(EoH)', a user class's `label` or name."""
+    spec = parse_name(name)
+    try:
+        cls = method_class(spec.base)
+        text = cls.label or cls.__name__
+    except UsageError:
+        text = spec.base
+    return text + ("+ESOpt" if spec.esopt else "") + ("+Trace2Skill" if spec.skill else "")
+
+
+def base_of(name: str) -> str | None:
+    """The method a +ESOpt method is paired with (its name without +esopt); None for the others."""
+    spec = parse_name(name)
+    return dataclasses.replace(spec, esopt=False).full if spec.esopt else None
+
+
+def uses_es(name: str) -> bool:
+    return parse_name(name).esopt
+
+
+def uses_skill(name: str) -> bool:
+    return parse_name(name).skill
+
+
+def pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    """(base, +ESOpt variant) for every variant in `names` whose base is there too."""
+    return [(base, name) for name in names if (base := base_of(name)) is not None and base in names]
+
+
+def ordered(names: Sequence[str]) -> list[str]:
+    """Each base method followed by its +ESOpt variant, then the others in their order."""
+    order = [m for pair in pairs(names) for m in pair]
+    return order + [m for m in names if m not in order]
+
+
+# -- sections a method declares -------------------------------------------------------------------
+def declared_sections(names: Sequence[str]) -> dict[str, "type[BaseModel]"]:
+    """{section: model} of the sections the methods `names` declare themselves (unknown names skipped:
+    the name's own check reports them)."""
+    found: dict[str, Any] = {}
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        try:
+            cls = method_class(parse_name(name).base)
+        except UsageError:
+            continue
+        if cls.options is not None and cls.section:
+            if found.get(cls.section, cls.options) is not cls.options:
+                raise UsageError(f"config error: two methods declare a section [{cls.section}]")
+            found[cls.section] = cls.options
+    return found
+
+
+def method_section(config: Any, section: str, model: "type[BaseModel] | None") -> Any:
+    """The validated section `section` of `config`: a declared one (its model's defaults when absent),
+    or a shared section attribute."""
+    if model is None:
+        return getattr(config, section, None)
+    held = getattr(config, "method_sections", {}).get(section)
+    return held if held is not None else model()
+
+
+# -- building and planning ---------------------------------------------------------------------------
+def make_method(config: "RunConfig") -> Method:
+    name = parse_name(config.run.method)
+    return method_class(name.base)(config, name)
+
+
+def outside_budget(config: "RunConfig") -> int:
+    """Evaluations charged beyond run.budget (EoH's initial population when eoh.init_in_budget is false)."""
+    return make_method(config).outside_budget()
+
+
+def planned_refreshes(config: "RunConfig") -> tuple[int, int]:
     """(skill refreshes, proposal steps) the run's budget allows."""
-    budget = config.run.budget + outside_budget(config)
-    steps = planned_steps(make_method(config), budget, config.es.proposals_per_member)
+    method = make_method(config)
+    budget = config.run.budget + method.outside_budget()
+    steps = planned_steps(method, budget, config.es.proposals_per_member)
     refreshes = sum(s.operator == DISTILL for s in steps)
     return refreshes, len(steps) - refreshes
-
-
-def make_base_method(config: RunConfig) -> Method:
-    per_member = config.es.proposals_per_member
-    es_count = config.es.population * per_member  # 0: as the plan's step
-    method = config.run.method.removesuffix("+trace2skill")
-    if method in ("sample", "sample+esopt"):
-        perturbed = method == "sample+esopt"
-        return SampleMethod(es_count if perturbed and es_count else config.sample.batch, perturbed)
-    eoh = config.eoh
-    k = m_multiplier(config)
-    counts = {op: max(1, round(eoh.offspring * k)) if op in SCALED_OPERATORS else eoh.offspring
-              for op in eoh.operators}
-    perturbed_ops = tuple(config.es.operators) if method == "eoh+esopt" else ()
-    perturbed_counts = {op: es_count for op in perturbed_ops} if es_count else {}
-    return EohMethod(init=init_size(config), counts=counts, operators=eoh.operators, parent_count=eoh.parents,
-                     perturbed_ops=perturbed_ops, perturbed_counts=perturbed_counts, generations=eoh.generations)
 
 
 def members_for(count: int, per_member: int) -> int:
@@ -243,27 +496,27 @@ def es_directions(method: Method, budget: int, per_member: int) -> int:
     return max((s.directions for s in planned_steps(method, budget, per_member)), default=0)
 
 
-def es_population(config: RunConfig) -> int:
+def es_population(config: "RunConfig") -> int:
     """ES members per update for this run: es.population, or (0) the largest
     perturbed step's members. A low-rank engine needs a LoRA slot for each."""
     if config.es.population:
         return config.es.population
     method = make_method(config)
-    budget = config.run.budget + outside_budget(config)
+    budget = config.run.budget + method.outside_budget()
     return max(es_directions(method, budget, config.es.proposals_per_member), 2)
 
 
-def run_plan(config: RunConfig) -> dict:
+def run_plan(config: "RunConfig") -> dict:
     """The plan of a run as data: what `coevolve run --plan` prints and what
     `coevolve compare` checks arms against each other with."""
     method = make_method(config)
-    extra = outside_budget(config)
+    extra = method.outside_budget()
     steps = planned_steps(method, config.run.budget + extra, config.es.proposals_per_member)
     updates = [s for s in steps if s.perturbed]
     return {
         "method": config.run.method, "task": config.run.task, "budget": config.run.budget,
-        "outside_budget": extra,
-        "m_multiplier": m_multiplier(config) if config.run.method.startswith("eoh") else None,
+        "outside_budget": extra, "unit": method.unit,
+        "m_multiplier": None, **method.plan_notes(),
         "steps": [dataclasses.asdict(s) for s in steps],
         "evaluations": sum(s.count for s in steps),
         "generations": max((s.generation for s in steps), default=0),
@@ -271,6 +524,7 @@ def run_plan(config: RunConfig) -> dict:
         "skill_refreshes": sum(s.operator == DISTILL for s in steps),
         "distill_requests": sum(s.count for s in steps if s.operator == DISTILL),
         "directions": sorted({s.directions for s in updates}),
+        "notes": method.plan_lines(),
     }
 
 
@@ -279,8 +533,9 @@ def format_plan(plan: dict) -> str:
     lines = [f"plan: {plan['method']} on {plan['task']}, budget T = {plan['budget']}"
              + (f" (+ {plan['outside_budget']} initial candidates outside T, as the paper counts)"
                 if plan["outside_budget"] else "")]
-    if plan["m_multiplier"] is not None:
+    if plan.get("m_multiplier") is not None:
         lines.append(f"  m1/m2 offspring multiplier k = {plan['m_multiplier']:g}")
+    lines += [f"  {note}" for note in plan.get("notes", [])]
     groups: list[tuple[str, list[int]]] = []
     by_generation: dict[int, list[dict]] = {}
     for step in plan["steps"]:
@@ -294,16 +549,16 @@ def format_plan(plan: dict) -> str:
             groups[-1][1].append(generation)
         else:
             groups.append((shape, [generation]))
-    what = "batch" if plan["method"].startswith("sample") else "generation"
+    what = plan.get("unit", "generation")
     for shape, generations in groups:
         total = sum(s["count"] for s in plan["steps"] if s["generation"] in generations)
         if generations == [0] and what == "generation":
-            label = "initial population"
+            label_ = "initial population"
         elif len(generations) == 1:
-            label = f"{what} {generations[0]}"
+            label_ = f"{what} {generations[0]}"
         else:
-            label = f"{what}{'es' if what == 'batch' else 's'} {generations[0]}-{generations[-1]} ({len(generations)}x)"
-        lines.append(f"  {label}: {shape}  [{total} evaluations]")
+            label_ = f"{what}{'es' if what.endswith('h') else 's'} {generations[0]}-{generations[-1]} ({len(generations)}x)"
+        lines.append(f"  {label_}: {shape}  [{total} evaluations]")
     lines.append(f"  steps: {len(plan['steps'])}, ES updates: {plan['es_updates']}, directions per update: "
                  f"{', '.join(map(str, plan['directions'])) or '-'}")
     if plan.get("skill_refreshes"):
@@ -314,3 +569,17 @@ def format_plan(plan: dict) -> str:
                     else f" = T {plan['budget']}" if plan["evaluations"] == plan["budget"]
                     else f" (the plan ends before T = {plan['budget']})"))
     return "\n".join(lines)
+
+
+def run_figures(config_path: Path, run_dir: Path, direction: str) -> dict[str, Path]:
+    """The figures a finished run's method draws of its archive (e.g. MAP-Elites' heat map); none when
+    the run's config no longer builds (a user's method file gone)."""
+    from coevolve.base.config import build_config, read_toml
+    from coevolve.search.runconfig import RunConfig
+
+    try:
+        method = make_method(build_config(RunConfig, read_toml(config_path)))
+    except UsageError:
+        return {}
+    method.direction = direction
+    return method.figures(Path(run_dir))

@@ -17,8 +17,10 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import fence
 from coevolve.engine.base import Message
+from coevolve.search import operators
 
 SYSTEM = ("You are an expert in algorithm design. You answer with one sentence describing your idea "
           "inside braces, then the complete Python function in one ```python code block. No other text.")
@@ -26,17 +28,6 @@ SYSTEM = ("You are an expert in algorithm design. You answer with one sentence d
 ANSWER_SHAPE = ("Answer format: {{your idea in one sentence}}, then the complete function {name} "
                 "in one ```python block, with the same signature.")
 
-TASKS = {
-    "i1": "Write a new heuristic for this problem, starting from the template below.",
-    "e1": "Write a new heuristic whose idea is clearly different from every heuristic above.",
-    "e2": ("Find the idea the heuristics above share, then write a new heuristic that keeps "
-           "that idea but is built differently."),
-    "m1": "Write an improved variant of the heuristic above; you may change its logic.",
-    "m2": "Keep the logic of the heuristic above but change its constants and weights to score better.",
-    "m3": "Simplify the heuristic above: drop parts that probably do not help, so that it generalises.",
-    "repair": ("The heuristic above failed with the error shown. Write a fixed version that keeps its idea "
-               "and avoids the error."),
-}
 
 
 class Parent(Protocol):
@@ -119,25 +110,27 @@ def operator_messages(operator: str, description: str, template: str, function_n
     repair one (repair's: the failed candidate, its report first in
     `context.failures`), e* several. `show_scores`: whether parents' scores
     appear (EoH's own prompts leave them out)."""
-    if operator not in TASKS:
-        raise ValueError(f"unknown operator {operator!r} (known: {', '.join(TASKS)})")
-    if operator == "i1" and parents:
-        raise ValueError("operator i1 takes no parents")
-    if operator != "i1" and not parents:
+    try:
+        op = operators.get(operator)
+    except UsageError:
+        raise ValueError(f"unknown operator {operator!r} (known: {', '.join(operators.proposal_names())})") from None
+    if op.parentless and parents:
+        raise ValueError(f"operator {operator} takes no parents")
+    if not op.parentless and not parents:
         raise ValueError(f"operator {operator} needs at least one parent")
-    if operator == "repair" and not context.failures:
-        raise ValueError("operator repair needs the parent's failure report in context.failures")
+    if op.failed_parent and not context.failures:
+        raise ValueError(f"operator {operator} needs the parent's failure report in context.failures")
     parts = [description.strip()]
     failures = list(context.failures)
-    if operator == "i1":
+    if op.parentless:
         parts.append("Template:\n" + _fenced(template))
-    elif operator == "repair":
+    elif op.failed_parent:
         parts.append(_failed(parents[0], failures.pop(0)))
     else:
         parts.append(_describe(parents, direction, show_scores))
     if failures:
         parts.append("Recent attempts that failed; do not repeat their mistakes:\n" + "\n".join(failures))
-    parts.append(TASKS[operator])
+    parts.append(op.instruction)
     shape = ANSWER_SHAPE.format(name=function_name)
     if context.signature:
         shape += f" The function must start with exactly: {context.signature}"

@@ -6,27 +6,25 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from coevolve.base.config import Config, Section, config_error, require
+from coevolve.base.config import Config, Section, build_model, config_error, require
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig
-from coevolve.search.methods import check_method, check_operator, planned_refreshes
+from coevolve.search.methods import (check_method_name, check_operator_name, declared_sections, make_method,
+                                     planned_refreshes, uses_es, uses_skill)
 from tasks.base import STARTS
 
 
 def _operators(ops: list[str], field: str) -> list[str]:
     for op in ops:
-        try:
-            check_operator(op)
-        except ValueError as exc:
-            raise config_error(field, str(exc), op) from None
+        check_operator_name(op, field)  # the operator registry's one check (coevolve/search/operators.py)
     return ops
 
 
 class SearchRun(RunSection):
     NAME = "run"
-    _method = field_validator("method")(classmethod(lambda cls, value: check_method(value)))
+    _method = field_validator("method")(classmethod(lambda cls, value: check_method_name(value, "run.method") or value))
 
 
 class EohSection(Section):
@@ -199,32 +197,48 @@ class SearchSections(Config):
         return self
 
 
+def method_tables(raw: Any, methods: list) -> Any:
+    """`raw` with the tables the `methods` declare themselves (e.g. [islands]) taken out and validated by
+    their models into `method_sections`; as it is when none declares one or when that is done."""
+    declared = declared_sections(methods)
+    if not isinstance(raw, dict) or not declared or "method_sections" in raw:
+        return raw
+    return {**{k: v for k, v in raw.items() if k not in declared},
+            "method_sections": {name: build_model(model, raw.get(name, {}), name) for name, model in declared.items()}}
+
+
 class RunConfig(SearchSections):
     run: SearchRun = SearchRun()
     log: LogSection = LogSection()  # trackers (coevolve/base/mirror.py)
+    # the sections the run's method declares itself (e.g. [islands]; coevolve/search/methods.py), each
+    # validated by the method's own model; as_dict writes them beside the fixed sections
+    method_sections: dict[str, Any] = Field({}, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
     def _task(cls, raw: Any) -> Any:
-        """`[task] name` as run.task; heuristic tasks take no options."""
+        """`[task] name` as run.task (heuristic tasks take no options); the method's own sections."""
         raw = task_named(raw)
         if isinstance(raw, dict) and isinstance(raw.get("task"), dict):
             for key in raw["task"]:
                 raise config_error(f"task.{key}", "is not a known field (known: name); heuristic tasks take no "
                                    "options")
             raw = {k: v for k, v in raw.items() if k != "task"}
-        return raw
+        run = raw.get("run") if isinstance(raw, dict) else None
+        method = run.method if isinstance(run, SearchRun) else (run or {}).get("method") if isinstance(run, dict) else None
+        return method_tables(raw, [method or SearchRun.model_fields["method"].default])
 
     @property
     def uses_es(self) -> bool:
-        return "+esopt" in self.run.method
+        return uses_es(self.run.method)
 
     @property
     def uses_skill(self) -> bool:
-        return self.run.method.endswith("+trace2skill")
+        return uses_skill(self.run.method)
 
     @model_validator(mode="after")
-    def _refreshes(self) -> RunConfig:
+    def _method_rules(self) -> RunConfig:
+        type(make_method(self)).check(self)  # the method's own rules across sections (e.g. against run.budget)
         if self.uses_skill:
             refreshes, steps = planned_refreshes(self)
             require(refreshes >= 1, "skill.every",

@@ -1,0 +1,1 @@
+"""The built-in search methods, one file each (registered in coevolve/search/methods.py's BUILTIN)."""

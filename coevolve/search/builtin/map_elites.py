@@ -1,0 +1,228 @@
+"""MAP-Elites (quality-diversity): a grid over behaviour descriptors, one
+elite per cell, parents drawn across the cells.
+
+A program's descriptors are computed on the trusted side, from its source
+text (never run here) and its train objective. Generic ones need nothing from
+the task: `lines` (non-blank, non-comment lines), `branches` (if/for/while,
+conditional expressions and comprehensions), `calls` and `constants`
+(numeric literals). A task may declare its own: a `descriptors` attribute
+{name: (low, high)} and a method `describe(code, objective) -> {name: value}`.
+Each descriptor's range is cut into `bins` equal cells (values outside go to
+the edge cells); a program whose descriptors are not all finite stays out
+of the grid.
+
+The inner method (EoH or Sample) gives the plan and the parent rule, applied
+to the elites (EoH: prob-rank over the elites of all cells). The grid is
+written after every step (population/gen_NNNN.json, "grid") and drawn as a
+heat map of the best objective per cell by `coevolve report RUN_DIR`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from coevolve.base.config import config_error
+from coevolve.base.errors import UsageError
+from coevolve.search.builtin.over import OverMethod
+from coevolve.search.population import Candidate, Population, better, sort_key
+
+GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
+                                           "constants": (0.0, 30.0)}
+
+
+def generic_descriptors(code: str) -> dict[str, float]:
+    """The descriptors every program has, from its source alone."""
+    lines = sum(1 for line in code.splitlines() if line.strip() and not line.strip().startswith("#"))
+    try:
+        nodes = list(ast.walk(ast.parse(code)))
+    except (SyntaxError, ValueError):
+        nodes = []
+    kinds = (ast.If, ast.For, ast.While, ast.IfExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    return {"lines": float(lines),
+            "branches": float(sum(isinstance(n, kinds) for n in nodes)),
+            "calls": float(sum(isinstance(n, ast.Call) for n in nodes)),
+            "constants": float(sum(isinstance(n, ast.Constant) and isinstance(n.value, (int, float))
+                                   and not isinstance(n.value, bool) for n in nodes))}
+
+
+class MapElitesOptions(BaseModel):
+    """[map_elites]"""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    over: Literal["eoh", "sample"] = "eoh"  # the method whose plan and parent rule run on the grid
+    descriptors: list[str] = Field(default_factory=lambda: ["lines", "branches"], min_length=1, max_length=3)
+    bins: int = Field(6, ge=2, le=64)  # cells per descriptor
+    ranges: dict[str, list[float]] = Field(default_factory=dict)  # {descriptor: [low, high]}: overrides its range
+
+    @field_validator("ranges")
+    @classmethod
+    def _ranges(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
+        for name, pair in value.items():
+            if len(pair) != 2 or not pair[0] < pair[1]:
+                raise ValueError(f"ranges.{name} must be [low, high] with low < high")
+        return value
+
+
+def task_descriptors(task: Any) -> dict[str, tuple[float, float]]:
+    declared = getattr(task, "descriptors", None)
+    return dict(declared) if isinstance(declared, dict) else {}
+
+
+class MapElitesMethod(OverMethod):
+    label = "MAP-Elites"
+    section = "map_elites"
+    options = MapElitesOptions
+
+    @classmethod
+    def check(cls, config: Any) -> None:
+        from coevolve.search.methods import method_section
+
+        opts = method_section(config, cls.section, cls.options)
+        if len(set(opts.descriptors)) != len(opts.descriptors):
+            raise config_error("map_elites.descriptors", "must not repeat a descriptor", opts.descriptors)
+
+    def check_task(self, task: Any) -> None:
+        """Every descriptor is generic or the task's, with a finite range, and the task's describe()
+        gives finite numbers for its template."""
+        declared = task_descriptors(task)
+        known = {**GENERIC, **declared}
+        for name in self.opts.descriptors:
+            if name not in known:
+                raise UsageError(f"config error: map_elites.descriptors: {name!r} is not a descriptor of task "
+                                 f"{getattr(task, 'name', task)} (known: {', '.join(known)})")
+            low, high = self.opts.ranges.get(name, known[name])
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise UsageError(f"task {getattr(task, 'name', task)}: descriptor {name!r} range ({low}, {high}) "
+                                 "is not two finite numbers, low < high")
+        if any(name in declared for name in self.opts.descriptors):
+            values = self._task_values(task, task.template, None)
+            bad = {k: v for k, v in values.items() if k in self.opts.descriptors and not _finite(v)}
+            if bad:
+                raise UsageError(f"task {getattr(task, 'name', task)}: describe() of the template gave descriptors "
+                                 f"that are not finite numbers: {bad}")
+
+    def plan_notes(self) -> dict:
+        return {**self.inner.plan_notes(), "descriptors": list(self.opts.descriptors), "bins": self.opts.bins}
+
+    def plan_lines(self) -> list[str]:
+        return [f"MAP-Elites over {self.opts.over}: a {' x '.join([str(self.opts.bins)] * len(self.opts.descriptors))} "
+                f"grid over {', '.join(self.opts.descriptors)}"]
+
+    # archive
+    def start(self, task: Any) -> None:
+        super().start(task)
+        known = {**GENERIC, **task_descriptors(task)}
+        self.ranges = [tuple(self.opts.ranges.get(n, known.get(n, (0.0, 1.0)))) for n in self.opts.descriptors]
+        self.grid: dict[tuple[int, ...], Candidate] = {}
+        self.values: dict[int, list[float]] = {}
+        self.undescribed = 0
+
+    def _task_values(self, task: Any, code: str, objective: float | None) -> dict[str, float]:
+        describe = getattr(task, "describe", None)
+        if describe is None:
+            return {}
+        try:
+            values = describe(code, objective)
+        except Exception:  # a task's describe() that fails on a program: the program stays out of the grid
+            return {name: math.nan for name in task_descriptors(task)}
+        return {str(k): v for k, v in dict(values).items()}
+
+    def describe(self, candidate: Candidate) -> list[float] | None:
+        values = generic_descriptors(candidate.code or "")
+        if any(name not in GENERIC for name in self.opts.descriptors):
+            values.update(self._task_values(self.task, candidate.code or "", candidate.objective))
+        out = [values.get(name) for name in self.opts.descriptors]
+        return [float(v) for v in out] if all(_finite(v) for v in out) else None
+
+    def cell(self, values: list[float]) -> tuple[int, ...]:
+        bins = self.opts.bins
+        return tuple(min(bins - 1, max(0, int(math.floor((v - low) / (high - low) * bins))))
+                     for v, (low, high) in zip(values, self.ranges))
+
+    def admit(self, step: int, candidates: Sequence[Candidate], evaluations: int) -> None:
+        for candidate in candidates:
+            if candidate.duplicate_of is not None or not candidate.valid:
+                continue
+            values = self.describe(candidate)
+            if values is None:
+                self.undescribed += 1
+                continue
+            self.values[candidate.id] = values
+            where = self.cell(values)
+            held = self.grid.get(where)
+            if held is None or better(candidate.objective, held.objective, self.direction):
+                self.grid[where] = candidate
+
+    def elites(self) -> Population:
+        ranked = sorted(self.grid.values(), key=sort_key(self.direction))
+        return Population(max(1, len(ranked)), self.direction, members=ranked,
+                          with_replacement=self.config.eoh.parents_with_replacement)
+
+    def pick(self, operator: str, rng: np.random.Generator, step: int, slot: int) -> list[Candidate]:
+        return self.inner.parents(operator, self.elites(), rng)
+
+    def ranked(self) -> list[Candidate]:
+        return sorted(self.grid.values(), key=sort_key(self.direction))
+
+    def members(self) -> list[Candidate]:
+        return self.ranked()
+
+    def snapshot(self) -> dict:
+        cells = [{"cell": list(where), "id": c.id, "objective": c.objective, "descriptors": self.values[c.id]}
+                 for where, c in sorted(self.grid.items())]
+        return {"population": self.elites().snapshot(),
+                "grid": {"descriptors": list(self.opts.descriptors), "bins": self.opts.bins,
+                         "ranges": [list(r) for r in self.ranges], "cells": cells,
+                         "undescribed": self.undescribed}}
+
+
+    def figures(self, run_dir: Path) -> dict[str, Path]:
+        snapshots = sorted((Path(run_dir) / "population").glob("gen_*.json"))
+        if not snapshots:
+            return {}
+        grid = json.loads(snapshots[-1].read_text()).get("grid")
+        if not grid:
+            return {}
+        return {"map_elites": heat_map(grid, Path(run_dir) / "map_elites.png", self.direction)}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def heat_map(grid: dict, path: Path, direction: str) -> Path:
+    """The best objective per cell over the first two descriptors (a one-descriptor grid is one row)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from coevolve.search.plot import save_figure
+
+    bins, names = grid["bins"], grid["descriptors"]
+    table = np.full((bins, bins) if len(names) > 1 else (1, bins), np.nan)
+    for cell in grid["cells"]:
+        x = cell["cell"][0]
+        y = cell["cell"][1] if len(names) > 1 else 0
+        value = cell["objective"]
+        old = table[y, x]
+        if math.isnan(old) or better(value, old, direction):
+            table[y, x] = value
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=100)
+    image = ax.imshow(table, origin="lower", cmap="viridis_r" if direction == "min" else "viridis", aspect="auto")
+    fig.colorbar(image, ax=ax, label=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
+    (low, high) = grid["ranges"][0]
+    ax.set_xlabel(f"{names[0]} ({low:g} to {high:g} in {bins} cells)")
+    if len(names) > 1:
+        low, high = grid["ranges"][1]
+        ax.set_ylabel(f"{names[1]} ({low:g} to {high:g} in {bins} cells)")
+    ax.set_title(f"MAP-Elites grid: {len(grid['cells'])} of {bins ** min(2, len(names))} cells filled")
+    return save_figure(fig, path)

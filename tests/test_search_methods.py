@@ -1,0 +1,338 @@
+"""Methods as registered objects (coevolve/search/methods.py): no name checks
+outside the methods' own files, the islands and MAP-Elites archives (with
+the fake engine: budget, resets, grid, resume at any step), a user's method
+file, and the bad inputs of issue 20 through the CLI (exit 2, one line,
+nothing written)."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.runstore import RunStore, read_jsonl
+from coevolve.search import methods as registry
+from coevolve.search.loop import SearchLoop
+from coevolve.search.runconfig import RunConfig
+from search_fakes import FakeEngine, FakeEvaluator, FakeTask
+
+ROOT = Path(__file__).resolve().parents[1]
+# the registry, the operator table and the methods' own files may name methods and operators
+OWN_FILES = {"coevolve/search/methods.py", "coevolve/search/operators.py"}
+OWN_DIRS = ("coevolve/search/builtin/",)
+
+
+# -- no name checks outside the methods ------------------------------------------------------------
+def _names() -> set[str]:
+    from coevolve.search import operators
+
+    return set(registry.known()) | set(registry.BUILTIN) | set(operators.OPERATORS) | {
+        f"+{registry.ESOPT}", f"+{registry.SKILL}"}
+
+
+def name_checks(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of each comparison, membership test or startswith/endswith against a literal
+    method or operator name (or a tuple/list/set of them)."""
+    found = []
+
+    def literal_names(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value] if node.value in names else []
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [v for elt in node.elts for v in literal_names(elt)]
+        return []
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            hits = [v for side in [node.left, *node.comparators] for v in literal_names(side)]
+            if hits:
+                found.append((node.lineno, ", ".join(hits)))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("startswith", "endswith", "removesuffix", "removeprefix")):
+            hits = [v for arg in node.args for v in literal_names(arg)]
+            if hits:
+                found.append((node.lineno, ", ".join(hits)))
+    return found
+
+
+def test_the_walker_finds_a_name_check():
+    names = _names()
+    assert name_checks('if method.startswith("sample"):\n    pass\n', names) == [(1, "sample")]
+    assert name_checks('x = op == "repair" or "+esopt" in m or m in ("eoh", "other")\n', names) == [
+        (1, "repair"), (1, "+esopt"), (1, "eoh")]
+    assert name_checks('x = m == "something else"\n', names) == []
+
+
+def test_no_module_outside_the_methods_branches_on_a_method_or_operator_name():
+    names = _names()
+    offenders = []
+    for path in sorted((ROOT / "coevolve").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in OWN_FILES or rel.startswith(OWN_DIRS) or rel.startswith("coevolve/agents/"):
+            continue  # agents have their own methods (esopt, trace2skill), not the search registry's
+        offenders += [f"{rel}:{line}: {what}" for line, what in name_checks(path.read_text(encoding="utf-8"), names)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_operators_live_in_one_table():
+    from coevolve.search import operators, prompts
+
+    assert not hasattr(prompts, "TASKS") and not hasattr(registry, "PARENT_COUNTS")
+    with pytest.raises(Exception, match="unknown operator 'zz'.*known: i1, e1"):
+        operators.get("zz")
+    # a registered operator is usable at once by EoH's config and its prompts
+    operators.register(operators.Operator("m9", "Rewrite the heuristic above in fewer lines.", 1))
+    try:
+        config = build_config(RunConfig, {"run": {"method": "eoh", "budget": 30},
+                                          "eoh": {"operators": ["e1", "m9"]}})
+        steps = [s.operator for s in itertools.islice(registry.make_method(config).plan(), 4)]
+        assert steps == ["i1", "e1", "m9", "e1"]
+        parent = type("P", (), {"code": "def f():\n    return 1", "idea": "x", "objective": 1.0})()
+        text = prompts.operator_messages("m9", "d", "t", "f", "min", [parent])[1]["content"]
+        assert "fewer lines" in text
+    finally:
+        del operators.OPERATORS["m9"]
+
+
+# -- islands and MAP-Elites on the fake engine ----------------------------------------------------
+class DescribedTask(FakeTask):
+    """A fake task that declares its own descriptor: the objective's integer part."""
+
+    descriptors = {"level": (0.0, 100.0)}
+
+    def describe(self, code, objective):
+        return {"level": float(int(objective)) if objective is not None else 0.0}
+
+
+def fake_config(method: str, budget: int, seed: int = 0, **sections) -> RunConfig:
+    raw = {"run": {"method": method, "task": "fake", "budget": budget, "seed": seed},
+           "eoh": {"population": 3, "offspring": 3},
+           "sample": {"batch": 5, "population": 4},
+           "es": {"population": 3, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1}}
+    raw.update(sections)
+    return build_config(RunConfig, json.loads(json.dumps(raw)))
+
+
+def fake_run(directory, config, task=None, resume=False):
+    store = RunStore.open(directory) if resume else RunStore.create(directory, dump_toml(as_dict(config)))
+    engine = FakeEngine()
+    return SearchLoop(config, store, engine, FakeEvaluator(), task or FakeTask()).run(), engine
+
+
+ARCHIVES = [("islands", {"islands": {"islands": 4, "reset_every": 9}}, FakeTask),
+            ("islands+esopt", {"islands": {"islands": 3, "reset_every": 10, "over": "sample"}}, FakeTask),
+            ("map_elites", {"map_elites": {"descriptors": ["level", "lines"], "bins": 5}}, DescribedTask),
+            ("map_elites+esopt", {"map_elites": {"descriptors": ["level"], "bins": 8}}, DescribedTask)]
+
+
+@pytest.mark.parametrize("method,sections,task", ARCHIVES)
+def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, method, sections, task):
+    config = fake_config(method, 29, seed=2, **sections)
+    full, full_engine = fake_run(tmp_path / "full", config, task())
+    assert full["evaluations"] == 29 == sum(full["ledger"]["outcomes"].values()) == full["ledger"]["llm_requests"]
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    steps = [e for e in events if e["type"] == "step"]
+    snapshots = [json.loads((tmp_path / "full" / "population" / f"gen_{i:04d}.json").read_text())
+                 for i in range(len(steps))]
+    if method.startswith("islands"):
+        last = snapshots[-1]
+        assert len(last["islands"]) == sections["islands"]["islands"]
+        assert [r["evaluations"] for r in last["resets"]] and all(r["reset"] for r in last["resets"])
+        assert sorted({i for island in last["islands"] for i in island}) == sorted(full["population"])
+    else:
+        grid = snapshots[-1]["grid"]
+        assert len(grid["cells"]) >= 2 and len({tuple(c["cell"]) for c in grid["cells"]}) == len(grid["cells"])
+        assert sorted(c["id"] for c in grid["cells"]) == sorted(full["population"])
+    history = read_jsonl(tmp_path / "full" / "history.jsonl") if "+esopt" in method else []
+    rng = random.Random(1)
+    for kept in sorted(rng.sample(range(1, len(steps)), 2)):  # killed after `kept` steps (+ a torn line)
+        d = tmp_path / f"k{kept}"
+        d.mkdir()
+        (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+        with open(d / "events.jsonl", "w") as handle:
+            handle.writelines(json.dumps(e) + "\n" for e in events[:1 + kept])
+            handle.write(json.dumps(events[1 + kept])[:30])
+        done = sum(1 for e in steps[:kept] if e["es"])
+        (d / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history[:done]))
+        resumed, engine = fake_run(d, config, task(), resume=True)
+        assert resumed == full, f"kill after {kept} steps"
+        assert engine.checksum() == full_engine.checksum()
+        assert [json.loads((d / "population" / f"gen_{i:04d}.json").read_text()) for i in range(len(steps))] == snapshots
+
+
+def test_islands_reset_the_worse_half_from_the_better(tmp_path):
+    summary, _ = fake_run(tmp_path / "r", fake_config("islands", 40, islands={"islands": 4, "reset_every": 10}))
+    snapshots = {int(p.stem[4:]): json.loads(p.read_text()) for p in (tmp_path / "r" / "population").glob("gen_*.json")}
+    resets = snapshots[max(snapshots)]["resets"]
+    assert [r["evaluations"] >= 10 * (i + 1) for i, r in enumerate(resets)] == [True] * len(resets) and len(resets) >= 3
+    for r in resets:
+        after = snapshots[r["step"]]["islands"]
+        before = snapshots[r["step"] - 1]["islands"]
+        assert len(r["reset"]) == 2 and not set(r["reset"]) & set(r["from"])
+        for index, source in zip(r["reset"], r["from"]):  # refounded by the source's best: one program
+            assert len(after[index]) <= 1
+            if after[index]:
+                assert after[index][0] == after[source][0]
+        del before
+
+
+def test_map_elites_draws_its_grid_as_a_heat_map(tmp_path):
+    """The figure itself (the report's page that shows it is tested on the real engine and task)."""
+    import matplotlib.image
+
+    config = fake_config("map_elites", 20, map_elites={"descriptors": ["level", "lines"], "bins": 4})
+    fake_run(tmp_path / "r", config, DescribedTask())
+    figures = registry.run_figures(tmp_path / "r" / "config.toml", tmp_path / "r", "min")
+    assert list(figures) == ["map_elites"] and figures["map_elites"] == tmp_path / "r" / "map_elites.png"
+    pixels = matplotlib.image.imread(figures["map_elites"])[..., :3]
+    assert len({tuple(p) for p in (pixels * 255).astype(int).reshape(-1, 3)}) > 8  # cells coloured, not blank
+    assert registry.run_figures(tmp_path / "r" / "config.toml", tmp_path / "nowhere", "min") == {}
+
+
+def test_labels_pairs_and_plans_come_from_the_method_objects():
+    assert registry.label("islands+esopt") == "Islands+ESOpt" and registry.label("eoh") == "EoH"
+    assert registry.pairs(["map_elites", "eoh", "map_elites+esopt"]) == [("map_elites", "map_elites+esopt")]
+    plan = registry.run_plan(fake_config("islands", 30, islands={"islands": 2, "reset_every": 7}))
+    assert plan["islands"] == 2 and plan["reset_every"] == 7
+    assert "islands: 2 over eoh" in registry.format_plan(plan)
+    # an +ESOpt pair is structurally matched: the same steps
+    base = registry.run_plan(fake_config("map_elites", 30, es={"population": 0}))
+    variant = registry.run_plan(fake_config("map_elites+esopt", 30, es={"population": 0}))
+    assert [(s["operator"], s["count"]) for s in base["steps"]] == [(s["operator"], s["count"]) for s in variant["steps"]]
+
+
+# -- a user's method file ---------------------------------------------------------------------------
+TOY = '''
+from typing import Iterator
+from pydantic import BaseModel, ConfigDict, Field
+from coevolve.search.methods import Method, StepSpec
+
+
+class ToyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    width: int = Field(2, ge=1)
+
+
+class HillClimb(Method):
+    """i1 twice, then m1 from the best program so far, `width` per step."""
+
+    label = "HillClimb"
+    section = "toy"
+    options = ToyOptions
+
+    def steps(self) -> Iterator[StepSpec]:
+        width = self.settings().width
+        yield StepSpec("i1", width, False, 0)
+        generation = 1
+        while True:
+            yield StepSpec("m1", width, self.perturbed, generation)
+            generation += 1
+
+    def pick(self, operator, rng, step, slot):
+        best = self.best()
+        return [] if operator == "i1" or best is None else [best]
+'''
+
+
+def write_toy(folder: Path) -> Path:
+    path = folder / "toy_method.py"
+    path.write_text(TOY)
+    return path
+
+
+def test_a_method_file_plans_and_runs_with_the_fake_engine(tmp_path):
+    from coevolve.cli import main
+
+    toy = write_toy(tmp_path)
+    config = fake_config(str(toy), 9, toy={"width": 3})
+    assert [(s.operator, s.count) for s in itertools.islice(registry.make_method(config).plan(), 3)] == [("i1", 3), ("m1", 3), ("m1", 3)]
+    summary, _ = fake_run(tmp_path / "r", config)
+    assert summary["evaluations"] == 9 and registry.label(str(toy)) == "HillClimb"
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    assert {c["operator"] for c in candidates[3:]} <= {"m1", "i1"}
+    assert main(["run", str(_toml(tmp_path, "eoh")), "--method", str(toy), "--plan"]) == 0
+
+
+def _toml(folder: Path, method: str, extra: str = "", budget: int = 20) -> Path:
+    path = folder / "c.toml"
+    path.write_text(f'[run]\nmethod = "{method}"\ntask = "tsp_construct"\nbudget = {budget}\n{extra}')
+    return path
+
+
+# -- bad input: one line, exit 2, nothing written ------------------------------------------------------
+NO_CLASS = "class NotAMethod:\n    pass\n"
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("unknown_method", "run.method must be one of sample, eoh"),
+    ("unknown_operator", "eoh.operators must be one of e1, e2, m1"),
+    ("no_class", "no method class"),
+    ("undeclared_key", "islands.colour is not a known field (known: over, islands, reset_every, size)"),
+    ("zero_islands", "islands.islands input should be greater than or equal to 1"),
+    ("long_reset", "islands.reset_every is longer than the budget"),
+    ("infinite_range", "map_elites.ranges.lines"),
+    ("nan_descriptor", "describe() of the template gave descriptors that are not finite numbers"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, case, expected):
+    from coevolve.cli import main
+
+    (tmp_path / "no_class.py").write_text(NO_CLASS)
+    task_file = tmp_path / "nan_task.py"
+    task_file.write_text("from tasks.tsp_construct import TSPConstruct\n\n\nclass NanTask(TSPConstruct):\n"
+                         "    descriptors = {'odd': (0.0, 1.0)}\n\n    def describe(self, code, objective):\n"
+                         "        return {'odd': float('nan')}\n")
+    configs = {
+        "unknown_method": ("sample2", ""),
+        "unknown_operator": ("eoh", "[eoh]\noperators = ['e1', 'zz']\n"),
+        "no_class": (str(tmp_path / "no_class.py"), ""),
+        "undeclared_key": ("islands", "[islands]\ncolour = 3\n"),
+        "zero_islands": ("islands", "[islands]\nislands = 0\n"),
+        "long_reset": ("islands", "[islands]\nreset_every = 21\n"),
+        "infinite_range": ("map_elites", "[map_elites]\nranges = { lines = [0, inf] }\n"),
+        "nan_descriptor": ("map_elites", "[map_elites]\ndescriptors = ['odd']\n"),
+    }
+    method, extra = configs[case]
+    path = _toml(tmp_path, method, extra)
+    if case == "nan_descriptor":
+        path.write_text(path.read_text().replace('"tsp_construct"', f'"{task_file}"'))
+    out = tmp_path / "out"
+    code = main(["run", str(path), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and expected in err, err
+    assert len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_resuming_with_a_different_method_is_refused(tmp_path, capsys):
+    from coevolve.cli import main
+
+    fake_run(tmp_path / "r", fake_config("eoh", 8))
+    config = tmp_path / "r" / "config.toml"
+    config.write_text(config.read_text().replace('method = "eoh"', 'method = "islands"'))
+    before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    assert main(["run", "--resume", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "started with method 'eoh'" in err and "cannot change its method" in err and len(err.splitlines()) == 1
+    assert {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()} == before
+
+
+def test_a_plugin_method_is_found_through_its_entry_point(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    (tmp_path / "hill_plugin.py").write_text(TOY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = EntryPoint(name="hill", value="hill_plugin:HillClimb", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "_plugins", lambda: {"hill": entry})
+    try:
+        assert "hill" in registry.known() and "hill+esopt" in registry.known()
+        config = fake_config("hill+esopt", 8, toy={"width": 2})
+        assert registry.label("hill+esopt") == "HillClimb+ESOpt" and config.uses_es
+        summary, _ = fake_run(tmp_path / "r", config)
+        assert summary["evaluations"] == 8 and summary["es"]["updates"] >= 1
+    finally:
+        registry.unregister("hill")

@@ -1,0 +1,133 @@
+"""Islands, MAP-Elites and a user's method file on the real engine, sandbox
+and TSP task (tiny budgets, the session engine where the test runs in
+process): every evaluation charged, the run resumed to the identical
+summary (islands+esopt SIGKILLed through the CLI; MAP-Elites+ESOpt and the
+user's method stopped at a step by a cap and resumed in process), the
+heat map in `coevolve report RUN_DIR`, and the user's method compared with
+its +ESOpt pair and reported through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coevolve.base.config import as_dict, build_config, dump_toml
+from conftest import kill_and_resume
+from coevolve.runstore import RunStore, read_jsonl
+from coevolve.search.runconfig import RunConfig
+from test_run_e2e import TINY
+from test_search_methods import write_toy
+
+SECTIONS = {"islands": {"islands": 2, "reset_every": 4}, "map_elites": {"descriptors": ["lines", "branches"],
+                                                                        "bins": 4}}
+
+
+def config_for(method: str, budget: int, seed: int = 0, **extra) -> RunConfig:
+    raw = {"run": {"method": method, "task": "tsp_construct", "budget": budget, "seed": seed}, **TINY, **SECTIONS,
+           **extra}
+    raw = {k: v for k, v in raw.items() if k not in SECTIONS or method.startswith(k)}
+    return build_config(RunConfig, json.loads(json.dumps(raw)))
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    from coevolve.sandbox import Sandbox
+
+    with Sandbox(workers=2, timeout_s=20) as sb:
+        yield sb
+
+
+def run_in_process(directory: Path, config: RunConfig, engine, sandbox, resume: bool = False) -> dict:
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    store = RunStore.open(directory) if resume else RunStore.create(directory, dump_toml(as_dict(config)))
+    try:
+        return SearchLoop(config, store, engine, sandbox, get_task("tsp_construct")).run()
+    finally:
+        if read_jsonl(store.history_path):
+            engine.reset()  # leave the session engine's weights as we found them
+
+
+def stopped_then_resumed(directory: Path, config: RunConfig, engine, sandbox) -> dict:
+    """Stopped by a completion-token cap after its first step, then resumed with the cap lifted."""
+    capped = build_config(RunConfig, {**as_dict(config), "caps": {"completion_tokens": 1}})
+    first = run_in_process(directory, capped, engine, sandbox)
+    assert first["stopped"] and first["stopped"]["step"] == 1
+    (directory / "config.toml").write_text(dump_toml(as_dict(config)))
+    if config.uses_es:  # a resumed process starts from the base weights and replays history.jsonl
+        engine.reset()
+    return run_in_process(directory, config, engine, sandbox, resume=True)
+
+
+def same_run(a: dict, b: dict) -> None:
+    for key in ("evaluations", "ledger", "valid", "failures", "best", "best_so_far", "population"):
+        assert a[key] == b[key], key
+    assert (a["es"] or {}).get("checksum") == (b["es"] or {}).get("checksum")
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(1800)
+def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine, sandbox):
+    from coevolve.cli import main
+
+    config = config_for("map_elites+esopt", 9)
+    full = run_in_process(tmp_path / "full", config, engine, sandbox)
+    assert full["evaluations"] == 9 == sum(full["ledger"]["outcomes"].values()) == full["ledger"]["llm_requests"]
+    assert full["es"]["updates"] >= 1
+    grid = json.loads(sorted((tmp_path / "full" / "population").glob("gen_*.json"))[-1].read_text())["grid"]
+    assert sorted(c["id"] for c in grid["cells"]) == sorted(full["population"])
+    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
+    assert main(["report", str(tmp_path / "full")]) == 0
+    assert "![map_elites](map_elites.png)" in (tmp_path / "full" / "report.md").read_text()
+    assert (tmp_path / "full" / "map_elites.png").stat().st_size > 1000
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(2400)
+def test_islands_sigkill_then_resume_gives_the_uninterrupted_run(tmp_path):
+    config = config_for("islands+esopt", 9, seed=4)
+    path = tmp_path / "c.toml"
+    path.write_text(dump_toml(as_dict(config)))
+    run = kill_and_resume(path, tmp_path, "step", 2, "--no-progress")
+    killed = json.loads((tmp_path / "killed" / "summary.json").read_text())
+    assert killed == run.expected
+    assert run.expected["evaluations"] == 9 == sum(run.expected["ledger"]["outcomes"].values())
+    logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
+    assert logged == list(range(run.events))  # every step logged once: nothing charged twice
+    snapshots = sorted((tmp_path / "killed" / "population").glob("gen_*.json"))
+    full = sorted((tmp_path / "full" / "population").glob("gen_*.json"))
+    assert [p.read_text() for p in snapshots] == [p.read_text() for p in full]  # the islands, step by step
+    assert json.loads(full[-1].read_text())["resets"]
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(2400)
+def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
+    from coevolve.cli import main
+    from coevolve.commands.compare import compare_and_report
+    from coevolve.compare import CompareConfig
+
+    toy = str(write_toy(tmp_path))
+    config = config_for(toy, 6, toy={"width": 3})
+    full = run_in_process(tmp_path / "full", config, engine, sandbox)
+    assert full["evaluations"] == 6 and full["method"] == toy
+    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
+
+    raw = {**TINY, "toy": {"width": 2},
+           "compare": {"methods": [toy, f"{toy}+esopt"], "tasks": ["tsp_construct"], "budgets": [4], "seeds": [0]},
+           "test": {"sizes": [20], "limit": 8, "timeout_s": 120, "workers": 2},
+           "es": {"population": 2, "proposals_per_member": 1, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3}}
+    before = engine.checksum()
+    root = compare_and_report(build_config(CompareConfig, json.loads(json.dumps(raw))), tmp_path / "cmp",
+                              engine=engine, log=lambda line: None)
+    assert engine.checksum() == before
+    results = json.loads((root / "results.json").read_text())
+    assert [(r["method"], r["finished"]) for r in results["rows"] if r["kind"] == "method"] == [
+        (toy, 1), (f"{toy}+esopt", 1)]
+    assert [(r["base"], r["variant"]) for r in results["rows"] if r["kind"] == "delta"] == [(toy, f"{toy}+esopt")]
+    assert main(["report", str(root)]) == 0
+    report = (root / "report.md").read_text()
+    assert "| HillClimb |" in report and "| Δ HillClimb+ESOpt vs HillClimb |" in report
