@@ -44,12 +44,14 @@ capable model the paper's reward keeps the objective's own scale.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from coevolve.search.population import Candidate, Direction
-from coevolve.search.runconfig import RewardSection
+
+if TYPE_CHECKING:  # the config imports the method registry, which imports this module
+    from coevolve.search.runconfig import RewardSection
 
 
 def relative_improvement(objective: float, reference: float, direction: Direction) -> float:
