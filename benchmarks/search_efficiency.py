@@ -218,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                         break
                     started = time.perf_counter()
                     with machine_lock(args.lock):
+                        if too_late():  # the wait for the lock may have passed --stop-at
+                            print(f"--stop-at {args.stop_at}: no more runs", flush=True)
+                            break
                         summary = finished(directory, args.budget) or run_one(
                             directory, method_config(method, task, seed, args.budget, args.max_tokens,
                                                      args.population), engine, sandbox)
