@@ -21,8 +21,8 @@ from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.plan import COMPARE_CONFIG, PAIRS, TEST_SCORES, CompareConfig, scored_sets, structural_differences
-from coevolve.report.collect import (aggregate, at_template, baselines, best_starting_point, collect, fmt_number,
-                                     run_rows, task_of_run)
+from coevolve.report.collecting import (aggregate, at_template, baselines, best_starting_point, collect,
+                                        fmt_number, run_rows, task_of_run)
 from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
 from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far
