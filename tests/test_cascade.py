@@ -283,7 +283,7 @@ def test_file_task_cascade_through_the_real_sandbox(tmp_path, capsys):
 def test_compare_ledger_table_counts_stage_one_rejections():
     from types import SimpleNamespace
 
-    from coevolve.report.render import ledger_table
+    from coevolve.report.rendering import ledger_table
 
     config = SimpleNamespace(compare=SimpleNamespace(methods=["sample"]))
 

@@ -70,7 +70,7 @@ def task_of_run(args: argparse.Namespace) -> None:
     """--run DIR without --task: the run's own task (its file task re-found
     from DIR, as `coevolve report` finds it), and for a heuristic run its
     best.py as the program."""
-    from coevolve.report.collect import task_of_run as run_task
+    from coevolve.report.collecting import task_of_run as run_task
     from coevolve.runstore import RunStore
     from tasks.registry import is_agent_task
 

@@ -76,7 +76,6 @@ class MemoryCgroups:
         path = os.path.join(self.parent, f"coevolve-{os.getpid()}-{next(self._names)}")
         os.mkdir(path)
         try:
-            # durable: cgroup control files are a kernel interface, not stored data (so below)
             if self.version == 2:
                 with open(os.path.join(path, "memory.max"), "w") as limit:  # durable: kernel interface
                     limit.write(str(limit_bytes))

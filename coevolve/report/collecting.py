@@ -1,6 +1,6 @@
 """Collecting: a comparison's (or a run's) typed records from its directory, and
 the numbers the report shows, aggregated over seeds. No text layout here
-(coevolve.report.render) and no drawing (coevolve.report.plots).
+(coevolve.report.rendering) and no drawing (coevolve.report.plots).
 
 Everything is rebuilt from the files on disk alone (summary.json and test.json
 of each run, through coevolve.base.records); nothing is rerun.

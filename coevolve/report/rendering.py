@@ -24,8 +24,8 @@ from coevolve.base.config import read_toml
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_plan, config_class,
                            scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collect import (aggregate, at_template, baselines, best_starting_point, collect, fmt_number,
-                                     run_rows, task_of_run)
+from coevolve.report.collecting import (aggregate, at_template, baselines, best_starting_point, collect,
+                                        fmt_number, run_rows, task_of_run)
 from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
