@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import secrets
 import time
 
 log = logging.getLogger(__name__)
@@ -67,13 +68,16 @@ class MemoryCgroups:
     def __init__(self, parent: str, version: int) -> None:
         self.parent, self.version = parent, version
         self._names = itertools.count()
+        # workers in their own PID namespace are all pid 1: the pid alone would let two sandboxes pick the
+        # same cgroup name (and share a limit or fail on mkdir)
+        self._tag = f"{os.getpid()}-{secrets.token_hex(4)}"
 
     @property
     def kind(self) -> str:
         return f"cgroup v{self.version}"
 
     def create(self, limit_bytes: int) -> str:
-        path = os.path.join(self.parent, f"coevolve-{os.getpid()}-{next(self._names)}")
+        path = os.path.join(self.parent, f"coevolve-{self._tag}-{next(self._names)}")
         os.mkdir(path)
         try:
             if self.version == 2:
