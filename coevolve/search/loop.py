@@ -42,7 +42,7 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
-from coevolve.es.start import HEURISTIC, check_same_config, logged_config, start_es, start_event
+from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
 from coevolve.search import cascade
@@ -388,7 +388,7 @@ class SearchLoop:
             self.skill = skills.write_version(self.store.dir, version, self.skill_name, description, body)
             record = {"version": version, "text": self.skill.text(), "step": step}
             if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
-                raise RuntimeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
+                raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
                                    "the run directory was written by different code")
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
                                         "rules": sum(line.startswith("- ") for line in body.splitlines()),
@@ -428,7 +428,7 @@ class SearchLoop:
         mine = [(r.slot, r.operator, [p.id for p in r.parents], r.seed) for r in requests]
         theirs = [(r["slot"], r["operator"], r["parents"], r["seed"]) for r in logged["requests"]]
         if mine != theirs:
-            raise RuntimeError(f"{self.store.events_path}: step {step} does not replay the same requests; "
+            raise ResumeError(f"{self.store.events_path}: step {step} does not replay the same requests; "
                                "the run directory was written by different code or config")
 
     def _messages(self, request: Request) -> list[dict]:
