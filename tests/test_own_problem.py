@@ -3,8 +3,8 @@ new-task, the two examples, runs that remember their task file, a user
 task's hostile decide() contained by the real sandbox, and its failing
 score/decide/instances named by file and line. On the real model: the
 end-to-end run (fresh processes, SIGKILL + --resume, report, eval), then the
-two examples through `coevolve run` (bin_packing loading the engine, with its
-evaluation cascade; flow_shop answered by the session's vLLM server)."""
+two examples through `coevolve run` in fresh processes answered by the
+session's vLLM server (bin_packing with its evaluation cascade)."""
 
 from __future__ import annotations
 
@@ -442,14 +442,23 @@ def check_example_run(out: Path, budget: int, task_name: str) -> dict:
     return summary
 
 
-@pytest.mark.engine
+def served(server) -> str:
+    """The [endpoint] table that points a config at the session's vLLM server."""
+    return f'\n[endpoint]\nbase_url = "{server.base_url}"\nmodel = "{server.model}"\n'
+
+
+# Both examples are answered by the session's server (the real model, started once for every `server`
+# test): a `coevolve run` that loaded its own engine took 134 s here on a loaded machine, the served run
+# 13 s. The scaffold's end-to-end test above covers `coevolve run` loading the engine itself.
+@pytest.mark.server
 @pytest.mark.timeout(900)
-def test_bin_packing_example_runs_through_coevolve_run_with_its_cascade(tmp_path):
-    """The bin-packing example (it declares an evaluation cascade) through `coevolve run` in a fresh process
-    that loads the real engine: budget exact, every stage-1 rejection in the ledger, candidates and table."""
+def test_bin_packing_example_runs_through_coevolve_run_with_its_cascade(openai_server, tmp_path):
+    """The bin-packing example (it declares an evaluation cascade) through `coevolve run` in a fresh process,
+    the real model behind the session's server: budget exact, every stage-1 rejection in the ledger,
+    candidates and table."""
     out = tmp_path / "run"
-    done = cli_process("run", str(example_config(tmp_path, "bin_packing")), "--budget", "6", "--out", str(out),
-                       "--no-progress", cwd=tmp_path)
+    done = cli_process("run", str(example_config(tmp_path, "bin_packing", served(openai_server))), "--budget", "6",
+                       "--out", str(out), "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = check_example_run(out, 6, "bin_packing_online")
     stopped = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
@@ -465,9 +474,8 @@ def test_bin_packing_example_runs_through_coevolve_run_with_its_cascade(tmp_path
 def test_flow_shop_example_runs_through_coevolve_run_on_the_served_model(openai_server, tmp_path):
     """The flow-shop example through `coevolve run` in a fresh process, its requests answered by the
     session's vLLM server (the real model, no second engine to start)."""
-    endpoint = f'\n[endpoint]\nbase_url = "{openai_server.base_url}"\nmodel = "{openai_server.model}"\n'
     out = tmp_path / "run"
-    done = cli_process("run", str(example_config(tmp_path, "flow_shop", endpoint)), "--budget", "4", "--out",
+    done = cli_process("run", str(example_config(tmp_path, "flow_shop", served(openai_server))), "--budget", "4", "--out",
                        str(out), "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = check_example_run(out, 4, "flow_shop")
