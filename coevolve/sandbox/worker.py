@@ -385,9 +385,11 @@ def main() -> None:
                 return
             op = job.get("op") if isinstance(job, dict) else None
             if op == "hello":
-                for entry in reversed(job.get("sys_path", [])):
-                    if entry not in sys.path:
-                        sys.path.insert(0, entry)
+                # the parent's search order, then the worker's own entries: entries the parent appended late
+                # (setuptools adds its _vendor folder once imported) must stay behind site-packages, or a
+                # vendored old typing_extensions shadows the installed one
+                parent = [entry for entry in job.get("sys_path", []) if isinstance(entry, str)]
+                sys.path[:] = list(dict.fromkeys([*parent, *sys.path]))
                 reply: dict[str, Any] = worker.describe()
             else:
                 try:
