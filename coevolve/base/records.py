@@ -25,13 +25,12 @@ written; 0 when read from a file written before the field existed).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from coevolve.base.durable import atomic_write_json
+from coevolve.base.durable import atomic_write_json, read_json  # read_json: None when absent, one line when not JSON
 from coevolve.base.errors import UsageError
 
 SCHEMA_VERSION = 1
@@ -297,17 +296,6 @@ def parse(data: Any, kind: type[R], source: str | Path) -> R:
         return kind.model_validate(data)
     except ValidationError as exc:
         raise UsageError(f"{source}: not a valid {kind.__name__}: {_problem(exc)}") from None
-
-
-def read_json(path: str | Path) -> Any:
-    """A JSON file's value, or None when there is no file; UsageError when it is not JSON."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc})") from None
 
 
 def read_record(path: str | Path, kind: type[R]) -> R | None:
