@@ -132,12 +132,14 @@ def held(lock: str) -> Iterator[None]:
 
 
 def stop_time(text: str) -> datetime.datetime | None:
-    """Today's `HH:MM` in UTC; ValueError when malformed."""
+    """The next `HH:MM` in UTC (tomorrow's when today's has passed, so a deadline
+    after midnight works); ValueError when malformed."""
     if not text:
         return None
     hour, minute = (int(part) for part in text.split(":"))
     now = datetime.datetime.now(datetime.timezone.utc)
-    return now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return at if at > now else at + datetime.timedelta(days=1)
 
 
 def fmt(values: list, digits: str = ".2f", percent: bool = False) -> str:
