@@ -154,7 +154,7 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> Se
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
                       endpoint=endpoint, on_progress=bar.update_from)
     try:
-        return SearchSummary.model_validate(loop.run())
+        return loop.run()
     finally:
         bar.close()
         if config.uses_es:
@@ -445,9 +445,9 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: 
             finally:
                 if run_cfg.uses_es:
                     resources.engine().reset()
-            log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary['rounds']} rounds, "
-                f"held-out mean reward {summary['eval_first']['mean_reward']:.3f} -> "
-                f"{summary['eval_last']['mean_reward']:.3f}")
+            log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary.rounds} rounds, "
+                f"held-out mean reward {summary.eval_first.mean_reward:.3f} -> "
+                f"{summary.eval_last.mean_reward:.3f}")
     history, skills = run_inputs(run_dir) if run_dir is not None else (None, [])
     skills = [*AgentRunConfig(skills=config.skills).seed_skills(), *skills]
     settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {})}

@@ -95,7 +95,7 @@ def run_agent(
     task: Any,
     endpoint: Generator | None = None,
     on_progress: Callable[[AgentProgress], None] | None = None,
-) -> dict[str, Any]:
+) -> AgentSummary:
     """Run (or resume) `config.run.method` in `store` until the episode budget
     cannot pay another round. `engine` must be a WeightEngine for ES methods;
     `endpoint` distils skills (default: the engine at its current weights).
@@ -104,7 +104,7 @@ def run_agent(
 
 
 def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
-            resuming: bool = False, label: str = "") -> dict[str, Any]:
+            resuming: bool = False, label: str = "") -> AgentSummary:
     """Run (or resume) an agent config in `store` with its task, endpoint and
     progress bar: what `coevolve run` and `coevolve compare` both call. A given
     `engine` is used and left open (its weights keep the run's updates: reset it
@@ -145,7 +145,7 @@ class _AgentRun:
         self.es: Any = None
 
     # ------------------------------------------------------------------ run
-    def run(self) -> dict[str, Any]:
+    def run(self) -> AgentSummary:
         config, store = self.config, self.store
         events = store.events()
         check_run_dir(store, config, events)
@@ -182,7 +182,7 @@ class _AgentRun:
                 log.append({"type": "end", "rounds": round_index, "episodes": self.ledger.used})
         atomic_write_json(store.path("timing.json"), {"total_s": round(time.time() - started, 3)})
         write_record(store.path("summary.json"), summary)
-        return summary.to_json()  # summary.json's content: callers read it by key (typed: records.read_summary)
+        return summary
 
     def _start_es(self) -> Any:
         es = resolved_es(self.config)

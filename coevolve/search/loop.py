@@ -151,8 +151,8 @@ class SearchLoop:
     on_progress: Callable[[Progress], None] | None = None
     timing: dict = field(default_factory=lambda: Counter())
 
-    def run(self) -> dict:
-        """Run (or resume) to the end of the plan; summary.json's content (a SearchSummary)."""
+    def run(self) -> SearchSummary:
+        """Run (or resume) to the end of the plan; the summary also written to summary.json."""
         started = time.perf_counter()
         cfg = self.config
         self.method: Method = make_method(cfg)  # it owns the archive (population, islands, grid)
@@ -632,7 +632,7 @@ class SearchLoop:
         if self.on_progress is not None:
             self.on_progress(self.progress)
 
-    def _finish(self) -> dict:
+    def _finish(self) -> SearchSummary:
         cfg, task = self.config, self.task
         direction = task.direction
         best = self.method.best()
@@ -676,7 +676,7 @@ class SearchLoop:
         plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
                          title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
                          ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
-        return summary.to_json()  # summary.json's content: callers read it by key (typed: records.read_summary)
+        return summary
 
     def _context_summary(self) -> dict:
         """What the context did: decoding, rejections, parser repairs, skill
