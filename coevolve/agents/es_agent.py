@@ -46,7 +46,7 @@ from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories,
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.tools import SandboxTool
-from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
+from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill, distill_best_of
 from coevolve.base.config import as_dict
 from coevolve.base.mirror import Mirroring
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
@@ -290,8 +290,6 @@ class _AgentRun:
         """Trace2Skill's published setting: one distillation from every
         training trajectory of the run, best of `distill_seeds` seeds scored
         on validation puzzles (train split, drawn apart from the rounds' cases)."""
-        from coevolve.agents.trace2skill import distill_best_of
-
         config = self.config
         folder = self.store.path("skills") / config.agent.skill_name
         if logged is not None:

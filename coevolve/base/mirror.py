@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.base.durable import atomic_write_json, read_jsonl_from
+from coevolve.base.durable import atomic_write_json, read_jsonl, read_jsonl_from
 from coevolve.base.errors import UsageError
 from coevolve.base.logsection import LogSection
 
@@ -207,8 +207,6 @@ def es_points(record: dict, now: float) -> list[Point]:
 
 def run_finished(run_dir: Path) -> bool:
     """Whether the run's event log ends (an `end` or a cap's clean `stop`)."""
-    from coevolve.base.durable import read_jsonl
-
     return any(e.get("type") in ("end", "stop") for e in read_jsonl(run_dir / "events.jsonl"))
 
 

@@ -37,6 +37,9 @@ from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
                                    summary_kind)
 from coevolve.base.untrusted import clean
+from coevolve.stats import mean_at_k, pass_at_k
+from tasks.base import gap as task_gap
+from tasks.registry import heuristic_task
 
 RUN_MARKER = "config.toml"
 COMPARE_MARKERS = ("compare.toml", "table.csv")
@@ -280,8 +283,6 @@ def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
     install lacks. Memoised: a page polls every run's row every few seconds,
     and building a task (its instances) is far dearer than the poll."""
     try:
-        from tasks.registry import heuristic_task
-
         task = heuristic_task(name)
         return task.direction, tuple(task.train)
     except Exception:  # a plugin task that is not installed here: show the run without it
@@ -293,8 +294,6 @@ def reference(name: str, split: str, size: int) -> float | None:
     key = (name, split, size)
     if key not in _REFERENCES:
         try:
-            from tasks.registry import heuristic_task
-
             ref = heuristic_task(name).reference(split, size)
             _REFERENCES[key] = None if ref is None else finite(getattr(ref, "value", ref))
         except Exception:
@@ -303,8 +302,6 @@ def reference(name: str, split: str, size: int) -> float | None:
 
 
 def gap(objective: float | None, ref: float | None, direction: str) -> float | None:
-    from tasks.base import gap as task_gap
-
     return None if objective is None or ref is None or ref == 0 else task_gap(objective, ref, direction)
 
 
@@ -602,8 +599,6 @@ def at_k(path: Path) -> dict[str, dict[str, float | None]]:
     """Mean@k and Pass@k with their 95% intervals over the cases of one
     held-out evaluation (its trajectories: k attempts per case, 1 when greedy);
     none when the file is missing or its cases have unequal attempts."""
-    from coevolve.stats import mean_at_k, pass_at_k
-
     by_case: dict[str, list[float]] = {}
     for t in jsonl(path):
         reward = finite(t.get("reward")) if isinstance(t, dict) else None

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from coevolve.base.durable import atomic_directory
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -153,8 +155,6 @@ def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
     import torch
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-
-    from coevolve.base.durable import atomic_directory
 
     # Built in a sibling temp dir and renamed: a crash never leaves a half model
     # that later runs would mistake for a prepared one.

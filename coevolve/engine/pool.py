@@ -29,6 +29,7 @@ from typing import Any, Iterator, Sequence
 from coevolve.base.sections import LOCAL, DistributedSection
 from coevolve.engine import models
 from coevolve.engine.base import check_requests, Completion, MemberJob, Message, Sampling
+from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,7 @@ def build_engine(model: str | Path | None, section: DistributedSection | None = 
     """The engine a run asks for: an in-process `Engine` by default, an
     `EnginePool` when `[distributed]` asks for several engines or a cluster."""
     if section is None or not section.uses_ray:
-        from coevolve.engine.vllm_engine import Engine
-
-        return Engine(model, **engine_kwargs)
+        return vllm_engine.Engine(model, **engine_kwargs)
     return EnginePool(section.engines, model, address=section.address, **engine_kwargs)
 
 
@@ -80,9 +79,7 @@ class _EngineHost:
         # runtime_env sets these too; repeating them here covers clusters whose
         # runtime_env support is limited (Ray client) before vLLM is imported.
         os.environ.update(env)
-        from coevolve.engine.vllm_engine import Engine
-
-        self.engine = Engine(model, **engine_kwargs)
+        self.engine = vllm_engine.Engine(model, **engine_kwargs)
 
     def describe(self) -> dict[str, Any]:
         import socket

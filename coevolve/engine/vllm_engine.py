@@ -328,7 +328,7 @@ class Engine:
 
     def export(self, out_dir: str | Path) -> Path:
         """Write the current weights as an HF checkpoint (same layout as the source)."""
-        from coevolve.engine.export import export_checkpoint
+        from coevolve.engine.export import export_checkpoint  # here: it imports torch, which only export needs
 
         if self._perturbation is not None:
             raise RuntimeError("export while perturbed; restore first")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coevolve.base.config import config_error
 from coevolve.base.errors import UsageError
+from tasks.loader import TaskSpecError, _import_attribute
 
 ENTRY_POINT_GROUP = "coevolve.operators"
 ANY_METHOD = "*"
@@ -70,8 +72,6 @@ def _load_plugins() -> None:
     _plugins_loaded = True
     from importlib.metadata import entry_points
 
-    from tasks.loader import TaskSpecError, _import_attribute
-
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         module_path, _, attr = entry.value.partition(":")
         try:
@@ -104,8 +104,6 @@ def refresh_operator() -> Operator:
 def check_operator(value: str, field: str, method: str = "") -> None:
     """The one check of an operator name in a config list (eoh.operators,
     es.operators): known, listable, and usable by `method` when given."""
-    from coevolve.base.config import config_error
-
     _load_plugins()
     listable = [n for n, op in OPERATORS.items() if op.in_eoh_lists]
     op = OPERATORS.get(value)
