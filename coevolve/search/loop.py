@@ -723,7 +723,7 @@ class SearchLoop:
         return None if ref is None else float(getattr(ref, "value", ref))
 
     def _write_genealogy(self) -> None:
-        import networkx as nx
+        import networkx as nx  # heavy, only when the run ends
 
         graph = nx.DiGraph()
         for c in self.candidates:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
 
@@ -242,8 +243,6 @@ def unregister(name: str) -> None:
 
 
 def _plugins() -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
     return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
 
 

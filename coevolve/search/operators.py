@@ -12,6 +12,7 @@ operator's name. A plugin adds one with `register` (or through the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 from coevolve.base.config import config_error
 from coevolve.base.errors import UsageError
@@ -70,8 +71,6 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from importlib.metadata import entry_points
-
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         module_path, _, attr = entry.value.partition(":")
         try:

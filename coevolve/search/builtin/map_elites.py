@@ -200,7 +200,7 @@ def _finite(value: Any) -> bool:
 
 def heat_map(grid: dict, path: Path, direction: str) -> Path:
     """The best objective per cell over the first two descriptors (a one-descriptor grid is one row)."""
-    import matplotlib
+    import matplotlib  # heavy, only when drawing (as coevolve.search.plot)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
