@@ -27,6 +27,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = Engine(args.model)
     rows: list[dict] = []
-    summaries: dict[str, dict] = {}
+    summaries: dict[str, Any] = {}  # method: its AgentSummary
     try:
         checkpoint = engine.checksum()
         for method in METHODS:
@@ -122,21 +123,21 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError("engine.reset() did not restore the checkpoint's weights")
             summaries[method] = summary
             if not rows:
-                rows.append(row("base", summary["eval_first"], 0, 0, "-", 0.0))
-            updates = summary["rounds"] if "esopt" in method else 0
-            skill = Path(summary["skill"]).name if summary["skill"] else "-"
-            rows.append(row(LABELS[method], summary["eval_last"], summary["ledger"]["used"], updates, skill,
+                rows.append(row("base", summary.eval_first.to_json(), 0, 0, "-", 0.0))
+            updates = summary.rounds if "esopt" in method else 0
+            skill = Path(summary.skill).name if summary.skill else "-"
+            rows.append(row(LABELS[method], summary.eval_last.to_json(), summary.ledger.used, updates, skill,
                             round(time.time() - started, 1)))
-            print(f"{method}: held-out solved {summary['eval_first']['mean_reward']:.3f} -> "
-                  f"{summary['eval_last']['mean_reward']:.3f} in {time.time() - started:.0f} s",
+            print(f"{method}: held-out solved {summary.eval_first.mean_reward:.3f} -> "
+                  f"{summary.eval_last.mean_reward:.3f} in {time.time() - started:.0f} s",
                   file=sys.stderr, flush=True)
     finally:
         engine.close()
 
-    starts = {m: s["eval_first"]["mean_reward"] for m, s in summaries.items()}
+    starts = {m: s.eval_first.mean_reward for m, s in summaries.items()}
     results = {"args": vars(args), "rows": rows, "base_per_method": starts,
-               "summaries": {m: {k: s[k] for k in ("rounds", "eval_first", "eval_last", "ledger", "skill")}
-                             for m, s in summaries.items()}}
+               "summaries": {m: s.model_dump(mode="json", include={"rounds", "eval_first", "eval_last", "ledger",
+                                                                   "skill"}) for m, s in summaries.items()}}
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nHeld-out {args.size}x{args.size} Sudoku, {args.masked} masked, {args.eval_cases} puzzles, greedy; "
           f"{args.budget} training episodes per method; fitness shaping {args.shaping}")

@@ -78,12 +78,12 @@ def main() -> int:
             store = RunStore.create(directory, dump_toml(as_dict(run_cfg)))
             summary = execute(run_cfg, store, get_task(task), progress=False)
             timing = json.loads((directory / "timing.json").read_text())
-            updates = (summary.get("es") or {}).get("updates", 0)
-            measured[method] = {"evaluations": summary["evaluations"], "total_s": timing["total_s"],
-                                "per_evaluation_s": timing["total_s"] / summary["evaluations"],
+            updates = summary.es.updates if summary.es else 0
+            measured[method] = {"evaluations": summary.evaluations, "total_s": timing["total_s"],
+                                "per_evaluation_s": timing["total_s"] / summary.evaluations,
                                 "es_update_s": timing.get("es_update_s", 0.0) / updates if updates else None,
-                                "valid": summary["valid"]}
-            print(f"{method:14s} {summary['evaluations']:4d} evaluations in {timing['total_s']:7.1f} s: "
+                                "valid": summary.valid}
+            print(f"{method:14s} {summary.evaluations:4d} evaluations in {timing['total_s']:7.1f} s: "
                   f"{measured[method]['per_evaluation_s']:6.2f} s per evaluation"
                   + (f", {measured[method]['es_update_s']:.2f} s per ES update" if updates else ""), flush=True)
         sets = scored_sets(config, _task_or_error(task, "task"))

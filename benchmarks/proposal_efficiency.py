@@ -41,6 +41,8 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from coevolve.base.records import SearchSummary, read_summary  # noqa: E402  (after the path: run from anywhere)
+
 OFF = {"failures": False, "constrain": False, "fingerprint": False}
 ARMS: dict[str, dict] = {
     "eoh": {"method": "eoh", "context": OFF, "repair": False},
@@ -68,35 +70,33 @@ def arm_config(arm: str, task: str, seed: int, budget: int, max_tokens: int, pop
             "sandbox": {"timeout_s": 30}}
 
 
-def run_one(directory: Path, raw: dict, engine, sandbox) -> dict:
+def run_one(directory: Path, raw: dict, engine, sandbox) -> SearchSummary:
     from coevolve.base.config import as_dict, build_config, dump_toml
     from coevolve.runstore import RunStore
     from coevolve.search.loop import SearchLoop
     from coevolve.search.runconfig import RunConfig
     from tasks.registry import heuristic_task
 
-    summary_path = directory / "summary.json"
-    if summary_path.exists():
-        summary = json.loads(summary_path.read_text())
-        if summary["evaluations"] >= raw["run"]["budget"]:
-            return summary
+    summary = read_summary(directory / "summary.json")
+    if summary is not None and summary.evaluations >= raw["run"]["budget"]:
+        return summary
     config = build_config(RunConfig, raw)
     store = RunStore.open(directory) if (directory / "config.toml").exists() else RunStore.create(
         directory, dump_toml(as_dict(config)))
     return SearchLoop(config, store, engine, sandbox, heuristic_task(raw["run"]["task"])).run()
 
 
-def measures(directory: Path, summary: dict) -> dict:
+def measures(directory: Path, summary: SearchSummary) -> dict:
     from coevolve.runstore import read_jsonl
 
     candidates = read_jsonl(directory / "candidates.jsonl")
-    used = summary["evaluations"]
+    used = summary.evaluations
     lost = {name: 0 for name in COLUMNS}
     for c in candidates:
         if c["failure"] in LOST:
             lost[LOST[c["failure"]]] += 1
-    template = (summary.get("context") or {}).get("template_objective")
-    direction = summary["train"]["direction"]
+    template = (summary.context or {}).get("template_objective")
+    direction = summary.train.direction
     first_beat = None
     if template is not None:
         for c in candidates:
@@ -113,7 +113,7 @@ def measures(directory: Path, summary: dict) -> dict:
             # valid programs that score exactly what the template scores: mostly the template echoed back
             "template_echo_rate": echoes / proposals if proposals else 0.0,
             "rejected": sum(c["failure"] == "duplicate" for c in candidates),
-            "first_beat": first_beat, "best": (summary.get("best") or {}).get("objective"),
+            "first_beat": first_beat, "best": summary.best and summary.best.objective,
             "s_per_eval": timing.get("total_s", 0.0) / used if used else 0.0}
 
 
@@ -199,9 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[tuple[str, str], list[dict]] = {}
     if args.analyse_only:
         for task, arm, seed, directory in cells:
-            if (directory / "summary.json").exists():
-                rows.setdefault((task, arm), []).append(
-                    measures(directory, json.loads((directory / "summary.json").read_text())))
+            summary = read_summary(directory / "summary.json")
+            if summary is not None:
+                rows.setdefault((task, arm), []).append(measures(directory, summary))
     else:
         from coevolve.engine.vllm_engine import Engine
         from coevolve.sandbox import Sandbox

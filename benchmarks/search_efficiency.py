@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from coevolve.base.records import SearchSummary, read_summary  # noqa: E402  (after the path: run from anywhere)
+
 METHODS: dict[str, dict] = {
     "eoh": {},
     "islands": {"islands": {"over": "eoh", "islands": 3, "reset_every": 32}},
@@ -67,16 +69,14 @@ def machine_lock(path: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def finished(directory: Path, budget: int) -> dict | None:
-    path = directory / "summary.json"
-    if path.exists():
-        summary = json.loads(path.read_text())
-        if summary["evaluations"] >= budget and not summary.get("stopped"):
-            return summary
+def finished(directory: Path, budget: int) -> SearchSummary | None:
+    summary = read_summary(directory / "summary.json")
+    if summary is not None and summary.evaluations >= budget and not summary.stopped:
+        return summary
     return None
 
 
-def run_one(directory: Path, raw: dict, engine, sandbox) -> dict:
+def run_one(directory: Path, raw: dict, engine, sandbox) -> SearchSummary:
     from coevolve.base.config import as_dict, build_config, dump_toml
     from coevolve.runstore import RunStore
     from coevolve.search.loop import SearchLoop
@@ -106,18 +106,18 @@ def test_score(directory: Path, task: str, sandbox) -> float | None:
     return score["objective"]
 
 
-def measures(directory: Path, summary: dict) -> dict:
+def measures(directory: Path, summary: SearchSummary) -> dict:
     from coevolve.runstore import read_jsonl
 
     candidates = read_jsonl(directory / "candidates.jsonl")
-    template = (summary.get("context") or {}).get("template_objective")
-    sign = 1.0 if summary["train"]["direction"] == "min" else -1.0
+    template = (summary.context or {}).get("template_objective")
+    sign = 1.0 if summary.train.direction == "min" else -1.0
     first_beat = next((c["id"] for c in candidates if c["objective"] is not None and template is not None
                        and sign * c["objective"] < sign * template), None)
     distinct = {c["code"] for c in candidates if c["objective"] is not None and c["code"]}
     score = directory / "test_score.json"
-    return {"best": (summary.get("best") or {}).get("objective"), "first_beat": first_beat,
-            "distinct_valid": len(distinct), "curve": summary["best_so_far"], "sign": sign,
+    return {"best": summary.best and summary.best.objective, "first_beat": first_beat,
+            "distinct_valid": len(distinct), "curve": summary.best_so_far, "sign": sign,
             "test": json.loads(score.read_text())["objective"] if score.exists() else None}
 
 
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                             directory, method_config(method, task, seed, args.budget, args.max_tokens,
                                                      args.population), engine, sandbox)
                         test_score(directory, task, sandbox)
-                    best = (summary.get("best") or {}).get("objective")
+                    best = summary.best and summary.best.objective
                     print(f"{task} {method} seed {seed}: best {best}, {time.perf_counter() - started:.0f} s", flush=True)
         finally:
             engine.close()

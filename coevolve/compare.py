@@ -39,14 +39,23 @@ from coevolve.base.durable import read_json
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.untrusted import clean
+from coevolve.engine.local import needs_engine, require_engine
+from coevolve.engine.openai_client import open_endpoint
+from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
+from coevolve.es import engine_options
 from coevolve.es.optimizer import replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
                            agent_run_config, base_directory, baseline_directory, check_structure,
                            load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.sandbox import Sandbox
+from coevolve.search.loop import SearchLoop
+from coevolve.search.methods import es_population
+from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
-from tasks.base import starting_program
+from tasks.base import SeededSets, gap, starting_program
+from tasks.registry import heuristic_task
 
 
 def _settings(config: RunConfig) -> dict:
@@ -96,19 +105,13 @@ class _Resources:
 
     def engine(self) -> Any:
         if self._engine is None:
-            from coevolve.engine.pool import build_engine
-
-            from coevolve.es import engine_options
-
             es = self.config.es
-            self._engine = build_engine(self.config.model.path or None, self.config.distributed,
-                                        **engine_options(es.noise, es.rank, self._es_slots()))
+            self._engine = pool.build_engine(self.config.model.path or None, self.config.distributed,
+                                             **engine_options(es.noise, es.rank, self._es_slots()))
         return self._engine
 
     def _es_slots(self) -> int:
         """LoRA slots a low-rank engine needs: the most members any planned ES run asks for."""
-        from coevolve.search.methods import es_population
-
         if isinstance(self.config, AgentCompareConfig):
             return self.config.agent.population
 
@@ -117,16 +120,12 @@ class _Resources:
 
     def sandbox(self) -> Any:
         if self._sandbox is None:
-            from coevolve.sandbox import Sandbox
-
             s = self.config.sandbox
             self._sandbox = Sandbox.from_section(s)
         return self._sandbox
 
     def endpoint(self) -> Any:
         if self._endpoint is None:
-            from coevolve.engine.openai_client import open_endpoint
-
             self._endpoint = open_endpoint(self.config.endpoint)
         return self._endpoint
 
@@ -140,13 +139,6 @@ class _Resources:
 def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> SearchSummary:
     """One run through the search loop; the shared engine leaves it with the
     checkpoint's weights, whatever ES did to them."""
-    from coevolve.search.loop import SearchLoop
-    from tasks.registry import heuristic_task
-
-    from coevolve.search.progress import progress_bar
-
-    from coevolve.engine.local import needs_engine
-
     endpoint = resources.endpoint()
     # a context-only run against an endpoint never starts the engine
     engine = resources.engine() if needs_engine(config.uses_es, config.endpoint) else endpoint
@@ -154,7 +146,7 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> Se
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
                       endpoint=endpoint, on_progress=bar.update_from)
     try:
-        return SearchSummary.model_validate(loop.run())
+        return loop.run()
     finally:
         bar.close()
         if config.uses_es:
@@ -183,8 +175,6 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     runs = planned_runs(config)
     resources = _Resources(config, engine)
     if engine is None:  # refuse, before any run starts, one the install cannot run
-        from coevolve.engine.local import require_engine
-
         for spec in runs:
             run_cfg = run_config(config, spec, spec.directory(root))
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
@@ -222,9 +212,6 @@ class LimitedTask:
     travels to sandbox workers as (task name, limit)."""
 
     def __init__(self, base_name: str, limit: int) -> None:
-        from tasks.base import SeededSets
-        from tasks.registry import heuristic_task
-
         self.base_name, self.limit = base_name, limit
         self._task = heuristic_task(base_name)
         sets = getattr(self._task, "_sets", None)
@@ -256,9 +243,6 @@ class _FirstOf:
 
 def limits_apply(task_name: str) -> bool:
     """Whether test.limit can cut this task's sets (ASP's 'set' is one setting)."""
-    from tasks.base import SeededSets
-    from tasks.registry import heuristic_task
-
     return isinstance(getattr(heuristic_task(task_name), "_sets", None), SeededSets)
 
 
@@ -269,9 +253,6 @@ def file_digest(text: str) -> str:
 def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any) -> list[TestScore]:
     """Test scores of (code, task name, split, size) jobs, in order: the objective
     (or the typed failure) from the sandbox, the set's reference and the gap."""
-    from tasks.base import gap
-    from tasks.registry import heuristic_task
-
     tasks: dict[str, Any] = {}
 
     def task_for(name: str) -> Any:
@@ -337,8 +318,6 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     runs = sum(1 for *_, what in pending if what == "best.py")
     log(f"scoring {runs} best heuristics and {len(pending) - runs} task templates on {len(jobs)} test sets"
         + (f" (first {config.test.limit} instances each)" if config.test.limit else ""))
-    from coevolve.sandbox import Sandbox
-
     t = config.test
     with Sandbox.from_section(t) as sandbox:
         scores = score_files(jobs, t.limit, sandbox)
@@ -383,8 +362,6 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     c = config.compare
     if engine is None:  # the agents always play on the local engine
-        from coevolve.engine.local import require_engine
-
         require_engine(c.methods[0], any("esopt" in m for m in c.methods), config.endpoint, students=True)
     resources = _Resources(config, engine)
     tool = SandboxTool()
@@ -445,9 +422,9 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: 
             finally:
                 if run_cfg.uses_es:
                     resources.engine().reset()
-            log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary['rounds']} rounds, "
-                f"held-out mean reward {summary['eval_first']['mean_reward']:.3f} -> "
-                f"{summary['eval_last']['mean_reward']:.3f}")
+            log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary.rounds} rounds, "
+                f"held-out mean reward {summary.eval_first.mean_reward:.3f} -> "
+                f"{summary.eval_last.mean_reward:.3f}")
     history, skills = run_inputs(run_dir) if run_dir is not None else (None, [])
     skills = [*AgentRunConfig(skills=config.skills).seed_skills(), *skills]
     settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {})}

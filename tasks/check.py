@@ -15,6 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tasks.base import declared_cascade
+from tasks.loader import user_frame
+
 MAX_INSTANCE_SECONDS = 3600.0  # a larger per-instance limit is a typo (ms for s), not a plan
 
 
@@ -64,8 +67,6 @@ def shape_problems(task: Any) -> list[str]:
 
 def cascade_problems(task: Any, splits: dict[str, list[int]]) -> list[str]:
     """A declared evaluation cascade must be well formed and name one of splits()."""
-    from tasks.base import declared_cascade
-
     try:
         cascade = declared_cascade(task)
     except ValueError as exc:
@@ -142,6 +143,4 @@ def _shown(value: Any) -> str:
 
 
 def _error(exc: BaseException) -> str:
-    from tasks.loader import user_frame
-
     return user_frame(exc)

@@ -11,6 +11,7 @@ import numpy as np
 from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
                        construct_routes, deposit_routes, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets, draws_of
+from tasks.references import HGS_ITERATIONS, cached_values, checksum, hgs_cvrp_cost
 from tasks.tsp_construct import distance_matrix
 
 CAPACITY = 50
@@ -110,8 +111,6 @@ class CVRPACO:
         )
 
     def reference(self, split: str, size: int) -> Reference | None:
-        from tasks.references import HGS_ITERATIONS, cached_values, checksum, hgs_cvrp_cost
-
         data = self.instances(split, size).data
         values = cached_values(f"{self.name}-{split}-{size}", data, lambda rows: hgs_cvrp_cost(rows, CAPACITY),
                                f"{checksum(data)}-hgs{HGS_ITERATIONS}-cap{CAPACITY}")

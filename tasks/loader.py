@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from coevolve.base.durable import atomic_write_json, atomic_write_text
 from coevolve.base.errors import UsageError
 
 Kind = Literal["heuristic", "agent"]
@@ -243,7 +244,7 @@ def plugin_conflicts(builtin: set[str]) -> list[str]:
 
 
 def _from_plugin(name: str, entry: Any) -> Resolved:
-    from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS
+    from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS  # here: the registry imports this module (a cycle)
 
     for line in plugin_conflicts(set(HEURISTIC_TASKS) | set(AGENT_TASKS)):
         if f"task name {name!r}" in line:
@@ -336,8 +337,6 @@ def absolute_spec(spec: str, base: str | Path = ".") -> str:
 
 def record_tasks(directory: str | Path, specs: list[str]) -> None:
     """Record the file tasks among `specs` in `directory` (a copy of each source and its sha256)."""
-    from coevolve.base.durable import atomic_write_json, atomic_write_text
-
     directory = Path(directory)
     record = read_record(directory)
     for spec in specs:

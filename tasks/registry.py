@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
 from tasks.base import AgentTask, HeuristicTask
+from tasks.loader import TaskSpecError, looks_like_spec, plugin_conflicts, plugins, resolve
 
 Kind = Literal["heuristic", "agent"]
 Target = str | Callable[..., Any]
@@ -155,8 +156,6 @@ def list_tasks(of_kind: Kind | None = None) -> list[str]:
 def plugin_tasks() -> list[str]:
     """Names of the installed plugin tasks (entry-point group coevolve.tasks);
     a TaskSpecError when two claim one name (or a plugin claims a built-in's)."""
-    from tasks.loader import TaskSpecError, plugin_conflicts, plugins
-
     conflicts = plugin_conflicts(set(HEURISTIC_TASKS) | set(AGENT_TASKS))
     if conflicts:
         raise TaskSpecError(conflicts[0])
@@ -166,8 +165,6 @@ def plugin_tasks() -> list[str]:
 def _from_spec(name: str, known: list[str]) -> Any:
     """tasks.loader's resolution of a name the tables do not hold; a plain
     name that is no plugin either is UnknownTask listing the known ones."""
-    from tasks.loader import looks_like_spec, plugins, resolve
-
     if not looks_like_spec(name) and name not in plugins():
         raise UnknownTask(f"unknown task {name!r} (known: {', '.join(known) or 'none'}; "
                           "or path/to/problem.py, package.module:Class)")

@@ -34,7 +34,7 @@ def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
             if (tmp_path / "history.jsonl").exists() else []
         engine.reset()  # the session engine goes back to the checkpoint, bit-exactly
     assert engine.checksum() == before
-    assert summary["rounds"] == 2 and summary["ledger"]["used"] == 16
+    assert summary.rounds == 2 and summary.ledger.used == 16
     assert len(records) == 2
     from coevolve.agents.rollout import load_trajectories
 
@@ -55,7 +55,7 @@ def test_short_es_run_on_sudoku_records_rewards_and_updates(engine, tmp_path):
     for record, previous, after in zip(records, checksums, checksums[1:]):
         assert (after != previous) == (len(set(record["rewards"])) > 1)
         assert (after != previous) == any(c != 0 for c in record["coefficients"])
-    assert summary["checksum"] == records[-1]["checksum"]
+    assert summary.checksum == records[-1]["checksum"]
     evals = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == [0, 1, 2]
     markdown = (tmp_path / "trajectories" / "round_001.md").read_text()

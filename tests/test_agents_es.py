@@ -96,7 +96,7 @@ def test_esopt_spends_the_budget_in_whole_generations(tmp_path):
     store = start(tmp_path, config)
     summary = play(config, store, engine)
     run = store.dir
-    assert summary["rounds"] == 2 and summary["ledger"]["used"] == 24  # a third round (36) does not fit
+    assert summary.rounds == 2 and summary.ledger.used == 24  # a third round (36) does not fit
     history = read_jsonl(run / "history.jsonl")
     assert [h["generation"] for h in history] == [0, 1] and len(engine.updates) == 2
     for record, (seeds, _, _) in zip(history, engine.updates):
@@ -131,8 +131,8 @@ def test_resume_after_a_kill_mid_run_gives_the_uninterrupted_result(tmp_path):
     engine = FakeEngine()
     resumed = play(config, RunStore.open(store.dir), engine)
     assert len(engine.updates) == 4  # 1 replayed from history, 1 re-applied from the log, 2 live
-    assert resumed["skill"] == whole["skill"].replace("/whole/", "/cut/")
-    assert {**resumed, "skill": None} == {**whole, "skill": None}
+    assert resumed.skill == whole.skill.replace("/whole/", "/cut/")
+    assert resumed.model_copy(update={"skill": None}) == whole.model_copy(update={"skill": None})
     assert read_jsonl(store.dir / "history.jsonl") == [
         {**h, "time": r["time"], "update_seconds": r["update_seconds"]}
         for h, r in zip(read_jsonl(tmp_path / "whole" / "history.jsonl"), read_jsonl(store.dir / "history.jsonl"))]
@@ -151,7 +151,7 @@ def test_a_run_without_events_from_before_resume_is_refused_clearly(tmp_path):
 def test_esopt_stops_when_the_sigma_schedule_ends(tmp_path):
     config = make_config(budget=100, batch=2, eval_cases=1, es={"generations": 3})
     summary = play(config, start(tmp_path, config), FakeEngine())
-    assert summary["rounds"] == 3 and summary["ledger"]["used"] == 24
+    assert summary.rounds == 3 and summary.ledger.used == 24
 
 
 def test_trace2skill_only_distils_and_injects_without_touching_weights(tmp_path):
@@ -159,8 +159,8 @@ def test_trace2skill_only_distils_and_injects_without_touching_weights(tmp_path)
     config = make_config(method="trace2skill", budget=16, batch=2, eval_cases=1, skill_name="sudoku-learned")
     store = start(tmp_path, config)
     summary = play(config, store, engine)
-    assert engine.updates == [] and summary["rounds"] == 2 and summary["ledger"]["used"] == 16
-    assert summary["skill"].endswith("sudoku-learned")
+    assert engine.updates == [] and summary.rounds == 2 and summary.ledger.used == 16
+    assert summary.skill.endswith("sudoku-learned")
     assert "Check the row, the column and the box first." in (store.dir / "skills" / "sudoku-learned" / "SKILL.md").read_text()
     evals = read_jsonl(store.dir / "eval.jsonl")
     assert evals[0]["skills"] == [] and evals[-1]["skills"] == ["sudoku-learned"]
@@ -178,7 +178,7 @@ def test_posthoc_distillation_runs_once_at_the_end_best_of_n_on_validation(tmp_p
     skills = [e for e in read_jsonl(store.dir / "events.jsonl") if e["type"] == "skill"]
     assert len(skills) == 1 and skills[0]["round"] == 4 and skills[0]["mode"] == "posthoc"
     assert len(skills[0]["candidates"]) == 3 and sum(c["chosen"] for c in skills[0]["candidates"]) == 1
-    assert summary["eval_last"]["skills"] == ["distilled"]  # the final held-out evaluation uses it
+    assert summary.eval_last.skills == ["distilled"]  # the final held-out evaluation uses it
     # validation puzzles are played with every candidate skill: 3 candidates x 2 puzzles
     assert sum(p.count("Skill: distilled") for p in engine.system_prompts) >= 6
 

@@ -123,11 +123,12 @@ def test_examples_build_their_run(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.engine
-def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monkeypatch, capsys):
+def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monkeypatch):
     """examples/sudoku_esopt.toml shrunk to one generation, run where the CLI
     runs it. (Skill distillation on the engine is slow on 2 cores; the
     trace2skill path is covered by the agents' engine and server tests.)"""
-    from coevolve.commands.run import create_store, execute_agent, print_agent_table
+    from coevolve.commands.run import create_store, execute_agent
+    from coevolve.report import agent_table
 
     monkeypatch.chdir(ROOT)
     overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
@@ -143,16 +144,15 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
     assert engine.checksum() == before
     run_dir = tmp_path / "run"
     assert load_config(AgentRunConfig, run_dir / "config.toml") == config
-    assert summary["rounds"] == 1 and summary["ledger"]["used"] == 4 and summary["ledger"]["budget"] == 4
+    assert summary.rounds == 1 and summary.ledger.used == 4 and summary.ledger.budget == 4
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert len(history) == 1 and len(history[0]["rewards"]) == 2
     assert history[0]["extra"]["skills"] == ["sudoku-basics"]  # the seed skill from [skills] was in the prompt
-    assert summary["checksum"] == history[0]["checksum"]
+    assert summary.checksum == history[0]["checksum"]
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == [0, 1]
-    print_agent_table(summary, store)
-    table = capsys.readouterr().out
-    assert "esopt" in table and "4 / 4" in table and str(run_dir) in table and summary["checksum"] in table
+    table = agent_table(summary, store.dir)
+    assert "esopt" in table and "4 / 4" in table and str(run_dir) in table and summary.checksum in table
 
 
 def test_report_renders_an_agent_run_written_before_events(tmp_path, capsys):

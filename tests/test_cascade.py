@@ -139,7 +139,6 @@ def score_of(code: str) -> float:
 
 
 def test_loop_stops_candidates_at_stage_one_and_charges_each_once(tmp_path):
-    from coevolve.base.records import SearchSummary
     from coevolve.report import run_table
     from tasks.registry import register_heuristic, unregister
 
@@ -148,12 +147,12 @@ def test_loop_stops_candidates_at_stage_one_and_charges_each_once(tmp_path):
     stopped = [c for c in candidates if c["failure"] == "cascade" and c["duplicate_of"] is None]
     assert stopped, "the fake proposer's spread of scores must trip the cascade"
     # budget exact: one charge per request; a stage-1 rejection is one of them, named in the ledger
-    ledger = summary["ledger"]
-    assert summary["evaluations"] == 40 == sum(ledger["outcomes"].values())
-    assert ledger["outcomes"]["cascade"] == len(stopped) == summary["failures"]["cascade"]
+    ledger = summary.ledger
+    assert summary.evaluations == 40 == sum(ledger.outcomes.values())
+    assert ledger.outcomes["cascade"] == len(stopped) == summary.failures["cascade"]
     register_heuristic("fake", CascadeTask)  # the run table looks the task up by name
     try:
-        assert "cascade " in run_table(SearchSummary.model_validate(summary), tmp_path / "r")
+        assert "cascade " in run_table(summary, tmp_path / "r")
     finally:
         unregister("fake")
     for c in stopped:
@@ -190,7 +189,7 @@ def test_stage_one_outcomes_one_by_one():
 
 def test_loop_without_a_cascade_never_scores_a_stage(tmp_path):
     summary, evaluator = fake_run(tmp_path / "r", fake_config(20), FakeTask())
-    assert set(evaluator.sets) == {"train"} and "cascade" not in summary["ledger"]["outcomes"]
+    assert set(evaluator.sets) == {"train"} and "cascade" not in summary.ledger.outcomes
 
 
 def test_kill_and_resume_reproduces_a_cascaded_run(tmp_path):
@@ -272,8 +271,8 @@ def test_file_task_cascade_through_the_real_sandbox(tmp_path, capsys):
     assert timeless(killed / "candidates.jsonl") == timeless(store.candidates_path)
     candidates = read_jsonl(store.candidates_path)
     stopped = [c for c in candidates if c["failure"] == "cascade"]
-    assert stopped and summary["ledger"]["outcomes"]["cascade"] == len(stopped)
-    assert summary["evaluations"] == 15 == sum(summary["ledger"]["outcomes"].values())
+    assert stopped and summary.ledger.outcomes["cascade"] == len(stopped)
+    assert summary.evaluations == 15 == sum(summary.ledger.outcomes.values())
     for c in stopped:  # the stage score the sandbox gave is the program's SCORE, and it missed the bar
         shown = float(re.search(r"objective (\S+) misses the bar (\S+)", c["message"]).group(1))
         assert shown == pytest.approx(score_of(c["code"]), rel=1e-5)

@@ -248,3 +248,22 @@ def test_an_agent_evaluation_shows_mean_and_pass_at_k_from_its_trajectories(tmp_
     half = 4.303 * 0.5 / 3 ** 0.5
     assert metrics["Mean@2"]["low"] == pytest.approx(max(0.0, 0.5 - half), abs=1e-3)
     assert metrics["mean@4"] == {"mean": 0.3, "low": 0.1, "high": 0.5}  # what the record held stays
+
+
+def test_run_files_are_read_as_their_records(tmp_path):
+    """Agent runs written before configs dumped every section are told by their
+    summary; a candidate line of the wrong shape names its file, line and field."""
+    import shutil
+
+    for name in ("agent_before_events", "agent_esopt"):
+        shutil.copytree(ROOT / "tests" / "data" / "old_runs" / name, tmp_path / name)
+        assert reader.kind_of(tmp_path / name) == "agent"
+    detail = reader.AgentRun(tmp_path / "agent_esopt").detail()
+    assert [e["metrics"]["solved_rate"]["mean"] for e in detail["evals"]] == [0.0, 0.0]
+    assert detail["row"]["used"] == 4 and detail["row"]["best"] == 0.25  # from the typed summary: no round events
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), {**candidate(2, 1, [1], 6.0), "parents": "one"}])
+    with client(run) as http:
+        answer = http.get("/api/run/run")
+        error = answer.json()["error"]
+        assert answer.status_code == 422 and "unexpected file content" in error
+        assert "candidates.jsonl line 2: not a valid Candidate: parents" in error

@@ -180,7 +180,7 @@ def test_agent_es_plays_the_population_in_one_batch(lowrank_engine, tmp_path):
     finally:
         engine.reset()
     assert engine.checksum() == before
-    assert summary["noise"]["noise"] == "lowrank" and summary["noise"]["frozen"][0] == "model.embed_tokens.weight"
+    assert summary.noise["noise"] == "lowrank" and summary.noise["frozen"][0] == "model.embed_tokens.weight"
     assert record["noise"] == "lowrank"
     played = load_trajectories(tmp_path / "trajectories" / "round_000.jsonl")
     per_member: dict[int, list[float]] = {}
@@ -215,7 +215,7 @@ def test_search_loop_runs_sample_esopt_in_low_rank(lowrank_engine, tmp_path):
         records = history.read(store.history_path)
     finally:
         engine.reset()
-    assert summary["evaluations"] == 8 and summary["es"]["updates"] == len(records) == 2
-    assert summary["es"]["noise"] == "lowrank" and summary["es"]["frozen_elements"] > 0
-    assert summary["es"]["checksum"] != before
+    assert summary.evaluations == 8 and summary.es.updates == len(records) == 2
+    assert summary.es.noise == "lowrank" and summary.es.frozen_elements > 0
+    assert summary.es.checksum != before
     assert [r["noise"] for r in records] == ["lowrank", "lowrank"]

@@ -157,3 +157,44 @@ def test_an_upward_import_is_caught(tmp_path):
     path.write_text("from coevolve.cli import main\n")
     (target, _), = imports(path, "coevolve.base.m", set(modules()))
     assert layer_of(target) > layer_of("coevolve.base.m")
+
+
+# In-function project imports without a comment saying why, left for the slice that owns the code
+# (issue 21: the loop's request building and reply parsing are being reworked); remove an entry with its import.
+UNEXPLAINED: set[tuple[str, str]] = {
+    ("coevolve/search/loop.py", "_messages"),
+    ("coevolve/search/loop.py", "_retry_unparsed"),
+    ("coevolve/search/loop.py", "_candidate"),
+}
+
+
+def unexplained_imports(path: Path) -> list[tuple[str, int]]:
+    """(function, line) of each project import inside a function with no comment on its line or the one
+    above: the reason it is not at the top (a cycle, an optional dependency, a heavy import on a cold path)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for fn in ast.walk(ast.parse("\n".join(lines))):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if not any(n.split(".")[0] in ("coevolve", "tasks") for n in names):
+                continue
+            said = "#" in "".join(lines[node.lineno - 1: node.end_lineno]) or lines[node.lineno - 2].lstrip().startswith("#")
+            if not said:
+                out.append((fn.name, node.lineno))
+    return out
+
+
+def test_project_imports_are_at_the_top_unless_a_comment_says_why():
+    found = [f"{path.relative_to(ROOT)}:{line} in {fn}" for path in modules().values()
+             for fn, line in unexplained_imports(path) if (str(path.relative_to(ROOT)), fn) not in UNEXPLAINED]
+    assert not found, "move these imports to the top, or say why they are inside:\n" + "\n".join(found)
+
+
+def test_an_unexplained_import_is_caught(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("def f():\n    from coevolve.base import noise\n\n\n"
+                    "def g():\n    from coevolve.base import noise  # a reason\n")
+    assert unexplained_imports(path) == [("f", 2)]

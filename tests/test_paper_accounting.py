@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.records import SearchSummary
 from coevolve.codeparse import extract
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.loop import SearchLoop
@@ -23,7 +24,7 @@ def config(method: str, budget: int, **sections) -> RunConfig:
     return build_config(RunConfig, raw)
 
 
-def run(directory, cfg: RunConfig) -> tuple[dict, FakeEngine]:
+def run(directory, cfg: RunConfig) -> tuple[SearchSummary, FakeEngine]:
     store = RunStore.create(directory, dump_toml(as_dict(cfg)))
     engine = FakeEngine()
     return SearchLoop(cfg, store, engine, FakeEvaluator(), FakeTask()).run(), engine
@@ -33,18 +34,18 @@ def run(directory, cfg: RunConfig) -> tuple[dict, FakeEngine]:
 def test_parse_retries_are_free_and_counted_apart(tmp_path, method):
     charged, _ = run(tmp_path / "ours", config(method, 20))
     free, engine = run(tmp_path / "ref", config(method, 20, accounting={"parse_retries": 4}))
-    ledger = free["ledger"]
-    assert charged["ledger"]["outcomes"].get("parse", 0) > 0  # the fake's replies do fail to parse
-    assert ledger["used"] == free["evaluations"] == 20  # T is spent exactly, retries or not
-    assert ledger["parse_retries"] > 0 and charged["ledger"]["parse_retries"] == 0
-    assert ledger["llm_requests"] == 20 + ledger["parse_retries"] == sum(engine.calls)
-    assert ledger["outcomes"].get("parse", 0) < charged["ledger"]["outcomes"]["parse"]
+    ledger = free.ledger
+    assert charged.ledger.outcomes.get("parse", 0) > 0  # the fake's replies do fail to parse
+    assert ledger.used == free.evaluations == 20  # T is spent exactly, retries or not
+    assert ledger.parse_retries > 0 and charged.ledger.parse_retries == 0
+    assert ledger.llm_requests == 20 + ledger.parse_retries == sum(engine.calls)
+    assert ledger.outcomes.get("parse", 0) < charged.ledger.outcomes["parse"]
     # every re-asked reply held no code; a slot still unparsed spent all four re-asks
     steps = [e for e in read_jsonl(tmp_path / "ref" / "events.jsonl") if e["type"] == "step"]
     retried = [r for e in steps for r in e.get("parse_retries", [])]
-    assert len(retried) == ledger["parse_retries"]
+    assert len(retried) == ledger.parse_retries
     assert all(extract(r["text"], "heuristic", TEMPLATE) is None for r in retried)
-    assert ledger["outcomes"].get("parse", 0) <= len(retried) // 4
+    assert ledger.outcomes.get("parse", 0) <= len(retried) // 4
 
 
 def test_sigma_steps_per_generation_down_to_zero(tmp_path):
@@ -57,7 +58,7 @@ def test_sigma_steps_per_generation_down_to_zero(tmp_path):
     history = read_jsonl(tmp_path / "r" / "history.jsonl")
     assert [h["sigma"] for h in history] == pytest.approx([0.01, 0.01, 0.005, 0.005, 0.0, 0.0])
     assert engine.perturbed_calls == 4 * 3  # four perturbed steps of 3 members; σ = 0 members perturb nothing
-    assert summary["es"]["updates"] == 6
+    assert summary.es.updates == 6
     # ours: one step per update, ending at sigma_end
     per_update, _ = run(tmp_path / "u", config("eoh+esopt", 40))
     sigmas = [h["sigma"] for h in read_jsonl(tmp_path / "u" / "history.jsonl")]

@@ -92,7 +92,7 @@ def test_new_files_say_their_kind_and_version(tmp_path):
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
     returned = SearchLoop(config, store, FakeEngine(), FakeEvaluator(), FakeTask()).run()
     written = json.loads(store.path("summary.json").read_text())
-    assert written == returned and written["kind"] == "search" and written["schema_version"] == SCHEMA_VERSION
+    assert written == returned.to_json() and written["kind"] == "search" and written["schema_version"] == SCHEMA_VERSION
     assert isinstance(read_summary(store.path("summary.json")), SearchSummary)
     lines = read_jsonl(store.candidates_path)
     assert {line["schema_version"] for line in lines} == {SCHEMA_VERSION} and len(lines) == 6

@@ -57,18 +57,18 @@ def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budge
         records = read_jsonl(store.history_path)
         if records:  # leave the session engine's weights as we found them
             engine.reset()
-    assert summary["evaluations"] == budget == sum(summary["ledger"]["outcomes"].values())
-    assert summary["ledger"]["llm_requests"] == budget and summary["ledger"]["completion_tokens"] > 0
+    assert summary.evaluations == budget == sum(summary.ledger.outcomes.values())
+    assert summary.ledger.llm_requests == budget and summary.ledger.completion_tokens > 0
     assert len(read_jsonl(store.candidates_path)) == budget
     for name in ["config.toml", "events.jsonl", "genealogy.json", "summary.json", "progress.png", "timing.json"]:
         assert (store.dir / name).exists(), name
     assert (store.dir / "population" / "gen_0000.json").exists()
     if method.endswith("+esopt"):
-        assert len(records) == summary["es"]["updates"] >= 1
-        assert summary["es"]["checksum"] != before  # the weights moved
+        assert len(records) == summary.es.updates >= 1
+        assert summary.es.checksum != before  # the weights moved
         assert all(r["extra"]["source"] == "coevolve.search" for r in records)
     else:
-        assert not records and summary["es"] is None
+        assert not records and summary.es is None
 
 
 @pytest.mark.engine

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.records import read_summary
 from coevolve.codeparse import answer_pattern, extract, template_signature
 from coevolve.base.skills import parse_skill_text
 from coevolve.runstore import RunStore, read_jsonl
@@ -79,10 +80,10 @@ def test_a_clone_of_the_template_is_rejected_before_the_sandbox_and_charged(tmp_
     candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
     rejected = [c for c in candidates if c["failure"] == "duplicate"]
     assert rejected and rejected[0]["duplicate_of"] == 0 and rejected[0]["message"] == "a clone of the task template"
-    assert summary["ledger"]["outcomes"]["rejected"] == len(rejected) == summary["context"]["rejected"]
-    assert summary["context"]["rejected_template"] >= 1
-    assert evaluator.evaluated == summary["ledger"]["outcomes"]["evaluated"]  # never scored
-    assert summary["evaluations"] == 8
+    assert summary.ledger.outcomes["rejected"] == len(rejected) == summary.context["rejected"]
+    assert summary.context["rejected_template"] >= 1
+    assert evaluator.evaluated == summary.ledger.outcomes["evaluated"]  # never scored
+    assert summary.evaluations == 8
 
 
 # -- failures and repair ----------------------------------------------------------------------
@@ -105,11 +106,11 @@ def test_prompts_carry_recent_failures_and_repair_requests_carry_their_parent(tm
     later = [user for _, user, _ in engine.seen[3:]]
     assert any("Recent attempts that failed" in u and "ValueError: boom" in u for u in later)
     repairs = [c for c in candidates if c["operator"] == "repair"]
-    assert repairs and summary["context"]["repair_requests"] == len(repairs)
+    assert repairs and summary.context["repair_requests"] == len(repairs)
     by_id = {c["id"]: c for c in candidates}
     assert all(not by_id[c["parents"][0]]["objective"] and by_id[c["parents"][0]]["code"] for c in repairs)
     assert any("Heuristic that failed" in u and "Its error (exception" in u for u in later)
-    assert summary["evaluations"] == 30
+    assert summary.evaluations == 30
 
 
 def test_failures_are_off_in_the_prompt_when_the_context_says_so(tmp_path):
@@ -126,10 +127,10 @@ def test_every_request_is_decoded_under_the_signature_pattern_and_the_prompt_sta
     assert signature == "def heuristic(x):"
     assert {c for *_, c in engine.seen} == {answer_pattern(signature)}
     assert all(f"must start with exactly: {signature}" in u for _, u, _ in engine.seen)
-    assert summary["context"]["constrain"] == "on"
+    assert summary.context["constrain"] == "on"
     free = RecordingEngine()
     summary, *_ = run(tmp_path / "free", make_config("sample", 8, context={"constrain": False}), engine=free)
-    assert {c for *_, c in free.seen} == {None} and summary["context"]["constrain"] == "off"
+    assert {c for *_, c in free.seen} == {None} and summary.context["constrain"] == "off"
 
 
 def test_a_signature_no_pattern_can_force_falls_back_to_free_decoding_recorded(tmp_path):
@@ -139,7 +140,7 @@ def test_a_signature_no_pattern_can_force_falls_back_to_free_decoding_recorded(t
     engine = RecordingEngine()
     summary, *_ = run(tmp_path / "r", make_config("sample", 8), engine=engine, task=SplitSignature())
     assert {c for *_, c in engine.seen} == {None}
-    assert summary["context"]["constrain"].startswith("off: the template's def line spans several lines")
+    assert summary.context["constrain"].startswith("off: the template's def line spans several lines")
 
 
 def test_the_parser_records_what_it_repaired():
@@ -156,10 +157,10 @@ def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resume
     assert plan["skill_refreshes"] >= 2 and "skill refreshes" in format_plan(plan)
     engine = RecordingEngine()
     full, *_ = run(tmp_path / "full", config, engine=engine)
-    versions = full["context"]["skill_versions"]
+    versions = full.context["skill_versions"]
     assert len(versions) == plan["skill_refreshes"]
-    assert full["ledger"]["outcomes"]["distill"] == plan["distill_requests"]
-    assert full["evaluations"] == 30 == sum(full["ledger"]["outcomes"].values())
+    assert full.ledger.outcomes["distill"] == plan["distill_requests"]
+    assert full.evaluations == 30 == sum(full.ledger.outcomes.values())
     texts = [(tmp_path / "full" / v["path"]).read_text() for v in versions]
     assert all("## Contract" in t and "def heuristic(x)" in t for t in texts)
     # after a refresh every operator prompt carries the skill's sections
@@ -177,8 +178,8 @@ def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resume
     generations = sum(1 for e in events[:cut] if e.get("es"))
     (d / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history[:generations]))
     resumed, *_ = run(d, config, resume=True)
-    assert resumed == json.loads((tmp_path / "full" / "summary.json").read_text())
-    assert [(d / v["path"]).read_text() for v in resumed["context"]["skill_versions"]] == texts
+    assert resumed == read_summary(tmp_path / "full" / "summary.json")
+    assert [(d / v["path"]).read_text() for v in resumed.context["skill_versions"]] == texts
 
 
 # -- caps -------------------------------------------------------------------------------------------------------
@@ -187,29 +188,29 @@ def test_a_token_cap_stops_at_a_step_boundary_and_a_raised_cap_resumes_to_the_un
     full, *_ = run(tmp_path / "full", config)
     capped = make_config("eoh", 24, caps={"completion_tokens": 40})
     stopped, *_ = run(tmp_path / "r", capped)
-    assert stopped["stopped"]["cap"] == "completion_tokens" and stopped["evaluations"] < 24
-    assert stopped["ledger"]["completion_tokens"] >= 40
+    assert stopped.stopped["cap"] == "completion_tokens" and stopped.evaluations < 24
+    assert stopped.ledger.completion_tokens >= 40
     events = read_jsonl(tmp_path / "r" / "events.jsonl")
     assert events[-1]["type"] == "stop" and not any(e["type"] == "end" for e in events)
     # raise the cap in the run's config.toml (caps are not part of what must match) and resume
     (tmp_path / "r" / "config.toml").write_text(dump_toml(as_dict(config)))
     resumed, engine, _ = run(tmp_path / "r", config, resume=True)
-    assert resumed["stopped"] is None
-    assert {k: v for k, v in resumed.items() if k != "context"} == {k: v for k, v in full.items() if k != "context"}
+    assert resumed.stopped is None
+    assert resumed.model_dump(exclude={"context"}) == full.model_dump(exclude={"context"})
 
 
 def test_a_wall_clock_cap_stops_the_run(tmp_path):
     summary, *_ = run(tmp_path / "r", make_config("eoh", 24, caps={"wall_s": 1e-9}))
-    assert summary["stopped"]["cap"] == "wall_s" and summary["evaluations"] == 0
+    assert summary.stopped["cap"] == "wall_s" and summary.evaluations == 0
 
 
 def test_a_money_cap_prices_endpoint_requests(tmp_path):
     config = make_config("sample", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
                          caps={"money": 1e-4, "prices": {"m": [1.0, 2.0]}})
     summary, engine, _ = run(tmp_path / "r", config, endpoint=FakeEngine())
-    assert summary["stopped"]["cap"] == "money" and summary["evaluations"] == 4  # one batch of 4, then over
-    assert summary["context"]["spend"] == pytest.approx(summary["ledger"]["prompt_tokens"] * 1e-6
-                                                        + summary["ledger"]["completion_tokens"] * 2e-6)
+    assert summary.stopped["cap"] == "money" and summary.evaluations == 4  # one batch of 4, then over
+    assert summary.context["spend"] == pytest.approx(summary.ledger.prompt_tokens * 1e-6
+                                                        + summary.ledger.completion_tokens * 2e-6)
 
 
 def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
@@ -247,10 +248,10 @@ def test_an_endpoint_that_cannot_constrain_falls_back_to_free_decoding_recorded_
 
     config = make_config("sample", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
     summary, *_ = run(tmp_path / "r", config, endpoint=NoConstraints())
-    assert summary["context"]["constrain"].startswith("off: the endpoint refused the pattern")
+    assert summary.context["constrain"].startswith("off: the endpoint refused the pattern")
     events = read_jsonl(tmp_path / "r" / "events.jsonl")
     assert [e["requests"] for e in events if e["type"] == "constrain"] == [4]
-    assert summary["ledger"]["llm_requests"] == 12 + 4  # the refused batch counts as requests
-    assert summary["evaluations"] == 12
+    assert summary.ledger.llm_requests == 12 + 4  # the refused batch counts as requests
+    assert summary.evaluations == 12
     again, *_ = run(tmp_path / "r", config, resume=True, endpoint=NoConstraints())
     assert again == summary

@@ -88,17 +88,17 @@ def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_
     recorder, counting = Recorder(engine), CountingSandbox(sandbox)
     summary = SearchLoop(config, store, recorder, counting, get_task("tsp_construct")).run()
     candidates = read_jsonl(store.candidates_path)
-    context = summary["context"]
+    context = summary.context
 
     # budget: proposals and analyst requests, each charged once
-    assert summary["evaluations"] == 12 == sum(summary["ledger"]["outcomes"].values())
-    assert summary["ledger"]["llm_requests"] == 12
+    assert summary.evaluations == 12 == sum(summary.ledger.outcomes.values())
+    assert summary.ledger.llm_requests == 12
     # the renamed template clone: rejected, charged, never in the sandbox
     first = candidates[0]
     assert first["failure"] == "duplicate" and first["duplicate_of"] == 0 and first["objective"] is None
-    assert summary["ledger"]["outcomes"]["rejected"] >= 1 and context["rejected_template"] >= 1
+    assert summary.ledger.outcomes["rejected"] >= 1 and context["rejected_template"] >= 1
     assert not any("def select_next_node(cur, dest" in code for code in counting.codes)
-    assert len(counting.codes) == summary["ledger"]["outcomes"]["evaluated"]
+    assert len(counting.codes) == summary.ledger.outcomes["evaluated"]
     # constrained decoding: every proposal request carried the pattern, none failed to parse,
     # and every program keeps the exact signature
     proposals = [c for c, user in zip(recorder.constraints, recorder.users) if "Patch:" not in user]
@@ -128,14 +128,14 @@ def test_a_token_cap_stops_a_real_run_that_resumes_when_raised(tmp_path, engine,
     capped = tiny("sample", 8, caps={"completion_tokens": 40})
     store = RunStore.create(tmp_path / "run", dump_toml(as_dict(capped)))
     stopped = SearchLoop(capped, store, engine, sandbox, get_task("tsp_construct")).run()
-    assert stopped["stopped"]["cap"] == "completion_tokens" and stopped["evaluations"] == 4
+    assert stopped.stopped["cap"] == "completion_tokens" and stopped.evaluations == 4
     store.config_path.write_text(dump_toml(as_dict(tiny("sample", 8))))  # the cap raised (removed)
     resumed = SearchLoop(tiny("sample", 8), RunStore.open(store.dir), engine, sandbox,
                          get_task("tsp_construct")).run()
-    assert resumed["stopped"] is None and resumed["evaluations"] == 8
+    assert resumed.stopped is None and resumed.evaluations == 8
     steps = [e["step"] for e in RunStore(store.dir).iter_events("step")]
     assert steps == [0, 1]  # the first step was served from the log, not generated again
-    assert resumed["ledger"]["completion_tokens"] > stopped["ledger"]["completion_tokens"]
+    assert resumed.ledger.completion_tokens > stopped.ledger.completion_tokens
 
 
 @pytest.mark.engine

@@ -43,17 +43,17 @@ def test_each_method_spends_exactly_its_budget(tmp_path, method):
     config = make_config(method, budget=23)
     summary, engine, evaluator = run(tmp_path / "r", config)
     d = tmp_path / "r"
-    assert summary["evaluations"] == 23 == sum(summary["ledger"]["outcomes"].values())
+    assert summary.evaluations == 23 == sum(summary.ledger.outcomes.values())
     candidates = read_jsonl(d / "candidates.jsonl")
     assert [c["id"] for c in candidates] == list(range(1, 24))
-    outcomes = summary["ledger"]["outcomes"]
+    outcomes = summary.ledger.outcomes
     assert outcomes.get("parse", 0) == sum(c["failure"] == "parse" for c in candidates) > 0
     # clones (rename-invariant fingerprints, on by default) are rejected before the sandbox
     assert outcomes.get("rejected", 0) == sum(c["duplicate_of"] is not None for c in candidates) > 0
     assert all(c["failure"] == "duplicate" and c["objective"] is None for c in candidates if c["duplicate_of"])
     assert evaluator.evaluated == outcomes["evaluated"]  # duplicates and parse failures never reach the sandbox
-    assert summary["ledger"]["llm_requests"] == 23 == sum(engine.calls)
-    assert summary["valid"] == sum(c["objective"] is not None for c in candidates)
+    assert summary.ledger.llm_requests == 23 == sum(engine.calls)
+    assert summary.valid == sum(c["objective"] is not None for c in candidates)
 
     for name in ["config.toml", "events.jsonl", "genealogy.json", "best.py", "summary.json", "progress.png"]:
         assert (d / name).stat().st_size > 0, name
@@ -64,22 +64,22 @@ def test_each_method_spends_exactly_its_budget(tmp_path, method):
     graph = nx.node_link_graph(json.loads((d / "genealogy.json").read_text()), edges="links")
     assert graph.number_of_nodes() == 23
     assert all(graph.has_edge(p, c["id"]) for c in candidates for p in c["parents"])
-    best = summary["best"]
-    assert best["objective"] == min(c["objective"] for c in candidates if c["objective"] is not None)
-    assert f"SCORE = {best['objective']}" in (d / "best.py").read_text()
-    assert summary["train"]["reference"] == 5.0 and best["gap"] == pytest.approx((best["objective"] - 5) / 5)
+    best = summary.best
+    assert best.objective == min(c["objective"] for c in candidates if c["objective"] is not None)
+    assert f"SCORE = {best.objective}" in (d / "best.py").read_text()
+    assert summary.train.reference == 5.0 and best.gap == pytest.approx((best.objective - 5) / 5)
 
     if method.endswith("+esopt"):
         history = read_jsonl(d / "history.jsonl")
         planned = planned_es_generations(make_method(config), 23, 1)
-        assert len(history) == summary["es"]["updates"] == planned >= 2
-        assert summary["es"]["checksum"] != FakeEngine().checksum()
+        assert len(history) == summary.es.updates == planned >= 2
+        assert summary.es.checksum != FakeEngine().checksum()
         assert engine.perturbed_calls == sum(len(e["es"]["members"]) for e in steps if e["es"])
         perturbed = [c for c in candidates if c["model_state"]["kind"] == "perturbed"]
         assert perturbed and all(c["reward"] is not None for c in perturbed)
     else:
         assert not (d / "history.jsonl").exists()
-        assert engine.perturbed_calls == 0 and summary["es"] is None
+        assert engine.perturbed_calls == 0 and summary.es is None
     if method.startswith("eoh"):
         assert {c["operator"] for c in candidates} >= {"i1", "e1", "e2", "m1"}
 
@@ -89,7 +89,7 @@ def test_same_seed_same_summary_other_seed_differs(tmp_path):
     b, *_ = run(tmp_path / "b", make_config("eoh+esopt", 30, seed=1))
     c, *_ = run(tmp_path / "c", make_config("eoh+esopt", 30, seed=2))
     assert a == b
-    assert a["best_so_far"] != c["best_so_far"]
+    assert a.best_so_far != c.best_so_far
 
 
 @pytest.mark.parametrize("method", ["eoh+esopt", "sample+esopt", "eoh", "eoh+esopt+trace2skill"])
@@ -161,7 +161,7 @@ def test_paper_reward_is_what_the_loop_feeds_es(tmp_path, method):
            "es": {"sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1, "ddof": 0}, "reward": {"kind": "paper"}}
     config = build_config(RunConfig, raw)
     summary, engine, _ = run(tmp_path / "r", config)
-    assert summary["evaluations"] == 40 + (4 if method == "eoh+esopt" else 0) and summary["outside_budget"] in (0, 4)
+    assert summary.evaluations == 40 + (4 if method == "eoh+esopt" else 0) and summary.outside_budget in (0, 4)
     d = tmp_path / "r"
     candidates = {c["id"]: c for c in read_jsonl(d / "candidates.jsonl")}
     history = read_jsonl(d / "history.jsonl")

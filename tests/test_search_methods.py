@@ -134,7 +134,7 @@ ARCHIVES = [("islands", {"islands": {"islands": 4, "reset_every": 9}}, FakeTask)
 def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, method, sections, task):
     config = fake_config(method, 29, seed=2, **sections)
     full, full_engine = fake_run(tmp_path / "full", config, task())
-    assert full["evaluations"] == 29 == sum(full["ledger"]["outcomes"].values()) == full["ledger"]["llm_requests"]
+    assert full.evaluations == 29 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
     events = read_jsonl(tmp_path / "full" / "events.jsonl")
     steps = [e for e in events if e["type"] == "step"]
     snapshots = [json.loads((tmp_path / "full" / "population" / f"gen_{i:04d}.json").read_text())
@@ -143,11 +143,11 @@ def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, met
         last = snapshots[-1]
         assert len(last["islands"]) == sections["islands"]["islands"]
         assert [r["evaluations"] for r in last["resets"]] and all(r["reset"] for r in last["resets"])
-        assert sorted({i for island in last["islands"] for i in island}) == sorted(full["population"])
+        assert sorted({i for island in last["islands"] for i in island}) == sorted(full.population)
     else:
         grid = snapshots[-1]["grid"]
         assert len(grid["cells"]) >= 2 and len({tuple(c["cell"]) for c in grid["cells"]}) == len(grid["cells"])
-        assert sorted(c["id"] for c in grid["cells"]) == sorted(full["population"])
+        assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population)
     history = read_jsonl(tmp_path / "full" / "history.jsonl") if "+esopt" in method else []
     rng = random.Random(1)
     for kept in sorted(rng.sample(range(1, len(steps)), 2)):  # killed after `kept` steps (+ a torn line)
@@ -252,7 +252,7 @@ def test_a_method_file_plans_and_runs_with_the_fake_engine(tmp_path):
     config = fake_config(str(toy), 9, toy={"width": 3})
     assert [(s.operator, s.count) for s in itertools.islice(registry.make_method(config).plan(), 3)] == [("i1", 3), ("m1", 3), ("m1", 3)]
     summary, _ = fake_run(tmp_path / "r", config)
-    assert summary["evaluations"] == 9 and registry.label(str(toy)) == "HillClimb"
+    assert summary.evaluations == 9 and registry.label(str(toy)) == "HillClimb"
     candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
     assert {c["operator"] for c in candidates[3:]} <= {"m1", "i1"}
     assert main(["run", str(_toml(tmp_path, "eoh")), "--method", str(toy), "--plan"]) == 0
@@ -333,6 +333,6 @@ def test_a_plugin_method_is_found_through_its_entry_point(tmp_path, monkeypatch)
         config = fake_config("hill+esopt", 8, toy={"width": 2})
         assert registry.label("hill+esopt") == "HillClimb+ESOpt" and config.uses_es
         summary, _ = fake_run(tmp_path / "r", config)
-        assert summary["evaluations"] == 8 and summary["es"]["updates"] >= 1
+        assert summary.evaluations == 8 and summary.es.updates >= 1
     finally:
         registry.unregister("hill")

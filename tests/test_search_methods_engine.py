@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.records import SearchSummary
 from conftest import kill_and_resume
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
@@ -39,7 +40,7 @@ def sandbox():
         yield sb
 
 
-def run_in_process(directory: Path, config: RunConfig, engine, sandbox, resume: bool = False) -> dict:
+def run_in_process(directory: Path, config: RunConfig, engine, sandbox, resume: bool = False) -> SearchSummary:
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
 
@@ -51,21 +52,21 @@ def run_in_process(directory: Path, config: RunConfig, engine, sandbox, resume: 
             engine.reset()  # leave the session engine's weights as we found them
 
 
-def stopped_then_resumed(directory: Path, config: RunConfig, engine, sandbox) -> dict:
+def stopped_then_resumed(directory: Path, config: RunConfig, engine, sandbox) -> SearchSummary:
     """Stopped by a completion-token cap after its first step, then resumed with the cap lifted."""
     capped = build_config(RunConfig, {**as_dict(config), "caps": {"completion_tokens": 1}})
     first = run_in_process(directory, capped, engine, sandbox)
-    assert first["stopped"] and first["stopped"]["step"] == 1
+    assert first.stopped and first.stopped["step"] == 1
     (directory / "config.toml").write_text(dump_toml(as_dict(config)))
     if config.uses_es:  # a resumed process starts from the base weights and replays history.jsonl
         engine.reset()
     return run_in_process(directory, config, engine, sandbox, resume=True)
 
 
-def same_run(a: dict, b: dict) -> None:
+def same_run(a: SearchSummary, b: SearchSummary) -> None:
     for key in ("evaluations", "ledger", "valid", "failures", "best", "best_so_far", "population"):
-        assert a[key] == b[key], key
-    assert (a["es"] or {}).get("checksum") == (b["es"] or {}).get("checksum")
+        assert getattr(a, key) == getattr(b, key), key
+    assert (a.es and a.es.checksum) == (b.es and b.es.checksum)
 
 
 @pytest.mark.engine
@@ -75,10 +76,10 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
 
     config = config_for("map_elites+esopt", 9)
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
-    assert full["evaluations"] == 9 == sum(full["ledger"]["outcomes"].values()) == full["ledger"]["llm_requests"]
-    assert full["es"]["updates"] >= 1
+    assert full.evaluations == 9 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
+    assert full.es.updates >= 1
     grid = json.loads(sorted((tmp_path / "full" / "population").glob("gen_*.json"))[-1].read_text())["grid"]
-    assert sorted(c["id"] for c in grid["cells"]) == sorted(full["population"])
+    assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population)
     same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
     assert main(["report", str(tmp_path / "full")]) == 0
     assert "![map_elites](map_elites.png)" in (tmp_path / "full" / "report.md").read_text()
@@ -113,7 +114,7 @@ def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
     toy = str(write_toy(tmp_path))
     config = config_for(toy, 6, toy={"width": 3})
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
-    assert full["evaluations"] == 6 and full["method"] == toy
+    assert full.evaluations == 6 and full.method == toy
     same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
 
     raw = {**TINY, "toy": {"width": 2},

@@ -46,7 +46,7 @@ from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories,
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.tools import SandboxTool
-from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill
+from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill, distill_best_of
 from coevolve.base.config import as_dict
 from coevolve.base.mirror import Mirroring
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
@@ -95,7 +95,7 @@ def run_agent(
     task: Any,
     endpoint: Generator | None = None,
     on_progress: Callable[[AgentProgress], None] | None = None,
-) -> dict[str, Any]:
+) -> AgentSummary:
     """Run (or resume) `config.run.method` in `store` until the episode budget
     cannot pay another round. `engine` must be a WeightEngine for ES methods;
     `endpoint` distils skills (default: the engine at its current weights).
@@ -104,7 +104,7 @@ def run_agent(
 
 
 def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
-            resuming: bool = False, label: str = "") -> dict[str, Any]:
+            resuming: bool = False, label: str = "") -> AgentSummary:
     """Run (or resume) an agent config in `store` with its task, endpoint and
     progress bar: what `coevolve run` and `coevolve compare` both call. A given
     `engine` is used and left open (its weights keep the run's updates: reset it
@@ -145,7 +145,7 @@ class _AgentRun:
         self.es: Any = None
 
     # ------------------------------------------------------------------ run
-    def run(self) -> dict[str, Any]:
+    def run(self) -> AgentSummary:
         config, store = self.config, self.store
         events = store.events()
         check_run_dir(store, config, events)
@@ -182,7 +182,7 @@ class _AgentRun:
                 log.append({"type": "end", "rounds": round_index, "episodes": self.ledger.used})
         atomic_write_json(store.path("timing.json"), {"total_s": round(time.time() - started, 3)})
         write_record(store.path("summary.json"), summary)
-        return summary.to_json()  # summary.json's content: callers read it by key (typed: records.read_summary)
+        return summary
 
     def _start_es(self) -> Any:
         es = resolved_es(self.config)
@@ -290,8 +290,6 @@ class _AgentRun:
         """Trace2Skill's published setting: one distillation from every
         training trajectory of the run, best of `distill_seeds` seeds scored
         on validation puzzles (train split, drawn apart from the rounds' cases)."""
-        from coevolve.agents.trace2skill import distill_best_of
-
         config = self.config
         folder = self.store.path("skills") / config.agent.skill_name
         if logged is not None:

@@ -26,9 +26,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coevolve.agents.rollout import Trajectory, action_constraint, derive_seed, rollout
-from coevolve.agents.skills import Skill
+from coevolve.agents.skills import Skill, load_skill
+from coevolve.agents.tools import SandboxTool
 from coevolve.base.sampling import PAPER_EVAL, Sampling
+from coevolve.es.history import read as read_history
+from coevolve.es.optimizer import engine_options, replay
 from coevolve.stats import Interval, best_of_k, max_at_k, mean_at_k, pass_at_k
+from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
 
 ARMS = ("base", "esopt", "skill", "both")
 WEIGHT_ARMS = {"esopt", "both"}  # need ES-tuned weights
@@ -68,9 +72,6 @@ def eval_sampling(max_tokens: int, task: Any = None) -> Sampling:
 def build_task(name: str, options: dict[str, Any]) -> Any:
     """The agent task `name` built with `options` (tasks that run Python get
     the sandboxed tool); ValueError names a bad task or option."""
-    from coevolve.agents.tools import SandboxTool
-    from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
-
     try:
         return agent_task(name, options, tool=SandboxTool() if AGENT_TASKS.get(name) and
                           AGENT_TASKS[name].python_tool else None)
@@ -155,8 +156,7 @@ def evaluate_arms(
         if check is not None:
             check([pattern])
     if any(a in WEIGHT_ARMS for a in arms):
-        from coevolve.es.history import read
-        if not read(history):
+        if not read_history(history):
             raise ValueError(f"{history}: no ES generations recorded; the esopt arms would equal base")
     results: list[ArmResult] = []
     ordered = [a for a in ARMS if a in arms and a not in WEIGHT_ARMS] + [a for a in ARMS if a in arms and a in WEIGHT_ARMS]
@@ -164,8 +164,6 @@ def evaluate_arms(
     try:
         for arm in ordered:
             if arm in WEIGHT_ARMS and not tuned:
-                from coevolve.es.optimizer import replay
-
                 replay(history, engine)
                 tuned = True
             result = evaluate_arm(engine, task, heldout, arm, k, sampling, seed,
@@ -212,10 +210,7 @@ def engine_options_for(history: str | Path | None) -> dict[str, Any]:
     history replays only on an engine with the same noise mode and rank)."""
     if history is None:
         return {}
-    from coevolve.es.history import read
-    from coevolve.es.optimizer import engine_options
-
-    records = read(history)
+    records = read_history(history)
     if not records:
         return {}
     first = records[0]
@@ -228,8 +223,6 @@ def run_inputs(run_dir: str | Path | None) -> tuple[Path | None, list[Skill]]:
     validated: an invalid SKILL.md is a SkillError naming the file)."""
     if run_dir is None:
         return None, []
-    from coevolve.agents.skills import load_skill
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ValueError(f"{run_dir}: no such run directory")

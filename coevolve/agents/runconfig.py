@@ -26,7 +26,6 @@ METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
 
 
 class AgentRun(RunSection):
-    NAME = "run"
     method: Literal[METHODS] = "esopt"
 
     @field_validator("task")
@@ -121,14 +120,12 @@ class AgentRunConfig(Config):
         """Held-out evaluation: [sampling] at agent.eval_temperature (greedy by default)."""
         return dataclasses.replace(self.sampling, temperature=self.agent.eval_temperature)
 
-    def task_options(self) -> dict[str, Any]:
-        return {k: v for k, v in self.task.items() if not (v == 0 or v == "") or isinstance(v, bool)}
-
     def build_task(self, tool: Any = None) -> Any:
         """The environment, with the [task] options; `tool` is the Python tool
         for tasks that run code (coevolve.agents.tools.SandboxTool)."""
         try:
-            return agent_task(self.run.task, self.task_options(), tool=tool)
+            options = {k: v for k, v in self.task.items() if not (v == 0 or v == "") or isinstance(v, bool)}
+            return agent_task(self.run.task, options, tool=tool)
         except TaskOptionError as exc:
             raise config_error(f"task.{exc.option}", exc.problem) from None
         except (OSError, TypeError, ValueError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coevolve.sandbox import Sandbox
 from coevolve.sandbox.results import ToolResult
 
 
@@ -19,8 +20,6 @@ class SandboxTool:
 
     def __call__(self, code: str) -> ToolResult:
         if self._sandbox is None:
-            from coevolve.sandbox import Sandbox
-
             self._sandbox = Sandbox(workers=1, timeout_s=self.timeout_s).__enter__()
         return self._sandbox.run_python(code, timeout_s=self.timeout_s)
 

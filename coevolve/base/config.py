@@ -84,6 +84,8 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
     elif kind in BOUNDS:
         problem = _bounds(info)
         value = float(value) if info.annotation is float else value
+    elif kind == "string_pattern_mismatch":  # the field's description says what the pattern allows
+        problem = f"must be {info.description}"
     elif kind in ("too_short", "too_long"):
         problem = "must list at least one value" if kind == "too_short" else error["msg"].lower()
     else:
@@ -141,7 +143,8 @@ class Config(Section):
 
 
 def build_config(cls: type[T], raw: Any, prefix: str = "") -> T:
-    """A config (or, with its TOML name as `prefix`, one section) from its tables."""
+    """A config (or, with its TOML name as `prefix`, one section, e.g. one a
+    method declares itself: coevolve/search/methods.py) from its tables."""
     if not isinstance(raw, dict):
         raise config_error(prefix or "config", "must be a table" if prefix else "must be a table of sections", raw)
     try:
@@ -183,17 +186,6 @@ def as_dict(config: Any) -> dict[str, Any]:
     for name, section in (getattr(config, "method_sections", None) or {}).items():
         data[name] = section.model_dump(mode="json")
     return data
-
-
-def build_model(model: type[T], table: Any, name: str) -> T:
-    """One `[name]` table as the pydantic model `model` (a section a method declares
-    itself, coevolve/search/methods.py); its first problem as the usual one line."""
-    if not isinstance(table, dict):
-        raise config_error(name, "must be a table", table)
-    try:
-        return model.model_validate(table)
-    except ValidationError as exc:
-        raise error_line(exc, model, name) from None
 
 
 def _toml_value(value: Any, where: str) -> str:

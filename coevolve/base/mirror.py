@@ -36,12 +36,13 @@ import math
 import re
 import sys
 import time
+import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.base.durable import atomic_write_json, read_jsonl_from
+from coevolve.base.durable import atomic_write_json, read_jsonl, read_jsonl_from
 from coevolve.base.errors import UsageError
 from coevolve.base.logsection import LogSection
 
@@ -207,15 +208,11 @@ def es_points(record: dict, now: float) -> list[Point]:
 
 def run_finished(run_dir: Path) -> bool:
     """Whether the run's event log ends (an `end` or a cap's clean `stop`)."""
-    from coevolve.base.durable import read_jsonl
-
     return any(e.get("type") in ("end", "stop") for e in read_jsonl(run_dir / "events.jsonl"))
 
 
 def run_params(run_dir: Path) -> dict[str, str]:
     """The run's config, flattened (`run.task`, `es.sigma`, ...), for MLflow's params."""
-    import tomllib
-
     try:
         config = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
@@ -236,7 +233,7 @@ class MLflowSink:
     name = "mlflow"
 
     def __init__(self, run_dir: Path, log: LogSection, state: dict) -> None:
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # optional: the [mlflow] extra
 
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # its store migrations log at INFO (set on import)
 
@@ -256,7 +253,7 @@ class MLflowSink:
                 run = self.client.create_run(experiment_id, run_name=run_dir.name,
                                              tags={"coevolve.run_dir": str(run_dir.resolve())})
                 self.run_id = run.info.run_id
-                from mlflow.entities import Param
+                from mlflow.entities import Param  # optional: the [mlflow] extra
 
                 params = [Param(k, v) for k, v in run_params(run_dir).items()]
                 for i in range(0, len(params), 100):
@@ -271,7 +268,7 @@ class MLflowSink:
         return f"{self.target} (run {self.run_id})"
 
     def write(self, points: list[Point], texts: list[Text]) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # optional: the [mlflow] extra
 
         metrics = [Metric(p.tag, p.value, int(p.time * 1000), p.step) for p in points]
         for i in range(0, len(metrics), BATCH):
@@ -294,7 +291,7 @@ class TensorBoardSink:
     name = "tensorboard"
 
     def __init__(self, run_dir: Path, log: LogSection, state: dict) -> None:
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter  # optional: the [tensorboard] extra
 
         folder = Path(log.tensorboard_dir) / run_dir.name if log.tensorboard_dir else run_dir / "tensorboard"
         self.target = str(folder.resolve())
@@ -307,6 +304,7 @@ class TensorBoardSink:
         return self.target
 
     def write(self, points: list[Point], texts: list[Text]) -> None:
+        # optional: the [tensorboard] extra
         from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
         for p in points:

@@ -18,7 +18,7 @@ import hashlib
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:  # torch comes with the engine extra; seeds and versions need none of it
-    import torch
+    import torch  # optional: torch comes with the engine extra
 
 # Elements per draw: bounds the scratch memory ES adds (16 MiB of fp32) and is
 # part of the noise definition, so it must never change silently.
@@ -37,7 +37,7 @@ def chunks(numel: int) -> Iterator[tuple[int, int]]:
 
 
 def generator(seed: int, name: str, device: torch.device) -> torch.Generator:
-    import torch
+    import torch  # optional: torch comes with the engine extra
 
     gen = torch.Generator(device=device)
     gen.manual_seed(stream_seed(seed, name))
@@ -46,7 +46,7 @@ def generator(seed: int, name: str, device: torch.device) -> torch.Generator:
 
 def draw(gen: torch.Generator, n: int, device: torch.device) -> torch.Tensor:
     """The next n standard-normal fp32 values of a parameter's stream."""
-    import torch
+    import torch  # optional: torch comes with the engine extra
 
     return torch.randn(n, generator=gen, device=device, dtype=torch.float32)
 

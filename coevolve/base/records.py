@@ -20,7 +20,7 @@ code is kept, not refused) with one error that names the file and the field.
 The config sections use the same library.
 
 Versions: every file record carries `schema_version` (SCHEMA_VERSION when
-written; 0 when read from a file written before the field existed).
+made or written; 0 when read from a file written before the field existed).
 """
 
 from __future__ import annotations
@@ -51,10 +51,15 @@ class Record(BaseModel):
 class Versioned(Record):
     """A record that is a file, or a line of one: it says which schema wrote it."""
 
-    schema_version: int = 0  # 0: written before records carried a version
+    schema_version: int = SCHEMA_VERSION  # `read` makes it 0 for a file written before records carried one
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "schema_version": SCHEMA_VERSION}
+
+    @classmethod
+    def read(cls, data: Any) -> Any:
+        """`data` as read from a file: without a version it predates them (0)."""
+        return cls.model_validate({"schema_version": 0, **data} if isinstance(data, dict) else data)
 
 
 # ------------------------------------------------------------- candidates
@@ -117,7 +122,7 @@ class Candidate(Versioned):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Candidate":
-        return cls.model_validate(data)
+        return cls.read(data)
 
 
 # ------------------------------------------------------------- summaries
@@ -293,7 +298,7 @@ def _problem(exc: ValidationError) -> str:
 def parse(data: Any, kind: type[R], source: str | Path) -> R:
     """`data` as a `kind`; UsageError naming the file and the field when it is not one."""
     try:
-        return kind.model_validate(data)
+        return kind.read(data) if issubclass(kind, Versioned) else kind.model_validate(data)
     except ValidationError as exc:
         raise UsageError(f"{source}: not a valid {kind.__name__}: {_problem(exc)}") from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from coevolve.base.config import Section, require
 
@@ -14,7 +14,6 @@ LOCAL = "local"
 
 
 class ModelSection(Section):
-    NAME = "model"
     path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
 
 
@@ -23,7 +22,6 @@ class EndpointSection(Section):
     heuristic runs it answers the base-weight requests; in agent runs it
     distils skills. Formerly `[proposer]` (heuristic) and `[teacher]` (agent)."""
 
-    NAME = "endpoint"
     base_url: str = ""  # empty: the engine's own model does everything
     model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
@@ -39,18 +37,10 @@ class EndpointSection(Section):
 class DistributedSection(Section):
     """The default (one engine, local) is the plain in-process engine with no Ray at all (coevolve.engine.pool)."""
 
-    NAME = "distributed"
     engines: int = Field(1, ge=1)
     # "local": start a private Ray cluster on loopback; "auto": join the cluster
     # this machine belongs to; "ray://host:port": Ray client to a remote head.
-    address: str = LOCAL
-
-    @field_validator("address")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        if not (value in (LOCAL, "auto") or value.startswith("ray://")):
-            raise ValueError('must be "local", "auto" or "ray://HOST:PORT"')
-        return value
+    address: str = Field(LOCAL, pattern=r"^(local|auto|ray://.*)$", description='"local", "auto" or "ray://HOST:PORT"')
 
     @property
     def uses_ray(self) -> bool:
@@ -60,7 +50,7 @@ class DistributedSection(Section):
 class RunSection(Section):
     """[run] of every run kind; the kind checks `method` and gives its own defaults."""
 
-    NAME = "run"
+    NAME = "run"  # its subclasses' too
     method: str = "eoh+esopt"
     task: str = Field("tsp_construct", min_length=1)
     budget: int = Field(100, ge=1)  # heuristic runs: evaluations; agent runs: training episodes

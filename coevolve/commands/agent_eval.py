@@ -22,8 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coevolve.agents.evaluate import (ARMS, build_task as build, check_arms, check_heldout, engine_options_for,
+                                      eval_sampling, evaluate_arms, run_inputs, table)
+from coevolve.agents.skills import SkillError, load_skill
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
+from coevolve.engine.base import ConstraintError
+from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,8 +61,6 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def build_task(name: str, options: dict[str, Any]) -> Any:
-    from coevolve.agents.evaluate import build_task as build
-
     try:
         return build(name, options)
     except ValueError as exc:
@@ -65,10 +68,6 @@ def build_task(name: str, options: dict[str, Any]) -> Any:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.agents.evaluate import (ARMS, check_arms, check_heldout, engine_options_for, eval_sampling,
-                                          evaluate_arms, run_inputs, table)
-    from coevolve.agents.skills import SkillError, load_skill
-
     if args.problems < 1 or not 1 <= args.k <= 32:
         raise UsageError(f"--problems must be >= 1 and --k in 1..32 (got {args.problems}, {args.k})")
     if args.run and (args.history or args.skill):
@@ -99,12 +98,10 @@ def handle(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
-    from coevolve.engine.base import ConstraintError
-    from coevolve.engine.vllm_engine import Engine
-
     print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding", flush=True)
-    engine = Engine(args.model, **engine_options_for(history if any(a in ("esopt", "both") for a in arms) else None))
+    weights = history if any(a in ("esopt", "both") for a in arms) else None
+    engine = vllm_engine.Engine(args.model, **engine_options_for(weights))
     began = time.monotonic()
     try:
         results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens, task), args.seed,

@@ -21,7 +21,11 @@ import sys
 from typing import Any
 
 from coevolve.base.errors import UsageError
-from tasks.base import instance_count
+from coevolve.sandbox import Sandbox, wire
+from tasks.base import InvalidSolution, declared_cascade, instance_count, template_function
+from tasks.check import determinism_problems, shape_problems
+from tasks.loader import absolute_spec, user_frame
+from tasks.registry import UnknownTask, heuristic_task, kind
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,9 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def load(spec: str) -> Any:
     """The heuristic task `spec` names (a file spec relative to the working
     directory); UsageError with one line otherwise."""
-    from tasks.loader import absolute_spec
-    from tasks.registry import UnknownTask, heuristic_task, kind
-
     spec = absolute_spec(spec)
     try:
         if kind(spec) == "agent":
@@ -51,9 +52,6 @@ def load(spec: str) -> Any:
 def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) -> list[str]:
     """Every check of the module docstring; [] when the task passes. `log`
     gets one line per passed stage."""
-    from tasks.base import declared_cascade
-    from tasks.check import determinism_problems, shape_problems
-
     say = log or (lambda line: None)
     found = shape_problems(task)
     if found:
@@ -95,10 +93,6 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
     """The template's objective on (split, size), the training set by default,
     in this process, with decisions round-tripped through the sandbox wire as
     a worker sees them."""
-    from coevolve.sandbox import wire
-    from tasks.base import InvalidSolution, template_function
-    from tasks.loader import user_frame
-
     if split is None or size is None:
         split, size = task.train
     instances = task.instances(split, size)
@@ -140,8 +134,6 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
 
 def sandbox_problems(task: Any, expected: float, stage: tuple[str, int] | None = None) -> list[str]:
     """The template scored on `stage` (the training set by default) through the real sandbox."""
-    from coevolve.sandbox import Sandbox
-
     split, size = stage or task.train
     instances = task.instances(split, size)
     count = instance_count(instances)
@@ -149,8 +141,8 @@ def sandbox_problems(task: Any, expected: float, stage: tuple[str, int] | None =
     with Sandbox(workers=1, timeout_s=timeout) as sandbox:
         result = sandbox.evaluate(task.template, task, split, size)
     if not result.ok:
-        kind = result.failure.value if result.failure else "failure"
-        return [f"template: fails its own evaluation in the sandbox on {split} {size} [{kind}]: "
+        failure = result.failure.value if result.failure else "failure"
+        return [f"template: fails its own evaluation in the sandbox on {split} {size} [{failure}]: "
                 f"{result.message.strip().splitlines()[-1] if result.message.strip() else ''}"]
     if result.objective is None or not math.isfinite(result.objective):
         return [f"template: the sandbox scored {result.objective!r}, expected a finite number"]
@@ -168,8 +160,6 @@ def fail(found: list[str], command: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from tasks.registry import heuristic_task
-
     task = load(args.spec)
     spec = getattr(task, "__coevolve_spec__", args.spec)
     found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox,

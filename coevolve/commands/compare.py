@@ -12,6 +12,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve.commands.run import check_task
+from coevolve.compare import run_comparison
+from coevolve.plan import (AgentCompareConfig, agent_runs, arm_plan, load_compare_config, planned_runs,
+                           structural_differences, test_set_lines)
+from coevolve.report import render_comparison
+from coevolve.search.methods import format_plan
+from tasks.loader import record_tasks, remember_tasks
+
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,9 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
                        log: Callable[[str], None] = print) -> Path:
     """Run and score the comparison, then render its report."""
-    from coevolve.compare import run_comparison
-    from coevolve.report import render_comparison
-
     root = run_comparison(config, root, engine=engine, log=log)
     render_comparison(root)
     return root
@@ -40,9 +45,6 @@ def prepare_tasks(specs: list[str], root: Path, check: bool = True) -> None:
     """Before the LLM loads: check each heuristic task (the cheap part of
     check-task), refuse a file task changed since this comparison started, and
     record the file tasks (a copy and a hash) in the comparison directory."""
-    from coevolve.commands.run import check_task
-    from tasks.loader import record_tasks, remember_tasks
-
     remember_tasks(root)
     for spec in specs if check else ():
         check_task(spec)
@@ -50,9 +52,6 @@ def prepare_tasks(specs: list[str], root: Path, check: bool = True) -> None:
 
 
 def print_plan(config: Any) -> None:
-    from coevolve.plan import arm_plan, planned_runs, structural_differences, test_set_lines
-    from coevolve.search.methods import format_plan
-
     c = config.compare
     print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
           f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
@@ -79,8 +78,6 @@ def print_plan(config: Any) -> None:
 
 
 def print_agent_plan(config: Any) -> None:
-    from coevolve.plan import agent_runs
-
     c, e = config.compare, config.eval
     print(f"{len(agent_runs(config))} training runs: {sum(m != 'base' for m in c.methods)} methods x "
           f"{len(c.tasks)} tasks x {len(c.budgets)} budgets x {len(c.seeds)} seeds; episodes per run: "
@@ -90,8 +87,6 @@ def print_agent_plan(config: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.plan import AgentCompareConfig, load_compare_config
-
     config = load_compare_config(args.config, args.out)
     agents = isinstance(config, AgentCompareConfig)
     if args.allow_unmatched:

@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from coevolve.base.errors import UsageError
+from coevolve.dashboard.app import serve
+from coevolve.dashboard.reader import Registry
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("dashboard", help="watch runs and comparisons live in the browser (read-only)",
@@ -25,10 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.base.errors import UsageError
-    from coevolve.dashboard.app import serve
-    from coevolve.dashboard.reader import Registry
-
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     if args.refresh <= 0 or args.stale_after <= 0:

@@ -12,8 +12,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from coevolve.agents.rollout import load_trajectories
+from coevolve.agents.trace2skill import DistillSettings, distill
+from coevolve.base.config import read_toml
 from coevolve.base.errors import UsageError
-from coevolve.engine.openai_client import EndpointError
+from coevolve.base.skills import SkillError, load_skill
+from coevolve.engine.local import INSTALL, engine_installed
+from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
+from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
+from coevolve.runstore import read_jsonl
+from coevolve.search.population import Candidate
+from coevolve.search.skill import distill_candidates
+from tasks.registry import UnknownTask, heuristic_task
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,10 +61,6 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.agents.rollout import load_trajectories
-    from coevolve.agents.skills import SkillError
-    from coevolve.agents.trace2skill import DistillSettings, distill
-
     run_dir = Path(args.run_dir)
     if not run_dir.exists():
         raise UsageError(f"{run_dir}: no such run directory or file")
@@ -93,8 +99,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def previous_skill(args: argparse.Namespace):
     """The --previous skill the analysts patch, or None."""
-    from coevolve.base.skills import SkillError, load_skill
-
     try:
         return load_skill(args.previous) if args.previous else None
     except SkillError as exc:
@@ -106,32 +110,19 @@ def teacher(args: argparse.Namespace):
     An endpoint is probed first (unreachable server, wrong model or key: one
     line before any work); the local model needs the vLLM engine installed."""
     if args.endpoint_base_url:
-        from coevolve.engine.openai_client import OpenAIGenerator
-
         generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
         generator.probe()
         return generator, None
-    from coevolve.engine.local import INSTALL, engine_installed
-
     if not engine_installed():
         raise UsageError(f"distilling with the local model needs the vLLM engine, which is not installed here; "
                          f"{INSTALL}, or distil with --endpoint-base-url")
-    from coevolve.engine.vllm_engine import Engine
-
-    engine = Engine(args.model or None)
+    engine = vllm_engine.Engine(args.model or None)
     return engine, engine
 
 
 def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
     """A heuristic run: error analysts on its failures, success analysts on its
     best programs (--successes of them, 1 at least when any is valid)."""
-    from coevolve.base.config import read_toml
-    from coevolve.base.skills import SkillError
-    from coevolve.runstore import read_jsonl
-    from coevolve.search.population import Candidate
-    from coevolve.search.skill import distill_candidates
-    from tasks.registry import UnknownTask, heuristic_task
-
     try:
         task = heuristic_task(str(read_toml(run_dir / "config.toml").get("run", {}).get("task", "")))
     except (UnknownTask, OSError) as exc:

@@ -17,13 +17,18 @@ from typing import Any
 
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import FENCE, fence
+from coevolve.commands import agent_eval
+from coevolve.report.collecting import task_of_run as run_task
+from coevolve.runstore import RunStore
+from coevolve.sandbox import Sandbox
+from tasks.base import gap
+from tasks.loader import absolute_spec
+from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
 _QUOTE = " " * 8 + FENCE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from coevolve.commands import agent_eval
-
     p = subparsers.add_parser("eval", help="score a heuristic program on a task's instance sets, or an agent "
                               "(base, ES-tuned, skill, both) by held-out Mean@k / Pass@k",
                               description=__doc__ + "\n\n" + agent_eval.__doc__,
@@ -45,8 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, str, list[int]]:
     """The task object, the split and the sizes to score, or a UsageError."""
-    from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
-
     if is_agent_task(task_name):
         raise UsageError(f"task {task_name!r} is an agent task; eval scores heuristic programs "
                          f"(heuristic tasks: {', '.join(list_tasks('heuristic'))})")
@@ -70,10 +73,6 @@ def task_of_run(args: argparse.Namespace) -> None:
     """--run DIR without --task: the run's own task (its file task re-found
     from DIR, as `coevolve report` finds it), and for a heuristic run its
     best.py as the program."""
-    from coevolve.report.collecting import task_of_run as run_task
-    from coevolve.runstore import RunStore
-    from tasks.registry import is_agent_task
-
     store = RunStore.open(args.run)
     task = run_task(store)  # a changed file: score on the source the run used
     if task is None:
@@ -86,9 +85,6 @@ def task_of_run(args: argparse.Namespace) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from tasks.loader import absolute_spec
-    from tasks.registry import is_agent_task
-
     if args.task is None:
         if not args.run:
             raise UsageError("give --task (a task name or path/to/problem.py) or --run RUN_DIR")
@@ -97,8 +93,6 @@ def handle(args: argparse.Namespace) -> int:
         args.task = absolute_spec(args.task)
 
     if is_agent_task(args.task):
-        from coevolve.commands import agent_eval
-
         if args.file:
             raise UsageError(f"task {args.task!r} is an agent task: eval takes no program file for it "
                              "(give --run RUN_DIR, --history, --skill)")
@@ -117,9 +111,6 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be > 0, got {args.timeout}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-
-    from coevolve.sandbox import Sandbox
-    from tasks.base import gap
 
     print(f"{task.name}: {task.function_name} from {path}, split {split}, "
           f"{'lower' if task.direction == 'min' else 'higher'} is better", flush=True)

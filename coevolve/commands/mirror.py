@@ -6,6 +6,14 @@ Again on the same run adds only what is new (RUN_DIR/mirror.json)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from coevolve.base.errors import UsageError
+from coevolve.base.logsection import LogSection
+from coevolve.base.mirror import Mirror, require
+from coevolve.dashboard.reader import kind_of, task_info, toml_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,15 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from coevolve.base.errors import UsageError
-    from coevolve.base.logsection import LogSection
-    from coevolve.base.mirror import Mirror, require
-    from coevolve.dashboard.reader import kind_of, task_info, toml_file
-
     run_dir = Path(args.run_dir)
     if kind_of(run_dir) not in ("run", "agent"):
         raise UsageError(f"{args.run_dir}: not a run directory (no config.toml)")

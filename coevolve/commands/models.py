@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from coevolve.base.errors import UsageError
 from coevolve.engine import models
 
 
@@ -17,8 +18,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from coevolve.base.errors import UsageError
-
     try:
         path = models.prepare()
     except models.ModelError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from coevolve.report import render
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("report", help="re-render a comparison's or a run's report from its files",
@@ -14,8 +16,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coevolve.report import render
-
     for name, path in render(args.directory).items():
         print(f"{name}: {path}")
     return 0

@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.runconfig import AgentRunConfig
@@ -28,7 +29,7 @@ from coevolve.engine import pool  # as a module: tests stand a fake engine in fo
 from coevolve.es import engine_options
 from coevolve.plan import comparison_run
 from coevolve.report import agent_table, run_table
-from coevolve.base.records import AgentSummary, SearchSummary, parse
+from coevolve.base.records import RunSummary, SearchSummary
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
@@ -221,16 +222,16 @@ def handle(args: argparse.Namespace) -> int:
         summary = _resumable(lambda: execute(config, store, task, progress=not args.no_progress, resuming=resuming))
         if summary is None:
             return _interrupted(store)
-        print_table(summary, store)
+        print(run_table(summary, store.dir))
     else:
         summary = _resumable(lambda: execute_agent(config, store, progress=not args.no_progress, resuming=resuming))
         if summary is None:
             return _interrupted(store)
-        print_agent_table(summary, store)
+        print(agent_table(summary, store.dir))
     return 0
 
 
-def _resumable(run) -> dict | None:
+def _resumable(run: Callable[[], RunSummary]) -> RunSummary | None:
     """The run's summary, or None when its endpoint stopped answering (or took
     a constraint back) mid-run: the one line is printed; the run directory
     holds every finished step."""
@@ -264,7 +265,8 @@ def handle_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, resuming: bool = False) -> dict:
+def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
+            resuming: bool = False) -> SearchSummary:
     """Build the endpoint (probed by check_generators), sandbox and (when ES or
     no endpoint needs one) the engine, then run the loop."""
     endpoint = open_endpoint(config.endpoint)
@@ -283,13 +285,3 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True, 
             bar.close()
         if engine is not None:
             engine.close()
-
-
-def print_agent_table(summary: dict, store: RunStore) -> None:
-    """The end-of-run table of an agent run (its summary.json content, typed here)."""
-    print(agent_table(parse(summary, AgentSummary, store.path("summary.json")), store.dir))
-
-
-def print_table(summary: dict, store: RunStore) -> None:
-    """The end-of-run table of a heuristic run (its summary.json content, typed here)."""
-    print(run_table(parse(summary, SearchSummary, store.path("summary.json")), store.dir))

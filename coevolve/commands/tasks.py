@@ -8,6 +8,8 @@ import argparse
 import sys
 
 from coevolve.base.errors import UsageError
+from tasks.loader import absolute_spec
+from tasks.registry import heuristic_task, kind, list_tasks, plugin_tasks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,8 +19,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def describe(name: str, origin: str = "") -> list[str]:
-    from tasks.registry import heuristic_task, kind
-
     label = f"{name}  [{origin}]" if origin else name
     if kind(name) == "agent":
         return [f"{label}  (agent task: multi-turn environment)"]
@@ -31,9 +31,6 @@ def describe(name: str, origin: str = "") -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from tasks.loader import absolute_spec
-    from tasks.registry import list_tasks, plugin_tasks
-
     for name in list_tasks():
         print("\n".join(describe(name)))
     broken = 0

@@ -29,7 +29,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 def plotly_js() -> Path:
     """plotly.min.js as the `plotly` package ships it (no CDN)."""
     try:
-        import plotly
+        import plotly  # optional: the [dashboard] extra
     except ImportError:
         raise UsageError(missing("plotly")) from None
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -45,7 +45,7 @@ def missing(name: str) -> str:
 def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
     """The Starlette application over `registry`."""
     try:
-        from starlette.applications import Starlette
+        from starlette.applications import Starlette  # optional: the [dashboard] extra
         from starlette.exceptions import HTTPException
         from starlette.requests import Request
         from starlette.responses import FileResponse, JSONResponse, Response
@@ -215,7 +215,7 @@ def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
           announce: Callable[[str], None] = print) -> None:
     """Serve until interrupted; announces the URL once the socket listens."""
     try:
-        import uvicorn
+        import uvicorn  # optional: the [dashboard] extra
     except ImportError:
         raise UsageError(missing("uvicorn")) from None
     app = create_app(registry, refresh)

@@ -5,6 +5,10 @@ Read-only by construction: this module opens files for reading only (no
 at a run that is being written cannot disturb it. JSON-lines files go
 through `coevolve.base.durable.read_jsonl`, the run store's reader: a torn
 last line (a write in progress) is ignored and shows up on the next poll.
+Run files with a record type (coevolve.base.records: summary.json,
+candidates.jsonl, eval.jsonl) are read as those records, old layouts
+included; one that is not names its file and field and makes the run
+"unreadable", not the server.
 
 Every file is parsed again only when its (inode, size, mtime) changed, so a
 page polling a run of 10,000 candidates costs a `stat` per file while the
@@ -30,7 +34,12 @@ from typing import Any, Callable
 
 from coevolve.base.durable import read_jsonl
 from coevolve.base.errors import CorruptFileError, UsageError
+from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
+                                   summary_kind)
 from coevolve.base.untrusted import clean
+from coevolve.stats import mean_at_k, pass_at_k
+from tasks.base import gap as task_gap
+from tasks.registry import heuristic_task
 
 RUN_MARKER = "config.toml"
 COMPARE_MARKERS = ("compare.toml", "table.csv")
@@ -82,16 +91,18 @@ def jsonl(path: Path) -> list[Any]:
     return CACHE.get(path, read_jsonl, default=[], kind="jsonl")
 
 
-def _whole(path: Path, loads: Callable[[str], Any], errors: tuple[type[Exception], ...], what: str,
-           default: Any) -> Any:
+def _load(path: Path, loads: Callable[[str], Any], errors: tuple[type[Exception], ...], what: str) -> Any:
     """A whole file (replaced atomically by its writer, so a parse error is
     damage, not a write in progress)."""
-    def parse(p: Path) -> Any:
-        try:
-            return loads(p.read_text(encoding="utf-8"))
-        except (*errors, UnicodeDecodeError) as exc:
-            raise CorruptFileError(f"{p}: not valid {what} ({exc})") from None
-    return CACHE.get(path, parse, default=default, kind=what)
+    try:
+        return loads(path.read_text(encoding="utf-8"))
+    except (*errors, UnicodeDecodeError) as exc:
+        raise CorruptFileError(f"{path}: not valid {what} ({exc})") from None
+
+
+def _whole(path: Path, loads: Callable[[str], Any], errors: tuple[type[Exception], ...], what: str,
+           default: Any) -> Any:
+    return CACHE.get(path, lambda p: _load(p, loads, errors, what), default=default, kind=what)
 
 
 def json_file(path: Path) -> Any:
@@ -100,6 +111,30 @@ def json_file(path: Path) -> Any:
 
 def toml_file(path: Path) -> dict:
     return _whole(path, tomllib.loads, (tomllib.TOMLDecodeError,), "TOML", {})
+
+
+def _typed(data: Any, read: Callable[[Any, str], Any], where: str) -> Any:
+    """A record as its type, or CorruptFileError (the server's "unreadable") naming file and field."""
+    try:
+        return read(data, where)
+    except UsageError as exc:  # records.parse: "<where>: not a valid <Type>: <field>: <problem>"
+        raise CorruptFileError(f"unexpected file content: {exc}") from None
+
+
+def typed_lines(lines: list[Any], kind: type[Versioned], where: str) -> list[Any]:
+    return [_typed(line, lambda d, w: parse(d, kind, w), f"{where} line {n}") for n, line in enumerate(lines, start=1)]
+
+
+def records_file(path: Path, kind: type[Versioned]) -> list[Any]:
+    """A JSON-lines file of `kind` records (candidates.jsonl, eval.jsonl)."""
+    return CACHE.get(path, lambda p: typed_lines(read_jsonl(p), kind, str(p)), default=[], kind=kind.__name__)
+
+
+def summary_file(path: Path) -> RunSummary | None:
+    """summary.json as its run kind's summary; None before the run wrote one."""
+    def read(p: Path) -> RunSummary:
+        return _typed(_load(p, json.loads, (json.JSONDecodeError,), "JSON"), parse_summary, str(p))
+    return CACHE.get(path, read, kind="summary")
 
 
 def csv_file(path: Path) -> list[dict[str, str]]:
@@ -117,9 +152,15 @@ def kind_of(path: Path) -> str | None:
     if any((path / m).is_file() for m in COMPARE_MARKERS):
         return "comparison"
     if (path / RUN_MARKER).is_file():
-        config = toml_file(path / RUN_MARKER)
-        # an agent run's config has an [agent] section; a heuristic run's never does
-        return "agent" if "agent" in config else "run"
+        # an agent run's config has an [agent] section, a heuristic run's never does; agent runs written
+        # before every section was dumped say so in their summary (records.summary_kind)
+        if "agent" in toml_file(path / RUN_MARKER):
+            return "agent"
+        try:
+            summary = json_file(path / "summary.json")
+        except CorruptFileError:  # shown as unreadable when the run is opened
+            summary = None
+        return "agent" if summary is not None and summary_kind(summary) == "agent" else "run"
     return None
 
 
@@ -242,8 +283,6 @@ def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
     install lacks. Memoised: a page polls every run's row every few seconds,
     and building a task (its instances) is far dearer than the poll."""
     try:
-        from tasks.registry import heuristic_task
-
         task = heuristic_task(name)
         return task.direction, tuple(task.train)
     except Exception:  # a plugin task that is not installed here: show the run without it
@@ -255,8 +294,6 @@ def reference(name: str, split: str, size: int) -> float | None:
     key = (name, split, size)
     if key not in _REFERENCES:
         try:
-            from tasks.registry import heuristic_task
-
             ref = heuristic_task(name).reference(split, size)
             _REFERENCES[key] = None if ref is None else finite(getattr(ref, "value", ref))
         except Exception:
@@ -265,8 +302,6 @@ def reference(name: str, split: str, size: int) -> float | None:
 
 
 def gap(objective: float | None, ref: float | None, direction: str) -> float | None:
-    from tasks.base import gap as task_gap
-
     return None if objective is None or ref is None or ref == 0 else task_gap(objective, ref, direction)
 
 
@@ -279,7 +314,7 @@ class RunDir:
         run = self.config.get("run", {})
         self.task, self.method = str(run.get("task", "?")), str(run.get("method", "?"))
         self.seed, self.budget = run.get("seed"), int(run.get("budget") or 0)
-        self.summary = json_file(path / "summary.json") if (path / "summary.json").exists() else None
+        self.summary = summary_file(path / "summary.json")
         self.events = jsonl(path / "events.jsonl")
         self.state = run_state(path, self.events, stale_after)
 
@@ -289,22 +324,19 @@ class HeuristicRun(RunDir):
 
     def __init__(self, path: Path, stale_after: float = 600.0) -> None:
         super().__init__(path, stale_after)
-        self.candidates: list[dict] = jsonl(path / "candidates.jsonl")
-        if self.summary and self.summary.get("train"):
-            self.direction = self.summary["train"].get("direction", "min")
-        else:
-            self.direction = task_info(self.task)[0]
+        self.candidates: list[Candidate] = records_file(path / "candidates.jsonl", Candidate)
+        self.direction = self.summary.train.direction if self.summary else task_info(self.task)[0]
 
     def better(self, a: float, b: float) -> bool:
         return a < b if self.direction == "min" else a > b
 
-    def valid(self) -> list[dict]:
-        return [c for c in self.candidates if finite(c.get("objective")) is not None]
+    def valid(self) -> list[Candidate]:
+        return [c for c in self.candidates if finite(c.objective) is not None]
 
-    def best(self) -> dict | None:
+    def best(self) -> Candidate | None:
         best = None
         for c in self.valid():
-            if best is None or self.better(c["objective"], best["objective"]):
+            if best is None or self.better(c.objective, best.objective):
                 best = c
         return best
 
@@ -318,16 +350,16 @@ class HeuristicRun(RunDir):
         best = self.best()
         used = len(self.candidates)
         ref = None
-        if self.summary and self.summary.get("train"):
-            ref = finite(self.summary["train"].get("reference"))
+        if self.summary:
+            ref = finite(self.summary.train.reference)
         elif best is not None:
             train = task_info(self.task)[1]
             ref = reference(self.task, *train) if train else None
-        budget = self.budget + int((self.summary or {}).get("outside_budget") or 0)
+        budget = self.budget + (self.summary.outside_budget if self.summary else 0)
         return {"kind": "run", "task": self.task, "method": self.method, "seed": self.seed,
                 "used": used, "budget": budget, "state": self.state,
-                "best": best and best["objective"], "best_id": best and best["id"],
-                "gap": gap(best and best["objective"], ref, self.direction),
+                "best": best and best.objective, "best_id": best and best.id,
+                "gap": gap(best and best.objective, ref, self.direction),
                 "valid_rate": (len(self.valid()) / used) if used else None, "caps": self.caps(),
                 "direction": self.direction}
 
@@ -340,20 +372,19 @@ class HeuristicRun(RunDir):
         by_operator: dict[str, Counter] = {}
         steps: list[int] = []
         for n, c in enumerate(self.candidates, start=1):
-            objective = finite(c.get("objective"))
+            objective = finite(c.objective)
             if objective is not None:
                 valid += 1
                 if best is None or self.better(objective, best):
                     best = objective
-            xs.append(c.get("id", n))
+            xs.append(c.id)
             best_y.append(best)
             valid_rate.append(valid / n)
             outcome = outcome_of(c)
-            step = c.get("step", 0)
-            if step not in steps:
-                steps.append(step)
-            failures_by_step.setdefault(outcome, Counter())[step] += 1
-            by_operator.setdefault(outcome, Counter())[str(c.get("operator"))] += 1
+            if c.step not in steps:
+                steps.append(c.step)
+            failures_by_step.setdefault(outcome, Counter())[c.step] += 1
+            by_operator.setdefault(outcome, Counter())[c.operator] += 1
         operators = sorted({op for counts in by_operator.values() for op in counts})
         return {"x": xs, "best": best_y, "valid_rate": valid_rate, "steps": steps,
                 "outcomes_by_step": {k: [v[s] for s in steps] for k, v in sorted(failures_by_step.items())},
@@ -364,11 +395,11 @@ class HeuristicRun(RunDir):
     def ranks(self) -> dict[int, int]:
         """Rank of each valid candidate by objective (1 = best)."""
         sign = 1.0 if self.direction == "min" else -1.0
-        ordered = sorted(self.valid(), key=lambda c: (sign * c["objective"], c["id"]))
-        return {c["id"]: rank for rank, c in enumerate(ordered, start=1)}
+        ordered = sorted(self.valid(), key=lambda c: (sign * c.objective, c.id))
+        return {c.id: rank for rank, c in enumerate(ordered, start=1)}
 
-    def by_id(self) -> dict[int, dict]:
-        return {c["id"]: c for c in self.candidates if "id" in c}
+    def by_id(self) -> dict[int, Candidate]:
+        return {c.id: c for c in self.candidates}
 
     def tree(self, mode: str = "auto", limit: int = 1000) -> dict[str, Any]:
         """Nodes and edges of the genealogy (from candidates.jsonl, so it grows
@@ -386,19 +417,19 @@ class HeuristicRun(RunDir):
                 cid = frontier.pop()
                 if cid not in keep:
                     keep.add(cid)
-                    frontier += (index.get(cid) or {}).get("parents", [])
+                    frontier += index[cid].parents if cid in index else []
             if mode == "auto":  # then the valid ones, best first, up to the limit
                 for cid in sorted(ranks, key=ranks.__getitem__):
                     if len(keep) >= limit:
                         break
                     keep.add(cid)
-            nodes = [c for c in nodes if c.get("id") in keep]
+            nodes = [c for c in nodes if c.id in keep]
         nodes = nodes[-limit:]
-        ids = {c.get("id") for c in nodes}
+        ids = {c.id for c in nodes}
         return {"collapsed": collapsed, "total": len(self.candidates),
-                "nodes": [{"id": c.get("id"), "step": c.get("step"), "operator": c.get("operator"),
-                           "objective": finite(c.get("objective")), "outcome": outcome_of(c),
-                           "rank": ranks.get(c.get("id")), "parents": [p for p in c.get("parents", []) if p in ids]}
+                "nodes": [{"id": c.id, "step": c.step, "operator": c.operator,
+                           "objective": finite(c.objective), "outcome": outcome_of(c),
+                           "rank": ranks.get(c.id), "parents": [p for p in c.parents if p in ids]}
                           for c in nodes],
                 "direction": self.direction}
 
@@ -409,44 +440,44 @@ class HeuristicRun(RunDir):
         if outcome:
             rows = [c for c in rows if outcome_of(c) == outcome]
         if order == "rank":
-            rows = sorted(rows, key=lambda c: (ranks.get(c.get("id"), math.inf), c.get("id", 0)))
+            rows = sorted(rows, key=lambda c: (ranks.get(c.id, math.inf), c.id))
         elif order == "newest":
             rows = rows[::-1]
         chunk = rows[offset: offset + limit]
         return {"total": len(rows), "offset": offset, "limit": limit,
-                "rows": [{"id": c.get("id"), "step": c.get("step"), "operator": text(c.get("operator"), 40),
-                          "objective": finite(c.get("objective")), "outcome": outcome_of(c),
-                          "rank": ranks.get(c.get("id")), "parents": c.get("parents", []),
-                          "model": text((c.get("model_state") or {}).get("kind"), 40),
-                          "idea": head(c.get("idea") or "", 160)} for c in chunk]}
+                "rows": [{"id": c.id, "step": c.step, "operator": text(c.operator, 40),
+                          "objective": finite(c.objective), "outcome": outcome_of(c),
+                          "rank": ranks.get(c.id), "parents": c.parents,
+                          "model": text(c.model_state.get("kind"), 40),
+                          "idea": head(c.idea or "", 160)} for c in chunk]}
 
     def candidate(self, cid: int) -> dict[str, Any] | None:
         index = self.by_id()
         c = index.get(cid)
         if c is None:
             return None
-        code = c.get("code")
-        if code is None and c.get("duplicate_of") in index:
-            code = index[c["duplicate_of"]].get("code")
+        code = c.code
+        if code is None and c.duplicate_of in index:
+            code = index[c.duplicate_of].code
         diffs = []
-        for pid in c.get("parents", []):
+        for pid in c.parents:
             parent = index.get(pid)
             if parent is None:
                 continue
-            before = (parent.get("code") or "").splitlines()
+            before = (parent.code or "").splitlines()
             after = (code or "").splitlines()
             lines = list(difflib.unified_diff(before, after, f"candidate {pid}", f"candidate {cid}", lineterm="", n=3))
             diffs.append({"parent": pid, "lines": [text(line, 2000) for line in lines]})
-        children = [x.get("id") for x in self.candidates if cid in x.get("parents", [])]
-        return {"id": cid, "step": c.get("step"), "operator": text(c.get("operator"), 40),
-                "objective": finite(c.get("objective")), "outcome": outcome_of(c), "rank": self.ranks().get(cid),
-                "failure": text(c.get("failure") or "", 200), "message": text(c.get("message") or "", MESSAGE_LIMIT),
-                "idea": text(c.get("idea") or ""), "code": None if code is None else text(code),
-                "parents": c.get("parents", []), "children": children, "duplicate_of": c.get("duplicate_of"),
-                "reward": finite(c.get("reward")),
+        children = [x.id for x in self.candidates if cid in x.parents]
+        return {"id": cid, "step": c.step, "operator": text(c.operator, 40),
+                "objective": finite(c.objective), "outcome": outcome_of(c), "rank": self.ranks().get(cid),
+                "failure": text(c.failure or "", 200), "message": text(c.message, MESSAGE_LIMIT),
+                "idea": text(c.idea or ""), "code": None if code is None else text(code),
+                "parents": c.parents, "children": children, "duplicate_of": c.duplicate_of,
+                "reward": finite(c.reward),
                 "model_state": {text(k, 40): (v if isinstance(v, (int, float)) or v is None else text(v, 200))
-                                for k, v in (c.get("model_state") or {}).items()},
-                "seconds": finite(c.get("seconds")), "diffs": diffs}
+                                for k, v in c.model_state.items()},
+                "seconds": finite(c.seconds), "diffs": diffs}
 
     def population(self, step: int | None = None) -> dict[str, Any]:
         """The archive after one step (population/gen_NNNN.json snapshots)."""
@@ -471,13 +502,13 @@ class HeuristicRun(RunDir):
                 "evaluations": snap.get("evaluations"), "members": members}
 
 
-def outcome_of(c: dict) -> str:
+def outcome_of(c: Candidate) -> str:
     """valid, duplicate or the failure kind (parse, timeout, bad_signature, ...)."""
-    if c.get("duplicate_of") is not None:
+    if c.duplicate_of is not None:
         return "duplicate"
-    if finite(c.get("objective")) is not None:
+    if finite(c.objective) is not None:
         return "valid"
-    return str(c.get("failure") or "invalid")[:40]
+    return (c.failure or "invalid")[:40]
 
 
 # ------------------------------------------------------------------ ES history
@@ -502,15 +533,18 @@ def es_history(path: Path) -> dict[str, Any]:
 class AgentRun(RunDir):
     """An agent run directory: rounds, held-out evaluations, skills, episodes."""
 
-    def evals(self) -> list[dict]:
-        return [e for e in self.events if e.get("type") == "eval"] or jsonl(self.path / "eval.jsonl")
+    def evals(self) -> list[AgentEvalRound]:
+        """The held-out evaluations: the eval events, or eval.jsonl for runs logged before them."""
+        logged = [e for e in self.events if e.get("type") == "eval"]
+        if logged:
+            return typed_lines(logged, AgentEvalRound, f"{self.path / 'events.jsonl'} (eval events)")
+        return records_file(self.path / "eval.jsonl", AgentEvalRound)
 
     def row(self) -> dict[str, Any]:
         rounds = [e for e in self.events if e.get("type") == "round"]
-        used = rounds[-1].get("episodes_used", 0) if rounds else 0
+        used = rounds[-1].get("episodes_used", 0) if rounds else (self.summary.ledger.used if self.summary else 0)
         evals = self.evals()
-        best = max((finite(e.get("mean_reward")) for e in evals if finite(e.get("mean_reward")) is not None),
-                   default=None)
+        best = max((finite(e.mean_reward) for e in evals if finite(e.mean_reward) is not None), default=None)
         solved = [finite(r.get("solved_rate")) for r in rounds]
         return {"kind": "agent", "task": self.task, "method": self.method, "seed": self.seed, "used": used,
                 "budget": self.budget, "state": self.state, "best": best, "best_id": None, "gap": None,
@@ -526,16 +560,16 @@ class AgentRun(RunDir):
         evals = []
         for e in self.evals():
             metrics: dict[str, Any] = {}
-            for key, value in e.items():
-                if key in ("type", "round", "episodes_used", "seconds", "skills"):
+            scores = {"mean_reward": e.mean_reward, **(e.model_extra or {})}  # the task's scores ride as extra keys
+            for key, value in scores.items():
+                if key == "type":  # an eval event's own
                     continue
                 if isinstance(value, dict) and "mean" in value:  # Mean@k / Pass@k with an interval
                     metrics[text(key, 40)] = {k: finite(value.get(k)) for k in ("mean", "low", "high")}
                 elif finite(value) is not None:
                     metrics[text(key, 40)] = {"mean": finite(value), "low": None, "high": None}
-            if isinstance(e.get("round"), int):
-                metrics.update(at_k(self.path / "trajectories" / f"eval_{e['round']:03d}.jsonl"))
-            evals.append({"round": e.get("round"), "episodes_used": e.get("episodes_used"), "metrics": metrics})
+            metrics.update(at_k(self.path / "trajectories" / f"eval_{e.round:03d}.jsonl"))
+            evals.append({"round": e.round, "episodes_used": e.episodes_used, "metrics": metrics})
         skills = [{"round": e.get("round"), "name": text(e.get("name"), 80), "mode": text(e.get("mode") or "online", 20),
                    "text": text(e.get("text") or "")} for e in self.events if e.get("type") == "skill"]
         if not skills:  # SKILL.md files without events (older runs): the current text only
@@ -565,8 +599,6 @@ def at_k(path: Path) -> dict[str, dict[str, float | None]]:
     """Mean@k and Pass@k with their 95% intervals over the cases of one
     held-out evaluation (its trajectories: k attempts per case, 1 when greedy);
     none when the file is missing or its cases have unequal attempts."""
-    from coevolve.stats import mean_at_k, pass_at_k
-
     by_case: dict[str, list[float]] = {}
     for t in jsonl(path):
         reward = finite(t.get("reward")) if isinstance(t, dict) else None

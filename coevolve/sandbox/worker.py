@@ -33,10 +33,14 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy  # noqa: E402,F401  (warm import, inherited by every child)
 
+from coevolve.codeparse import template_parameters
 from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
+from tasks.base import InvalidSolution
+from tasks.loader import user_frame
+from tasks.registry import get_task
 
 CANDIDATE_FILE = "<candidate>"
 _KINDS = {kind.value for kind in FailureKind}
@@ -90,8 +94,6 @@ class Worker:
         key = repr(spec)
         if key not in self.tasks:
             if isinstance(spec, str):
-                from tasks.registry import get_task
-
                 self.tasks[key] = get_task(spec)
             else:
                 _, module, qualname, args = spec
@@ -109,8 +111,6 @@ class Worker:
 
     # -- jobs -------------------------------------------------------------
     def evaluate(self, job: dict[str, Any]) -> dict[str, Any]:
-        from coevolve.codeparse import template_parameters
-
         split, size = job["split"], job["size"]
         # the task's own code, before any candidate runs: its failure is no candidate's
         try:
@@ -161,8 +161,6 @@ class Worker:
 def _task_error(job: dict[str, Any], what: str, exc: BaseException) -> dict[str, Any]:
     """A crash verdict that also says the task failed (`task_error`, one line
     naming the task's file and line): the Sandbox raises it as a TaskError."""
-    from tasks.loader import user_frame
-
     spec = job["task"]
     name = spec if isinstance(spec, str) else spec[2] if isinstance(spec, list) and len(spec) > 2 else repr(spec)
     line = f"task {name}: {what} in the sandbox worker: {user_frame(exc)}"
@@ -206,8 +204,6 @@ def _typed_failure(verdict: Any) -> dict[str, Any] | None:
 
 
 def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]:
-    from tasks.base import InvalidSolution
-
     failed = _typed_failure(verdict)
     if failed is not None:
         return failed
@@ -274,8 +270,6 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
     """Compile and load the candidate, check its function, and send its
     decisions to the worker instance by instance (`emit`): what the worker
     received is final, and is the candidate's progress."""
-    from tasks.base import InvalidSolution
-
     try:
         compiled = _compile(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:

@@ -41,7 +41,9 @@ import numpy as np
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
+from coevolve.codeparse import answer_pattern, template_signature
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
+from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
@@ -58,6 +60,7 @@ from coevolve.search.population import Candidate
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
+from tasks.base import evaluate_in_process, template_function
 
 EVENT_VERSION = 1
 
@@ -151,8 +154,8 @@ class SearchLoop:
     on_progress: Callable[[Progress], None] | None = None
     timing: dict = field(default_factory=lambda: Counter())
 
-    def run(self) -> dict:
-        """Run (or resume) to the end of the plan; summary.json's content (a SearchSummary)."""
+    def run(self) -> SearchSummary:
+        """Run (or resume) to the end of the plan; the summary also written to summary.json."""
         started = time.perf_counter()
         cfg = self.config
         self.method: Method = make_method(cfg)  # it owns the archive (population, islands, grid)
@@ -225,8 +228,6 @@ class SearchLoop:
 
     def _start_context(self) -> None:
         """Signature pattern, clone index (the template is key 0), skill, caps' counters."""
-        from coevolve.codeparse import answer_pattern, template_signature
-
         cfg, task = self.config, self.task
         self.signature, why = template_signature(task.template, task.function_name)
         self.pattern = answer_pattern(self.signature) if cfg.context.constrain and self.signature else None
@@ -619,8 +620,6 @@ class SearchLoop:
         if es_record["generation"] < self.es.generation:
             self.es_updates += 1
             return  # already in history.jsonl (replayed by ESOpt.resume)
-        from coevolve.es import Member
-
         began = time.perf_counter()
         self.es.tell(self.engine, [Member(**m) for m in members], es_record["rewards"],
                      extra={"step": es_record.get("step"), "source": "coevolve.search"})
@@ -632,7 +631,7 @@ class SearchLoop:
         if self.on_progress is not None:
             self.on_progress(self.progress)
 
-    def _finish(self) -> dict:
+    def _finish(self) -> SearchSummary:
         cfg, task = self.config, self.task
         direction = task.direction
         best = self.method.best()
@@ -676,7 +675,7 @@ class SearchLoop:
         plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
                          title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
                          ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
-        return summary.to_json()  # summary.json's content: callers read it by key (typed: records.read_summary)
+        return summary
 
     def _context_summary(self) -> dict:
         """What the context did: decoding, rejections, parser repairs, skill
@@ -708,8 +707,6 @@ class SearchLoop:
     def _template_objective(self) -> float | None:
         """The template's train objective, computed here (our own code, not a
         candidate: no sandbox, no budget); None for tasks that cannot say."""
-        from tasks.base import evaluate_in_process, template_function
-
         split, size = self.task.train
         try:
             value = evaluate_in_process(self.task, template_function(self.task), self.task.instances(split, size))
@@ -726,7 +723,7 @@ class SearchLoop:
         return None if ref is None else float(getattr(ref, "value", ref))
 
     def _write_genealogy(self) -> None:
-        import networkx as nx
+        import networkx as nx  # heavy, only when the run ends
 
         graph = nx.DiGraph()
         for c in self.candidates:

@@ -31,15 +31,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
 
 import numpy as np
 
+from coevolve.base.config import build_config, config_error, read_toml
 from coevolve.base.errors import UsageError
 from coevolve.search import operators
 from coevolve.search.population import Candidate, Population
 from coevolve.search.reward import paper_eoh_rewards
+from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file, looks_like_spec
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -240,8 +243,6 @@ def unregister(name: str) -> None:
 
 
 def _plugins() -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
     return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
 
 
@@ -266,8 +267,6 @@ def method_class(base: str) -> type[Method]:
     """The class a base name or spec names; a UsageError (listing the known names) when none."""
     if base in _loaded:
         return _loaded[base]
-    from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file
-
     if base in _registered:
         cls = _registered[base]
     elif base in BUILTIN:
@@ -316,16 +315,12 @@ def method_class(base: str) -> type[Method]:
 def check_method_name(value: str, field: str) -> None:
     """The one check of a method name in a config (run.method, compare.methods): a config error naming
     the field and listing the known methods."""
-    from coevolve.base.config import config_error
-
     if not isinstance(value, str) or not value:
         raise config_error(field, f"must be one of {', '.join(known())}", value)
     name = parse_name(value)
     try:
         cls = method_class(name.base)
     except UsageError as exc:
-        from tasks.loader import looks_like_spec
-
         if looks_like_spec(name.base) or name.base in _plugins():
             raise config_error(field, str(exc)) from None
         raise config_error(field, f"must be one of {', '.join(known())} (or path/to/method.py[:Class])", value) from None
@@ -341,8 +336,6 @@ def check_operator_name(value: str, field: str) -> None:
 
 def absolute_method(value: str, base: str | Path = ".") -> str:
     """A file method made absolute (relative paths count from `base`); other names as they are."""
-    from tasks.loader import _split_file
-
     name = parse_name(value)
     file_spec = _split_file(name.base)
     if file_spec is None:
@@ -357,8 +350,6 @@ def absolute_method(value: str, base: str | Path = ".") -> str:
 def path_name(name: str) -> str:
     """A method name fit for a directory name: a file or module method by its file stem or class
     ('toy' for /x/toy.py, 'Toy' for /x/toy.py:Toy), '+' as '_'."""
-    from tasks.loader import _split_file
-
     spec = parse_name(name)
     file_spec = _split_file(spec.base)
     if file_spec is not None:
@@ -574,8 +565,7 @@ def format_plan(plan: dict) -> str:
 def run_figures(config_path: Path, run_dir: Path, direction: str) -> dict[str, Path]:
     """The figures a finished run's method draws of its archive (e.g. MAP-Elites' heat map); none when
     the run's config no longer builds (a user's method file gone)."""
-    from coevolve.base.config import build_config, read_toml
-    from coevolve.search.runconfig import RunConfig
+    from coevolve.search.runconfig import RunConfig  # here: the run config imports this registry (a cycle)
 
     try:
         method = make_method(build_config(RunConfig, read_toml(config_path)))

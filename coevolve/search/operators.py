@@ -12,8 +12,11 @@ operator's name. A plugin adds one with `register` (or through the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
+from coevolve.base.config import config_error
 from coevolve.base.errors import UsageError
+from tasks.loader import TaskSpecError, _import_attribute
 
 ENTRY_POINT_GROUP = "coevolve.operators"
 ANY_METHOD = "*"
@@ -68,10 +71,6 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from importlib.metadata import entry_points
-
-    from tasks.loader import TaskSpecError, _import_attribute
-
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         module_path, _, attr = entry.value.partition(":")
         try:
@@ -104,8 +103,6 @@ def refresh_operator() -> Operator:
 def check_operator(value: str, field: str, method: str = "") -> None:
     """The one check of an operator name in a config list (eoh.operators,
     es.operators): known, listable, and usable by `method` when given."""
-    from coevolve.base.config import config_error
-
     _load_plugins()
     listable = [n for n, op in OPERATORS.items() if op.in_eoh_lists]
     op = OPERATORS.get(value)

@@ -26,10 +26,10 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
     """One step line per label; each curve is a best-so-far list of (evaluation, objective),
     drawn as flat until `budget` so that runs of equal budget compare at a glance.
     `bands` shades a spread (e.g. ± std over seeds) around the label's curve, in its colour."""
-    import matplotlib
+    import matplotlib  # heavy, only when drawing: `coevolve run`'s start needs none
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy, only when drawing
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     for label, curve in curves.items():
@@ -59,7 +59,7 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
 
 def save_figure(fig, path: str | Path) -> Path:
     """Write a PNG atomically (a reader never sees half a file) and free the figure."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy, only when drawing
 
     fig.tight_layout()
     path = Path(path)

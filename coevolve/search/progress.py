@@ -12,7 +12,7 @@ class ProgressBar:
     callback, `update_agent` the agent run's."""
 
     def __init__(self, total: int, description: str, unit: str = "eval") -> None:
-        from tqdm import tqdm
+        from tqdm import tqdm  # only when a bar is shown: the CLI's other commands need none of it
 
         self.tqdm = tqdm(total=total, desc=description, unit=unit, file=sys.stderr, dynamic_ncols=True)
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from coevolve.base.config import Config, Section, build_model, config_error, require
+from coevolve.base.config import Config, Section, build_config, config_error, require
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
@@ -23,7 +23,6 @@ def _operators(ops: list[str], field: str) -> list[str]:
 
 
 class SearchRun(RunSection):
-    NAME = "run"
     _method = field_validator("method")(classmethod(lambda cls, value: check_method_name(value, "run.method") or value))
 
 
@@ -204,7 +203,7 @@ def method_tables(raw: Any, methods: list) -> Any:
     if not isinstance(raw, dict) or not declared or "method_sections" in raw:
         return raw
     return {**{k: v for k, v in raw.items() if k not in declared},
-            "method_sections": {name: build_model(model, raw.get(name, {}), name) for name, model in declared.items()}}
+            "method_sections": {name: build_config(model, raw.get(name, {}), name) for name, model in declared.items()}}
 
 
 class RunConfig(SearchSections):

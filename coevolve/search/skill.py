@@ -26,6 +26,7 @@ from coevolve.base.skillpatch import (Patch, PatchSet, apply_patches, derive_see
                                       parse_patches, parse_sections, render_skill_body, skill_outline)
 from coevolve.base.skills import Skill, write_skill
 from coevolve.base.untrusted import fence
+from coevolve.codeparse import template_signature
 from coevolve.engine.base import Message, Sampling
 from coevolve.search.population import Candidate
 from coevolve.search.prompts import describe_failure
@@ -172,8 +173,6 @@ def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any,
                        failure_chars: int = 300) -> Skill:
     """`coevolve distill` on a heuristic run: one refresh over all its candidates,
     written to `out_dir/SKILL.md` (patching `previous` when given)."""
-    from coevolve.codeparse import template_signature
-
     cases = pick_cases(candidates, analysts, successes, len(candidates), task.direction)
     if not cases:
         raise ValueError("the run has no candidates to distil")

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coevolve.base.config import config_error
 from coevolve.search.builtin.over import OverMethod
+from coevolve.search.methods import method_section
 from coevolve.search.population import Candidate, Population, sort_key
 
 
@@ -47,8 +48,6 @@ class IslandsMethod(OverMethod):
 
     @classmethod
     def check(cls, config: Any) -> None:
-        from coevolve.search.methods import method_section
-
         opts = method_section(config, cls.section, cls.options)
         if opts.reset_every > config.run.budget:
             raise config_error("islands.reset_every", f"is longer than the budget (run.budget = {config.run.budget}): "

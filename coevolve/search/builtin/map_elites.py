@@ -31,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from coevolve.base.config import config_error
 from coevolve.base.errors import UsageError
 from coevolve.search.builtin.over import OverMethod
+from coevolve.search.methods import method_section
+from coevolve.search.plot import save_figure
 from coevolve.search.population import Candidate, Population, better, sort_key
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
@@ -83,8 +85,6 @@ class MapElitesMethod(OverMethod):
 
     @classmethod
     def check(cls, config: Any) -> None:
-        from coevolve.search.methods import method_section
-
         opts = method_section(config, cls.section, cls.options)
         if len(set(opts.descriptors)) != len(opts.descriptors):
             raise config_error("map_elites.descriptors", "must not repeat a descriptor", opts.descriptors)
@@ -200,12 +200,10 @@ def _finite(value: Any) -> bool:
 
 def heat_map(grid: dict, path: Path, direction: str) -> Path:
     """The best objective per cell over the first two descriptors (a one-descriptor grid is one row)."""
-    import matplotlib
+    import matplotlib  # heavy, only when drawing (as coevolve.search.plot)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from coevolve.search.plot import save_figure
 
     bins, names = grid["bins"], grid["descriptors"]
     table = np.full((bins, bins) if len(names) > 1 else (1, bins), np.nan)
