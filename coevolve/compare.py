@@ -45,6 +45,7 @@ from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TES
                            agent_run_config, base_directory, baseline_directory, check_structure,
                            load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+from coevolve.search.methods import record_methods
 from coevolve.search.runconfig import RunConfig
 from tasks.base import starting_program
 
@@ -72,7 +73,10 @@ def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple
     """The run's store and the config it runs under. An existing run keeps its own
     config.toml (the loop replays against it); it must match the comparison's."""
     if not RunStore(directory).config_path.exists():
-        return RunStore.create(directory, dump_toml(as_dict(config))), config
+        store = RunStore.create(directory, dump_toml(as_dict(config)))
+        if isinstance(config, RunConfig):  # a method file's copy: the run directory resumes and reports alone
+            record_methods(directory, [config.run.method])
+        return store, config
     store = RunStore.open(directory)
     existing = build_config(type(config), read_toml(store.config_path))
     if _settings(existing) != _settings(config):

@@ -258,6 +258,56 @@ def test_a_method_file_plans_and_runs_with_the_fake_engine(tmp_path):
     assert main(["run", str(_toml(tmp_path, "eoh")), "--method", str(toy), "--plan"]) == 0
 
 
+class ClosingFakeEngine(FakeEngine):
+    """The fake engine where the CLI builds one (pool.build_engine)."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_method_file_is_copied_into_the_run_and_resumed_from_the_copy(tmp_path, monkeypatch, capsys):
+    """The CLI with the fake engine and the real sandbox: the run directory keeps the method file
+    (method_files/, methods.json); --resume refuses an edited original (one line, exit 2, nothing
+    written) and, with the original gone, resumes from the copy to the uninterrupted run; the
+    report reads the copy."""
+    import inspect
+
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: ClosingFakeEngine())
+    toy = write_toy(tmp_path)
+    config = _toml(tmp_path, str(toy), "[toy]\nwidth = 2\n", budget=6)
+    run = tmp_path / "r"
+    assert main(["run", str(config), "--out", str(run), "--no-progress"]) == 0
+    full = json.loads((run / "summary.json").read_text())
+    record = json.loads((run / registry.RECORD).read_text())[str(toy)]
+    assert (run / record["copy"]).read_text() == TOY and record["path"] == str(toy)
+
+    # killed after its first step: the events cut there, the derived files gone
+    events = RunStore(run).events()
+    first = next(i for i, e in enumerate(events) if e["type"] == "step")
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:first + 1]))
+    (run / "summary.json").unlink()
+    toy.write_text(TOY.replace("width: int = Field(2", "width: int = Field(5"))
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"method file {toy} changed since the run started" in err and record["copy"] in err, err
+    assert len(err.splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+    toy.unlink()
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 0
+    assert inspect.getfile(registry.method_class(str(toy))) == str((run / record["copy"]).resolve())
+    resumed = json.loads((run / "summary.json").read_text())
+    for key in ("evaluations", "ledger", "valid", "failures", "best", "best_so_far", "population", "method"):
+        assert resumed[key] == full[key], key
+    registry.unregister(str(toy))  # as in a fresh process: `coevolve report` finds the method in the run's copy
+    assert main(["report", str(run)]) == 0 and registry.label(str(toy)) == "HillClimb"
+
+
 def _toml(folder: Path, method: str, extra: str = "", budget: int = 20) -> Path:
     path = folder / "c.toml"
     path.write_text(f'[run]\nmethod = "{method}"\ntask = "tsp_construct"\nbudget = {budget}\n{extra}')
