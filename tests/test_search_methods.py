@@ -9,9 +9,11 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
@@ -109,6 +111,22 @@ class DescribedTask(FakeTask):
         return {"level": float(int(objective)) if objective is not None else 0.0}
 
 
+class ProfiledTask(FakeTask):
+    """A fake task with per-instance objectives (the sandbox hands them back as a profile): each of
+    4 instances weighs a program's SCORE by its own factor, which depends on the SCORE, so programs
+    differ in spread and in the instances on which they beat the template."""
+
+    def instances(self, split, size):
+        return [0, 1, 2, 3]
+
+    def decide(self, fn, instances):
+        for x in instances:
+            yield fn(x)
+
+    def instance_scores(self, decisions, instances):
+        return [d * (1 + 0.04 * ((i * 7 + int(d)) % 5)) for i, d in zip(instances, decisions)]
+
+
 def fake_config(method: str, budget: int, seed: int = 0, **sections) -> RunConfig:
     raw = {"run": {"method": method, "task": "fake", "budget": budget, "seed": seed},
            "eoh": {"population": 3, "offspring": 3},
@@ -127,7 +145,8 @@ def fake_run(directory, config, task=None, resume=False):
 ARCHIVES = [("islands", {"islands": {"islands": 4, "reset_every": 9}}, FakeTask),
             ("islands+esopt", {"islands": {"islands": 3, "reset_every": 10, "over": "sample"}}, FakeTask),
             ("map_elites", {"map_elites": {"descriptors": ["level", "lines"], "bins": 5}}, DescribedTask),
-            ("map_elites+esopt", {"map_elites": {"descriptors": ["level"], "bins": 8}}, DescribedTask)]
+            ("map_elites+esopt", {"map_elites": {"descriptors": ["level"], "bins": 8}}, DescribedTask),
+            ("map_elites", {"map_elites": {"descriptors": ["spread", "wins"], "bins": 4}}, ProfiledTask)]
 
 
 @pytest.mark.parametrize("method,sections,task", ARCHIVES)
@@ -179,6 +198,39 @@ def test_islands_reset_the_worse_half_from_the_better(tmp_path):
             if after[index]:
                 assert after[index][0] == after[source][0]
         del before
+
+
+def test_profile_descriptors_read_the_per_instance_objectives():
+    from coevolve.search.builtin.map_elites import profile_descriptors
+
+    got = profile_descriptors([2.0, 4.0, 6.0, 8.0], [3.0, 3.0, 7.0, 7.0], "min")
+    assert got["wins"] == 0.5 and got["spread"] == pytest.approx(np.std([2, 4, 6, 8]) / 5.0)
+    assert profile_descriptors([2.0, 4.0, 6.0, 8.0], [3.0, 3.0, 7.0, 7.0], "max")["wins"] == 0.5
+    assert profile_descriptors([1.0, 1.0], [1.0, 1.0], "min") == {"spread": 0.0, "wins": 0.0}  # a tie is no win
+    assert "wins" not in profile_descriptors([1.0, 2.0], [1.0], "min")  # no template of that length
+    assert profile_descriptors(None, None, "min") == {} and profile_descriptors([], None, "min") == {}
+    assert math.isnan(profile_descriptors([-1.0, 1.0], None, "min")["spread"])  # a zero mean: no spread
+
+
+def test_the_trusted_worker_hands_back_the_profile_whose_mean_is_the_objective():
+    """The sandbox worker's scoring (the trusted side) on TSP's real instances: one objective per
+    instance, their mean the task's score() to the bit; a profile that is not finite numbers is
+    dropped when read back."""
+    from coevolve.sandbox.results import EvalResult
+    from coevolve.sandbox.worker import _score
+    from tasks.base import evaluate_in_process, template_function
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    instances = task.instances(*task.train)
+    decisions = list(task.decide(template_function(task), instances))
+    result = _score({"decisions": decisions}, task, instances)
+    assert len(result["profile"]) == len(instances) == 64
+    assert result["objective"] == evaluate_in_process(task, template_function(task), instances) == float(
+        np.mean(result["profile"]))
+    assert EvalResult.from_dict(result).profile == result["profile"]
+    for bad in ([1.0, float("nan")], [1.0, True], "1,2", [1.0, "2"]):
+        assert EvalResult.from_dict({**result, "profile": bad}).profile is None
 
 
 def test_map_elites_draws_its_grid_as_a_heat_map(tmp_path):
@@ -327,15 +379,25 @@ NO_CLASS = "class NotAMethod:\n    pass\n"
     ("long_reset", "islands.reset_every is longer than the budget"),
     ("infinite_range", "map_elites.ranges.lines"),
     ("nan_descriptor", "describe() of the template gave descriptors that are not finite numbers"),
+    ("no_profile", "map_elites.descriptors: spread, wins read per-instance objectives; task asp gives none"),
+    ("nan_profile", "instance_scores() of the template gave per-instance objectives that are not finite numbers"),
 ])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, case, expected):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, case, expected):
     from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: pytest.fail("a refused run started its engine"))
 
     (tmp_path / "no_class.py").write_text(NO_CLASS)
     task_file = tmp_path / "nan_task.py"
     task_file.write_text("from tasks.tsp_construct import TSPConstruct\n\n\nclass NanTask(TSPConstruct):\n"
                          "    descriptors = {'odd': (0.0, 1.0)}\n\n    def describe(self, code, objective):\n"
                          "        return {'odd': float('nan')}\n")
+    (tmp_path / "nan_profile.py").write_text(
+        "import numpy as np\nfrom tasks.tsp_construct import TSPConstruct, tour_length\n\n\n"
+        "class NanProfile(TSPConstruct):\n    def score(self, decisions, instances):\n"
+        "        return float(np.mean([tour_length(t, c) for t, c in zip(decisions, instances)]))\n\n"
+        "    def instance_scores(self, decisions, instances):\n        return [float('nan')] * len(decisions)\n")
     configs = {
         "unknown_method": ("sample2", ""),
         "unknown_operator": ("eoh", "[eoh]\noperators = ['e1', 'zz']\n"),
@@ -345,11 +407,17 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, case,
         "long_reset": ("islands", "[islands]\nreset_every = 21\n"),
         "infinite_range": ("map_elites", "[map_elites]\nranges = { lines = [0, inf] }\n"),
         "nan_descriptor": ("map_elites", "[map_elites]\ndescriptors = ['odd']\n"),
+        "no_profile": ("map_elites", "[map_elites]\ndescriptors = ['spread']\n"),
+        "nan_profile": ("map_elites", "[map_elites]\ndescriptors = ['lines', 'wins']\n"),
     }
     method, extra = configs[case]
     path = _toml(tmp_path, method, extra)
     if case == "nan_descriptor":
         path.write_text(path.read_text().replace('"tsp_construct"', f'"{task_file}"'))
+    if case == "nan_profile":
+        path.write_text(path.read_text().replace('"tsp_construct"', f'"{tmp_path / "nan_profile.py"}"'))
+    if case == "no_profile":
+        path.write_text(path.read_text().replace('"tsp_construct"', '"asp"'))
     out = tmp_path / "out"
     code = main(["run", str(path), "--out", str(out)])
     err = capsys.readouterr().err.strip()
