@@ -360,6 +360,24 @@ def test_a_method_file_is_copied_into_the_run_and_resumed_from_the_copy(tmp_path
     assert main(["report", str(run)]) == 0 and registry.label(str(toy)) == "HillClimb"
 
 
+def test_a_comparison_keeps_its_method_files_and_its_report_reads_the_copy(tmp_path):
+    import inspect
+
+    from coevolve.base.errors import UsageError
+    from coevolve.commands.compare import prepare_methods
+
+    toy = write_toy(tmp_path)
+    root = tmp_path / "cmp"
+    prepare_methods([str(toy), f"{toy}+esopt", "eoh"], root)
+    record = json.loads((root / registry.RECORD).read_text())
+    assert list(record) == [str(toy)] and (root / record[str(toy)]["copy"]).read_text() == TOY
+    toy.write_text(TOY + "\n# edited\n")
+    with pytest.raises(UsageError, match=f"method file {toy} changed since"):  # rerunning the comparison
+        prepare_methods([str(toy)], root)
+    registry.remember_methods(root, "copy")  # what its report does
+    assert inspect.getfile(registry.method_class(str(toy))) == str((root / record[str(toy)]["copy"]).resolve())
+
+
 def _toml(folder: Path, method: str, extra: str = "", budget: int = 20) -> Path:
     path = folder / "c.toml"
     path.write_text(f'[run]\nmethod = "{method}"\ntask = "tsp_construct"\nbudget = {budget}\n{extra}')
