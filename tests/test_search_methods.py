@@ -211,6 +211,15 @@ def test_profile_descriptors_read_the_per_instance_objectives():
     assert profile_descriptors(None, None, "min") == {} and profile_descriptors([], None, "min") == {}
     assert math.isnan(profile_descriptors([-1.0, 1.0], None, "min")["spread"])  # a zero mean: no spread
 
+    class NanProfiled(ProfiledTask):
+        def instance_scores(self, decisions, instances):
+            return [math.inf, *super().instance_scores(decisions, instances)[1:]]
+
+    method = registry.make_method(fake_config("map_elites", 10, map_elites={"descriptors": ["wins"]}))
+    method.check_task(ProfiledTask())
+    with pytest.raises(Exception, match=r"template gave per-instance objectives that are not finite numbers \(1 of 4\)"):
+        method.check_task(NanProfiled())
+
 
 def test_the_trusted_worker_hands_back_the_profile_whose_mean_is_the_objective():
     """The sandbox worker's scoring (the trusted side) on TSP's real instances: one objective per
@@ -398,7 +407,7 @@ NO_CLASS = "class NotAMethod:\n    pass\n"
     ("infinite_range", "map_elites.ranges.lines"),
     ("nan_descriptor", "describe() of the template gave descriptors that are not finite numbers"),
     ("no_profile", "map_elites.descriptors: spread, wins read per-instance objectives; task asp gives none"),
-    ("nan_profile", "instance_scores() of the template gave per-instance objectives that are not finite numbers"),
+    ("nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, case, expected):
     from coevolve.cli import main
