@@ -222,9 +222,10 @@ def test_profile_descriptors_read_the_per_instance_objectives():
 
 
 def test_the_trusted_worker_hands_back_the_profile_whose_mean_is_the_objective():
-    """The sandbox worker's scoring (the trusted side) on TSP's real instances: one objective per
-    instance, their mean the task's score() to the bit; a profile that is not finite numbers is
-    dropped when read back."""
+    """The real sandbox on TSP's real instances: one objective per instance, their mean the task's
+    score() to the bit (in the worker's scoring function and through the sandbox's processes); a
+    profile that is not finite numbers is dropped when read back."""
+    from coevolve.sandbox import Sandbox
     from coevolve.sandbox.results import EvalResult
     from coevolve.sandbox.worker import _score
     from tasks.base import evaluate_in_process, template_function
@@ -238,6 +239,9 @@ def test_the_trusted_worker_hands_back_the_profile_whose_mean_is_the_objective()
     assert result["objective"] == evaluate_in_process(task, template_function(task), instances) == float(
         np.mean(result["profile"]))
     assert EvalResult.from_dict(result).profile == result["profile"]
+    with Sandbox(workers=1, timeout_s=60) as sandbox:
+        scored = sandbox.evaluate(task.template, "tsp_construct")
+    assert scored.ok and scored.profile == result["profile"] and scored.objective == result["objective"]
     for bad in ([1.0, float("nan")], [1.0, True], "1,2", [1.0, "2"]):
         assert EvalResult.from_dict({**result, "profile": bad}).profile is None
 
