@@ -51,7 +51,7 @@ from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TES
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
-from coevolve.search.methods import es_population
+from coevolve.search.methods import es_population, record_methods
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.base import SeededSets, gap, starting_program
@@ -81,7 +81,10 @@ def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple
     """The run's store and the config it runs under. An existing run keeps its own
     config.toml (the loop replays against it); it must match the comparison's."""
     if not RunStore(directory).config_path.exists():
-        return RunStore.create(directory, dump_toml(as_dict(config))), config
+        store = RunStore.create(directory, dump_toml(as_dict(config)))
+        if isinstance(config, RunConfig):  # a method file's copy: the run directory resumes and reports alone
+            record_methods(directory, [config.run.method])
+        return store, config
     store = RunStore.open(directory)
     existing = build_config(type(config), read_toml(store.config_path))
     if _settings(existing) != _settings(config):

@@ -75,8 +75,14 @@ def colony_mean(colony: Callable[[Any, np.ndarray, ACOSet, int], float], decisio
                 instances: ACOSet) -> float:
     """The trusted side of every ACO task's `score`: each instance's colony
     run with the prior the heuristic decided for it, averaged."""
-    return float(np.mean([colony(prior, data, instances, i)
-                          for i, (prior, data) in enumerate(zip(decisions, instances.data))]))
+    return float(np.mean(colony_values(colony, decisions, instances)))
+
+
+def colony_values(colony: Callable[[Any, np.ndarray, ACOSet, int], float], decisions: list[Any],
+                  instances: ACOSet) -> list[float]:
+    """Each instance's colony run with the prior the heuristic decided for it (an ACO task's
+    `instance_scores`)."""
+    return [colony(prior, data, instances, i) for i, (prior, data) in enumerate(zip(decisions, instances.data))]
 
 
 def aco_seconds(size: int) -> float:

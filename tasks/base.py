@@ -66,6 +66,9 @@ class HeuristicTask(Protocol):
         """Reference objective for a set, when computable."""
 
     # Optional, read by the sandbox when present (not part of the protocol check):
+    #   instance_scores(decisions, instances) -> list[float]: each instance's objective, trusted side,
+    #     whose mean is score() (a task that has it keeps that promise; the sandbox then computes the
+    #     objective as that mean, once, and hands the profile back: MAP-Elites' `spread` and `wins`).
     #   decision_bytes(size) -> int: the most one decision's arrays weigh on the wire
     #     (default 8 * (size + 2) ** 2 + 4096: a tour, a pick list, a prior matrix);
     #     every frame a candidate sends is bounded by it.

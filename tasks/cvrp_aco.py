@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix,
                        construct_routes, deposit_routes, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets, draws_of
 from tasks.references import HGS_ITERATIONS, cached_values, checksum, hgs_cvrp_cost
@@ -93,6 +93,9 @@ class CVRPACO:
 
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
         return colony_mean(self.colony, decisions, instances)
+
+    def instance_scores(self, decisions: list[Any], instances: ACOSet) -> list[float]:
+        return colony_values(self.colony, decisions, instances)
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size + 1)

@@ -98,8 +98,11 @@ class KPConstruct:
             yield self.picks(fn, items, capacity)
 
     def score(self, decisions: list[Any], instances: np.ndarray) -> float:
+        return float(np.mean(self.instance_scores(decisions, instances)))
+
+    def instance_scores(self, decisions: list[Any], instances: np.ndarray) -> list[float]:
         capacity = CAPACITY[instances.shape[1]]
-        return float(np.mean([packing_value(picks, items, capacity) for picks, items in zip(decisions, instances)]))
+        return [packing_value(picks, items, capacity) for picks, items in zip(decisions, instances)]
 
     def instance_seconds(self, size: int) -> float:
         # at most n calls, each over the remaining items (O(n))

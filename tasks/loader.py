@@ -314,8 +314,10 @@ def source_sha256(path: Path) -> str:
 
 # -- runs that remember their task -------------------------------------------------
 # A run (or comparison) directory records every file task it uses in
-# tasks.json, {spec: {path, sha256, copy}}, with a copy of the source under
-# task_files/. A fresh process re-finds the task from the directory alone.
+# tasks.json, {spec: {path, class, sha256, copy}}, with a copy of the source
+# under task_files/. A fresh process re-finds the task from the directory alone.
+# A method file (coevolve.search.methods) is kept the same way, in its own
+# record (methods.json, method_files/): record_files and locate_files serve both.
 RECORD = "tasks.json"
 COPIES = "task_files"
 
@@ -335,49 +337,55 @@ def absolute_spec(spec: str, base: str | Path = ".") -> str:
     return resolve(f"{full.resolve()}:{cls}" if cls else str(full.resolve())).spec
 
 
-def record_tasks(directory: str | Path, specs: list[str]) -> None:
-    """Record the file tasks among `specs` in `directory` (a copy of each source and its sha256)."""
+def record_files(directory: str | Path, specs: list[str], record: str, copies: str) -> None:
+    """Record the file specs among `specs` in `directory`: a copy of each source under `copies`/ and its
+    path, class and sha256 in the JSON file `record`. A spec recorded already keeps its first copy."""
     directory = Path(directory)
-    record = read_record(directory)
+    entries = read_record(directory, record)
     for spec in specs:
         file_spec = _split_file(spec)
-        if file_spec is None or spec in record:
+        if file_spec is None or spec in entries:
             continue
         path = Path(file_spec[0])
         digest = source_sha256(path)
-        copy = Path(COPIES) / f"{path.stem}-{digest[:12]}.py"
+        copy = Path(copies) / f"{path.stem}-{digest[:12]}.py"
         atomic_write_text(directory / copy, path.read_text(encoding="utf-8"))
-        record[spec] = {"path": str(path), "class": file_spec[1], "sha256": digest, "copy": str(copy)}
-    if record:
-        atomic_write_json(directory / RECORD, record)
+        entries[spec] = {"path": str(path), "class": file_spec[1], "sha256": digest, "copy": str(copy)}
+    if entries:
+        atomic_write_json(directory / record, entries)
 
 
-def read_record(directory: str | Path) -> dict[str, dict]:
+def record_tasks(directory: str | Path, specs: list[str]) -> None:
+    """Record the file tasks among `specs` in `directory` (a copy of each source and its sha256)."""
+    record_files(directory, specs, RECORD, COPIES)
+
+
+def read_record(directory: str | Path, record: str = RECORD) -> dict[str, dict]:
     import json
 
-    path = Path(directory) / RECORD
+    path = Path(directory) / record
     if not path.exists():
         return {}
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        entries = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise TaskSpecError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(record, dict):
+    if not isinstance(entries, dict):
         raise TaskSpecError(f"{path}: expected a JSON object")
-    return record
+    return entries
 
 
-def remember_tasks(directory: str | Path, on_change: Literal["refuse", "accept", "copy"] = "refuse",
-                   flag: str | None = None) -> list[dict]:
-    """Make the file tasks recorded in `directory` resolvable by their recorded
-    specs in this process: the original file when it is unchanged, the run's
-    copy when the original is gone. A changed original is a TaskSpecError
-    (`refuse`, naming `flag` as the way on), the edited file (`accept`), or
-    the run's copy (`copy`: what report and eval read, the source the run
-    used). Returns one `task_changed` event per accepted change, for the caller to log."""
+def locate_files(directory: str | Path, record: str, what: str,
+                 on_change: Literal["refuse", "accept", "copy"] = "refuse",
+                 flag: str | None = None) -> tuple[dict[str, str], list[dict]]:
+    """Where each file spec recorded in `directory`'s `record` is read from in this process: the
+    original file when it is unchanged, the run's copy when the original is gone. A changed original
+    is a TaskSpecError (`refuse`, naming `flag` as the way on), the edited file (`accept`), or the
+    run's copy (`copy`: what report and eval read, the source the run used). Returns {spec: spec to
+    load} and one `{what}_changed` event per accepted change, for the caller to log."""
     directory = Path(directory)
-    changed = []
-    for spec, entry in read_record(directory).items():
+    targets, changed = {}, []
+    for spec, entry in read_record(directory, record).items():
         path, copy = Path(entry["path"]), directory / entry["copy"]
         cls = entry.get("class")
         from_copy = f"{copy.resolve()}:{cls}" if cls else str(copy.resolve())
@@ -387,14 +395,25 @@ def remember_tasks(directory: str | Path, on_change: Literal["refuse", "accept",
             digest = source_sha256(path)
             if on_change == "refuse":
                 way_on = f" or pass {flag} to go on with the edited file (recorded in the run's events)" if flag else ""
-                raise TaskSpecError(f"task file {path} changed since the run started (sha256 {entry['sha256'][:12]} "
+                raise TaskSpecError(f"{what} file {path} changed since the run started (sha256 {entry['sha256'][:12]} "
                                     f"-> {digest[:12]}); restore it (the run's copy: {copy}){way_on}")
             target = spec
-            changed.append({"type": "task_changed", "path": str(path), "recorded_sha256": entry["sha256"],
+            changed.append({"type": f"{what}_changed", "path": str(path), "recorded_sha256": entry["sha256"],
                             "sha256": digest})
         elif copy.is_file():
             target = from_copy
         else:
-            raise TaskSpecError(f"task file {path} is gone and the run's copy {copy} too")
+            raise TaskSpecError(f"{what} file {path} is gone and the run's copy {copy} too")
+        targets[spec] = target
+    return targets, changed
+
+
+def remember_tasks(directory: str | Path, on_change: Literal["refuse", "accept", "copy"] = "refuse",
+                   flag: str | None = None) -> list[dict]:
+    """Make the file tasks recorded in `directory` resolvable by their recorded
+    specs in this process (locate_files: the original, or the run's copy).
+    Returns one `task_changed` event per accepted change, for the caller to log."""
+    targets, changed = locate_files(directory, RECORD, "task", on_change, flag)
+    for spec, target in targets.items():
         _cache[spec] = resolve(target)
     return changed

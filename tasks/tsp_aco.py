@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import (ACOSet, aco_seconds, colony_mean, prior_matrix,
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix,
                        construct_tours, deposit_tours, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets, draws_of, unit_square
 from tasks.references import cached_values, checksum, lkh_tour_length
@@ -77,6 +77,9 @@ class TSPACO:
 
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
         return colony_mean(self.colony, decisions, instances)
+
+    def instance_scores(self, decisions: list[Any], instances: ACOSet) -> list[float]:
+        return colony_values(self.colony, decisions, instances)
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size)

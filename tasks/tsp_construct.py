@@ -87,7 +87,10 @@ class TSPConstruct:
             yield self.build_tour(fn, coords)
 
     def score(self, decisions: list[Any], instances: np.ndarray) -> float:
-        return float(np.mean([tour_length(tour, coords) for tour, coords in zip(decisions, instances)]))
+        return float(np.mean(self.instance_scores(decisions, instances)))
+
+    def instance_scores(self, decisions: list[Any], instances: np.ndarray) -> list[float]:
+        return [tour_length(tour, coords) for tour, coords in zip(decisions, instances)]
 
     def instance_seconds(self, size: int) -> float:
         # n-2 calls; a call may scan the whole distance matrix row (O(n))

@@ -97,7 +97,6 @@ def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags
     of `kind` events plus up to `jitter_s` seconds, then `--resume` it. Each
     run must exit 0; the killed one must not have written its summary."""
     import json
-    import random
 
     from coevolve.runstore import RunStore
 
@@ -105,14 +104,23 @@ def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags
     full_output, _ = full.communicate(timeout=900)
     assert full.returncode == 0, full_output
     events = len(list(RunStore(root / "full").iter_events(kind)))
-    killed = start_run(str(config), "--out", str(root / "killed"), *flags)
-    sigkill_after(killed, root / "killed" / "events.jsonl", kind, random.Random().randint(1, events - 1), jitter_s)
-    assert not (root / "killed" / "summary.json").exists()
+    kill_run(config, root / "killed", kind, events, jitter_s, *flags)
     resumed = start_run("--resume", str(root / "killed"), *flags)
     resumed_output, _ = resumed.communicate(timeout=900)
     assert resumed.returncode == 0, resumed_output
     return KillResume(json.loads((root / "full" / "summary.json").read_text()), full_output, events,
                       root / "killed", resumed_output)
+
+
+def kill_run(config: Path, directory: Path, kind: str, events: int, jitter_s: float, *flags: str) -> None:
+    """`coevolve run CONFIG --out DIRECTORY`, SIGKILLed after a random number (at least one, fewer
+    than `events`: the uninterrupted run's) of `kind` events plus up to `jitter_s` seconds; it must
+    not have written its summary."""
+    import random
+
+    killed = start_run(str(config), "--out", str(directory), *flags)
+    sigkill_after(killed, directory / "events.jsonl", kind, random.Random().randint(1, events - 1), jitter_s)
+    assert not (directory / "summary.json").exists()
 
 
 def sigkill_after(process: subprocess.Popen, events_path: Path, kind: str, count: int, jitter_s: float) -> None:

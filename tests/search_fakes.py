@@ -88,7 +88,8 @@ class FakeEngine:
 
 
 class FakeEvaluator:
-    """Scores a program by its SCORE constant; `raise` in the code is a crash."""
+    """Scores a program by its SCORE constant; `raise` in the code is a crash. For a task with
+    `instance_scores`, as the sandbox does: the profile of the SCORE on each instance, its mean."""
 
     def __init__(self) -> None:
         self.evaluated = 0
@@ -101,6 +102,11 @@ class FakeEvaluator:
                 results.append(EvalResult(None, FailureKind.EXCEPTION, "ValueError: boom", seconds=0.01))
                 continue
             match = re.search(r"SCORE = (-?[0-9.]+)", code)
+            if match and callable(getattr(task, "instance_scores", None)):
+                instances = task.instances(split, size)
+                profile = [float(v) for v in task.instance_scores([float(match.group(1))] * len(instances), instances)]
+                results.append(EvalResult(float(np.mean(profile)), None, seconds=0.01, profile=profile))
+                continue
             results.append(EvalResult(float(match.group(1)), None, seconds=0.01) if match
                            else EvalResult(None, FailureKind.INVALID, seconds=0.01))
         return results

@@ -9,9 +9,11 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
@@ -109,6 +111,22 @@ class DescribedTask(FakeTask):
         return {"level": float(int(objective)) if objective is not None else 0.0}
 
 
+class ProfiledTask(FakeTask):
+    """A fake task with per-instance objectives (the sandbox hands them back as a profile): each of
+    4 instances weighs a program's SCORE by its own factor, which depends on the SCORE, so programs
+    differ in spread and in the instances on which they beat the template."""
+
+    def instances(self, split, size):
+        return [0, 1, 2, 3]
+
+    def decide(self, fn, instances):
+        for x in instances:
+            yield fn(x)
+
+    def instance_scores(self, decisions, instances):
+        return [d * (1 + 0.04 * ((i * 7 + int(d)) % 5)) for i, d in zip(instances, decisions)]
+
+
 def fake_config(method: str, budget: int, seed: int = 0, **sections) -> RunConfig:
     raw = {"run": {"method": method, "task": "fake", "budget": budget, "seed": seed},
            "eoh": {"population": 3, "offspring": 3},
@@ -127,7 +145,8 @@ def fake_run(directory, config, task=None, resume=False):
 ARCHIVES = [("islands", {"islands": {"islands": 4, "reset_every": 9}}, FakeTask),
             ("islands+esopt", {"islands": {"islands": 3, "reset_every": 10, "over": "sample"}}, FakeTask),
             ("map_elites", {"map_elites": {"descriptors": ["level", "lines"], "bins": 5}}, DescribedTask),
-            ("map_elites+esopt", {"map_elites": {"descriptors": ["level"], "bins": 8}}, DescribedTask)]
+            ("map_elites+esopt", {"map_elites": {"descriptors": ["level"], "bins": 8}}, DescribedTask),
+            ("map_elites", {"map_elites": {"descriptors": ["spread", "wins"], "bins": 4}}, ProfiledTask)]
 
 
 @pytest.mark.parametrize("method,sections,task", ARCHIVES)
@@ -179,6 +198,52 @@ def test_islands_reset_the_worse_half_from_the_better(tmp_path):
             if after[index]:
                 assert after[index][0] == after[source][0]
         del before
+
+
+def test_profile_descriptors_read_the_per_instance_objectives():
+    from coevolve.search.builtin.map_elites import profile_descriptors
+
+    got = profile_descriptors([2.0, 4.0, 6.0, 8.0], [3.0, 3.0, 7.0, 7.0], "min")
+    assert got["wins"] == 0.5 and got["spread"] == pytest.approx(np.std([2, 4, 6, 8]) / 5.0)
+    assert profile_descriptors([2.0, 4.0, 6.0, 8.0], [3.0, 3.0, 7.0, 7.0], "max")["wins"] == 0.5
+    assert profile_descriptors([1.0, 1.0], [1.0, 1.0], "min") == {"spread": 0.0, "wins": 0.0}  # a tie is no win
+    assert "wins" not in profile_descriptors([1.0, 2.0], [1.0], "min")  # no template of that length
+    assert profile_descriptors(None, None, "min") == {} and profile_descriptors([], None, "min") == {}
+    assert math.isnan(profile_descriptors([-1.0, 1.0], None, "min")["spread"])  # a zero mean: no spread
+
+    class NanProfiled(ProfiledTask):
+        def instance_scores(self, decisions, instances):
+            return [math.inf, *super().instance_scores(decisions, instances)[1:]]
+
+    method = registry.make_method(fake_config("map_elites", 10, map_elites={"descriptors": ["wins"]}))
+    method.check_task(ProfiledTask())
+    with pytest.raises(Exception, match=r"template gave per-instance objectives that are not finite numbers \(1 of 4\)"):
+        method.check_task(NanProfiled())
+
+
+def test_the_trusted_worker_hands_back_the_profile_whose_mean_is_the_objective():
+    """The real sandbox on TSP's real instances: one objective per instance, their mean the task's
+    score() to the bit (in the worker's scoring function and through the sandbox's processes); a
+    profile that is not finite numbers is dropped when read back."""
+    from coevolve.sandbox import Sandbox
+    from coevolve.sandbox.results import EvalResult
+    from coevolve.sandbox.worker import _score
+    from tasks.base import evaluate_in_process, template_function
+    from tasks.registry import get_task
+
+    task = get_task("tsp_construct")
+    instances = task.instances(*task.train)
+    decisions = list(task.decide(template_function(task), instances))
+    result = _score({"decisions": decisions}, task, instances)
+    assert len(result["profile"]) == len(instances) == 64
+    assert result["objective"] == evaluate_in_process(task, template_function(task), instances) == float(
+        np.mean(result["profile"]))
+    assert EvalResult.from_dict(result).profile == result["profile"]
+    with Sandbox(workers=1, timeout_s=60) as sandbox:
+        scored = sandbox.evaluate(task.template, "tsp_construct")
+    assert scored.ok and scored.profile == result["profile"] and scored.objective == result["objective"]
+    for bad in ([1.0, float("nan")], [1.0, True], "1,2", [1.0, "2"]):
+        assert EvalResult.from_dict({**result, "profile": bad}).profile is None
 
 
 def test_map_elites_draws_its_grid_as_a_heat_map(tmp_path):
@@ -258,6 +323,74 @@ def test_a_method_file_plans_and_runs_with_the_fake_engine(tmp_path):
     assert main(["run", str(_toml(tmp_path, "eoh")), "--method", str(toy), "--plan"]) == 0
 
 
+class ClosingFakeEngine(FakeEngine):
+    """The fake engine where the CLI builds one (pool.build_engine)."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_method_file_is_copied_into_the_run_and_resumed_from_the_copy(tmp_path, monkeypatch, capsys):
+    """The CLI with the fake engine and the real sandbox: the run directory keeps the method file
+    (method_files/, methods.json); --resume refuses an edited original (one line, exit 2, nothing
+    written) and, with the original gone, resumes from the copy to the uninterrupted run; the
+    report reads the copy."""
+    import inspect
+
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: ClosingFakeEngine())
+    toy = write_toy(tmp_path)
+    config = _toml(tmp_path, str(toy), "[toy]\nwidth = 2\n", budget=6)
+    run = tmp_path / "r"
+    assert main(["run", str(config), "--out", str(run), "--no-progress"]) == 0
+    full = json.loads((run / "summary.json").read_text())
+    record = json.loads((run / registry.RECORD).read_text())[str(toy)]
+    assert (run / record["copy"]).read_text() == TOY and record["path"] == str(toy)
+
+    # killed after its first step: the events cut there, the derived files gone
+    events = RunStore(run).events()
+    first = next(i for i, e in enumerate(events) if e["type"] == "step")
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:first + 1]))
+    (run / "summary.json").unlink()
+    toy.write_text(TOY.replace("width: int = Field(2", "width: int = Field(5"))
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"method file {toy} changed since the run started" in err and record["copy"] in err, err
+    assert len(err.splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+    toy.unlink()
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 0
+    assert inspect.getfile(registry.method_class(str(toy))) == str((run / record["copy"]).resolve())
+    resumed = json.loads((run / "summary.json").read_text())
+    for key in ("evaluations", "ledger", "valid", "failures", "best", "best_so_far", "population", "method"):
+        assert resumed[key] == full[key], key
+    registry.unregister(str(toy))  # as in a fresh process: `coevolve report` finds the method in the run's copy
+    assert main(["report", str(run)]) == 0 and registry.label(str(toy)) == "HillClimb"
+
+
+def test_a_comparison_keeps_its_method_files_and_its_report_reads_the_copy(tmp_path):
+    import inspect
+
+    from coevolve.base.errors import UsageError
+    from coevolve.commands.compare import prepare_methods
+
+    toy = write_toy(tmp_path)
+    root = tmp_path / "cmp"
+    prepare_methods([str(toy), f"{toy}+esopt", "eoh"], root)
+    record = json.loads((root / registry.RECORD).read_text())
+    assert list(record) == [str(toy)] and (root / record[str(toy)]["copy"]).read_text() == TOY
+    toy.write_text(TOY + "\n# edited\n")
+    with pytest.raises(UsageError, match=f"method file {toy} changed since"):  # rerunning the comparison
+        prepare_methods([str(toy)], root)
+    registry.remember_methods(root, "copy")  # what its report does
+    assert inspect.getfile(registry.method_class(str(toy))) == str((root / record[str(toy)]["copy"]).resolve())
+
+
 def _toml(folder: Path, method: str, extra: str = "", budget: int = 20) -> Path:
     path = folder / "c.toml"
     path.write_text(f'[run]\nmethod = "{method}"\ntask = "tsp_construct"\nbudget = {budget}\n{extra}')
@@ -277,15 +410,25 @@ NO_CLASS = "class NotAMethod:\n    pass\n"
     ("long_reset", "islands.reset_every is longer than the budget"),
     ("infinite_range", "map_elites.ranges.lines"),
     ("nan_descriptor", "describe() of the template gave descriptors that are not finite numbers"),
+    ("no_profile", "map_elites.descriptors: spread, wins read per-instance objectives; task asp gives none"),
+    ("nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
 ])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, case, expected):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, case, expected):
     from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: pytest.fail("a refused run started its engine"))
 
     (tmp_path / "no_class.py").write_text(NO_CLASS)
     task_file = tmp_path / "nan_task.py"
     task_file.write_text("from tasks.tsp_construct import TSPConstruct\n\n\nclass NanTask(TSPConstruct):\n"
                          "    descriptors = {'odd': (0.0, 1.0)}\n\n    def describe(self, code, objective):\n"
                          "        return {'odd': float('nan')}\n")
+    (tmp_path / "nan_profile.py").write_text(
+        "import numpy as np\nfrom tasks.tsp_construct import TSPConstruct, tour_length\n\n\n"
+        "class NanProfile(TSPConstruct):\n    def score(self, decisions, instances):\n"
+        "        return float(np.mean([tour_length(t, c) for t, c in zip(decisions, instances)]))\n\n"
+        "    def instance_scores(self, decisions, instances):\n        return [float('nan')] * len(decisions)\n")
     configs = {
         "unknown_method": ("sample2", ""),
         "unknown_operator": ("eoh", "[eoh]\noperators = ['e1', 'zz']\n"),
@@ -295,11 +438,17 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, case,
         "long_reset": ("islands", "[islands]\nreset_every = 21\n"),
         "infinite_range": ("map_elites", "[map_elites]\nranges = { lines = [0, inf] }\n"),
         "nan_descriptor": ("map_elites", "[map_elites]\ndescriptors = ['odd']\n"),
+        "no_profile": ("map_elites", "[map_elites]\ndescriptors = ['spread']\n"),
+        "nan_profile": ("map_elites", "[map_elites]\ndescriptors = ['lines', 'wins']\n"),
     }
     method, extra = configs[case]
     path = _toml(tmp_path, method, extra)
     if case == "nan_descriptor":
         path.write_text(path.read_text().replace('"tsp_construct"', f'"{task_file}"'))
+    if case == "nan_profile":
+        path.write_text(path.read_text().replace('"tsp_construct"', f'"{tmp_path / "nan_profile.py"}"'))
+    if case == "no_profile":
+        path.write_text(path.read_text().replace('"tsp_construct"', '"asp"'))
     out = tmp_path / "out"
     code = main(["run", str(path), "--out", str(out)])
     err = capsys.readouterr().err.strip()

@@ -1,8 +1,9 @@
 """Islands, MAP-Elites and a user's method file on the real engine, sandbox
 and TSP task (tiny budgets, the session engine where the test runs in
 process): every evaluation charged, the run resumed to the identical
-summary (islands+esopt SIGKILLed through the CLI; MAP-Elites+ESOpt and the
-user's method stopped at a step by a cap and resumed in process), the
+summary and archive snapshots (islands+esopt SIGKILLed and resumed through
+the CLI; MAP-Elites+ESOpt SIGKILLed through the CLI and resumed in process;
+the user's method stopped at a step by a cap and resumed in process), the
 heat map in `coevolve report RUN_DIR`, and the user's method compared with
 its +ESOpt pair and reported through the CLI."""
 
@@ -13,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.records import SearchSummary
-from conftest import kill_and_resume
+from conftest import kill_and_resume, kill_run
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 from test_run_e2e import TINY
-from test_search_methods import write_toy
+from test_search_methods import TOY, write_toy
 
-SECTIONS = {"islands": {"islands": 2, "reset_every": 4}, "map_elites": {"descriptors": ["lines", "branches"],
-                                                                        "bins": 4}}
+# MAP-Elites over a descriptor of the source and one of the per-instance objectives (the sandbox's profile)
+SECTIONS = {"islands": {"islands": 2, "reset_every": 4}, "map_elites": {"descriptors": ["lines", "wins"], "bins": 4}}
 
 
 def config_for(method: str, budget: int, seed: int = 0, **extra) -> RunConfig:
@@ -74,13 +75,26 @@ def same_run(a: SearchSummary, b: SearchSummary) -> None:
 def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine, sandbox):
     from coevolve.cli import main
 
-    config = config_for("map_elites+esopt", 9)
+    config = config_for("map_elites+esopt", 9, seed=1)  # a seed whose first steps fill cells
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
     assert full.evaluations == 9 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
     assert full.es.updates >= 1
-    grid = json.loads(sorted((tmp_path / "full" / "population").glob("gen_*.json"))[-1].read_text())["grid"]
+    snapshots = sorted((tmp_path / "full" / "population").glob("gen_*.json"))
+    grid = json.loads(snapshots[-1].read_text())["grid"]
+    assert grid["cells"]  # programs in the grid: its step-by-step equality after the kill is not vacuous
     assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population)
-    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
+    assert all(0.0 <= c["descriptors"][1] <= 1.0 for c in grid["cells"])  # wins: a share of the instances
+
+    # kill -9 through the CLI inside a step, then --resume (in process, on the session engine)
+    path = tmp_path / "c.toml"
+    path.write_text(dump_toml(as_dict(config)))
+    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
+    kill_run(path, tmp_path / "killed", "step", steps, 2, "--no-progress")
+    killed = build_config(RunConfig, read_toml(tmp_path / "killed" / "config.toml"))
+    same_run(run_in_process(tmp_path / "killed", killed, engine, sandbox, resume=True), full)
+    assert [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")] == list(range(steps))
+    again = sorted((tmp_path / "killed" / "population").glob("gen_*.json"))
+    assert [json.loads(p.read_text())["grid"] for p in again] == [json.loads(p.read_text())["grid"] for p in snapshots]
     assert main(["report", str(tmp_path / "full")]) == 0
     assert "![map_elites](map_elites.png)" in (tmp_path / "full" / "report.md").read_text()
     assert (tmp_path / "full" / "map_elites.png").stat().st_size > 1000
@@ -125,6 +139,8 @@ def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
     root = compare_and_report(build_config(CompareConfig, json.loads(json.dumps(raw))), tmp_path / "cmp",
                               engine=engine, log=lambda line: None)
     assert engine.checksum() == before
+    copies = sorted(root.rglob("method_files/*.py"))  # each arm's directory keeps the method file it ran
+    assert len(copies) == 2 and all(c.read_text() == TOY for c in copies)
     results = json.loads((root / "results.json").read_text())
     assert [(r["method"], r["finished"]) for r in results["rows"] if r["kind"] == "method"] == [
         (toy, 1), (f"{toy}+esopt", 1)]

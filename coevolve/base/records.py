@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coevolve.base.durable import atomic_write_json, read_json  # read_json: None when absent, one line when not JSON
 from coevolve.base.errors import UsageError
@@ -73,12 +73,13 @@ class Evaluation(Record):
     message: str = ""
     seconds: float = 0.0
     duplicate_of: int | None = None
+    profile: list[float] | None = None  # each training instance's objective (a task with instance_scores)
 
     def to_event(self) -> dict[str, Any]:
-        """The logged form: a repeat is its original's id alone."""
+        """The logged form: a repeat is its original's id alone; no profile key when there is none."""
         if self.duplicate_of is not None:
             return {"duplicate_of": self.duplicate_of}
-        return self.model_dump(mode="json", exclude={"duplicate_of"})
+        return self.model_dump(mode="json", exclude={"duplicate_of"} | ({"profile"} if self.profile is None else set()))
 
 
 class Candidate(Versioned):
@@ -102,6 +103,9 @@ class Candidate(Versioned):
     duplicate_of: int | None = None
     reward: float | None = None  # ES reward, for candidates from perturbed models
     repairs: list[str] = []  # what the parser repaired (codeparse.Extracted.repairs)
+    # each training instance's objective, when the task gives them (Evaluation.profile): kept for the
+    # run's archive (MAP-Elites' descriptors), not written to candidates.jsonl (the step event has it)
+    profile: list[float] | None = Field(None, exclude=True)
 
     @property
     def valid(self) -> bool:
@@ -113,8 +117,9 @@ class Candidate(Versioned):
         if result.duplicate_of is not None:
             if original is None or original.id != result.duplicate_of:
                 raise ValueError(f"candidate {self.id} repeats {result.duplicate_of}, which was not given")
-            result = Evaluation(objective=original.objective, failure=original.failure, message=original.message)
-        self.objective, self.failure = result.objective, result.failure
+            result = Evaluation(objective=original.objective, failure=original.failure, message=original.message,
+                                profile=original.profile)
+        self.objective, self.failure, self.profile = result.objective, result.failure, result.profile
         self.message, self.seconds = result.message, result.seconds
 
     def to_dict(self) -> dict[str, Any]:

@@ -129,6 +129,19 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
         return None, [f"score(): the template's objective is {values[0]}, expected a finite number"]
     if values[0] != values[1]:
         return None, [f"score(): not deterministic, the same decisions scored {values[0]!r} then {values[1]!r}"]
+    per_instance = getattr(task, "instance_scores", None)
+    if callable(per_instance):  # the sandbox scores with them: their mean must be score()
+        try:
+            profile = [float(v) for v in per_instance(carried, instances)]
+        except Exception as exc:
+            return None, [f"instance_scores(): with the template's decisions raised {user_frame(exc)}"]
+        import numpy as np
+
+        mean = float(np.mean(profile)) if profile else math.nan
+        if len(profile) != count or mean != values[0]:
+            return None, [f"instance_scores(): the template's {len(profile)} values for {count} instances average "
+                          f"{mean!r}, but score() is {values[0]!r}; score() must be their mean (the sandbox scores "
+                          "with them)"]
     return values[0], []
 
 

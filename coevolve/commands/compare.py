@@ -51,6 +51,15 @@ def prepare_tasks(specs: list[str], root: Path, check: bool = True) -> None:
     record_tasks(root, specs)
 
 
+def prepare_methods(names: list[str], root: Path) -> None:
+    """Refuse a method file changed since this comparison started, and keep a copy of each in the
+    comparison directory (its report reads them from there when the originals are gone)."""
+    from coevolve.search.methods import record_methods, remember_methods
+
+    remember_methods(root)
+    record_methods(root, names)
+
+
 def print_plan(config: Any) -> None:
     c = config.compare
     print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
@@ -97,6 +106,7 @@ def handle(args: argparse.Namespace) -> int:
     out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
     prepare_tasks(config.compare.tasks, Path(out), check=not agents)
+    prepare_methods(config.compare.methods, Path(out))
     root = compare_and_report(config, out)
     print(f"report: {root / 'report.md'}")
     return 0

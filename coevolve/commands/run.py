@@ -33,7 +33,8 @@ from coevolve.base.records import RunSummary, SearchSummary
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
-from coevolve.search.methods import absolute_method, es_population, format_plan, make_method, path_name, run_plan
+from coevolve.search.methods import (absolute_method, es_population, format_plan, make_method, path_name,
+                                     record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.check import shape_problems
@@ -101,6 +102,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
             raise UsageError("--resume takes only the run directory; its config.toml is the config")
         store = RunStore.open(args.resume)
         remember_task(store, args.task_changed)
+        remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
         raw = task_named(read_toml(store.config_path))  # its task is named as it was resolved at the start
         config = build_config(config_class(raw), raw)
         if isinstance(config, RunConfig):
@@ -116,6 +118,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     endpoint = check_generators(config)
     store = create_store(config)
     record_tasks(store.dir, [config.run.task])
+    record_methods(store.dir, [config.run.method])
     record_endpoint(store, endpoint)
     return config, store, False
 
@@ -252,7 +255,9 @@ def _interrupted(store: RunStore) -> int:
 def handle_plan(args: argparse.Namespace) -> int:
     """Print the plan of a heuristic run without creating its directory."""
     if args.resume:
-        path, overrides = RunStore.open(args.resume).config_path, {}
+        store = RunStore.open(args.resume)
+        remember_methods(store.dir)  # what --resume will run: the method file's original, or the run's copy
+        path, overrides = store.config_path, {}
     elif args.config:
         path, overrides = args.config, overrides_from(args)
     else:

@@ -192,6 +192,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     if config_class(read_toml(root / COMPARE_CONFIG)) is AgentCompareConfig:  # agent arms: their own tables
         return render_agent_comparison(root)
     remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
+    registry.remember_methods(root, "copy")  # method files likewise
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)

@@ -41,6 +41,8 @@ class EvalResult:
     seconds: float = 0.0
     instances: int = 0  # instances scored (all of the set when ok)
     output: str = ""  # the candidate's captured stdout/stderr, truncated
+    # each instance's objective (a task with instance_scores); None without, or when not all finite numbers
+    profile: list[float] | None = None
 
     @property
     def ok(self) -> bool:
@@ -67,7 +69,16 @@ class EvalResult:
             seconds=float(data.get("seconds", 0.0)),
             instances=int(data.get("instances", 0)),
             output=clean(data.get("output", "")),
+            profile=finite_numbers(data.get("profile")) if kind is None else None,
         )
+
+
+def finite_numbers(value: Any) -> list[float] | None:
+    """`value` as a list of finite floats, or None when it is anything else."""
+    if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              and math.isfinite(v) for v in value):
+        return None
+    return [float(v) for v in value]
 
 
 @dataclass

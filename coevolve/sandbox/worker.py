@@ -211,8 +211,14 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
     if not isinstance(decisions, list) or len(decisions) != instance_count(instances):
         return _crash(f"the child reported {type(decisions).__name__} decisions, expected a list of "
                       f"{instance_count(instances)} (one per instance)")
+    profile = None
     try:
-        value = float(task.score(decisions, instances))
+        per_instance = getattr(task, "instance_scores", None)
+        if callable(per_instance):  # score() is their mean: computed once, the profile handed back
+            profile = [float(v) for v in per_instance(decisions, instances)]
+            value = float(numpy.mean(profile)) if profile else math.nan
+        else:
+            value = float(task.score(decisions, instances))
     except InvalidSolution as exc:
         return {"failure": FailureKind.INVALID.value, "message": f"invalid solution: {exc}", "objective": None}
     except Exception as exc:  # decisions the checks did not anticipate: still the candidate's fault
@@ -223,7 +229,10 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
                 "message": f"unusable decisions: score() raised {user_frame(exc)}", "objective": None}
     if not math.isfinite(value):
         return {"failure": FailureKind.INVALID.value, "message": f"objective is {value}", "objective": None}
-    return {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
+    result = {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
+    if profile is not None and len(profile) == len(decisions):
+        result["profile"] = profile
+    return result
 
 
 # -- the untrusted side: runs in the candidate's child -----------------------

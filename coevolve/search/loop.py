@@ -108,7 +108,8 @@ def logged_result(result: EvalResult) -> Evaluation:
     failure = getattr(result.failure, "value", result.failure)  # a FailureKind, or cascade's plain name
     return Evaluation(objective=float(result.objective) if ok else None,
                       failure=None if ok else (failure or "invalid"),
-                      message=str(result.message or "")[-2000:], seconds=float(result.seconds or 0.0))
+                      message=str(result.message or "")[-2000:], seconds=float(result.seconds or 0.0),
+                      profile=getattr(result, "profile", None) if ok else None)
 
 
 RECENT_FAILURES = 48  # candidates looked back over for failures to show

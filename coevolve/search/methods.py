@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -338,13 +338,38 @@ def absolute_method(value: str, base: str | Path = ".") -> str:
     """A file method made absolute (relative paths count from `base`); other names as they are."""
     name = parse_name(value)
     file_spec = _split_file(name.base)
-    if file_spec is None:
+    if file_spec is None or (Path(file_spec[0]).is_absolute() and name.base in _loaded):  # a run's copy found
         return value
     full = Path(base, file_spec[0]).expanduser().resolve()
     if not full.is_file():
         raise UsageError(f"method file not found: {file_spec[0]}")
     spec = f"{full}:{file_spec[1]}" if file_spec[1] else str(full)
     return dataclasses.replace(name, base=spec).full
+
+
+# A method file is part of what a run is: the run directory keeps a copy (method_files/) and its sha256
+# (methods.json), as it keeps a file task (tasks/loader.py), so --resume, `coevolve report` and a
+# comparison's report read it from the directory alone.
+RECORD, COPIES = "methods.json", "method_files"
+
+
+def record_methods(directory: str | Path, names: Sequence[str]) -> None:
+    """Copy the method files among `names` into `directory` (method_files/, methods.json)."""
+    from tasks.loader import record_files
+
+    record_files(directory, [parse_name(n).base for n in names if isinstance(n, str)], RECORD, COPIES)
+
+
+def remember_methods(directory: str | Path, on_change: Literal["refuse", "copy"] = "refuse") -> None:
+    """Make the method files recorded in `directory` load under their recorded names in this process:
+    the original when it is unchanged, the run's copy when it is gone (or, `on_change="copy"`, edited).
+    An edited original is refused (`refuse`: --resume), one line naming both files: a run goes on with
+    the method it started with, or not at all."""
+    from tasks.loader import locate_files  # its TaskSpecError is a UsageError: one line, exit status 2
+
+    targets, _ = locate_files(directory, RECORD, "method", on_change)
+    for spec, target in targets.items():
+        _loaded[spec] = method_class(target)
 
 
 def path_name(name: str) -> str:
@@ -563,11 +588,12 @@ def format_plan(plan: dict) -> str:
 
 
 def run_figures(config_path: Path, run_dir: Path, direction: str) -> dict[str, Path]:
-    """The figures a finished run's method draws of its archive (e.g. MAP-Elites' heat map); none when
-    the run's config no longer builds (a user's method file gone)."""
+    """The figures a finished run's method draws of its archive (e.g. MAP-Elites' heat map); a method
+    file from the run's copy when the original is gone or edited; none when the config no longer builds."""
     from coevolve.search.runconfig import RunConfig  # here: the run config imports this registry (a cycle)
 
     try:
+        remember_methods(run_dir, "copy")
         method = make_method(build_config(RunConfig, read_toml(config_path)))
     except UsageError:
         return {}

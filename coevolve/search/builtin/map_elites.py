@@ -2,10 +2,16 @@
 elite per cell, parents drawn across the cells.
 
 A program's descriptors are computed on the trusted side, from its source
-text (never run here) and its train objective. Generic ones need nothing from
-the task: `lines` (non-blank, non-comment lines), `branches` (if/for/while,
-conditional expressions and comprehensions), `calls` and `constants`
-(numeric literals). A task may declare its own: a `descriptors` attribute
+text (never run here), its train objective and its per-instance objectives.
+Generic ones need nothing from the task: `lines` (non-blank, non-comment
+lines), `branches` (if/for/while, conditional expressions and
+comprehensions), `calls` and `constants` (numeric literals). Two more read
+the program's score profile, which the sandbox's trusted worker hands back
+for a task with `instance_scores` (every built-in but ASP): `spread`, the
+coefficient of variation of its per-instance objectives (how unevenly it
+does across instances), and `wins`, the share of instances on which it beats
+the task's template (the template's profile computed here, in process: our
+own code). A task may declare its own: a `descriptors` attribute
 {name: (low, high)} and a method `describe(code, objective) -> {name: value}`.
 Each descriptor's range is cut into `bins` equal cells (values outside go to
 the edge cells); a program whose descriptors are not all finite stays out
@@ -37,6 +43,8 @@ from coevolve.search.population import Candidate, Population, better, sort_key
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
                                            "constants": (0.0, 30.0)}
+# from the per-instance objectives (EvalResult.profile); default ranges: a relative spread of 0-20%, a share
+PROFILE: dict[str, tuple[float, float]] = {"spread": (0.0, 0.2), "wins": (0.0, 1.0)}
 
 
 def generic_descriptors(code: str) -> dict[str, float]:
@@ -73,6 +81,31 @@ class MapElitesOptions(BaseModel):
         return value
 
 
+def profile_descriptors(profile: Sequence[float] | None, template: Sequence[float] | None,
+                        direction: str) -> dict[str, float]:
+    """`spread` and `wins` of a per-instance profile (none without one; `wins` needs the template's
+    profile of the same length). A non-finite value stays in: the caller keeps such a program out."""
+    if not profile:
+        return {}
+    values = np.asarray(profile, dtype=float)
+    mean = float(values.mean())
+    out = {"spread": float(values.std() / abs(mean)) if mean != 0 else math.nan}
+    if template is not None and len(template) == len(values):
+        base = np.asarray(template, dtype=float)
+        out["wins"] = float(np.mean(values < base if direction == "min" else values > base))
+    return out
+
+
+def template_profile(task: Any) -> list[float]:
+    """The template's per-instance train objectives, in this process (the task's own code, as the
+    loop scores the template for its summary)."""
+    from tasks.base import template_function
+
+    split, size = task.train
+    instances = task.instances(split, size)
+    return [float(v) for v in task.instance_scores(list(task.decide(template_function(task), instances)), instances)]
+
+
 def task_descriptors(task: Any) -> dict[str, tuple[float, float]]:
     declared = getattr(task, "descriptors", None)
     return dict(declared) if isinstance(declared, dict) else {}
@@ -93,7 +126,7 @@ class MapElitesMethod(OverMethod):
         """Every descriptor is generic or the task's, with a finite range, and the task's describe()
         gives finite numbers for its template."""
         declared = task_descriptors(task)
-        known = {**GENERIC, **declared}
+        known = {**GENERIC, **PROFILE, **declared}
         for name in self.opts.descriptors:
             if name not in known:
                 raise UsageError(f"config error: map_elites.descriptors: {name!r} is not a descriptor of task "
@@ -102,6 +135,16 @@ class MapElitesMethod(OverMethod):
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise UsageError(f"task {getattr(task, 'name', task)}: descriptor {name!r} range ({low}, {high}) "
                                  "is not two finite numbers, low < high")
+        if any(name in PROFILE and name not in declared for name in self.opts.descriptors):
+            if not callable(getattr(task, "instance_scores", None)):
+                raise UsageError(f"config error: map_elites.descriptors: {', '.join(PROFILE)} read per-instance "
+                                 f"objectives; task {getattr(task, 'name', task)} gives none (no instance_scores())")
+            profile = template_profile(task)
+            bad = [v for v in profile if not _finite(v)]
+            if bad or not profile:
+                raise UsageError(f"task {getattr(task, 'name', task)}: instance_scores() of the template gave "
+                                 f"per-instance objectives that are not finite numbers ({len(bad)} of {len(profile)}), "
+                                 f"which descriptors {', '.join(n for n in self.opts.descriptors if n in PROFILE)} read")
         if any(name in declared for name in self.opts.descriptors):
             values = self._task_values(task, task.template, None)
             bad = {k: v for k, v in values.items() if k in self.opts.descriptors and not _finite(v)}
@@ -119,8 +162,12 @@ class MapElitesMethod(OverMethod):
     # archive
     def start(self, task: Any) -> None:
         super().start(task)
-        known = {**GENERIC, **task_descriptors(task)}
+        declared = task_descriptors(task)
+        known = {**GENERIC, **PROFILE, **declared}
         self.ranges = [tuple(self.opts.ranges.get(n, known.get(n, (0.0, 1.0)))) for n in self.opts.descriptors]
+        # the template's profile, when a descriptor compares with it (`wins`)
+        self.template = (template_profile(task) if "wins" in self.opts.descriptors and "wins" not in declared
+                         else None)
         self.grid: dict[tuple[int, ...], Candidate] = {}
         self.values: dict[int, list[float]] = {}
         self.undescribed = 0
@@ -137,7 +184,8 @@ class MapElitesMethod(OverMethod):
 
     def describe(self, candidate: Candidate) -> list[float] | None:
         values = generic_descriptors(candidate.code or "")
-        if any(name not in GENERIC for name in self.opts.descriptors):
+        values.update(profile_descriptors(candidate.profile, self.template, self.direction))
+        if set(self.opts.descriptors) & set(task_descriptors(self.task)):  # the task's own (its names win)
             values.update(self._task_values(self.task, candidate.code or "", candidate.objective))
         out = [values.get(name) for name in self.opts.descriptors]
         return [float(v) for v in out] if all(_finite(v) for v in out) else None
