@@ -17,7 +17,7 @@ from coevolve.compare import run_comparison
 from coevolve.plan import (AgentCompareConfig, agent_runs, arm_plan, load_compare_config, planned_runs,
                            structural_differences, test_set_lines)
 from coevolve.report import render_comparison
-from coevolve.search.methods import format_plan
+from coevolve.search.methods import format_plan, record_methods, remember_methods
 from tasks.loader import record_tasks, remember_tasks
 
 
@@ -54,8 +54,6 @@ def prepare_tasks(specs: list[str], root: Path, check: bool = True) -> None:
 def prepare_methods(names: list[str], root: Path) -> None:
     """Refuse a method file changed since this comparison started, and keep a copy of each in the
     comparison directory (its report reads them from there when the originals are gone)."""
-    from coevolve.search.methods import record_methods, remember_methods
-
     remember_methods(root)
     record_methods(root, names)
 

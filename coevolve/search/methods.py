@@ -42,7 +42,7 @@ from coevolve.base.errors import UsageError
 from coevolve.search import operators
 from coevolve.search.population import Candidate, Population
 from coevolve.search.reward import paper_eoh_rewards
-from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file, looks_like_spec
+from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file, looks_like_spec, record_files
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -355,8 +355,6 @@ RECORD, COPIES = "methods.json", "method_files"
 
 def record_methods(directory: str | Path, names: Sequence[str]) -> None:
     """Copy the method files among `names` into `directory` (method_files/, methods.json)."""
-    from tasks.loader import record_files
-
     record_files(directory, [parse_name(n).base for n in names if isinstance(n, str)], RECORD, COPIES)
 
 

@@ -40,6 +40,7 @@ from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
 from coevolve.search.population import Candidate, Population, better, sort_key
+from tasks.base import template_function
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
                                            "constants": (0.0, 30.0)}
@@ -99,8 +100,6 @@ def profile_descriptors(profile: Sequence[float] | None, template: Sequence[floa
 def template_profile(task: Any) -> list[float]:
     """The template's per-instance train objectives, in this process (the task's own code, as the
     loop scores the template for its summary)."""
-    from tasks.base import template_function
-
     split, size = task.train
     instances = task.instances(split, size)
     return [float(v) for v in task.instance_scores(list(task.decide(template_function(task), instances)), instances)]
