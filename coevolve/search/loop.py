@@ -310,11 +310,12 @@ class SearchLoop:
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
             retried = logged.get("parse_retries", [])
-            parsed = [self._extract(c) for c in completions]
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
-            parsed = [self._extract(c) for c in completions]
+            retried = None
+        parsed = [self._extract(c) for c in completions]  # once: the parse retries and the candidates read it
+        if retried is None:
             retried = self._retry_unparsed(step, requests, members, sampling, completions, parsed)
         self.ledger.record_llm([Completion(**c) for c in retried])  # their tokens count, their texts do not
         self.ledger.parse_retries += len(retried)
