@@ -3,10 +3,13 @@ the real sandbox and the real tsp_construct task."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from coevolve.cli import main
@@ -130,12 +133,28 @@ def test_a_hanging_candidate_fails_fast_naming_the_instance_and_limit(tmp_path, 
                      r"more than 3\.01 s of CPU time", out), out
 
 
+def candidate_started(mark: str, cli: int) -> bool:
+    """The candidate itself runs: a process of the sandbox that leads its own session. The candidate
+    calls setsid first thing (coevolve/sandbox/child.py); the worker's start-up probe does not, and
+    the worker (a session leader too) is the CLI's own child. Counting processes is not enough: the
+    probe makes three while the worker is still starting, which is when a Ctrl-C used to land."""
+    for process in processes_with_mark(mark):
+        try:
+            if process.pid != cli and process.ppid() != cli and os.getsid(process.pid) == process.pid:
+                return True
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            continue
+    return False
+
+
+# how the CLI ends when it was the signal that ended it (not the candidate's own time limit)
+SIGNALLED = {"SIGTERM": -signal.SIGTERM, "SIGKILL": -signal.SIGKILL, "SIGINT": 130}
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "SIGINT"])
 def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
     """`coevolve eval` on a hanging candidate, killed while the candidate
     spins: its worker and the candidate go with it."""
-    import os
-    import signal
     import time
     import uuid
 
@@ -147,15 +166,16 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
                             "--split", "test", "--size", "1000", "--no-reference"],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        # The CLI, its worker and the candidate. Alone this takes 0.4 s; once, late in the full suite on
-        # 2 cores, the candidate took 42 s to appear and another time more than 60 s (cause not found),
-        # so the wait is generous: what this test checks is what a kill leaves behind, not start-up time.
+        # Late in the full suite on 2 cores the candidate once took 42 s to appear and another time more
+        # than 60 s, so the wait is generous: this test checks what a kill leaves behind, not start-up time.
         deadline = time.monotonic() + 300
-        while len(processes_with_mark(mark)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(processes_with_mark(mark)) >= 3, "the candidate never started"
+        while not candidate_started(mark, cli.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert candidate_started(mark, cli.pid), "the candidate never started"
         cli.send_signal(getattr(signal, how))
         cli.wait(timeout=60)
+        # the signal ended it: a run that reached the candidate's own time limit first proves nothing
+        assert cli.returncode == SIGNALLED[how], (cli.returncode, cli.stderr.read().decode()[-500:])
         for _ in range(300):
             if not processes_with_mark(mark):
                 break
@@ -167,3 +187,25 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
         if cli.poll() is None:
             cli.kill()
         cli.stderr.close()
+
+
+def test_a_sandbox_closed_while_its_worker_starts_gives_that_worker_no_job(monkeypatch):
+    """Ctrl-C while the pool's thread is still starting a worker: evaluate_many's handler closes the
+    sandbox before the new worker is registered. That worker must be stopped, not handed the
+    candidate (which then ran to its own time limit, minutes on a loaded machine, before the CLI could
+    exit). The close is made to land exactly in that window."""
+    from coevolve.sandbox import Sandbox, pool
+
+    sandbox = Sandbox(workers=1, timeout_s=10)
+    started = []
+    start = pool._WorkerProcess.__init__
+
+    def start_then_close(worker):
+        start(worker)
+        started.append(worker)
+        sandbox.close()  # what the Ctrl-C handler in evaluate_many does, from the main thread
+
+    monkeypatch.setattr(pool._WorkerProcess, "__init__", start_then_close)
+    with pytest.raises(RuntimeError, match="closed"):
+        sandbox.evaluate_many([(LOOP, "tsp_construct", "test", 1000)])
+    assert len(started) == 1 and started[0].process.poll() is not None, "the worker outlived the sandbox"

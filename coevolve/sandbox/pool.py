@@ -367,7 +367,13 @@ class Sandbox:
                 self._idle.put(None)
                 raise
             with self._lock:
-                self._all.append(worker)
+                closed = self._closed
+                if not closed:
+                    self._all.append(worker)
+            if closed:  # closed while it started (Ctrl-C then): close() never saw it, so stop it here
+                worker.stop(graceful=False)
+                self._idle.put(None)
+                raise RuntimeError("the sandbox is closed")
             self._remember_boundary()
         return worker
 

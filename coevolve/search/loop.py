@@ -34,7 +34,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.codeparse import answer_pattern, template_signature
-from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, WeightEngine
+from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
@@ -61,6 +61,9 @@ from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
 from tasks.base import evaluate_in_process, template_function
+
+if TYPE_CHECKING:
+    from coevolve.codeparse import Extracted
 
 EVENT_VERSION = 1
 
@@ -128,6 +131,38 @@ class Request:
     seed: int
     member: int | None  # index into the step's ES members; None: base weights
     failures: tuple[str, ...] = ()  # failure reports shown in the prompt
+
+
+def request_record(request: Request) -> dict:
+    """A request as a step event logs it (what a resumed run checks it replays)."""
+    return {"slot": request.slot, "operator": request.operator, "parents": [p.id for p in request.parents],
+            "seed": request.seed, "member": request.member}
+
+
+def completion_record(completion: Completion) -> dict:
+    """A reply as the event log keeps it: `Completion(**record)` reads it back."""
+    return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens, "finish_reason": completion.finish_reason,
+            "retries": completion.retries}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One generator call: a conversation and a sampling seed per request, and
+    the decoding pattern per request when it is on."""
+
+    conversations: list[list[Message]]
+    seeds: list[int]
+    constraints: list[str] | None = None
+
+    def chat(self, generator: Generator, sampling: Sampling, constrained: bool = True) -> list[Completion]:
+        # the pattern travels only when set: generators that never constrain need not take it
+        extra = {"constraints": self.constraints} if constrained and self.constraints else {}
+        return generator.chat(self.conversations, sampling, seeds=self.seeds, **extra)
+
+    def job(self, member: dict, sampling: Sampling) -> MemberJob:
+        """The batch under one ES member's perturbation."""
+        return MemberJob(member["seed"], member["sigma"], self.conversations, sampling, self.seeds, self.constraints)
 
 
 @dataclass
@@ -239,6 +274,7 @@ class SearchLoop:
         if self.clones is not None and template_fp is not None:
             self.clones.add(0, template_fp)
         self.skill = None
+        self.skill_outline = skills.outline(None)  # rendered once per skill version, shown in every prompt
         self.skill_versions: list[dict] = []
         self.skill_name = skills.skill_name(task.name)
         self.spend = 0.0
@@ -279,14 +315,16 @@ class SearchLoop:
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
-            retried = self._retry_unparsed(step, requests, members, sampling, completions)
+            retried = None
+        parsed = [self._extract(c) for c in completions]  # once: the parse retries and the candidates read it
+        if retried is None:
+            retried = self._retry_unparsed(step, requests, members, sampling, completions, parsed)
         self.ledger.record_llm([Completion(**c) for c in retried])  # their tokens count, their texts do not
         self.ledger.parse_retries += len(retried)
         self.ledger.record_llm(completions)
         self._price([c for r, c in zip(requests, completions) if r.member is None and self.endpoint is not None])
 
-        step_candidates = [self._candidate(step, request, completion, members)
-                           for request, completion in zip(requests, completions)]
+        step_candidates = [self._candidate(step, request, code, members) for request, code in zip(requests, parsed)]
         results = ([Evaluation.model_validate(r) for r in logged["results"]] if logged is not None
                    else self._evaluate(step_candidates))
         cascade.relabel(self.ledger, results)  # stage-1 rejections: the ledger names their outcome
@@ -299,12 +337,8 @@ class SearchLoop:
             if logged is not None:
                 es_record["generation"] = logged["es"]["generation"]
         event = {"type": "step", "step": step, "operator": spec.operator,
-                 "requests": [{"slot": r.slot, "operator": r.operator, "parents": [p.id for p in r.parents],
-                               "seed": r.seed, "member": r.member} for r in requests],
-                 "completions": [{"text": c.text, "prompt_tokens": c.prompt_tokens,
-                                  "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
-                                  "retries": c.retries}
-                                 for c in completions],
+                 "requests": [request_record(r) for r in requests],
+                 "completions": [completion_record(c) for c in completions],
                  "results": [r.to_event() for r in results], "es": es_record}
         if retried:
             event["parse_retries"] = retried
@@ -352,7 +386,7 @@ class SearchLoop:
 
     def _context(self, request: Request) -> Context:
         # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
-        return Context(skill=skills.outline(self.skill) if self.skill is not None else "", failures=request.failures,
+        return Context(skill=self.skill_outline if self.skill is not None else "", failures=request.failures,
                        signature=self.signature or "" if self.config.context.constrain else "")
 
     def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter) -> dict:
@@ -365,11 +399,12 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             completions = [Completion(**c) for c in logged["completions"]]
         elif cases:
-            conversations = skills.analyst_conversations(cases, task, self.skill, cfg.context.failure_chars)
+            batch = Batch(skills.analyst_conversations(cases, task, self.skill_outline, cfg.context.failure_chars),
+                          seeds)
             teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
             began = time.perf_counter()
-            completions = teacher.chat(conversations, Sampling(temperature=cfg.skill.temperature,
-                                                               max_tokens=cfg.skill.max_tokens), seeds=seeds)
+            completions = batch.chat(teacher, Sampling(temperature=cfg.skill.temperature,
+                                                       max_tokens=cfg.skill.max_tokens))
             self.timing["distill_s"] += time.perf_counter() - began
         else:
             completions = []
@@ -388,6 +423,7 @@ class SearchLoop:
             description, body = skills.refresh(self.skill, [c.text for c in completions], cases, contract,
                                                self.skill_name, source)
             self.skill = skills.write_version(self.store.dir, version, self.skill_name, description, body)
+            self.skill_outline = skills.outline(self.skill)
             record = {"version": version, "text": self.skill.text(), "step": step}
             if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
                 raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
@@ -396,11 +432,8 @@ class SearchLoop:
                                         "rules": sum(line.startswith("- ") for line in body.splitlines()),
                                         "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))})
         event = {"type": "step", "step": step, "operator": DISTILL,
-                 "requests": [{"slot": r.slot, "operator": r.operator, "parents": [p.id for p in r.parents],
-                               "seed": r.seed, "member": None} for r in requests],
-                 "completions": [{"text": c.text, "prompt_tokens": c.prompt_tokens,
-                                  "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason}
-                                 for c in completions],
+                 "requests": [request_record(r) for r in requests],
+                 "completions": [completion_record(c) for c in completions],
                  "results": [], "es": None, "skill": record}
         if logged is None:
             event_log.append(event)
@@ -448,10 +481,9 @@ class SearchLoop:
         base = [r for r in requests if r.member is None]
         if base:
             generator = self.endpoint or self.engine
-            conversations = [self._messages(r) for r in base]
-            seeds = [r.seed for r in base]
+            batch = self._batch(base)
             try:
-                texts = generator.chat(conversations, sampling, seeds=seeds, **self._constraints(len(base)))
+                texts = batch.chat(generator, sampling)
             except ConstraintError as exc:
                 if generator is not self.endpoint:
                     raise
@@ -460,21 +492,18 @@ class SearchLoop:
                 self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
                 self.ledger.llm_requests += len(base)
                 self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(base)})
-                texts = generator.chat(conversations, sampling, seeds=seeds)
+                texts = batch.chat(generator, sampling, constrained=False)
             for r, c in zip(base, texts):
                 out[r.slot] = c
         jobs, owners = [], []
         for index, member in enumerate(members):
             mine = [r for r in requests if r.member == index]
             if mine and member["sigma"] == 0:  # θ + 0·ε is θ: the last step of a schedule to σ = 0
-                texts = self.engine.chat([self._messages(r) for r in mine], sampling, seeds=[r.seed for r in mine],
-                                         **self._constraints(len(mine)))
-                for r, c in zip(mine, texts):
+                for r, c in zip(mine, self._batch(mine).chat(self.engine, sampling)):
                     out[r.slot] = c
             elif mine:
                 owners.append(mine)
-                jobs.append(MemberJob(member["seed"], member["sigma"], [self._messages(r) for r in mine],
-                                      sampling, [r.seed for r in mine], **self._constraints(len(mine))))
+                jobs.append(self._batch(mine).job(member, sampling))
         # One call for all members: an engine pool spreads them over its engines.
         for mine, texts in zip(owners, self.engine.generate_members(jobs) if jobs else []):
             for r, c in zip(mine, texts):
@@ -482,24 +511,26 @@ class SearchLoop:
         self.timing["generate_s"] += time.perf_counter() - began
         return [c for c in out if c is not None]
 
-    def _constraints(self, count: int) -> dict:
-        """The decoding pattern for `count` requests, as keyword arguments (none when off:
-        generators that never constrain need not take them)."""
-        return {"constraints": [self.pattern] * count} if self.pattern else {}
+    def _batch(self, requests: list[Request]) -> Batch:
+        """The generator call for these requests, under the decoding pattern when it is on."""
+        return Batch([self._messages(r) for r in requests], [r.seed for r in requests],
+                     [self.pattern] * len(requests) if self.pattern else None)
 
-    def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
-                        completions: list[Completion]) -> list[dict]:
-        """[accounting] parse_retries: ask again, free of T, for each reply with no
-        parseable code (same prompt, same weights, a fresh seed), up to n times;
-        `completions` ends with each slot's last reply. Returns the replies
-        replaced, for the ledger and the event log."""
+    def _extract(self, completion: Completion) -> Extracted | None:
+        """The program in a reply (None: no code), parsed once per reply."""
         from coevolve.codeparse import extract
 
+        return extract(completion.text, self.task.function_name, self.task.template)
+
+    def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
+                        completions: list[Completion], parsed: list[Extracted | None]) -> list[dict]:
+        """[accounting] parse_retries: ask again, free of T, for each reply with no
+        parseable code (same prompt, same weights, a fresh seed), up to n times;
+        `completions` and `parsed` end with each slot's last reply and its program.
+        Returns the replies replaced, for the ledger and the event log."""
         replaced: list[dict] = []
-        t = self.task
         for attempt in range(1, self.config.accounting.parse_retries + 1):
-            failed = [r for r, c in zip(requests, completions)
-                      if extract(c.text, t.function_name, t.template) is None]
+            failed = [r for r, code in zip(requests, parsed) if code is None]
             if not failed:
                 break
             again = [Request(i, r.operator, r.parents,
@@ -507,15 +538,11 @@ class SearchLoop:
                              r.failures)
                      for i, r in enumerate(failed)]
             for r, c in zip(failed, self._generate(again, members, sampling)):
-                old = completions[r.slot]
-                replaced.append({"text": old.text, "prompt_tokens": old.prompt_tokens,
-                                 "completion_tokens": old.completion_tokens, "finish_reason": old.finish_reason})
-                completions[r.slot] = c
+                replaced.append(completion_record(completions[r.slot]))
+                completions[r.slot], parsed[r.slot] = c, self._extract(c)
         return replaced
 
-    def _candidate(self, step: int, request: Request, completion: Completion, members: list[dict]) -> Candidate:
-        from coevolve.codeparse import extract
-
+    def _candidate(self, step: int, request: Request, parsed: Extracted | None, members: list[dict]) -> Candidate:
         if request.member is not None:
             member = members[request.member]
             state = {"kind": "perturbed", "seed": member["seed"], "sigma": member["sigma"],
@@ -524,7 +551,6 @@ class SearchLoop:
             state = {"kind": "endpoint", "model": self.config.endpoint.model}
         else:
             state = {"kind": "base", "es_generation": self.es_updates}
-        parsed = extract(completion.text, self.task.function_name, self.task.template)
         candidate = Candidate(id=0, step=step, operator=request.operator, parents=[p.id for p in request.parents],
                               model_state=state)
         if parsed is None:

@@ -102,10 +102,9 @@ def analyst_messages(candidate: Candidate, description: str, outline: str, direc
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def analyst_conversations(cases: Sequence[Candidate], task: Any, skill: Skill | None,
+def analyst_conversations(cases: Sequence[Candidate], task: Any, current: str,
                           failure_chars: int) -> list[list[Message]]:
-    """One analyst conversation per case, each reading the current skill's outline."""
-    current = outline(skill)
+    """One analyst conversation per case, each reading the current skill's outline (`outline`)."""
     return [analyst_messages(c, task.description, current, task.direction,
                              describe_failure(c, failure_chars) if not c.valid else "") for c in cases]
 
@@ -176,7 +175,7 @@ def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any,
     cases = pick_cases(candidates, analysts, successes, len(candidates), task.direction)
     if not cases:
         raise ValueError("the run has no candidates to distil")
-    completions = teacher.chat(analyst_conversations(cases, task, previous, failure_chars), sampling,
+    completions = teacher.chat(analyst_conversations(cases, task, outline(previous), failure_chars), sampling,
                                seeds=analyst_seeds(seed, "post-hoc", len(cases)))
     signature, _ = template_signature(task.template, task.function_name)
     errors = sum(not c.valid for c in cases)
