@@ -86,8 +86,8 @@ def test_the_benchmarks_read_finished_runs_back_into_their_tables(tmp_path, caps
     assert list(measures) == ["fake/eoh"]  # the unfinished arm is left out
     (m,) = measures["fake/eoh"]
     candidates = read_jsonl(out / "fake" / "eoh" / "seed0" / "candidates.jsonl")
-    assert m["valid_rate"] == summary["valid"] / len(candidates) and 0 < m["valid_rate"] < 1
-    assert m["lost_parse"] == summary["failures"].get("parse", 0) / 12
+    assert m["valid_rate"] == summary.valid / len(candidates) and 0 < m["valid_rate"] < 1
+    assert m["lost_parse"] == summary.failures.get("parse", 0) / 12
     table = (out / "table.md").read_text()
     lines = table.splitlines()
     assert lines[2].startswith("| task | arm | seeds | lost: parse |") and lines[3] == "|" + "---|" * 14
@@ -99,6 +99,6 @@ def test_the_benchmarks_read_finished_runs_back_into_their_tables(tmp_path, caps
                         "--out", str(out)]) == 0
     text = (out / "table.md").read_text()
     assert "1 of 1 runs finished" in text
-    best = f"{summary['best']['objective']:.4g}"
+    best = f"{summary.best.objective:.4g}"
     assert f"| fake | eoh | 1 | {best} |" in text
-    assert json.loads((out / "measures.json").read_text())["fake/eoh"]["0"]["best"] == summary["best"]["objective"]
+    assert json.loads((out / "measures.json").read_text())["fake/eoh"]["0"]["best"] == summary.best.objective

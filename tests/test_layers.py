@@ -159,15 +159,6 @@ def test_an_upward_import_is_caught(tmp_path):
     assert layer_of(target) > layer_of("coevolve.base.m")
 
 
-# In-function project imports without a comment saying why, left for the slice that owns the code
-# (issue 21: the loop's request building and reply parsing are being reworked); remove an entry with its import.
-UNEXPLAINED: set[tuple[str, str]] = {
-    ("coevolve/search/loop.py", "_messages"),
-    ("coevolve/search/loop.py", "_retry_unparsed"),
-    ("coevolve/search/loop.py", "_candidate"),
-}
-
-
 def unexplained_imports(path: Path) -> list[tuple[str, int]]:
     """(function, line) of each project import inside a function with no comment on its line or the one
     above: the reason it is not at the top (a cycle, an optional dependency, a heavy import on a cold path)."""
@@ -189,7 +180,7 @@ def unexplained_imports(path: Path) -> list[tuple[str, int]]:
 
 def test_project_imports_are_at_the_top_unless_a_comment_says_why():
     found = [f"{path.relative_to(ROOT)}:{line} in {fn}" for path in modules().values()
-             for fn, line in unexplained_imports(path) if (str(path.relative_to(ROOT)), fn) not in UNEXPLAINED]
+             for fn, line in unexplained_imports(path)]
     assert not found, "move these imports to the top, or say why they are inside:\n" + "\n".join(found)
 
 

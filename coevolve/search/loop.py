@@ -34,14 +34,14 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
-from coevolve.codeparse import answer_pattern, template_signature
+from coevolve.codeparse import Extracted, answer_pattern, extract, template_signature
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
@@ -60,10 +60,7 @@ from coevolve.search.population import Candidate
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
-from tasks.base import evaluate_in_process, template_function
-
-if TYPE_CHECKING:
-    from coevolve.codeparse import Extracted
+from tasks.base import evaluate_in_process, starting_program, template_function
 
 EVENT_VERSION = 1
 
@@ -467,8 +464,6 @@ class SearchLoop:
                                "the run directory was written by different code or config")
 
     def _messages(self, request: Request) -> list[dict]:
-        from tasks.base import starting_program
-
         t = self.task
         start = starting_program(t, self.config.start.program)
         return operator_messages(request.operator, t.description, start, t.function_name, t.direction,
@@ -518,8 +513,6 @@ class SearchLoop:
 
     def _extract(self, completion: Completion) -> Extracted | None:
         """The program in a reply (None: no code), parsed once per reply."""
-        from coevolve.codeparse import extract
-
         return extract(completion.text, self.task.function_name, self.task.template)
 
     def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
