@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import common  # noqa: E402  (after the repository root is on the path)
-from coevolve.base.records import SearchSummary  # noqa: E402
+from coevolve.base.records import SearchSummary, write_record  # noqa: E402
 
 METHODS: dict[str, dict] = {
     "eoh": {},
@@ -65,8 +65,8 @@ def test_score(directory: Path, task: str, sandbox) -> float | None:
         return None
     size = heuristic_task(task).splits()["test"][0]
     (score,) = score_files([(best.read_text(), task, "test", size)], TEST_INSTANCES, sandbox)
-    cache.write_text(json.dumps({"split": "test", "size": size, "limit": TEST_INSTANCES, **score}))
-    return score["objective"]
+    write_record(cache, score)  # a TestScore: split, size and the instance limit with the objective
+    return score.objective
 
 
 def measures(directory: Path, summary: SearchSummary) -> dict:
