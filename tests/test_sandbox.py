@@ -132,6 +132,19 @@ def test_workers_are_reused_across_candidates():
         assert sandbox.evaluate(GOOD, TinyTSP()).objective == pytest.approx(GOOD_OBJECTIVE)
 
 
+def test_a_random_candidate_scores_the_same_every_time():
+    """Forked children reseed `random` from fresh entropy: without a fixed seed a
+    resumed run rescored such a candidate differently (found as a MAP-Elites
+    resume that diverged in CI)."""
+    rolling = heuristic("import random\nimport numpy\nif numpy.random.rand() < 0.5:\n"
+                        "    return unvisited_nodes[0]\nreturn random.choice(list(unvisited_nodes))")
+    with Sandbox(workers=2, timeout_s=10) as sandbox:
+        scores = {sandbox.evaluate(rolling, TinyTSP()).objective for _ in range(4)}
+        shown = {sandbox.run_python("import random, numpy\n(random.random(), numpy.random.rand())").stdout
+                 for _ in range(3)}
+    assert len(scores) == 1 and len(shown) == 1, (scores, shown)
+
+
 def hostile_battery(outside: str) -> list[tuple[str, str, object]]:
     """(label, code, expected failure or a tuple of acceptable ones); None =
     scores (prints are not a failure)."""

@@ -50,6 +50,7 @@ def worker_environment() -> dict[str, str]:
     env.update({name: value for name, value in os.environ.items() if name.startswith(_ENVIRONMENT_PREFIX)})
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"
+    env["PYTHONHASHSEED"] = "0"  # set and dict-of-str orders the same in every run: candidates reproduce
     return env
 
 

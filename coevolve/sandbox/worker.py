@@ -19,6 +19,7 @@ import inspect
 import linecache
 import math
 import os
+import random
 import select
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from typing import Any, Callable
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import numpy  # noqa: E402,F401  (warm import, inherited by every child)
+import numpy  # noqa: E402  (warm import, inherited by every child)
 
 from coevolve.codeparse import template_parameters
 from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
@@ -274,6 +275,21 @@ def _fail(kind: FailureKind, message: str) -> dict[str, Any]:
     return {"failure": kind.value, "message": message}
 
 
+# The seed every candidate's global random generators start from. Forked
+# children would otherwise draw from fresh entropy (`random` reseeds after a
+# fork) or from the worker's state, and a heuristic that calls random.choice
+# would score differently each time: a resumed run, a rerun or a test-set
+# rescore would not reproduce it.
+CANDIDATE_SEED = 0
+
+
+def seed_candidate_generators() -> None:
+    """`random` and numpy's legacy global generator, as a candidate finds them.
+    (`numpy.random.default_rng()` with no seed draws from the OS: docs/sandbox.md.)"""
+    random.seed(CANDIDATE_SEED)
+    numpy.random.seed(CANDIDATE_SEED)
+
+
 def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
                     emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Compile and load the candidate, check its function, and send its
@@ -284,6 +300,7 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return _fail(FailureKind.SYNTAX, _syntax_message(exc))
     namespace: dict[str, Any] = {"__name__": "candidate", "__builtins__": builtins}
+    seed_candidate_generators()
     try:
         exec(compiled, namespace)
     except MemoryError:
@@ -331,6 +348,7 @@ def run_script_in_child(code: str) -> dict[str, Any]:
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return _fail(FailureKind.SYNTAX, _syntax_message(exc))
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    seed_candidate_generators()
     try:
         exec(statements, namespace)
         if last_expression is not None:
