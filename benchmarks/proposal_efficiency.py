@@ -6,7 +6,8 @@ that learns (issue 25) win it back? Arms on the same budget, tasks and seeds:
     +constrain       the template's exact def line forced at decoding
     +fingerprint     clones of earlier candidates and of the template rejected unscored
     +trace2skill     eoh+trace2skill: a skill distilled from the run's candidates in every prompt
-    all              everything above together
+    all              everything above together, and the template seeded into the archive
+                     (context.seed_template; runs before s27 had no seed)
 
 Per arm (mean and standard deviation over seeds): the share of evaluations lost
 to parse / signature / syntax / exception / invalid (timeouts, crashes and
@@ -42,15 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import common  # noqa: E402  (after the repository root is on the path)
 from coevolve.base.records import SearchSummary  # noqa: E402
 
-OFF = {"failures": False, "constrain": False, "fingerprint": False}
+OFF = {"failures": False, "constrain": False, "fingerprint": False, "seed_template": False}
 ARMS: dict[str, dict] = {
     "eoh": {"method": "eoh", "context": OFF, "repair": False},
     "+failures": {"method": "eoh", "context": {**OFF, "failures": True}, "repair": True},
     "+constrain": {"method": "eoh", "context": {**OFF, "constrain": True}, "repair": False},
     "+fingerprint": {"method": "eoh", "context": {**OFF, "fingerprint": True}, "repair": False},
     "+trace2skill": {"method": "eoh+trace2skill", "context": OFF, "repair": False},
-    "all": {"method": "eoh+trace2skill", "context": {"failures": True, "constrain": True, "fingerprint": True},
-            "repair": True},
+    "all": {"method": "eoh+trace2skill", "context": {"failures": True, "constrain": True, "fingerprint": True,
+                                                      "seed_template": True}, "repair": True},
 }
 LOST = {"parse": "parse", "bad_signature": "signature", "missing_function": "signature", "syntax": "syntax",
         "exception": "exception", "invalid": "invalid", "timeout": "invalid", "crash": "invalid",

@@ -160,11 +160,12 @@ def test_loop_stops_candidates_at_stage_one_and_charges_each_once(tmp_path):
         # it missed the bar: its score is above the archive's median by more than 10%
         needed = float(re.search(r"misses the bar (\S+)", c["message"]).group(1))
         assert score_of(c["code"]) > needed
-    # the full set saw only candidates that cleared stage 1 (or came before any archive)
+    # the full set saw only candidates that cleared stage 1 (or came before any archive), and the seeded
+    # template, scored before the archive existed
     assert evaluator.sets.count("train") + evaluator.sets.count("quick") == len(evaluator.sets)
     assert evaluator.sets.count("quick") >= len(stopped) and evaluator.sets.count("train") > 0
     valid_train = [c for c in candidates if c["objective"] is not None and c["duplicate_of"] is None]
-    assert evaluator.sets.count("train") == len(valid_train) + sum(
+    assert evaluator.sets.count("train") == len(valid_train) + ledger.seeded + sum(
         c["failure"] == "exception" and not c["message"].startswith("at stage 1") and c["duplicate_of"] is None
         for c in candidates)
 

@@ -51,7 +51,9 @@ def test_each_method_spends_exactly_its_budget(tmp_path, method):
     # clones (rename-invariant fingerprints, on by default) are rejected before the sandbox
     assert outcomes.get("rejected", 0) == sum(c["duplicate_of"] is not None for c in candidates) > 0
     assert all(c["failure"] == "duplicate" and c["objective"] is None for c in candidates if c["duplicate_of"])
-    assert evaluator.evaluated == outcomes["evaluated"]  # duplicates and parse failures never reach the sandbox
+    # duplicates and parse failures never reach the sandbox; the seeded template is scored once, uncharged
+    assert summary.ledger.seeded == 1 and summary.context["seed"] == {"id": 0, "objective": 50.0, "failure": None}
+    assert evaluator.evaluated == outcomes["evaluated"] + 1
     assert summary.ledger.llm_requests == 23 == sum(engine.calls)
     assert summary.valid == sum(c["objective"] is not None for c in candidates)
 
@@ -62,7 +64,7 @@ def test_each_method_spends_exactly_its_budget(tmp_path, method):
     steps = [e for e in events if e["type"] == "step"]
     assert sorted(p.name for p in (d / "population").iterdir()) == [f"gen_{i:04d}.json" for i in range(len(steps))]
     graph = nx.node_link_graph(json.loads((d / "genealogy.json").read_text()), edges="links")
-    assert graph.number_of_nodes() == 23
+    assert graph.number_of_nodes() == 23 + 1  # and the seeded template, candidate 0
     assert all(graph.has_edge(p, c["id"]) for c in candidates for p in c["parents"])
     best = summary.best
     assert best.objective == min(c["objective"] for c in candidates if c["objective"] is not None)
@@ -99,6 +101,7 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
     full_events = read_jsonl(tmp_path / "full" / "events.jsonl")
     full_history = read_jsonl(tmp_path / "full" / "history.jsonl")
     steps = [e for e in full_events if e["type"] == "step"]
+    first = full_events.index(steps[0])  # after the start and the seeded template's events
     rng = random.Random(0)
     for kept in range(len(steps) + 1):
         # killed after `kept` step events; for an ES step, maybe before its update reached history.jsonl
@@ -108,9 +111,9 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
         d.mkdir()
         (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
         with open(d / "events.jsonl", "w") as handle:
-            for event in full_events[:1 + kept]:
+            for event in full_events[:first + kept]:
                 handle.write(json.dumps(event) + "\n")
-            handle.write(json.dumps(full_events[1 + kept])[: rng.randrange(1, 40)])  # torn line
+            handle.write(json.dumps(full_events[first + kept])[: rng.randrange(1, 40)])  # torn line
         if "+esopt" in method:
             with open(d / "history.jsonl", "w") as handle:
                 for record in full_history[:generations]:

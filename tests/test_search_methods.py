@@ -169,13 +169,14 @@ def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, met
         assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population)
     history = read_jsonl(tmp_path / "full" / "history.jsonl") if "+esopt" in method else []
     rng = random.Random(1)
+    first = events.index(steps[0])  # after the start and the seeded template's events
     for kept in sorted(rng.sample(range(1, len(steps)), 2)):  # killed after `kept` steps (+ a torn line)
         d = tmp_path / f"k{kept}"
         d.mkdir()
         (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
         with open(d / "events.jsonl", "w") as handle:
-            handle.writelines(json.dumps(e) + "\n" for e in events[:1 + kept])
-            handle.write(json.dumps(events[1 + kept])[:30])
+            handle.writelines(json.dumps(e) + "\n" for e in events[:first + kept])
+            handle.write(json.dumps(events[first + kept])[:30])
         done = sum(1 for e in steps[:kept] if e["es"])
         (d / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history[:done]))
         resumed, engine = fake_run(d, config, task(), resume=True)

@@ -85,7 +85,7 @@ class Evaluation(Record):
 class Candidate(Versioned):
     """One requested heuristic and what became of it (a line of candidates.jsonl)."""
 
-    id: int  # its evaluation number: 1..budget
+    id: int  # its evaluation number: 1..budget; 0: the task's template seeded into the archive
     step: int
     operator: str
     parents: list[int]
@@ -143,6 +143,7 @@ class LedgerCounts(Record):
     completion_tokens: int = 0
     parse_retries: int = 0
     llm_retries: int = 0
+    seeded: int = 0  # search runs: the template scored to seed the archive, outside the budget
 
 
 class TrainSet(Record):

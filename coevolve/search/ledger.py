@@ -7,7 +7,10 @@ failures and init retries; charging per request closes that leak and makes
 the cost of a weak proposer visible.) LLM requests, tokens and endpoint
 retries are counted separately and never consume budget; so are the free
 re-asks of replies with no parseable code that the reference's accounting
-allows ([accounting] parse_retries, counted as `parse_retries`).
+allows ([accounting] parse_retries, counted as `parse_retries`). The task's
+template, scored once to seed the archive ([context] seed_template), is not a
+proposal: no request was made for it, so it is counted as `seeded`, never in
+`used` or the outcomes.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Ledger:
     completion_tokens: int = 0
     parse_retries: int = 0  # free re-asks of unparseable replies (the reference's accounting); never in `used`
     llm_retries: int = 0  # endpoint requests tried again (429/5xx/no answer): counted, never charged
+    seeded: int = 0  # programs scored to seed the archive (the template), not proposed: never in `used`
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -85,4 +89,5 @@ class Ledger:
             "completion_tokens": self.completion_tokens,
             "parse_retries": self.parse_retries,
             "llm_retries": self.llm_retries,
+            "seeded": self.seeded,
         }

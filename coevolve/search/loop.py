@@ -21,8 +21,12 @@ carry a failed candidate and its error, the reply is decoded under a pattern
 that forces the template's exact `def` line, clones (rename-invariant
 fingerprints) of earlier candidates and of the template are rejected before
 the sandbox, and +trace2skill methods refresh a SKILL.md from the run's own
-candidates in "distill" steps of the plan. All of it is derived from logged
-data, so it replays identically. Caps ([caps]) end a run cleanly at a step
+candidates in "distill" steps of the plan. With context.seed_template the
+archive starts with the task's template as candidate 0, scored once through
+the candidates' sandbox path and logged as a "seed" event (a resumed run
+restores it from there); it is not a proposal, so it is neither charged nor an
+LLM request (the ledger counts it as `seeded`). All of it is derived from
+logged data, so it replays identically. Caps ([caps]) end a run cleanly at a step
 boundary; raising them in config.toml and resuming goes on.
 """
 
@@ -219,6 +223,7 @@ class SearchLoop:
             self.event_log = event_log
             if not events:
                 event_log.append(start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)))
+            self._seed_archive(events, event_log)
             for step, spec in enumerate(self.method.plan()):
                 if step not in logged:
                     self.stopped = self._cap_reached(step)
@@ -285,9 +290,37 @@ class SearchLoop:
             # started before [context] existed: its steps were proposed without any of it
             from coevolve.search.runconfig import ContextSection
 
-            self.config.context = ContextSection(failures=False, constrain=False, fingerprint=False)
+            self.config.context = ContextSection(failures=False, constrain=False, fingerprint=False,
+                                                 seed_template=False)
             self._start_context()
+        elif isinstance(logged, dict) and "seed_template" not in logged["context"]:
+            # started before the seed existed: its archive started empty, and its replay must too
+            self.config.context.seed_template = False
         check_same_config(self.store, _without_caps(logged), _without_caps(as_dict(self.config)))
+
+    def _seed_archive(self, events: list[dict], event_log: JsonlWriter) -> None:
+        """context.seed_template: the template into the method's archive as candidate 0 (the
+        clone index's key 0), scored once like a candidate (the sandbox, the cascade) but not
+        proposed: no request, no charge. Its result is logged as the "seed" event, so a resumed
+        run restores the same archive without scoring it again."""
+        self.seed_program: Candidate | None = None
+        if not self.config.context.seed_template:
+            return
+        task = self.task
+        seed = Candidate(id=0, step=-1, operator="template", parents=[], model_state={"kind": "template"},
+                         code=task.template, idea="the task's template")
+        logged = next((e for e in events if e.get("type") == "seed"), None)
+        if logged is not None:
+            result = Evaluation.model_validate(logged["result"])
+        else:
+            began = time.perf_counter()
+            result = logged_result(cascade.evaluate_many(self.evaluator, task, [seed.code], [])[0])
+            self.timing["evaluate_s"] += time.perf_counter() - began
+            event_log.append({"type": "seed", "id": seed.id, "result": result.to_event()})
+        seed.settle(result)
+        self.ledger.seeded += 1
+        self.seed_program = seed
+        self.method.seed(seed)  # an invalid template is scored and recorded, but no archive admits it
 
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
@@ -690,7 +723,9 @@ class SearchLoop:
         self._write_genealogy()
         if best is not None:
             header = (f"# best of {cfg.run.method} on {task.name} (seed {cfg.run.seed}): objective {best.objective!r}"
-                      f" on {split}{size}, candidate {best.id}\n# idea: {best.idea or '-'}\n")
+                      f" on {split}{size}, candidate {best.id}"
+                      + (" (the task's template, seeded: no proposal beat it)" if best.id == 0 else "")
+                      + f"\n# idea: {best.idea or '-'}\n")
             atomic_write_text(self.store.path("best.py"), header + best.code.rstrip() + "\n")
         plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
                          title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
@@ -721,6 +756,9 @@ class SearchLoop:
                 "repair_requests": sum(_repairs(c) for c in self.candidates),
                 "repaired_valid": sum(_repairs(c) and c.valid for c in self.candidates),
                 "phases": phases, "template_objective": template, "beat_template": beat,
+                # the template as the archive's seed: its sandbox score (None: not seeded)
+                "seed": None if self.seed_program is None else {"id": self.seed_program.id, "objective": self.seed_program.objective,
+                                                        "failure": self.seed_program.failure},
                 "skill_versions": self.skill_versions,
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
 
@@ -746,7 +784,7 @@ class SearchLoop:
         import networkx as nx  # heavy, only when the run ends
 
         graph = nx.DiGraph()
-        for c in self.candidates:
+        for c in ([self.seed_program] if self.seed_program is not None else []) + self.candidates:
             graph.add_node(c.id, operator=c.operator, step=c.step, objective=c.objective, failure=c.failure,
                            model=c.model_state["kind"], duplicate_of=c.duplicate_of)
             for parent in c.parents:

@@ -10,6 +10,8 @@ the sandbox and ES, and reads everything else from the method object:
   structural matching of +ESOpt pairs compares);
 - `pick()` / `parents()`: parents for one request;
 - `admit()`: offspring into the archive, after each step;
+- `seed()`: the scored template into the empty archive, before the first
+  step ([context] seed_template; by default through `admit()`);
 - `paper_rewards()`: the reward reference of the paper's ES reward;
 - `label`, `unit`, `options` (a config section the method declares);
 - the base method for +ESOpt pairing: the same name without "+esopt".
@@ -193,6 +195,13 @@ class Method:
             if candidate.duplicate_of is None:
                 self.population.add(candidate)
         self.population.survive()
+
+    def seed(self, candidate: Candidate) -> None:
+        """The run's seed program (the task's template, scored, id 0) into the empty archive before
+        the first step. Through `admit()` by default, so every method's archive takes it by its own
+        rule (a MAP-Elites cell, a population slot); a method that keeps several archives may
+        place it in each."""
+        self.admit(-1, [candidate], 0)
 
     def ranked(self) -> list[Candidate]:
         """The archive's programs, best first (each once)."""

@@ -106,13 +106,18 @@ class SandboxSection(Section):
 
 class ContextSection(Section):
     """What the proposer is shown and what reaches the sandbox (docs/search.md, "Context").
-    The paper presets turn all of it off: the reference decodes freely and shows no failures."""
+    The paper presets turn all of it off: the reference decodes freely, shows no failures and starts
+    from an empty population."""
 
     failures: bool = True  # a parent's or a recent sibling's failure (kind, message, failing line) in the prompt
     failure_chars: int = Field(300, ge=40)  # the failure text is cut to this many characters (about 80 tokens)
     constrain: bool = True  # decode the fenced block with the template's exact `def` line (where the engine can)
     fingerprint: bool = True  # reject clones of earlier candidates and of the template before they are scored
     similarity: float = Field(1.0, gt=0, le=1)  # near-clones: similarity at or above this is a clone (1: exact)
+    # the archive starts with the template (candidate 0), scored once in the sandbox but not proposed: no
+    # request, no charge (the ledger's `seeded`). Without it a small model's template echoes are rejected
+    # and the archive holds whatever else parses, often a single program every operator copies.
+    seed_template: bool = True
 
 
 class SkillSection(Section):

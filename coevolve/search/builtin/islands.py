@@ -87,6 +87,11 @@ class IslandsMethod(OverMethod):
             self._reset(step, evaluations)
             self.next_reset += self.period
 
+    def seed(self, candidate: Candidate) -> None:
+        """Every island starts from the seed program, as FunSearch's islands start from the initial one."""
+        for island in self.islands:
+            island.add(candidate)
+
     def _reset(self, step: int, evaluations: int) -> None:
         """Empty the worse half (by best program; an empty island is worst, ties to the later island)
         and refound each from the best program of a random island of the better half."""
