@@ -45,8 +45,10 @@ def test_preset_plans_match_the_paper(path):
     assert (config.es.sigma, config.es.sigma_end, config.es.sigma_steps) == (1e-3, 0.0, "generation")
     assert config.accounting.parse_retries == 4 and config.start.program == "reference"
     assert config.eoh.parents_with_replacement and config.eoh.dedup_decimals == 5 and not config.eoh.show_scores
-    # the reference's free decoding: no failures shown, no forced signature, clones scored (issue 25)
-    assert not (config.context.failures or config.context.constrain or config.context.fingerprint)
+    # the reference's free decoding: no failures shown, no forced signature, clones scored (issue 25), and
+    # a population that starts empty (no seeded template)
+    assert not (config.context.failures or config.context.constrain or config.context.fingerprint
+                or config.context.seed_template)
     for task in c.tasks:
         for budget in c.budgets:
             paper = PAPER[budget]

@@ -6,6 +6,7 @@ caps. The real-engine checks are in test_search_context_engine.py."""
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 
@@ -256,3 +257,116 @@ def test_an_endpoint_that_cannot_constrain_falls_back_to_free_decoding_recorded_
     assert summary.evaluations == 12
     again, *_ = run(tmp_path / "r", config, resume=True, endpoint=NoConstraints())
     assert again == summary
+
+
+# -- the seeded template ----------------------------------------------------------------------------------
+class FirstStepFailsEngine(RecordingEngine):
+    """Its first call (EoH's i1 step) gets no code at all: what a small model's first proposals often are.
+    Every later prompt is kept, so a test sees which parents reached the operators."""
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        first = not self.calls
+        out = super().chat(conversations, sampling, seeds, constraints)
+        if first:
+            for completion in out:
+                completion.text = "I would pick the nearest node."
+        return out
+
+
+def test_the_seeded_template_is_a_parent_from_the_first_step_and_never_a_request(tmp_path):
+    engine = FirstStepFailsEngine()
+    summary, _, evaluator = run(tmp_path / "r", make_config("eoh", 13), engine=engine)
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    assert [e["type"] for e in events[:2]] == ["start", "seed"] and events[1]["result"]["objective"] == 50.0
+    first = json.loads((tmp_path / "r" / "population" / "gen_0000.json").read_text())
+    assert [m["id"] for m in first["population"]] == [0] and "SCORE = 50.0" in first["population"][0]["code"]
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    assert all(c["failure"] == "parse" for c in candidates if c["step"] == 0)
+    # the step after: EoH's e1 on the template, shown in its prompt, not the parentless i1 again
+    after = [c for c in candidates if c["step"] == 1]
+    assert after and all(c["operator"] == "e1" and c["parents"] == [0] for c in after)
+    assert any("Return a score." in prompt for _, prompt, _ in engine.seen[4:])
+    # not a proposal: every charge is a request, the seed is counted apart and scored once
+    ledger = summary.ledger
+    assert summary.evaluations == 13 == sum(ledger.outcomes.values()) == ledger.llm_requests == sum(engine.calls)
+    assert ledger.seeded == 1 and evaluator.evaluated == ledger.outcomes["evaluated"] + 1
+    assert [c["id"] for c in candidates] == list(range(1, 14))
+    assert summary.context["seed"] == {"id": 0, "objective": 50.0, "failure": None}
+
+    # without the seed the archive is empty after the failed i1 step, and EoH asks i1 again
+    plain = make_config("eoh", 13, context={"seed_template": False})
+    unseeded, _, evaluator = run(tmp_path / "plain", plain, engine=FirstStepFailsEngine())
+    later = [c for c in read_jsonl(tmp_path / "plain" / "candidates.jsonl") if c["step"] == 1]
+    assert all(c["operator"] == "i1" and c["parents"] == [] for c in later)
+    assert unseeded.ledger.seeded == 0 and unseeded.context["seed"] is None
+    assert evaluator.evaluated == unseeded.ledger.outcomes["evaluated"]
+    assert not any(e["type"] == "seed" for e in read_jsonl(tmp_path / "plain" / "events.jsonl"))
+
+
+def test_a_run_nothing_beats_reports_the_template_as_its_best(tmp_path):
+    class WorseEngine(FakeEngine):  # every program scores 60: worse than the template's 50 (minimised)
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            out = super().chat(conversations, sampling, seeds, constraints)
+            for i, completion in enumerate(out):
+                completion.text = f"{{worse}}\n```python\ndef heuristic(x):\n    S = 60.0 + {i}\n    return S\n```"
+            return out
+
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 10), engine=WorseEngine())
+    assert summary.best.id == 0 and summary.best.objective == 50.0 and summary.context["beat_template"] is False
+    assert "the task's template, seeded" in (tmp_path / "r" / "best.py").read_text()
+
+
+def test_the_seed_is_restored_from_its_event_on_resume_and_scored_again_only_when_it_was_lost(tmp_path):
+    config = make_config("eoh+esopt", 20)
+    full, *_ = run(tmp_path / "full", config)
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+
+    def killed(name: str, kept: list[dict]) -> tuple:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+        (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in kept))
+        return run(d, config, resume=True)
+
+    # killed before the seed's event: scored again, the same run
+    resumed, _, evaluator = killed("no-seed", events[:1])
+    assert resumed == full and evaluator.evaluated == full.ledger.outcomes["evaluated"] + 1
+    # killed after it: restored, not scored (the sandbox sees only the steps'
+    # programs); a logged score the sandbox would not give shows it comes from the log
+    events[1]["result"]["objective"] = 49.5
+    resumed, _, evaluator = killed("seeded", events[:2])
+    assert evaluator.evaluated == full.ledger.outcomes["evaluated"]
+    assert resumed.context["seed"]["objective"] == 49.5 and resumed.ledger.seeded == 1
+
+
+def test_a_run_started_before_the_seed_existed_resumes_without_it(tmp_path):
+    config = make_config("eoh", 16, context={"seed_template": False})
+    full, *_ = run(tmp_path / "full", config)
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    del events[0]["config"]["context"]["seed_template"]  # as an older run logged its config
+    old = tmp_path / "old"
+    old.mkdir()
+    text = (tmp_path / "full" / "config.toml").read_text()
+    assert "seed_template = false\n" in text
+    (old / "config.toml").write_text(text.replace("seed_template = false\n", ""))
+    cut = [e for e in events if e["type"] == "step"][3]
+    (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:events.index(cut)]))
+    loaded = build_config(RunConfig, tomllib.loads((old / "config.toml").read_text()))
+    assert loaded.context.seed_template  # the key's default, which the resume must not apply
+    resumed, _, evaluator = run(old, loaded, resume=True)
+    assert resumed.ledger.seeded == 0 and resumed.context["seed"] is None
+    assert resumed.model_dump(exclude={"context"}) == full.model_dump(exclude={"context"})
+
+
+@pytest.mark.parametrize("method,sections", [("islands", {"islands": {"islands": 3}}),
+                                             ("map_elites", {"map_elites": {"descriptors": ["lines"], "bins": 4}}),
+                                             ("sample", {})])
+def test_every_method_admits_the_seed_by_its_own_rule(tmp_path, method, sections):
+    summary, *_ = run(tmp_path / "r", make_config(method, 12, **sections), engine=FirstStepFailsEngine())
+    first = json.loads((tmp_path / "r" / "population" / "gen_0000.json").read_text())
+    assert [m["id"] for m in first["population"]] == [0]
+    if method == "islands":  # each island starts from it, as FunSearch's islands start from the initial program
+        assert first["islands"] == [[0], [0], [0]]
+    if method == "map_elites":
+        assert [c["id"] for c in first["grid"]["cells"]] == [0]
+    assert summary.evaluations == 12 == summary.ledger.llm_requests and summary.ledger.seeded == 1

@@ -742,7 +742,9 @@ class SearchLoop:
                                       {"candidates": 0, "valid": 0})
             phase["candidates"] += 1
             phase["valid"] += c.valid
-        template = self._template_objective()
+        # the seed's sandbox score when there is one (the same scoring as the candidates'), else computed here
+        seeded = self.seed_program is not None and self.seed_program.valid
+        template = self.seed_program.objective if seeded else self._template_objective()
         best = self.method.best()
         beat = None
         if template is not None:
