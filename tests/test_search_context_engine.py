@@ -98,7 +98,9 @@ def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_
     assert first["failure"] == "duplicate" and first["duplicate_of"] == 0 and first["objective"] is None
     assert summary.ledger.outcomes["rejected"] >= 1 and context["rejected_template"] >= 1
     assert not any("def select_next_node(cur, dest" in code for code in counting.codes)
-    assert len(counting.codes) == summary.ledger.outcomes["evaluated"]
+    # the sandbox saw the scored proposals and, once, the template seeded into the archive (not a request)
+    assert len(counting.codes) == summary.ledger.outcomes["evaluated"] + 1 and summary.ledger.seeded == 1
+    assert context["seed"]["failure"] is None and context["seed"]["objective"] > 0  # a tour length
     # constrained decoding: every proposal request carried the pattern, none failed to parse,
     # and every program keeps the exact signature
     proposals = [c for c, user in zip(recorder.constraints, recorder.users) if "Patch:" not in user]
