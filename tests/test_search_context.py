@@ -314,6 +314,10 @@ def test_a_run_nothing_beats_reports_the_template_as_its_best(tmp_path):
     summary, *_ = run(tmp_path / "r", make_config("eoh", 10), engine=WorseEngine())
     assert summary.best.id == 0 and summary.best.objective == 50.0 and summary.context["beat_template"] is False
     assert "the task's template, seeded" in (tmp_path / "r" / "best.py").read_text()
+    from coevolve.report.rendering import context_rows
+
+    assert ("beat the template", "no (template 50, seeded into the archive, not charged)") in context_rows(
+        summary.context, None)
 
 
 def test_the_seed_is_restored_from_its_event_on_resume_and_scored_again_only_when_it_was_lost(tmp_path):

@@ -381,7 +381,9 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
                                        f"({versions[-1]['rules']} rules)"))
     template = context.get("template_objective")
     if template is not None:
-        rows.append(("beat the template", f"{'yes' if context['beat_template'] else 'no'} (template {template:.6g})"))
+        seeded = ", seeded into the archive, not charged" if context.get("seed") else ""
+        rows.append(("beat the template", f"{'yes' if context['beat_template'] else 'no'} (template {template:.6g}"
+                                          f"{seeded})"))
     if context.get("spend") is not None:
         rows.append(("endpoint spend", f"${context['spend']:.4f}"))
     if stopped:
