@@ -743,8 +743,8 @@ class SearchLoop:
             phase["candidates"] += 1
             phase["valid"] += c.valid
         # the seed's sandbox score when there is one (the same scoring as the candidates'), else computed here
-        seeded = self.seed_program is not None and self.seed_program.valid
-        template = self.seed_program.objective if seeded else self._template_objective()
+        seed = self.seed_program
+        template = seed.objective if seed is not None and seed.valid else self._template_objective()
         best = self.method.best()
         beat = None
         if template is not None:
@@ -759,8 +759,7 @@ class SearchLoop:
                 "repaired_valid": sum(_repairs(c) and c.valid for c in self.candidates),
                 "phases": phases, "template_objective": template, "beat_template": beat,
                 # the template as the archive's seed: its sandbox score (None: not seeded)
-                "seed": None if self.seed_program is None else {"id": self.seed_program.id, "objective": self.seed_program.objective,
-                                                        "failure": self.seed_program.failure},
+                "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
                 "skill_versions": self.skill_versions,
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
 

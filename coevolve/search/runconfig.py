@@ -115,8 +115,8 @@ class ContextSection(Section):
     fingerprint: bool = True  # reject clones of earlier candidates and of the template before they are scored
     similarity: float = Field(1.0, gt=0, le=1)  # near-clones: similarity at or above this is a clone (1: exact)
     # the archive starts with the template (candidate 0), scored once in the sandbox but not proposed: no
-    # request, no charge (the ledger's `seeded`). Without it a small model's template echoes are rejected
-    # and the archive holds whatever else parses, often a single program every operator copies.
+    # request, no charge (the ledger's `seeded`); as OpenEvolve and FunSearch seed their databases. Without
+    # it the archive is whatever the first proposals give: with a small model, often nothing or one program
     seed_template: bool = True
 
 
