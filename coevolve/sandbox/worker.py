@@ -290,17 +290,25 @@ def seed_candidate_generators() -> None:
     numpy.random.seed(CANDIDATE_SEED)
 
 
+def _start(code: str, module: str, mode_last_expression: bool = False) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
+    """The compiled code and the fresh namespace it runs in (generators seeded), or its syntax failure."""
+    try:
+        compiled = _compile(code, mode_last_expression)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
+    seed_candidate_generators()
+    return compiled, {"__name__": module, "__builtins__": builtins}
+
+
 def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
                     emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Compile and load the candidate, check its function, and send its
     decisions to the worker instance by instance (`emit`): what the worker
     received is final, and is the candidate's progress."""
-    try:
-        compiled = _compile(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
-    namespace: dict[str, Any] = {"__name__": "candidate", "__builtins__": builtins}
-    seed_candidate_generators()
+    start = _start(code, "candidate")
+    if isinstance(start, dict):
+        return start
+    compiled, namespace = start
     try:
         exec(compiled, namespace)
     except MemoryError:
@@ -343,12 +351,10 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
 
 
 def run_script_in_child(code: str) -> dict[str, Any]:
-    try:
-        statements, last_expression = _compile(code, mode_last_expression=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    seed_candidate_generators()
+    start = _start(code, "__main__", mode_last_expression=True)
+    if isinstance(start, dict):
+        return start
+    (statements, last_expression), namespace = start
     try:
         exec(statements, namespace)
         if last_expression is not None:
