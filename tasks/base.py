@@ -160,6 +160,11 @@ def declared_cascade(task: Any) -> Cascade | None:
     return Cascade((stage[0], int(stage[1])), float(margin), against)
 
 
+# How many instances the built-in tasks' describe_decisions read at most: a behaviour summary needs
+# no more than a training set (64), and the worker describes every scoring, a 1000-instance test set too.
+DESCRIBED_INSTANCES = 64
+
+
 def declared_behaviour(task: Any) -> dict[str, tuple[float, float]]:
     """The decision descriptors `task` declares ({name: (low, high)}); {} without any. A ValueError
     whose message is one line naming the attribute when the declaration is malformed (tasks/check.py

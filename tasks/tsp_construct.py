@@ -8,14 +8,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import (Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget, check_array, draws_of,
-                        unit_square)
+from tasks.base import (DESCRIBED_INSTANCES, Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget,
+                        check_array, draws_of, unit_square)
 from tasks.references import cached_values, checksum, lkh_tour_length
 
 NEIGHBOURS = 50  # the reference shows at most this many nearest unvisited nodes
-# A behaviour descriptor summarises a program's tours: the first 64 instances (the whole training
-# set) say enough, and keep it cheap on a 1000-instance test set (the worker describes every scoring).
-DESCRIBED = 64
 
 TEMPLATE = '''import numpy as np
 
@@ -130,9 +127,9 @@ class TSPConstruct:
     decision_descriptors = {"nearest": (0.0, 1.0), "crossings": (0.0, 0.4)}
 
     def describe_decisions(self, decisions: list[Any], instances: np.ndarray) -> dict[str, float]:
-        """Trusted side, on tours score() accepted: each descriptor's mean over the instances."""
+        """Trusted side, on tours score() accepted: each descriptor's mean over the (first 64) instances."""
         nearest, crossed = [], []
-        for tour, coords in zip(decisions[:DESCRIBED], instances[:DESCRIBED]):
+        for tour, coords in zip(decisions[:DESCRIBED_INSTANCES], instances[:DESCRIBED_INSTANCES]):
             tour = np.asarray(tour, dtype=np.int64)
             nearest.append(nearest_share(tour, distance_matrix(coords)))
             crossed.append(crossings(tour, coords) / max(len(tour), 1))
