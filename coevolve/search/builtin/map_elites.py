@@ -149,8 +149,8 @@ class MapElitesMethod(OverMethod):
             raise config_error("map_elites.descriptors", "must not repeat a descriptor", opts.descriptors)
 
     def check_task(self, task: Any) -> None:
-        """Every descriptor is generic or the task's, with a finite range, and the task's describe()
-        gives finite numbers for its template."""
+        """Every descriptor is generic or the task's, with a finite range, and the task's
+        describe_decisions() and describe() give finite numbers for its template."""
         declared = task_descriptors(task)
         decided = decision_descriptors(task)
         known = known_descriptors(task)
