@@ -17,6 +17,7 @@ from coevolve.runstore import read_jsonl
 from coevolve.sandbox.results import EvalResult
 from coevolve.search import methods as registry
 from tasks.base import behaviour_of, declared_behaviour, template_function
+from tasks.check import shape_problems
 from tasks.kp_construct import best_ratio_share
 from tasks.registry import get_task
 from tasks.tsp_construct import crossings, distance_matrix, nearest_share
@@ -106,6 +107,12 @@ def test_a_malformed_declaration_is_one_line():
     with pytest.raises(ValueError, match=r"decision_descriptors: expected \{name: \(low, high\)\} with finite low < high"):
         declared_behaviour(Backwards())
     assert behaviour_of(Backwards(), [], []) is None  # the worker never raises for it either
+
+    class BadTSP(type(get_task("tsp_construct"))):
+        decision_descriptors = {"nearest": (0.0, math.inf)}
+
+    assert shape_problems(BadTSP()) == ["decision_descriptors: expected {name: (low, high)} with finite low < high, "
+                                        "got 'nearest': (0.0, inf)"]  # what run, compare and check-task print
     assert declared_behaviour(get_task("kp_construct")) == {"best_ratio": (0.0, 1.0), "fill": (0.97, 1.0)}
 
 
