@@ -60,7 +60,8 @@ def test_tsp_descriptors_of_known_tours():
     assert nearest_share(np.array([0, 2, 1, 3, 4]), distances) == pytest.approx(2 / 3)  # 0->2 skips 1
     items = np.array([[1.0, 3.0], [1.0, 1.0], [1.0, 2.0]])  # ratios 3, 1, 2
     assert best_ratio_share(np.array([0, 2, 1]), items, 3.0) == 1.0
-    assert best_ratio_share(np.array([1, 0]), items, 3.0) == 0.5 and best_ratio_share(np.array([], int), items, 3.0) is None
+    assert best_ratio_share(np.array([1, 0]), items, 3.0) == 0.5
+    assert best_ratio_share(np.array([], int), items, 3.0) is None
 
 
 def test_the_trusted_worker_describes_the_decisions_and_survives_a_failing_description(tmp_path):
