@@ -39,7 +39,7 @@ from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
-from tasks.base import InvalidSolution
+from tasks.base import InvalidSolution, behaviour_of
 from tasks.loader import user_frame
 from tasks.registry import get_task
 
@@ -233,6 +233,11 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
     result = {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
     if profile is not None and len(profile) == len(decisions):
         result["profile"] = profile
+    # the task's decision descriptors, here on the trusted side from the decisions score() accepted:
+    # the candidate shapes them only through what it decided
+    behaviour = behaviour_of(task, decisions, instances)
+    if behaviour is not None:
+        result["behaviour"] = behaviour
     return result
 
 
