@@ -83,6 +83,8 @@ def test_the_trusted_worker_describes_the_decisions_and_survives_a_failing_descr
         raising = sandbox.evaluate(task.template, str(tmp_path / "raising.py"))
         partly = sandbox.evaluate(task.template, str(tmp_path / "partly.py"))
         again = sandbox.evaluate(task.template, "tsp_construct")
+        test_set = sandbox.evaluate(task.template, "tsp_construct", "test", 20)
+    assert test_set.ok and test_set.behaviour is None  # a rescore off the training set is not described
     assert template.ok and template.behaviour == expected
     assert second.ok and second.behaviour["nearest"] == 0.0 and second.behaviour["crossings"] > expected["crossings"]
     assert raising.ok and raising.objective == template.objective and raising.behaviour is None

@@ -135,7 +135,10 @@ class Worker:
 
         verdict = self._in_child(body, limits)
         began = time.monotonic()
-        result = _score(verdict, task, instances)
+        # descriptors guide the search's archive, which sees training-set results only: a test-set
+        # rescore (TSP1000: seconds of crossing counts) skips them
+        on_train = (split, size) == tuple(getattr(task, "train", ()) or ())
+        result = _score(verdict, task, instances, describe=on_train)
         result["seconds"] = float(verdict.get("seconds", 0.0)) + (time.monotonic() - began)
         result["output"] = verdict.get("output", "")
         return result
@@ -204,7 +207,7 @@ def _typed_failure(verdict: Any) -> dict[str, Any] | None:
     return {"failure": failure, "message": message[:_MESSAGE_LIMIT], "objective": None}
 
 
-def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]:
+def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = True) -> dict[str, Any]:
     failed = _typed_failure(verdict)
     if failed is not None:
         return failed
@@ -235,7 +238,7 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
         result["profile"] = profile
     # the task's decision descriptors, here on the trusted side from the decisions score() accepted:
     # the candidate shapes them only through what it decided
-    behaviour = behaviour_of(task, decisions, instances)
+    behaviour = behaviour_of(task, decisions, instances) if describe else None
     if behaviour is not None:
         result["behaviour"] = behaviour
     return result
