@@ -31,6 +31,14 @@ class Cell(NamedTuple):
     directory: Path  # the run directory
 
 
+def make_parser(doc: str | None, tasks: list[str], out: str, flag: str, choices: list[str]) -> argparse.ArgumentParser:
+    """A search benchmark's parser: the shared options, and its arms (`flag`, e.g. --methods)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(parser, tasks, out)
+    parser.add_argument(flag, nargs="+", default=list(choices), choices=list(choices))
+    return parser
+
+
 def add_options(parser: argparse.ArgumentParser, tasks: list[str], out: str) -> None:
     """The options every search benchmark takes (the caller adds its arms)."""
     parser.add_argument("--tasks", nargs="+", default=tasks)

@@ -31,7 +31,6 @@ search_efficiency.py are in benchmarks/common.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -129,9 +128,7 @@ def table(rows: dict[tuple[str, str], list[dict]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_options(parser, tasks=["tsp_construct", "tsp_aco"], out="runs/proposal-efficiency")
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser = common.make_parser(__doc__, ["tsp_construct", "tsp_aco"], "runs/proposal-efficiency", "--arms", list(ARMS))
     args = common.parse(parser, argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

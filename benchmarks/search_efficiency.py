@@ -28,7 +28,6 @@ proposal_efficiency.py are in benchmarks/common.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -141,9 +140,8 @@ def report(rows: dict[tuple[str, str], dict[int, dict]], budget: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_options(parser, tasks=["tsp_aco", "tsp_construct"], out="runs/search-efficiency")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser = common.make_parser(__doc__, ["tsp_aco", "tsp_construct"], "runs/search-efficiency", "--methods",
+                                list(METHODS))
     args = common.parse(parser, argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

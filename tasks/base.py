@@ -11,6 +11,7 @@ therefore cannot reach the code or the state that scores it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Protocol, runtime_checkable
 
@@ -78,6 +79,11 @@ class HeuristicTask(Protocol):
     #     (see `declared_cascade`): a cheap first set, one of splits(), scored first;
     #   cascade_margin: float (default 0.0) and cascade_against: "worst" | "median" |
     #     "best" (default "worst"): the bar it must clear, relative to the current archive.
+    #   decision_descriptors: dict[str, tuple[float, float]] and
+    #     describe_decisions(decisions, instances) -> {name: value}: behaviour descriptors of a
+    #     program's decisions (e.g. how greedy its tours are), computed in the trusted worker after
+    #     score() accepted them and handed back with the objective (`behaviour_of`); MAP-Elites'
+    #     grid may use them. Declared ranges bound the grid's edge cells.
 
 
 def template_function(task: HeuristicTask) -> Callable[..., Any]:
@@ -152,6 +158,53 @@ def declared_cascade(task: Any) -> Cascade | None:
     if against not in CASCADE_AGAINST:
         raise ValueError(f"cascade_against: expected one of {', '.join(CASCADE_AGAINST)}, got {against!r:.60}")
     return Cascade((stage[0], int(stage[1])), float(margin), against)
+
+
+# How many instances the built-in tasks' describe_decisions read at most: a behaviour summary needs
+# no more than a training set (64), and the worker describes every scoring, a 1000-instance test set too.
+DESCRIBED_INSTANCES = 64
+
+
+def declared_behaviour(task: Any) -> dict[str, tuple[float, float]]:
+    """The decision descriptors `task` declares ({name: (low, high)}); {} without any. A ValueError
+    whose message is one line naming the attribute when the declaration is malformed (tasks/check.py
+    reports it before any engine)."""
+    declared = getattr(task, "decision_descriptors", None)
+    if declared is None:
+        return {}
+    if not callable(getattr(task, "describe_decisions", None)):
+        raise ValueError("decision_descriptors: declared without a describe_decisions(decisions, instances) method")
+    if not isinstance(declared, dict):
+        raise ValueError(f"decision_descriptors: expected {{name: (low, high)}}, got {type(declared).__name__}")
+    ranges: dict[str, tuple[float, float]] = {}
+    for name, bounds in declared.items():
+        try:
+            low, high = (float(b) for b in bounds)
+        except (TypeError, ValueError):
+            low = high = math.nan
+        if not (isinstance(name, str) and name.isidentifier() and math.isfinite(low) and math.isfinite(high)
+                and low < high):
+            raise ValueError(f"decision_descriptors: expected {{name: (low, high)}} with finite low < high, "
+                             f"got {name!r:.40}: {bounds!r:.40}")
+        ranges[name] = (low, high)
+    return ranges
+
+
+def behaviour_of(task: Any, decisions: list[Any], instances: Any) -> dict[str, float] | None:
+    """Trusted side: the task's decision descriptors of `decisions` (already accepted by score()),
+    only the declared names with finite values; None when the task declares none, or when its
+    describe_decisions raises or gives nothing usable. Never raises: a descriptor is a hint for the
+    archive, and the program's objective stands without it."""
+    try:
+        names = declared_behaviour(task)
+        if not names:
+            return None
+        values = {str(k): float(v) for k, v in dict(task.describe_decisions(decisions, instances)).items()
+                  if k in names and not isinstance(v, bool)}
+    except Exception:  # a task's bug (or a decision it did not foresee) costs the descriptors, not the score
+        return None
+    kept = {k: v for k, v in values.items() if math.isfinite(v)}
+    return kept or None
 
 
 def instance_count(instances: Any) -> int:

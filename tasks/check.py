@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tasks.base import declared_cascade
+from tasks.base import declared_behaviour, declared_cascade
 from tasks.loader import user_frame
 
 MAX_INSTANCE_SECONDS = 3600.0  # a larger per-instance limit is a typo (ms for s), not a plan
@@ -52,6 +52,10 @@ def shape_problems(task: Any) -> list[str]:
     elif train[0] not in splits or train[1] not in splits[train[0]]:
         problems.append(f"train: {tuple(train)} is not one of splits() ({_shown(splits)})")
     problems += cascade_problems(task, splits)
+    try:
+        declared_behaviour(task)
+    except ValueError as exc:
+        problems.append(str(exc))
     for split, sizes in splits.items():
         for size in sizes:
             try:

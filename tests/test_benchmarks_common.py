@@ -102,3 +102,20 @@ def test_the_benchmarks_read_finished_runs_back_into_their_tables(tmp_path, caps
     best = f"{summary.best.objective:.4g}"
     assert f"| fake | eoh | 1 | {best} |" in text
     assert json.loads((out / "measures.json").read_text())["fake/eoh"]["0"]["best"] == summary.best.objective
+
+
+def test_search_efficiency_scores_a_runs_best_on_the_test_set_once(tmp_path):
+    """The first call scores best.py in the real sandbox and caches a TestScore; the
+    next reads the cache (no sandbox at all); a run with no best.py has no score."""
+    from coevolve.base.records import TestScore, read_record
+    from coevolve.sandbox import Sandbox
+    from tasks.registry import heuristic_task
+
+    assert search.test_score(tmp_path, "tsp_construct", sandbox=None) is None
+    (tmp_path / "best.py").write_text(heuristic_task("tsp_construct").template)
+    with Sandbox(workers=1, timeout_s=120) as sandbox:
+        first = search.test_score(tmp_path, "tsp_construct", sandbox)
+    cached = read_record(tmp_path / "test_score.json", TestScore)
+    assert cached is not None and cached.objective == first and cached.limit == search.TEST_INSTANCES
+    assert cached.split == "test" and first > 0
+    assert search.test_score(tmp_path, "tsp_construct", sandbox=None) == first  # from the cache

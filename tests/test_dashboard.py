@@ -1,6 +1,6 @@
 """The dashboard's reader and API without a browser: bad input, torn lines,
 read-only access, a port in use, a missing extra, and a 10,000-candidate run
-answered quickly. (The pages themselves: tests/test_dashboard_browser.py.)"""
+answered from parsed files, in bounded pages. (The pages themselves: tests/test_dashboard_browser.py.)"""
 
 from __future__ import annotations
 
@@ -133,26 +133,29 @@ def test_a_folder_of_runs_is_searched_and_followed(tmp_path):
     assert sorted(registry.entries) == ["a", "b"]
 
 
-def test_ten_thousand_candidates_stay_responsive(tmp_path):
+def test_ten_thousand_candidates_stay_responsive(tmp_path, monkeypatch):
     records = [candidate(1, 0, [], 10.0)]
     for cid in range(2, 10_001):
         ok = cid % 5 == 0
         records.append(candidate(cid, cid // 20, [max(1, cid - 20)], 10.0 - cid / 1e4 if ok else None,
                                  None if ok else "exception"))
     run = make_run(tmp_path / "big", records)
+    parsed: list[str] = []
+    parse = reader.read_jsonl
+    monkeypatch.setattr(reader, "read_jsonl", lambda path: parsed.append(Path(path).name) or parse(path))
     with client(run) as http:
         http.get("/api/run/big")  # the first look parses the files
-        started = time.perf_counter()
+        assert "candidates.jsonl" in parsed
+        parsed.clear()
         summary = http.get("/api/run/big").json()
         page = http.get("/api/run/big/candidates?offset=9950&limit=50&order=rank").json()
         tree = http.get("/api/run/big/tree").json()
         detail = http.get("/api/run/big/candidate/10000").json()
-        elapsed = time.perf_counter() - started
+    assert parsed == []  # later looks answer from the parsed files (timings: benchmarks/dashboard_scale.py)
     assert summary["used"] == 10_000 and summary["best_id"] == 10_000
     assert len(page["rows"]) == 50 and page["total"] == 10_000
     assert tree["collapsed"] and len(tree["nodes"]) <= 1000 and tree["total"] == 10_000
     assert detail["diffs"][0]["parent"] == 9980
-    assert elapsed < 5.0, f"four requests on 10,000 candidates took {elapsed:.1f} s"
     # what the page holds stays small: a page of rows, no code
     assert len(json.dumps(page)) < 50_000
 

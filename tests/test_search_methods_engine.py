@@ -22,8 +22,9 @@ from coevolve.search.runconfig import RunConfig
 from test_run_e2e import TINY
 from test_search_methods import TOY, write_toy
 
-# MAP-Elites over a descriptor of the source and one of the per-instance objectives (the sandbox's profile)
-SECTIONS = {"islands": {"islands": 2, "reset_every": 4}, "map_elites": {"descriptors": ["lines", "wins"], "bins": 4}}
+# MAP-Elites over a descriptor of the decisions (tsp_construct's `nearest`, described by the sandbox's
+# worker) and one of the per-instance objectives (the sandbox's profile)
+SECTIONS = {"islands": {"islands": 2, "reset_every": 4}, "map_elites": {"descriptors": ["nearest", "wins"], "bins": 4}}
 
 
 def config_for(method: str, budget: int, seed: int = 0, **extra) -> RunConfig:
@@ -84,6 +85,8 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
     assert grid["cells"]  # programs in the grid: its step-by-step equality after the kill is not vacuous
     assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population)
     assert all(0.0 <= c["descriptors"][1] <= 1.0 for c in grid["cells"])  # wins: a share of the instances
+    described = {c["id"]: c.get("behaviour") for c in read_jsonl(tmp_path / "full" / "candidates.jsonl")}
+    assert all(c["descriptors"][0] == described[c["id"]]["nearest"] for c in grid["cells"])  # as the worker said
 
     # kill -9 through the CLI inside a step, then --resume (in process, on the session engine)
     path = tmp_path / "c.toml"

@@ -74,12 +74,15 @@ class Evaluation(Record):
     seconds: float = 0.0
     duplicate_of: int | None = None
     profile: list[float] | None = None  # each training instance's objective (a task with instance_scores)
+    behaviour: dict[str, float] | None = None  # the task's decision descriptors (a task with describe_decisions)
 
     def to_event(self) -> dict[str, Any]:
-        """The logged form: a repeat is its original's id alone; no profile key when there is none."""
+        """The logged form: a repeat is its original's id alone; no profile or behaviour key when there
+        is none (a step event written before they existed reads the same)."""
         if self.duplicate_of is not None:
             return {"duplicate_of": self.duplicate_of}
-        return self.model_dump(mode="json", exclude={"duplicate_of"} | ({"profile"} if self.profile is None else set()))
+        absent = {name for name in ("profile", "behaviour") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude={"duplicate_of"} | absent)
 
 
 class Candidate(Versioned):
@@ -106,6 +109,8 @@ class Candidate(Versioned):
     # each training instance's objective, when the task gives them (Evaluation.profile): kept for the
     # run's archive (MAP-Elites' descriptors), not written to candidates.jsonl (the step event has it)
     profile: list[float] | None = Field(None, exclude=True)
+    # the task's decision descriptors (Evaluation.behaviour): a few numbers, also in candidates.jsonl
+    behaviour: dict[str, float] | None = None
 
     @property
     def valid(self) -> bool:
@@ -118,9 +123,16 @@ class Candidate(Versioned):
             if original is None or original.id != result.duplicate_of:
                 raise ValueError(f"candidate {self.id} repeats {result.duplicate_of}, which was not given")
             result = Evaluation(objective=original.objective, failure=original.failure, message=original.message,
-                                profile=original.profile)
+                                profile=original.profile, behaviour=original.behaviour)
         self.objective, self.failure, self.profile = result.objective, result.failure, result.profile
+        self.behaviour = result.behaviour
         self.message, self.seconds = result.message, result.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if self.behaviour is None:  # no key: a line of a task without descriptors reads as before
+            del data["behaviour"]
+        return data
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_json()

@@ -10,8 +10,10 @@ finite number twice; and the template scores that number on the training
 set through the real sandbox. A task that declares an evaluation cascade
 (cascade_stage, cascade_margin, cascade_against) has it checked too: well
 formed, its first stage one of splits(), drawn twice and equal, and scored by
-the template in this process and in the sandbox. Each failure is one line
-naming the attribute or function; exit status 2 on any."""
+the template in this process and in the sandbox. A task that declares
+decision descriptors (decision_descriptors, describe_decisions) has them
+checked on the template's decisions: each declared name a finite number.
+Each failure is one line naming the attribute or function; exit status 2 on any."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import Any
 
 from coevolve.base.errors import UsageError
 from coevolve.sandbox import Sandbox, wire
-from tasks.base import InvalidSolution, declared_cascade, instance_count, template_function
+from tasks.base import InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_function
 from tasks.check import determinism_problems, shape_problems
 from tasks.loader import absolute_spec, user_frame
 from tasks.registry import UnknownTask, heuristic_task, kind
@@ -142,6 +144,17 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
             return None, [f"instance_scores(): the template's {len(profile)} values for {count} instances average "
                           f"{mean!r}, but score() is {values[0]!r}; score() must be their mean (the sandbox scores "
                           "with them)"]
+    named = declared_behaviour(task)  # shape_problems vouched for the declaration
+    if named:  # the worker describes every program's decisions as it does the template's here
+        try:
+            described = dict(task.describe_decisions(carried, instances))
+        except Exception as exc:
+            return None, [f"describe_decisions(): with the template's decisions raised {user_frame(exc)}"]
+        missing = [name for name in named if not isinstance(described.get(name), (int, float))
+                   or isinstance(described.get(name), bool) or not math.isfinite(described[name])]
+        if missing:
+            return None, [f"describe_decisions(): gave no finite number for {', '.join(missing)} with the "
+                          f"template's decisions (got {', '.join(f'{k}={v!r:.20}' for k, v in described.items())})"]
     return values[0], []
 
 

@@ -43,6 +43,8 @@ class EvalResult:
     output: str = ""  # the candidate's captured stdout/stderr, truncated
     # each instance's objective (a task with instance_scores); None without, or when not all finite numbers
     profile: list[float] | None = None
+    # the task's decision descriptors {name: value} (tasks.base.behaviour_of); None without, or when not finite
+    behaviour: dict[str, float] | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,6 +72,7 @@ class EvalResult:
             instances=int(data.get("instances", 0)),
             output=clean(data.get("output", "")),
             profile=finite_numbers(data.get("profile")) if kind is None else None,
+            behaviour=finite_mapping(data.get("behaviour")) if kind is None else None,
         )
 
 
@@ -79,6 +82,14 @@ def finite_numbers(value: Any) -> list[float] | None:
                                               and math.isfinite(v) for v in value):
         return None
     return [float(v) for v in value]
+
+
+def finite_mapping(value: Any) -> dict[str, float] | None:
+    """`value` as a non-empty {name: finite float}, or None when it is anything else."""
+    if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
+        return None
+    numbers = finite_numbers(list(value.values()))
+    return None if numbers is None else dict(zip(value, numbers))
 
 
 @dataclass

@@ -39,7 +39,7 @@ from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
-from tasks.base import InvalidSolution
+from tasks.base import InvalidSolution, behaviour_of
 from tasks.loader import user_frame
 from tasks.registry import get_task
 
@@ -135,7 +135,10 @@ class Worker:
 
         verdict = self._in_child(body, limits)
         began = time.monotonic()
-        result = _score(verdict, task, instances)
+        # descriptors guide the search's archive, which sees training-set results only: a test-set
+        # rescore (TSP1000: seconds of crossing counts) skips them
+        on_train = (split, size) == tuple(getattr(task, "train", ()) or ())
+        result = _score(verdict, task, instances, describe=on_train)
         result["seconds"] = float(verdict.get("seconds", 0.0)) + (time.monotonic() - began)
         result["output"] = verdict.get("output", "")
         return result
@@ -204,7 +207,7 @@ def _typed_failure(verdict: Any) -> dict[str, Any] | None:
     return {"failure": failure, "message": message[:_MESSAGE_LIMIT], "objective": None}
 
 
-def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]:
+def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = True) -> dict[str, Any]:
     failed = _typed_failure(verdict)
     if failed is not None:
         return failed
@@ -233,6 +236,11 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any) -> dict[str, Any]
     result = {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
     if profile is not None and len(profile) == len(decisions):
         result["profile"] = profile
+    # the task's decision descriptors, here on the trusted side from the decisions score() accepted:
+    # the candidate shapes them only through what it decided
+    behaviour = behaviour_of(task, decisions, instances) if describe else None
+    if behaviour is not None:
+        result["behaviour"] = behaviour
     return result
 
 
@@ -290,17 +298,25 @@ def seed_candidate_generators() -> None:
     numpy.random.seed(CANDIDATE_SEED)
 
 
+def _start(code: str, module: str, mode_last_expression: bool = False) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
+    """The compiled code and the fresh namespace it runs in (generators seeded), or its syntax failure."""
+    try:
+        compiled = _compile(code, mode_last_expression)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
+    seed_candidate_generators()
+    return compiled, {"__name__": module, "__builtins__": builtins}
+
+
 def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
                     emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Compile and load the candidate, check its function, and send its
     decisions to the worker instance by instance (`emit`): what the worker
     received is final, and is the candidate's progress."""
-    try:
-        compiled = _compile(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
-    namespace: dict[str, Any] = {"__name__": "candidate", "__builtins__": builtins}
-    seed_candidate_generators()
+    start = _start(code, "candidate")
+    if isinstance(start, dict):
+        return start
+    compiled, namespace = start
     try:
         exec(compiled, namespace)
     except MemoryError:
@@ -343,12 +359,10 @@ def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
 
 
 def run_script_in_child(code: str) -> dict[str, Any]:
-    try:
-        statements, last_expression = _compile(code, mode_last_expression=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        return _fail(FailureKind.SYNTAX, _syntax_message(exc))
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    seed_candidate_generators()
+    start = _start(code, "__main__", mode_last_expression=True)
+    if isinstance(start, dict):
+        return start
+    (statements, last_expression), namespace = start
     try:
         exec(statements, namespace)
         if last_expression is not None:

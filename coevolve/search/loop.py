@@ -113,7 +113,8 @@ def logged_result(result: EvalResult) -> Evaluation:
     return Evaluation(objective=float(result.objective) if ok else None,
                       failure=None if ok else (failure or "invalid"),
                       message=str(result.message or "")[-2000:], seconds=float(result.seconds or 0.0),
-                      profile=getattr(result, "profile", None) if ok else None)
+                      profile=getattr(result, "profile", None) if ok else None,
+                      behaviour=getattr(result, "behaviour", None) if ok else None)
 
 
 RECENT_FAILURES = 48  # candidates looked back over for failures to show

@@ -11,8 +11,15 @@ for a task with `instance_scores` (every built-in but ASP): `spread`, the
 coefficient of variation of its per-instance objectives (how unevenly it
 does across instances), and `wins`, the share of instances on which it beats
 the task's template (the template's profile computed here, in process: our
-own code). A task may declare its own: a `descriptors` attribute
-{name: (low, high)} and a method `describe(code, objective) -> {name: value}`.
+own code). A task may declare its own, of two kinds. From its decisions (the
+tours, the picks): `decision_descriptors` {name: (low, high)} and a method
+`describe_decisions(decisions, instances) -> {name: value}`, which the
+sandbox's trusted worker calls on the decisions it has just scored and hands
+back with the objective (EvalResult.behaviour, kept in the step event and in
+candidates.jsonl, so a resumed run reads them back without scoring again); a
+program they fail for simply has none. From the source: a `descriptors`
+attribute {name: (low, high)} and a method `describe(code, objective) ->
+{name: value}`, computed here.
 Each descriptor's range is cut into `bins` equal cells (values outside go to
 the edge cells); a program whose descriptors are not all finite stays out
 of the grid.
@@ -40,7 +47,7 @@ from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
 from coevolve.search.population import Candidate, Population, better, sort_key
-from tasks.base import template_function
+from tasks.base import behaviour_of, declared_behaviour, template_function
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
                                            "constants": (0.0, 30.0)}
@@ -97,17 +104,37 @@ def profile_descriptors(profile: Sequence[float] | None, template: Sequence[floa
     return out
 
 
-def template_profile(task: Any) -> list[float]:
-    """The template's per-instance train objectives, in this process (the task's own code, as the
-    loop scores the template for its summary)."""
+def template_decisions(task: Any) -> tuple[list[Any], Any]:
+    """The template's decisions on the training set and those instances, in this process (the task's
+    own code, as the loop scores the template for its summary)."""
     split, size = task.train
     instances = task.instances(split, size)
-    return [float(v) for v in task.instance_scores(list(task.decide(template_function(task), instances)), instances)]
+    return list(task.decide(template_function(task), instances)), instances
+
+
+def template_profile(task: Any) -> list[float]:
+    """The template's per-instance train objectives."""
+    decisions, instances = template_decisions(task)
+    return [float(v) for v in task.instance_scores(decisions, instances)]
 
 
 def task_descriptors(task: Any) -> dict[str, tuple[float, float]]:
     declared = getattr(task, "descriptors", None)
     return dict(declared) if isinstance(declared, dict) else {}
+
+
+def decision_descriptors(task: Any) -> dict[str, tuple[float, float]]:
+    """The task's descriptors of decisions (tasks.base.declared_behaviour), a malformed declaration
+    one line."""
+    try:
+        return declared_behaviour(task)
+    except ValueError as exc:
+        raise UsageError(f"task {getattr(task, 'name', task)}: {exc}") from None
+
+
+def known_descriptors(task: Any) -> dict[str, tuple[float, float]]:
+    """Every descriptor a program of `task` may have, with its default range (a task's own names win)."""
+    return {**GENERIC, **PROFILE, **decision_descriptors(task), **task_descriptors(task)}
 
 
 class MapElitesMethod(OverMethod):
@@ -122,10 +149,11 @@ class MapElitesMethod(OverMethod):
             raise config_error("map_elites.descriptors", "must not repeat a descriptor", opts.descriptors)
 
     def check_task(self, task: Any) -> None:
-        """Every descriptor is generic or the task's, with a finite range, and the task's describe()
-        gives finite numbers for its template."""
+        """Every descriptor is generic or the task's, with a finite range, and the task's
+        describe_decisions() and describe() give finite numbers for its template."""
         declared = task_descriptors(task)
-        known = {**GENERIC, **PROFILE, **declared}
+        decided = decision_descriptors(task)
+        known = known_descriptors(task)
         for name in self.opts.descriptors:
             if name not in known:
                 raise UsageError(f"config error: map_elites.descriptors: {name!r} is not a descriptor of task "
@@ -134,7 +162,7 @@ class MapElitesMethod(OverMethod):
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise UsageError(f"task {getattr(task, 'name', task)}: descriptor {name!r} range ({low}, {high}) "
                                  "is not two finite numbers, low < high")
-        if any(name in PROFILE and name not in declared for name in self.opts.descriptors):
+        if any(name in PROFILE and name not in {**decided, **declared} for name in self.opts.descriptors):
             if not callable(getattr(task, "instance_scores", None)):
                 raise UsageError(f"config error: map_elites.descriptors: {', '.join(PROFILE)} read per-instance "
                                  f"objectives; task {getattr(task, 'name', task)} gives none (no instance_scores())")
@@ -144,6 +172,14 @@ class MapElitesMethod(OverMethod):
                 raise UsageError(f"task {getattr(task, 'name', task)}: instance_scores() of the template gave "
                                  f"per-instance objectives that are not finite numbers ({len(bad)} of {len(profile)}), "
                                  f"which descriptors {', '.join(n for n in self.opts.descriptors if n in PROFILE)} read")
+        chosen = [n for n in self.opts.descriptors if n in decided and n not in declared]
+        if chosen:  # the template's decisions, described as the worker will describe a program's
+            values = behaviour_of(task, *template_decisions(task)) or {}
+            missing = [n for n in chosen if n not in values]
+            if missing:
+                raise UsageError(f"task {getattr(task, 'name', task)}: describe_decisions() of the template's "
+                                 f"decisions gave no finite number for {', '.join(missing)} (it raised, or gave "
+                                 "none or a non-finite one; coevolve check-task shows why)")
         if any(name in declared for name in self.opts.descriptors):
             values = self._task_values(task, task.template, None)
             bad = {k: v for k, v in values.items() if k in self.opts.descriptors and not _finite(v)}
@@ -161,11 +197,11 @@ class MapElitesMethod(OverMethod):
     # archive
     def start(self, task: Any) -> None:
         super().start(task)
-        declared = task_descriptors(task)
-        known = {**GENERIC, **PROFILE, **declared}
+        own = {**decision_descriptors(task), **task_descriptors(task)}
+        known = known_descriptors(task)
         self.ranges = [tuple(self.opts.ranges.get(n, known.get(n, (0.0, 1.0)))) for n in self.opts.descriptors]
         # the template's profile, when a descriptor compares with it (`wins`)
-        self.template = (template_profile(task) if "wins" in self.opts.descriptors and "wins" not in declared
+        self.template = (template_profile(task) if "wins" in self.opts.descriptors and "wins" not in own
                          else None)
         self.grid: dict[tuple[int, ...], Candidate] = {}
         self.values: dict[int, list[float]] = {}
@@ -184,6 +220,7 @@ class MapElitesMethod(OverMethod):
     def describe(self, candidate: Candidate) -> list[float] | None:
         values = generic_descriptors(candidate.code or "")
         values.update(profile_descriptors(candidate.profile, self.template, self.direction))
+        values.update(candidate.behaviour or {})  # from its decisions, by the sandbox's trusted worker
         if set(self.opts.descriptors) & set(task_descriptors(self.task)):  # the task's own (its names win)
             values.update(self._task_values(self.task, candidate.code or "", candidate.objective))
         out = [values.get(name) for name in self.opts.descriptors]
