@@ -275,7 +275,7 @@ class FirstStepFailsEngine(RecordingEngine):
 
 def test_the_seeded_template_is_a_parent_from_the_first_step_and_never_a_request(tmp_path):
     engine = FirstStepFailsEngine()
-    summary, _, evaluator = run(tmp_path / "r", make_config("eoh", 13), engine=engine)
+    summary, _, evaluator = run(tmp_path / "r", make_config("eoh", 13, context={"seed_template": True}), engine=engine)
     events = read_jsonl(tmp_path / "r" / "events.jsonl")
     assert [e["type"] for e in events[:2]] == ["start", "seed"] and events[1]["result"]["objective"] == 50.0
     first = json.loads((tmp_path / "r" / "population" / "gen_0000.json").read_text())
@@ -311,7 +311,7 @@ def test_a_run_nothing_beats_reports_the_template_as_its_best(tmp_path):
                 completion.text = f"{{worse}}\n```python\ndef heuristic(x):\n    S = 60.0 + {i}\n    return S\n```"
             return out
 
-    summary, *_ = run(tmp_path / "r", make_config("eoh", 10), engine=WorseEngine())
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 10, context={"seed_template": True}), engine=WorseEngine())
     assert summary.best.id == 0 and summary.best.objective == 50.0 and summary.context["beat_template"] is False
     assert "the task's template, seeded" in (tmp_path / "r" / "best.py").read_text()
     from coevolve.report.rendering import context_rows
@@ -321,7 +321,7 @@ def test_a_run_nothing_beats_reports_the_template_as_its_best(tmp_path):
 
 
 def test_the_seed_is_restored_from_its_event_on_resume_and_scored_again_only_when_it_was_lost(tmp_path):
-    config = make_config("eoh+esopt", 20)
+    config = make_config("eoh+esopt", 20, context={"seed_template": True})
     full, *_ = run(tmp_path / "full", config)
     events = read_jsonl(tmp_path / "full" / "events.jsonl")
 
@@ -356,7 +356,8 @@ def test_a_run_started_before_the_seed_existed_resumes_without_it(tmp_path):
     cut = [e for e in events if e["type"] == "step"][3]
     (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:events.index(cut)]))
     loaded = build_config(RunConfig, tomllib.loads((old / "config.toml").read_text()))
-    assert loaded.context.seed_template  # the key's default, which the resume must not apply
+    assert not loaded.context.seed_template  # the key's default (off since s27)
+    loaded.context.seed_template = True  # as a default turned on later would read it: the resume must not apply it
     resumed, _, evaluator = run(old, loaded, resume=True)
     assert resumed.ledger.seeded == 0 and resumed.context["seed"] is None
     assert resumed.model_dump(exclude={"context"}) == full.model_dump(exclude={"context"})
@@ -366,7 +367,7 @@ def test_a_run_started_before_the_seed_existed_resumes_without_it(tmp_path):
                                              ("map_elites", {"map_elites": {"descriptors": ["lines"], "bins": 4}}),
                                              ("sample", {})])
 def test_every_method_admits_the_seed_by_its_own_rule(tmp_path, method, sections):
-    summary, *_ = run(tmp_path / "r", make_config(method, 12, **sections), engine=FirstStepFailsEngine())
+    summary, *_ = run(tmp_path / "r", make_config(method, 12, context={"seed_template": True}, **sections), engine=FirstStepFailsEngine())
     first = json.loads((tmp_path / "r" / "population" / "gen_0000.json").read_text())
     assert [m["id"] for m in first["population"]] == [0]
     if method == "islands":  # each island starts from it, as FunSearch's islands start from the initial program

@@ -21,12 +21,13 @@ from search_fakes import FakeEngine, FakeEvaluator, FakeTask
 METHODS = ["sample", "eoh", "sample+esopt", "eoh+esopt"]
 
 
-def make_config(method: str, budget: int, seed: int = 0) -> RunConfig:
+def make_config(method: str, budget: int, seed: int = 0, seed_template: bool = False) -> RunConfig:
     return build_config(RunConfig, {
         "run": {"method": method, "task": "fake", "budget": budget, "seed": seed},
         "eoh": {"population": 4, "offspring": 3},
         "sample": {"batch": 5, "population": 4},
         "es": {"population": 4, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1},
+        "context": {"seed_template": seed_template},
     })
 
 
@@ -40,7 +41,7 @@ def run(directory, config: RunConfig, engine: FakeEngine | None = None, resume: 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_each_method_spends_exactly_its_budget(tmp_path, method):
-    config = make_config(method, budget=23)
+    config = make_config(method, budget=23, seed_template=True)
     summary, engine, evaluator = run(tmp_path / "r", config)
     d = tmp_path / "r"
     assert summary.evaluations == 23 == sum(summary.ledger.outcomes.values())

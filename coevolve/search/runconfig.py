@@ -115,9 +115,10 @@ class ContextSection(Section):
     fingerprint: bool = True  # reject clones of earlier candidates and of the template before they are scored
     similarity: float = Field(1.0, gt=0, le=1)  # near-clones: similarity at or above this is a clone (1: exact)
     # the archive starts with the template (candidate 0), scored once in the sandbox but not proposed: no
-    # request, no charge (the ledger's `seeded`); as OpenEvolve and FunSearch seed their databases. Without
-    # it the archive is whatever the first proposals give: with a small model, often nothing or one program
-    seed_template: bool = True
+    # request, no charge (the ledger's `seeded`); as OpenEvolve and FunSearch seed their databases. Off by
+    # default: on the embedded 135M model it cut the valid rate (tsp_aco 18.6% -> 1.1%, 3 seeds) and beat
+    # the template in no run either way (benchmarks/results/s27/proposal_efficiency_seed_template.md)
+    seed_template: bool = False
 
 
 class SkillSection(Section):
