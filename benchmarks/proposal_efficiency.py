@@ -8,6 +8,8 @@ that learns (issue 25) win it back? Arms on the same budget, tasks and seeds:
     +trace2skill     eoh+trace2skill: a skill distilled from the run's candidates in every prompt
     all              everything above together, and the template seeded into the archive
                      (context.seed_template; runs before s27 had no seed)
+    defaults         what `coevolve run` does without a [context] table: plain EoH's plan with
+                     failures shown, the def line forced and clones rejected (no seed, no repair)
 
 Per arm (mean and standard deviation over seeds): the share of evaluations lost
 to parse / signature / syntax / exception / invalid (timeouts, crashes and
@@ -51,6 +53,8 @@ ARMS: dict[str, dict] = {
     "+trace2skill": {"method": "eoh+trace2skill", "context": OFF, "repair": False},
     "all": {"method": "eoh+trace2skill", "context": {"failures": True, "constrain": True, "fingerprint": True,
                                                       "seed_template": True}, "repair": True},
+    "defaults": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": True,
+                                              "seed_template": False}, "repair": False},
 }
 LOST = {"parse": "parse", "bad_signature": "signature", "missing_function": "signature", "syntax": "syntax",
         "exception": "exception", "invalid": "invalid", "timeout": "invalid", "crash": "invalid",
