@@ -1,11 +1,11 @@
 """Islands, MAP-Elites and a user's method file on the real engine, sandbox
 and TSP task (tiny budgets, the session engine where the test runs in
 process): every evaluation charged, the run resumed to the identical
-summary and archive snapshots (islands+esopt SIGKILLed and resumed through
-the CLI; MAP-Elites+ESOpt SIGKILLed through the CLI and resumed in process;
-the user's method stopped at a step by a cap and resumed in process), the
-heat map in `coevolve report RUN_DIR`, and the user's method compared with
-its +ESOpt pair and reported through the CLI."""
+summary and archive snapshots (islands+esopt and MAP-Elites+ESOpt SIGKILLed
+and resumed through the CLI, each run in its own engine process; the user's
+method stopped at a step by a cap and resumed in process), the heat map in
+`coevolve report RUN_DIR`, and the user's method compared with its +ESOpt
+pair and reported through the CLI."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
-from coevolve.base.records import SearchSummary
-from conftest import kill_and_resume, kill_run
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.records import SearchSummary, read_summary
+from conftest import kill_and_resume
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 from test_run_e2e import TINY
@@ -72,12 +72,18 @@ def same_run(a: SearchSummary, b: SearchSummary) -> None:
 
 
 @pytest.mark.engine
-@pytest.mark.timeout(1800)
-def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine, sandbox):
+@pytest.mark.timeout(2400)
+def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path):
+    """Every run through the CLI, each in its own engine process (as islands below): an uninterrupted run,
+    one SIGKILLed inside a step and `--resume`d. (Mixing the session engine with a CLI engine made the
+    comparison flaky in CI: two engine instances are not guaranteed to sample the same tokens.)"""
     from coevolve.cli import main
 
     config = config_for("map_elites+esopt", 9, seed=1)  # a seed whose first steps fill cells
-    full = run_in_process(tmp_path / "full", config, engine, sandbox)
+    path = tmp_path / "c.toml"
+    path.write_text(dump_toml(as_dict(config)))
+    run = kill_and_resume(path, tmp_path, "step", 2, "--no-progress")
+    full = read_summary(tmp_path / "full" / "summary.json")
     assert full.evaluations == 9 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
     assert full.es.updates >= 1
     snapshots = sorted((tmp_path / "full" / "population").glob("gen_*.json"))
@@ -88,14 +94,9 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
     described = {c["id"]: c.get("behaviour") for c in read_jsonl(tmp_path / "full" / "candidates.jsonl")}
     assert all(c["descriptors"][0] == described[c["id"]]["nearest"] for c in grid["cells"])  # as the worker said
 
-    # kill -9 through the CLI inside a step, then --resume (in process, on the session engine)
-    path = tmp_path / "c.toml"
-    path.write_text(dump_toml(as_dict(config)))
-    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
-    kill_run(path, tmp_path / "killed", "step", steps, 2, "--no-progress")
-    killed = build_config(RunConfig, read_toml(tmp_path / "killed" / "config.toml"))
-    same_run(run_in_process(tmp_path / "killed", killed, engine, sandbox, resume=True), full)
-    assert [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")] == list(range(steps))
+    # killed and resumed: the same summary, every step logged once, the grid the same step by step
+    assert json.loads((tmp_path / "killed" / "summary.json").read_text()) == run.expected
+    assert [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")] == list(range(run.events))
     again = sorted((tmp_path / "killed" / "population").glob("gen_*.json"))
     assert [json.loads(p.read_text())["grid"] for p in again] == [json.loads(p.read_text())["grid"] for p in snapshots]
     assert main(["report", str(tmp_path / "full")]) == 0
