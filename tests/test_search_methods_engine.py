@@ -79,7 +79,10 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path):
     comparison flaky in CI: two engine instances are not guaranteed to sample the same tokens.)"""
     from coevolve.cli import main
 
-    config = config_for("map_elites+esopt", 9, seed=1)  # a seed whose first steps fill cells
+    # The template seeded into the grid: the grid holds a program whatever the model writes. (Late in the
+    # full suite the same seed's 9 proposals gave no valid program at all, while alone they fill cells:
+    # what the engine samples there differs, see the closing note of stop s27.)
+    config = config_for("map_elites+esopt", 9, seed=1, context={"seed_template": True})
     path = tmp_path / "c.toml"
     path.write_text(dump_toml(as_dict(config)))
     run = kill_and_resume(path, tmp_path, "step", 2, "--no-progress")
@@ -89,9 +92,12 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path):
     snapshots = sorted((tmp_path / "full" / "population").glob("gen_*.json"))
     grid = json.loads(snapshots[-1].read_text())["grid"]
     assert grid["cells"]  # programs in the grid: its step-by-step equality after the kill is not vacuous
-    assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population)
+    assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population) and 0 in full.population
+    assert full.ledger.seeded == 1  # the seed: scored, not charged
     assert all(0.0 <= c["descriptors"][1] <= 1.0 for c in grid["cells"])  # wins: a share of the instances
+    seed = next(e for e in RunStore(tmp_path / "full").iter_events("seed"))
     described = {c["id"]: c.get("behaviour") for c in read_jsonl(tmp_path / "full" / "candidates.jsonl")}
+    described[0] = seed["result"]["behaviour"]
     assert all(c["descriptors"][0] == described[c["id"]]["nearest"] for c in grid["cells"])  # as the worker said
 
     # killed and resumed: the same summary, every step logged once, the grid the same step by step
