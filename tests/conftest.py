@@ -15,6 +15,22 @@ import pytest
 from conftest_server import openai_server  # noqa: F401  (one session server for every module)
 
 ROOT = Path(__file__).resolve().parents[1]
+# Starting vLLM in this process sets LD_PRELOAD (torch's libgomp) and LD_LIBRARY_PATH in os.environ
+# (seen with the low-rank engine). A child started after that loads another OpenMP runtime than the
+# same command run from a shell: late in the full suite `coevolve run` sampled other tokens than
+# alone (s27). Children get these two as the session found them.
+_LOADER_VARIABLES = {name: os.environ.get(name) for name in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+
+
+def child_environment(extra: dict | None = None) -> dict:
+    """os.environ (with what tests set) for a child process, the loader variables as the session began."""
+    env = {**os.environ, **(extra or {})}
+    for name, value in _LOADER_VARIABLES.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +84,7 @@ def lowrank_engine(model_dir, _close_engines):
 
 def run_python(code: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a script in a fresh interpreter (for checks that need a fresh engine)."""
-    full_env = {**os.environ, **(env or {})}
+    full_env = child_environment(env)
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT
     )
@@ -76,7 +92,7 @@ def run_python(code: str, timeout: float = 600, env: dict | None = None) -> subp
 
 def start_run(*args: str) -> subprocess.Popen:
     """`coevolve run ARGS` in its own session (so a SIGKILL takes its whole group)."""
-    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "run", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "run", *args], cwd=ROOT, env=child_environment(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

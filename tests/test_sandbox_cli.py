@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from coevolve.cli import main
+from conftest import child_environment
 from test_sandbox import processes_with_mark
 
 
@@ -161,7 +162,7 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
     path = tmp_path / "loop.py"
     path.write_text(LOOP)
     mark = uuid.uuid4().hex
-    env = {**os.environ, "COEVOLVE_SANDBOX_TEST_MARK": mark}
+    env = child_environment({"COEVOLVE_SANDBOX_TEST_MARK": mark})
     cli = subprocess.Popen([sys.executable, "-m", "coevolve", "eval", str(path), "--task", "tsp_construct",
                             "--split", "test", "--size", "1000", "--no-reference"],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
