@@ -160,8 +160,9 @@ def declared_cascade(task: Any) -> Cascade | None:
     return Cascade((stage[0], int(stage[1])), float(margin), against)
 
 
-# How many instances the built-in tasks' describe_decisions read at most: a behaviour summary needs
-# no more than a training set (64), and the worker describes every scoring, a 1000-instance test set too.
+# How many instances the built-in tasks' describe_decisions read at most: a behaviour summary needs no
+# more than a training set (64); the worker describes training-set scorings only, and a user's task may
+# have a larger training set.
 DESCRIBED_INSTANCES = 64
 
 
