@@ -23,7 +23,7 @@ from coevolve.base.config import Config, Section, as_dict, build_config, config_
 from coevolve.base.errors import UsageError
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
-from coevolve.es.config import ESConfig
+from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, run_plan
@@ -322,7 +322,7 @@ class AgentCompareConfig(Config):
     task: dict[str, dict[str, Any]] = {}  # task name -> options of its factory
     agent: AgentSection = _AGENT_DEFAULTS["agent"].default
     sampling: Sampling = _AGENT_DEFAULTS["sampling"].default
-    es: ESConfig = _AGENT_DEFAULTS["es"].default
+    es: ESSection = _AGENT_DEFAULTS["es"].default
     skills: SkillsSection = _AGENT_DEFAULTS["skills"].default
     endpoint: EndpointSection = _AGENT_DEFAULTS["endpoint"].default
     model: ModelSection = _AGENT_DEFAULTS["model"].default

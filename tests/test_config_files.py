@@ -16,9 +16,10 @@ import pytest
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.errors import UsageError
+from coevolve.es.config import upgraded
 from coevolve.commands.run import config_class, load_run_config
 from coevolve.plan import CompareConfig, load_compare_config
-from coevolve.runstore import same_settings
+from coevolve.es.start import same_run_settings
 from coevolve.search.runconfig import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +30,10 @@ ADDED_SINCE = {"context": {"seed_template": False}}
 
 
 def with_added(raw: dict) -> dict:
-    """An old file's config as the code writes it today: the keys added since at their defaults."""
-    return {k: {**v, **ADDED_SINCE[k]} if k in ADDED_SINCE and isinstance(v, dict) else v for k, v in raw.items()}
+    """An old file's config as the code writes it today: the keys added since at their defaults, and
+    es.rank only under low-rank noise (every directory recorded it before [es] became a union)."""
+    today = {k: {**v, **ADDED_SINCE[k]} if k in ADDED_SINCE and isinstance(v, dict) else v for k, v in raw.items()}
+    return {**today, "es": upgraded(today["es"])} if "es" in today else today
 
 
 def test_the_examples_are_all_found():
@@ -58,7 +61,7 @@ def test_an_old_run_directory_loads_and_its_settings_still_match(name, kind):
     raw = read_toml(OLD / name)
     config = build_config(config_class(raw), raw)
     assert isinstance(config, kind)
-    assert same_settings(raw, as_dict(config))
+    assert same_run_settings(raw, as_dict(config))
     # written again, the file is the same, plus the sections and keys added since at their defaults ([log])
     again = tomllib.loads(dump_toml(as_dict(config)))
     assert {key: again[key] for key in raw} == with_added(raw) and set(again) - set(raw) <= {"log"}
@@ -103,7 +106,10 @@ def test_a_task_file_named_in_task_counts_from_the_tomls_folder(tmp_path):
 
 @pytest.mark.parametrize("raw, message", [
     ({"es": {"noise": "half"}}, "es.noise must be one of full, lowrank (got 'half')"),
-    ({"es": {"rank": 600}}, "es.rank must be in 1..512 (vLLM's LoRA ranks) (got 600)"),
+    ({"es": {"noise": "lowrank", "rank": 600}}, "es.rank must be in 1..512 (vLLM's LoRA ranks) (got 600)"),
+    ({"es": {"rank": 4}}, 'es.rank is for es.noise = "lowrank" only (got 4)'),
+    ({"es": {"noise": "half"}}, "es.noise must be one of full, lowrank (got 'half')"),
+    ({"es": {"noise": "lowrank", "ranks": 4}}, "es.ranks is not a known field (known: alpha, antithetic, ddof,"),
     ({"es": {"sigma": float("inf")}}, "es.sigma must be finite (got inf)"),
     ({"sampling": {"stop": "x"}}, "sampling.stop must be a list (got 'x')"),
     ({"sampling": {"tmp": 1}}, "sampling.tmp is not a known field (known: max_tokens, presence_penalty, stop,"),

@@ -18,7 +18,7 @@ from coevolve.base.config import Config, Section, config_error, require
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
-from coevolve.es.config import ESConfig
+from coevolve.es.config import ESConfig, ESSection
 from tasks.loader import looks_like_spec, plugins
 from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, TaskOptionError, agent_task
 
@@ -75,7 +75,7 @@ class AgentRunConfig(Config):
     agent: AgentSection = AgentSection()
     # training rollouts; max_tokens is per turn (a Sudoku move is a few tokens)
     sampling: Sampling = Sampling(temperature=0.7, top_p=1.0, max_tokens=24)
-    es: ESConfig = ESConfig()
+    es: ESSection = ESConfig()
     skills: SkillsSection = SkillsSection()
     endpoint: EndpointSection = EndpointSection()
     model: ModelSection = ModelSection()

@@ -86,6 +86,10 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
         value = float(value) if info.annotation is float else value
     elif kind == "string_pattern_mismatch":  # the field's description says what the pattern allows
         problem = f"must be {info.description}"
+    elif kind == "union_tag_invalid":  # a mode key naming no member (es.noise); the discriminator is named after it
+        key = error["ctx"]["discriminator"].strip("_()")
+        field, value = f"{field}.{key}", value.get(key) if isinstance(value, dict) else value
+        problem = f"must be one of {error['ctx']['expected_tags'].replace(chr(39), '')}"
     elif kind in ("too_short", "too_long"):
         problem = "must list at least one value" if kind == "too_short" else error["msg"].lower()
     else:

@@ -1,6 +1,13 @@
 """The `[es]` section: the one declaration of the ES settings, with the one
 validator. Heuristic runs (coevolve.search), agent runs (coevolve.agents) and
-`ESOpt` all read this class; nothing copies its fields into another.
+`ESOpt` all read it; nothing copies its fields into another.
+
+The noise mode is a union told apart by `es.noise`: `FullNoise` (σε on every
+parameter, members one after another: the paper) and `LowRankNoise` (σ·A Bᵀ/√rank
+on every linear weight, the population in one batch of LoRA slots: several
+times faster, embeddings and norms frozen), which alone takes `rank`. Configs
+declare the field as `ESSection`; `ESConfig(**values)` builds the mode the values
+name, as `pathlib.Path` builds a `PosixPath`.
 
 Two values depend on the run and are written 0 in a config: `population`
 (heuristic runs: the plan's perturbed step; agent runs: agent.population) and
@@ -11,11 +18,11 @@ episode budget pays). The run fills them with `resolve` before building
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from coevolve.base.config import Section, require
+from coevolve.base.config import Section, config_error, require
 
 
 class ESConfig(Section):
@@ -44,17 +51,16 @@ class ESConfig(Section):
     # z-score std: 1 sample std (the paper's worked example, our default), 0 population std (its code)
     ddof: Literal[0, 1] = 1
     antithetic: bool = False
-    # "full": σε on every parameter, members one after another (the paper).
-    # "lowrank": σ·A Bᵀ/√rank on every linear weight, the population in one
-    # batch of LoRA slots (several times faster; embeddings and norms frozen).
-    # `rank` is written (1) under full noise too: every run directory records it.
-    noise: Literal["full", "lowrank"] = "full"
-    rank: int = Field(1, ge=1, le=512, description="vLLM's LoRA ranks")
     # Heuristic runs only (agent configs refuse them): candidates each perturbed
     # model proposes, and which EoH operators run perturbed under eoh+esopt
     # (their names are checked by coevolve.search.runconfig, which owns the operators).
     proposals_per_member: int = Field(1, ge=1)
     operators: list[str] = ["m1", "m2"]
+
+    def __new__(cls, **values: Any) -> ESConfig:
+        if cls is ESConfig:
+            cls = LowRankNoise if values.get("noise") == "lowrank" else FullNoise
+        return super().__new__(cls)
 
     @field_validator("population")
     @classmethod
@@ -71,8 +77,8 @@ class ESConfig(Section):
 
     def resolve(self, population: int, generations: int) -> ESConfig:
         """This config with the run's values where it says 0; settings it gives stay."""
-        return ESConfig(**{**dict(self), "population": self.population or population,
-                           "generations": self.generations or generations})
+        return type(self)(**{**dict(self), "population": self.population or population,
+                             "generations": self.generations or generations})
 
     def check_resolved(self) -> None:
         """What ESOpt needs: a population to rank and a σ schedule to follow."""
@@ -80,3 +86,46 @@ class ESConfig(Section):
                 self.population)
         require(self.generations >= 1, "es.generations", "must be >= 1 when ES runs (0 is resolved by the run)",
                 self.generations)
+
+
+NOISES = ("full", "lowrank")
+
+
+class FullNoise(ESConfig):
+    noise: Literal["full"] = "full"
+    rank: ClassVar[None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_rank(cls, raw: Any) -> Any:
+        # ESConfig(noise=...) with an unknown mode lands here; in a config the union says it
+        if isinstance(raw, dict) and raw.get("noise", "full") not in NOISES:
+            raise config_error("es.noise", f"must be one of {', '.join(NOISES)}", raw["noise"])
+        # run directories written before the union recorded `rank = 1` under full noise too
+        if isinstance(raw, dict) and "rank" in raw:
+            if raw["rank"] != 1:
+                raise config_error("es.rank", 'is for es.noise = "lowrank" only', raw["rank"])
+            raw = {k: v for k, v in raw.items() if k != "rank"}
+        return raw
+
+
+class LowRankNoise(ESConfig):
+    noise: Literal["lowrank"]
+    rank: int = Field(1, ge=1, le=512, description="vLLM's LoRA ranks")
+
+
+def _noise(raw: Any) -> str:  # named after the key it reads: error lines name es.noise
+    return (raw.get("noise", "full") if isinstance(raw, dict) else getattr(raw, "noise", "full"))
+
+
+# what a config declares its [es] field as
+ESSection = Annotated[Union[Annotated[FullNoise, Tag("full")], Annotated[LowRankNoise, Tag("lowrank")]],
+                      Discriminator(_noise)]
+
+
+def upgraded(es: Any) -> Any:
+    """An [es] table as a run logged it before the noise union (`rank` under full
+    noise too), in today's shape: what `--resume` compares with the current config."""
+    if isinstance(es, dict) and es.get("noise", "full") == "full":
+        return {k: v for k, v in es.items() if k != "rank"}
+    return es

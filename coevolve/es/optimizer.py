@@ -113,7 +113,7 @@ class ESOpt:
     ) -> dict[str, Any]:
         if len(rewards) != len(members):
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
-        check_mode(engine, self.cfg.noise, self.cfg.rank if self.cfg.noise == "lowrank" else None, "es config")
+        check_mode(engine, self.cfg.noise, self.cfg.rank, "es config")
         z = normalise(rewards, self.cfg.normalise, ddof=self.cfg.ddof)  # raises before any change
         # the mirrored member of an antithetic pair (σ < 0) flips its direction; σ = 0
         # (the last step of a schedule to 0) keeps it, as the reference's update does
@@ -133,7 +133,7 @@ class ESOpt:
             "population": len(members),
             "noise_version": noise.NOISE_VERSION,
             "noise": self.cfg.noise,
-            "rank": self.cfg.rank if self.cfg.noise == "lowrank" else None,
+            "rank": self.cfg.rank,
             "device": getattr(engine, "device", "unknown"),
             "tp": getattr(engine, "tensor_parallel_size", 1),
             "checksum": engine.checksum(),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from coevolve.base.errors import UsageError
-from coevolve.es.config import ESConfig
+from coevolve.es.config import ESConfig, upgraded
 from coevolve.es.optimizer import ESOpt, ReplayError
 from coevolve.runstore import RunStore, same_settings
 
@@ -42,10 +42,17 @@ def logged_config(store: RunStore, events: list[dict], *, kind: str, version: in
     return start.get("config")
 
 
+def same_run_settings(logged: Any, current: dict[str, Any]) -> bool:
+    """Whether a start event's config is `current`, read in today's shape (runstore.same_settings)."""
+    if isinstance(logged, dict) and "es" in logged:
+        logged = {**logged, "es": upgraded(logged["es"])}
+    return same_settings(logged, current)
+
+
 def check_same_config(store: RunStore, logged: Any, current: dict[str, Any]) -> None:
     """Refuse to continue a log written under another config (settings added
     to the code since it started take their defaults: runstore.same_settings)."""
-    if not same_settings(logged, current):
+    if not same_run_settings(logged, current):
         raise ResumeError(f"{store.events_path} was written under another config than "
                           f"{store.config_path}; refusing to mix them")
 

@@ -10,7 +10,7 @@ from coevolve.base.config import Config, Section, build_config, config_error, re
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
-from coevolve.es.config import ESConfig
+from coevolve.es.config import ESConfig, ESSection
 from coevolve.search.methods import (check_method_name, check_operator_name, declared_sections, make_method,
                                      planned_refreshes, uses_es, uses_skill)
 from tasks.base import STARTS
@@ -175,7 +175,7 @@ class SearchSections(Config):
     sampling: Sampling = Sampling(temperature=0.7, top_p=1.0, max_tokens=384, stop=("\n```\n",))
     eoh: EohSection = EohSection()
     sample: SampleSection = SampleSection()
-    es: ESConfig = ESConfig()
+    es: ESSection = ESConfig()
     reward: RewardSection = RewardSection()
     sandbox: SandboxSection = SandboxSection()
     accounting: AccountingSection = AccountingSection()
