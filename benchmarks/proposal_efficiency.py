@@ -10,6 +10,7 @@ that learns (issue 25) win it back? Arms on the same budget, tasks and seeds:
                      (context.seed_template; runs before s27 had no seed)
     defaults         what `coevolve run` does without a [context] table: plain EoH's plan with
                      failures shown, the def line forced and clones rejected (no seed, no repair)
+    defaults-fingerprint  the defaults with clones scored instead of rejected
 
 Per arm (mean and standard deviation over seeds): the share of evaluations lost
 to parse / signature / syntax / exception / invalid (timeouts, crashes and
@@ -55,6 +56,8 @@ ARMS: dict[str, dict] = {
                                                       "seed_template": True}, "repair": True},
     "defaults": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": True,
                                               "seed_template": False}, "repair": False},
+    "defaults-fingerprint": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": False,
+                                                          "seed_template": False}, "repair": False},
 }
 LOST = {"parse": "parse", "bad_signature": "signature", "missing_function": "signature", "syntax": "syntax",
         "exception": "exception", "invalid": "invalid", "timeout": "invalid", "crash": "invalid",

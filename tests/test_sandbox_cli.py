@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -148,6 +149,20 @@ def candidate_started(mark: str, cli: int) -> bool:
     return False
 
 
+def cli_signal_state(pid: int) -> str:
+    """SIGINT in the ignored and blocked masks of the CLI's process and of each of its threads."""
+    bit = 1 << (signal.SIGINT - 1)
+    states = []
+    for status in sorted(Path(f"/proc/{pid}/task").glob("*/status")):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        states.append(f"{fields['Name'].strip()}: ignored={bool(int(fields['SigIgn'], 16) & bit)} "
+                      f"blocked={bool(int(fields['SigBlk'], 16) & bit)}")
+    return "threads " + "; ".join(states)
+
+
 # how the CLI ends when it was the signal that ended it (not the candidate's own time limit)
 SIGNALLED = {"SIGTERM": -signal.SIGTERM, "SIGKILL": -signal.SIGKILL, "SIGINT": 130}
 
@@ -173,6 +188,7 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
         while not candidate_started(mark, cli.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert candidate_started(mark, cli.pid), "the candidate never started"
+        signal_state = cli_signal_state(cli.pid)  # to tell, if SIGINT is not acted on, whether the CLI could see it
         cli.send_signal(getattr(signal, how))
         cli.wait(timeout=60)
         for _ in range(300):
@@ -184,7 +200,7 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
             # Seen once late in the full suite on 2 cores (s26): the CLI went on to the candidate's own time
             # limit ("1 of 1 sets failed") instead of ending at the Ctrl-C. Not understood yet; reported as
             # an expected failure so it stays visible, while the leftover check above still holds.
-            pytest.xfail("SIGINT under load: the CLI ran to the candidate's time limit (open)")
+            pytest.xfail(f"SIGINT under load: the CLI ran to the candidate's time limit (open); {signal_state}")
         # the signal ended it: a run that reached the candidate's own time limit first proves nothing
         assert cli.returncode == SIGNALLED[how], (cli.returncode, cli.stderr.read().decode()[-500:])
     finally:
