@@ -28,7 +28,8 @@ from search_fakes import TEMPLATE, FakeEngine, FakeEvaluator, FakeTask
 def make_config(method: str = "eoh", budget: int = 24, **sections) -> RunConfig:
     raw = {"run": {"method": method, "task": "fake", "budget": budget, "seed": 1},
            "eoh": {"population": 4, "offspring": 3}, "sample": {"batch": 4, "population": 4},
-           "es": {"population": 3, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1}}
+           "es": {"population": 3, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1},
+           "context": {"fingerprint": True}}  # clone rejection (off by default) is part of what these check
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     return build_config(RunConfig, raw)

@@ -83,7 +83,8 @@ def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_
     from coevolve.base.skills import parse_skill_text
     from tasks.registry import get_task
 
-    config = tiny("eoh+trace2skill", 12, context={"seed_template": True})  # the seed on the real engine too
+    # the seed and clone rejection on the real engine too
+    config = tiny("eoh+trace2skill", 12, context={"seed_template": True, "fingerprint": True})
     store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
     recorder, counting = Recorder(engine), CountingSandbox(sandbox)
     summary = SearchLoop(config, store, recorder, counting, get_task("tsp_construct")).run()

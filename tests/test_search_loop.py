@@ -27,7 +27,7 @@ def make_config(method: str, budget: int, seed: int = 0, seed_template: bool = F
         "eoh": {"population": 4, "offspring": 3},
         "sample": {"batch": 5, "population": 4},
         "es": {"population": 4, "sigma": 0.01, "sigma_end": 0.001, "alpha": 0.1},
-        "context": {"seed_template": seed_template},
+        "context": {"seed_template": seed_template, "fingerprint": True},
     })
 
 
@@ -49,7 +49,7 @@ def test_each_method_spends_exactly_its_budget(tmp_path, method):
     assert [c["id"] for c in candidates] == list(range(1, 24))
     outcomes = summary.ledger.outcomes
     assert outcomes.get("parse", 0) == sum(c["failure"] == "parse" for c in candidates) > 0
-    # clones (rename-invariant fingerprints, on by default) are rejected before the sandbox
+    # clones (rename-invariant fingerprints, on here) are rejected before the sandbox
     assert outcomes.get("rejected", 0) == sum(c["duplicate_of"] is not None for c in candidates) > 0
     assert all(c["failure"] == "duplicate" and c["objective"] is None for c in candidates if c["duplicate_of"])
     # duplicates and parse failures never reach the sandbox; the seeded template is scored once, uncharged

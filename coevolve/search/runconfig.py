@@ -112,7 +112,12 @@ class ContextSection(Section):
     failures: bool = True  # a parent's or a recent sibling's failure (kind, message, failing line) in the prompt
     failure_chars: int = Field(300, ge=40)  # the failure text is cut to this many characters (about 80 tokens)
     constrain: bool = True  # decode the fenced block with the template's exact `def` line (where the engine can)
-    fingerprint: bool = True  # reject clones of earlier candidates and of the template before they are scored
+    # reject clones of earlier candidates and of the template before they are scored (charged, never
+    # scored). Off by default: on the embedded 135M model a third to two thirds of the budget went to
+    # rejected clones of the request's own parent, the valid rate fell (tsp_construct 55.9% -> 2.8%,
+    # tsp_aco 56.9% -> 16.3%, 3 seeds) and only the run without it beat the template
+    # (benchmarks/results/s28/proposal_efficiency_defaults.md); scored, a clone is at worst a duplicate
+    fingerprint: bool = False
     similarity: float = Field(1.0, gt=0, le=1)  # near-clones: similarity at or above this is a clone (1: exact)
     # the archive starts with the template (candidate 0), scored once in the sandbox but not proposed: no
     # request, no charge (the ledger's `seeded`); as OpenEvolve and FunSearch seed their databases. Off by
