@@ -8,9 +8,10 @@ that learns (issue 25) win it back? Arms on the same budget, tasks and seeds:
     +trace2skill     eoh+trace2skill: a skill distilled from the run's candidates in every prompt
     all              everything above together, and the template seeded into the archive
                      (context.seed_template; runs before s27 had no seed)
-    defaults         what `coevolve run` does without a [context] table: plain EoH's plan with
-                     failures shown, the def line forced and clones rejected (no seed, no repair)
-    defaults-fingerprint  the defaults with clones scored instead of rejected
+    defaults         what `coevolve run` did without a [context] table until s28: plain EoH's plan
+                     with failures shown, the def line forced and clones rejected (no seed, no repair)
+    defaults-fingerprint  the same with clones scored instead of rejected: the defaults since s28
+                     (benchmarks/results/s28/proposal_efficiency_defaults.md)
 
 Per arm (mean and standard deviation over seeds): the share of evaluations lost
 to parse / signature / syntax / exception / invalid (timeouts, crashes and
