@@ -124,7 +124,10 @@ class CountingEvaluator(FakeEvaluator):
 def fake_config(budget: int, method: str = "eoh") -> RunConfig:
     return build_config(RunConfig, {
         "run": {"method": method, "task": "fake", "budget": budget, "seed": 1},
-        "eoh": {"population": 4, "offspring": 3}, "sample": {"batch": 5, "population": 4}})
+        "eoh": {"population": 4, "offspring": 3}, "sample": {"batch": 5, "population": 4},
+        # clones rejected as the runs these checks were written for: the fake proposer repeats itself,
+        # and a repeat of a stopped candidate would count in summary.failures but not in the ledger's cascade
+        "context": {"fingerprint": True}})
 
 
 def fake_run(directory, config, task, resume=False):
