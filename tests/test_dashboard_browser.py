@@ -57,6 +57,11 @@ alpha = 5e-4
 [sandbox]
 timeout_s = 20
 
+# clones rejected, as when these checks were written: the tiny run then has candidates with parents by the
+# time the detail and diff checks run
+[context]
+fingerprint = true
+
 [log]
 mlflow = true
 tensorboard = true

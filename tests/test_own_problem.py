@@ -481,3 +481,20 @@ def test_flow_shop_example_runs_through_coevolve_run_on_the_served_model(openai_
     summary = check_example_run(out, 4, "flow_shop")
     assert summary["ledger"]["llm_requests"] == 4 and "cascade" not in summary["ledger"]["outcomes"]
     assert json.loads((out / "endpoint.json").read_text())["server"]["id"] == openai_server.model
+
+
+def test_the_run_table_finds_a_file_tasks_template_from_the_run_directory(tmp_path):
+    """A run on a user's file task names the task only by its label in summary.json; the end-of-run table
+    (and `coevolve report`) must re-find the file from the run directory to tell a best that is the template
+    (s28: `coevolve run` crashed with "unknown task 'my_problem'" once such a run had a valid best)."""
+    from coevolve.report.collecting import run_starting_point
+    from coevolve.runstore import RunStore
+    from tasks.registry import heuristic_task
+
+    assert main(["new-task", "my_problem", "--dir", str(tmp_path)]) == 0
+    problem = (tmp_path / "my_problem" / "problem.py").resolve()
+    store = RunStore.create(tmp_path / "run", f'[run]\nmethod = "sample"\ntask = "{problem}"\n')
+    (store.dir / "best.py").write_text(heuristic_task(str(problem)).template)
+    assert run_starting_point(store.dir, "my_problem") == "template"
+    (store.dir / "best.py").write_text("def nothing():\n    return 0\n")
+    assert run_starting_point(store.dir, "my_problem") is None

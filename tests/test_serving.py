@@ -117,7 +117,9 @@ def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_serve
     and a Sample batch of 20 through [endpoint], in a process where vLLM and
     torch cannot be imported: the recommended CPU server settings serve both."""
     env = no_engine_env(tmp_path)
-    config = write_config(tmp_path, openai_server.base_url, openai_server.model)
+    # clones rejected, as when the prompt sizes below were measured: scored template copies make the
+    # e1 step's parents (and so its prompts) shorter than the ~500 tokens this step is sized for
+    config = write_config(tmp_path, openai_server.base_url, openai_server.model, "[context]\nfingerprint = true\n")
     eoh_out = tmp_path / "eoh"
     result = cli(["run", str(config), "--budget", "20", "--out", str(eoh_out), "--no-progress"], env)
     assert result.returncode == 0, result.stderr[-3000:]

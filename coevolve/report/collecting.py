@@ -106,6 +106,12 @@ def best_starting_point(directory: str | Path, task_name: str) -> str | None:
     return starting_point(best.read_text(encoding="utf-8"), task_name) if best.exists() else None
 
 
+def run_starting_point(directory: str | Path, task_label: str) -> str | None:
+    """best_starting_point of a run directory, its task found as the run found it (a user's file task
+    is named in the summary only by its label)."""
+    return best_starting_point(directory, task_of_run(RunStore.open(directory)) or task_label)
+
+
 def task_of_run(store: RunStore) -> str | None:
     """The task spec a run's config names (a file task re-found from the run
     directory alone, tasks.loader.remember_tasks: a changed file reads as the

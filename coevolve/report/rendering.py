@@ -24,8 +24,8 @@ from coevolve.base.config import read_toml
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_plan, config_class,
                            scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (aggregate, at_template, baselines, best_starting_point, collect,
-                                        fmt_number, run_rows, task_of_run)
+from coevolve.report.collecting import (aggregate, at_template, baselines, collect,
+                                        fmt_number, run_rows, run_starting_point)
 from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
@@ -294,7 +294,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
              run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary.budget), ""]
-    found = best_starting_point(store.dir, task_of_run(store) or summary.task)
+    found = run_starting_point(store.dir, summary.task)
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
@@ -333,7 +333,7 @@ def _table(rows: list[tuple[str, str]]) -> str:
 def run_table(summary: SearchSummary, directory: Path) -> str:
     """The table `coevolve run` prints at the end of a run."""
     best = summary.best
-    found = best_starting_point(directory, summary.task) if best else None
+    found = run_starting_point(directory, summary.task) if best else None
     train = summary.train
     ledger = summary.ledger
     gap = best.gap if best else None
