@@ -14,7 +14,7 @@ check-env:
 	$(VENV)/bin/python scripts/envlock.py check
 
 test: setup check-env
-	$(VENV)/bin/python -m pytest -q -rs --durations=15
+	$(VENV)/bin/python -m pytest -q -rsx --durations=15
 
 # Refresh both locks after the suite passed in $(VENV) with new versions:
 # the CPU set is frozen from the venv, the CUDA set resolved by uv (not installed).
