@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -460,7 +459,7 @@ def test_bin_packing_example_runs_through_coevolve_run_with_its_cascade(openai_s
     done = cli_process("run", str(example_config(tmp_path, "bin_packing", served(openai_server))), "--budget", "6",
                        "--out", str(out), "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summary = check_example_run(out, 6, "bin_packing_online")
+    check_example_run(out, 6, "bin_packing_online")
     stopped = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
     stopped = [c for c in stopped if c["failure"] == "cascade"]
     assert all(c["message"].startswith("stage 1 (quick 200): objective ") and c["step"] > 0 for c in stopped)

@@ -7,7 +7,6 @@ clear line for each kind of bad endpoint input."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
