@@ -102,11 +102,9 @@ class FullNoise(ESConfig):
         if isinstance(raw, dict) and raw.get("noise", "full") not in NOISES:
             raise config_error("es.noise", f"must be one of {', '.join(NOISES)}", raw["noise"])
         # run directories written before the union recorded `rank = 1` under full noise too
-        if isinstance(raw, dict) and "rank" in raw:
-            if raw["rank"] != 1:
-                raise config_error("es.rank", 'is for es.noise = "lowrank" only', raw["rank"])
-            raw = {k: v for k, v in raw.items() if k != "rank"}
-        return raw
+        if isinstance(raw, dict) and raw.get("rank", 1) != 1:
+            raise config_error("es.rank", 'is for es.noise = "lowrank" only', raw["rank"])
+        return upgraded(raw)
 
 
 class LowRankNoise(ESConfig):
