@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import warnings
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from coevolve.base.untrusted import clean
@@ -35,7 +35,6 @@ Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object,
 # trusted scoring after the candidate (an ACO colony) gets the candidate's
 # limit again: before the evaluator was split, it ran inside that limit.
 _WORKER_GRACE_S = 120.0
-_WAKE_S = 0.2  # how often a thread waiting on the workers wakes to act on a Ctrl-C (evaluate_many)
 
 
 # What a worker (and so every candidate, whose /proc/self/environ is the
@@ -244,18 +243,7 @@ class Sandbox:
             return []
         threads = ThreadPoolExecutor(max_workers=min(self.workers, len(prepared)))
         try:
-            futures = [threads.submit(self._submit, job, self.timeout_s) for job in prepared]
-            # Wait in short slices: a Ctrl-C the kernel hands to another thread (any thread may take a
-            # signal sent to the process) only sets CPython's flag, and the main thread acts on it
-            # when it next wakes; blocked on the futures alone, not before the candidate's own time
-            # limit. (This did not end the SIGINT case that runs to the limit late in full test
-            # suites, tests/test_sandbox_cli.py: that cause is still open.)
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=_WAKE_S, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    future.result()  # a task's error stops the batch at once
-            replies = [future.result() for future in futures]
+            replies = list(threads.map(lambda job: self._submit(job, self.timeout_s), prepared))
         except BaseException:
             # Ctrl-C (or any error) while candidates run: stop the workers first,
             # which ends their candidates and unblocks the threads waiting on them
