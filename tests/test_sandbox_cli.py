@@ -163,6 +163,20 @@ def cli_signal_state(pid: int) -> str:
     return "threads " + "; ".join(states)
 
 
+def start_as_a_foreground_job(argv: list[str], **options) -> subprocess.Popen:
+    """Start a process with SIGINT at its default disposition, as a terminal's foreground job has it.
+    A signal ignored at exec stays ignored in the child (POSIX), and Python then installs no
+    KeyboardInterrupt handler: a suite started as a background job of a non-interactive shell (`&`,
+    where bash ignores SIGINT) handed that on to every `coevolve` it started, which then ran to the
+    candidate's time limit on a Ctrl-C (what s26-s28 saw as a suite-only failure). A handled signal is
+    reset to the default at exec, so handling it here for the moment of the start is enough."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, **options)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 # how the CLI ends when it was the signal that ended it (not the candidate's own time limit)
 SIGNALLED = {"SIGTERM": -signal.SIGTERM, "SIGKILL": -signal.SIGKILL, "SIGINT": 130}
 
@@ -178,9 +192,9 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
     path.write_text(LOOP)
     mark = uuid.uuid4().hex
     env = child_environment({"COEVOLVE_SANDBOX_TEST_MARK": mark})
-    cli = subprocess.Popen([sys.executable, "-m", "coevolve", "eval", str(path), "--task", "tsp_construct",
-                            "--split", "test", "--size", "1000", "--no-reference"],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cli = start_as_a_foreground_job([sys.executable, "-m", "coevolve", "eval", str(path), "--task", "tsp_construct",
+                                     "--split", "test", "--size", "1000", "--no-reference"],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         # Late in the full suite on 2 cores the candidate once took 42 s to appear and another time more
         # than 60 s, so the wait is generous: this test checks what a kill leaves behind, not start-up time.
@@ -188,7 +202,8 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
         while not candidate_started(mark, cli.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert candidate_started(mark, cli.pid), "the candidate never started"
-        signal_state = cli_signal_state(cli.pid)  # to tell, if SIGINT is not acted on, whether the CLI could see it
+        signal_state = cli_signal_state(cli.pid)
+        assert "ignored=True" not in signal_state, signal_state  # a Ctrl-C the CLI cannot see tests nothing
         cli.send_signal(getattr(signal, how))
         cli.wait(timeout=60)
         for _ in range(300):
@@ -196,13 +211,8 @@ def test_nothing_outlives_the_cli_however_it_dies(tmp_path, how):
                 break
             time.sleep(0.1)
         assert processes_with_mark(mark) == [], f"left behind after {how}: {processes_with_mark(mark)}"
-        if how == "SIGINT" and cli.returncode == 1:
-            # Seen once late in the full suite on 2 cores (s26): the CLI went on to the candidate's own time
-            # limit ("1 of 1 sets failed") instead of ending at the Ctrl-C. Not understood yet; reported as
-            # an expected failure so it stays visible, while the leftover check above still holds.
-            pytest.xfail(f"SIGINT under load: the CLI ran to the candidate's time limit (open); {signal_state}")
         # the signal ended it: a run that reached the candidate's own time limit first proves nothing
-        assert cli.returncode == SIGNALLED[how], (cli.returncode, cli.stderr.read().decode()[-500:])
+        assert cli.returncode == SIGNALLED[how], (cli.returncode, signal_state, cli.stderr.read().decode()[-500:])
     finally:
         for process in processes_with_mark(mark):
             process.kill()
