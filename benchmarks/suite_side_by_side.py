@@ -9,7 +9,7 @@ trees (base, head, head, base, ...), so drift over the run falls on both sides
 alike, and prints each pass's seconds and the ratio of the medians.
 
     python benchmarks/suite_side_by_side.py --base 2ee4c3c~1
-    python benchmarks/suite_side_by_side.py --base REV --marker "engine" --rounds 1
+    python benchmarks/suite_side_by_side.py --base REV --marker engine --rounds 1 tests/test_run_e2e.py
 
 The base tree is a detached `git worktree` of REV in a temporary folder (removed
 at the end); both trees run with this interpreter and its packages, each tree
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,8 +40,8 @@ def pytest(tree: Path, *args: str, timeout: float = 7200) -> subprocess.Complete
                           capture_output=True, text=True, timeout=timeout)
 
 
-def collected(tree: Path, marker: str) -> list[str]:
-    done = pytest(tree, "--collect-only", "-q", "-m", marker)
+def collected(tree: Path, marker: str, paths: list[str]) -> list[str]:
+    done = pytest(tree, "--collect-only", "-q", "-m", marker, *paths)
     ids = [line.strip() for line in done.stdout.splitlines() if "::" in line]
     if not ids:
         sys.exit(f"no tests collected in {tree}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -62,14 +63,18 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="the commit to compare with (any git revision)")
     parser.add_argument("--marker", default="not engine and not server", help="pytest -m selection, both sides")
     parser.add_argument("--rounds", type=int, default=2, help="passes per side; sides alternate")
+    parser.add_argument("paths", nargs="*", help="test files or folders to collect from (default: all)")
     options = parser.parse_args()
+    # a stopped benchmark still removes its worktree
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
 
     with tempfile.TemporaryDirectory(prefix="side-by-side-") as scratch:
         base = Path(scratch) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(base), options.base], cwd=ROOT,
                        check=True)
         try:
-            shared = sorted(set(collected(base, options.marker)) & set(collected(ROOT, options.marker)))
+            shared = sorted(set(collected(base, options.marker, options.paths))
+                            & set(collected(ROOT, options.marker, options.paths)))
             ids_file = Path(scratch) / "ids.txt"
             ids_file.write_text("\n".join(shared) + "\n")
             print(f"{len(shared)} tests collected by both {options.base} and the head (-m {options.marker!r})",
