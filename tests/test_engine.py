@@ -46,6 +46,19 @@ def test_perturb_changes_output_and_restore_is_exact(engine):
     assert greedy(engine) == base_text
 
 
+def test_generation_runs_packed_and_every_weight_write_drops_the_packed_copy(engine):
+    # SmolLM2: 30 blocks x (qkv, o, gate_up, down) + the tied embedding and lm_head
+    base = greedy(engine)
+    assert engine._rpc("es_kernels") == {"layers": 122, "packed": True}
+    engine.perturb(123, 2e-2)
+    assert engine._rpc("es_kernels")["packed"] is False  # a stale packed copy would decode θ
+    perturbed = greedy(engine)
+    assert engine._rpc("es_kernels")["packed"] is True and perturbed != base
+    engine.restore()
+    assert engine._rpc("es_kernels")["packed"] is False
+    assert greedy(engine) == base
+
+
 def test_two_hundred_cycles_leave_weights_bit_identical(engine):
     base = engine.checksum()
     for i in range(200):

@@ -192,6 +192,8 @@ class Engine:
             # finds the id loaded and never reads this path.
             lora = [None if j is None else LoRARequest(f"coevolve-member-{j}", j + 1, f"/coevolve/in-memory/member-{j}")
                     for j in slots]
+        if self.device == "cpu":
+            self._rpc_all("es_pack")  # after a weight write the layers run unpacked (worker_ext)
         try:
             outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=False)
         except Exception as exc:

@@ -9,6 +9,13 @@ the master, so it is bit-exact no matter how many perturbations came before;
 updates accumulate in fp32 on the master, so tiny α·z steps are not rounded
 away. The device holds only one noise chunk of scratch at a time.
 
+CPU kernels: vLLM packs each linear weight for its oneDNN / sgl GEMM and drops
+the weight; ES needs the weight, so the load keeps it on F.linear (below), and
+`es_pack` packs a copy before generation (decode about 1.5x faster than F.linear:
+benchmarks/packed_kernels.py). A packed copy does not follow writes, so every
+write to the live weights first puts the layers back on F.linear (`_unpack`):
+a generate the engine forgot to precede with `es_pack` is slower, never stale.
+
 Low-rank mode (EGGROLL-style): member i adds σ·A_i B_iᵀ/√r to every linear
 weight W (m x n) that vLLM wraps with LoRA. The live weights stay cast(θ);
 each member's factors are written straight into the LoRA slot buffers
@@ -33,11 +40,10 @@ from coevolve.base import noise
 
 
 def _keep_weights_dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
-    """Stand-in for vLLM's CPU GEMM dispatch. The stock one packs each linear
-    weight into a oneDNN handle and empties `layer.weight`, so ES would only see
-    embeddings and norms (28M of SmolLM2's 134.5M parameters), and a packed copy
-    would not follow in-place weight changes. Plain F.linear reads the live
-    weight on every call."""
+    """Stand-in for vLLM's CPU GEMM dispatch at load. The stock one packs each
+    linear weight into a oneDNN handle and empties `layer.weight`, so ES would
+    only see embeddings and norms (28M of SmolLM2's 134.5M parameters). Plain
+    F.linear reads the live weight; `es_pack` adds the packed copy later."""
     if layer.weight.ndim != 2:
         return _stock_dispatch(layer, remove_weight)
     layer.cpu_linear = torch.nn.functional.linear
@@ -93,6 +99,13 @@ class WeightsExtension:
             self._tp_layout = (get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size())
         except Exception:  # not inside a vLLM worker (e.g. the CUDA check script)
             self._tp_layout = (0, 1)
+        self._gemm_layers = [m for m in self._model().modules()
+                             if hasattr(m, "cpu_linear") and getattr(m, "weight", None) is not None
+                             and m.weight.ndim == 2 and m.weight.numel() and m.weight.device.type == "cpu"]
+        self._packed = False
+        self._pack_enabled = getattr(self, "_pack_enabled", True)
+        # Packing may widen a bias to fp32 (vLLM's sgl path): do it before θ is read.
+        self.es_pack()
         self._master = {}
         for name, p in self._params():
             master = p.detach().to("cpu", torch.float32).contiguous()
@@ -118,11 +131,10 @@ class WeightsExtension:
                     for key in handle.keys():
                         yield key, handle.get_tensor(key)
 
+        self._unpack()
         with torch.no_grad():
             self._model().load_weights(weights())
         self.es_init()
-        if getattr(self, "_lora_layers", None):
-            self._repack()
 
     def es_num_parameters(self) -> int:
         return sum(p.numel() for _, p in self._params())
@@ -131,7 +143,35 @@ class WeightsExtension:
         return [(name, list(p.shape)) for name, p in self._params()]
 
     def _write(self, p: torch.nn.Parameter, start: int, end: int, values: torch.Tensor) -> None:
+        self._unpack()
         p.data.view(-1)[start:end].copy_(values)
+
+    def es_pack(self) -> int:
+        """Run the CPU linear layers on vLLM's packed kernels, over a packed copy
+        of the live weights. Returns the layers packed now (0: already packed,
+        or nothing to pack: CUDA, or vLLM not loaded)."""
+        if self._packed or not self._pack_enabled or _stock_dispatch is None or not self._gemm_layers:
+            return 0
+        for module in self._gemm_layers:
+            _stock_dispatch(module, remove_weight=False)
+        self._packed = True
+        return len(self._gemm_layers)
+
+    def _unpack(self) -> None:
+        if self._packed:
+            for module in self._gemm_layers:
+                module.cpu_linear = torch.nn.functional.linear
+            self._packed = False
+
+    def es_set_packing(self, enabled: bool) -> None:
+        """Off: every generate runs on F.linear (benchmarks/packed_kernels.py's other arm)."""
+        self._pack_enabled = bool(enabled)
+        if not enabled:
+            self._unpack()
+
+    def es_kernels(self) -> dict:
+        """What the CPU linear layers run on now (for checks and benchmarks)."""
+        return {"layers": len(self._gemm_layers), "packed": self._packed}
 
     def es_perturb(self, seed: int, sigma: float) -> int:
         """Live weights := cast(θ + σ·ε(seed)). Returns elements perturbed."""
@@ -210,7 +250,6 @@ class WeightsExtension:
             if module.lora_a_stacked[0].shape[2] < rank:
                 raise ValueError(f"rank {rank} exceeds the engine's max_lora_rank {module.lora_a_stacked[0].shape[2]}")
         self._rank = rank
-        self._repack()
         covered = {name for name, _ in self._lora_layers}
         params = dict(self._params())
         frozen = [name for name in params if name not in covered]
@@ -277,18 +316,6 @@ class WeightsExtension:
                     master[start:end].add_((a[start:end] @ b.T).to("cpu"), alpha=scale)
                     self._write(p, start * cols, end * cols, master[start:end].reshape(-1).to(p.device))
         self._perturbed = False
-        self._repack()
-
-    def _repack(self) -> None:
-        """In low-rank mode θ's live weights change only at an update, so on
-        CPU the linear layers can use vLLM's packed GEMM kernels (oneDNN /
-        sgl) again: they run on a packed copy, rebuilt here after every write,
-        while `weight` stays for the master writes and checksums."""
-        if _stock_dispatch is None:
-            return
-        for _, module in self._lora_layers:
-            if module.base_layer.weight.device.type == "cpu":
-                _stock_dispatch(module.base_layer, remove_weight=False)
 
     def es_checksum(self) -> str:
         """sha256 over the live weights' bytes, in parameter order."""
