@@ -59,9 +59,12 @@ def test_generation_runs_packed_and_every_weight_write_drops_the_packed_copy(eng
     assert greedy(engine) == base
 
 
-def test_two_hundred_cycles_leave_weights_bit_identical(engine):
+def test_many_cycles_leave_weights_bit_identical(engine):
+    # bf16 add-then-subtract leaves 4-7% of the elements an ulp off after ONE cycle (NOTES), so 30
+    # cycles catch any restore that is not a re-cast of the master; each cycle draws 134.5M normals
+    # (~0.6 s): 200 of them spent two minutes of the suite proving the same thing.
     base = engine.checksum()
-    for i in range(200):
+    for i in range(30):
         engine.perturb(1000 + i, 1e-3)
         engine.restore()
     assert engine.checksum() == base
