@@ -68,6 +68,15 @@ _stock_dispatch = None
 _patch_cpu_dispatch()
 
 
+def _runs_a_cpu_gemm(module: torch.nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    if not hasattr(module, "cpu_linear") or weight is None or weight.ndim != 2 or not weight.numel():
+        return False
+    # An input embedding only looks rows up; a tied lm_head is a module of its own and is packed.
+    kind = type(module).__name__
+    return weight.device.type == "cpu" and kind != "VocabParallelEmbedding"
+
+
 class WeightsExtension:
     """Methods prefixed `es_` are called through `collective_rpc`."""
 
@@ -99,9 +108,7 @@ class WeightsExtension:
             self._tp_layout = (get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size())
         except Exception:  # not inside a vLLM worker (e.g. the CUDA check script)
             self._tp_layout = (0, 1)
-        self._gemm_layers = [m for m in self._model().modules()
-                             if hasattr(m, "cpu_linear") and getattr(m, "weight", None) is not None
-                             and m.weight.ndim == 2 and m.weight.numel() and m.weight.device.type == "cpu"]
+        self._gemm_layers = [m for m in self._model().modules() if _runs_a_cpu_gemm(m)]
         self._packed = False
         self._pack_enabled = getattr(self, "_pack_enabled", True)
         # Packing may widen a bias to fp32 (vLLM's sgl path): do it before θ is read.
