@@ -11,7 +11,7 @@ away. The device holds only one noise chunk of scratch at a time.
 
 CPU kernels: vLLM packs each linear weight for its oneDNN / sgl GEMM and drops
 the weight; ES needs the weight, so the load keeps it on F.linear (below), and
-`es_pack` packs a copy before generation (decode about 1.5x faster than F.linear:
+`es_pack` packs a copy before generation (decode 1.24-1.65x faster than F.linear:
 benchmarks/packed_kernels.py). A packed copy does not follow writes, so every
 write to the live weights first puts the layers back on F.linear (`_unpack`):
 a generate the engine forgot to precede with `es_pack` is slower, never stale.
