@@ -43,25 +43,26 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     print(f"device {engine.device}, {engine.num_parameters():,} parameters, {engine._rpc('es_kernels')}")
 
-    def decode(size: int) -> tuple[float, int]:
+    def tokens_of_one_batch(size: int) -> int:
         convs = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(size)]
+        return sum(c.completion_tokens for c in engine.chat(convs, sampling, seeds=list(range(size))))
+
+    def decode(size: int) -> tuple[float, int]:
         started = time.perf_counter()
-        out = engine.chat(convs, sampling, seeds=list(range(size)))
-        return time.perf_counter() - started, sum(c.completion_tokens for c in out)
+        tokens = tokens_of_one_batch(size)
+        return time.perf_counter() - started, tokens
 
     def es_generation(size: int) -> tuple[float, int]:
-        convs = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(size)]
         started, tokens = time.perf_counter(), 0
         for member in range(args.members):
             with engine.perturbed(1000 + member, 1e-3):
-                tokens += sum(c.completion_tokens for c in engine.chat(convs, sampling, seeds=list(range(size))))
+                tokens += tokens_of_one_batch(size)
         return time.perf_counter() - started, tokens
 
     cases = [(f"decode, batch {b}", decode, b) for b in batches]
     cases.append((f"ES generation, {args.members} members x batch 8", es_generation, 8))
     decode(1)  # warm-up
     order = [True, False, False, True] * ((args.rounds + 1) // 2)
-    rows = []
     for name, work, size in cases:
         seconds: dict[bool, list[float]] = {True: [], False: []}
         tokens: dict[bool, int] = {}
@@ -71,7 +72,6 @@ def main() -> None:
             seconds[packed].append(s)
             tokens[packed] = t
         on, off = statistics.median(seconds[True]), statistics.median(seconds[False])
-        rows.append((name, off, on, tokens[False], tokens[True]))
         print(f"{name:40s} plain {off:7.2f} s  packed {on:7.2f} s  plain/packed {off / on:5.2f}x  "
               f"({tokens[False]} / {tokens[True]} tokens; all: plain {seconds[False]}, packed {seconds[True]})",
               flush=True)

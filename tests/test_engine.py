@@ -54,7 +54,14 @@ def test_generation_runs_packed_and_every_weight_write_drops_the_packed_copy(eng
     assert engine._rpc("es_kernels")["packed"] is False  # a stale packed copy would decode θ
     perturbed = greedy(engine)
     assert engine._rpc("es_kernels")["packed"] is True and perturbed != base
-    engine.restore()
+    # the independent fact: plain F.linear on the same weights decodes the same greedy text
+    engine._rpc("es_set_packing", False)
+    try:
+        assert greedy(engine) == perturbed
+        engine.restore()
+        assert greedy(engine) == base
+    finally:
+        engine._rpc("es_set_packing", True)
     assert engine._rpc("es_kernels")["packed"] is False
     assert greedy(engine) == base
 
