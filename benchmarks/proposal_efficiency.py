@@ -12,6 +12,8 @@ that learns (issue 25) win it back? Arms on the same budget, tasks and seeds:
                      with failures shown, the def line forced and clones rejected (no seed, no repair)
     defaults-fingerprint  the same with clones scored instead of rejected: the defaults since s28
                      (benchmarks/results/s28/proposal_efficiency_defaults.md)
+    +clone-retries   the defaults, and a program that clones the template or an earlier candidate
+                     asked again free of T up to twice ([accounting] clone_retries = 2)
 
 Per arm (mean and standard deviation over seeds): the share of evaluations lost
 to parse / signature / syntax / exception / invalid (timeouts, crashes and
@@ -59,6 +61,9 @@ ARMS: dict[str, dict] = {
                                               "seed_template": False}, "repair": False},
     "defaults-fingerprint": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": False,
                                                           "seed_template": False}, "repair": False},
+    "+clone-retries": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": False,
+                                                    "seed_template": False}, "repair": False,
+                       "accounting": {"clone_retries": 2}},
 }
 LOST = {"parse": "parse", "bad_signature": "signature", "missing_function": "signature", "syntax": "syntax",
         "exception": "exception", "invalid": "invalid", "timeout": "invalid", "crash": "invalid",
@@ -71,6 +76,7 @@ def arm_config(arm: str, task: str, seed: int, budget: int, max_tokens: int, pop
     raw = common.search_config(spec["method"], task, seed, budget, max_tokens, population)
     raw["eoh"]["operators"] = ["e1", "e2", "m1", "m2"] + (["repair"] if spec["repair"] else [])
     raw["context"] = dict(spec["context"])
+    raw["accounting"] = dict(spec.get("accounting", {}))
     raw["skill"] = {"every": 3, "analysts": 2, "successes": 1, "max_tokens": 128}
     return raw
 
@@ -101,7 +107,11 @@ def measures(directory: Path, summary: SearchSummary) -> dict:
             "valid_rate": sum(c["objective"] is not None for c in candidates) / proposals if proposals else 0.0,
             # valid programs that score exactly what the template scores: mostly the template echoed back
             "template_echo_rate": echoes / proposals if proposals else 0.0,
+            # valid programs that score otherwise: what the search can actually select among
+            "different_rate": (sum(c["objective"] is not None for c in candidates) - echoes) / proposals
+            if proposals else 0.0,
             "rejected": sum(c["failure"] == "duplicate" for c in candidates),
+            "reasks": summary.ledger.parse_retries + summary.ledger.clone_retries,  # free of T
             "first_beat": first_beat, "best": summary.best and summary.best.objective,
             "s_per_eval": timing.get("total_s", 0.0) / used if used else 0.0}
 
@@ -122,13 +132,16 @@ def fmt(values: list, digits: str = ".2f", percent: bool = False) -> str:
 
 def table(rows: dict[tuple[str, str], list[dict]]) -> str:
     head = ("task", "arm", "seeds") + tuple(f"lost: {c}" for c in COLUMNS) + (
-        "valid rate", "valid = template score", "rejected", "evals to beat template", "best objective", "s / eval")
+        "valid rate", "valid = template score", "valid and different", "rejected", "free re-asks",
+        "evals to beat template", "best objective", "s / eval")
     body = []
     for (task, arm), ms in rows.items():
         cells = [task, arm, str(len(ms))]
         cells += [fmt([m[f"lost_{c}"] for m in ms], ".1f", percent=True) for c in COLUMNS]
         cells += [fmt([m["valid_rate"] for m in ms], ".1f", percent=True),
-                  fmt([m["template_echo_rate"] for m in ms], ".1f", percent=True), fmt([m["rejected"] for m in ms], ".1f"),
+                  fmt([m["template_echo_rate"] for m in ms], ".1f", percent=True),
+                  fmt([m["different_rate"] for m in ms], ".1f", percent=True), fmt([m["rejected"] for m in ms], ".1f"),
+                  fmt([m["reasks"] for m in ms], ".1f"),
                   fmt([m["first_beat"] for m in ms], ".0f"), fmt([m["best"] for m in ms], ".4f"),
                   fmt([m["s_per_eval"] for m in ms], ".2f")]
         body.append(cells)

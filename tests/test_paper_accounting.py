@@ -4,6 +4,8 @@ and a σ schedule to 0 stepped per EoH generation (es.sigma_steps)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
@@ -63,3 +65,33 @@ def test_sigma_steps_per_generation_down_to_zero(tmp_path):
     per_update, _ = run(tmp_path / "u", config("eoh+esopt", 40))
     sigmas = [h["sigma"] for h in read_jsonl(tmp_path / "u" / "history.jsonl")]
     assert sigmas[0] == pytest.approx(0.01) and sigmas[-1] == pytest.approx(0.001) and len(set(sigmas)) == 6
+
+
+def test_clone_retries_are_free_and_replace_clones(tmp_path):
+    """The fake answers the same two programs (a crash, SCORE = 42) over and over: clones
+    after their first. With clone_retries they are asked again free of T; every reply
+    replaced was a clone of an earlier candidate, and fewer clones are charged."""
+    scored, _ = run(tmp_path / "scored", config("sample", 30))
+    free, engine = run(tmp_path / "free", config("sample", 30, accounting={"clone_retries": 2}))
+    ledger = free.ledger
+    assert ledger.used == free.evaluations == 30 and ledger.parse_retries == 0
+    assert ledger.clone_retries > 0 and scored.ledger.clone_retries == 0
+    assert ledger.llm_requests == 30 + ledger.clone_retries == sum(engine.calls)
+    assert ledger.outcomes.get("duplicate", 0) < scored.ledger.outcomes["duplicate"]
+    steps = [e for e in read_jsonl(tmp_path / "free" / "events.jsonl") if e["type"] == "step"]
+    replaced = [r["text"] for e in steps for r in e.get("clone_retries", [])]
+    assert len(replaced) == ledger.clone_retries and "parse_retries" not in steps[0]
+    assert all("{same}" in t or "{crash}" in t for t in replaced)
+    # killed after two steps: the resumed run reads the replaced replies back and asks only the rest again
+    events = read_jsonl(tmp_path / "free" / "events.jsonl")
+    cut = [i for i, e in enumerate(events) if e["type"] == "step"][1] + 1
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "config.toml").write_text((tmp_path / "free" / "config.toml").read_text())
+    (killed / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    engine2 = FakeEngine()
+    resumed = SearchLoop(config("sample", 30, accounting={"clone_retries": 2}), RunStore.open(killed), engine2,
+                         FakeEvaluator(), FakeTask()).run()
+    assert resumed.ledger == ledger
+    assert sum(engine2.calls) == sum(engine.calls) - sum(len(e["requests"]) + len(e.get("clone_retries", []))
+                                                         for e in steps[:2])

@@ -154,6 +154,7 @@ class LedgerCounts(Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     parse_retries: int = 0
+    clone_retries: int = 0
     llm_retries: int = 0
     seeded: int = 0  # search runs: the template scored to seed the archive, outside the budget
 

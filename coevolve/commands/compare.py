@@ -67,7 +67,8 @@ def print_plan(config: Any) -> None:
         print(f"  {line}")
     es = config.es
     print(f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}; "
-          f"free parse re-asks: {config.accounting.parse_retries}; start: {config.start.program}")
+          f"free re-asks: {config.accounting.parse_retries} parse, {config.accounting.clone_retries} clone; "
+          f"start: {config.start.program}")
     for task in c.tasks:
         for budget in c.budgets:
             for method in c.methods:

@@ -292,9 +292,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             store.path("progress.png"), budget=summary.budget,
                             title=f"{summary.task}, {summary.method}, seed {summary.seed}",
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
+    found = run_starting_point(store.dir, summary.task) if summary.best else None
     parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
-             run_table(summary, store.dir), "```", "", BUDGET_STATEMENT.format(budget=summary.budget), ""]
-    found = run_starting_point(store.dir, summary.task)
+             _table(_run_rows(summary, store.dir, found)), "```", "", BUDGET_STATEMENT.format(budget=summary.budget),
+             ""]
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
@@ -332,8 +333,13 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 def run_table(summary: SearchSummary, directory: Path) -> str:
     """The table `coevolve run` prints at the end of a run."""
+    found = run_starting_point(directory, summary.task) if summary.best else None
+    return _table(_run_rows(summary, directory, found))
+
+
+def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> list[tuple[str, str]]:
+    """run_table's rows; `found`: what the best is the starting point of (run_starting_point)."""
     best = summary.best
-    found = run_starting_point(directory, summary.task) if best else None
     train = summary.train
     ledger = summary.ledger
     gap = best.gap if best else None
@@ -352,11 +358,14 @@ def run_table(summary: SearchSummary, directory: Path) -> str:
                          f"{ledger.completion_tokens} completion tokens"
                          + (f", {ledger.llm_retries} retried" if ledger.llm_retries else "") + ")"),
     ]
+    if ledger.parse_retries or ledger.clone_retries:
+        rows.append(("free re-asks", f"{ledger.parse_retries} of unparseable replies, {ledger.clone_retries} of "
+                                     "clones (not charged to the budget)"))
     if summary.es:
         rows.append(("ES updates", es_updates(summary.es)))
     rows += context_rows(summary.context, summary.stopped)
     rows.append(("run directory", str(directory)))
-    return _table(rows)
+    return rows
 
 
 def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, str]]:

@@ -7,7 +7,9 @@ failures and init retries; charging per request closes that leak and makes
 the cost of a weak proposer visible.) LLM requests, tokens and endpoint
 retries are counted separately and never consume budget; so are the free
 re-asks of replies with no parseable code that the reference's accounting
-allows ([accounting] parse_retries, counted as `parse_retries`). The task's
+allows ([accounting] parse_retries, counted as `parse_retries`), and of
+programs that clone the template or an earlier candidate ([accounting]
+clone_retries, counted as `clone_retries`). The task's
 template, scored once to seed the archive ([context] seed_template), is not a
 proposal: no request was made for it, so it is counted as `seeded`, never in
 `used` or the outcomes.
@@ -35,6 +37,7 @@ class Ledger:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     parse_retries: int = 0  # free re-asks of unparseable replies (the reference's accounting); never in `used`
+    clone_retries: int = 0  # free re-asks of clones of the template or an earlier candidate; never in `used`
     llm_retries: int = 0  # endpoint requests tried again (429/5xx/no answer): counted, never charged
     seeded: int = 0  # programs scored to seed the archive (the template), not proposed: never in `used`
 
@@ -72,6 +75,12 @@ class Ledger:
         if not self.outcomes[old]:
             del self.outcomes[old]
 
+    def count_reasks(self, why: str, n: int) -> None:
+        """Free re-asks ([accounting]), by reason ("parse" or "clone"): counted, never charged."""
+        if why not in ("parse", "clone"):
+            raise ValueError(f"unknown re-ask reason {why!r}")
+        setattr(self, f"{why}_retries", getattr(self, f"{why}_retries") + n)
+
     def record_llm(self, completions: Iterable[Completion]) -> None:
         for completion in completions:
             self.llm_requests += 1
@@ -88,6 +97,7 @@ class Ledger:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "parse_retries": self.parse_retries,
+            "clone_retries": self.clone_retries,
             "llm_retries": self.llm_retries,
             "seeded": self.seeded,
         }

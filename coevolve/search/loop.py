@@ -67,6 +67,7 @@ from coevolve.search.runconfig import RunConfig
 from tasks.base import evaluate_in_process, starting_program, template_function
 
 EVENT_VERSION = 1
+REASKS = ("parse", "clone")  # why a reply may be asked again free of T ([accounting]); the event keys add "_retries"
 
 
 class Evaluator(Protocol):
@@ -272,7 +273,10 @@ class SearchLoop:
         self.pattern = answer_pattern(self.signature) if cfg.context.constrain and self.signature else None
         self.constrain_state = ("on" if self.pattern else "off" if not cfg.context.constrain
                                 else f"off: {why} (free decoding, the parser repairs)")
-        self.clones = CloneIndex(cfg.context.similarity) if cfg.context.fingerprint else None
+        # the clone index serves both rejection (context.fingerprint) and free re-asks (accounting.clone_retries)
+        self.reject_clones = cfg.context.fingerprint
+        self.clones = (CloneIndex(cfg.context.similarity) if cfg.context.fingerprint or cfg.accounting.clone_retries
+                       else None)
         template_fp = fingerprint(task.template)
         if self.clones is not None and template_fp is not None:
             self.clones.add(0, template_fp)
@@ -342,16 +346,17 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
-            retried = logged.get("parse_retries", [])
+            retried = {kind: logged.get(f"{kind}_retries", []) for kind in REASKS}
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
             retried = None
-        parsed = [self._extract(c) for c in completions]  # once: the parse retries and the candidates read it
+        parsed = [self._extract(c) for c in completions]  # once: the re-asks and the candidates read it
         if retried is None:
-            retried = self._retry_unparsed(step, requests, members, sampling, completions, parsed)
-        self.ledger.record_llm([Completion(**c) for c in retried])  # their tokens count, their texts do not
-        self.ledger.parse_retries += len(retried)
+            retried = self._reask(step, requests, members, sampling, completions, parsed)
+        for kind, replaced in retried.items():
+            self.ledger.record_llm([Completion(**c) for c in replaced])  # their tokens count, their texts do not
+            self.ledger.count_reasks(kind, len(replaced))
         self.ledger.record_llm(completions)
         self._price([c for r, c in zip(requests, completions) if r.member is None and self.endpoint is not None])
 
@@ -371,8 +376,9 @@ class SearchLoop:
                  "requests": [request_record(r) for r in requests],
                  "completions": [completion_record(c) for c in completions],
                  "results": [r.to_event() for r in results], "es": es_record}
-        if retried:
-            event["parse_retries"] = retried
+        for kind, replaced in retried.items():
+            if replaced:
+                event[f"{kind}_retries"] = replaced
         if logged is None:
             event_log.append(event)  # before the ES update: a kill in between re-applies it on resume
         if es_record is not None:
@@ -549,25 +555,35 @@ class SearchLoop:
         """The program in a reply (None: no code), parsed once per reply."""
         return extract(completion.text, self.task.function_name, self.task.template)
 
-    def _retry_unparsed(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
-                        completions: list[Completion], parsed: list[Extracted | None]) -> list[dict]:
-        """[accounting] parse_retries: ask again, free of T, for each reply with no
-        parseable code (same prompt, same weights, a fresh seed), up to n times;
-        `completions` and `parsed` end with each slot's last reply and its program.
-        Returns the replies replaced, for the ledger and the event log."""
-        replaced: list[dict] = []
-        for attempt in range(1, self.config.accounting.parse_retries + 1):
-            failed = [r for r, code in zip(requests, parsed) if code is None]
-            if not failed:
+    def _reask(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
+               completions: list[Completion], parsed: list[Extracted | None]) -> dict[str, list[dict]]:
+        """[accounting]: ask again, free of T, for each reply with no parseable code (up to
+        parse_retries times) and each program that clones the template or an earlier candidate
+        (up to clone_retries times): same prompt, same weights, a fresh seed. `completions` and
+        `parsed` end with each slot's last reply and its program. Returns the replies replaced,
+        by reason ("parse", "clone"), for the ledger and the event log."""
+        limits = {"parse": self.config.accounting.parse_retries, "clone": self.config.accounting.clone_retries}
+        replaced: dict[str, list[dict]] = {kind: [] for kind in REASKS}
+        for attempt in range(1, max(limits.values()) + 1):
+            why = {r.slot: kind for r, code in zip(requests, parsed)
+                   for kind in [self._reask_reason(code)] if kind is not None and attempt <= limits[kind]}
+            if not why:
                 break
+            failed = [r for r in requests if r.slot in why]
             again = [Request(i, r.operator, r.parents,
                              request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot), r.member,
                              r.failures)
                      for i, r in enumerate(failed)]
             for r, c in zip(failed, self._generate(again, members, sampling)):
-                replaced.append(completion_record(completions[r.slot]))
+                replaced[why[r.slot]].append(completion_record(completions[r.slot]))
                 completions[r.slot], parsed[r.slot] = c, self._extract(c)
         return replaced
+
+    def _reask_reason(self, parsed: Extracted | None) -> str | None:
+        if parsed is None:
+            return "parse"
+        fp = fingerprint(parsed.code) if self.clones is not None else None
+        return "clone" if fp is not None and self.clones.find(fp) is not None else None
 
     def _candidate(self, step: int, request: Request, parsed: Extracted | None, members: list[dict]) -> Candidate:
         if request.member is not None:
@@ -585,9 +601,9 @@ class SearchLoop:
             candidate.id = self.ledger.charge("parse")
         else:
             candidate.code, candidate.idea, candidate.repairs = parsed.code, parsed.idea, list(parsed.repairs)
-            original = self.code_seen.get(parsed.code) if self.clones is None else None
+            original = self.code_seen.get(parsed.code) if not self.reject_clones else None
             fp = fingerprint(parsed.code) if self.clones is not None else None
-            clone_of = self.clones.find(fp) if fp is not None else None
+            clone_of = self.clones.find(fp) if fp is not None and self.reject_clones else None
             if clone_of is not None:
                 # rejected before the sandbox: charged as the request it was, never scored
                 candidate.duplicate_of, candidate.failure = clone_of, "duplicate"
@@ -752,7 +768,7 @@ class SearchLoop:
             beat = best is not None and (best.objective < template if self.task.direction == "min"
                                          else best.objective > template)
         repaired = Counter(r.split(" ")[0] for c in self.candidates for r in c.repairs)
-        return {"constrain": self.constrain_state, "fingerprint": self.clones is not None,
+        return {"constrain": self.constrain_state, "fingerprint": self.reject_clones,
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),

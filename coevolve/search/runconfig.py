@@ -61,9 +61,13 @@ class AccountingSection(Section):
     """What the budget T charges. Ours (the default) charges every candidate asked
     for. The reference code asks again, free of charge, when a reply holds no
     parseable code: `parse_retries` = n re-asks it up to n more times (same prompt
-    and weights, a fresh sampling seed); the ledger counts them apart, never in T."""
+    and weights, a fresh sampling seed); the ledger counts them apart, never in T.
+    `clone_retries` = n does the same for a program that clones (context.similarity)
+    the template or an earlier candidate; one still a clone after n is scored as
+    any program (or rejected, with context.fingerprint)."""
 
     parse_retries: int = Field(0, ge=0, le=8)
+    clone_retries: int = Field(0, ge=0, le=8)
 
 
 class StartSection(Section):
