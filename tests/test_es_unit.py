@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from coevolve.base.errors import ConfigError
-from coevolve.es import ESConfig, ESOpt, ReplayError, history, normalise, replay, sigma_at
+from coevolve.engine.vllm_engine import cpu_has_native_bf16, resolve_dtype
+from coevolve.es import ESConfig, ESOpt, ReplayError, engine_dtype, history, normalise, replay, sigma_at
+from coevolve.es.optimizer import recorded_dtype
 
 
 class VectorEngine:
@@ -143,6 +145,40 @@ def test_replay_reproduces_and_guards_device_and_layout(tmp_path):
     sharded.tensor_parallel_size = 2
     with pytest.raises(ReplayError, match="tensor_parallel_size"):
         replay(path, sharded)
+
+
+def test_a_history_replays_only_in_its_weight_type_and_auto_resumes_in_it(tmp_path):
+    path = tmp_path / "h.jsonl"
+    engine = VectorEngine()
+    engine.dtype = "float32"
+    es = ESOpt(ESConfig(population=4, generations=2), path, seed=3)
+    es.tell(engine, es.ask(), [0.0, 1.0, 2.0, 0.5])
+    assert history.read(path)[0]["dtype"] == "float32" == recorded_dtype(path)
+    assert engine_dtype("auto", path) == "float32"  # a resumed run keeps its type on any CPU
+    assert engine_dtype("bfloat16", path) == "bfloat16" and engine_dtype("auto", tmp_path / "none.jsonl") == "auto"
+    other = VectorEngine()
+    other.dtype = "bfloat16"
+    with pytest.raises(ReplayError, match='recorded in float32 weights.*set \\[model\\] dtype = "float32"'):
+        replay(path, other)
+    assert other.checksum() == VectorEngine().checksum()  # refused before any weight moved
+    # histories from before [model] dtype: every engine then ran bfloat16
+    legacy = tmp_path / "legacy.jsonl"
+    history.append(legacy, {k: v for k, v in history.read(path)[0].items() if k != "dtype"})
+    assert recorded_dtype(legacy) == "bfloat16" == engine_dtype("auto", legacy)
+    with pytest.raises(ReplayError, match="recorded in bfloat16"):
+        replay(legacy, engine)
+
+
+def test_auto_weight_type_is_bf16_only_where_the_cpu_computes_it_natively():
+    avx2 = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"
+    avx512 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+    arm = "processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n"
+    assert not cpu_has_native_bf16(avx2) and cpu_has_native_bf16(avx512) and cpu_has_native_bf16(arm)
+    assert resolve_dtype("auto", "cuda") == "bfloat16"
+    assert resolve_dtype("auto", "cpu") == ("bfloat16" if cpu_has_native_bf16() else "float32")
+    assert resolve_dtype("float32", "cuda") == "float32"
+    with pytest.raises(ValueError, match="model.dtype must be one of auto, bfloat16, float32"):
+        resolve_dtype("float16", "cpu")
 
 
 def test_torn_history_tail_is_dropped(tmp_path):

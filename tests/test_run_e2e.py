@@ -9,6 +9,7 @@ import json
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.engine.vllm_engine import resolve_dtype
 from conftest import kill_and_resume
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
@@ -65,6 +66,8 @@ def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budge
     assert (store.dir / "population" / "gen_0000.json").exists()
     if method.endswith("+esopt"):
         assert len(records) == summary.es.updates >= 1
+        # the weight type "auto" chose for this machine, recorded with every update
+        assert {r["dtype"] for r in records} == {engine.dtype} == {resolve_dtype("auto", engine.device)}
         assert summary.es.checksum != before  # the weights moved
         assert all(r["extra"]["source"] == "coevolve.search" for r in records)
     else:

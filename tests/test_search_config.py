@@ -31,6 +31,8 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[run]\nbudget = 'ten'\n", "config error: run.budget must be an integer (got 'ten')"),
     ("[run]\nmethod = 'evo'\n", "config error: run.method must be one of sample, eoh, sample+esopt, eoh+esopt"),
     ("[runn]\n", "config error: runn is not a known section"),
+    ("[model]\ndtype = 'float16'\n", "config error: model.dtype must be one of auto, bfloat16, float32 (got 'float16')"),
+    ("[accounting]\nclone_retries = 9\n", "config error: accounting.clone_retries must be in 0..8 (got 9)"),
     ("run = 3\n", "config error: run must be a table (got 3)"),
     ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
     ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),

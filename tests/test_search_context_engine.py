@@ -12,6 +12,7 @@ import json
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.report import run_table
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 from conftest import kill_and_resume
@@ -120,6 +121,28 @@ def test_trace2skill_on_the_real_engine_shows_skill_and_failures_constrains_and_
     assert all("## Contract" in t and SIGNATURE.rstrip(":") in t for t in texts)
     shown = outline(parse_skill_text(texts[0]))
     assert any(shown in system for system in recorder.systems)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+def test_a_template_clone_is_asked_again_free_on_the_real_engine(tmp_path, engine, sandbox):
+    """[accounting] clone_retries: the injected renamed template clone is re-asked (same prompt,
+    a fresh seed) on the real engine, free of the budget; the sandbox never sees it."""
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    config = tiny("sample", 4, accounting={"clone_retries": 1})
+    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
+    recorder, counting = Recorder(engine), CountingSandbox(sandbox)
+    summary = SearchLoop(config, store, recorder, counting, get_task("tsp_construct")).run()
+    ledger = summary.ledger
+    assert summary.evaluations == 4 == ledger.used and ledger.clone_retries >= 1
+    assert ledger.llm_requests == 4 + ledger.clone_retries == len(recorder.users)
+    (step,) = [e for e in read_jsonl(store.events_path) if e["type"] == "step"]
+    assert step["clone_retries"][0]["text"] == CLONE and len(step["clone_retries"]) == ledger.clone_retries
+    assert recorder.users[4] == recorder.users[0]  # the re-ask is the first request's prompt again
+    assert not any("def select_next_node(cur, dest" in code for code in counting.codes)
+    assert "free re-asks" in run_table(summary, store.dir)
 
 
 @pytest.mark.engine

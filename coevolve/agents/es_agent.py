@@ -55,7 +55,7 @@ from coevolve.engine.base import Generator, WeightEngine
 from coevolve.engine.openai_client import open_endpoint
 from coevolve.engine import pool
 from coevolve.es.config import ESConfig
-from coevolve.es.optimizer import engine_options
+from coevolve.es.optimizer import engine_dtype, engine_options
 from coevolve.es.start import ResumeError, check_start, start_es, start_event
 from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
@@ -117,7 +117,8 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
     if own_engine:
         es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
                       if config.uses_es else {})
-        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
+        engine = pool.build_engine(config.model.path or None, config.distributed,
+                                   dtype=engine_dtype(config.model.dtype, store.history_path), **es_options)
     bar = progress_bar(config, resuming, label=label, unit="episode") if progress else None
     try:
         with Mirroring(config.log, store.dir, "max") as mirror:  # [log] trackers, at every round boundary

@@ -26,7 +26,7 @@ from coevolve.engine.base import ConstraintError
 from coevolve.engine.local import needs_engine, require_engine
 from coevolve.engine.openai_client import EndpointError, open_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
-from coevolve.es import engine_options
+from coevolve.es import engine_dtype, engine_options
 from coevolve.plan import comparison_run
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import RunSummary, SearchSummary
@@ -278,7 +278,8 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
     engine = None
     if needs_engine(config.uses_es, config.endpoint):  # else the endpoint answers every request
         es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
-        engine = pool.build_engine(config.model.path or None, config.distributed, **es_options)
+        engine = pool.build_engine(config.model.path or None, config.distributed,
+                                   dtype=engine_dtype(config.model.dtype, store.history_path), **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox.from_section(config.sandbox) as sandbox, Mirroring(config.log, store.dir, task.direction) as mirror:

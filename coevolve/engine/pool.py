@@ -85,6 +85,7 @@ class _EngineHost:
     def describe(self) -> dict[str, Any]:
         return {
             "device": self.engine.device,
+            "dtype": self.engine.dtype,
             "num_parameters": self.engine.num_parameters(),
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -216,7 +217,12 @@ class EnginePool:
         counts = {info["num_parameters"] for info in infos}
         if len(devices) != 1 or len(counts) != 1:
             raise PoolError(f"engines disagree on device or model size: {infos}")
+        dtypes = {info["dtype"] for info in infos}
+        if len(dtypes) != 1:  # "auto" on hosts whose CPUs differ: their weights would differ
+            raise PoolError(f"engines chose different weight types ({', '.join(sorted(dtypes))}): set [model] dtype "
+                            "to one of them")
         self.device = devices.pop()
+        self.dtype = dtypes.pop()
         self._num_parameters = counts.pop()
         self._noise_info = infos[0]["noise_info"]
         self._compare({h.name: info["checksum"] for h, info in zip(self.engines, infos)}, "at start-up")

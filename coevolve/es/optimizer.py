@@ -135,6 +135,7 @@ class ESOpt:
             "noise": self.cfg.noise,
             "rank": self.cfg.rank,
             "device": getattr(engine, "device", "unknown"),
+            "dtype": getattr(engine, "dtype", "unknown"),
             "tp": getattr(engine, "tensor_parallel_size", 1),
             "checksum": engine.checksum(),
             "update_seconds": round(time.time() - started, 3),
@@ -168,6 +169,25 @@ def engine_options(noise: str, rank: int, population: int) -> dict[str, Any]:
     """Engine keyword arguments an ES setting needs: low-rank noise runs the
     whole population in LoRA slots, so the engine must be built with them."""
     return {"noise": "lowrank", "rank": rank, "members": population} if noise == "lowrank" else {}
+
+
+# what histories written before [model] dtype existed ran: every engine then was bfloat16
+LEGACY_DTYPE = "bfloat16"
+
+
+def recorded_dtype(history_path: str | Path) -> str | None:
+    """The weight type a history's updates were made in (None: no history yet)."""
+    records = history.read(history_path)
+    return records[0].get("dtype", LEGACY_DTYPE) if records else None
+
+
+def engine_dtype(requested: str, history_path: str | Path | None) -> str:
+    """The dtype to build a run's engine with: "auto" resumes in the type the run's
+    history was recorded in (its checksums hold only there), whatever this machine's CPU."""
+    if requested != "auto" or history_path is None:
+        return requested
+    recorded = recorded_dtype(history_path)
+    return recorded if recorded not in (None, "unknown") else requested
 
 
 class ReplayError(RuntimeError):
@@ -206,6 +226,11 @@ def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True) 
                 f"{history_path} was recorded on {recorded_device}; noise streams differ on {device}, "
                 "so replay cannot reproduce its weights"
             )
+        recorded_type, engine_type = record.get("dtype", LEGACY_DTYPE), getattr(engine, "dtype", None)
+        if verify and engine_type and recorded_type != "unknown" and recorded_type != engine_type:
+            raise ReplayError(f"{history_path} was recorded in {recorded_type} weights; this engine runs "
+                              f"{engine_type}, so replay cannot reproduce them: set [model] dtype = "
+                              f'"{recorded_type}"')
         if verify and record.get("tp", 1) != tp:
             raise ReplayError(
                 f"{history_path} was recorded with tensor_parallel_size={record.get('tp', 1)}; sharded noise "
