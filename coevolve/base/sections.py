@@ -16,7 +16,7 @@ LOCAL = "local"
 class ModelSection(Section):
     path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
     # the engine's weight type. "auto": bfloat16 on CUDA and on CPUs that compute bf16 natively, float32 on
-    # other CPUs, where bf16 is emulated (3.1x slower, coevolve/engine/vllm_engine.py resolve_dtype); a
+    # other CPUs, where bf16 is emulated (2-2.7x slower in batches: coevolve/engine/vllm_engine.py resolve_dtype); a
     # resumed run keeps the type its history was recorded in
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"
 

