@@ -21,12 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-PROMPTS = [
-    "Write a Python function that returns the larger of two numbers.",
-    "Describe a greedy algorithm for the travelling salesman problem.",
-    "Give three tips for solving Sudoku.",
-    "Name a sorting algorithm and its complexity.",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.packed_kernels import PROMPTS  # noqa: E402  (after the repository root is on the path)
+
 ARMS = ("bfloat16", "float32")
 
 
