@@ -90,7 +90,7 @@ def test_the_benchmarks_read_finished_runs_back_into_their_tables(tmp_path, caps
     assert m["lost_parse"] == summary.failures.get("parse", 0) / 12
     table = (out / "table.md").read_text()
     lines = table.splitlines()
-    assert lines[2].startswith("| task | arm | seeds | lost: parse |") and lines[3] == "|" + "---|" * 14
+    assert lines[2].startswith("| task | arm | seeds | lost: parse |") and lines[3] == "|" + "---|" * 16
     assert lines[4].startswith(f"| fake | eoh | 1 | {100 * m['lost_parse']:.1f}% |")
     assert table in capsys.readouterr().out
 
