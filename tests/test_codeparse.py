@@ -153,8 +153,9 @@ def test_template_parameters():
 @pytest.mark.engine
 def test_embedded_model_outputs_never_break_extraction_or_scoring(engine):
     """Real outputs of the embedded model: every extracted candidate defines the
-    template's function with the template's parameters, and the sandbox's verdict
-    on it agrees with running the same code here, in this process."""
+    template's function; one whose parameters cannot take the template's is kept
+    (the model's mistake) and the sandbox refuses it (bad_signature); and the
+    sandbox's verdict on each agrees with running the same code here, in this process."""
     import ast
     import signal
 
@@ -172,12 +173,17 @@ def test_embedded_model_outputs_never_break_extraction_or_scoring(engine):
     parsed = [c for c in candidates if c is not None]
     assert parsed, "no sample gave code: the checks below would be vacuous"
     wanted = template_parameters(task.template, task.function_name)
-    for candidate in parsed:
-        (fn,) = [n for n in ast.walk(ast.parse(candidate.code))
-                 if isinstance(n, ast.FunctionDef) and n.name == task.function_name]
-        assert [a.arg for a in fn.args.args] == list(wanted)
     with Sandbox(workers=2, timeout_s=20.0) as sandbox:
         results = sandbox.evaluate_many([(c.code, "tsp_construct", None, None) for c in parsed])
+    for candidate, result in zip(parsed, results):
+        (fn,) = [n for n in ast.walk(ast.parse(candidate.code))
+                 if isinstance(n, ast.FunctionDef) and n.name == task.function_name]
+        args = fn.args
+        positional = len(args.posonlyargs) + len(args.args)
+        required = positional - len(args.defaults) + sum(d is None for d in args.kw_defaults)
+        if required > len(wanted) or (positional < len(wanted) and args.vararg is None):
+            # the model's mistake, kept as written: the sandbox refuses the call (once the module loads)
+            assert not result.ok and result.failure.value in ("bad_signature", "exception", "timeout"), candidate.code
     instances = task.instances(*task.train)
 
     def here(code: str) -> float | None:
