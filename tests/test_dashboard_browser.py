@@ -215,7 +215,13 @@ def test_clicking_the_best_candidate_shows_its_code_and_a_diff(browser, live):
     assert browser.find_element("id", "cand-code").text.strip() == clean(best["code"]).strip()
     # the diff: of the best when it has a parent, else of the best-ranked candidate that has one
     with_parent = [c for c in records if c["parents"] and c["code"] is not None]
-    assert with_parent, "no candidate with a parent and code"
+    if not with_parent:
+        # nothing valid early enough for the plan to pick parents (the model's output differs by weight
+        # type and machine): every candidate is initial, and the best's page says it has no parent
+        assert not best["parents"] and "no parent (initial population)" in browser.find_element(
+            "id", "cand-detail").text
+        shoot(browser, live, "dashboard-candidate")
+        return
     ranked = sorted(with_parent, key=lambda c: (c["objective"] is None, c["objective"] or 0.0, c["id"]))
     chosen = best if best["parents"] else ranked[0]
     open_candidate(browser, live, chosen["id"])
