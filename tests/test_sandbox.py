@@ -132,6 +132,21 @@ def test_workers_are_reused_across_candidates():
         assert sandbox.evaluate(GOOD, TinyTSP()).objective == pytest.approx(GOOD_OBJECTIVE)
 
 
+def test_a_pool_that_ran_nothing_records_what_candidates_would_run_under():
+    """A resumed run can finish without evaluating anything in its process;
+    its summary must still say what bounds candidates here, not 'unconfined'."""
+    with Sandbox(workers=1) as ran:
+        ran.evaluate(GOOD, TinyTSP())
+        expected = ran.boundary
+    assert expected["memory_limit"]  # at least the rlimit: never empty once a worker started
+    with Sandbox(workers=1) as idle:
+        assert idle.boundary == expected
+        assert idle.worker_pids() == []  # the probe worker is not kept
+    closed = Sandbox(workers=1)
+    closed.close()
+    assert closed.boundary == expected
+
+
 def test_a_random_candidate_scores_the_same_every_time():
     """Forked children reseed `random` from fresh entropy: without a fixed seed a
     resumed run rescored such a candidate differently (found as a MAP-Elites

@@ -219,6 +219,7 @@ class Sandbox:
         self._tasks: dict[str, Any] = {}
         self._boundary: dict[str, Any] = {"confined": False, "hidden_view": False, "memory_limit": [],
                                           "network_isolated": False}
+        self._measured = False  # whether a worker has started and said what is in force
 
     @classmethod
     def from_section(cls, section: Any) -> "Sandbox":
@@ -282,9 +283,22 @@ class Sandbox:
         hidden file-system view, and what limits memory ("cgroup v1",
         "cgroup v2", or "rlimit": address space only)."""
         with self._lock:
-            workers = list(self._all)
+            workers, measured = list(self._all), self._measured
+        if workers:
+            return _boundary_of(workers)
+        if not measured:
+            # No candidate ran in this process (a resumed run whose remaining
+            # steps evaluated nothing): the defaults would record an unconfined
+            # run, so start one worker to learn what candidates run under here.
+            probe = _WorkerProcess()
+            try:
+                with self._lock:
+                    if not self._measured:
+                        self._boundary, self._measured = _boundary_of([probe]), True
+            finally:
+                probe.stop()
         # closed, or not started yet: what the last workers had (_remember_boundary)
-        return _boundary_of(workers) if workers else dict(self._boundary)
+        return dict(self._boundary)
 
     def _remember_boundary(self) -> None:
         """Keep what the workers have in force for after close (a run's summary
@@ -292,7 +306,7 @@ class Sandbox:
         after a crash may start under other conditions, so it is re-measured
         each time a worker starts."""
         with self._lock:
-            self._boundary = _boundary_of(self._all)
+            self._boundary, self._measured = _boundary_of(self._all), True
 
     @property
     def network_isolated(self) -> bool:
