@@ -30,7 +30,7 @@ from coevolve.agents.skills import Skill, load_skill
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.sampling import PAPER_EVAL, Sampling
 from coevolve.es.history import read as read_history
-from coevolve.es.optimizer import engine_dtype, engine_options, replay
+from coevolve.es.optimizer import dtype_for, dtype_of, engine_options, replay
 from coevolve.stats import Interval, best_of_k, max_at_k, mean_at_k, pass_at_k
 from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
 
@@ -216,7 +216,7 @@ def engine_options_for(history: str | Path | None) -> dict[str, Any]:
         return {}
     first = records[0]
     return {**engine_options(first.get("noise", "full"), first.get("rank") or 1, first.get("population", 1)),
-            "dtype": engine_dtype("auto", history)}
+            "dtype": dtype_for("auto", dtype_of(records))}
 
 
 def run_inputs(run_dir: str | Path | None) -> tuple[Path | None, list[Skill]]:

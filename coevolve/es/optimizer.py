@@ -177,7 +177,11 @@ LEGACY_DTYPE = "bfloat16"
 
 def recorded_dtype(history_path: str | Path) -> str | None:
     """The weight type a history's updates were made in (None: no history yet)."""
-    records = history.read(history_path)
+    return dtype_of(history.read(history_path))
+
+
+def dtype_of(records: list[dict]) -> str | None:
+    """The weight type of history records already read (None: none yet)."""
     return records[0].get("dtype", LEGACY_DTYPE) if records else None
 
 
@@ -186,7 +190,13 @@ def engine_dtype(requested: str, history_path: str | Path | None) -> str:
     history was recorded in (its checksums hold only there), whatever this machine's CPU."""
     if requested != "auto" or history_path is None:
         return requested
-    recorded = recorded_dtype(history_path)
+    return dtype_for(requested, recorded_dtype(history_path))
+
+
+def dtype_for(requested: str, recorded: str | None) -> str:
+    """engine_dtype for a recorded type already known."""
+    if requested != "auto":
+        return requested
     return recorded if recorded not in (None, "unknown") else requested
 
 

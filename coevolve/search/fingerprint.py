@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -118,6 +119,7 @@ class Fingerprint:
     tokens: tuple[str, ...]  # the normal form's tokens, for near-clone similarity
 
 
+@functools.lru_cache(maxsize=256)  # a reply is fingerprinted for its re-ask and again as a candidate
 def fingerprint(code: str) -> Fingerprint | None:
     form = normal_form(code)
     if form is None:
