@@ -290,13 +290,17 @@ class Sandbox:
             # No candidate ran in this process (a resumed run whose remaining
             # steps evaluated nothing): the defaults would record an unconfined
             # run, so start one worker to learn what candidates run under here.
-            probe = _WorkerProcess()
             try:
-                with self._lock:
-                    if not self._measured:
-                        self._boundary, self._measured = _boundary_of([probe]), True
-            finally:
-                probe.stop()
+                probe = _WorkerProcess()
+            except Exception as exc:  # the record must not cost the run its summary
+                _warn_once(f"sandbox: could not start a worker to record what is in force ({exc})")
+            else:
+                try:
+                    with self._lock:
+                        if not self._measured:
+                            self._boundary, self._measured = _boundary_of([probe]), True
+                finally:
+                    probe.stop()
         # closed, or not started yet: what the last workers had (_remember_boundary)
         return dict(self._boundary)
 
