@@ -188,9 +188,8 @@ def dtype_of(records: list[dict]) -> str | None:
 def engine_dtype(requested: str, history_path: str | Path | None) -> str:
     """The dtype to build a run's engine with: "auto" resumes in the type the run's
     history was recorded in (its checksums hold only there), whatever this machine's CPU."""
-    if requested != "auto" or history_path is None:
-        return requested
-    return dtype_for(requested, recorded_dtype(history_path))
+    known = requested == "auto" and history_path is not None
+    return dtype_for(requested, recorded_dtype(history_path) if known else None)
 
 
 def dtype_for(requested: str, recorded: str | None) -> str:

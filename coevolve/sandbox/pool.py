@@ -217,9 +217,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._tasks: dict[str, Any] = {}
-        self._boundary: dict[str, Any] = {"confined": False, "hidden_view": False, "memory_limit": [],
-                                          "network_isolated": False}
-        self._measured = False  # whether a worker has started and said what is in force
+        self._boundary: dict[str, Any] | None = None  # None until a worker has said what is in force
 
     @classmethod
     def from_section(cls, section: Any) -> "Sandbox":
@@ -283,26 +281,27 @@ class Sandbox:
         hidden file-system view, and what limits memory ("cgroup v1",
         "cgroup v2", or "rlimit": address space only)."""
         with self._lock:
-            workers, measured = list(self._all), self._measured
+            workers, boundary = list(self._all), self._boundary
         if workers:
             return _boundary_of(workers)
-        if not measured:
+        if boundary is None:
             # No candidate ran in this process (a resumed run whose remaining
-            # steps evaluated nothing): the defaults would record an unconfined
-            # run, so start one worker to learn what candidates run under here.
+            # steps evaluated nothing): rather than record an unconfined run,
+            # start one worker to learn what candidates run under here.
             try:
                 probe = _WorkerProcess()
             except Exception as exc:  # the record must not cost the run its summary
                 _warn_once(f"sandbox: could not start a worker to record what is in force ({exc})")
-            else:
-                try:
-                    with self._lock:
-                        if not self._measured:
-                            self._boundary, self._measured = _boundary_of([probe]), True
-                finally:
-                    probe.stop()
-        # closed, or not started yet: what the last workers had (_remember_boundary)
-        return dict(self._boundary)
+                return {"confined": False, "hidden_view": False, "memory_limit": [], "network_isolated": False}
+            try:
+                boundary = _boundary_of([probe])
+            finally:
+                probe.stop()
+            with self._lock:
+                self._boundary = self._boundary or boundary
+                boundary = self._boundary
+        # closed, or between workers: what the last workers had (_remember_boundary)
+        return dict(boundary)
 
     def _remember_boundary(self) -> None:
         """Keep what the workers have in force for after close (a run's summary
@@ -310,7 +309,7 @@ class Sandbox:
         after a crash may start under other conditions, so it is re-measured
         each time a worker starts."""
         with self._lock:
-            self._boundary, self._measured = _boundary_of(self._all), True
+            self._boundary = _boundary_of(self._all)
 
     @property
     def network_isolated(self) -> bool:
