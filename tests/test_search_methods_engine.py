@@ -1,11 +1,11 @@
 """Islands, MAP-Elites and a user's method file on the real engine, sandbox
-and TSP task (tiny budgets, the session engine where the test runs in
-process): every evaluation charged, the run resumed to the identical
-summary and archive snapshots (islands+esopt and MAP-Elites+ESOpt SIGKILLed
-and resumed through the CLI, each run in its own engine process; the user's
-method stopped at a step by a cap and resumed in process), the heat map in
-`coevolve report RUN_DIR`, and the user's method compared with its +ESOpt
-pair and reported through the CLI."""
+and TSP task (tiny budgets, the session engine): every evaluation charged,
+each run stopped at a step boundary by a cap and resumed to the identical
+summary and archive snapshots (a SIGKILL inside a step is the loop's, not a
+method's, and is tested in test_run_e2e.py and test_search_context_engine.py
+through fresh `coevolve run` processes), the heat map in `coevolve report
+RUN_DIR`, and the user's method compared with its +ESOpt pair and reported
+through the CLI."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
-from coevolve.base.records import SearchSummary, read_summary
-from conftest import kill_and_resume
+from coevolve.base.records import SearchSummary
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 from test_run_e2e import TINY
@@ -71,27 +70,26 @@ def same_run(a: SearchSummary, b: SearchSummary) -> None:
     assert (a.es and a.es.checksum) == (b.es and b.es.checksum)
 
 
+def snapshots(directory: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((directory / "population").glob("gen_*.json"))]
+
+
 @pytest.mark.engine
-@pytest.mark.timeout(2400)
-def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path):
-    """Every run through the CLI, each in its own engine process (as islands below): an uninterrupted run,
-    one SIGKILLed inside a step and `--resume`d. (Mixing the session engine with a CLI engine made the
-    comparison flaky in CI: two engine instances are not guaranteed to sample the same tokens.)"""
+@pytest.mark.timeout(1800)
+def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine, sandbox):
+    """An uninterrupted run and one stopped after its first step and resumed, both on the session engine
+    (two engine instances are not guaranteed to sample the same tokens, so both runs use one)."""
     from coevolve.cli import main
 
     # The template seeded into the grid: the grid holds a program whatever the model writes. (Late in the
     # full suite the same seed's 9 proposals gave no valid program at all, while alone they fill cells:
     # what the engine samples there differs, see the closing note of stop s27.)
     config = config_for("map_elites+esopt", 9, seed=1, context={"seed_template": True})
-    path = tmp_path / "c.toml"
-    path.write_text(dump_toml(as_dict(config)))
-    run = kill_and_resume(path, tmp_path, "step", 2, "--no-progress")
-    full = read_summary(tmp_path / "full" / "summary.json")
+    full = run_in_process(tmp_path / "full", config, engine, sandbox)
     assert full.evaluations == 9 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
     assert full.es.updates >= 1
-    snapshots = sorted((tmp_path / "full" / "population").glob("gen_*.json"))
-    grid = json.loads(snapshots[-1].read_text())["grid"]
-    assert grid["cells"]  # programs in the grid: its step-by-step equality after the kill is not vacuous
+    grid = snapshots(tmp_path / "full")[-1]["grid"]
+    assert grid["cells"]  # programs in the grid: its step-by-step equality after the stop is not vacuous
     assert sorted(c["id"] for c in grid["cells"]) == sorted(full.population) and 0 in full.population
     assert full.ledger.seeded == 1  # the seed: scored, not charged
     assert all(0.0 <= c["descriptors"][1] <= 1.0 for c in grid["cells"])  # wins: a share of the instances
@@ -100,32 +98,27 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path):
     described[0] = seed["result"]["behaviour"]
     assert all(c["descriptors"][0] == described[c["id"]]["nearest"] for c in grid["cells"])  # as the worker said
 
-    # killed and resumed: the same summary, every step logged once, the grid the same step by step
-    assert json.loads((tmp_path / "killed" / "summary.json").read_text()) == run.expected
-    assert [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")] == list(range(run.events))
-    again = sorted((tmp_path / "killed" / "population").glob("gen_*.json"))
-    assert [json.loads(p.read_text())["grid"] for p in again] == [json.loads(p.read_text())["grid"] for p in snapshots]
+    # stopped and resumed: the same summary, every step logged once, the grid the same step by step
+    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
+    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
+    assert [e["step"] for e in RunStore(tmp_path / "again").iter_events("step")] == list(range(steps))
+    assert [s["grid"] for s in snapshots(tmp_path / "again")] == [s["grid"] for s in snapshots(tmp_path / "full")]
     assert main(["report", str(tmp_path / "full")]) == 0
     assert "![map_elites](map_elites.png)" in (tmp_path / "full" / "report.md").read_text()
     assert (tmp_path / "full" / "map_elites.png").stat().st_size > 1000
 
 
 @pytest.mark.engine
-@pytest.mark.timeout(2400)
-def test_islands_sigkill_then_resume_gives_the_uninterrupted_run(tmp_path):
+@pytest.mark.timeout(1800)
+def test_islands_stopped_then_resumed_gives_the_uninterrupted_run(tmp_path, engine, sandbox):
     config = config_for("islands+esopt", 9, seed=4)
-    path = tmp_path / "c.toml"
-    path.write_text(dump_toml(as_dict(config)))
-    run = kill_and_resume(path, tmp_path, "step", 2, "--no-progress")
-    killed = json.loads((tmp_path / "killed" / "summary.json").read_text())
-    assert killed == run.expected
-    assert run.expected["evaluations"] == 9 == sum(run.expected["ledger"]["outcomes"].values())
-    logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
-    assert logged == list(range(run.events))  # every step logged once: nothing charged twice
-    snapshots = sorted((tmp_path / "killed" / "population").glob("gen_*.json"))
-    full = sorted((tmp_path / "full" / "population").glob("gen_*.json"))
-    assert [p.read_text() for p in snapshots] == [p.read_text() for p in full]  # the islands, step by step
-    assert json.loads(full[-1].read_text())["resets"]
+    full = run_in_process(tmp_path / "full", config, engine, sandbox)
+    assert full.evaluations == 9 == sum(full.ledger.outcomes.values())
+    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
+    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
+    assert [e["step"] for e in RunStore(tmp_path / "again").iter_events("step")] == list(range(steps))
+    assert snapshots(tmp_path / "again") == snapshots(tmp_path / "full")  # the islands, step by step
+    assert snapshots(tmp_path / "full")[-1]["resets"]
 
 
 @pytest.mark.engine
