@@ -5,10 +5,12 @@ SIGKILL at a random point, resumed, compared with an uninterrupted run."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.records import SearchSummary, read_summary
 from coevolve.engine.vllm_engine import resolve_dtype
 from conftest import kill_and_resume
 from coevolve.runstore import RunStore, read_jsonl
@@ -43,7 +45,8 @@ def sandbox():
 
 @pytest.mark.engine
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("method,budget", [("sample", 8), ("eoh", 10), ("sample+esopt", 6), ("eoh+esopt", 11)])
+# eoh+esopt runs through `coevolve run` below (the same checks on its uninterrupted run)
+@pytest.mark.parametrize("method,budget", [("sample", 8), ("eoh", 10), ("sample+esopt", 6)])
 def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budget):
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
@@ -58,15 +61,21 @@ def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budge
         records = read_jsonl(store.history_path)
         if records:  # leave the session engine's weights as we found them
             engine.reset()
+    check_finished_run(store.dir, summary, budget, records, before, engine)
+
+
+def check_finished_run(directory: Path, summary: SearchSummary, budget: int, records: list[dict], before: str,
+                       engine) -> None:
+    """What every finished run holds: the budget spent exactly, its files, and for +esopt runs the updates
+    (in the weight type "auto" chose for this machine) that moved the weights from `before`."""
     assert summary.evaluations == budget == sum(summary.ledger.outcomes.values())
     assert summary.ledger.llm_requests == budget and summary.ledger.completion_tokens > 0
-    assert len(read_jsonl(store.candidates_path)) == budget
+    assert len(read_jsonl(directory / "candidates.jsonl")) == budget
     for name in ["config.toml", "events.jsonl", "genealogy.json", "summary.json", "progress.png", "timing.json"]:
-        assert (store.dir / name).exists(), name
-    assert (store.dir / "population" / "gen_0000.json").exists()
-    if method.endswith("+esopt"):
+        assert (directory / name).exists(), name
+    assert (directory / "population" / "gen_0000.json").exists()
+    if summary.method.endswith("+esopt"):
         assert len(records) == summary.es.updates >= 1
-        # the weight type "auto" chose for this machine, recorded with every update
         assert {r["dtype"] for r in records} == {engine.dtype} == {resolve_dtype("auto", engine.device)}
         assert summary.es.checksum != before  # the weights moved
         assert all(r["extra"]["source"] == "coevolve.search" for r in records)
@@ -76,7 +85,9 @@ def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budge
 
 @pytest.mark.engine
 @pytest.mark.timeout(2400)
-def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
+def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
+    """eoh+esopt through `coevolve run`, each run its own engine process; `engine` (the session's, the
+    same model and weight type) gives the base weights' checksum and the weight type "auto" chooses."""
     config = tiny_config("eoh+esopt", 10, seed=5)
     path = tmp_path / "c.toml"
     path.write_text(dump_toml(as_dict(config)))
@@ -84,6 +95,9 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
     # killed at a random point after the engine is up and the first step is logged
     run = kill_and_resume(path, tmp_path, "step", 3, "--no-progress")
     steps = run.events
+    full = tmp_path / "full"
+    check_finished_run(full, read_summary(full / "summary.json"), 10, read_jsonl(full / "history.jsonl"),
+                       engine.checksum(), engine)
     assert json.loads((tmp_path / "killed" / "summary.json").read_text()) == run.expected
     assert "evaluations" in run.resumed_output and str(tmp_path / "killed") in run.resumed_output
     logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
