@@ -123,15 +123,17 @@ def test_limited_sets_score_and_reference_the_first_instances():
 
 
 TINY = {
-    "compare": {"methods": ["sample", "sample+esopt"], "tasks": ["tsp_construct"], "budgets": [8], "seeds": [0, 1]},
+    "compare": {"methods": ["sample", "sample+esopt"], "tasks": ["tsp_construct"], "budgets": [6], "seeds": [0, 1]},
     "test": {"sizes": [20], "timeout_s": 120, "workers": 2},
     "sample": {"batch": 4, "population": 3},
     "es": {"population": 2, "proposals_per_member": 2, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3},
-    "sampling": {"max_tokens": 256},
+    "sampling": {"max_tokens": 192},
     "sandbox": {"timeout_s": 20, "workers": 2},
     # As in test_run_e2e: with the context on, the embedded model's tiny runs echo the template (rejected as
-    # clones), so no arm has a heuristic to score; the context is tested in test_search_context_engine.py.
-    "context": {"failures": False, "constrain": False, "fingerprint": False},
+    # clones); the context is tested in test_search_context_engine.py. The template seeded into each run's
+    # archive: every run has a best.py to score (the template where no proposal beat it), whatever the
+    # model writes on this machine, so the table's aggregates are never over nothing.
+    "context": {"failures": False, "constrain": False, "fingerprint": False, "seed_template": True},
 }
 
 
@@ -157,17 +159,17 @@ def test_small_real_comparison(tmp_path, engine):
     methods = [r for r in results["rows"] if r["kind"] == "method"]
     deltas = [r for r in results["rows"] if r["kind"] == "delta"]
     assert [(r["method"], r["budget"], r["split"], r["size"], r["runs"], r["finished"]) for r in methods] == [
-        ("sample", 8, "test", 20, 2, 2), ("sample+esopt", 8, "test", 20, 2, 2)]
+        ("sample", 6, "test", 20, 2, 2), ("sample+esopt", 6, "test", 20, 2, 2)]
     assert [(d["base"], d["variant"]) for d in deltas] == [("sample", "sample+esopt")]
     gaps = {}
     for row in methods:
         dirs = [root / r["dir"] for r in results["runs"] if r["method"] == row["method"]]
         summaries = [json.loads((d / "summary.json").read_text()) for d in dirs]
-        assert all(s["evaluations"] == 8 == s["ledger"]["used"] for s in summaries)
+        assert all(s["evaluations"] == 6 == s["ledger"]["used"] for s in summaries)
         assert row["train_valid_rate"]["mean"] == pytest.approx(statistics.mean(s["valid_rate"] for s in summaries))
         scores = [json.loads((d / "test.json").read_text())["scores"] for d in dirs]
         objectives = [s[0]["objective"] for s in scores if s and s[0]["objective"] is not None]
-        assert row["with_heuristic"] == sum((d / "best.py").exists() for d in dirs)
+        assert row["with_heuristic"] == 2 == sum((d / "best.py").exists() for d in dirs)  # the seed at least
         assert row["objective"]["n"] == len(objectives)
         if objectives:
             assert row["objective"]["mean"] == pytest.approx(statistics.mean(objectives))
@@ -179,7 +181,7 @@ def test_small_real_comparison(tmp_path, engine):
                     assert f"{score['objective']:.4f}" == eval_objective(d / "best.py", "tsp_construct", "test", 20)
     # Δ recomputed independently: from each run's test objective and the set's own LKH
     # reference, not from the report's aggregates, over the runs that produced a heuristic.
-    # Here each arm has at least one (the check fails, rather than passes vacuously, if not).
+    # Here every run has one (the check fails, rather than passes vacuously, if not).
     from tasks.base import gap
     from tasks.references import lkh_tour_length
 
@@ -197,11 +199,11 @@ def test_small_real_comparison(tmp_path, engine):
     assert deltas[0]["delta"] == pytest.approx(mean_gap["sample"] / mean_gap["sample+esopt"] - 1)  # the paper's Δ
 
     report = (root / "report.md").read_text()
-    assert "budget of 8 evaluations" in report and "| Sample |" in report and "| Sample+ESOpt |" in report
+    assert "budget of 6 evaluations" in report and "| Sample |" in report and "| Sample+ESOpt |" in report
     assert "| Δ Sample+ESOpt vs Sample |" in report
     assert len((root / "table.csv").read_text().splitlines()) == 1 + 3
     assert len((root / "runs.csv").read_text().splitlines()) == 1 + 4
-    for name in ["progress-tsp_construct-b8.png", "test-tsp_construct-test20.png"]:
+    for name in ["progress-tsp_construct-b6.png", "test-tsp_construct-test20.png"]:
         non_blank(root / "plots" / name)
 
     # resumable: a second call reruns and rescores nothing
@@ -219,7 +221,7 @@ def test_small_real_comparison(tmp_path, engine):
     done = coevolve("report", str(root))
     assert done.returncode == 0, done.stderr
     assert (root / "report.md").read_text() == report
-    non_blank(root / "plots" / "progress-tsp_construct-b8.png")
+    non_blank(root / "plots" / "progress-tsp_construct-b6.png")
     run_dir = next(root.glob("runs/*/*"))
     done = coevolve("report", str(run_dir))
     assert done.returncode == 0, done.stderr

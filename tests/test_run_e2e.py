@@ -1,6 +1,7 @@
 """End to end on the real engine, sandbox and TSP task: each method at a tiny
-budget in process (sharing the session engine), and `coevolve run` killed with
-SIGKILL at a random point, resumed, compared with an uninterrupted run."""
+budget in process (sharing the session engine), and `coevolve run` of the main
+job's method killed with SIGKILL at a random point, resumed, compared with an
+uninterrupted run."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ TINY = {
 }
 
 
-def tiny_config(method: str, budget: int, seed: int = 0, out: str = "") -> RunConfig:
+def tiny_config(method: str, budget: int, seed: int = 0, out: str = "", **extra: dict) -> RunConfig:
     raw = {"run": {"method": method, "task": "tsp_construct", "budget": budget, "seed": seed, "out": out}}
     raw.update(TINY)
+    raw.update(extra)
     return build_config(RunConfig, json.loads(json.dumps(raw)))
 
 
@@ -70,11 +72,12 @@ def check_finished_run(directory: Path, summary: SearchSummary, budget: int, rec
     (in the weight type "auto" chose for this machine) that moved the weights from `before`."""
     assert summary.evaluations == budget == sum(summary.ledger.outcomes.values())
     assert summary.ledger.llm_requests == budget and summary.ledger.completion_tokens > 0
-    assert len(read_jsonl(directory / "candidates.jsonl")) == budget
+    # a skill refresh's analyst requests are charged, not candidates
+    assert len(read_jsonl(directory / "candidates.jsonl")) == budget - summary.ledger.outcomes.get("distill", 0)
     for name in ["config.toml", "events.jsonl", "genealogy.json", "summary.json", "progress.png", "timing.json"]:
         assert (directory / name).exists(), name
     assert (directory / "population" / "gen_0000.json").exists()
-    if summary.method.endswith("+esopt"):
+    if "esopt" in summary.method.split("+"):
         assert len(records) == summary.es.updates >= 1
         assert {r["dtype"] for r in records} == {engine.dtype} == {resolve_dtype("auto", engine.device)}
         assert summary.es.checksum != before  # the weights moved
@@ -86,19 +89,27 @@ def check_finished_run(directory: Path, summary: SearchSummary, budget: int, rec
 @pytest.mark.engine
 @pytest.mark.timeout(2400)
 def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
-    """eoh+esopt through `coevolve run`, each run its own engine process; `engine` (the session's, the
-    same model and weight type) gives the base weights' checksum and the weight type "auto" chooses."""
-    config = tiny_config("eoh+esopt", 10, seed=5)
+    """The main job's method (eoh+esopt+trace2skill) through `coevolve run`, each run its own engine
+    process: killed at a random point after the first step is logged, resumed to the same summary,
+    weights and skill texts. `engine` (the session's: the same model and weight type) gives the base
+    weights' checksum and the weight type "auto" chooses."""
+    # i1 3, e1 2, skill refresh, e2 2, m1 (ES) 2, skill refresh: 12 evaluations, the refreshes' analyst
+    # requests included
+    config = tiny_config("eoh+esopt+trace2skill", 12, seed=5, skill={"every": 2, "analysts": 2, "max_tokens": 64})
     path = tmp_path / "c.toml"
     path.write_text(dump_toml(as_dict(config)))
 
-    # killed at a random point after the engine is up and the first step is logged
-    run = kill_and_resume(path, tmp_path, "step", 3, "--no-progress")
-    steps = run.events
-    full = tmp_path / "full"
-    check_finished_run(full, read_summary(full / "summary.json"), 10, read_jsonl(full / "history.jsonl"),
+    # a second of jitter at most: the last step (a refresh of two 64-token requests) is short, and the
+    # run must not finish before the kill
+    run = kill_and_resume(path, tmp_path, "step", 1, "--no-progress")
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    check_finished_run(full, read_summary(full / "summary.json"), 12, read_jsonl(full / "history.jsonl"),
                        engine.checksum(), engine)
-    assert json.loads((tmp_path / "killed" / "summary.json").read_text()) == run.expected
-    assert "evaluations" in run.resumed_output and str(tmp_path / "killed") in run.resumed_output
-    logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
-    assert logged == list(range(steps))  # every step logged once: no evaluation counted twice
+    assert json.loads((killed / "summary.json").read_text()) == run.expected
+    assert "evaluations" in run.resumed_output and str(killed) in run.resumed_output
+    logged = [e["step"] for e in RunStore(killed).iter_events("step")]
+    assert logged == list(range(run.events))  # every step logged once: no evaluation counted twice
+    versions = run.expected["context"]["skill_versions"]
+    assert versions
+    for v in versions:
+        assert (killed / v["path"]).read_text() == (full / v["path"]).read_text()

@@ -1,9 +1,9 @@
 """Issue 25 on the real engine, sandbox and TSP task (tiny budgets): a
 trace2skill run writes skill versions and shows them in the prompts, decodes
 every proposal under the exact signature, shows failures in later prompts,
-rejects a renamed template clone before the sandbox; `coevolve run` with
-trace2skill killed by SIGKILL resumes to the same skill texts and summary; a
-token cap stops a run that then resumes."""
+rejects a renamed template clone before the sandbox; a token cap stops a run
+that then resumes. (`coevolve run` with trace2skill killed by SIGKILL and
+resumed to the same skill texts and summary: test_run_e2e.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.report import run_table
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
-from conftest import kill_and_resume
 from test_run_e2e import sandbox  # noqa: F401  (the module-scoped real sandbox fixture)
 
 SIGNATURE = "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):"
@@ -162,22 +161,3 @@ def test_a_token_cap_stops_a_real_run_that_resumes_when_raised(tmp_path, engine,
     steps = [e["step"] for e in RunStore(store.dir).iter_events("step")]
     assert steps == [0, 1]  # the first step was served from the log, not generated again
     assert resumed.ledger.completion_tokens > stopped.ledger.completion_tokens
-
-
-@pytest.mark.engine
-@pytest.mark.timeout(2400)
-def test_sigkill_then_resume_with_trace2skill_gives_the_same_skill_and_summary(tmp_path):
-    # i1 3, e1 2, skill refresh 2, e2 2: killed right after a random one of the first three steps
-    # is logged (no jitter: the short last step could finish and write the summary first)
-    config = tiny("eoh+trace2skill", 9, seed=2, sampling={"max_tokens": 128})
-    path = tmp_path / "c.toml"
-    path.write_text(dump_toml(as_dict(config)))
-    run = kill_and_resume(path, tmp_path, "step", 0, "--no-progress")
-    resumed = json.loads((tmp_path / "killed" / "summary.json").read_text())
-    assert resumed == run.expected
-    versions = run.expected["context"]["skill_versions"]
-    assert versions
-    for v in versions:
-        assert (tmp_path / "killed" / v["path"]).read_text() == (tmp_path / "full" / v["path"]).read_text()
-    logged = [e["step"] for e in RunStore(tmp_path / "killed").iter_events("step")]
-    assert logged == list(range(run.events))
