@@ -119,6 +119,11 @@ def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_serve
     # clones rejected, as when the prompt sizes below were measured: scored template copies make the
     # e1 step's parents (and so its prompts) shorter than the ~500 tokens this step is sized for
     config = write_config(tmp_path, openai_server.base_url, openai_server.model, "[context]\nfingerprint = true\n")
+    # half the example's reply length: the batch shapes (10 and 20 requests, ~500-token prompts) are what
+    # is served here, and 40 replies of up to 384 tokens cost 2.5 minutes of a 2-core suite
+    text = config.read_text()
+    assert "max_tokens = 384" in text
+    config.write_text(text.replace("max_tokens = 384", "max_tokens = 192", 1))
     eoh_out = tmp_path / "eoh"
     result = cli(["run", str(config), "--budget", "20", "--out", str(eoh_out), "--no-progress"], env)
     assert result.returncode == 0, result.stderr[-3000:]
