@@ -77,6 +77,27 @@ def test_many_cycles_leave_weights_bit_identical(engine):
     assert engine.checksum() == base
 
 
+def test_shared_prefixes_reuse_kv_only_under_the_weights_that_computed_it(engine):
+    """Outside a shared_prefixes() block nothing is reused; inside, a repeated prompt is, until a
+    weight write: a perturbed call then computes its prompt afresh and says what it says alone."""
+    facts = " ".join(f"Item {i} weighs {i * 7 % 13} kg." for i in range(120))  # several KV blocks long
+    long = [[{"role": "user", "content": f"{facts} Which item is the heaviest?"}]]
+    sampling = Sampling(temperature=0.0, max_tokens=8)
+    outside = [engine.chat(long, sampling)[0] for _ in range(2)]
+    assert [c.cached_tokens for c in outside] == [0, 0] and outside[0].prompt_tokens > 600
+    with engine.perturbed(3, 2e-2):
+        alone = engine.chat(long, sampling)[0]
+    with engine.shared_prefixes():
+        first, again = (engine.chat(long, sampling)[0] for _ in range(2))
+        with engine.perturbed(3, 2e-2):
+            perturbed = engine.chat(long, sampling)[0]
+        after = engine.chat(long, sampling)[0]  # restored: θ again, but the cache was computed under θ+σε
+    assert first.cached_tokens == 0 and again.cached_tokens > 0
+    assert perturbed.cached_tokens == 0 and perturbed.text == alone.text
+    assert after.cached_tokens == 0
+    assert engine.chat(long, sampling)[0].cached_tokens == 0  # the block closed
+
+
 def test_same_seed_same_weights_different_seed_different(engine):
     with engine.perturbed(5, 1e-2):
         first = engine.checksum()

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from coevolve.agents.skills import Skill, inject_skills
 from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
 from coevolve.base.skillpatch import derive_seed  # noqa: F401  (re-exported: agents derive their seeds here)
-from coevolve.engine.base import Generator, MemberJob, Message, Sampling
+from coevolve.engine.base import Generator, MemberJob, Message, Sampling, shared_prefixes
 
 
 @dataclass
@@ -89,37 +89,39 @@ def rollout(
             )
         )
     live = list(range(len(episodes)))
-    while live:
-        conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
-        seeds = [derive_seed(seed, episodes[i][1], trajectories[i].turns) for i in live]
-        constraints = None if pattern is None else [pattern] * len(live)
-        if members is not None:
-            completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling, constraints)
-        elif constraints is None:
-            completions = generator.chat(conversations, turn_sampling, seeds=seeds)
-        else:
-            completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=constraints)
-        if len(completions) != len(live):
-            raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
-        still_live = []
-        for i, completion in zip(live, completions):
-            trajectory, state = trajectories[i], states[i]
-            action = completion.text.strip()
-            observation, done = task.step(state, action)
-            trajectory.turns += 1
-            trajectory.actions.append(action)
-            trajectory.observations.append(observation)
-            trajectory.messages.append({"role": "assistant", "content": action})
-            trajectory.messages.append({"role": "user", "content": observation})
-            if trajectory.turns >= task.max_turns(cases[episodes[i][1]]):
-                done = True
-                trajectory.finish = "turn_budget"
-            if done:
-                trajectory.reward = float(task.reward(state))
-                trajectory.metrics = dict(task.metrics(state))
+    # every turn sends the system prompt and the conversation so far again: reuse their KV within the rollout
+    with shared_prefixes(generator):
+        while live:
+            conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
+            seeds = [derive_seed(seed, episodes[i][1], trajectories[i].turns) for i in live]
+            constraints = None if pattern is None else [pattern] * len(live)
+            if members is not None:
+                completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling, constraints)
+            elif constraints is None:
+                completions = generator.chat(conversations, turn_sampling, seeds=seeds)
             else:
-                still_live.append(i)
-        live = still_live
+                completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=constraints)
+            if len(completions) != len(live):
+                raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
+            still_live = []
+            for i, completion in zip(live, completions):
+                trajectory, state = trajectories[i], states[i]
+                action = completion.text.strip()
+                observation, done = task.step(state, action)
+                trajectory.turns += 1
+                trajectory.actions.append(action)
+                trajectory.observations.append(observation)
+                trajectory.messages.append({"role": "assistant", "content": action})
+                trajectory.messages.append({"role": "user", "content": observation})
+                if trajectory.turns >= task.max_turns(cases[episodes[i][1]]):
+                    done = True
+                    trajectory.finish = "turn_budget"
+                if done:
+                    trajectory.reward = float(task.reward(state))
+                    trajectory.metrics = dict(task.metrics(state))
+                else:
+                    still_live.append(i)
+            live = still_live
     return trajectories
 
 

