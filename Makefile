@@ -13,8 +13,10 @@ demo: setup
 check-env:
 	$(VENV)/bin/python scripts/envlock.py check
 
+# PYTEST_ARGS: extra pytest flags, e.g. PYTEST_ARGS=--durations=0 for every test's time
+PYTEST_ARGS ?=
 test: setup check-env
-	$(VENV)/bin/python -m pytest -q -rsx --durations=15
+	$(VENV)/bin/python -m pytest -q -rsx --durations=15 $(PYTEST_ARGS)
 
 # Refresh both locks after the suite passed in $(VENV) with new versions:
 # the CPU set is frozen from the venv, the CUDA set resolved by uv (not installed).
