@@ -270,8 +270,8 @@ class Engine:
 
     def _salt(self) -> str:
         """vLLM keys cached blocks by salt: one salt per request outside a block
-        (nothing shared: as fast and the same tokens as no prefix cache), one per
-        block and weights version inside."""
+        (nothing shared: the same tokens as with the cache off), one per block and
+        weights version inside."""
         if self._sharing is None:
             return f"request-{next(self._salts)}"
         return f"block-{self._sharing}-weights-{self._weights_version}"
