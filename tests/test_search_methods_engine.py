@@ -2,10 +2,9 @@
 and TSP task (tiny budgets, the session engine): every evaluation charged,
 each run stopped at a step boundary by a cap and resumed to the identical
 summary and archive snapshots (a SIGKILL inside a step is the loop's, not a
-method's, and is tested in test_run_e2e.py and test_search_context_engine.py
-through fresh `coevolve run` processes), the heat map in `coevolve report
-RUN_DIR`, and the user's method compared with its +ESOpt pair and reported
-through the CLI."""
+method's, and is tested in test_run_e2e.py through fresh `coevolve run`
+processes), the heat map in `coevolve report RUN_DIR`, and the user's method
+compared with its +ESOpt pair and reported through the CLI."""
 
 from __future__ import annotations
 
@@ -74,6 +73,12 @@ def snapshots(directory: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((directory / "population").glob("gen_*.json"))]
 
 
+def steps_logged_once(again: Path, full: Path) -> None:
+    """The resumed run's log holds each of the uninterrupted run's steps once: nothing charged twice."""
+    steps = len(list(RunStore(full).iter_events("step")))
+    assert [e["step"] for e in RunStore(again).iter_events("step")] == list(range(steps))
+
+
 @pytest.mark.engine
 @pytest.mark.timeout(1800)
 def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine, sandbox):
@@ -100,8 +105,7 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
 
     # stopped and resumed: the same summary, every step logged once, the grid the same step by step
     same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
-    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
-    assert [e["step"] for e in RunStore(tmp_path / "again").iter_events("step")] == list(range(steps))
+    steps_logged_once(tmp_path / "again", tmp_path / "full")
     assert [s["grid"] for s in snapshots(tmp_path / "again")] == [s["grid"] for s in snapshots(tmp_path / "full")]
     assert main(["report", str(tmp_path / "full")]) == 0
     assert "![map_elites](map_elites.png)" in (tmp_path / "full" / "report.md").read_text()
@@ -115,8 +119,7 @@ def test_islands_stopped_then_resumed_gives_the_uninterrupted_run(tmp_path, engi
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
     assert full.evaluations == 9 == sum(full.ledger.outcomes.values())
     same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
-    steps = len(list(RunStore(tmp_path / "full").iter_events("step")))
-    assert [e["step"] for e in RunStore(tmp_path / "again").iter_events("step")] == list(range(steps))
+    steps_logged_once(tmp_path / "again", tmp_path / "full")
     assert snapshots(tmp_path / "again") == snapshots(tmp_path / "full")  # the islands, step by step
     assert snapshots(tmp_path / "full")[-1]["resets"]
 

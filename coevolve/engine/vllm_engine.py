@@ -280,6 +280,12 @@ class Engine:
     def _rpc(self, method: str, *args):
         return self._rpc_all(method, *args)[0]
 
+    def _write_weights(self, method: str, *args):
+        """A worker call that changes what the model computes (live weights or an adapter slot): the
+        prefix cache's blocks from before it are never reused after it (see _salt)."""
+        self._weights_version += 1
+        return self._rpc(method, *args)
+
     def _rpc_all(self, method: str, *args) -> list:
         """One result per worker (one per tensor-parallel rank)."""
         return self.llm.collective_rpc(method, args=args)
@@ -306,19 +312,17 @@ class Engine:
         _check_sigma(sigma)
         if self._perturbation is not None:
             raise RuntimeError(f"engine already perturbed by {self._perturbation}; restore first")
-        self._weights_version += 1
         if self.noise == "lowrank":
-            self._rpc("es_lowrank_load", [(int(seed), float(sigma))])
+            self._write_weights("es_lowrank_load", [(int(seed), float(sigma))])
             touched = 0
         else:
-            touched = self._rpc("es_perturb", int(seed), float(sigma))
+            touched = self._write_weights("es_perturb", int(seed), float(sigma))
         self._perturbation = (int(seed), float(sigma))
         return touched
 
     def restore(self) -> None:
-        self._weights_version += 1
         if self.noise == "full":
-            self._rpc("es_restore")
+            self._write_weights("es_restore")
         self._perturbation = None
 
     @contextmanager
@@ -347,8 +351,7 @@ class Engine:
             raise ValueError("one batch needs one Sampling for all members")
         if not jobs:
             return []
-        self._weights_version += 1
-        self._rpc("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
+        self._write_weights("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
         conversations, seeds, slots, constraints = [], [], [], []
         for j, job in enumerate(jobs):
             conversations += list(job.conversations)
@@ -375,15 +378,13 @@ class Engine:
         if self._perturbation is not None:
             raise RuntimeError("apply_update while perturbed; restore first")
         method = "es_update_lowrank" if self.noise == "lowrank" else "es_update"
-        self._weights_version += 1
-        self._rpc(method, [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
+        self._write_weights(method, [int(s) for s in seeds], [float(c) for c in coefficients], float(alpha))
 
     def reset(self) -> None:
         """Back to the checkpoint's weights (drops every ES update)."""
         if self._perturbation is not None:
             self.restore()
-        self._weights_version += 1
-        self._rpc("es_reset", str(self.model_path))
+        self._write_weights("es_reset", str(self.model_path))
 
     def checksum(self) -> str:
         digests = self._rpc_all("es_checksum")
