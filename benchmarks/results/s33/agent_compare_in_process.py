@@ -1,3 +1,5 @@
+"""s33: the tiny agent comparison of tests/test_agents_compare.py in process, under cProfile
+(results: agent_prefix_cache.txt). /tmp/prof/agents.toml is the test's _tiny() config written out."""
 import cProfile, pstats, io, sys, time
 sys.path.insert(0, "tests")
 from pathlib import Path
