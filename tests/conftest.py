@@ -107,18 +107,25 @@ class KillResume:
     resumed_output: str
 
 
-def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags: str) -> KillResume:
+def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags: str,
+                    engine=None) -> KillResume:
     """Run `config` to the end in root/full; run it again in root/killed,
     SIGKILL it after a random number (at least one, fewer than the full run's)
     of `kind` events plus up to `jitter_s` seconds, then `--resume` it. Each
-    run must exit 0; the killed one must not have written its summary."""
+    run must exit 0; the killed one must not have written its summary. With
+    `engine` (the session's) the uninterrupted run is `coevolve run` in this
+    process on it (one engine start fewer; the killed and resumed runs stay
+    fresh processes, so they must also sample what this process samples)."""
     import json
 
     from coevolve.runstore import RunStore
 
-    full = start_run(str(config), "--out", str(root / "full"), *flags)
-    full_output, _ = full.communicate(timeout=900)
-    assert full.returncode == 0, full_output
+    if engine is None:
+        full = start_run(str(config), "--out", str(root / "full"), *flags)
+        full_output, _ = full.communicate(timeout=900)
+        assert full.returncode == 0, full_output
+    else:
+        full_output = cli_in_process(engine, "run", str(config), "--out", str(root / "full"), *flags)
     events = len(list(RunStore(root / "full").iter_events(kind)))
     kill_run(config, root / "killed", kind, events, jitter_s, *flags)
     resumed = start_run("--resume", str(root / "killed"), *flags)
@@ -126,6 +133,38 @@ def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags
     assert resumed.returncode == 0, resumed_output
     return KillResume(json.loads((root / "full" / "summary.json").read_text()), full_output, events,
                       root / "killed", resumed_output)
+
+
+def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
+    """`coevolve ARGV` in this process (in `cwd`) with `engine` where the command builds one (it is
+    neither closed nor left moved: reset after); its stdout and stderr together. It must exit 0."""
+    import contextlib
+    import io
+
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    class Borrowed:
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def close(self) -> None:
+            pass
+
+    captured = io.StringIO()
+    saved = pool.build_engine
+    pool.build_engine = lambda *args, **kwargs: Borrowed()
+    here = Path.cwd()
+    try:
+        os.chdir(cwd or here)
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            code = main(list(argv))
+    finally:
+        os.chdir(here)
+        pool.build_engine = saved
+        engine.reset()
+    assert code == 0, captured.getvalue()
+    return captured.getvalue()
 
 
 def kill_run(config: Path, directory: Path, kind: str, events: int, jitter_s: float, *flags: str) -> None:

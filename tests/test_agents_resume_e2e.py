@@ -52,12 +52,12 @@ def _without_out(summary: dict) -> dict:
 
 @pytest.mark.engine
 @pytest.mark.timeout(1800)
-def test_agent_run_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path):
+def test_agent_run_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
     path = tmp_path / "agent.toml"
     path.write_text(CONFIG)
 
     # killed at a random point after the engine is up and the first round is logged
-    run = kill_and_resume(path, tmp_path, "round", 1.5)
+    run = kill_and_resume(path, tmp_path, "round", 1.5, engine=engine)  # uninterrupted in this process
     output, expected, rounds = run.full_output, run.expected, run.events
     assert "episode" in output and "reward=" in output and "solved=" in output and "sigma=" in output  # the bar
     assert rounds == 3 and expected["es"]["updates"] == 3

@@ -87,6 +87,26 @@ def test_one_batch_serves_every_member_and_leaves_theta_alone(lowrank_engine):
 
 
 @pytest.mark.engine
+def test_a_rollouts_turns_keep_their_members_loaded_and_share_their_prompts(lowrank_engine):
+    """A rollout asks for the same members every turn: inside a shared_prefixes() block they stay
+    loaded (no weight write), so a repeated prompt reuses its KV per member and samples what a fresh
+    load samples; other members are loaded and share nothing."""
+    engine = lowrank_engine
+    facts = " ".join(f"Item {i} weighs {i * 7 % 13} kg." for i in range(120))  # several KV blocks long
+    long = [[{"role": "user", "content": f"{facts} Which item is the heaviest?"}]]
+    jobs = [MemberJob(seed, SIGMA, long, GREEDY) for seed in (31, 32)]
+    fresh = [texts(m) for m in engine.generate_members(jobs)]
+    with engine.shared_prefixes():
+        first = engine.generate_members(jobs)
+        again = engine.generate_members(jobs)
+        other = engine.generate_members([MemberJob(33, SIGMA, long, GREEDY)])
+    assert [c.cached_tokens for m in first for c in m] == [0, 0]
+    assert all(c.cached_tokens > 0 for m in again for c in m)
+    assert [texts(m) for m in again] == [texts(m) for m in first] == fresh
+    assert other[0][0].cached_tokens == 0 and texts(other[0]) not in fresh
+
+
+@pytest.mark.engine
 def test_bad_input_changes_nothing(lowrank_engine, tmp_path):
     engine = lowrank_engine
     base_sum = engine.checksum()

@@ -372,19 +372,20 @@ def cli_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.engine
 @pytest.mark.timeout(1800)
-def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path):
+def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path, engine):
     """A scaffolded task in a folder outside the checkout: `coevolve run`,
-    SIGKILLed and resumed to the uninterrupted run's summary; then, with the
-    task file moved away, `report` and `eval --run` find it from the run
-    directory; a changed file is refused on --resume."""
-    from conftest import kill_and_resume
+    SIGKILLed and resumed (fresh processes) to the uninterrupted run's summary
+    (this process, as is `coevolve compare` of it); then, with the task file
+    moved away, `report` and `eval --run` find it from the run directory; a
+    changed file is refused on --resume."""
+    from conftest import kill_and_resume, cli_in_process
     from tasks.registry import heuristic_task
 
     assert main(["new-task", "my_problem", "--dir", str(tmp_path / "elsewhere")]) == 0
     folder = tmp_path / "elsewhere" / "my_problem"
     problem = folder / "problem.py"
     config = write(folder, "tiny.toml", CONFIG.format(task="problem.py", budget=6))
-    run = kill_and_resume(config, tmp_path, "step", 1, "--no-progress")
+    run = kill_and_resume(config, tmp_path, "step", 1, "--no-progress", engine=engine)  # uninterrupted here
     killed = tmp_path / "killed"
     summary = json.loads((killed / "summary.json").read_text())
     assert summary == run.expected and summary["task"] == "my_problem" and summary["evaluations"] == 6
@@ -404,8 +405,7 @@ def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path)
 
     (folder / "moved.py").rename(problem)
     compare = write(folder, "compare.toml", COMPARE)
-    compared = cli_process("compare", str(compare), "--out", str(tmp_path / "cmp"), cwd=tmp_path)
-    assert compared.returncode == 0, compared.stdout[-3000:] + compared.stderr[-3000:]
+    cli_in_process(engine, "compare", str(compare), "--out", str(tmp_path / "cmp"), cwd=tmp_path)
     assert (tmp_path / "cmp" / "runs" / "my_problem" / "sample-b2-s0" / "summary.json").exists()
     assert list(json.loads((tmp_path / "cmp" / "tasks.json").read_text())) == list(record)
     problem.rename(folder / "moved.py")

@@ -89,10 +89,9 @@ def check_finished_run(directory: Path, summary: SearchSummary, budget: int, rec
 @pytest.mark.engine
 @pytest.mark.timeout(2400)
 def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
-    """The main job's method (eoh+esopt+trace2skill) through `coevolve run`, each run its own engine
-    process: killed at a random point after the first step is logged, resumed to the same summary,
-    weights and skill texts. `engine` (the session's: the same model and weight type) gives the base
-    weights' checksum and the weight type "auto" chooses."""
+    """The main job's method (eoh+esopt+trace2skill) through `coevolve run`: uninterrupted in this
+    process on the session engine, then killed in an engine process of its own at a random point after
+    the first step is logged, resumed in another to the same summary, weights and skill texts."""
     # i1 3, e1 2, skill refresh, e2 2, m1 (ES) 2, skill refresh: 12 evaluations, the refreshes' analyst
     # requests included
     config = tiny_config("eoh+esopt+trace2skill", 12, seed=5, skill={"every": 2, "analysts": 2, "max_tokens": 64})
@@ -101,7 +100,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
 
     # a second of jitter at most: the last step (a refresh of two 64-token requests) is short, and the
     # run must not finish before the kill
-    run = kill_and_resume(path, tmp_path, "step", 1, "--no-progress")
+    run = kill_and_resume(path, tmp_path, "step", 1, "--no-progress", engine=engine)
     full, killed = tmp_path / "full", tmp_path / "killed"
     check_finished_run(full, read_summary(full / "summary.json"), 12, read_jsonl(full / "history.jsonl"),
                        engine.checksum(), engine)

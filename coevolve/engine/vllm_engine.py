@@ -157,6 +157,7 @@ class Engine:
         self._weights_version = 0  # bumped by every weight write: part of the prefix cache's salt
         self._salts = itertools.count()
         self._sharing: int | None = None  # the open shared_prefixes() block
+        self._members_loaded: tuple | None = None  # (members, weights version) the low-rank slots hold
         self.coverage: dict | None = None
         if noise == "lowrank":
             try:
@@ -204,9 +205,10 @@ class Engine:
         `constraints[i]` is request i's decoding pattern."""
         from vllm import SamplingParams  # optional and heavy: the engine extra
 
+        salt = self._salt()
         prompts = [
             {"prompt": self.tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False),
-             "cache_salt": self._salt()}
+             "cache_salt": salt}
             for c in conversations
         ]
         params = [
@@ -256,9 +258,11 @@ class Engine:
     def shared_prefixes(self) -> Iterator[None]:
         """Calls in this block reuse each other's prompt prefixes (vLLM's prefix
         cache) while the weights stay as they are: a multi-turn rollout sends its
-        system prompt and conversation again every turn. Outside a block no
-        request reuses KV of another, so what a call samples never depends on
-        the calls before it (a resumed run samples what the uninterrupted one did)."""
+        system prompt and conversation again every turn. Outside a block only the
+        requests of one call share (a batch of proposals repeats the task's
+        prompt); no call reuses KV of another, so what a call samples never
+        depends on the calls before it (a resumed run samples what the
+        uninterrupted one did)."""
         if self._sharing is not None:  # nested: the outer block decides
             yield
             return
@@ -269,11 +273,12 @@ class Engine:
             self._sharing = None
 
     def _salt(self) -> str:
-        """vLLM keys cached blocks by salt: one salt per request outside a block
-        (nothing shared: the same tokens as with the cache off), one per block and
-        weights version inside."""
+        """vLLM keys cached blocks by salt: one salt per call outside a block (a
+        call runs under one set of weights; the sampled tokens are those of the
+        cache off: benchmarks/results/s34/call_prefix_sharing.txt), one per block and weights
+        version inside."""
         if self._sharing is None:
-            return f"request-{next(self._salts)}"
+            return f"call-{next(self._salts)}"
         return f"block-{self._sharing}-weights-{self._weights_version}"
 
     # -------------------------------------------------------------- weights
@@ -351,7 +356,12 @@ class Engine:
             raise ValueError("one batch needs one Sampling for all members")
         if not jobs:
             return []
-        self._write_weights("es_lowrank_load", [(int(job.seed), float(job.sigma)) for job in jobs])
+        members = [(int(job.seed), float(job.sigma)) for job in jobs]
+        # a rollout asks for the same members every turn: reloading them would write the same factors
+        # and, as a weight write, end the prefix sharing of its turns (see _salt)
+        if self._members_loaded != (members, self._weights_version):
+            self._write_weights("es_lowrank_load", members)
+            self._members_loaded = (members, self._weights_version)
         conversations, seeds, slots, constraints = [], [], [], []
         for j, job in enumerate(jobs):
             conversations += list(job.conversations)
