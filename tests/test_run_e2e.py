@@ -1,7 +1,8 @@
-"""End to end on the real engine, sandbox and TSP task: each method at a tiny
-budget in process (sharing the session engine), and `coevolve run` of the main
-job's method killed with SIGKILL at a random point, resumed, compared with an
-uninterrupted run."""
+"""End to end on the real engine, sandbox and TSP task: EoH at a tiny budget in
+process (sharing the session engine; Sample and Sample+ESOpt run in
+test_compare.py's small real comparison, with the same checks), and `coevolve
+run` of the main job's method killed with SIGKILL at a random point, resumed,
+compared with an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def sandbox():
 
 @pytest.mark.engine
 @pytest.mark.timeout(1800)
-# eoh+esopt runs through `coevolve run` below (the same checks on its uninterrupted run)
-@pytest.mark.parametrize("method,budget", [("sample", 8), ("eoh", 10), ("sample+esopt", 6)])
+# eoh+esopt+trace2skill runs through `coevolve run` below, sample and sample+esopt in
+# test_compare.py's small real comparison (the same checks on each run)
+@pytest.mark.parametrize("method,budget", [("eoh", 10)])
 def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budget):
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
