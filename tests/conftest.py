@@ -151,9 +151,16 @@ def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
         def close(self) -> None:
             pass
 
+    def borrow(model=None, section=None, **kwargs) -> Borrowed:
+        from coevolve.engine.vllm_engine import resolve_dtype
+
+        asked = (kwargs.get("noise", "full"), resolve_dtype(kwargs.get("dtype", "auto"), engine.device))
+        assert asked == (engine.noise, engine.dtype), f"the command asks for a {asked} engine, not the session's"
+        return Borrowed()
+
     captured = io.StringIO()
     saved = pool.build_engine
-    pool.build_engine = lambda *args, **kwargs: Borrowed()
+    pool.build_engine = borrow
     here = Path.cwd()
     try:
         os.chdir(cwd or here)
