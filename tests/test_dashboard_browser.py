@@ -120,7 +120,7 @@ def live(tmp_path_factory):
         time.sleep(0.2)
     dashboard = subprocess.Popen(
         [sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), str(COMPARISON), str(root / "hostile-run"),
-         "--port", "0", "--refresh", "0.5"],
+         "--port", "0", "--refresh", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = dashboard.stdout.readline()
     match = re.search(r"http://\S+/", line)
@@ -135,7 +135,8 @@ def live(tmp_path_factory):
 def wait(driver, condition, timeout: float = 60.0, what: str = ""):
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: condition(d), message=what)
+    # every poll is a script run in Chromium, which shares the two cores with the live run's engine
+    return WebDriverWait(driver, timeout, poll_frequency=0.5).until(lambda d: condition(d), message=what)
 
 
 def js(driver, script: str):
