@@ -143,6 +143,7 @@ def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
 
     from coevolve.cli import main
     from coevolve.engine import pool
+    from coevolve.engine.vllm_engine import resolve_dtype
 
     class Borrowed:
         def __getattr__(self, name):
@@ -152,8 +153,6 @@ def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
             pass
 
     def borrow(model=None, section=None, **kwargs) -> Borrowed:
-        from coevolve.engine.vllm_engine import resolve_dtype
-
         asked = (kwargs.get("noise", "full"), resolve_dtype(kwargs.get("dtype", "auto"), engine.device))
         assert asked == (engine.noise, engine.dtype), f"the command asks for a {asked} engine, not the session's"
         return Borrowed()

@@ -168,9 +168,7 @@ def test_small_real_comparison(tmp_path, engine):
     for row in methods:
         dirs = [root / r["dir"] for r in results["runs"] if r["method"] == row["method"]]
         for d in dirs:  # what every finished run holds (each run started from the engine's weights before)
-            history = d / "history.jsonl"
-            check_finished_run(d, read_summary(d / "summary.json"), 6, read_jsonl(history) if history.exists() else [],
-                               before, engine)
+            check_finished_run(d, read_summary(d / "summary.json"), 6, read_jsonl(d / "history.jsonl"), before, engine)
         summaries = [json.loads((d / "summary.json").read_text()) for d in dirs]
         assert all(s["evaluations"] == 6 == s["ledger"]["used"] for s in summaries)
         assert row["train_valid_rate"]["mean"] == pytest.approx(statistics.mean(s["valid_rate"] for s in summaries))
