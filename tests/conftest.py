@@ -66,11 +66,16 @@ def _close_engines():
         _alive.pop(kind).close()
 
 
-@pytest.fixture
-def engine(model_dir, _close_engines):
+def plain_engine(model_dir: Path):
+    """The session's plain engine, built on first use (module fixtures call this; tests take `engine`)."""
     from coevolve.engine.vllm_engine import Engine
 
     return _only("plain", lambda: Engine(model_dir, max_model_len=2048, max_num_seqs=64))
+
+
+@pytest.fixture
+def engine(model_dir, _close_engines):
+    return plain_engine(model_dir)
 
 
 @pytest.fixture
@@ -107,30 +112,22 @@ class KillResume:
     resumed_output: str
 
 
-def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags: str,
-                    engine=None) -> KillResume:
+def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags: str, engine) -> KillResume:
     """Run `config` to the end in root/full; run it again in root/killed,
     SIGKILL it after a random number (at least one, fewer than the full run's)
     of `kind` events plus up to `jitter_s` seconds, then `--resume` it. Each
-    run must exit 0; the killed one must not have written its summary. With
-    `engine` (the session's) the uninterrupted run is `coevolve run` in this
-    process on it (one engine start fewer; the killed and resumed runs stay
-    fresh processes, so they must also sample what this process samples)."""
+    run must exit 0; the killed one must not have written its summary. The
+    uninterrupted and the resumed runs are `coevolve run` in this process on
+    the session's `engine`; the killed run is a process of its own, so what it
+    sampled before the kill must also be what this process samples."""
     import json
 
     from coevolve.runstore import RunStore
 
-    if engine is None:
-        full = start_run(str(config), "--out", str(root / "full"), *flags)
-        full_output, _ = full.communicate(timeout=900)
-        assert full.returncode == 0, full_output
-    else:
-        full_output = cli_in_process(engine, "run", str(config), "--out", str(root / "full"), *flags)
+    full_output = cli_in_process(engine, "run", str(config), "--out", str(root / "full"), *flags)
     events = len(list(RunStore(root / "full").iter_events(kind)))
     kill_run(config, root / "killed", kind, events, jitter_s, *flags)
-    resumed = start_run("--resume", str(root / "killed"), *flags)
-    resumed_output, _ = resumed.communicate(timeout=900)
-    assert resumed.returncode == 0, resumed_output
+    resumed_output = cli_in_process(engine, "run", "--resume", str(root / "killed"), *flags)
     return KillResume(json.loads((root / "full" / "summary.json").read_text()), full_output, events,
                       root / "killed", resumed_output)
 

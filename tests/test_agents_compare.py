@@ -1,10 +1,10 @@
 """Agent comparisons on the comparison stack (`coevolve compare` with
 `[compare] kind = "agent"`): the config, the report rebuilt from the files
-alone, and on the real engine a comparison killed with SIGKILL mid-training,
-rerun, and re-rendered by `coevolve report` in a fresh process, with the same
-table as an uninterrupted comparison. Kept tiny: examples/agents_compare.toml
-shrunk to base vs esopt, one seed, 8 training episodes, 3 held-out problems x
-2 attempts."""
+alone, and on the real engine a comparison killed with SIGKILL mid-training
+(a process of its own), rerun in this process, and re-rendered by `coevolve
+report` in a fresh process, with the same table as an uninterrupted
+comparison. Kept tiny: examples/agents_compare.toml shrunk to base vs esopt,
+one seed, 8 training episodes, 3 held-out problems x 2 attempts."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sigkill_after
+from conftest import cli_in_process, sigkill_after
 from coevolve.base.config import as_dict, dump_toml, read_toml
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
@@ -146,9 +146,7 @@ def test_agent_comparison_killed_resumed_and_rerendered_equals_an_uninterrupted_
                   random.Random().uniform(0, 1.0))
     assert (base_directory(killed, "sudoku", 0) / HELDOUT_SCORES).exists()  # the base arm was done before the kill
     assert not (killed / "report.md").exists()
-    second = _compare(str(config_path), "--out", str(killed))
-    output, _ = second.communicate(timeout=900)
-    assert second.returncode == 0, output
+    output = cli_in_process(engine, "compare", str(config_path), "--out", str(killed))  # rerun here
     assert "sudoku base seed 0: scored earlier, skipped" in output  # a finished arm is not rerun
     assert "sudoku esopt budget 8 seed 0: resuming" in output
     rounds = [e["round"] for e in RunStore(RunSpec("sudoku", "esopt", 8, 0).directory(killed)).iter_events("round")]

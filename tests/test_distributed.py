@@ -1,7 +1,7 @@
 """EnginePool on a private Ray cluster on loopback: two real vLLM-CPU engines,
-one core each. The single-engine reference runs the same ES generations in a
-fresh interpreter (a plain in-process Engine) before the pool starts, so at
-most two engines are alive at once (~3 GB each)."""
+one core each. The single-engine reference runs the same ES generations on the
+session's plain engine (both cores, a larger batch limit: what the pool must
+match does not depend on how one engine is set up)."""
 
 from __future__ import annotations
 
@@ -47,20 +47,6 @@ def run_es(engine, history_path: str) -> dict:
     return out
 
 
-REFERENCE_SCRIPT = """
-import json, sys, tempfile
-sys.path.insert(0, "tests")
-from test_distributed import run_es
-from coevolve.engine.vllm_engine import Engine
-engine = Engine(None, max_num_seqs=8)
-start = engine.checksum()
-with tempfile.TemporaryDirectory() as tmp:
-    out = run_es(engine, tmp + "/history.jsonl")
-out["start"] = start
-print("RESULT " + json.dumps(out))
-"""
-
-
 def test_section_checks():
     assert not DistributedSection().uses_ray
     assert DistributedSection(engines=2).uses_ray
@@ -81,18 +67,20 @@ def test_core_groups():
 
 
 @pytest.fixture(scope="module")
-def reference():
-    from conftest import run_python
+def reference(model_dir, _close_engines, tmp_path_factory):
+    from conftest import plain_engine
 
-    proc = run_python(REFERENCE_SCRIPT, timeout=900)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    engine = plain_engine(model_dir)
+    start = engine.checksum()
+    try:
+        out = run_es(engine, str(tmp_path_factory.mktemp("reference") / "history.jsonl"))
+    finally:
+        engine.reset()  # the session engine goes back as it was found
+    return {**out, "start": start}
 
 
 @pytest.fixture(scope="module")
 def pool(reference):
-    # The reference engine has exited before the pool starts: two engines at most.
     with EnginePool(2, max_num_seqs=8) as p:
         yield p
 
@@ -101,7 +89,7 @@ def _is_loopback(ip: str) -> bool:
     return ip in ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
 
-# Fixture set-up (a reference engine, then two pool engines) counts toward the
+# Fixture set-up (the reference on the session engine, then two pool engines) counts toward the
 # first test's time limit; on a loaded 2-core machine that is minutes.
 @pytest.mark.engine
 @pytest.mark.timeout(1800)

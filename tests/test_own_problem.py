@@ -2,7 +2,7 @@
 new-task, the two examples, runs that remember their task file, a user
 task's hostile decide() contained by the real sandbox, and its failing
 score/decide/instances named by file and line. On the real model: the
-end-to-end run (fresh processes, SIGKILL + --resume, report, eval), then the
+end-to-end run (a run process SIGKILLed, --resume, report and eval in fresh processes), then the
 two examples through `coevolve run` in fresh processes answered by the
 session's vLLM server (bin_packing with its evaluation cascade)."""
 
@@ -341,7 +341,7 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
     assert "toy_pick: pick from" in done.stdout and "best.py" in done.stdout
 
 
-# -- end to end on the real engine, fresh processes -----------------------------------------------
+# -- end to end on the real engine, a killed run process, fresh report and eval -----------------------
 COMPARE = '''[compare]
 methods = ["sample"]
 tasks = ["problem.py"]
@@ -374,8 +374,8 @@ def cli_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(1800)
 def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path, engine):
     """A scaffolded task in a folder outside the checkout: `coevolve run`,
-    SIGKILLed and resumed (fresh processes) to the uninterrupted run's summary
-    (this process, as is `coevolve compare` of it); then, with the task file
+    SIGKILLed in a process of its own and resumed to the uninterrupted run's
+    summary (both in this process, as is `coevolve compare` of it); then, with the task file
     moved away, `report` and `eval --run` find it from the run directory; a
     changed file is refused on --resume."""
     from conftest import kill_and_resume, cli_in_process

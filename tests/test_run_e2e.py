@@ -93,7 +93,7 @@ def check_finished_run(directory: Path, summary: SearchSummary, budget: int, rec
 def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
     """The main job's method (eoh+esopt+trace2skill) through `coevolve run`: uninterrupted in this
     process on the session engine, then killed in an engine process of its own at a random point after
-    the first step is logged, resumed in another to the same summary, weights and skill texts."""
+    the first step is logged, resumed in this process to the same summary, weights and skill texts."""
     # i1 3, e1 2, skill refresh, e2 2, m1 (ES) 2, skill refresh: 12 evaluations, the refreshes' analyst
     # requests included
     config = tiny_config("eoh+esopt+trace2skill", 12, seed=5, skill={"every": 2, "analysts": 2, "max_tokens": 64})
