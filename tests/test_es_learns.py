@@ -36,22 +36,27 @@ def measure(engine) -> tuple[float, float]:
     return fitness, finished
 
 
+def train(engine, config: ESConfig, path, after=None) -> None:
+    """Full-noise ES on the brevity fitness, members one after another; `after(generation)` after each update."""
+    es = ESOpt(config, path, seed=0)
+    for generation in range(config.generations):
+        members = es.ask()
+        rewards = []
+        for m in members:
+            with engine.perturbed(m.seed, m.sigma):
+                rewards.append(measure(engine)[0])
+        es.tell(engine, members, rewards)
+        if after is not None:
+            after(generation)
+
+
 def test_es_makes_replies_shorter(engine, tmp_path):
     # 3: at 4 the last generation added 0.172 -> 0.176 (benchmarks/results/s35/es_learns_trajectory.txt)
     generations = 3
     base_fitness, base_finished = measure(engine)
-    es = ESOpt(
-        ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations),
-        tmp_path / "history.jsonl", seed=0,
-    )
     try:
-        for _ in range(generations):
-            members = es.ask()
-            rewards = []
-            for m in members:
-                with engine.perturbed(m.seed, m.sigma):
-                    rewards.append(measure(engine)[0])
-            es.tell(engine, members, rewards)
+        train(engine, ESConfig(population=8, sigma=3e-3, sigma_end=1.5e-3, alpha=3e-3, generations=generations),
+              tmp_path / "history.jsonl")
         tuned_fitness, tuned_finished = measure(engine)
     finally:
         engine.reset()
