@@ -1,5 +1,5 @@
 import cProfile, pstats, time
-import vllm
+import vllm  # noqa: F401  (imported to time it apart from Engine())
 from coevolve.engine.models import default_model_dir
 from coevolve.engine.vllm_engine import Engine
 pr = cProfile.Profile(); pr.enable()
