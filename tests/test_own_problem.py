@@ -2,7 +2,7 @@
 new-task, the two examples, runs that remember their task file, a user
 task's hostile decide() contained by the real sandbox, and its failing
 score/decide/instances named by file and line. On the real model: the
-end-to-end run (a run process SIGKILLed, --resume, report and eval in fresh processes), then the
+end-to-end run (SIGKILLed in a process of its own, resumed here; report and eval in fresh processes), then the
 two examples through `coevolve run` in fresh processes answered by the
 session's vLLM server (bin_packing with its evaluation cascade)."""
 
