@@ -73,8 +73,10 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(base), options.base], cwd=ROOT,
                        check=True)
         try:
-            shared = sorted(set(collected(base, options.marker, options.paths))
-                            & set(collected(ROOT, options.marker, options.paths)))
+            # in the head's collection order: a module's tests may depend on the ones before them
+            # (test_distributed.py's pool loses an engine in one test), and sorted ids reorder them
+            in_base = set(collected(base, options.marker, options.paths))
+            shared = [test for test in collected(ROOT, options.marker, options.paths) if test in in_base]
             ids_file = Path(scratch) / "ids.txt"
             ids_file.write_text("\n".join(shared) + "\n")
             print(f"{len(shared)} tests collected by both {options.base} and the head (-m {options.marker!r})",
