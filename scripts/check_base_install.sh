@@ -23,8 +23,10 @@ fi
 
 PORT=$("$ENGINE_PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
 MODEL=$("$ENGINE_PY" -c "from coevolve.engine.models import default_model_dir; print(default_model_dir())")
-VLLM_CPU_KVCACHE_SPACE=1 setsid "$ENGINE_PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" \
-  --served-model-name smollm2-135m --host 127.0.0.1 --port "$PORT" --max-model-len 2048 --dtype bfloat16 \
+DTYPE=$("$ENGINE_PY" -c "from coevolve.engine.vllm_engine import resolve_dtype; print(resolve_dtype('auto', 'cpu'))")
+# docs/serving.md: no core reserved for the scheduler, the weight type "auto" picks
+VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_NUM_OF_RESERVED_CPU=0 setsid "$ENGINE_PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" \
+  --served-model-name smollm2-135m --host 127.0.0.1 --port "$PORT" --max-model-len 2048 --dtype "$DTYPE" \
   --enforce-eager --no-enable-chunked-prefill --max-num-batched-tokens 65536 > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill -TERM -- -$SERVER 2>/dev/null || true' EXIT

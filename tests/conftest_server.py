@@ -26,6 +26,10 @@ SERVED_NAME = "smollm2-135m"
 # (one EoH step) triggers; no chunking and a budget that takes the whole batch
 # in one prefill avoid it. The in-process engine uses the same settings.
 SERVER_CPU_FLAGS = ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "65536"]
+# vLLM's CPU server keeps one core per rank off its OpenMP threads for its scheduler process: on 2 cores the
+# model then runs on one. Reserving none served 1.15x (one reply) and 1.23-1.33x (four at once) the tokens per
+# second and started in 0.76-0.84x the time (docs/serving.md; benchmarks/results/s36/server_cpu_reserve.txt).
+SERVER_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 START_TIMEOUT_S = 900  # a loaded 2-core machine needed ~5 min once
 
 
@@ -73,7 +77,7 @@ def openai_server(tmp_path_factory):
     model_dir = default_model_dir()
     port = free_port()
     log = tmp_path_factory.mktemp("openai_server") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = {**os.environ, **SERVER_CPU_ENV}
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),

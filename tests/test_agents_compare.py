@@ -3,7 +3,9 @@
 alone, and on the real engine a comparison killed with SIGKILL mid-training
 (a process of its own), rerun in this process, and re-rendered by `coevolve
 report` in a fresh process, with the same table as an uninterrupted
-comparison. Kept tiny: examples/agents_compare.toml shrunk to base vs esopt,
+comparison and the killed training run resumed to the uninterrupted one's
+summary (the agent runs' SIGKILL test: resume goes through the same
+`execute_agent` as `coevolve run --resume`). Kept tiny: examples/agents_compare.toml shrunk to base vs esopt,
 one seed, 8 training episodes, 3 held-out problems x 2 attempts."""
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, agent_runs, base_directory,
                            comparison_run, load_compare_config)
 from coevolve.report import render
-from coevolve.runstore import RunStore
+from coevolve.runstore import RunStore, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "agents_compare.toml"
@@ -149,8 +151,14 @@ def test_agent_comparison_killed_resumed_and_rerendered_equals_an_uninterrupted_
     output = cli_in_process(engine, "compare", str(config_path), "--out", str(killed))  # rerun here
     assert "sudoku base seed 0: scored earlier, skipped" in output  # a finished arm is not rerun
     assert "sudoku esopt budget 8 seed 0: resuming" in output
-    rounds = [e["round"] for e in RunStore(RunSpec("sudoku", "esopt", 8, 0).directory(killed)).iter_events("round")]
-    assert rounds == [0, 1]  # every round logged once
+    arm, full_arm = RunSpec("sudoku", "esopt", 8, 0).directory(killed), RunSpec("sudoku", "esopt", 8, 0).directory(full)
+    assert [e["round"] for e in RunStore(arm).iter_events("round")] == [0, 1]  # every round logged once
+    assert [h["generation"] for h in read_jsonl(arm / "history.jsonl")] == [0, 1]  # every update applied once
+    # the resumed arm is the uninterrupted one: rewards, updates, held-out rounds and the weights' checksum
+    resumed, uninterrupted = (json.loads((d / "summary.json").read_text()) for d in (arm, full_arm))
+    for summary in (resumed, uninterrupted):
+        summary["config"]["run"].pop("out")
+    assert resumed == uninterrupted and resumed["checksum"] and resumed["es"]["updates"] == 2
     expected = json.loads((full / "results.json").read_text())
     assert json.loads((killed / "results.json").read_text()) == expected
     assert expected["rows"][1]["method"] == "esopt" and expected["rows"][1]["mean"]["n"] == 3

@@ -11,6 +11,7 @@ from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.cli import main
 from coevolve.base.config import as_dict, dump_toml, load_config
 from coevolve.base.errors import UsageError
+from coevolve.base.records import read_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_EXAMPLES = ["sudoku_esopt", "sudoku_trace2skill", "sudoku_esopt_trace2skill", "math_esopt"]
@@ -123,27 +124,27 @@ def test_examples_build_their_run(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.engine
-def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monkeypatch):
-    """examples/sudoku_esopt.toml shrunk to one generation, run where the CLI
-    runs it. (Skill distillation on the engine is slow on 2 cores; the
-    trace2skill path is covered by the agents' engine and server tests.)"""
-    from coevolve.commands.run import create_store, execute_agent
+def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path):
+    """examples/sudoku_esopt.toml shrunk to one generation, through `coevolve run` on the session engine:
+    the progress bar, the end-of-run table, the run's files, and `coevolve report` of the directory.
+    (Skill distillation on the engine is slow on 2 cores; the trace2skill path is covered by the agents'
+    engine and server tests. A SIGKILL mid-training and the resume: test_agents_compare.py.)"""
+    from conftest import cli_in_process
     from coevolve.report import agent_table
 
-    monkeypatch.chdir(ROOT)
     overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
                  "agent": {"population": 2, "batch": 2, "eval_cases": 2}, "sampling": {"max_tokens": 8},
                  "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3}}
     config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml", overrides)
-    store = create_store(config)
+    path = tmp_path / "config.toml"
+    path.write_text(dump_toml(as_dict(config)))
     before = engine.checksum()
-    try:
-        summary = execute_agent(config, store, engine=engine)
-    finally:
-        engine.reset()
+    output = cli_in_process(engine, "run", str(path), cwd=ROOT)  # the example's [skills] paths are from ROOT
     assert engine.checksum() == before
+    assert "episode" in output and "reward=" in output and "solved=" in output and "sigma=" in output  # the bar
     run_dir = tmp_path / "run"
     assert load_config(AgentRunConfig, run_dir / "config.toml") == config
+    summary = read_summary(run_dir / "summary.json")
     assert summary.rounds == 1 and summary.ledger.used == 4 and summary.ledger.budget == 4
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert len(history) == 1 and len(history[0]["rewards"]) == 2
@@ -151,8 +152,16 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path, monk
     assert summary.checksum == history[0]["checksum"]
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == [0, 1]
-    table = agent_table(summary, store.dir)
-    assert "esopt" in table and "4 / 4" in table and str(run_dir) in table and summary.checksum in table
+    assert agent_table(summary, run_dir) in output  # the end-of-run table
+    assert "4 / 4" in output and summary.checksum in output and str(run_dir) in output
+
+    assert main(["report", str(run_dir)]) == 0
+    text = (run_dir / "report.md").read_text()
+    assert "held-out mean reward" in text and "esopt" in text and "| 1 | 4 |" in text
+
+    # `--resume` of the finished run replays its round and update from the files: the same summary
+    resumed = cli_in_process(engine, "run", "--resume", str(run_dir), cwd=ROOT)
+    assert "weights checksum" in resumed and read_summary(run_dir / "summary.json") == summary
 
 
 def test_report_renders_an_agent_run_written_before_events(tmp_path, capsys):

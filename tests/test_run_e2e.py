@@ -1,8 +1,10 @@
-"""End to end on the real engine, sandbox and TSP task: EoH at a tiny budget in
-process (sharing the session engine; Sample and Sample+ESOpt run in
-test_compare.py's small real comparison, with the same checks), and `coevolve
-run` of the main job's method killed with SIGKILL at a random point, resumed,
-compared with an uninterrupted run."""
+"""End to end on the real engine, sandbox and TSP task: `coevolve run` of the
+main job's method (eoh+esopt+trace2skill: every EoH operator, ES updates, skill
+refreshes) killed with SIGKILL at a random point, resumed, compared with an
+uninterrupted run, with the checks every finished run must pass
+(`check_finished_run`; Sample and Sample+ESOpt pass them in test_compare.py's
+small real comparison, plain EoH on a served model in test_serving.py). The
+module's real sandbox fixture serves test_search_context_engine.py too."""
 
 from __future__ import annotations
 
@@ -44,28 +46,6 @@ def sandbox():
 
     with Sandbox(workers=2, timeout_s=20) as sb:
         yield sb
-
-
-@pytest.mark.engine
-@pytest.mark.timeout(1800)
-# eoh+esopt+trace2skill runs through `coevolve run` below, sample and sample+esopt in
-# test_compare.py's small real comparison (the same checks on each run)
-@pytest.mark.parametrize("method,budget", [("eoh", 10)])
-def test_each_method_on_the_real_engine(tmp_path, engine, sandbox, method, budget):
-    from coevolve.search.loop import SearchLoop
-    from tasks.registry import get_task
-
-    config = tiny_config(method, budget)
-    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
-    before = engine.checksum()
-    records = []
-    try:
-        summary = SearchLoop(config, store, engine, sandbox, get_task("tsp_construct")).run()
-    finally:
-        records = read_jsonl(store.history_path)
-        if records:  # leave the session engine's weights as we found them
-            engine.reset()
-    check_finished_run(store.dir, summary, budget, records, before, engine)
 
 
 def check_finished_run(directory: Path, summary: SearchSummary, budget: int, records: list[dict], before: str,
