@@ -81,7 +81,7 @@ def test_shared_prefixes_reuse_kv_only_under_the_weights_that_computed_it(engine
     """Outside a shared_prefixes() block only the requests of one call share (and sample what they
     sample alone); inside, a repeated prompt is reused across calls, until a weight write: a
     perturbed call then computes its prompt afresh and says what it says alone."""
-    facts = " ".join(f"Item {i} weighs {i * 7 % 13} kg." for i in range(120))  # several KV blocks long
+    facts = " ".join(f"Item {i} weighs {i * 7 % 13} kg." for i in range(70))  # 671 tokens: several KV blocks
     long = [[{"role": "user", "content": f"{facts} Which item is the heaviest?"}]]
     sampling = Sampling(temperature=0.0, max_tokens=8)
     outside = [engine.chat(long, sampling)[0] for _ in range(2)]
