@@ -5,8 +5,9 @@ alone, and on the real engine a comparison killed with SIGKILL mid-training
 report` in a fresh process, with the same table as an uninterrupted
 comparison and the killed training run resumed to the uninterrupted one's
 summary (the agent runs' SIGKILL test: resume goes through the same
-`execute_agent` as `coevolve run --resume`). Kept tiny: examples/agents_compare.toml shrunk to base vs esopt,
-one seed, 8 training episodes, 3 held-out problems x 2 attempts."""
+`execute_agent` as `coevolve run --resume`). Kept tiny:
+examples/agents_compare.toml shrunk to base vs esopt, one seed, 8 training
+episodes, 3 held-out problems x 2 attempts."""
 
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ def test_agent_comparison_killed_resumed_and_rerendered_equals_an_uninterrupted_
     output = cli_in_process(engine, "compare", str(config_path), "--out", str(killed))  # rerun here
     assert "sudoku base seed 0: scored earlier, skipped" in output  # a finished arm is not rerun
     assert "sudoku esopt budget 8 seed 0: resuming" in output
-    arm, full_arm = RunSpec("sudoku", "esopt", 8, 0).directory(killed), RunSpec("sudoku", "esopt", 8, 0).directory(full)
+    spec = RunSpec("sudoku", "esopt", 8, 0)
+    arm, full_arm = spec.directory(killed), spec.directory(full)
     assert [e["round"] for e in RunStore(arm).iter_events("round")] == [0, 1]  # every round logged once
     assert [h["generation"] for h in read_jsonl(arm / "history.jsonl")] == [0, 1]  # every update applied once
     # the resumed arm is the uninterrupted one: rewards, updates, held-out rounds and the weights' checksum
