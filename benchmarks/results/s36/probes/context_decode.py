@@ -21,10 +21,13 @@ s = Sampling(temperature=0.7, top_p=1.0, max_tokens=128)
 e.chat([[{"role": "user", "content": "hi"}]], Sampling(max_tokens=4), seeds=[0])
 for reps in (0, 12, 30, 60):
     conv = [{"role": "user", "content": filler * reps + "Write a long Python function that sorts a list three ways."}]
-    n_prompt = len(e.tokenizer.apply_chat_template(conv, add_generation_prompt=True))
-    e.chat([conv], Sampling(max_tokens=1), seeds=[0])  # prefill cached? salts differ per call: measured apart
+    ids = e.tokenizer.apply_chat_template(conv, add_generation_prompt=True)
+    n_prompt = len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+    t = time.perf_counter()
+    e.chat([conv], Sampling(max_tokens=1), seeds=[0])  # the prompt alone (every call has its own cache salt)
+    prefill = time.perf_counter() - t
     t = time.perf_counter()
     out = e.chat([conv], s, seeds=[1])
     dt = time.perf_counter() - t
-    print(f"{sys.argv[1:] or 'defaults'} prompt {n_prompt:5d} tokens: {out[0].completion_tokens} tokens in {dt:.2f} s = {1000 * dt / out[0].completion_tokens:.1f} ms/token", flush=True)
+    print(f"{sys.argv[1:] or 'defaults'} prompt {n_prompt:5d} tokens (alone {prefill:.2f} s): {out[0].completion_tokens} tokens in {dt:.2f} s = {1000 * dt / out[0].completion_tokens:.1f} ms/token, {1000 * (dt - prefill) / (out[0].completion_tokens - 1):.1f} ms/token after the prompt", flush=True)
 e.close()
