@@ -159,9 +159,11 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path):
     text = (run_dir / "report.md").read_text()
     assert "held-out mean reward" in text and "esopt" in text and "| 1 | 4 |" in text
 
-    # `--resume` of the finished run replays its round and update from the files: the same summary
+    # `--resume` of the finished run replays its round and update from the files: the summary it prints and
+    # writes again is the same (the table holds the rewards, rounds and the weights' checksum)
     resumed = cli_in_process(engine, "run", "--resume", str(run_dir), cwd=ROOT)
-    assert "weights checksum" in resumed and read_summary(run_dir / "summary.json") == summary
+    assert "resuming" in resumed and agent_table(summary, run_dir) in resumed
+    assert read_summary(run_dir / "summary.json") == summary
 
 
 def test_report_renders_an_agent_run_written_before_events(tmp_path, capsys):
