@@ -49,7 +49,8 @@ def resolve_dtype(dtype: str, device: str) -> str:
     """[model] dtype for this machine. "auto": bf16 on CUDA and on CPUs with native bf16; float32 on
     other CPUs (AVX2 only), where vLLM-CPU emulates bf16 GEMMs: on an AVX2 EPYC float32 decoded 2.07x
     faster at batch 8 and 2.73x at batch 20 (0.73x at batch 1), and the main job ran 2.4x faster
-    (benchmarks/results/s31/)."""
+    (benchmarks/results/s31/); on an AVX512-BF16 EPYC bf16 decoded 1.5-1.6x faster than float32
+    (benchmarks/results/s37/cpu_dtype.txt)."""
     if dtype not in DTYPES:
         raise ValueError(f"model.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if dtype != "auto":
