@@ -78,8 +78,8 @@ def test_many_cycles_leave_weights_bit_identical(engine):
 
 
 def test_shared_prefixes_reuse_kv_only_under_the_weights_that_computed_it(engine):
-    """Outside a shared_prefixes() block only the requests of one call share (and sample what they
-    sample alone); inside, a repeated prompt is reused across calls, until a weight write: a
+    """Outside a shared_prefixes() block only the requests of one call share (and, in float32, sample
+    what they sample alone); inside, a repeated prompt is reused across calls, until a weight write: a
     perturbed call then computes its prompt afresh and says what it says alone."""
     facts = " ".join(f"Item {i} weighs {i * 7 % 13} kg." for i in range(70))  # 671 tokens: several KV blocks
     long = [[{"role": "user", "content": f"{facts} Which item is the heaviest?"}]]
@@ -87,9 +87,16 @@ def test_shared_prefixes_reuse_kv_only_under_the_weights_that_computed_it(engine
     outside = [engine.chat(long, sampling)[0] for _ in range(2)]
     assert [c.cached_tokens for c in outside] == [0, 0] and outside[0].prompt_tokens > 600
     sampled = Sampling(temperature=1.0, max_tokens=24)
-    alone = [engine.chat(long, sampled, seeds=[s])[0] for s in (1, 2)]
     together = engine.chat(long * 2, sampled, seeds=[1, 2])
-    assert together[1].cached_tokens > 0 and [c.text for c in together] == [c.text for c in alone]
+    assert together[1].cached_tokens > 0 and together[0].text != together[1].text
+    # float32 kernels gave each request its text alone; bf16 ones on CPU are not batch-invariant (the same
+    # seeded request samples otherwise beside another: results/s37/batch_invariance.txt), so there the
+    # shared call must repeat itself
+    if engine.dtype == "float32":
+        reference = [engine.chat(long, sampled, seeds=[s])[0].text for s in (1, 2)]
+    else:
+        reference = [c.text for c in engine.chat(long * 2, sampled, seeds=[1, 2])]
+    assert [c.text for c in together] == reference
     assert engine.chat(long, sampling)[0].cached_tokens == 0  # that call's blocks stay its own
     with engine.perturbed(3, 2e-2):
         alone = engine.chat(long, sampling)[0]

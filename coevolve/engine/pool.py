@@ -315,7 +315,8 @@ class EnginePool:
     ) -> list[Completion]:
         """One batch split into one contiguous part per engine. Per-request
         seeds travel with their conversations, so sampled texts do not depend
-        on which engine ran them."""
+        on which engine ran them; with kernels that are not batch-invariant
+        (bf16 on CPU) they can depend on the split, i.e. the engine count."""
         check_requests(conversations, seeds, constraints)
         if not conversations:
             return []
