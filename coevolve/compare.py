@@ -39,7 +39,7 @@ from coevolve.base.durable import read_json
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.untrusted import clean
-from coevolve.engine.local import needs_engine, require_engine
+from coevolve.engine.local import needs_engine, require_engine, require_model
 from coevolve.engine.openai_client import open_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_options
@@ -174,14 +174,16 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     for difference in check_structure(config):
         log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     runs = planned_runs(config)
-    resources = _Resources(config, engine)
-    if engine is None:  # refuse, before any run starts, one the install cannot run
+    if engine is None:  # refuse, before anything is written, a run the install or the model cannot run
         for spec in runs:
             run_cfg = run_config(config, spec, spec.directory(root))
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
+            if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
+                require_model(run_cfg.model.path)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
+    resources = _Resources(config, engine)
     if resources.endpoint() is not None:
         resources.endpoint().probe()
     try:
@@ -362,11 +364,12 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     heldout.json matches the settings and the run's outputs are skipped, so a
     killed comparison continues where it stopped; `coevolve.report` renders it."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     c = config.compare
     if engine is None:  # the agents always play on the local engine
         require_engine(c.methods[0], any("esopt" in m for m in c.methods), config.endpoint, students=True)
+        require_model(config.model.path)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     resources = _Resources(config, engine)
     tool = SandboxTool()
     tasks: dict[str, tuple[Any, list[Any]]] = {}

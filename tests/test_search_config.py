@@ -99,6 +99,27 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_cli_missing_model_exits_2_before_any_directory(tmp_path, capsys):
+    """A [model] path (--model) that names no checkpoint is one line naming the field, before a run or
+    comparison directory exists; a run whose endpoint answers every request never reads the model."""
+    heuristic, agent = ROOT / "examples" / "tsp_eoh_esopt.toml", ROOT / "examples" / "sudoku_esopt.toml"
+    for argv in (["run", str(heuristic), "--model", "/nonexistent/m", "--out", str(tmp_path / "r")],
+                 ["run", str(agent), "--model", str(tmp_path), "--out", str(tmp_path / "a")],
+                 ["compare", str(write(tmp_path, '[model]\npath = "/nonexistent/m"\n[compare]\nmethods = ["sample"]\n'
+                                       'tasks = ["tsp_construct"]\nbudgets = [4]\nseeds = [0]\n')),
+                  "--out", str(tmp_path / "cmp")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "error: config error: model.path: model directory " in err, err
+        assert ("does not exist" if "nonexistent" in err else "has no config.json") in err, err
+    assert not any((tmp_path / name).exists() for name in ("r", "a", "cmp"))
+    endpoint = write(tmp_path, '[run]\nmethod = "sample"\n[model]\npath = "/nonexistent/m"\n'
+                               '[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    assert main(["run", str(endpoint), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "model.path" not in err and "127.0.0.1:9" in err, err
+
+
 def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "config.toml").write_text("")

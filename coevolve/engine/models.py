@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coevolve.base.durable import atomic_directory
+from coevolve.base.errors import UsageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,8 +28,9 @@ _MARKER = "coevolve-model.json"
 _EXPECTED_PARAMETERS = 134_515_008
 
 
-class ModelError(Exception):
-    """A model that cannot be found, prepared or loaded; the message says what to do."""
+class ModelError(UsageError):
+    """A model that cannot be found, prepared or loaded; the message says what to do
+    (the CLI prints it as one line)."""
 
 
 def cache_dir() -> Path:
