@@ -311,7 +311,8 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
 
     monkeypatch.chdir(tmp_path)
     problem = write(tmp_path / "mine", "problem.py", PICK)
-    config = write(tmp_path / "mine", "c.toml", CONFIG.format(task="problem.py", budget=2) + NO_MODEL)
+    # the embedded model: resolve_config refuses a [model] path that names no checkpoint
+    config = write(tmp_path / "mine", "c.toml", CONFIG.format(task="problem.py", budget=2))
     args = argparse.Namespace(
         config=str(config), resume=None, method=None, task=None, budget=None, seed=None, out=str(tmp_path / "r"),
         model=None, noise=None, rank=None, task_changed=False)
