@@ -35,7 +35,7 @@ from coevolve.agents.evaluate import attempts_of, check_heldout, eval_sampling, 
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
-from coevolve.base.durable import read_json
+from coevolve.base.durable import make_directory, read_json
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.untrusted import clean
@@ -181,7 +181,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
             if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
                 require_model(run_cfg.model.path)
-    root.mkdir(parents=True, exist_ok=True)
+    make_directory(root, "the comparison directory (compare.out, --out)")
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     resources = _Resources(config, engine)
     if resources.endpoint() is not None:
@@ -368,7 +368,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     if engine is None:  # the agents always play on the local engine
         require_engine(c.methods[0], any("esopt" in m for m in c.methods), config.endpoint, students=True)
         require_model(config.model.path)
-    root.mkdir(parents=True, exist_ok=True)
+    make_directory(root, "the comparison directory (compare.out, --out)")
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     resources = _Resources(config, engine)
     tool = SandboxTool()

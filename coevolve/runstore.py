@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, read_jsonl
+from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, make_directory, read_jsonl
 from coevolve.base.errors import UsageError
 
 __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "read_jsonl", "same_settings"]
@@ -58,7 +58,7 @@ class RunStore:
         if store.events_path.exists() or store.config_path.exists():
             raise UsageError(f"{store.dir} already holds a run; continue it with `coevolve run --resume {store.dir}`"
                              " or choose another --out")
-        store.dir.mkdir(parents=True, exist_ok=True)
+        make_directory(store.dir, "run.out (--out)")
         atomic_write_text(store.config_path, config_toml)
         return store
 

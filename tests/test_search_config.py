@@ -120,6 +120,24 @@ def test_cli_missing_model_exits_2_before_any_directory(tmp_path, capsys):
     assert "model.path" not in err and "127.0.0.1:9" in err, err
 
 
+def test_cli_output_directory_blocked_by_a_file_is_one_line(tmp_path, capsys):
+    """--out (run, compare) or new-task --dir where a file is in the way: one line naming the flag, exit 2."""
+    (tmp_path / "f").write_text("mine")
+    compare = write(tmp_path, '[compare]\nmethods = ["sample"]\ntasks = ["tsp_construct"]\n'
+                              'budgets = [4]\nseeds = [0]\n')
+    for argv, flag in ((["run", str(ROOT / "examples" / "tsp_eoh_esopt.toml"), "--out", str(tmp_path / "f")],
+                        "run.out (--out)"),
+                       (["run", str(ROOT / "examples" / "tsp_eoh_esopt.toml"), "--out", str(tmp_path / "f" / "r")],
+                        "run.out (--out)"),
+                       (["compare", str(compare), "--out", str(tmp_path / "f")], "(compare.out, --out)"),
+                       (["new-task", "mine", "--dir", str(tmp_path / "f")], "new-task --dir")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"{flag}: cannot make the directory " in err, err
+        assert "a file is in the way" in err, err
+    assert (tmp_path / "f").read_text() == "mine"
+
+
 def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "config.toml").write_text("")

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from coevolve.base.errors import CorruptFileError
+from coevolve.base.errors import CorruptFileError, UsageError
 
 __all__ = [
     "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "read_jsonl_from", "repair_jsonl",
@@ -156,6 +156,21 @@ class JsonlWriter:
 
     def __del__(self) -> None:
         self.close()
+
+
+def make_directory(path: str | Path, what: str) -> Path:
+    """`path` and its parents as directories. One that cannot be made (a file
+    in the way, no permission) is a UsageError naming `what`, the flag or field
+    it came from, rather than a traceback."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            why = f"a file is in the way ({why})"
+        raise UsageError(f"{what}: cannot make the directory {path}: {why}") from None
+    return path
 
 
 def append_jsonl(path: str | Path, record: Any, *, fsync: bool = True) -> None:

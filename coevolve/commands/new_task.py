@@ -12,7 +12,7 @@ import argparse
 import re
 from pathlib import Path
 
-from coevolve.base.durable import atomic_write_text
+from coevolve.base.durable import atomic_write_text, make_directory
 from coevolve.base.errors import UsageError
 
 CONFIG = '''# A small run of {name}: `coevolve run config.toml` (from any folder: the task
@@ -69,7 +69,7 @@ def scaffold(name: str, parent: str | Path) -> Path:
         raise UsageError(f"{folder} already exists and is not empty; choose another name or --dir")
     source = (Path(__file__).with_name("scaffold") / "problem.py").read_text(encoding="utf-8")
     problem = source.replace("__NAME__", name).replace("__CLASS__", class_name(name))
-    folder.mkdir(parents=True, exist_ok=True)
+    make_directory(folder, "new-task --dir")
     atomic_write_text(folder / "problem.py", problem)
     atomic_write_text(folder / "config.toml", CONFIG.format(name=name))
     atomic_write_text(folder / "test_problem.py", TEST.format(name=name))
