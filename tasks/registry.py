@@ -20,6 +20,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
+from coevolve.base.errors import UsageError
 from tasks.base import AgentTask, HeuristicTask
 from tasks.loader import TaskSpecError, looks_like_spec, plugin_conflicts, plugins, resolve
 
@@ -60,8 +61,9 @@ class TaskOptionError(ValueError):
         self.option, self.problem = option, problem
 
 
-class UnknownTask(KeyError):
-    """A task name that no registry (of the asked kind) holds; the message lists the known ones."""
+class UnknownTask(UsageError, KeyError):
+    """A task name that no registry (of the asked kind) holds; the message lists the known ones. A
+    UsageError, so a command that does not name the field itself still prints one line."""
 
     def __str__(self) -> str:
         return str(self.args[0])
