@@ -186,8 +186,8 @@ def remember_task(store: RunStore, accept_changed: bool) -> None:
 
 
 def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
-    """Before the run directory exists: a run whose engine is not installed is
-    refused, and the [endpoint] is probed, once (reachable, key taken, model
+    """Before the run directory exists: a run whose engine is not installed, or
+    whose [model] path names no checkpoint, is refused, and the [endpoint] is probed, once (reachable, key taken, model
     served); what the run records of it (endpoint.json), or None without one."""
     students = not isinstance(config, RunConfig)
     require_engine(config.run.method, config.uses_es, config.endpoint, students=students)
