@@ -10,8 +10,12 @@ Each problem is one line naming the attribute or function and what was expected.
 from __future__ import annotations
 
 import ast
+import contextlib
+import dataclasses
 import math
-from typing import Any, Callable
+import signal
+import threading
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -19,6 +23,40 @@ from tasks.base import declared_behaviour, declared_cascade
 from tasks.loader import user_frame
 
 MAX_INSTANCE_SECONDS = 3600.0  # a larger per-instance limit is a typo (ms for s), not a plan
+
+
+class StillRunning(BaseException):
+    """A checked call of the user's task ran past its time limit. A BaseException,
+    so that the checks' own `except Exception` (a call that raised) let it through."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """Run the block with an alarm: after `seconds` of wall time it raises
+    StillRunning naming `what` and the user's line it was on. The task's code runs
+    in this process (it is trusted, unlike a candidate), so a loop that never ends
+    would otherwise hang the check with no word. Only in the main thread (signals);
+    elsewhere, or with seconds <= 0, no limit."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def ring(signum: int, frame: Any) -> None:
+        raise StillRunning(f"{what}: still running after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def overdue(exc: StillRunning) -> str:
+    """The one line for a check that ran past its limit: what, for how long, the user's line it was on."""
+    where = user_frame(exc).partition(" (at ")[2]
+    return f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? (--stage-seconds gives each check longer)"
 
 
 def shape_problems(task: Any) -> list[str]:
@@ -129,6 +167,9 @@ def same_data(a: Any, b: Any) -> bool:
         return type(a) is type(b) and len(a) == len(b) and all(same_data(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_data(a[k], b[k]) for k in a)
+    if dataclasses.is_dataclass(a) and not isinstance(a, type) and type(a) is type(b):
+        # field by field: a generated __eq__ compares array fields with ==, which cannot say True or False
+        return all(same_data(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     try:

@@ -167,7 +167,7 @@ def load_file(path: Path) -> Any:
         spec.loader.exec_module(module)
     except BaseException as exc:
         del sys.modules[name]
-        if isinstance(exc, KeyboardInterrupt):
+        if not isinstance(exc, (Exception, SystemExit)):  # interrupts pass: Ctrl-C, check-task's time limit
             raise
         raise TaskSpecError(f"{path}: importing it failed: {user_frame(exc)}") from None
     return module

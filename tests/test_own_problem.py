@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coevolve.cli import main
@@ -241,6 +242,46 @@ def test_examples_check_and_eval_through_the_cli(tmp_path, capsys, example, temp
     row = next(line for line in out.splitlines() if line.strip().startswith(str(task.train[1])))
     assert row.split()[1].startswith(template) and row.split()[2] == f"{float(reference):.4f}", out
     assert "reference: best-known" in out
+
+
+@pytest.mark.parametrize("where,old,new,step", [
+    ("import", "import numpy as np\n", "import numpy as np\nimport time\nwhile True: time.sleep(0.05)\n",
+     "loading "),
+    ("instances", "rng = np.random.default_rng(", "while size:\n            pass\n        rng = np.random.default_rng(",
+     "instances('train', 5), drawn twice"),
+    ("decide", "yield fn(list(values))", "while values:\n                pass",
+     "the template's decide() and score() on train 5"),
+])
+def test_check_task_names_a_step_that_never_returns(tmp_path, capsys, where, old, new, step):
+    """The task's own code runs in check-task's process: a step that never returns ends at
+    --stage-seconds with one line naming the step and the user's line, not a silent hang."""
+    import time
+
+    text = broken(old, new)
+    problem = write(tmp_path / where, "problem.py", text)
+    line = text[:text.index(new.split("\n")[0] if where != "import" else "while True")].count("\n") + 1
+    start = time.monotonic()
+    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox", "--stage-seconds", "1")
+    assert code == 2 and time.monotonic() - start < 30, err
+    last = err.strip().splitlines()[-1]
+    assert step in last and "still running after 1 s" in last and f"{problem}:{line}" in last, (err, line)
+    assert "Traceback" not in err
+
+
+def test_every_built_in_heuristic_task_passes_check_task():
+    """check-task's checks hold for the built-in tasks too (the ACO sets are dataclasses holding
+    arrays: their two draws are compared field by field)."""
+    from coevolve.commands.check_task import problems
+    from tasks.check import same_data
+    from tasks.aco import ACOSet
+    from tasks.registry import HEURISTIC_TASKS, heuristic_task
+
+    for name in sorted(HEURISTIC_TASKS):
+        assert problems(heuristic_task(name), lambda: heuristic_task(name), sandbox=False) == [], name
+    data = np.arange(6.0).reshape(2, 3)
+    assert same_data(ACOSet(data, 5, 1), ACOSet(data.copy(), 5, 1))
+    assert not same_data(ACOSet(data, 5, 1), ACOSet(data + 1, 5, 1))
+    assert not same_data(ACOSet(data, 5, 1), ACOSet(data, 5, 2))
 
 
 # -- the sandbox holds for a user's decide() -------------------------------------------------------

@@ -13,7 +13,9 @@ formed, its first stage one of splits(), drawn twice and equal, and scored by
 the template in this process and in the sandbox. A task that declares
 decision descriptors (decision_descriptors, describe_decisions) has them
 checked on the template's decisions: each declared name a finite number.
-Each failure is one line naming the attribute or function; exit status 2 on any."""
+Each failure is one line naming the attribute or function; exit status 2 on any.
+The task's own code runs in this process, each check under a time limit
+(--stage-seconds): one that never returns is named with the line it was on."""
 
 from __future__ import annotations
 
@@ -25,9 +27,12 @@ from typing import Any
 from coevolve.base.errors import UsageError
 from coevolve.sandbox import Sandbox, wire
 from tasks.base import InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_function
-from tasks.check import determinism_problems, shape_problems
+from tasks.check import StillRunning, determinism_problems, overdue, shape_problems, time_limit
 from tasks.loader import absolute_spec, user_frame
 from tasks.registry import UnknownTask, heuristic_task, kind
+
+
+STAGE_SECONDS = 120.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,27 +40,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                  "module:Class) before running it", description=__doc__)
     p.add_argument("spec", help="task name, path/to/problem.py[:Class] or package.module:Class")
     p.add_argument("--no-sandbox", action="store_true", help="skip the scoring through the real sandbox")
+    p.add_argument("--stage-seconds", type=float, default=STAGE_SECONDS, metavar="S",
+                   help=f"wall seconds each check of the task's own code may take (default {STAGE_SECONDS:g}; "
+                        "0: no limit); the sandbox check has the task's own limits")
     p.set_defaults(handler=handle)
 
 
-def load(spec: str) -> Any:
+def load(spec: str, stage_seconds: float = STAGE_SECONDS) -> Any:
     """The heuristic task `spec` names (a file spec relative to the working
     directory); UsageError with one line otherwise."""
-    spec = absolute_spec(spec)
     try:
-        if kind(spec) == "agent":
-            raise UsageError(f"{spec}: an agent task; check-task checks heuristic-design tasks "
-                             "(tasks/base.py HeuristicTask)")
-        return heuristic_task(spec)
+        with time_limit(stage_seconds, f"loading {spec} (importing it, building the task)"):
+            spec = absolute_spec(spec)
+            if kind(spec) == "agent":
+                raise UsageError(f"{spec}: an agent task; check-task checks heuristic-design tasks "
+                                 "(tasks/base.py HeuristicTask)")
+            return heuristic_task(spec)
     except UnknownTask as exc:
         raise UsageError(str(exc)) from None
+    except StillRunning as exc:
+        raise UsageError(overdue(exc)) from None
 
 
-def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) -> list[str]:
+def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None,
+             stage_seconds: float = 0) -> list[str]:
     """Every check of the module docstring; [] when the task passes. `log`
-    gets one line per passed stage."""
-    say = log or (lambda line: None)
-    found = shape_problems(task)
+    gets one line per passed stage. `stage_seconds` > 0 limits each check of the
+    task's own code (check-task's flag; `coevolve run` sets none, as a slow task
+    may be slow on purpose)."""
+    try:
+        return _problems(task, factory, sandbox, log or (lambda line: None), stage_seconds)
+    except StillRunning as exc:
+        return [overdue(exc)]
+
+
+def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) -> list[str]:
+    with time_limit(seconds, "splits(), instance_seconds() and the template's shape"):
+        found = shape_problems(task)
     if found:
         return found
     say(f"shape: attributes, template defines {task.function_name}(), splits, instance_seconds")
@@ -64,18 +85,21 @@ def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None) 
     stages = [(split, size)] + ([cascade.stage] if cascade is not None else [])
     sets = dict.fromkeys([(name, min(sizes)) for name, sizes in task.splits().items()] + stages)
     for set_split, set_size in sets:
-        found += determinism_problems(factory, set_split, set_size)
+        with time_limit(seconds, f"instances({set_split!r}, {set_size}), drawn twice"):
+            found += determinism_problems(factory, set_split, set_size)
     if found:
         return found
     say("instances: drawn twice, equal (the smallest set of every split, the training set"
         + (" and the cascade's first stage)" if cascade is not None else ")"))
-    value, found = template_value(task)
+    with time_limit(seconds, f"the template's decide() and score() on {split} {size}"):
+        value, found = template_value(task)
     if found:
         return found
     say(f"template: decide() yields wire data, score() = {value!r} twice")
     staged = None
     if cascade is not None:
-        staged, found = template_value(task, *cascade.stage)
+        with time_limit(seconds, f"the template's decide() and score() on {cascade.stage[0]} {cascade.stage[1]}"):
+            staged, found = template_value(task, *cascade.stage)
         if found:
             return [f"cascade_stage {cascade.stage}: {line}" for line in found]
         say(f"cascade: the template scores {staged!r} on its first stage {cascade.stage[0]} {cascade.stage[1]}, "
@@ -186,10 +210,10 @@ def fail(found: list[str], command: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    task = load(args.spec)
+    task = load(args.spec, args.stage_seconds)
     spec = getattr(task, "__coevolve_spec__", args.spec)
     found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox,
-                     log=lambda line: print(f"ok  {line}", flush=True))
+                     log=lambda line: print(f"ok  {line}", flush=True), stage_seconds=args.stage_seconds)
     if found:
         fail(found, "check-task")
     print(f"{task.name}: passed every check")
