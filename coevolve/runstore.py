@@ -66,7 +66,8 @@ class RunStore:
     def open(cls, directory: str | Path) -> "RunStore":
         store = cls(directory)
         if not store.dir.is_dir():
-            raise UsageError(f"run directory not found: {store.dir}")
+            raise UsageError(f"{store.dir} is a file; give the run's directory" if store.dir.exists()
+                             else f"run directory not found: {store.dir}")
         if not store.config_path.exists():
             raise UsageError(f"{store.dir} is not a run directory (no {CONFIG})")
         return store

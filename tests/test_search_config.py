@@ -145,6 +145,11 @@ def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):
     assert "already holds a run" in capsys.readouterr().err
     assert main(["run", "--resume", str(tmp_path / "missing")]) == 2
     assert "run directory not found" in capsys.readouterr().err
+    config = write(tmp_path, "")  # the config file given where the run's directory goes
+    for argv in (["run", "--resume", str(config)], ["eval", "--run", str(config)], ["report", str(config)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"{config} is a file; give the run's" in err, (argv, err)
 
 
 def test_old_proposer_section_is_read_as_endpoint_with_a_deprecation_message(tmp_path):

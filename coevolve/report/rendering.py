@@ -455,7 +455,8 @@ def render(directory: str | Path) -> dict[str, Path]:
     """A comparison directory or a run directory, whichever `directory` is."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise UsageError(f"directory not found: {directory}")
+        raise UsageError(f"{directory} is a file; give the run's or comparison's directory" if directory.exists()
+                         else f"directory not found: {directory}")
     if (directory / COMPARE_CONFIG).exists():
         return render_comparison(directory)
     return render_run(directory)
