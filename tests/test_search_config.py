@@ -30,7 +30,8 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[run]\nbudget = 0\n", "config error: run.budget must be >= 1 (got 0)"),
     ("[run]\nbudget = 'ten'\n", "config error: run.budget must be an integer (got 'ten')"),
     ("[run]\nmethod = 'evo'\n", "config error: run.method must be one of sample, eoh, sample+esopt, eoh+esopt"),
-    ("[runn]\n", "config error: runn is not a known section"),
+    ("[runn]\n", "config error: runn is not a known section (known: accounting, caps, context, distributed, endpoint, "
+               "eoh, es, log, model, reward, run, sample, sampling, sandbox, skill, start)"),
     ("[model]\ndtype = 'float16'\n", "config error: model.dtype must be one of auto, bfloat16, float32 (got 'float16')"),
     ("[accounting]\nclone_retries = 9\n", "config error: accounting.clone_retries must be in 0..8 (got 9)"),
     ("run = 3\n", "config error: run must be a table (got 3)"),

@@ -131,8 +131,8 @@ class Config(Section):
             return raw
         raw = dict(raw)
         for key in raw:  # before any section's own errors, as a misspelt section often explains them
-            require(key in cls.model_fields or key in cls.RENAMED, key,
-                    f"is not a known section (known: {', '.join(sorted(cls.model_fields))})")
+            require(key in cls.model_fields or key in cls.RENAMED, key, "is not a known section (known: "
+                    f"{', '.join(sorted(k for k, f in cls.model_fields.items() if not f.exclude))})")
         for old, new in cls.RENAMED.items():
             if old in raw:
                 require(new not in raw, old, f"is the old name of [{new}]; give only [{new}]")
