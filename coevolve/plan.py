@@ -101,6 +101,14 @@ class CompareConfig(SearchSections):
         methods = compare.get("methods", registry.DEFAULT_COMPARE)
         return method_tables(raw, methods if isinstance(methods, list) else [])
 
+    @model_validator(mode="after")
+    def _same_budgets(self) -> CompareConfig:
+        for key in ("target", "patience"):
+            require(getattr(self.caps, key) is None, f"caps.{key}", "stops a run on its own results, so the "
+                    "compared methods would spend different budgets; leave it out of comparisons",
+                    getattr(self.caps, key))
+        return self
+
 
 def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
     """A comparison's config, validated, then its tasks built: each must be a

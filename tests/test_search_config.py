@@ -46,6 +46,8 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[context]\nsimilarity = 1.5\n", "config error: context.similarity must be in (0, 1] (got 1.5)"),
     ("[caps]\ncompletion_tokens = 0\n", "config error: caps.completion_tokens must be > 0"),
     ("[caps]\nwall_s = -5\n", "config error: caps.wall_s must be > 0"),
+    ("[caps]\npatience = 0\n", "config error: caps.patience must be > 0 (leave it out for no cap) (got 0)"),
+    ("[caps]\ntarget = 'low'\n", "config error: caps.target must be a number (got 'low')"),
     ("[endpoint]\nbase_url = 'http://127.0.0.1:9/v1'\nmodel = 'm'\n[caps]\nmoney = 1.0\nprices = { other = [1, 2] }\n",
      "config error: caps.prices has no price for the [endpoint] model 'm'"),
     ("[es]\npopulation = 1\n", "config error: es.population must be >= 2 (or 0: set by the run) (got 1)"),

@@ -216,6 +216,42 @@ def test_a_money_cap_prices_endpoint_requests(tmp_path):
                                                         + summary.ledger.completion_tokens * 2e-6)
 
 
+def test_target_and_patience_stop_on_the_search_itself_and_resume_to_the_uncapped_result(tmp_path):
+    """caps.target: the best train objective reached it (<= here: the fake task minimises);
+    caps.patience: that many plan steps in a row found nothing better. Either stops before the
+    next step; removing it from config.toml and resuming gives the uncapped run."""
+    config = make_config("eoh", 24)
+    full, *_ = run(tmp_path / "full", config)
+    first_best = min(c["objective"] for c in read_jsonl(tmp_path / "full" / "candidates.jsonl")
+                     if c["objective"] is not None and c["step"] == 0)
+    target, *_ = run(tmp_path / "t", make_config("eoh", 24, caps={"target": first_best}))
+    step0 = sum(1 for c in read_jsonl(tmp_path / "full" / "candidates.jsonl") if c["step"] == 0)
+    assert target.stopped == {"cap": "target", "used": first_best, "limit": first_best, "step": 1,
+                              "evaluations": step0, "direction": "min"}
+    assert target.best.objective == first_best and target.evaluations == step0
+    from coevolve.report.rendering import context_rows
+
+    shown = dict(context_rows(target.context, target.stopped))["stopped early"]
+    assert shown.startswith(f"cap target reached (the best {first_best:.6g} <= {first_best:g}) after {step0} ")
+    # a target the template meets stops before the first request
+    seeded, *_ = run(tmp_path / "s", make_config("eoh", 24, caps={"target": 50.0}, context={"seed_template": True}))
+    assert seeded.stopped["cap"] == "target" and seeded.stopped["step"] == 0 and seeded.evaluations == 0
+
+    patient, *_ = run(tmp_path / "p", make_config("eoh", 24, caps={"patience": 1}))
+    stop = patient.stopped
+    assert stop["cap"] == "patience" and stop["used"] >= 1 and patient.evaluations < 24
+    made = [c for c in read_jsonl(tmp_path / "p" / "candidates.jsonl") if c["objective"] is not None]
+    best_step = min(made, key=lambda c: c["objective"])["step"]
+    assert stop["step"] == best_step + 2  # the step after the best's improved nothing; then it stopped
+    assert "cap patience reached (no better candidate for 1 plan step)" in dict(
+        context_rows(patient.context, stop))["stopped early"]
+    for directory in ("t", "p"):
+        (tmp_path / directory / "config.toml").write_text(dump_toml(as_dict(config)))
+        resumed, *_ = run(tmp_path / directory, config, resume=True)
+        assert resumed.stopped is None
+        assert resumed.model_dump(exclude={"context"}) == full.model_dump(exclude={"context"}), directory
+
+
 def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
     """`coevolve distill RUN_DIR` on a heuristic run directory: analysts read its
     candidates (the fake teacher writes nothing usable, so the failures' own

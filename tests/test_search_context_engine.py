@@ -2,7 +2,7 @@
 trace2skill run writes skill versions and shows them in the prompts, decodes
 every proposal under the exact signature, shows failures in later prompts,
 rejects a renamed template clone before the sandbox; a token cap stops a run
-that then resumes. (`coevolve run` with trace2skill killed by SIGKILL and
+that then resumes; a target the seeded template meets stops one before any request. (`coevolve run` with trace2skill killed by SIGKILL and
 resumed to the same skill texts and summary: test_run_e2e.py.)"""
 
 from __future__ import annotations
@@ -161,3 +161,10 @@ def test_a_token_cap_stops_a_real_run_that_resumes_when_raised(tmp_path, engine,
     steps = [e["step"] for e in RunStore(store.dir).iter_events("step")]
     assert steps == [0, 1]  # the first step was served from the log, not generated again
     assert resumed.ledger.completion_tokens > stopped.ledger.completion_tokens
+    # caps.target met by the seeded template (scored in the real sandbox; any tour is shorter than
+    # 1e6): the run stops before its first request, the template its best
+    met = tiny("sample", 8, context={"seed_template": True}, caps={"target": 1e6})
+    done = SearchLoop(met, RunStore.create(tmp_path / "met", dump_toml(as_dict(met))), engine, sandbox,
+                      get_task("tsp_construct")).run()
+    assert done.stopped["cap"] == "target" and done.stopped["used"] == done.best.objective < 1e6
+    assert done.evaluations == 0 and done.ledger.llm_requests == 0 and done.best.id == 0

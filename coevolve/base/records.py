@@ -207,7 +207,7 @@ class SearchSummary(Versioned):
     best_so_far: list[tuple[int, float]] = []  # (evaluation, best objective so far)
     population: list[int] = []
     context: dict[str, Any] | None = None  # issue 25's context: absent from older summaries
-    stopped: dict[str, Any] | None = None  # a cap ended the run: {cap, used, limit, evaluations}
+    stopped: dict[str, Any] | None = None  # a cap ended the run: {cap, used, limit, step, evaluations} (+ direction)
     es: ESCounts | None = None
 
 

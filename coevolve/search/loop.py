@@ -488,12 +488,22 @@ class SearchLoop:
                 self.spend += (c.prompt_tokens * prices[0] + c.completion_tokens * prices[1]) / 1e6
 
     def _cap_reached(self, step: int) -> dict | None:
-        caps = self.config.caps
+        """The cap that stops the run before plan step `step`, if one does. All but wall_s
+        depend on the run's own log only, so a resumed run stops where the first would have."""
+        caps, best = self.config.caps, self.method.best()
+        # plan steps since the best was found (all of them while there is none; the seeded template's step is -1)
+        stale = step - 1 - best.step if best is not None else step
+        reached = best is not None and caps.target is not None and (
+            best.objective <= caps.target if self.task.direction == "min" else best.objective >= caps.target)
         for name, used, limit in (("completion_tokens", self.ledger.completion_tokens, caps.completion_tokens),
-                                  ("wall_s", self._wall(), caps.wall_s), ("money", self.spend, caps.money)):
+                                  ("wall_s", self._wall(), caps.wall_s), ("money", self.spend, caps.money),
+                                  ("patience", stale, caps.patience)):
             if limit is not None and used >= limit:
                 return {"cap": name, "used": round(used, 6), "limit": limit, "step": step,
                         "evaluations": self.ledger.used}
+        if reached:
+            return {"cap": "target", "used": best.objective, "limit": caps.target, "step": step,
+                    "evaluations": self.ledger.used, "direction": self.task.direction}
         return None
 
     def _check_logged(self, step: int, logged: dict, requests: list[Request]) -> None:

@@ -155,13 +155,19 @@ NO_CAP = "leave it out for no cap"
 class CapsSection(Section):
     """Limits besides the evaluation budget; the run ends cleanly at the step
     boundary where one is reached (summary `stopped`), and `--resume` after
-    raising it in DIR/config.toml goes on. Unset: no limit."""
+    raising it in DIR/config.toml goes on. Unset: no limit. A comparison
+    refuses target and patience: its arms would spend different budgets."""
 
     completion_tokens: int | None = Field(None, gt=0, description=NO_CAP)  # LLM completion tokens, all requests
     wall_s: float | None = Field(None, gt=0, description=NO_CAP)  # wall-clock seconds, summed over resumed sessions
     money: float | None = Field(None, gt=0, description=NO_CAP)  # spend on [endpoint] requests, priced by `prices`
     # model -> [USD per 1M prompt tokens, USD per 1M completion tokens]
     prices: dict[str, list[float]] = {}
+    # Stop early on the search itself (good enough, or stuck). target: the best train objective is at or
+    # beyond it (<= for a task that minimises, >= for one that maximises). patience: this many plan steps
+    # in a row (skill refreshes included) have not improved the best, or found none.
+    target: float | None = None
+    patience: int | None = Field(None, gt=0, description=NO_CAP)
 
     @field_validator("prices")
     @classmethod
