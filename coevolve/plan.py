@@ -28,6 +28,7 @@ from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections, method_tables
+from coevolve.search.skill import absolute_start, start_skill
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task
@@ -119,6 +120,8 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         # file methods count from the TOML's folder, as file tasks do
         raw = {**raw, "compare": {**compare, "methods": [registry.absolute_method(m, base) if isinstance(m, str) else m
                                                          for m in compare["methods"]]}}
+    if base is not None:
+        raw = absolute_start(raw, base)
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
@@ -126,6 +129,8 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         config.compare.tasks = [absolute_spec(t, base) for t in config.compare.tasks]
     for index, name in enumerate(config.compare.tasks):
         scored_sets(config, _task_or_error(name, f"compare.tasks[{index}]"))  # every task has the sets asked for
+    if config.skill.start:
+        start_skill(config.skill.start)
     return config
 
 

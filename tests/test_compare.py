@@ -49,6 +49,7 @@ def eval_objective(path: Path, task: str, split: str, size: int) -> str:
     ({"compare": {"budget": [8]}}, "compare.budget"),
     ({"caps": {"target": 6.5}}, "caps.target stops a run on its own results"),
     ({"caps": {"patience": 3}}, "caps.patience stops a run on its own results"),
+    ({"skill": {"start": "/nonexistent/skill"}}, "skill.start is not a valid skill"),
 ])
 def test_bad_config_names_the_field(raw, field):
     # validation, then the tasks built (each must have the test sets asked for)

@@ -185,6 +185,76 @@ def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resume
     assert [(d / v["path"]).read_text() for v in resumed.context["skill_versions"]] == texts
 
 
+# -- a starting skill (skill.start) -------------------------------------------------------------------------------
+START_RULE = "Keep SCORE a plain float constant below 50."
+
+
+def start_folder(tmp_path, name="tsp-hints", body=None):
+    from coevolve.base.skills import write_skill
+
+    return write_skill(tmp_path / name, "Hints for the fake task.",
+                       body or f"# Hints\n\n## Ideas\n- {START_RULE}\n- Return SCORE.\n").path
+
+
+def test_a_starting_skill_is_shown_from_the_first_request_patched_by_refreshes_and_resumed_from_the_log(tmp_path):
+    folder = start_folder(tmp_path)
+    config = make_config("eoh+trace2skill", 20, skill={"every": 2, "analysts": 2, "start": str(folder)})
+    engine = RecordingEngine()
+    full, *_ = run(tmp_path / "full", config, engine=engine)
+    # in every proposal's system prompt from the first request on; the analysts see it in theirs
+    proposals = [(system, user) for system, user, _ in engine.seen if "analyst" not in system]
+    assert len(proposals) < len(engine.seen) and all(START_RULE in system for system, _ in proposals)
+    assert all(START_RULE in user for system, user, _ in engine.seen if "analyst" in system)
+    start = full.context["skill_start"]
+    assert start == {"source": str(folder), "name": "tsp-hints", "rules": 2,
+                     "path": "skills/v000/tsp-hints/SKILL.md"}
+    assert (tmp_path / "full" / start["path"]).read_text() == (folder / "SKILL.md").read_text()
+    first = full.context["skill_versions"][0]
+    assert first["version"] == 1 and START_RULE in (tmp_path / "full" / first["path"]).read_text()  # patched
+    from coevolve.report.rendering import context_rows
+
+    assert dict(context_rows(full.context, None))["starting skill"].startswith("tsp-hints (2 rules) from ")
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    assert [e["type"] for e in events[:2]] == ["start", "skill_start"]
+    # killed after two steps, the folder then edited: the resume shows the text the run began with
+    d = tmp_path / "killed"
+    d.mkdir()
+    (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+    cut = next(i for i, e in enumerate(events) if e.get("type") == "step" and e["step"] == 1) + 1
+    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text().replace(START_RULE, "Return 0."))
+    again = RecordingEngine()
+    resumed, *_ = run(d, config, engine=again, resume=True)
+    assert resumed == full and again.seen
+    assert all(START_RULE in system for system, _, _ in again.seen if "analyst" not in system)
+    # without one, nothing of it
+    plain, *_ = run(tmp_path / "plain", make_config("sample", 8))
+    assert plain.context["skill_start"] is None and "starting skill" not in dict(context_rows(plain.context, None))
+
+
+def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_directory(tmp_path, monkeypatch, capsys):
+    from coevolve.cli import main
+    from coevolve.commands.run import load_run_config
+
+    (tmp_path / "empty").mkdir()
+    prose = start_folder(tmp_path, "prose", "# Hints\n\nWrite short programs that return a constant.\n")
+    cases = {"missing": "skill.start is not a valid skill: ", "empty": "no SKILL.md in this skill folder",
+             "prose": "skill.start has no rules the prompts can show"}
+    monkeypatch.chdir(tmp_path)
+    for folder, message in cases.items():
+        config = tmp_path / "c.toml"
+        config.write_text(f'[run]\nmethod = "sample"\nbudget = 4\n[skill]\nstart = "{folder}"\n'
+                          '[model]\npath = "/nonexistent/model"\n')
+        assert main(["run", str(config), "--out", "r", "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and message in err, (folder, err)
+        assert not (tmp_path / "r").exists()
+    # a relative folder counts from the TOML's folder, and the run's config names it absolutely
+    start_folder(tmp_path / "conf", "hints")
+    (tmp_path / "conf" / "c.toml").write_text('[run]\nmethod = "sample"\n[skill]\nstart = "hints"\n')
+    assert load_run_config(tmp_path / "conf" / "c.toml", {}).skill.start == str((tmp_path / "conf" / "hints").resolve())
+
+
 # -- caps -------------------------------------------------------------------------------------------------------
 def test_a_token_cap_stops_at_a_step_boundary_and_a_raised_cap_resumes_to_the_uncapped_result(tmp_path):
     config = make_config("eoh", 24)

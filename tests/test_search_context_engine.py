@@ -2,7 +2,8 @@
 trace2skill run writes skill versions and shows them in the prompts, decodes
 every proposal under the exact signature, shows failures in later prompts,
 rejects a renamed template clone before the sandbox; a token cap stops a run
-that then resumes; a target the seeded template meets stops one before any request. (`coevolve run` with trace2skill killed by SIGKILL and
+that then resumes; a target the seeded template meets stops one before any request; a starting skill
+(skill.start) is in every prompt the real engine is sent. (`coevolve run` with trace2skill killed by SIGKILL and
 resumed to the same skill texts and summary: test_run_e2e.py.)"""
 
 from __future__ import annotations
@@ -168,3 +169,22 @@ def test_a_token_cap_stops_a_real_run_that_resumes_when_raised(tmp_path, engine,
                       get_task("tsp_construct")).run()
     assert done.stopped["cap"] == "target" and done.stopped["used"] == done.best.objective < 1e6
     assert done.evaluations == 0 and done.ledger.llm_requests == 0 and done.best.id == 0
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+def test_a_starting_skill_reaches_the_real_engine_from_the_first_request(tmp_path, engine, sandbox):
+    from coevolve.base.skills import write_skill
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    rule = "Return the nearest unvisited city unless a farther one is much closer to the destination."
+    folder = write_skill(tmp_path / "tsp-hints", "Hints for TSP construction.", f"## Ideas\n- {rule}\n").path
+    config = tiny("sample", 4, skill={"start": str(folder)})
+    recorder = Recorder(engine)
+    recorder.cloned = True  # no clone substitution here
+    summary = SearchLoop(config, RunStore.create(tmp_path / "run", dump_toml(as_dict(config))), recorder, sandbox,
+                         get_task("tsp_construct")).run()
+    assert len(recorder.systems) == 4 and all(rule in system for system in recorder.systems)
+    assert summary.evaluations == 4 and summary.context["skill_start"]["rules"] == 1
+    assert "starting skill" in run_table(summary, tmp_path / "run")

@@ -37,6 +37,7 @@ from coevolve.search.methods import (absolute_method, es_population, format_plan
                                      record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
+from coevolve.search.skill import absolute_start, start_skill
 from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task
@@ -136,6 +137,7 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
         flag = overrides.get("run", {}).get(key)
         if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
             overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
+    raw = absolute_start(raw, path.parent)
     if "compare" in raw and "run" not in raw:
         raw = comparison_run(raw)
         arm = {**raw["run"], **overrides.get("run", {})}
@@ -154,6 +156,8 @@ def check_built(config: RunConfig | AgentRunConfig) -> None:
     if isinstance(config, RunConfig):
         check_task(config.run.task)
         make_method(config).check_task(heuristic_task(config.run.task))  # e.g. MAP-Elites' descriptors
+        if config.skill.start:
+            start_skill(config.skill.start)
     else:
         config.build_task()
         config.seed_skills()

@@ -384,6 +384,10 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
     if context["repair_requests"]:
         rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
+    start = context.get("skill_start")
+    if start:
+        rows.append(("starting skill", f"{start['name']} ({start['rules']} rules) from {start['source']}, kept as "
+                                       f"{start['path']}"))
     versions = context["skill_versions"]
     if versions:
         rows.append(("skill versions", f"{len(versions)}, latest {versions[-1]['path']} "

@@ -45,6 +45,7 @@ import numpy as np
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
+from coevolve.base.skills import parse_skill_text
 from coevolve.codeparse import Extracted, answer_pattern, extract, template_signature
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
 from coevolve.es import Member
@@ -225,6 +226,7 @@ class SearchLoop:
             self.event_log = event_log
             if not events:
                 event_log.append(start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)))
+            self._start_skill(events, event_log)
             self._seed_archive(events, event_log)
             for step, spec in enumerate(self.method.plan()):
                 if step not in logged:
@@ -302,6 +304,24 @@ class SearchLoop:
             # started before the seed existed: its archive started empty, and its replay must too
             self.config.context.seed_template = False
         check_same_config(self.store, _without_caps(logged), _without_caps(as_dict(self.config)))
+
+    def _start_skill(self, events: list[dict], event_log: JsonlWriter) -> None:
+        """skill.start: the skill every prompt shows from the first request, kept as the run's
+        skills/v000 (+trace2skill's refreshes patch it). Its text is read once and logged as the
+        "skill_start" event, so a resumed run shows what it began with, whatever the folder holds now."""
+        self.skill_start: dict | None = None
+        source = self.config.skill.start
+        if not source:
+            return
+        logged = next((e for e in events if e.get("type") == "skill_start"), None)
+        text = logged["text"] if logged is not None else skills.start_skill(source).text()
+        if logged is None:
+            event_log.append({"type": "skill_start", "source": source, "text": text})
+        start = parse_skill_text(text, source)
+        self.skill = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
+        self.skill_outline = skills.outline(self.skill)
+        self.skill_start = {"source": source, "name": start.name, "rules": skills.rule_count(start.body),
+                            "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))}
 
     def _seed_archive(self, events: list[dict], event_log: JsonlWriter) -> None:
         """context.seed_template: the template into the method's archive as candidate 0 (the
@@ -466,7 +486,7 @@ class SearchLoop:
                 raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
                                    "the run directory was written by different code")
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
-                                        "rules": sum(line.startswith("- ") for line in body.splitlines()),
+                                        "rules": skills.rule_count(body),
                                         "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))})
         event = {"type": "step", "step": step, "operator": DISTILL,
                  "requests": [request_record(r) for r in requests],
@@ -787,7 +807,7 @@ class SearchLoop:
                 "phases": phases, "template_objective": template, "beat_template": beat,
                 # the template as the archive's seed: its sandbox score (None: not seeded)
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
-                "skill_versions": self.skill_versions,
+                "skill_versions": self.skill_versions, "skill_start": self.skill_start,
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
 
     def _template_objective(self) -> float | None:

@@ -133,7 +133,8 @@ class ContextSection(Section):
 class SkillSection(Section):
     """The +trace2skill methods: every `every` plan steps, `analysts` teacher
     requests (each charged one evaluation, like a candidate) read recent
-    candidates and patch the run's SKILL.md, which every operator prompt shows."""
+    candidates and patch the run's SKILL.md, which every operator prompt shows.
+    `start` serves every method."""
 
     every: int = Field(4, ge=1, description="plan steps between skill refreshes")
     analysts: int = Field(3, ge=1)  # analyst requests per refresh
@@ -142,6 +143,10 @@ class SkillSection(Section):
     teacher: Literal["engine", "endpoint"] = "engine"  # "endpoint": [endpoint] must be set
     temperature: float = Field(0.3, ge=0)
     max_tokens: int = Field(160, ge=16)
+    # a skill folder (its SKILL.md) every prompt shows from the first request, under any method: rules you
+    # wrote, or what `coevolve distill` took from an earlier run; +trace2skill refreshes patch it. A path
+    # counts from the config file's folder; the run logs its text, so a resume shows what the run began with
+    start: str = ""
 
     @model_validator(mode="after")
     def _successes(self) -> SkillSection:

@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 from coevolve.base.skillpatch import (Patch, PatchSet, apply_patches, derive_seed, merge_hierarchically,
                                       parse_patches, parse_sections, render_skill_body, skill_outline)
-from coevolve.base.skills import Skill, write_skill
+from coevolve.base.config import config_error
+from coevolve.base.skills import Skill, SkillError, load_skill, write_skill
 from coevolve.base.untrusted import fence
 from coevolve.codeparse import template_signature
 from coevolve.engine.base import Message, Sampling
@@ -154,6 +155,33 @@ def refresh(previous: Skill | None, replies: Sequence[str], cases: Sequence[Cand
     body = render_skill_body(f"{name} (Trace2Skill)", sections, source,
                              closing="Follow these rules in every program you write.")
     return description, body
+
+
+def start_skill(folder: str) -> Skill:
+    """skill.start, read: a config error naming it when the folder holds no valid
+    SKILL.md, or none of the rules prompts show (`- rule` bullets; prose is not shown)."""
+    try:
+        skill = load_skill(folder)
+    except SkillError as exc:
+        raise config_error("skill.start", f"is not a valid skill: {exc}") from None
+    if not parse_sections(skill):
+        raise config_error("skill.start", "has no rules the prompts can show: write them as `- rule` bullets "
+                           "(under `## Section` headings), the form coevolve distill writes", folder)
+    return skill
+
+
+def absolute_start(raw: Any, base: str | Path) -> Any:
+    """`raw` (a config's tables) with a relative skill.start counted from `base`, the folder of
+    the TOML that names it, so the run directory's config.toml names the folder from anywhere."""
+    table = raw.get("skill") if isinstance(raw, dict) else None
+    if not (isinstance(table, dict) and isinstance(table.get("start"), str) and table["start"]):
+        return raw
+    folder = Path(table["start"]).expanduser()
+    return {**raw, "skill": {**table, "start": str((folder if folder.is_absolute() else Path(base, folder)).resolve())}}
+
+
+def rule_count(body: str) -> int:
+    return sum(line.startswith("- ") for line in body.splitlines())
 
 
 def outline(skill: Skill | None) -> str:
