@@ -122,6 +122,16 @@ def test_state_finished_running_stopped(tmp_path):
     assert reader.HeuristicRun(done).state == "finished"
     assert reader.HeuristicRun(killed, stale_after=600).state == "stopped"
     assert reader.HeuristicRun(killed, stale_after=7200).state == "running"
+    # a [caps] limit ended it: said so, with the cap, and the limits it was given shown
+    capped = make_run(tmp_path / "capped", [candidate(1, 0, [], 7.0)])
+    with open(capped / "config.toml", "a") as config:
+        config.write("[caps]\npatience = 2\nprices = {}\n")
+    with open(capped / "events.jsonl", "a") as log:
+        log.write(json.dumps({"type": "stop", "cap": "patience", "used": 2, "limit": 2}) + "\n")
+    for p in capped.iterdir():
+        os.utime(p, (old, old))
+    run = reader.HeuristicRun(capped, stale_after=600)
+    assert run.state == "capped: patience" and run.row()["caps"]["patience"] == 2 and "prices" not in run.row()["caps"]
 
 
 def test_a_folder_of_runs_is_searched_and_followed(tmp_path):

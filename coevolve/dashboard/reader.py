@@ -261,12 +261,15 @@ def newest_write(path: Path) -> float | None:
 
 
 def run_state(path: Path, events: list[dict], stale_after: float) -> str:
-    """finished (its log ends), running (written within `stale_after` seconds)
-    or stopped (killed or interrupted: `coevolve run --resume` continues it)."""
+    """finished (its log ends), running (written within `stale_after` seconds),
+    capped (a [caps] limit ended it: raise it and `--resume`) or stopped (killed
+    or interrupted: `coevolve run --resume` continues it)."""
     if any(e.get("type") == "end" for e in events):
         return "finished"
     last = newest_write(path)
-    return "running" if last is not None and time.time() - last < stale_after else "stopped"
+    if last is not None and time.time() - last < stale_after:
+        return "running"
+    return f"capped: {events[-1].get('cap')}" if events and events[-1].get("type") == "stop" else "stopped"
 
 
 def finite(value: Any) -> float | None:
@@ -341,10 +344,12 @@ class HeuristicRun(RunDir):
         return best
 
     def caps(self) -> dict[str, Any]:
-        """The limits the run was given."""
+        """The limits the run was given ([caps] ones only where set)."""
+        caps = self.config.get("caps") if isinstance(self.config.get("caps"), dict) else {}
         return {"budget": self.budget,
                 "timeout_s": self.config.get("sandbox", {}).get("timeout_s"),
-                "max_tokens": self.config.get("sampling", {}).get("max_tokens")}
+                "max_tokens": self.config.get("sampling", {}).get("max_tokens"),
+                **{k: v for k, v in caps.items() if k != "prices"}}
 
     def row(self) -> dict[str, Any]:
         best = self.best()

@@ -39,6 +39,8 @@ function fmt(x, digits = 5) {
   if (Number.isInteger(x)) return String(x);
   return Number(x.toPrecision(digits)).toString();
 }
+// "capped: patience" is styled as "capped"
+const stateClass = (state) => String(state || "").split(":")[0];
 const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
 const color = (outcome) => COLORS[outcome] || "#7b3294";
 
@@ -137,7 +139,7 @@ function runsView() {
           el("td", {}, el("span", { class: "bar" }, el("span", { style: `width:${(100 * share).toFixed(0)}%` })),
             ` ${fmt(r.used)}/${fmt(r.budget)}`),
           el("td", { class: "best" }, fmt(r.best)), el("td", {}, pct(r.gap)), el("td", {}, pct(r.valid_rate)),
-          el("td", { class: "state state-" + r.state, title: r.error || "" }, r.state, r.error ? ": " + r.error : ""),
+          el("td", { class: "state state-" + stateClass(r.state), title: r.error || "" }, r.state, r.error ? ": " + r.error : ""),
           el("td", {}, caps));
       }));
     },
@@ -331,7 +333,7 @@ function runView(r) {
       document.getElementById("run-title").textContent = d.label;
       stats.replaceChildren(el("p", {},
         el("span", { class: "pill" }, d.task), el("span", { class: "pill" }, d.method), el("span", { class: "pill" }, `seed ${fmt(d.seed)}`),
-        el("span", { class: "state state-" + d.state, id: "run-state" }, d.state), ` · ${d.used}/${d.budget} evaluations · best `,
+        el("span", { class: "state state-" + stateClass(d.state), id: "run-state" }, d.state), ` · ${d.used}/${d.budget} evaluations · best `,
         el("b", { id: "run-best" }, fmt(d.best)), d.best_id ? [" (", el("a", { href: `#/run/${encodeURIComponent(id)}/c/${d.best_id}` }, `#${d.best_id}`), ")"] : "",
         ` · gap ${pct(d.gap)} · valid ${pct(d.valid_rate)}`,
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""));
@@ -392,7 +394,7 @@ function agentView(r) {
       document.getElementById("agent-title").textContent = d.label;
       const row = d.row;
       stats.replaceChildren(el("p", {}, el("span", { class: "pill" }, row.task), el("span", { class: "pill" }, row.method),
-        el("span", { class: "pill" }, `seed ${fmt(row.seed)}`), el("span", { class: "state state-" + row.state }, row.state),
+        el("span", { class: "pill" }, `seed ${fmt(row.seed)}`), el("span", { class: "state state-" + stateClass(row.state) }, row.state),
         ` · ${row.used}/${row.budget} episodes · best held-out mean reward ${fmt(row.best)}`));
       const metrics = [...new Set(d.evals.flatMap((e) => Object.keys(e.metrics)))];
       react("eval-chart", metrics.map((m) => {
