@@ -33,6 +33,18 @@ population = 5
 
 [sandbox]
 timeout_s = 30
+
+# Stop early when the best train objective is good enough, or when that many
+# steps found nothing better (docs/search.md, "Caps"):
+# [caps]
+# target = 1.02
+# patience = 4
+
+# What you know about the problem, shown in every prompt: a folder holding a
+# SKILL.md of "- rule" bullets (docs/own_problem.md; `coevolve distill` writes one
+# from a finished run):
+# [skill]
+# start = "hints"
 '''
 
 TEST = '''"""{name} passes `coevolve check-task` (run: pytest test_problem.py)."""
