@@ -237,7 +237,7 @@ def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_dire
     from coevolve.commands.run import load_run_config
 
     (tmp_path / "empty").mkdir()
-    prose = start_folder(tmp_path, "prose", "# Hints\n\nWrite short programs that return a constant.\n")
+    start_folder(tmp_path, "prose", "# Hints\n\nWrite short programs that return a constant.\n")
     cases = {"missing": "skill.start is not a valid skill: ", "empty": "no SKILL.md in this skill folder",
              "prose": "skill.start has no rules the prompts can show"}
     monkeypatch.chdir(tmp_path)
