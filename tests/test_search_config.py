@@ -141,6 +141,22 @@ def test_cli_output_directory_blocked_by_a_file_is_one_line(tmp_path, capsys):
     assert (tmp_path / "f").read_text() == "mine"
 
 
+def test_ctrl_c_during_a_run_says_how_to_resume_and_exits_130(tmp_path, capsys, monkeypatch):
+    """KeyboardInterrupt inside the run (here raised in place of the loop; the real engine's Ctrl-C then
+    --resume: benchmarks/results/s38/interrupt_resume.txt): the resume command, exit 130, no traceback."""
+    from coevolve.commands import run as command
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "execute", interrupted)
+    config = write(tmp_path, '[run]\nmethod = "sample"\nbudget = 4\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted\nevery finished step is in {tmp_path / 'r'}: continue with `coevolve run --resume " \
+           f"{tmp_path / 'r'}`" in err and "Traceback" not in err, err
+
+
 def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "config.toml").write_text("")

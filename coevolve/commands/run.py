@@ -224,17 +224,25 @@ def handle(args: argparse.Namespace) -> int:
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
           file=sys.stderr, flush=True)
+    try:
+        return _execute(config, store, resuming, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return _interrupted(store, "", 130)
+
+
+def _execute(config: RunConfig | AgentRunConfig, store: RunStore, resuming: bool, progress: bool) -> int:
     if isinstance(config, RunConfig):
         try:
             task = heuristic_task(config.run.task)
         except UnknownTask as exc:
             raise UsageError(f"config error: run.task: {exc}") from None
-        summary = _resumable(lambda: execute(config, store, task, progress=not args.no_progress, resuming=resuming))
+        summary = _resumable(lambda: execute(config, store, task, progress=progress, resuming=resuming))
         if summary is None:
             return _interrupted(store)
         print(run_table(summary, store.dir))
     else:
-        summary = _resumable(lambda: execute_agent(config, store, progress=not args.no_progress, resuming=resuming))
+        summary = _resumable(lambda: execute_agent(config, store, progress=progress, resuming=resuming))
         if summary is None:
             return _interrupted(store)
         print(agent_table(summary, store.dir))
@@ -244,7 +252,7 @@ def handle(args: argparse.Namespace) -> int:
 def _resumable(run: Callable[[], RunSummary]) -> RunSummary | None:
     """The run's summary, or None when its endpoint stopped answering (or took
     a constraint back) mid-run: the one line is printed; the run directory
-    holds every finished step."""
+    holds every finished step. Ctrl-C passes (the caller says how to go on)."""
 
     try:
         return run()
@@ -253,10 +261,10 @@ def _resumable(run: Callable[[], RunSummary]) -> RunSummary | None:
         return None
 
 
-def _interrupted(store: RunStore) -> int:
-    print(f"every finished step is in {store.dir}: continue with `coevolve run --resume {store.dir}` "
-          "once the endpoint answers", file=sys.stderr)
-    return 1
+def _interrupted(store: RunStore, why: str = "once the endpoint answers", code: int = 1) -> int:
+    print(f"every finished step is in {store.dir}: continue with `coevolve run --resume {store.dir}` {why}".rstrip(),
+          file=sys.stderr)
+    return code
 
 
 def handle_plan(args: argparse.Namespace) -> int:
