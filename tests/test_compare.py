@@ -82,6 +82,24 @@ def test_cli_bad_config_exits_2_naming_the_field(tmp_path):
     assert done.returncode == 2 and "not a run directory" in done.stderr
 
 
+def test_ctrl_c_during_a_comparison_names_the_rerun_with_its_folder(tmp_path, capsys, monkeypatch):
+    """A comparison without --out gets a fresh folder; after Ctrl-C the line to continue names it."""
+    from coevolve.cli import main
+    from coevolve.commands import compare as command
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "compare_and_report", interrupted)
+    monkeypatch.chdir(tmp_path)
+    config = ROOT / "examples" / "compare_quick.toml"
+    assert main(["compare", str(config)]) == 130
+    err = capsys.readouterr().err
+    assert re.search(rf"every finished run is in (runs/compare-[0-9-]+): continue with `coevolve compare "
+                     rf"{re.escape(str(config))} --out \1`", err), err
+    assert "Traceback" not in err
+
+
 def test_run_directories_are_distinct_and_seed_major():
     config = build_config(CompareConfig, {"compare": {"methods": ["eoh", "eoh+esopt"], "budgets": [10, 20],
                                                       "seeds": [3, 4]}})

@@ -8,6 +8,7 @@ arm spends its evaluations as its base method does, without running anything."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -106,6 +107,11 @@ def handle(args: argparse.Namespace) -> int:
     config.compare.out = out
     prepare_tasks(config.compare.tasks, Path(out), check=not agents)
     prepare_methods(config.compare.methods, Path(out))
-    root = compare_and_report(config, out)
+    try:
+        root = compare_and_report(config, out)
+    except KeyboardInterrupt:  # the rerun must name the folder: without --out it would start a new one
+        print(f"\ninterrupted\nevery finished run is in {out}: continue with "
+              f"`coevolve compare {args.config} --out {out}`", file=sys.stderr)
+        return 130
     print(f"report: {root / 'report.md'}")
     return 0
