@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,9 @@ from coevolve.search.population import Candidate
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import outline
 from search_fakes import TEMPLATE, FakeEngine, FakeEvaluator, FakeTask
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_config(method: str = "eoh", budget: int = 24, **sections) -> RunConfig:
@@ -253,6 +257,13 @@ def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_dire
     start_folder(tmp_path / "conf", "hints")
     (tmp_path / "conf" / "c.toml").write_text('[run]\nmethod = "sample"\n[skill]\nstart = "hints"\n')
     assert load_run_config(tmp_path / "conf" / "c.toml", {}).skill.start == str((tmp_path / "conf" / "hints").resolve())
+    # --skill counts from the working directory, over the TOML's
+    flag = load_run_config(tmp_path / "conf" / "c.toml", {"skill": {"start": "conf"}})
+    assert flag.skill.start == str((tmp_path / "conf").resolve())
+    assert main(["run", str(tmp_path / "conf" / "c.toml"), "--skill", "nowhere", "--out", "r2"]) == 2
+    assert "skill.start is not a valid skill: " in capsys.readouterr().err and not (tmp_path / "r2").exists()
+    assert main(["run", str(ROOT / "examples" / "sudoku_esopt.toml"), "--skill", "conf", "--out", "r2"]) == 2
+    assert "--skill is for heuristic runs" in capsys.readouterr().err
 
 
 # -- caps -------------------------------------------------------------------------------------------------------

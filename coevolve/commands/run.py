@@ -66,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(LoRA slots): several times faster per generation; embeddings and norms stay frozen")
     p.add_argument("--rank", type=int, help="ES low-rank rank (es.rank, default 1; vLLM pads 2..7 to 8, "
                                             "so 1 is the cheap one on CPU)")
+    p.add_argument("--skill", metavar="DIR", help="heuristic tasks: a skill folder every prompt shows from the "
+                                                   "first request (skill.start; e.g. what `coevolve distill` wrote)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run in DIR (a killed or finished run, heuristic or agent)")
     p.add_argument("--task-changed", action="store_true",
@@ -85,6 +87,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
     es = {k: getattr(args, k) for k in ("noise", "rank") if getattr(args, k, None) is not None}
     if es:
         out["es"] = es
+    if getattr(args, "skill", None) is not None:
+        out["skill"] = {"start": args.skill}
     return out
 
 
@@ -138,6 +142,8 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
         if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
             overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
     raw = absolute_start(raw, path.parent)
+    if "skill" in overrides:  # --skill counts from the working directory
+        overrides["skill"] = absolute_start({"skill": overrides["skill"]}, ".")["skill"]
     if "compare" in raw and "run" not in raw:
         raw = comparison_run(raw)
         arm = {**raw["run"], **overrides.get("run", {})}
@@ -145,6 +151,8 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
               f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
               file=sys.stderr)
     raw = merge_overrides(raw, overrides)
+    if "skill" in overrides and config_class(raw) is AgentRunConfig:
+        raise UsageError("--skill is for heuristic runs; an agent run names its skills in [skills] paths")
     return build_config(config_class(raw), raw)
 
 
