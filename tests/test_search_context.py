@@ -264,6 +264,13 @@ def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_dire
     assert "skill.start is not a valid skill: " in capsys.readouterr().err and not (tmp_path / "r2").exists()
     assert main(["run", str(ROOT / "examples" / "sudoku_esopt.toml"), "--skill", "conf", "--out", "r2"]) == 2
     assert "--skill is for heuristic runs" in capsys.readouterr().err
+    # --plan says what the run starts from and what may end it early
+    with open(tmp_path / "conf" / "c.toml", "a") as config:
+        config.write("[caps]\ntarget = 6.5\npatience = 3\n")
+    assert main(["run", str(tmp_path / "conf" / "c.toml"), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert f"  every prompt shows the skill {(tmp_path / 'conf' / 'hints').resolve()} (skill.start)\n" in out
+    assert out.endswith("  may stop early, before a step, at: target 6.5, patience 3\n") and not (tmp_path / "r2").exists()
 
 
 # -- caps -------------------------------------------------------------------------------------------------------

@@ -290,7 +290,19 @@ def handle_plan(args: argparse.Namespace) -> int:
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
                          "episodes per round until run.budget is spent")
     print(format_plan(run_plan(config)))
+    for line in context_lines(config):
+        print(f"  {line}")
     return 0
+
+
+def context_lines(config: RunConfig) -> list[str]:
+    """What --plan adds to the plan: the skill the run starts from, and the caps that may end it early."""
+    lines = [f"every prompt shows the skill {config.skill.start} (skill.start)"] if config.skill.start else []
+    caps = {k: getattr(config.caps, k) for k in ("target", "patience", "completion_tokens", "wall_s", "money")}
+    if any(v is not None for v in caps.values()):
+        lines.append("may stop early, before a step, at: " + ", ".join(f"{k} {v:g}" for k, v in caps.items()
+                                                                         if v is not None))
+    return lines
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
