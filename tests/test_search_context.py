@@ -270,7 +270,8 @@ def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_dire
     assert main(["run", str(tmp_path / "conf" / "c.toml"), "--plan"]) == 0
     out = capsys.readouterr().out
     assert f"  every prompt shows the skill {(tmp_path / 'conf' / 'hints').resolve()} (skill.start)\n" in out
-    assert out.endswith("  may stop early, before a step, at: target 6.5, patience 3\n") and not (tmp_path / "r2").exists()
+    assert out.endswith("  may stop early, before a step, at: target 6.5, patience 3\n")
+    assert not (tmp_path / "r2").exists()
 
 
 # -- caps -------------------------------------------------------------------------------------------------------

@@ -401,8 +401,12 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("endpoint spend", f"${context['spend']:.4f}"))
     if stopped:
         used, limit, cap = stopped["used"], stopped["limit"], stopped["cap"]
-        reached = {"target": f"the best {used:.6g} {'<=' if stopped.get('direction') == 'min' else '>='} {limit:g}",
-                   "patience": f"no better candidate for {used:g} plan step{'' if used == 1 else 's'}"}.get(cap, f"{used:g} >= {limit:g}")
+        if cap == "target":
+            reached = f"the best {used:.6g} {'<=' if stopped.get('direction') == 'min' else '>='} {limit:g}"
+        elif cap == "patience":
+            reached = f"no better candidate for {used:g} plan step{'' if used == 1 else 's'}"
+        else:
+            reached = f"{used:g} >= {limit:g}"
         rows.append(("stopped early", f"cap {cap} reached ({reached}) after {stopped['evaluations']} evaluations; "
                                       "raise it in config.toml and --resume to go on"))
     return rows

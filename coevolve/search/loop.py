@@ -314,10 +314,11 @@ class SearchLoop:
         if not source:
             return
         logged = next((e for e in events if e.get("type") == "skill_start"), None)
-        text = logged["text"] if logged is not None else skills.start_skill(source).text()
         if logged is None:
-            event_log.append({"type": "skill_start", "source": source, "text": text})
-        start = parse_skill_text(text, source)
+            start = skills.start_skill(source)
+            event_log.append({"type": "skill_start", "source": source, "text": start.text()})
+        else:
+            start = parse_skill_text(logged["text"], source)
         self.skill = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
         self.skill_outline = skills.outline(self.skill)
         self.skill_start = {"source": source, "name": start.name, "rules": skills.rule_count(start.body),
