@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterator, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from coevolve.base.untrusted import clean
+
 Direction = Literal["min", "max"]
 
 
@@ -84,6 +86,10 @@ class HeuristicTask(Protocol):
     #     program's decisions (e.g. how greedy its tours are), computed in the trusted worker after
     #     score() accepted them and handed back with the objective (`behaviour_of`); MAP-Elites'
     #     grid may use them. Declared ranges bound the grid's edge cells.
+    #   feedback(decisions, instances) -> str: a short note on a valid program's decisions (which
+    #     instances it does badly on, what constraint it sits against), computed in the trusted worker
+    #     after score() accepted them (`feedback_of`); the proposer sees it beside the parent's score
+    #     ([context] feedback), as OpenEvolve's artifacts and ShinkaEvolve's text feedback do.
 
 
 def template_function(task: HeuristicTask) -> Callable[..., Any]:
@@ -95,6 +101,20 @@ def template_function(task: HeuristicTask) -> Callable[..., Any]:
     if not callable(namespace.get(task.function_name)):
         raise KeyError(f"the template defines no function {task.function_name!r}")
     return namespace[task.function_name]
+
+
+def template_decisions(task: HeuristicTask) -> tuple[list[Any], Any]:
+    """The template's decisions on the training set and those instances, in this process (the task's
+    own code, as the loop scores the template for its summary)."""
+    split, size = task.train
+    instances = task.instances(split, size)
+    return list(task.decide(template_function(task), instances)), instances
+
+
+def template_profile(task: HeuristicTask) -> list[float]:
+    """The template's per-instance train objectives (a task with `instance_scores`)."""
+    decisions, instances = template_decisions(task)
+    return [float(v) for v in task.instance_scores(decisions, instances)]
 
 
 def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: Any) -> float:
@@ -206,6 +226,23 @@ def behaviour_of(task: Any, decisions: list[Any], instances: Any) -> dict[str, f
         return None
     kept = {k: v for k, v in values.items() if math.isfinite(v)}
     return kept or None
+
+
+FEEDBACK_CHARS = 1000  # the most of a task's note a result carries; prompts cut it further
+
+
+def feedback_of(task: Any, decisions: list[Any], instances: Any) -> str:
+    """Trusted side: the task's note on `decisions` (already accepted by score()), one string without
+    control characters, cut to FEEDBACK_CHARS; "" when the task writes none, or when its `feedback`
+    raises or returns something other than a string (check-task names that; the objective stands)."""
+    hook = getattr(task, "feedback", None)
+    if not callable(hook):
+        return ""
+    try:
+        note = hook(decisions, instances)
+    except Exception:  # a task's bug costs the note, not the score
+        return ""
+    return clean(note).strip()[:FEEDBACK_CHARS] if isinstance(note, str) else ""  # its start says most
 
 
 def instance_count(instances: Any) -> int:

@@ -94,6 +94,8 @@ def shape_problems(task: Any) -> list[str]:
         declared_behaviour(task)
     except ValueError as exc:
         problems.append(str(exc))
+    if hasattr(task, "feedback") and not callable(task.feedback):
+        problems.append(f"feedback: expected a method feedback(decisions, instances) -> str, got {_shown(task.feedback)}")
     for split, sizes in splits.items():
         for size in sizes:
             try:

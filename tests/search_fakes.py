@@ -16,7 +16,7 @@ import numpy as np
 
 from coevolve.engine.base import Completion, generate_members_sequentially
 from coevolve.sandbox.results import EvalResult, FailureKind
-from tasks.base import behaviour_of
+from tasks.base import behaviour_of, feedback_of
 
 TEMPLATE = '''def heuristic(x):
     """Return a score."""
@@ -90,8 +90,9 @@ class FakeEngine:
 
 class FakeEvaluator:
     """Scores a program by its SCORE constant; `raise` in the code is a crash. For a task with
-    `instance_scores`, as the sandbox does: the profile of the SCORE on each instance, its mean, and
-    the task's decision descriptors of those decisions (tasks.base.behaviour_of, as the worker)."""
+    `instance_scores`, as the sandbox does: the profile of the SCORE on each instance, its mean, the
+    task's decision descriptors of those decisions and its note on them (tasks.base.behaviour_of and
+    feedback_of, as the worker)."""
 
     def __init__(self) -> None:
         self.evaluated = 0
@@ -109,7 +110,8 @@ class FakeEvaluator:
                 decisions = [float(match.group(1))] * len(instances)
                 profile = [float(v) for v in task.instance_scores(decisions, instances)]
                 results.append(EvalResult(float(np.mean(profile)), None, seconds=0.01, profile=profile,
-                                          behaviour=behaviour_of(task, decisions, instances)))
+                                          behaviour=behaviour_of(task, decisions, instances),
+                                          feedback=feedback_of(task, decisions, instances)))
                 continue
             results.append(EvalResult(float(match.group(1)), None, seconds=0.01) if match
                            else EvalResult(None, FailureKind.INVALID, seconds=0.01))

@@ -48,7 +48,7 @@ def test_preset_plans_match_the_paper(path):
     # the reference's free decoding: no failures shown, no forced signature, clones scored (issue 25), and
     # a population that starts empty (no seeded template)
     assert not (config.context.failures or config.context.constrain or config.context.fingerprint
-                or config.context.seed_template)
+                or config.context.seed_template or config.context.feedback)
     for task in c.tasks:
         for budget in c.budgets:
             paper = PAPER[budget]

@@ -188,3 +188,27 @@ def test_a_starting_skill_reaches_the_real_engine_from_the_first_request(tmp_pat
     assert len(recorder.systems) == 4 and all(rule in system for system in recorder.systems)
     assert summary.evaluations == 4 and summary.context["skill_start"]["rules"] == 1
     assert "starting skill" in run_table(summary, tmp_path / "run")
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+def test_each_parents_evaluation_reaches_the_real_engine(tmp_path, engine, sandbox):
+    """context.feedback (on by default) on the real engine, sandbox and TSP task: every valid parent an
+    operator prompt shows carries its per-instance comparison with the template; the seeded template's
+    says it is the same on all 50 instances, which only the profiles the real sandbox hands back can say."""
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    config = tiny("eoh", 8, context={"seed_template": True})
+    recorder = Recorder(engine)
+    recorder.cloned = True  # no clone substitution here
+    summary = SearchLoop(config, RunStore.create(tmp_path / "run", dump_toml(as_dict(config))), recorder, sandbox,
+                         get_task("tsp_construct")).run()
+    assert summary.evaluations == 8
+    with_parents = [u for u in recorder.users if "Current heuristic (score" in u or "Heuristic 1 (score" in u]
+    assert with_parents  # the e and m steps after the first i1 step
+    for user in with_parents:
+        parents = user.count("Current heuristic (score") + sum(f"Heuristic {i} (score" in user for i in range(1, 9))
+        assert user.count("\nEvaluation: ") == parents, user
+    assert any("Evaluation: the same objective as the task's template on all 50 training instances" in u
+               for u in with_parents)

@@ -75,13 +75,14 @@ class Evaluation(Record):
     duplicate_of: int | None = None
     profile: list[float] | None = None  # each training instance's objective (a task with instance_scores)
     behaviour: dict[str, float] | None = None  # the task's decision descriptors (a task with describe_decisions)
+    feedback: str = ""  # the task's note on a valid program's decisions (a task with feedback)
 
     def to_event(self) -> dict[str, Any]:
-        """The logged form: a repeat is its original's id alone; no profile or behaviour key when there
-        is none (a step event written before they existed reads the same)."""
+        """The logged form: a repeat is its original's id alone; no profile, behaviour or feedback key
+        when there is none (a step event written before they existed reads the same)."""
         if self.duplicate_of is not None:
             return {"duplicate_of": self.duplicate_of}
-        absent = {name for name in ("profile", "behaviour") if getattr(self, name) is None}
+        absent = {name for name in ("profile", "behaviour", "feedback") if getattr(self, name) in (None, "")}
         return self.model_dump(mode="json", exclude={"duplicate_of"} | absent)
 
 
@@ -111,6 +112,7 @@ class Candidate(Versioned):
     profile: list[float] | None = Field(None, exclude=True)
     # the task's decision descriptors (Evaluation.behaviour): a few numbers, also in candidates.jsonl
     behaviour: dict[str, float] | None = None
+    feedback: str = ""  # the task's note (Evaluation.feedback), also in candidates.jsonl when there is one
 
     @property
     def valid(self) -> bool:
@@ -123,15 +125,16 @@ class Candidate(Versioned):
             if original is None or original.id != result.duplicate_of:
                 raise ValueError(f"candidate {self.id} repeats {result.duplicate_of}, which was not given")
             result = Evaluation(objective=original.objective, failure=original.failure, message=original.message,
-                                profile=original.profile, behaviour=original.behaviour)
+                                profile=original.profile, behaviour=original.behaviour, feedback=original.feedback)
         self.objective, self.failure, self.profile = result.objective, result.failure, result.profile
-        self.behaviour = result.behaviour
+        self.behaviour, self.feedback = result.behaviour, result.feedback
         self.message, self.seconds = result.message, result.seconds
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
-        if self.behaviour is None:  # no key: a line of a task without descriptors reads as before
-            del data["behaviour"]
+        for name in ("behaviour", "feedback"):  # no key: a line of a task without them reads as before
+            if data[name] in (None, ""):
+                del data[name]
         return data
 
     def to_dict(self) -> dict[str, Any]:

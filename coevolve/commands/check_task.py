@@ -12,7 +12,9 @@ set through the real sandbox. A task that declares an evaluation cascade
 formed, its first stage one of splits(), drawn twice and equal, and scored by
 the template in this process and in the sandbox. A task that declares
 decision descriptors (decision_descriptors, describe_decisions) has them
-checked on the template's decisions: each declared name a finite number.
+checked on the template's decisions: each declared name a finite number; one
+that writes notes (feedback) has the template's note shown, and a feedback()
+that raises or returns no string named.
 Each failure is one line naming the attribute or function; exit status 2 on any.
 The task's own code runs in this process, each check under a time limit
 (--stage-seconds): one that never returns is named with the line it was on."""
@@ -25,8 +27,10 @@ import sys
 from typing import Any
 
 from coevolve.base.errors import UsageError
+from coevolve.base.untrusted import clean
 from coevolve.sandbox import Sandbox, wire
-from tasks.base import InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_function
+from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
+                        template_function)
 from tasks.check import StillRunning, determinism_problems, overdue, shape_problems, time_limit
 from tasks.loader import absolute_spec, user_frame
 from tasks.registry import UnknownTask, heuristic_task, kind
@@ -96,6 +100,12 @@ def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) 
     if found:
         return found
     say(f"template: decide() yields wire data, score() = {value!r} twice")
+    with time_limit(seconds, f"feedback() on the template's decisions on {split} {size}"):
+        note, found = template_note(task)
+    if found:
+        return found
+    if note:
+        say(f"feedback: the template's note: {note[:200]}")
     staged = None
     if cascade is not None:
         with time_limit(seconds, f"the template's decide() and score() on {cascade.stage[0]} {cascade.stage[1]}"):
@@ -180,6 +190,21 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
             return None, [f"describe_decisions(): gave no finite number for {', '.join(missing)} with the "
                           f"template's decisions (got {', '.join(f'{k}={v!r:.20}' for k, v in described.items())})"]
     return values[0], []
+
+
+def template_note(task: Any) -> tuple[str, list[str]]:
+    """The task's note (`feedback`) on the template's training decisions, as the sandbox's worker
+    asks for one on every valid program's: ("", []) for a task without it."""
+    if not callable(getattr(task, "feedback", None)):
+        return "", []  # shape_problems named a `feedback` that is not a method
+    decisions, instances = template_decisions(task)
+    try:
+        note = task.feedback(wire.decode(wire.encode({"d": decisions}))["d"], instances)
+    except Exception as exc:
+        return "", [f"feedback(): with the template's decisions raised {user_frame(exc)}"]
+    if not isinstance(note, str):
+        return "", [f"feedback(): returned {type(note).__name__}, expected a str (\"\" for no note)"]
+    return clean(note).strip(), []
 
 
 def sandbox_problems(task: Any, expected: float, stage: tuple[str, int] | None = None) -> list[str]:

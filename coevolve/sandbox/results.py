@@ -13,6 +13,7 @@ from typing import Any
 
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
+from tasks.base import FEEDBACK_CHARS
 
 
 class TaskError(UsageError):
@@ -45,6 +46,7 @@ class EvalResult:
     profile: list[float] | None = None
     # the task's decision descriptors {name: value} (tasks.base.behaviour_of); None without, or when not finite
     behaviour: dict[str, float] | None = None
+    feedback: str = ""  # the task's note on the decisions (tasks.base.feedback_of); "" without
 
     @property
     def ok(self) -> bool:
@@ -73,6 +75,7 @@ class EvalResult:
             output=clean(data.get("output", "")),
             profile=finite_numbers(data.get("profile")) if kind is None else None,
             behaviour=finite_mapping(data.get("behaviour")) if kind is None else None,
+            feedback=clean(data.get("feedback", ""))[:FEEDBACK_CHARS] if kind is None else "",
         )
 
 

@@ -39,7 +39,7 @@ from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
-from tasks.base import InvalidSolution, behaviour_of
+from tasks.base import InvalidSolution, behaviour_of, feedback_of
 from tasks.loader import user_frame
 from tasks.registry import get_task
 
@@ -135,8 +135,8 @@ class Worker:
 
         verdict = self._in_child(body, limits)
         began = time.monotonic()
-        # descriptors guide the search's archive, which sees training-set results only: a test-set
-        # rescore (TSP1000: seconds of crossing counts) skips them
+        # descriptors and the task's note guide the search, which sees training-set results only: a
+        # test-set rescore (TSP1000: seconds of crossing counts) skips them
         on_train = (split, size) == tuple(getattr(task, "train", ()) or ())
         result = _score(verdict, task, instances, describe=on_train)
         result["seconds"] = float(verdict.get("seconds", 0.0)) + (time.monotonic() - began)
@@ -241,6 +241,9 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = 
     behaviour = behaviour_of(task, decisions, instances) if describe else None
     if behaviour is not None:
         result["behaviour"] = behaviour
+    note = feedback_of(task, decisions, instances) if describe else ""  # the same side, the same decisions
+    if note:
+        result["feedback"] = note
     return result
 
 

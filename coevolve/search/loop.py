@@ -38,6 +38,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -62,10 +63,11 @@ from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, m
                                      planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate
+from coevolve.search.feedback import parent_note
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
-from tasks.base import evaluate_in_process, starting_program, template_function
+from tasks.base import evaluate_in_process, starting_program, template_function, template_profile
 
 EVENT_VERSION = 1
 REASKS = ("parse", "clone")  # why a reply may be asked again free of T ([accounting]); the event keys add "_retries"
@@ -116,7 +118,8 @@ def logged_result(result: EvalResult) -> Evaluation:
                       failure=None if ok else (failure or "invalid"),
                       message=str(result.message or "")[-2000:], seconds=float(result.seconds or 0.0),
                       profile=getattr(result, "profile", None) if ok else None,
-                      behaviour=getattr(result, "behaviour", None) if ok else None)
+                      behaviour=getattr(result, "behaviour", None) if ok else None,
+                      feedback=getattr(result, "feedback", "") if ok else "")
 
 
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
@@ -298,11 +301,14 @@ class SearchLoop:
             from coevolve.search.runconfig import ContextSection
 
             self.config.context = ContextSection(failures=False, constrain=False, fingerprint=False,
-                                                 seed_template=False)
+                                                 seed_template=False, feedback=False)
             self._start_context()
-        elif isinstance(logged, dict) and "seed_template" not in logged["context"]:
-            # started before the seed existed: its archive started empty, and its replay must too
-            self.config.context.seed_template = False
+        else:
+            if isinstance(logged, dict) and "seed_template" not in logged["context"]:
+                # started before the seed existed: its archive started empty, and its replay must too
+                self.config.context.seed_template = False
+            if isinstance(logged, dict) and "feedback" not in logged["context"]:
+                self.config.context.feedback = False  # its prompts showed scores alone: they go on so
         check_same_config(self.store, _without_caps(logged), _without_caps(as_dict(self.config)))
 
     def _start_skill(self, events: list[dict], event_log: JsonlWriter) -> None:
@@ -445,7 +451,27 @@ class SearchLoop:
     def _context(self, request: Request) -> Context:
         # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
         return Context(skill=self.skill_outline if self.skill is not None else "", failures=request.failures,
-                       signature=self.signature or "" if self.config.context.constrain else "")
+                       signature=self.signature or "" if self.config.context.constrain else "",
+                       notes=self._notes(request))
+
+    def _notes(self, request: Request) -> tuple[str, ...]:
+        """context.feedback: what each valid parent's evaluation said besides its score."""
+        if not self.config.context.feedback or operators.get(request.operator).failed_parent:
+            return ()
+        limit, direction = self.config.context.failure_chars, self.task.direction
+        return tuple(parent_note(p.profile, self.template_scores, direction, p.feedback, limit)
+                     if p.valid else "" for p in request.parents)
+
+    @cached_property
+    def template_scores(self) -> list[float] | None:
+        """The template's per-instance train objectives, computed here once, when a note first needs
+        them (our own code: no sandbox, no budget); None for a task without instance_scores."""
+        if not callable(getattr(self.task, "instance_scores", None)):
+            return None
+        try:
+            return template_profile(self.task)
+        except Exception:  # the template fails in this process: notes without the comparison
+            return None
 
     def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter) -> dict:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""

@@ -8,7 +8,8 @@ complete function in a single fenced python block.
 
 `Context` is what the run has learnt so far: the Trace2Skill skill (appended
 to the system prompt), recent failures (fenced: a candidate's text is data,
-never instructions) and the exact signature the answer must keep.
+never instructions), what each parent's evaluation said besides its score,
+and the exact signature the answer must keep.
 """
 
 from __future__ import annotations
@@ -45,15 +46,19 @@ def _fenced(code: str) -> str:
     return f"```python\n{code.strip()}\n```"
 
 
-def _describe(parents: Sequence[Parent], direction: str, show_scores: bool = True) -> str:
+def _evaluation(notes: Sequence[str], i: int) -> str:
+    return f"Evaluation: {notes[i]}\n" if i < len(notes) and notes[i] else ""
+
+
+def _describe(parents: Sequence[Parent], direction: str, show_scores: bool = True, notes: Sequence[str] = ()) -> str:
     better = "lower" if direction == "min" else "higher"
     if len(parents) == 1:
         p = parents[0]
         score = f" (score {p.objective:.4g}, {better} is better)" if show_scores else ""
-        return f"Current heuristic{score}. Idea: {{{p.idea or 'none'}}}\n{_fenced(p.code or '')}"
-    blocks = [f"Heuristic {i}{f' (score {p.objective:.4g})' if show_scores else ''}. "
-              f"Idea: {{{p.idea or 'none'}}}\n{_fenced(p.code or '')}"
-              for i, p in enumerate(parents, start=1)]
+        return f"Current heuristic{score}. Idea: {{{p.idea or 'none'}}}\n{_evaluation(notes, 0)}{_fenced(p.code or '')}"
+    blocks = [f"Heuristic {i + 1}{f' (score {p.objective:.4g})' if show_scores else ''}. "
+              f"Idea: {{{p.idea or 'none'}}}\n{_evaluation(notes, i)}{_fenced(p.code or '')}"
+              for i, p in enumerate(parents)]
     heading = f"{len(parents)} heuristics ({better} score is better):" if show_scores else f"{len(parents)} heuristics:"
     return heading + "\n\n" + "\n\n".join(blocks)
 
@@ -65,6 +70,9 @@ class Context:
     skill: str = ""  # the rendered SKILL.md body; appended to the system prompt
     failures: tuple[str, ...] = ()  # failure reports (see `failure_report`), shown under the task
     signature: str = ""  # e.g. "def f(a, b):", stated in the answer-shape line
+    # one per parent, in order ("" for none): what its evaluation said besides the score
+    # (coevolve.search.feedback.parent_note), shown under the parent's idea
+    notes: tuple[str, ...] = ()
 
 
 def failure_report(kind: str, message: str, line: str, limit: int) -> str:
@@ -127,7 +135,7 @@ def operator_messages(operator: str, description: str, template: str, function_n
     elif op.failed_parent:
         parts.append(_failed(parents[0], failures.pop(0)))
     else:
-        parts.append(_describe(parents, direction, show_scores))
+        parts.append(_describe(parents, direction, show_scores, context.notes))
     if failures:
         parts.append("Recent attempts that failed; do not repeat their mistakes:\n" + "\n".join(failures))
     parts.append(op.instruction)

@@ -114,8 +114,11 @@ class ContextSection(Section):
     from an empty population."""
 
     failures: bool = True  # a parent's or a recent sibling's failure (kind, message, failing line) in the prompt
-    failure_chars: int = Field(300, ge=40)  # the failure text is cut to this many characters (about 80 tokens)
+    failure_chars: int = Field(300, ge=40)  # failure and feedback texts are cut to this many characters (~80 tokens)
     constrain: bool = True  # decode the fenced block with the template's exact `def` line (where the engine can)
+    # under each valid parent: per training instance against the template (a task with instance_scores),
+    # and the task's own note on its decisions (a task with feedback); cut to failure_chars
+    feedback: bool = True
     # reject clones of earlier candidates and of the template before they are scored (charged, never
     # scored). Off by default: on the embedded 135M model a third to two thirds of the budget went to
     # rejected clones of the request's own parent, the valid rate fell (tsp_construct 55.9% -> 2.8%,

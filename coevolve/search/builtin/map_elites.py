@@ -47,7 +47,7 @@ from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
 from coevolve.search.population import Candidate, Population, better, sort_key
-from tasks.base import behaviour_of, declared_behaviour, template_function
+from tasks.base import behaviour_of, declared_behaviour, template_decisions, template_profile
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
                                            "constants": (0.0, 30.0)}
@@ -102,20 +102,6 @@ def profile_descriptors(profile: Sequence[float] | None, template: Sequence[floa
         base = np.asarray(template, dtype=float)
         out["wins"] = float(np.mean(values < base if direction == "min" else values > base))
     return out
-
-
-def template_decisions(task: Any) -> tuple[list[Any], Any]:
-    """The template's decisions on the training set and those instances, in this process (the task's
-    own code, as the loop scores the template for its summary)."""
-    split, size = task.train
-    instances = task.instances(split, size)
-    return list(task.decide(template_function(task), instances)), instances
-
-
-def template_profile(task: Any) -> list[float]:
-    """The template's per-instance train objectives."""
-    decisions, instances = template_decisions(task)
-    return [float(v) for v in task.instance_scores(decisions, instances)]
 
 
 def task_descriptors(task: Any) -> dict[str, tuple[float, float]]:
