@@ -148,6 +148,15 @@ class OnlineBinPacking:
         """Trusted side: bins used (recounted from the items) over the L2 bound, averaged."""
         return float(np.mean([bins_used(a, items) / l2_lower_bound(items) for a, items in zip(decisions, instances)]))
 
+    def feedback(self, decisions: list[Any], instances: np.ndarray) -> str:
+        """Trusted side, after score() accepted the decisions: where a packing loses, for the
+        proposer (docs/own_problem.md, "Telling the proposer more than a score")."""
+        used = [bins_used(a, items) for a, items in zip(decisions, instances)]
+        over = [n - l2_lower_bound(items) for n, items in zip(used, instances)]
+        fill = [items.sum() / (CAPACITY * n) for n, items in zip(used, instances)]
+        return (f"bins over the lower bound, per instance: {', '.join(map(str, over))}; "
+                f"bins {min(fill):.1%} to {max(fill):.1%} full on average")
+
     def instance_seconds(self, size: int) -> float:
         return call_budget(size, 0.01)
 
