@@ -14,6 +14,10 @@ that learns (issue 25) win it back? Arms on the same budget, tasks and seeds:
                      (benchmarks/results/s28/proposal_efficiency_defaults.md)
     +clone-retries   the defaults, and a program that clones the template or an earlier candidate
                      asked again free of T up to twice ([accounting] clone_retries = 2)
+    +feedback        defaults-fingerprint with each valid parent's evaluation in the prompt
+                     (context.feedback: per instance against the template; s39)
+
+Every arm but +feedback has context.feedback off: they predate it, and keep what they measured.
 
 Per arm (mean and standard deviation over seeds): the share of evaluations lost
 to parse / signature / syntax / exception / invalid (timeouts, crashes and
@@ -48,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import common  # noqa: E402  (after the repository root is on the path)
 from coevolve.base.records import SearchSummary  # noqa: E402
 
-OFF = {"failures": False, "constrain": False, "fingerprint": False, "seed_template": False}
+OFF = {"failures": False, "constrain": False, "fingerprint": False, "seed_template": False, "feedback": False}
 ARMS: dict[str, dict] = {
     "eoh": {"method": "eoh", "context": OFF, "repair": False},
     "+failures": {"method": "eoh", "context": {**OFF, "failures": True}, "repair": True},
@@ -56,14 +60,16 @@ ARMS: dict[str, dict] = {
     "+fingerprint": {"method": "eoh", "context": {**OFF, "fingerprint": True}, "repair": False},
     "+trace2skill": {"method": "eoh+trace2skill", "context": OFF, "repair": False},
     "all": {"method": "eoh+trace2skill", "context": {"failures": True, "constrain": True, "fingerprint": True,
-                                                      "seed_template": True}, "repair": True},
+                                                      "seed_template": True, "feedback": False}, "repair": True},
     "defaults": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": True,
-                                              "seed_template": False}, "repair": False},
+                                              "seed_template": False, "feedback": False}, "repair": False},
     "defaults-fingerprint": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": False,
-                                                          "seed_template": False}, "repair": False},
+                                                          "seed_template": False, "feedback": False}, "repair": False},
     "+clone-retries": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": False,
-                                                    "seed_template": False}, "repair": False,
+                                                    "seed_template": False, "feedback": False}, "repair": False,
                        "accounting": {"clone_retries": 2}},
+    "+feedback": {"method": "eoh", "context": {"failures": True, "constrain": True, "fingerprint": False,
+                                               "seed_template": False, "feedback": True}, "repair": False},
 }
 LOST = {"parse": "parse", "bad_signature": "signature", "missing_function": "signature", "syntax": "syntax",
         "exception": "exception", "invalid": "invalid", "timeout": "invalid", "crash": "invalid",

@@ -96,6 +96,14 @@ def test_a_torn_last_line_is_left_out_and_nothing_is_written(tmp_path):
     assert after == before  # reading never repairs, rewrites or adds a file
 
 
+def test_a_candidates_note_is_in_its_detail_cleaned(tmp_path):
+    noted = {**candidate(1, 0, [], 7.0), "feedback": "bins over the bound: 5, 4\x1b[2J"}
+    run = make_run(tmp_path / "run", [noted, candidate(2, 1, [1], 6.0)])
+    with client(run) as http:
+        assert http.get("/api/run/run/candidate/1").json()["feedback"] == "bins over the bound: 5, 4"
+        assert http.get("/api/run/run/candidate/2").json()["feedback"] == ""  # a line without the key
+
+
 def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)])
     with open(run / "candidates.jsonl", "a") as handle:

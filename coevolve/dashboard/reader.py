@@ -477,6 +477,7 @@ class HeuristicRun(RunDir):
         return {"id": cid, "step": c.step, "operator": text(c.operator, 40),
                 "objective": finite(c.objective), "outcome": outcome_of(c), "rank": self.ranks().get(cid),
                 "failure": text(c.failure or "", 200), "message": text(c.message, MESSAGE_LIMIT),
+                "feedback": text(c.feedback, MESSAGE_LIMIT),  # the task's note on a valid program ("" without)
                 "idea": text(c.idea or ""), "code": None if code is None else text(code),
                 "parents": c.parents, "children": children, "duplicate_of": c.duplicate_of,
                 "reward": finite(c.reward),

@@ -320,6 +320,7 @@ function runView(r) {
         " · children: ", c.children.length ? c.children.flatMap((p) => [link(p), " "]) : "none",
         c.duplicate_of !== null ? [" · duplicate of ", link(c.duplicate_of)] : null),
       c.failure ? el("div", {}, el("h3", {}, "failure: ", c.failure), el("pre", { id: "cand-message", class: "wrap" }, c.message || "(no message)")) : null,
+      c.feedback ? el("div", {}, el("h3", {}, "the task's note"), el("pre", { id: "cand-feedback", class: "wrap" }, c.feedback)) : null,
       el("h3", {}, "idea"), el("pre", { id: "cand-idea", class: "wrap" }, c.idea || "(none)"),
       el("h3", {}, "code"), el("pre", { id: "cand-code" }, c.code === null ? "(no code could be extracted)" : c.code),
       el("div", { id: "cand-diff" }, diffs)].filter(Boolean));
