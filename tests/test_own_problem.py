@@ -218,6 +218,7 @@ def test_new_task_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys):
     code, out, err = cli(capsys, "check-task", str(folder / "problem.py"))
     assert code == 0, err
     assert "ok  sandbox: the template scores" in out and "my_problem: passed every check" in out
+    assert "ok  feedback: the template's note: worst on instance " in out  # the scaffold shows the hook
     code, _, err = cli(capsys, "new-task", "my_problem", "--dir", str(tmp_path))
     assert code == 2 and "already exists and is not empty" in err
     code, _, err = cli(capsys, "new-task", "My-Problem")

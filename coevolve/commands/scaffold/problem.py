@@ -94,14 +94,26 @@ class __CLASS__:
 
     def score(self, decisions: list[Any], instances: np.ndarray) -> float:
         """Trusted side: recompute every load from the instances, never from the decisions' claims."""
+        return float(np.mean(self.instance_scores(decisions, instances)))
+
+    def instance_scores(self, decisions: list[Any], instances: np.ndarray) -> list[float]:
+        """Optional: each instance's objective, whose mean is score(). With it the proposer sees, under
+        each parent, on how many instances it beats the template."""
         ratios = []
         for chosen, jobs in zip(decisions, instances):
             chosen = check_array(chosen, "i", (len(jobs),), "the assignment")
             if chosen.min() < 0 or chosen.max() >= MACHINES:
                 raise InvalidSolution(f"a machine index is outside 0..{MACHINES - 1}")
             loads = np.bincount(chosen, weights=jobs, minlength=MACHINES)
-            ratios.append(loads.max() / lower_bound(jobs))
-        return float(np.mean(ratios))
+            ratios.append(float(loads.max() / lower_bound(jobs)))
+        return ratios
+
+    def feedback(self, decisions: list[Any], instances: np.ndarray) -> str:
+        """Optional: a note the proposer reads under a valid parent (trusted side, after score()
+        accepted the decisions; docs/own_problem.md). Delete it when the score says enough."""
+        ratios = self.instance_scores(decisions, instances)
+        worst = int(np.argmax(ratios))
+        return f"worst on instance {worst} (makespan {ratios[worst]:.3f} x the bound), best {min(ratios):.3f} x"
 
     def instance_seconds(self, size: int) -> float:
         """CPU seconds a heuristic may spend on one instance (a hang fails at this limit)."""
