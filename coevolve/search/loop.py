@@ -56,6 +56,7 @@ from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_w
 from coevolve.search import cascade
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
+from coevolve.search.feedback import parent_note
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.base.errors import UsageError
 from coevolve.search import operators
@@ -63,7 +64,6 @@ from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, m
                                      planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate
-from coevolve.search.feedback import parent_note
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
