@@ -6,18 +6,13 @@ real engine and TSP task: test_search_context_engine.py.)"""
 
 from __future__ import annotations
 
-import json
-import tomllib
-
-from coevolve.base.config import build_config
 from coevolve.runstore import read_jsonl
 from coevolve.sandbox.results import EvalResult
 from coevolve.search.feedback import against_template, parent_note
 from coevolve.search.prompts import Context, operator_messages
-from coevolve.search.runconfig import RunConfig
 from tasks.base import FEEDBACK_CHARS, feedback_of
 from test_own_problem import PICK, cli, write
-from test_search_context import RecordingEngine, make_config, run
+from test_search_context import RecordingEngine, make_config, older_run, run
 from test_search_methods import ProfiledTask
 
 # The toy pick task of a user's file, with a note: on how many lists it missed the largest value.
@@ -145,18 +140,9 @@ def test_a_run_keeps_each_note_and_shows_its_parents_evaluations(tmp_path):
 
 def test_a_run_started_before_feedback_existed_resumes_without_it(tmp_path):
     run(tmp_path / "full", make_config("eoh", 24), task=NotedTask())
-    events = read_jsonl(tmp_path / "full" / "events.jsonl")
-    del events[0]["config"]["context"]["feedback"]  # as an older run logged its config
-    old = tmp_path / "old"
-    old.mkdir()
-    text = (tmp_path / "full" / "config.toml").read_text()
-    assert "feedback = true\n" in text
-    (old / "config.toml").write_text(text.replace("feedback = true\n", ""))
-    cut = [e for e in events if e["type"] == "step"][2]
-    (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:events.index(cut)]))
-    loaded = build_config(RunConfig, tomllib.loads((old / "config.toml").read_text()))
+    loaded = older_run(tmp_path / "full", tmp_path / "old", "feedback", 2)
     assert loaded.context.feedback  # the key's default: the resume must not apply it
     engine = RecordingEngine()
-    resumed, *_ = run(old, loaded, engine=engine, resume=True, task=NotedTask())
+    resumed, *_ = run(tmp_path / "old", loaded, engine=engine, resume=True, task=NotedTask())
     assert engine.seen and not evaluations([user for _, user, _ in engine.seen])
     assert resumed.evaluations == 24

@@ -469,19 +469,25 @@ def test_the_seed_is_restored_from_its_event_on_resume_and_scored_again_only_whe
     assert resumed.context["seed"]["objective"] == 49.5 and resumed.ledger.seeded == 1
 
 
+def older_run(full: Path, old: Path, key: str, steps: int) -> RunConfig:
+    """`old`: the first `steps` steps of the run in `full`, as a run started before [context] `key`
+    existed logged them (no key in its config.toml nor in its start event); its config, loaded today."""
+    events = read_jsonl(full / "events.jsonl")
+    del events[0]["config"]["context"][key]
+    old.mkdir()
+    text = (full / "config.toml").read_text()
+    line = next(line for line in text.splitlines(keepends=True) if line.startswith(f"{key} = "))
+    (old / "config.toml").write_text(text.replace(line, ""))
+    cut = [e for e in events if e["type"] == "step"][steps]
+    (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:events.index(cut)]))
+    return build_config(RunConfig, tomllib.loads((old / "config.toml").read_text()))
+
+
 def test_a_run_started_before_the_seed_existed_resumes_without_it(tmp_path):
     config = make_config("eoh", 16, context={"seed_template": False})
     full, *_ = run(tmp_path / "full", config)
-    events = read_jsonl(tmp_path / "full" / "events.jsonl")
-    del events[0]["config"]["context"]["seed_template"]  # as an older run logged its config
     old = tmp_path / "old"
-    old.mkdir()
-    text = (tmp_path / "full" / "config.toml").read_text()
-    assert "seed_template = false\n" in text
-    (old / "config.toml").write_text(text.replace("seed_template = false\n", ""))
-    cut = [e for e in events if e["type"] == "step"][3]
-    (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:events.index(cut)]))
-    loaded = build_config(RunConfig, tomllib.loads((old / "config.toml").read_text()))
+    loaded = older_run(tmp_path / "full", old, "seed_template", 3)
     assert not loaded.context.seed_template  # the key's default (off since s27)
     loaded.context.seed_template = True  # as a default turned on later would read it: the resume must not apply it
     resumed, _, evaluator = run(old, loaded, resume=True)
