@@ -113,6 +113,16 @@ def test_check_task_shows_the_templates_note_and_names_a_broken_feedback(tmp_pat
     assert code == 2 and "feedback: expected a method feedback(decisions, instances) -> str, got 'always this'" in err
 
 
+def test_eval_prints_the_note_the_proposer_would_read(tmp_path, capsys):
+    noted = write(tmp_path / "noted", "problem.py", NOTED)
+    best = write(tmp_path, "best.py", LARGEST)
+    code, out, err = cli(capsys, "eval", str(best), "--task", str(noted), "--no-reference")
+    assert code == 0, err
+    assert "the task's note: missed the largest value on 0 of 4 lists" in out  # the training set: the note
+    code, out, err = cli(capsys, "eval", str(best), "--task", str(noted), "--split", "test", "--no-reference")
+    assert code == 0 and "the task's note" not in out  # another split: none, as in a run
+
+
 def evaluations(prompts: list[str]) -> list[str]:
     return [line for prompt in prompts for line in prompt.splitlines() if line.startswith("Evaluation: ")]
 

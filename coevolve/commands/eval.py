@@ -144,6 +144,8 @@ def handle(args: argparse.Namespace) -> int:
         valid = f"{result.instances}/{result.instances}"
         print(f"{size:>6}  {result.objective:>12.4f}  {reference_text:>12}  {gap_text:>8}  {valid:>11}  "
               f"{result.seconds:>8.2f}", flush=True)
+        if result.feedback:  # the task's note on the training set: what the proposer reads under this program
+            print(fence(f"the task's note: {result.feedback}", prefix=_QUOTE))
     if not args.no_reference:
         kinds = {task.reference(split, size) for size, result in zip(sizes, results) if result.ok} - {None}
         for reference in sorted(kinds, key=lambda r: r.source):
