@@ -6,6 +6,7 @@ real engine and TSP task: test_search_context_engine.py.)"""
 
 from __future__ import annotations
 
+from coevolve.report.rendering import context_rows
 from coevolve.runstore import read_jsonl
 from coevolve.sandbox.results import EvalResult
 from coevolve.search.feedback import against_template, parent_note
@@ -143,6 +144,9 @@ def test_a_run_keeps_each_note_and_shows_its_parents_evaluations(tmp_path):
     steps = [e for e in read_jsonl(tmp_path / "on" / "events.jsonl") if e["type"] == "step"]
     logged = {r.get("feedback") for e in steps for r in e["results"] if isinstance(r, dict)}
     assert notes <= logged
+    assert summary.context["task_notes"] == len(valid)
+    assert ("task notes", f"on {len(valid)} of {len(valid)} valid candidates (the task's feedback), shown under "
+            "them as parents") in context_rows(summary.context, None)
     off = RecordingEngine()
     run(tmp_path / "off", make_config("eoh", 24, context={"feedback": False}), engine=off, task=NotedTask())
     assert not evaluations([user for _, user, _ in off.seen]) and len(off.seen) == len(engine.seen)

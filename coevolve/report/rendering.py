@@ -384,6 +384,10 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
     if context["repair_requests"]:
         rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
+    if context.get("task_notes"):
+        valid = sum(p["valid"] for p in context["phases"].values())
+        rows.append(("task notes", f"on {context['task_notes']} of {valid} valid candidates (the task's feedback), "
+                                   "shown under them as parents"))
     start = context.get("skill_start")
     if start:
         rows.append(("starting skill", f"{start['name']} ({start['rules']} rules) from {start['source']}, kept as "

@@ -835,6 +835,8 @@ class SearchLoop:
                 # the template as the archive's seed: its sandbox score (None: not seeded)
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
+                # valid candidates that carry the task's own note (a task with `feedback`)
+                "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
 
     def _template_objective(self) -> float | None:
