@@ -73,7 +73,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 def hostile_run(path: Path) -> None:
     """A run directory written by hand: one candidate whose idea and message
-    are markup and terminal escapes, and a torn last line."""
+    are markup and terminal escapes, a valid one whose note is, and a torn last line."""
     import json
 
     path.mkdir()
@@ -81,7 +81,10 @@ def hostile_run(path: Path) -> None:
     good = {"id": 1, "step": 0, "operator": "i1", "parents": [], "model_state": {"kind": "base"},
             "code": "def f():\n    return '</pre><b>x</b>'\n", "idea": HOSTILE, "objective": None,
             "failure": "exception", "message": HOSTILE, "seconds": 0.1, "duplicate_of": None, "reward": None}
-    (path / "candidates.jsonl").write_text(json.dumps(good) + "\n" + '{"id": 2, "step": 0, "oper')
+    # a valid one whose note (the task's feedback) is the same markup
+    noted = {**good, "id": 2, "objective": 7.5, "failure": None, "message": "", "feedback": HOSTILE}
+    (path / "candidates.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(noted) + "\n"
+                                           + '{"id": 3, "step": 0, "oper')
 
 
 @pytest.fixture(scope="module")
@@ -301,9 +304,14 @@ def test_hostile_text_is_shown_as_text(browser, live):
     assert browser.find_element("id", "cand-code").text.strip() == "def f():\n    return '</pre><b>x</b>'"
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script, #cand-code b")
     assert js(browser, "return window.__pwned === undefined")
-    # the torn last line is not a candidate (yet): one row, no error
+    browser.get(live["url"] + "#/run/hostile-run/c/2")
+    note = wait(browser, lambda d: d.find_elements("id", "cand-feedback"), what="the note of candidate 2")[0]
+    assert note.text == shown and not browser.find_elements("id", "cand-message")
+    assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script")
+    assert js(browser, "return window.__pwned === undefined")
+    # the torn last line is not a candidate (yet): two rows, no error
     rows = wait(browser, lambda d: d.find_elements("css selector", "#cand-table tbody tr"), what="the table")
-    assert len(rows) == 1 and "error" not in browser.find_element("id", "status").get_attribute("class")
+    assert len(rows) == 2 and "error" not in browser.find_element("id", "status").get_attribute("class")
 
 
 # ------------------------------------------------------------------ the mirrors of the live run
