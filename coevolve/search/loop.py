@@ -67,7 +67,7 @@ from coevolve.search.population import Candidate
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
-from tasks.base import evaluate_in_process, starting_program, template_function, template_profile
+from tasks.base import starting_program, template_decisions
 
 EVENT_VERSION = 1
 REASKS = ("parse", "clone")  # why a reply may be asked again free of T ([accounting]); the event keys add "_retries"
@@ -463,14 +463,23 @@ class SearchLoop:
                      if p.valid else "" for p in request.parents)
 
     @cached_property
+    def template_run(self) -> tuple[list[Any], Any] | None:
+        """The template's decisions on the training set and those instances, computed here once (our
+        own code: no sandbox, no budget) for the parents' notes and the summary's template score;
+        None when the template cannot run in this process (the test fakes)."""
+        try:
+            return template_decisions(self.task)
+        except Exception:
+            return None
+
+    @cached_property
     def template_scores(self) -> list[float] | None:
-        """The template's per-instance train objectives, computed here once, when a note first needs
-        them (our own code: no sandbox, no budget); None for a task without instance_scores."""
-        if not callable(getattr(self.task, "instance_scores", None)):
+        """The template's per-instance train objectives; None for a task without instance_scores."""
+        if self.template_run is None or not callable(getattr(self.task, "instance_scores", None)):
             return None
         try:
-            return template_profile(self.task)
-        except Exception:  # the template fails in this process: notes without the comparison
+            return [float(v) for v in self.task.instance_scores(*self.template_run)]
+        except Exception:  # notes without the comparison
             return None
 
     def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter) -> dict:
@@ -842,9 +851,10 @@ class SearchLoop:
     def _template_objective(self) -> float | None:
         """The template's train objective, computed here (our own code, not a
         candidate: no sandbox, no budget); None for tasks that cannot say."""
-        split, size = self.task.train
+        if self.template_run is None:
+            return None
         try:
-            value = evaluate_in_process(self.task, template_function(self.task), self.task.instances(split, size))
+            value = self.task.score(*self.template_run)
         except Exception:  # a task without in-process scoring (the fakes)
             return None
         value = float(getattr(value, "objective", value))
