@@ -10,6 +10,8 @@ command composes the two.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -19,7 +21,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
-from coevolve.base.config import Config, Section, as_dict, build_config, config_error, merge_overrides, read_toml, require
+from coevolve.base.config import (Config, Section, as_dict, build_config, config_error, keys_under, merge_overrides,
+                                  or_else, read_toml, require)
 from coevolve.base.errors import UsageError
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
@@ -42,8 +45,21 @@ TEST_SCORES = "test.json"
 PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp": [15, 21]}
 
 
+# What a named arm may set otherwise than the comparison: how the proposer is asked and what it
+# reads, and how ES moves. The engine and endpoint (one per comparison), the sandbox, the ledger's
+# accounting and caps (what "matched budget" means) and the starting program (the report's
+# baseline) are the comparison's, the same for every arm.
+ARM_SECTIONS = ("sampling", "eoh", "sample", "es", "reward", "context", "skill")
+ENGINE_KEYS = ("noise", "rank")  # the shared engine is built for one kind of ES noise
+ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
 class CompareSection(Section):
     kind: Literal["heuristic", "agent"] = "heuristic"  # "agent": agent methods on agent tasks (AgentCompareConfig)
+    # named arms, listed in `methods` by name: a method and the settings it runs under otherwise
+    # ([compare.arms.NAME] method = "eoh", context = { feedback = false }): ablations at matched budgets.
+    # Declared before `methods`, which may name them.
+    arms: dict[str, dict[str, Any]] = {}
     methods: list[str] = Field(list(registry.DEFAULT_COMPARE), min_length=1)
     tasks: list[str] = Field(["tsp_construct"], min_length=1)
     budgets: list[int] = Field([1000, 2000], min_length=1)
@@ -61,14 +77,48 @@ class CompareSection(Section):
             raise ValueError("must not repeat a value")
         if name in ("budgets", "seeds") and min(values) < (1 if name == "budgets" else 0):
             raise ValueError(f"must all be >= {1 if name == 'budgets' else 0}")
+        arms = info.data.get("arms", {})  # declared before `methods`, so validated by now (as `kind`)
         for value in values if name == "methods" else ():
-            if info.data.get("kind") == "agent":  # `kind` is declared first, so it is validated by now
+            if info.data.get("kind") == "agent":
                 if value not in AGENT_METHODS:
                     raise ValueError(f"must each be one of {', '.join(AGENT_METHODS)} (got {value!r})")
-            else:
-                check_method_name(value, "compare.methods")
+            elif value not in arms:
+                with or_else(f"or a named arm ({', '.join(arms)})" if arms else ""):
+                    check_method_name(value, "compare.methods")
+        if name == "methods":  # each arm's runs have their own folders (runs/<task>/<name>-b<budget>-s<seed>)
+            folders: dict[str, str] = {}
+            for value in values:
+                other = folders.setdefault(registry.path_name(value), value)
+                require(other == value, "compare.methods", f"has {other!r} and {value!r}, whose runs would share "
+                        f"the folders {registry.path_name(value)}-b*-s*: rename one (a file method by its file "
+                        "or class)")
         return values
 
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, arms: dict[str, dict[str, Any]], info: ValidationInfo) -> dict[str, dict[str, Any]]:
+        require(not arms or info.data.get("kind") != "agent", "compare.arms", "is for heuristic comparisons; an "
+                "agent comparison's arms are its methods", sorted(arms))
+        for name, arm in arms.items():
+            where = f"compare.arms.{name}"
+            require(bool(ARM_NAME.fullmatch(name)), where, "must be named by letters, digits, - and _, starting "
+                    "with a letter")
+            require(not registry.is_method(name), where, "is the name of a method: call the arm otherwise")
+            method = arm.get("method")
+            require(isinstance(method, str), f"{where}.method", "is required: the method the arm runs")
+            check_method_name(method, f"{where}.method")
+            settable = (*ARM_SECTIONS, *registry.declared_sections([method]))
+            for key, table in arm.items():
+                if key == "method":
+                    continue
+                require(key in settable, f"{where}.{key}", "is not a section an arm may set (it may set: "
+                        f"{', '.join(settable)}); the model, endpoint, sandbox, accounting, caps and start "
+                        "are the comparison's, the same for every arm")
+                require(isinstance(table, dict), f"{where}.{key}", "must be a table", table)
+            for key in ENGINE_KEYS:
+                require(key not in arm.get("es", {}), f"{where}.es.{key}", "is the comparison's: the shared "
+                        "engine is built for one kind of ES noise ([es] noise and rank)")
+        return arms
 
 
 class HoldoutSection(SandboxSection):
@@ -100,7 +150,10 @@ class CompareConfig(SearchSections):
     def _method_tables(cls, raw: Any) -> Any:
         compare = raw.get("compare") if isinstance(raw, dict) and isinstance(raw.get("compare"), dict) else {}
         methods = compare.get("methods", registry.DEFAULT_COMPARE)
-        return method_tables(raw, methods if isinstance(methods, list) else [])
+        arms = compare.get("arms") if isinstance(compare.get("arms"), dict) else {}
+        methods = [arms[m].get("method") if isinstance(arms.get(m), dict) else m
+                   for m in (methods if isinstance(methods, list) else []) if isinstance(m, str)]
+        return method_tables(raw, methods)
 
     @model_validator(mode="after")
     def _same_budgets(self) -> CompareConfig:
@@ -108,6 +161,9 @@ class CompareConfig(SearchSections):
             require(getattr(self.caps, key) is None, f"caps.{key}", "stops a run on its own results, so the "
                     "compared methods would spend different budgets; leave it out of comparisons",
                     getattr(self.caps, key))
+        for name in self.compare.arms:  # each arm's settings by a run's rules, at every budget
+            for budget in self.compare.budgets:
+                run_config(self, RunSpec(self.compare.tasks[0], name, budget, 0), Path("plan"))
         return self
 
 
@@ -120,6 +176,9 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         # file methods count from the TOML's folder, as file tasks do
         raw = {**raw, "compare": {**compare, "methods": [registry.absolute_method(m, base) if isinstance(m, str) else m
                                                          for m in compare["methods"]]}}
+    if base is not None and isinstance(compare, dict) and isinstance(compare.get("arms"), dict):
+        raw = {**raw, "compare": {**raw["compare"], "arms": {
+            name: _absolute_arm(arm, base) for name, arm in compare["arms"].items()}}}
     if base is not None:
         raw = absolute_start(raw, base)
     config = build_config(CompareConfig, raw)
@@ -129,9 +188,19 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         config.compare.tasks = [absolute_spec(t, base) for t in config.compare.tasks]
     for index, name in enumerate(config.compare.tasks):
         scored_sets(config, _task_or_error(name, f"compare.tasks[{index}]"))  # every task has the sets asked for
-    if config.skill.start:
-        start_skill(config.skill.start)
+    arm_skills = [arm_settings(config, name).get("skill", {}).get("start") for name in config.compare.arms]
+    for skill in {config.skill.start, *arm_skills} - {"", None}:
+        start_skill(skill)
     return config
+
+
+def _absolute_arm(arm: Any, base: Path) -> Any:
+    """A named arm's method file and skill folder counted from the TOML's folder, as the comparison's."""
+    if not isinstance(arm, dict):
+        return arm
+    if isinstance(arm.get("method"), str):
+        arm = {**arm, "method": registry.absolute_method(arm["method"], base)}
+    return absolute_start(arm, base)
 
 
 def _task_or_error(name: str, field_name: str) -> Any:
@@ -204,10 +273,15 @@ def comparison_run(raw: dict) -> dict:
         spec = agent_runs(config)[0]
         return {**{k: v for k, v in raw.items() if k not in ("compare", "eval", "task")},
                 "task": config.task.get(spec.task, {}), "run": dataclasses.asdict(spec)}
-    run = {"method": c.methods[0], "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
+    first = arm_method(config, c.methods[0])  # a named arm runs its method with its own settings
+    run = {"method": first, "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
     # sections other compared methods declare are not this arm's (its own is kept)
-    others = set(registry.declared_sections(c.methods)) - set(registry.declared_sections([c.methods[0]]))
-    return {**{k: v for k, v in raw.items() if k not in ("compare", "test", *others)}, "run": run}
+    methods = [arm_method(config, m) for m in c.methods]
+    others = set(registry.declared_sections(methods)) - set(registry.declared_sections([first]))
+    tables = {k: v for k, v in raw.items() if k not in ("compare", "test", *others)}
+    for section, values in arm_settings(config, c.methods[0]).items():
+        tables[section] = {**tables.get(section, {}), **values}
+    return {**tables, "run": run}
 
 
 # ----------------------------------------------------------------- the plan
@@ -235,11 +309,56 @@ def planned_runs(config: CompareConfig) -> list[RunSpec]:
             for seed in c.seeds for task in c.tasks for budget in c.budgets for method in c.methods]
 
 
+def arm_method(config: CompareConfig, name: str) -> str:
+    """The method an arm of the comparison runs: a named arm's, else the name itself."""
+    return config.compare.arms.get(name, {}).get("method", name)
+
+
 def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConfig:
-    run = SearchRun(method=spec.method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
+    """One run's config: the comparison's sections, with a named arm's own settings laid over them."""
+    method = arm_method(config, spec.method)
+    run = SearchRun(method=method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
     held = config.method_sections  # only the sections this run's method declares
-    sections = {k: held[k] for k in registry.declared_sections([spec.method]) if k in held}
-    return RunConfig(run=run, method_sections=sections, **{name: getattr(config, name) for name in SearchSections.model_fields})
+    sections = {k: held[k] for k in registry.declared_sections([method]) if k in held}
+    shared = RunConfig(run=run, method_sections=sections, **{name: getattr(config, name) for name in SearchSections.model_fields})
+    if spec.method not in config.compare.arms:
+        return shared
+    raw = as_dict(shared)
+    for section, values in arm_settings(config, spec.method).items():
+        raw[section] = {**raw.get(section, {}), **values}
+    with keys_under(f"compare.arms.{spec.method}"):
+        return build_config(RunConfig, raw)
+
+
+def arm_settings(config: CompareConfig, name: str) -> dict[str, dict[str, Any]]:
+    """The sections a named arm sets otherwise ({} for a plain method)."""
+    return {k: v for k, v in config.compare.arms.get(name, {}).items() if k != "method"}
+
+
+def arm_lines(config: CompareConfig) -> list[str]:
+    """One line per named arm compared: its method and what it sets otherwise."""
+    lines = []
+    for name in config.compare.methods:
+        if name in config.compare.arms:
+            settings = [f"{section}.{key} = {json.dumps(value)}"
+                        for section, values in arm_settings(config, name).items() for key, value in values.items()]
+            lines.append(f"{name}: {registry.label(arm_method(config, name))} with "
+                         + (", ".join(settings) or "the comparison's settings"))
+    return lines
+
+
+def compared_pairs(config: CompareConfig) -> list[tuple[str, str]]:
+    """(base, variant) for each Δ row: a +ESOpt method and its base method, and a named arm and the
+    method it runs, where both are compared."""
+    methods, arms = config.compare.methods, config.compare.arms
+    return registry.pairs(methods) + [(arm_method(config, n), n) for n in methods
+                                      if n in arms and arm_method(config, n) in methods]
+
+
+def ordered_arms(config: CompareConfig) -> list[str]:
+    """The compared arms for tables and plots: each base followed by what is compared with it, then the rest."""
+    order = [m for pair in compared_pairs(config) for m in pair]
+    return list(dict.fromkeys(order + list(config.compare.methods)))
 
 
 def run_state(directory: Path) -> str:

@@ -17,8 +17,9 @@ import math
 import tomllib
 import typing
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Iterator, TypeVar
 
 import annotated_types as at
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
@@ -155,6 +156,27 @@ def build_config(cls: type[T], raw: Any, prefix: str = "") -> T:
         return TypeAdapter(cls).validate_python(raw)
     except ValidationError as exc:
         raise error_line(exc, cls, prefix) from None
+
+
+@contextmanager
+def keys_under(prefix: str) -> Iterator[None]:
+    """Config errors raised inside name their key under `prefix`: a config held as a table of
+    another (a comparison's named arm) is reported where the user wrote it."""
+    try:
+        yield
+    except ConfigError as exc:
+        head, message = "config error: ", str(exc)
+        raise ConfigError(f"{head}{prefix}.{message.removeprefix(head)}" if message.startswith(head)
+                          else message) from None
+
+
+@contextmanager
+def or_else(alternative: str) -> Iterator[None]:
+    """Config errors raised inside end with what else the value could be (e.g. a comparison's named arm)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} {alternative}".rstrip()) from None
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

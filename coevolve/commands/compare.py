@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 from coevolve.commands.run import check_task
 from coevolve.compare import run_comparison
-from coevolve.plan import (AgentCompareConfig, agent_runs, arm_plan, load_compare_config, planned_runs,
-                           structural_differences, test_set_lines)
+from coevolve.plan import (AgentCompareConfig, agent_runs, arm_lines, arm_method, arm_plan, load_compare_config,
+                           planned_runs, structural_differences, test_set_lines)
 from coevolve.report import render_comparison
 from coevolve.search.methods import format_plan, record_methods, remember_methods
 from tasks.loader import record_tasks, remember_tasks
@@ -70,6 +70,11 @@ def print_plan(config: Any) -> None:
     print(f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}; "
           f"free re-asks: {config.accounting.parse_retries} parse, {config.accounting.clone_retries} clone; "
           f"start: {config.start.program}")
+    lines = arm_lines(config)
+    if lines:
+        print("named arms:")
+        for line in lines:
+            print(f"  {line}")
     for task in c.tasks:
         for budget in c.budgets:
             for method in c.methods:
@@ -106,7 +111,7 @@ def handle(args: argparse.Namespace) -> int:
     out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
     prepare_tasks(config.compare.tasks, Path(out), check=not agents)
-    prepare_methods(config.compare.methods, Path(out))
+    prepare_methods([arm_method(config, m) for m in config.compare.methods], Path(out))
     try:
         root = compare_and_report(config, out)
     except KeyboardInterrupt:  # the rerun must name the folder: without --out it would start a new one

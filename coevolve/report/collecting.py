@@ -16,9 +16,8 @@ from typing import Any, Iterable
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.errors import UsageError
 from coevolve.base.records import ComparisonCell, SearchSummary, TestScores, read_record, read_summary
-from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, planned_runs,
-                           run_state, scored_sets)
-from coevolve.search import methods as registry
+from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, compared_pairs,
+                           planned_runs, run_state, scored_sets)
 from coevolve.runstore import RunStore
 from coevolve.stats import gap_closed, paper_delta, summarise
 from tasks.loader import remember_tasks
@@ -183,7 +182,7 @@ def aggregate(config: CompareConfig, cells: list[ComparisonCell],
                     }
                     by_method[method] = row
                     rows.append(row)
-                for base, variant in registry.pairs(list(by_method)):
+                for base, variant in compared_pairs(config):
                     rows.append({"kind": "delta", "task": task_name, "budget": budget, "split": split,
                                  "size": size, "method": f"{base} -> {variant}", "base": base,
                                  "variant": variant,

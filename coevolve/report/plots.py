@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coevolve.base.records import ComparisonCell
-from coevolve.plan import CompareConfig
+from coevolve.plan import CompareConfig, ordered_arms
 from coevolve.search import methods as registry
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band
@@ -16,18 +16,13 @@ def label(method: str) -> str:
     return registry.label(method)
 
 
-def ordered_methods(methods: list[str]) -> list[str]:
-    """Pairs first (base, then its +ESOpt variant), then anything unpaired."""
-    return registry.ordered(methods)
-
-
 def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name: str, budget: int,
                   path: Path) -> Path:
     """Best-so-far training objective vs evaluations: per method the mean over
     seeds, shaded ± one std (from the evaluation where some seed has a valid candidate)."""
     direction = heuristic_task(task_name).direction
     curves, bands = {}, {}
-    for method in ordered_methods(config.compare.methods):
+    for method in ordered_arms(config):
         runs = [c.summary for c in cells
                 if (c.task, c.method, c.budget) == (task_name, method, budget) and c.summary is not None]
         spread = band([s.best_so_far for s in runs], budget)
@@ -50,7 +45,7 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[Compar
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    methods = ordered_methods(config.compare.methods)
+    methods = ordered_arms(config)
     budgets = config.compare.budgets
     width = 0.8 / len(methods)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(budgets) * len(methods)), 4), dpi=100)

@@ -21,12 +21,12 @@ from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.base.config import read_toml
-from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_plan, config_class,
-                           scored_sets, structural_differences)
+from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
+                           compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect,
                                         fmt_number, run_rows, run_starting_point)
-from coevolve.report.plots import label as _label, ordered_methods as _ordered_methods, plot_progress, plot_test_scores
+from coevolve.report.plots import label as _label, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far
@@ -106,8 +106,8 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
         for split, size in sets:
             cells += [fmt_number(template.get((task_name, split, size))), ""]
         lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
-    methods = _ordered_methods(config.compare.methods)
-    base_of = {variant: base for base, variant in registry.pairs(methods)}
+    methods = ordered_arms(config)
+    base_of = {variant: base for base, variant in compared_pairs(config)}
     for method in methods:
         per_set = {(r["split"], r["size"]): r for r in mine if r["kind"] == "method" and r["method"] == method}
         cells = [_label(method)]
@@ -174,7 +174,7 @@ def ledger_table(config: CompareConfig, records: list[ComparisonCell]) -> str:
     lines = ["| Method | runs | evaluations | evaluated | duplicate | no code (parse) | "
              + ("stopped at stage 1 (cascade) | " if "cascade" in kinds else "")
              + "LLM requests | completion tokens |", "|---" * (5 + len(kinds)) + "|"]
-    for method in _ordered_methods(config.compare.methods):
+    for method in ordered_arms(config):
         done = [r.summary for r in records if r.method == method and r.summary is not None]
         ledgers = [s.ledger for s in done]
         cells = [_label(method), str(len(done)), str(sum(s.evaluations for s in done))]
@@ -230,6 +230,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              "paper's gain, §6: +22.96% means the base method's gap is 22.96% larger); results.json "
              "also holds gap_closed = (base gap − variant gap) / base gap.",
              ""]
+    if c.arms:
+        parts += ["Named arms run a method with some settings otherwise; every other setting is the comparison's, "
+                  "the same for every arm, and a named arm's Δ row compares it with the method it runs, as a "
+                  "+ESOpt variant's with its base:", ""] + [f"- {line}" for line in arm_lines(config)] + [""]
     verdicts = conclusions(config, rows, records, template, unmatched)
     if verdicts:
         parts += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]

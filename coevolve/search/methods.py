@@ -268,6 +268,11 @@ def known() -> list[str]:
     return [n for n in DEFAULT_COMPARE if n in names] + [n for n in names if n not in DEFAULT_COMPARE]
 
 
+def is_method(name: str) -> bool:
+    """Whether a plain name (no modifier, no path) names a built-in, registered or plugin method."""
+    return name in BUILTIN or name in _registered or name in _plugins()
+
+
 def _is_method_class(value: Any) -> bool:
     return isinstance(value, type) and issubclass(value, Method) and value is not Method
 
@@ -419,12 +424,6 @@ def uses_skill(name: str) -> bool:
 def pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     """(base, +ESOpt variant) for every variant in `names` whose base is there too."""
     return [(base, name) for name in names if (base := base_of(name)) is not None and base in names]
-
-
-def ordered(names: Sequence[str]) -> list[str]:
-    """Each base method followed by its +ESOpt variant, then the others in their order."""
-    order = [m for pair in pairs(names) for m in pair]
-    return order + [m for m in names if m not in order]
 
 
 # -- sections a method declares -------------------------------------------------------------------

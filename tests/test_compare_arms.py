@@ -1,0 +1,170 @@
+"""Named arms of a comparison (`[compare.arms.NAME]`): a method run with some sections
+set otherwise, compared at the same budget with the method it runs (ablations)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.errors import UsageError
+from coevolve.plan import (CompareConfig, RunSpec, arm_lines, compare_config, compared_pairs, comparison_run,
+                           load_compare_config, ordered_arms, planned_runs, run_config)
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_FEEDBACK = {"method": "eoh", "context": {"feedback": False}, "sampling": {"temperature": 1.0}}
+
+
+def with_arms(arms: dict, methods: list[str]) -> dict:
+    return {"compare": {"methods": methods, "budgets": [20], "seeds": [0], "arms": arms}}
+
+
+@pytest.mark.parametrize("arm, name, message", [
+    ({"method": "eoh", "model": {"path": "x"}}, "a1", "compare.arms.a1.model is not a section an arm may set"),
+    ({"method": "eoh", "sandbox": {"timeout_s": 1.0}}, "a1", "compare.arms.a1.sandbox is not a section"),
+    ({"method": "eoh", "caps": {"tokens": 10}}, "a1", "compare.arms.a1.caps is not a section"),
+    ({"context": {"feedback": False}}, "a1", "compare.arms.a1.method is required"),
+    ({"method": "nope"}, "a1", "compare.arms.a1.method must be one of"),
+    ({"method": "eoh", "context": {"feedbak": True}}, "a1", "compare.arms.a1.context.feedbak is not a known field"),
+    ({"method": "eoh", "context": {"feedback": 3}}, "a1", "compare.arms.a1.context.feedback must be true or false"),
+    ({"method": "eoh", "context": 5}, "a1", "compare.arms.a1.context must be a table"),
+    ({"method": "eoh", "es": {"noise": "lowrank"}}, "a1", "compare.arms.a1.es.noise is the comparison's"),
+    ({"method": "eoh", "es": {"sigma": -1.0}}, "a1", "compare.arms.a1.es.sigma must be > 0"),
+    ({"method": "eoh"}, "eoh", "compare.arms.eoh is the name of a method"),
+    ({"method": "eoh"}, "a+esopt", "compare.arms.a+esopt must be named by letters"),
+    ({"method": "eoh"}, "eoh_esopt", "has 'eoh+esopt' and 'eoh_esopt', whose runs would share the folders"),
+])
+def test_a_bad_arm_names_its_key(arm, name, message):
+    raw = with_arms({name: arm}, ["eoh", "eoh+esopt", name])
+    with pytest.raises(UsageError, match=re.escape(message)):
+        compare_config(raw)
+
+
+def test_a_name_that_is_neither_a_method_nor_an_arm_lists_the_arms():
+    with pytest.raises(UsageError, match=r"compare.methods must be one of .* or a named arm \(a1\)"):
+        compare_config(with_arms({"a1": {"method": "eoh"}}, ["eoh", "a2"]))
+
+
+def test_an_agent_comparison_refuses_arms():
+    raw = {"compare": {"kind": "agent", "methods": ["base", "esopt"], "tasks": ["sudoku"],
+                       "arms": {"a1": {"method": "esopt"}}}}
+    from coevolve.plan import AgentCompareConfig
+    with pytest.raises(UsageError, match=r"compare.arms is for heuristic comparisons"):
+        build_config(AgentCompareConfig, raw)
+
+
+def test_each_arm_runs_its_method_under_its_own_settings_in_its_own_folders(tmp_path):
+    config = compare_config(with_arms({"eoh-no-feedback": NO_FEEDBACK}, ["eoh", "eoh-no-feedback", "eoh+esopt"]))
+    runs = {spec.method: run_config(config, spec, spec.directory(tmp_path)) for spec in planned_runs(config)}
+    assert {name: (c.run.method, c.context.feedback, c.sampling.temperature) for name, c in runs.items()} == {
+        "eoh": ("eoh", True, 0.7), "eoh-no-feedback": ("eoh", False, 1.0), "eoh+esopt": ("eoh+esopt", True, 0.7)}
+    assert runs["eoh-no-feedback"].run.out.endswith("runs/tsp_construct/eoh-no-feedback-b20-s0")
+    # every setting the arm does not name is the comparison's
+    same = {k: v for k, v in as_dict(runs["eoh"]).items() if k not in ("run", "context", "sampling")}
+    assert same == {k: v for k, v in as_dict(runs["eoh-no-feedback"]).items() if k not in ("run", "context", "sampling")}
+    # a Δ row for the arm against the method it runs, as for +ESOpt against its base; tables list each base first
+    assert compared_pairs(config) == [("eoh", "eoh+esopt"), ("eoh", "eoh-no-feedback")]
+    assert ordered_arms(config) == ["eoh", "eoh+esopt", "eoh-no-feedback"]
+    assert arm_lines(config) == ["eoh-no-feedback: EoH with context.feedback = false, sampling.temperature = 1.0"]
+    # compare.toml keeps the arms: the report and a rerun read the same comparison
+    again = build_config(CompareConfig, tomllib.loads(dump_toml(as_dict(config))))
+    assert again.compare.arms == config.compare.arms
+    # `coevolve run` on the comparison's file runs its first arm as the comparison would
+    first = comparison_run({**with_arms({"eoh-no-feedback": NO_FEEDBACK}, ["eoh-no-feedback", "eoh"])})
+    assert first["run"]["method"] == "eoh" and first["context"] == {"feedback": False}
+
+
+def test_an_arms_file_method_and_skill_count_from_the_toml_folder(tmp_path):
+    from test_search_methods import write_toy
+
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    toy = write_toy(folder)
+    skill = folder / "skills" / "mine"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: mine\ndescription: what I know\n---\n## Rules\n- prefer short edges\n")
+    (folder / "c.toml").write_text(
+        '[compare]\nmethods = ["eoh", "toyish", "skilled"]\nbudgets = [8]\nseeds = [0]\n'
+        f'[compare.arms.toyish]\nmethod = "{toy.name}"\n'
+        '[compare.arms.skilled]\nmethod = "eoh"\nskill = { start = "skills/mine" }\n')
+    config = load_compare_config(folder / "c.toml")
+    assert config.compare.arms["toyish"]["method"] == str(toy.resolve())
+    spec = RunSpec("tsp_construct", "skilled", 8, 0)
+    assert run_config(config, spec, spec.directory(tmp_path)).skill.start == str(skill.resolve())
+    (folder / "c.toml").write_text(
+        '[compare]\nmethods = ["eoh", "skilled"]\nbudgets = [8]\nseeds = [0]\n'
+        '[compare.arms.skilled]\nmethod = "eoh"\nskill = { start = "skills/none" }\n')
+    with pytest.raises(UsageError, match="skills/none"):
+        load_compare_config(folder / "c.toml")
+
+
+def test_the_example_ablation_loads_and_plans():
+    from coevolve.commands.compare import print_plan
+
+    config = load_compare_config(ROOT / "examples" / "compare_context_ablation.toml")
+    assert [m for m in config.compare.methods if m in config.compare.arms] == ["eoh-no-feedback", "eoh-no-failures"]
+    assert all(a == "eoh" for a, _ in compared_pairs(config))
+    print_plan(config)  # every arm's plan; raises if an arm's run config does not build
+
+
+# ---------------------------------------------------------------- the real engine
+TINY = {
+    "compare": {"methods": ["sample", "sample-short"], "tasks": ["tsp_construct"], "budgets": [4], "seeds": [0],
+                "arms": {"sample-short": {"method": "sample", "sampling": {"max_tokens": 24}}}},
+    "test": {"sizes": [20], "limit": 8, "timeout_s": 120, "workers": 2},
+    "sample": {"batch": 4, "population": 3},
+    "sampling": {"max_tokens": 192},
+    "sandbox": {"timeout_s": 20, "workers": 2},
+    "context": {"failures": False, "constrain": False, "seed_template": True},
+}
+
+
+@pytest.mark.engine
+def test_an_arm_reaches_the_engine_resumes_and_is_reported(tmp_path, engine):
+    """A named arm's setting is what its requests ran under on the real engine; the comparison
+    stopped between arms goes on with the arm alone; changed arm settings are refused; the report
+    has the arm's row, its Δ against the method it runs and what it sets."""
+    from coevolve.cli import main
+    from coevolve.commands.compare import compare_and_report
+
+    config = build_config(CompareConfig, json.loads(json.dumps(TINY)))
+    root = tmp_path / "cmp"
+
+    def stop_at_the_arm(line: str) -> None:
+        if "sample-short" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        compare_and_report(config, root, engine=engine, log=stop_at_the_arm)
+    lines: list[str] = []
+    compare_and_report(config, root, engine=engine, log=lines.append)
+    assert [line.split(": ")[-1] for line in lines[:2]] == ["finished earlier, skipped", "resuming"]
+
+    ledgers = {name: json.loads((root / "runs" / "tsp_construct" / f"{name}-b4-s0" / "summary.json").read_text())
+               ["ledger"] for name in ("sample", "sample-short")}
+    short = ledgers["sample-short"]
+    assert short["used"] == 4 == ledgers["sample"]["used"]  # the same budget, counted by the one ledger
+    # every request of the arm was cut at 24 tokens by the engine; the base arm's ran to 192
+    assert 0 < short["completion_tokens"] <= 24 * short["llm_requests"]
+    assert ledgers["sample"]["completion_tokens"] > 24 * ledgers["sample"]["llm_requests"]
+    arm_config = tomllib.loads((root / "runs" / "tsp_construct" / "sample-short-b4-s0" / "config.toml").read_text())
+    assert arm_config["run"]["method"] == "sample" and arm_config["sampling"]["max_tokens"] == 24
+
+    results = json.loads((root / "results.json").read_text())
+    assert [(r["method"], r["finished"]) for r in results["rows"] if r["kind"] == "method"] == [
+        ("sample", 1), ("sample-short", 1)]
+    assert [(r["base"], r["variant"]) for r in results["rows"] if r["kind"] == "delta"] == [("sample", "sample-short")]
+    report = (root / "report.md").read_text()
+    assert "| sample-short |" in report and "| Δ sample-short vs Sample |" in report
+    assert "- sample-short: Sample with sampling.max_tokens = 24" in report
+    assert main(["report", str(root)]) == 0 and (root / "report.md").read_text() == report
+
+    # the arm's settings changed under the same folder: refused, naming the setting, nothing run
+    changed = json.loads(json.dumps(TINY))
+    changed["compare"]["arms"]["sample-short"]["sampling"]["max_tokens"] = 32
+    with pytest.raises(UsageError, match=r"sampling.max_tokens \(24 there, 32 here\)"):
+        compare_and_report(build_config(CompareConfig, changed), root, engine=engine, log=lambda line: None)
