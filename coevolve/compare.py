@@ -3,7 +3,8 @@ under the same ledger, then each run's best heuristic scored on test sets.
 
 Fairness rules, enforced here rather than left to the user:
 - every run of a comparison shares every setting except method, task, budget
-  and seed (one config builds them all);
+  and seed (one config builds them all), and a named arm's own settings
+  (coevolve.plan.run_config; never the engine, sandbox, ledger or caps);
 - the artefact scored on the test sets is the run's `best.py`, which the loop
   chose by its training objective alone; test scores never feed back;
 - test scores come from `Sandbox.evaluate_many` on the file's text, the same
@@ -11,7 +12,7 @@ Fairness rules, enforced here rather than left to the user:
 
 Layout of a comparison directory:
     compare.toml                 the resolved comparison config
-    runs/<task>/<method>-b<budget>-s<seed>/    one `coevolve run` directory each,
+    runs/<task>/<method>-b<budget>-s<seed>/    one `coevolve run` directory each (a named arm: <arm>-b...),
         ... + test.json          its test scores (keyed by best.py's hash)
     report.md, table.csv, runs.csv, results.json, plots/*.png   (coevolve.report)
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tasks.base import InvalidSolution
+from tasks.base import DESCRIBED_INSTANCES, InvalidSolution
 
 PRIOR_FLOOR = 1e-9
 PHEROMONE_FLOOR = 1e-10
@@ -69,6 +69,34 @@ def prepare_prior(matrix: Any, size: int, name: str = "heuristics") -> np.ndarra
     peak = prior.max()
     prior = prior / peak if peak > 0 else np.ones_like(prior)
     return np.maximum(prior, PRIOR_FLOOR)
+
+
+def prior_note(decisions: list[Any], distances: list[np.ndarray] | None = None) -> str:
+    """The proposer's note on a valid program's priors as the colony uses them (scaled to (0, 1],
+    what is not positive floored near 0), over the (first 64) training instances: how much of a
+    step's weight the most promising move takes, how many moves are all but ruled out and, given
+    each instance's distances, how often the nearest city is the most promising move."""
+    peaks, ruled_out, nearest, sizes = [], [], [], []
+    for index, matrix in enumerate(decisions[:DESCRIBED_INSTANCES]):
+        shown = np.asarray(matrix, dtype=float)
+        n = len(shown)
+        if n < 2:
+            continue
+        moves = ~np.eye(n, dtype=bool)
+        weights = np.where(moves, prepare_prior(shown, n), 0.0)
+        peaks.append(float(np.mean(weights.max(axis=1) / weights.sum(axis=1))))
+        ruled_out.append(float(np.mean(shown[moves] <= 0)))
+        sizes.append(n)
+        if distances is not None:
+            closest = np.where(moves, distances[index], np.inf).argmin(axis=1)
+            nearest.append(float(np.mean(weights.argmax(axis=1) == closest)))
+    if not peaks:
+        return ""
+    note = (f"a node's most promising move takes {np.mean(peaks):.1%} of its prior weight (an even prior: "
+            f"{1 / (np.mean(sizes) - 1):.1%})")
+    if nearest:
+        note += f", the nearest node in {np.mean(nearest):.0%} of rows"
+    return note + f"; {np.mean(ruled_out):.0%} of moves are <= 0 (all but never taken)"
 
 
 def colony_mean(colony: Callable[[Any, np.ndarray, ACOSet, int], float], decisions: list[Any],

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix,
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix, prior_note,
                        construct_packings, deposit_packings, prepare_prior, run_colony)
 from tasks.base import Draw, Reference, SeededSets, draws_of
 
@@ -84,6 +84,10 @@ class BPPACO:
 
     def instance_scores(self, decisions: list[Any], instances: ACOSet) -> list[float]:
         return colony_values(self.colony, decisions, instances)
+
+    def feedback(self, decisions: list[Any], instances: ACOSet) -> str:
+        """Trusted side, on priors score() accepted: what the proposer reads under the program."""
+        return prior_note(decisions)
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size)

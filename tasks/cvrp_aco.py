@@ -8,9 +8,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix,
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix, prior_note,
                        construct_routes, deposit_routes, prepare_prior, run_colony)
-from tasks.base import Draw, Reference, SeededSets, draws_of
+from tasks.base import DESCRIBED_INSTANCES, Draw, Reference, SeededSets, draws_of
 from tasks.references import HGS_ITERATIONS, cached_values, checksum, hgs_cvrp_cost
 from tasks.tsp_construct import distance_matrix
 
@@ -96,6 +96,10 @@ class CVRPACO:
 
     def instance_scores(self, decisions: list[Any], instances: ACOSet) -> list[float]:
         return colony_values(self.colony, decisions, instances)
+
+    def feedback(self, decisions: list[Any], instances: ACOSet) -> str:
+        """Trusted side, on priors score() accepted: what the proposer reads under the program."""
+        return prior_note(decisions, [distance_matrix(rows[:, 1:]) for rows in instances.data[:DESCRIBED_INSTANCES]])
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size + 1)

@@ -137,6 +137,14 @@ class KPConstruct:
             fills.append(float(items[picks, 0].sum()) / capacity)
         return {"fill": float(np.mean(fills)), **({"best_ratio": float(np.mean(shares))} if shares else {})}
 
+    def feedback(self, decisions: list[Any], instances: np.ndarray) -> str:
+        """Trusted side, on packings score() accepted: what the proposer reads under the program."""
+        seen = self.describe_decisions(decisions, instances)
+        note = f"its packings fill {seen['fill']:.1%} of the capacity on average"
+        if "best_ratio" in seen:
+            note += f"; {seen['best_ratio']:.0%} of its picks took the best value/weight ratio of the items that fit"
+        return note
+
     def instance_seconds(self, size: int) -> float:
         # at most n calls, each over the remaining items (O(n))
         return call_budget(size, 0.02 + 2e-5 * size)

@@ -7,9 +7,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix,
+from tasks.aco import (ACOSet, aco_seconds, colony_mean, colony_values, prior_matrix, prior_note,
                        construct_tours, deposit_tours, prepare_prior, run_colony)
-from tasks.base import Draw, Reference, SeededSets, draws_of, unit_square
+from tasks.base import DESCRIBED_INSTANCES, Draw, Reference, SeededSets, draws_of, unit_square
 from tasks.references import cached_values, checksum, lkh_tour_length
 from tasks.tsp_construct import distance_matrix
 
@@ -80,6 +80,10 @@ class TSPACO:
 
     def instance_scores(self, decisions: list[Any], instances: ACOSet) -> list[float]:
         return colony_values(self.colony, decisions, instances)
+
+    def feedback(self, decisions: list[Any], instances: ACOSet) -> str:
+        """Trusted side, on priors score() accepted: what the proposer reads under the program."""
+        return prior_note(decisions, [distance_matrix(coords) for coords in instances.data[:DESCRIBED_INSTANCES]])
 
     def instance_seconds(self, size: int) -> float:
         return aco_seconds(size)

@@ -135,6 +135,12 @@ class TSPConstruct:
             crossed.append(crossings(tour, coords) / max(len(tour), 1))
         return {"nearest": float(np.mean(nearest)), "crossings": float(np.mean(crossed))}
 
+    def feedback(self, decisions: list[Any], instances: np.ndarray) -> str:
+        """Trusted side, on tours score() accepted: what the proposer reads under the program."""
+        seen = self.describe_decisions(decisions, instances)
+        return (f"its tours go to the nearest unvisited city at {seen['nearest']:.0%} of steps and have "
+                f"{seen['crossings']:.2f} pairs of crossing edges per city (uncrossing a pair shortens a tour)")
+
     def instance_seconds(self, size: int) -> float:
         # n-2 calls; a call may scan the whole distance matrix row (O(n))
         return call_budget(size - 2, 0.02 + 2e-5 * size)

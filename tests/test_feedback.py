@@ -6,6 +6,8 @@ real engine and TSP task: test_search_context_engine.py.)"""
 
 from __future__ import annotations
 
+import pytest
+
 from coevolve.report.rendering import context_rows
 from coevolve.runstore import read_jsonl
 from coevolve.sandbox.results import EvalResult
@@ -160,3 +162,45 @@ def test_a_run_started_before_feedback_existed_resumes_without_it(tmp_path):
     resumed, *_ = run(tmp_path / "old", loaded, engine=engine, resume=True, task=NotedTask())
     assert engine.seen and not evaluations([user for _, user, _ in engine.seen])
     assert resumed.evaluations == 24
+
+
+NOTES_OF_TEMPLATES = {  # what each built-in task's note says of its own template's decisions
+    "tsp_construct": "its tours go to the nearest unvisited city at 100% of steps and have 0.11 pairs of crossing "
+                     "edges per city",
+    "kp_construct": "its packings fill 99.7% of the capacity on average; 100% of its picks took the best value/weight "
+                    "ratio of the items that fit",
+    "tsp_aco": "of its prior weight (an even prior: 2.0%), the nearest node in 100% of rows; 0% of moves are <= 0",
+    "cvrp_aco": "the nearest node in 100% of rows; 0% of moves are <= 0",
+    "bpp_aco": "(an even prior: 0.8%); 20% of moves are <= 0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOTES_OF_TEMPLATES))
+def test_each_built_in_task_writes_a_note_that_follows_the_decisions(name):
+    """The built-in heuristic tasks' notes (ASP has no per-decision view): what they say of the template's
+    decisions, and that another program's decisions read otherwise."""
+    from tasks.registry import heuristic_task
+
+    task = heuristic_task(name)
+    instances = task.instances(*task.train)
+    namespace: dict = {}
+    exec(task.template, namespace)
+    template = feedback_of(task, list(task.decide(namespace[task.function_name], instances)), instances)
+    assert NOTES_OF_TEMPLATES[name] in template and len(template) <= 200
+    other = {  # the farthest city, the worst ratio, the farthest node most promising, a flat prior
+        "tsp_construct": "def f(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+                         "    return unvisited_nodes[-1]\n",
+        "kp_construct": "import numpy as np\ndef f(remaining_capacity, weights, values):\n"
+                        "    fits = [i for i in range(len(weights)) if weights[i] <= remaining_capacity]\n"
+                        "    return min(fits, key=lambda i: values[i] / weights[i]) if fits else None\n",
+        "tsp_aco": "def f(distance_matrix):\n    return distance_matrix.copy()\n",
+        "cvrp_aco": "def f(distance_matrix, coordinates, demands, capacity):\n    return distance_matrix.copy()\n",
+        "bpp_aco": "import numpy as np\ndef f(demands, capacity):\n    return np.ones((len(demands), len(demands)))\n",
+    }[name]
+    exec(other, namespace)
+    decisions = list(task.decide(namespace["f"], instances))
+    task.score(decisions, instances)  # accepted, as the worker has it before the note
+    note = feedback_of(task, decisions, instances)
+    assert note and NOTES_OF_TEMPLATES[name] not in note
+    if name in ("tsp_construct", "tsp_aco", "cvrp_aco"):
+        assert " 0% of " in note or "at 0% of steps" in note, note

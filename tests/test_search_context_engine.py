@@ -195,7 +195,8 @@ def test_a_starting_skill_reaches_the_real_engine_from_the_first_request(tmp_pat
 def test_each_parents_evaluation_reaches_the_real_engine(tmp_path, engine, sandbox):
     """context.feedback (on by default) on the real engine, sandbox and TSP task: every valid parent an
     operator prompt shows carries its per-instance comparison with the template; the seeded template's
-    says it is the same on all 64 instances, which only the profiles the real sandbox hands back can say."""
+    says it is the same on all 64 instances, which only the profiles the real sandbox hands back can say, and
+    then the TSP task's note on its tours."""
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
 
@@ -211,5 +212,6 @@ def test_each_parents_evaluation_reaches_the_real_engine(tmp_path, engine, sandb
         parents = user.count("Current heuristic (score") + sum(f"Heuristic {i} (score" in user for i in range(1, 9))
         assert user.count("\nEvaluation: ") == parents, user
     count = len(get_task("tsp_construct").instances(*get_task("tsp_construct").train))  # 64 tours of 50 cities
-    assert any(f"Evaluation: the same objective as the task's template on all {count} training instances" in u
-               for u in with_parents)
+    # then the task's own note, written by the trusted worker from the tours the template built
+    assert any(f"Evaluation: the same objective as the task's template on all {count} training instances; its tours "
+               "go to the nearest unvisited city at 100% of steps" in u for u in with_parents)
