@@ -447,6 +447,8 @@ function compareView(r) {
           title: c === "verdict" ? row.why || "" : null }, row[c] === undefined ? "" : cell(row[c])))));
       main(el("h1", {}, d.label),
         el("section", { class: "card" }, el("h2", {}, "Table"), table("compare-table", head, rows)),
+        d.arms.length ? el("section", { class: "card" }, el("h2", {}, "Named arms"),
+          el("ul", { id: "compare-arms" }, d.arms.map((a) => el("li", {}, a)))) : null,
         d.conclusions.length ? el("section", { class: "card" }, el("h2", {}, "What this comparison can and cannot conclude"),
           el("ul", {}, d.conclusions.map((c) => el("li", {}, c)))) : null,
         el("section", { class: "card" }, el("h2", {}, "Plots"), d.plots.length ? d.plots.map((p) =>
