@@ -262,10 +262,11 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     return compare_config(raw, Path(path).parent)
 
 
-def comparison_run(raw: dict) -> dict:
+def comparison_run(raw: dict, method: str | None = None) -> dict:
     """A comparison config (e.g. a preset of examples/paper/) as the raw config of
     one of its runs, for `coevolve run`: the whole comparison is validated first,
-    [compare] and [test] are dropped, and [run] is the first method, task, budget
+    [compare] and [test] are dropped, and [run] is `method` (a named arm runs its
+    method under its own settings) or the first method, and the first task, budget
     and seed it lists (flags choose another)."""
     config = build_config(config_class(raw), raw)
     c = config.compare
@@ -273,13 +274,14 @@ def comparison_run(raw: dict) -> dict:
         spec = agent_runs(config)[0]
         return {**{k: v for k, v in raw.items() if k not in ("compare", "eval", "task")},
                 "task": config.task.get(spec.task, {}), "run": dataclasses.asdict(spec)}
-    first = arm_method(config, c.methods[0])  # a named arm runs its method with its own settings
+    chosen = method or c.methods[0]
+    first = arm_method(config, chosen)  # a named arm runs its method with its own settings
     run = {"method": first, "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
     # sections other compared methods declare are not this arm's (its own is kept)
     methods = [arm_method(config, m) for m in c.methods]
     others = set(registry.declared_sections(methods)) - set(registry.declared_sections([first]))
     tables = {k: v for k, v in raw.items() if k not in ("compare", "test", *others)}
-    for section, values in arm_settings(config, c.methods[0]).items():
+    for section, values in arm_settings(config, chosen).items():
         tables[section] = {**tables.get(section, {}), **values}
     return {**tables, "run": run}
 

@@ -111,6 +111,18 @@ def test_the_example_ablation_loads_and_plans():
     print_plan(config)  # every arm's plan; raises if an arm's run config does not build
 
 
+def test_coevolve_run_on_the_comparison_runs_the_arm_it_is_given(capsys):
+    from coevolve.commands.run import load_run_config
+
+    path = ROOT / "examples" / "compare_context_ablation.toml"
+    named = load_run_config(path, {"run": {"method": "eoh-no-feedback"}})
+    assert (named.run.method, named.context.feedback) == ("eoh", False)
+    assert "this is its arm eoh (named arm eoh-no-feedback) on tsp_aco" in capsys.readouterr().err
+    plain = load_run_config(path, {"run": {"method": "eoh"}})  # the plain method: none of an arm's settings
+    assert (plain.run.method, plain.context.feedback, plain.context.failures) == ("eoh", True, True)
+    assert load_run_config(path, {"run": {"method": "eoh-no-failures"}}).context.failures is False
+
+
 # ---------------------------------------------------------------- the real engine
 TINY = {
     "compare": {"methods": ["sample", "sample-short"], "tasks": ["tsp_construct"], "budgets": [4], "seeds": [0],

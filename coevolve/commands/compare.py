@@ -79,6 +79,8 @@ def print_plan(config: Any) -> None:
         for budget in c.budgets:
             for method in c.methods:
                 print()
+                if method in c.arms:
+                    print(f"named arm {method}:")
                 print(format_plan(arm_plan(config, task, method, budget)))
     differences = structural_differences(config)
     print()

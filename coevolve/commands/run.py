@@ -145,9 +145,15 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
     if "skill" in overrides:  # --skill counts from the working directory
         overrides["skill"] = absolute_start({"skill": overrides["skill"]}, ".")["skill"]
     if "compare" in raw and "run" not in raw:
-        raw = comparison_run(raw)
+        flag = overrides.get("run", {}).get("method")
+        compared = raw["compare"].get("methods") if isinstance(raw["compare"], dict) else None
+        name = flag or (compared[0] if isinstance(compared, list) and compared else None)
+        raw = comparison_run(raw, flag)
+        if flag:  # a named arm: the method it runs (its settings are in raw now)
+            overrides["run"]["method"] = raw["run"]["method"]
         arm = {**raw["run"], **overrides.get("run", {})}
-        print(f"{path} is a comparison; this is its arm {arm['method']} on {arm['task']}, budget "
+        named = f" (named arm {name})" if name and name != arm["method"] else ""
+        print(f"{path} is a comparison; this is its arm {arm['method']}{named} on {arm['task']}, budget "
               f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
               file=sys.stderr)
     raw = merge_overrides(raw, overrides)
