@@ -71,6 +71,18 @@ HOSTILE = '<img src=x onerror="window.__pwned=1">\x1b[2J</pre><script>window.__p
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 
+ARMS = ["eoh-cold: EoH with sampling.temperature = 0.2",
+        'eoh-stop: EoH with sampling.stop = ["<img src=x onerror=alert(1)>"]']
+
+
+def arms_comparison(path: Path) -> None:
+    """The committed comparison (its report, no runs) with named arms in a results.json, one of them markup."""
+    import json
+
+    shutil.copytree(COMPARISON, path)
+    (path / "results.json").write_text(json.dumps({"arms": ARMS}))
+
+
 def hostile_run(path: Path) -> None:
     """A run directory written by hand: one candidate whose idea and message
     are markup and terminal escapes, a valid one whose note is, and a torn last line."""
@@ -116,6 +128,7 @@ def live(tmp_path_factory):
     config.write_text(TINY)
     run_dir = root / "live-run"
     hostile_run(root / "hostile-run")
+    arms_comparison(root / "arms-compare")
     run = start_run(str(config), "--out", str(run_dir), "--no-progress")
     deadline = time.time() + 120
     while not (run_dir / "config.toml").exists():
@@ -123,7 +136,7 @@ def live(tmp_path_factory):
         time.sleep(0.2)
     dashboard = subprocess.Popen(
         [sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), str(COMPARISON), str(root / "hostile-run"),
-         "--port", "0", "--refresh", "1"],
+         str(root / "arms-compare"), "--port", "0", "--refresh", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = dashboard.stdout.readline()
     match = re.search(r"http://\S+/", line)
@@ -293,6 +306,13 @@ def test_a_comparison_renders_its_table(browser, live):
     browser.get(live["url"] + "#/")
     wait(browser, lambda d: d.find_elements("css selector", "#runs-table tr[data-id='live-run']"), what="runs list")
     shoot(browser, live, "dashboard-runs")
+
+
+def test_a_comparisons_named_arms_are_listed_as_text(browser, live):
+    browser.get(live["url"] + "#/compare/arms-compare")
+    items = wait(browser, lambda d: d.find_elements("css selector", "#compare-arms li"), what="the named arms")
+    assert [item.text for item in items] == ARMS
+    assert not browser.find_elements("css selector", "#compare-arms img")  # markup in a setting stays text
 
 
 def test_hostile_text_is_shown_as_text(browser, live):
