@@ -77,6 +77,8 @@ class CompareSection(Section):
             raise ValueError("must not repeat a value")
         if name in ("budgets", "seeds") and min(values) < (1 if name == "budgets" else 0):
             raise ValueError(f"must all be >= {1 if name == 'budgets' else 0}")
+        if name == "methods" and "arms" not in info.data:
+            return values  # the arms are malformed: their own error names them
         arms = info.data.get("arms", {})  # declared before `methods`, so validated by now (as `kind`)
         for value in values if name == "methods" else ():
             if info.data.get("kind") == "agent":
@@ -104,8 +106,9 @@ class CompareSection(Section):
             require(bool(ARM_NAME.fullmatch(name)), where, "must be named by letters, digits, - and _, starting "
                     "with a letter")
             require(not registry.is_method(name), where, "is the name of a method: call the arm otherwise")
-            method = arm.get("method")
-            require(isinstance(method, str), f"{where}.method", "is required: the method the arm runs")
+            require("method" in arm, f"{where}.method", "is required: the method the arm runs")
+            method = arm["method"]
+            require(isinstance(method, str), f"{where}.method", "must be a method's name", method)
             check_method_name(method, f"{where}.method")
             settable = (*ARM_SECTIONS, *registry.declared_sections([method]))
             for key, table in arm.items():

@@ -29,6 +29,8 @@ def with_arms(arms: dict, methods: list[str]) -> dict:
     ({"method": "eoh", "caps": {"tokens": 10}}, "a1", "compare.arms.a1.caps is not a section"),
     ({"context": {"feedback": False}}, "a1", "compare.arms.a1.method is required"),
     ({"method": "nope"}, "a1", "compare.arms.a1.method must be one of"),
+    ({"method": 5}, "a1", "compare.arms.a1.method must be a method's name (got 5)"),
+    (5, "a1", "compare.arms.a1 must be a table (got 5)"),
     ({"method": "eoh", "context": {"feedbak": True}}, "a1", "compare.arms.a1.context.feedbak is not a known field"),
     ({"method": "eoh", "context": {"feedback": 3}}, "a1", "compare.arms.a1.context.feedback must be true or false"),
     ({"method": "eoh", "context": 5}, "a1", "compare.arms.a1.context must be a table"),
