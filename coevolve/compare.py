@@ -27,6 +27,7 @@ test settings are unchanged.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -39,9 +40,10 @@ from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.durable import make_directory, read_json
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
+from coevolve.base.sections import EndpointSection
 from coevolve.base.untrusted import clean
 from coevolve.engine.local import needs_engine, require_engine, require_model
-from coevolve.engine.openai_client import open_endpoint
+from coevolve.engine.openai_client import open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_options
 from coevolve.es.optimizer import replay
@@ -105,7 +107,7 @@ class _Resources:
         self._engine = engine
         self._own_engine = engine is None
         self._sandbox: Any = None
-        self._endpoint: Any = None
+        self._endpoints: dict[str, tuple[Any, dict | None]] = {}  # by settings: named arms may each have their own
 
     def engine(self) -> Any:
         if self._engine is None:
@@ -129,10 +131,21 @@ class _Resources:
             self._sandbox = Sandbox.from_section(s)
         return self._sandbox
 
-    def endpoint(self) -> Any:
-        if self._endpoint is None:
-            self._endpoint = open_endpoint(self.config.endpoint)
-        return self._endpoint
+    def endpoint(self, section: EndpointSection | None = None) -> Any:
+        """The client of an [endpoint] (the comparison's by default), probed once when first opened
+        (reachable, key taken, model served); None for no endpoint."""
+        return self._opened(section or self.config.endpoint)[0]
+
+    def described(self, section: EndpointSection) -> dict | None:
+        """What a run records of its endpoint (endpoint.json), from that probe."""
+        return self._opened(section)[1]
+
+    def _opened(self, section: EndpointSection) -> tuple[Any, dict | None]:
+        key = json.dumps(section.model_dump(mode="json"), sort_keys=True)
+        if key not in self._endpoints:
+            client = open_endpoint(section)
+            self._endpoints[key] = (client, None if client is None else client.describe(client.probe()))
+        return self._endpoints[key]
 
     def close(self) -> None:
         if self._sandbox is not None:
@@ -144,7 +157,8 @@ class _Resources:
 def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> SearchSummary:
     """One run through the search loop; the shared engine leaves it with the
     checkpoint's weights, whatever ES did to them."""
-    endpoint = resources.endpoint()
+    endpoint = resources.endpoint(config.endpoint)
+    record_endpoint(store.dir, resources.described(config.endpoint))
     # a context-only run against an endpoint never starts the engine
     engine = resources.engine() if needs_engine(config.uses_es, config.endpoint) else endpoint
     bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
@@ -182,11 +196,11 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
             if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
                 require_model(run_cfg.model.path)
+    resources = _Resources(config, engine)
+    for spec in runs:  # every endpoint probed before anything is written (a named arm may have its own)
+        resources.endpoint(run_config(config, spec, spec.directory(root)).endpoint)
     make_directory(root, "the comparison directory (compare.out, --out)")
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
-    resources = _Resources(config, engine)
-    if resources.endpoint() is not None:
-        resources.endpoint().probe()
     try:
         for number, spec in enumerate(runs, start=1):
             directory = spec.directory(root)

@@ -45,11 +45,11 @@ TEST_SCORES = "test.json"
 PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp": [15, 21]}
 
 
-# What a named arm may set otherwise than the comparison: how the proposer is asked and what it
-# reads, and how ES moves. The engine and endpoint (one per comparison), the sandbox, the ledger's
-# accounting and caps (what "matched budget" means) and the starting program (the report's
-# baseline) are the comparison's, the same for every arm.
-ARM_SECTIONS = ("sampling", "eoh", "sample", "es", "reward", "context", "skill")
+# What a named arm may set otherwise than the comparison: which endpoint proposes, how it is asked
+# and what it reads, and how ES moves. The local model (one engine per comparison), the sandbox,
+# the ledger's accounting and caps (what "matched budget" means) and the starting program (the
+# report's baseline) are the comparison's, the same for every arm.
+ARM_SECTIONS = ("sampling", "eoh", "sample", "es", "reward", "context", "skill", "endpoint")
 ENGINE_KEYS = ("noise", "rank")  # the shared engine is built for one kind of ES noise
 ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
@@ -115,8 +115,8 @@ class CompareSection(Section):
                 if key == "method":
                     continue
                 require(key in settable, f"{where}.{key}", "is not a section an arm may set (it may set: "
-                        f"{', '.join(settable)}); the model, endpoint, sandbox, accounting, caps and start "
-                        "are the comparison's, the same for every arm")
+                        f"{', '.join(settable)}); the model, sandbox, accounting, caps and start are the "
+                        "comparison's, the same for every arm")
                 require(isinstance(table, dict), f"{where}.{key}", "must be a table", table)
             for key in ENGINE_KEYS:
                 require(key not in arm.get("es", {}), f"{where}.es.{key}", "is the comparison's: the shared "

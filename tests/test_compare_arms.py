@@ -125,6 +125,17 @@ def test_coevolve_run_on_the_comparison_runs_the_arm_it_is_given(capsys):
     assert load_run_config(path, {"run": {"method": "eoh-no-failures"}}).context.failures is False
 
 
+def test_an_arms_endpoint_that_does_not_answer_stops_the_comparison_before_anything_is_written(tmp_path):
+    from coevolve.compare import run_comparison
+    from conftest_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    raw = with_arms({"served": {"method": "sample", "endpoint": {"base_url": url, "model": "m"}}}, ["sample", "served"])
+    with pytest.raises(UsageError, match=re.escape(f"endpoint.base_url: cannot reach {url}")):
+        run_comparison(compare_config(raw), tmp_path / "cmp", log=lambda line: None)
+    assert not (tmp_path / "cmp").exists()
+
+
 # ---------------------------------------------------------------- the real engine
 TINY = {
     "compare": {"methods": ["sample", "sample-short"], "tasks": ["tsp_construct"], "budgets": [4], "seeds": [0],
@@ -182,3 +193,32 @@ def test_an_arm_reaches_the_engine_resumes_and_is_reported(tmp_path, engine):
     changed["compare"]["arms"]["sample-short"]["sampling"]["max_tokens"] = 32
     with pytest.raises(UsageError, match=r"sampling.max_tokens \(24 there, 32 here\)"):
         compare_and_report(build_config(CompareConfig, changed), root, engine=engine, log=lambda line: None)
+
+
+@pytest.mark.server
+def test_an_arm_with_its_own_endpoint_is_proposed_by_it(openai_server, tmp_path):
+    """Proposer models compared at a matched budget: the comparison's runs ask the real server, the
+    named arm's ask it through a proxy that counts them; each run records the endpoint it used."""
+    from coevolve.commands.compare import compare_and_report
+    from test_serving import FaultProxy
+
+    proxy = FaultProxy(openai_server.base_url)
+    raw = {**json.loads(json.dumps(TINY)),
+           "compare": {"methods": ["sample", "sample-proxied"], "tasks": ["tsp_construct"], "budgets": [4],
+                       "seeds": [0], "arms": {"sample-proxied": {"method": "sample",
+                                                                 "endpoint": {"base_url": proxy.base_url}}}},
+           "endpoint": {"base_url": openai_server.base_url, "model": openai_server.model}}
+    raw["sampling"]["max_tokens"] = 96
+    root = tmp_path / "cmp"
+    try:
+        compare_and_report(build_config(CompareConfig, raw), root, engine=None, log=lambda line: None)
+    finally:
+        proxy.close()
+    runs = root / "runs" / "tsp_construct"
+    used = {name: json.loads((runs / f"{name}-b4-s0" / "endpoint.json").read_text())["base_url"]
+            for name in ("sample", "sample-proxied")}
+    assert used == {"sample": openai_server.base_url, "sample-proxied": proxy.base_url}
+    requests = {name: json.loads((runs / f"{name}-b4-s0" / "summary.json").read_text())["ledger"]["llm_requests"]
+                for name in used}
+    assert requests["sample-proxied"] >= 1 and proxy.forwarded == requests["sample-proxied"]
+    assert "- sample-proxied: Sample with endpoint.base_url = " in (root / "report.md").read_text()

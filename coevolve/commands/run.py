@@ -17,14 +17,13 @@ from typing import Callable
 from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
-from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import fail, problems
 from coevolve.engine.base import ConstraintError
 from coevolve.engine.local import needs_engine, require_engine, require_model
-from coevolve.engine.openai_client import EndpointError, open_endpoint
+from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
 from coevolve.plan import comparison_run
@@ -112,7 +111,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         config = build_config(config_class(raw), raw)
         if isinstance(config, RunConfig):
             check_same_method(store, config)
-        record_endpoint(store, check_generators(config))
+        record_endpoint(store.dir, check_generators(config))
         return config, store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
@@ -124,7 +123,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     store = create_store(config)
     record_tasks(store.dir, [config.run.task])
     record_methods(store.dir, [config.run.method])
-    record_endpoint(store, endpoint)
+    record_endpoint(store.dir, endpoint)
     return config, store, False
 
 
@@ -214,11 +213,6 @@ def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
     endpoint = open_endpoint(config.endpoint)
     return None if endpoint is None else endpoint.describe(endpoint.probe())
-
-
-def record_endpoint(store: RunStore, described: dict | None) -> None:
-    if described is not None:
-        atomic_write_json(store.path("endpoint.json"), described)
 
 
 def create_store(config: RunConfig | AgentRunConfig) -> RunStore:

@@ -25,9 +25,11 @@ import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
+from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
 from coevolve.engine.base import check_requests, Completion, ConstraintError, Message, Sampling
@@ -228,6 +230,15 @@ class OpenAIGenerator:
             finish_reason=choice.finish_reason or "stop",
             retries=attempt,
         )
+
+
+ENDPOINT_RECORD = "endpoint.json"  # in a run directory: what the run's endpoint was (OpenAIGenerator.describe)
+
+
+def record_endpoint(run_dir: str | Path, described: dict | None) -> None:
+    """Write what a run's endpoint was into its directory (nothing without an endpoint)."""
+    if described is not None:
+        atomic_write_json(Path(run_dir) / ENDPOINT_RECORD, described)
 
 
 def open_endpoint(section: EndpointSection) -> OpenAIGenerator | None:
