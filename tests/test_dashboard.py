@@ -200,7 +200,7 @@ def test_a_comparison_shows_the_report_verdicts(tmp_path):
     assert len(committed["rows"]) == 3 and len(committed["plots"]) == 2 and len(committed["runs"]) == 6
     assert committed["arms"] == []  # a report from before named arms
     # named arms: what each sets, from results.json
-    (root / "results.json").write_text(json.dumps({"rows": [delta], "arms": ["eoh-cold: EoH with sampling.temperature = 0.2"]}))
+    (root / "results.json").write_text(json.dumps({"rows": [delta], "named_arms": ["eoh-cold: EoH with sampling.temperature = 0.2"]}))
     assert reader.comparison(root, reader.Registry.open([root]))["arms"] == ["eoh-cold: EoH with sampling.temperature = 0.2"]
 
 

@@ -80,7 +80,7 @@ def arms_comparison(path: Path) -> None:
     import json
 
     shutil.copytree(COMPARISON, path)
-    (path / "results.json").write_text(json.dumps({"arms": ARMS}))
+    (path / "results.json").write_text(json.dumps({"named_arms": ARMS}))
 
 
 def hostile_run(path: Path) -> None:

@@ -652,7 +652,7 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
                      "objective": text(r.get("objective"), 40), "gap": text(r.get("gap"), 40), "id": ident})
     plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
     conclusions = [text(c, 1000) for c in (results or {}).get("conclusions", [])]
-    arms = [text(a, 1000) for a in (results or {}).get("arms", [])]  # named arms: what each sets (older reports: none)
+    arms = [text(a, 1000) for a in (results or {}).get("named_arms", [])]  # what each sets (older: none)
     return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions, "arms": arms}
 
 

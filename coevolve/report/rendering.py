@@ -274,7 +274,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     atomic_write_json(written["results.json"], {
         "config": {"compare": vars(c), "test": vars(t)},
         "budget_counts": BUDGET_STATEMENT.format(budget="B"),
-        "rows": rows, "runs": run_rows(records), "conclusions": verdicts, "arms": arm_lines(config),
+        "rows": rows, "runs": run_rows(records), "conclusions": verdicts, "named_arms": arm_lines(config),
         "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
         "structurally_matched": not unmatched})
     for key, path in plots.items():
