@@ -49,8 +49,8 @@ from coevolve.es import engine_options
 from coevolve.es.optimizer import replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
-                           agent_run_config, base_directory, baseline_directory, check_structure,
-                           load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
+                           agent_run_config, agent_runs, arm_method, base_directory, baseline_directory,
+                           check_structure, load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
@@ -119,8 +119,10 @@ class _Resources:
 
     def _es_slots(self) -> int:
         """LoRA slots a low-rank engine needs: the most members any planned ES run asks for."""
-        if isinstance(self.config, AgentCompareConfig):
-            return self.config.agent.population
+        if isinstance(self.config, AgentCompareConfig):  # a named arm may ask for more members
+            return max([self.config.agent.population]
+                       + [agent_run_config(self.config, spec, Path(".")).agent.population
+                          for spec in agent_runs(self.config, seeds=self.config.compare.seeds[:1])])
 
         runs = [run_config(self.config, spec, Path(".")) for spec in planned_runs(self.config)]
         return max([es_population(c) for c in runs if c.uses_es], default=2)
@@ -381,7 +383,8 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     root = Path(root)
     c = config.compare
     if engine is None:  # the agents always play on the local engine
-        require_engine(c.methods[0], any("esopt" in m for m in c.methods), config.endpoint, students=True)
+        methods = [arm_method(config, m) for m in c.methods]
+        require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
         require_model(config.model.path)
     make_directory(root, "the comparison directory (compare.out, --out)")
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
@@ -448,7 +451,8 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: 
                 f"held-out mean reward {summary.eval_first.mean_reward:.3f} -> "
                 f"{summary.eval_last.mean_reward:.3f}")
     history, skills = run_inputs(run_dir) if run_dir is not None else (None, [])
-    skills = [*AgentRunConfig(skills=config.skills).seed_skills(), *skills]
+    seeded = run_cfg.seed_skills() if run_dir is not None else AgentRunConfig(skills=config.skills).seed_skills()
+    skills = [*seeded, *skills]
     settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {})}
     source = {"history": None if history is None else file_digest(history.read_text(encoding="utf-8")),
               "skills": [file_digest(s.text()) for s in skills]}
@@ -464,7 +468,7 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: 
     if history is not None:
         replay(history, engine)
     try:
-        result = evaluate_arm(engine, task, heldout, ARM_OF[spec.method], config.eval.k,
+        result = evaluate_arm(engine, task, heldout, ARM_OF[arm_method(config, spec.method)], config.eval.k,
                               eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained)
     finally:
         if history is not None:

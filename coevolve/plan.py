@@ -52,6 +52,9 @@ PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp":
 ARM_SECTIONS = ("sampling", "eoh", "sample", "es", "reward", "context", "skill", "endpoint")
 ENGINE_KEYS = ("noise", "rank")  # the shared engine is built for one kind of ES noise
 ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+# an agent comparison's arm may set how its agents train and play (the checkpoint and the engine
+# layout are the comparison's)
+AGENT_ARM_SECTIONS = ("agent", "sampling", "es", "skills", "endpoint")
 
 
 class CompareSection(Section):
@@ -82,8 +85,9 @@ class CompareSection(Section):
         arms = info.data.get("arms", {})  # declared before `methods`, so validated by now (as `kind`)
         for value in values if name == "methods" else ():
             if info.data.get("kind") == "agent":
-                if value not in AGENT_METHODS:
-                    raise ValueError(f"must each be one of {', '.join(AGENT_METHODS)} (got {value!r})")
+                if value not in AGENT_METHODS and value not in arms:
+                    raise ValueError(f"must each be one of {', '.join(AGENT_METHODS)}"
+                                     + (f" or a named arm ({', '.join(arms)})" if arms else "") + f" (got {value!r})")
             elif value not in arms:
                 with or_else(f"or a named arm ({', '.join(arms)})" if arms else ""):
                     check_method_name(value, "compare.methods")
@@ -99,24 +103,28 @@ class CompareSection(Section):
     @field_validator("arms")
     @classmethod
     def _arms(cls, arms: dict[str, dict[str, Any]], info: ValidationInfo) -> dict[str, dict[str, Any]]:
-        require(not arms or info.data.get("kind") != "agent", "compare.arms", "is for heuristic comparisons; an "
-                "agent comparison's arms are its methods", sorted(arms))
+        agent = info.data.get("kind") == "agent"
         for name, arm in arms.items():
             where = f"compare.arms.{name}"
             require(bool(ARM_NAME.fullmatch(name)), where, "must be named by letters, digits, - and _, starting "
                     "with a letter")
-            require(not registry.is_method(name), where, "is the name of a method: call the arm otherwise")
+            require(not registry.is_method(name) and name not in AGENT_METHODS, where,
+                    "is the name of a method: call the arm otherwise")
             require("method" in arm, f"{where}.method", "is required: the method the arm runs")
             method = arm["method"]
             require(isinstance(method, str), f"{where}.method", "must be a method's name", method)
-            check_method_name(method, f"{where}.method")
-            settable = (*ARM_SECTIONS, *registry.declared_sections([method]))
+            if agent:  # the checkpoint ("base") is not trained: nothing to set
+                require(method in AGENT_RUN_METHODS, f"{where}.method",
+                        f"must be one of {', '.join(AGENT_RUN_METHODS)}", method)
+                settable: tuple[str, ...] = AGENT_ARM_SECTIONS
+            else:
+                check_method_name(method, f"{where}.method")
+                settable = (*ARM_SECTIONS, *registry.declared_sections([method]))
             for key, table in arm.items():
                 if key == "method":
                     continue
                 require(key in settable, f"{where}.{key}", "is not a section an arm may set (it may set: "
-                        f"{', '.join(settable)}); the model, sandbox, accounting, caps and start are the "
-                        "comparison's, the same for every arm")
+                        f"{', '.join(settable)}); every other section is the comparison's, the same for every arm")
                 require(isinstance(table, dict), f"{where}.{key}", "must be a table", table)
             for key in ENGINE_KEYS:
                 require(key not in arm.get("es", {}), f"{where}.es.{key}", "is the comparison's: the shared "
@@ -275,8 +283,12 @@ def comparison_run(raw: dict, method: str | None = None) -> dict:
     c = config.compare
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)
         spec = agent_runs(config)[0]
-        return {**{k: v for k, v in raw.items() if k not in ("compare", "eval", "task")},
-                "task": config.task.get(spec.task, {}), "run": dataclasses.asdict(spec)}
+        chosen = method or spec.method
+        tables = {k: v for k, v in raw.items() if k not in ("compare", "eval", "task")}
+        for section, values in arm_settings(config, chosen).items():
+            tables[section] = {**tables.get(section, {}), **values}
+        return {**tables, "task": config.task.get(spec.task, {}),
+                "run": {**dataclasses.asdict(spec), "method": arm_method(config, chosen)}}
     chosen = method or c.methods[0]
     first = arm_method(config, chosen)  # a named arm runs its method with its own settings
     run = {"method": first, "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
@@ -492,11 +504,18 @@ def agent_runs(config: AgentCompareConfig, seeds: list[int] | None = None) -> li
 
 
 def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path) -> AgentRunConfig:
-    """One training run's config: its [run] and its task's options, the shared sections as they are."""
-    run = {"method": spec.method, "task": spec.task, "budget": spec.budget, "seed": spec.seed, "out": str(directory)}
+    """One training run's config: its [run] and its task's options, the shared sections as they are
+    (a named arm's own settings laid over them)."""
+    run = {"method": arm_method(config, spec.method), "task": spec.task, "budget": spec.budget, "seed": spec.seed,
+           "out": str(directory)}
     everything = as_dict(config)
-    shared = {name: everything[name] for name in AGENT_SHARED}
-    return build_config(AgentRunConfig, {"run": run, "task": dict(config.task.get(spec.task, {})), **shared})
+    raw = {"run": run, "task": dict(config.task.get(spec.task, {})), **{name: everything[name] for name in AGENT_SHARED}}
+    if spec.method not in config.compare.arms:
+        return build_config(AgentRunConfig, raw)
+    for section, values in arm_settings(config, spec.method).items():  # a named arm's own settings
+        raw[section] = {**raw[section], **values}
+    with keys_under(f"compare.arms.{spec.method}"):
+        return build_config(AgentRunConfig, raw)
 
 
 def base_directory(root: Path, task: str, seed: int) -> Path:

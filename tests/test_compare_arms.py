@@ -51,11 +51,25 @@ def test_a_name_that_is_neither_a_method_nor_an_arm_lists_the_arms():
         compare_config(with_arms({"a1": {"method": "eoh"}}, ["eoh", "a2"]))
 
 
-def test_an_agent_comparison_refuses_arms():
-    raw = {"compare": {"kind": "agent", "methods": ["base", "esopt"], "tasks": ["sudoku"],
-                       "arms": {"a1": {"method": "esopt"}}}}
+AGENT = {"compare": {"kind": "agent", "methods": ["esopt", "esopt-wide"], "tasks": ["sudoku"], "budgets": [8],
+                     "seeds": [0], "arms": {"esopt-wide": {"method": "esopt", "agent": {"population": 4}}}},
+         "eval": {"problems": 3, "k": 2, "max_tokens": 8}, "task": {"sudoku": {"masked": 1}},
+         "agent": {"population": 2, "batch": 2, "eval_cases": 2}, "sampling": {"max_tokens": 8}}
+
+
+@pytest.mark.parametrize("arm, message", [
+    ({"method": "base"}, "compare.arms.esopt-wide.method must be one of esopt, trace2skill"),
+    ({"method": "eoh"}, "compare.arms.esopt-wide.method must be one of esopt, trace2skill"),
+    ({"method": "esopt", "model": {"path": "x"}}, "compare.arms.esopt-wide.model is not a section an arm may set"),
+    ({"method": "esopt", "es": {"sigma": -1.0}}, "compare.arms.esopt-wide.es.sigma must be > 0"),
+    ({"method": "esopt", "agent": {"population": 5}}, "compare.arms.esopt-wide.run.budget"),  # 8 pays no round of 5 x 2
+])
+def test_a_bad_agent_arm_names_its_key(arm, message):
     from coevolve.plan import AgentCompareConfig
-    with pytest.raises(UsageError, match=r"compare.arms is for heuristic comparisons"):
+
+    raw = json.loads(json.dumps(AGENT))
+    raw["compare"]["arms"]["esopt-wide"] = arm
+    with pytest.raises(UsageError, match=re.escape(message)):
         build_config(AgentCompareConfig, raw)
 
 
@@ -222,3 +236,29 @@ def test_an_arm_with_its_own_endpoint_is_proposed_by_it(openai_server, tmp_path)
                 for name in used}
     assert requests["sample-proxied"] >= 1 and proxy.forwarded == requests["sample-proxied"]
     assert "- sample-proxied: Sample with endpoint.base_url = " in (root / "report.md").read_text()
+
+
+@pytest.mark.engine
+def test_an_agent_arm_trains_under_its_settings_and_is_judged_against_its_method(tmp_path, engine):
+    """An agent comparison's named arm on the real engine: its population is what played each ES
+    generation, both arms are scored on the same held-out problems, and the report judges the arm
+    against the checkpoint's absence and against the method it runs."""
+    from coevolve.commands.compare import compare_and_report
+    from coevolve.plan import AgentCompareConfig
+    from coevolve.runstore import read_jsonl
+
+    before = engine.checksum()
+    root = compare_and_report(build_config(AgentCompareConfig, json.loads(json.dumps(AGENT))), tmp_path / "cmp",
+                              engine=engine, log=lambda line: None)
+    assert engine.checksum() == before
+    runs = root / "runs" / "sudoku"
+    members = {name: [len(h["rewards"]) for h in read_jsonl(runs / f"{name}-b8-s0" / "history.jsonl")]
+               for name in ("esopt", "esopt-wide")}
+    assert members == {"esopt": [2, 2], "esopt-wide": [4]}  # 8 episodes: 2 rounds of 2 x 2, or 1 of 4 x 2
+    assert tomllib.loads((runs / "esopt-wide-b8-s0" / "config.toml").read_text())["run"]["method"] == "esopt"
+    scores = {name: json.loads((runs / f"{name}-b8-s0" / "heldout.json").read_text()) for name in members}
+    assert all(len(s["attempts"]) == 3 for s in scores.values())  # the same 3 held-out problems each
+    report = (root / "report.md").read_text()
+    assert "- esopt-wide: esopt with agent.population = 4" in report
+    assert "sudoku, budget 8: esopt-wide vs esopt: " in report and "| esopt-wide |" in report
+    assert json.loads((root / "results.json").read_text())["named_arms"] == ["esopt-wide: esopt with agent.population = 4"]

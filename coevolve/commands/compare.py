@@ -100,6 +100,8 @@ def print_agent_plan(config: Any) -> None:
           f"{', '.join(map(str, c.budgets))}")
     print(f"every arm ({', '.join(c.methods)}) scored on {e.problems} held-out problems x k = {e.k} attempts "
           f"per task and seed ({'constrained' if e.constrained else 'free'} decoding, {e.max_tokens} tokens a turn)")
+    for line in arm_lines(config):
+        print(f"named arm {line}")
 
 
 def handle(args: argparse.Namespace) -> int:

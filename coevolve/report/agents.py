@@ -21,8 +21,8 @@ from typing import Any
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_json
 from coevolve.base.errors import UsageError
-from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, base_directory,
-                           run_state)
+from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, arm_lines, arm_method,
+                           base_directory, run_state)
 from coevolve.search.plot import save_figure
 from coevolve.stats import Interval, mean_at_k, pass_at_k
 
@@ -78,18 +78,20 @@ def conclusions(config: AgentCompareConfig, rows: list[dict]) -> list[str]:
     k = config.eval.k
     out = []
     for row in rows:
-        base = next((r for r in rows if (r["task"], r["budget"], r["method"]) == (row["task"], row["budget"], "base")),
-                    None)
-        if row["method"] == "base" or base is None:
-            continue
-        a, b = row["mean"], base["mean"]
-        where = f"{row['task']}, budget {row['budget']}: {row['method']} vs base"
-        if a["low"] > b["high"] or a["high"] < b["low"]:
-            out.append(f"{where}: Mean@{k} {'higher' if a['mean'] > b['mean'] else 'lower'} "
-                       f"({a['mean']:.3f} vs {b['mean']:.3f}; the 95% intervals do not overlap).")
-        else:
-            out.append(f"{where}: cannot be told apart (Mean@{k} {a['mean']:.3f} vs {b['mean']:.3f}; the 95% "
-                       f"intervals overlap at {a['n']} and {b['n']} problem draws).")
+        # against the checkpoint; a named arm also against the method it runs
+        for other in ("base", arm_method(config, row["method"])):
+            base = next((r for r in rows if (r["task"], r["budget"], r["method"]) == (row["task"], row["budget"], other)),
+                        None)
+            if row["method"] == other or base is None:
+                continue
+            a, b = row["mean"], base["mean"]
+            where = f"{row['task']}, budget {row['budget']}: {row['method']} vs {other}"
+            if a["low"] > b["high"] or a["high"] < b["low"]:
+                out.append(f"{where}: Mean@{k} {'higher' if a['mean'] > b['mean'] else 'lower'} "
+                           f"({a['mean']:.3f} vs {b['mean']:.3f}; the 95% intervals do not overlap).")
+            else:
+                out.append(f"{where}: cannot be told apart (Mean@{k} {a['mean']:.3f} vs {b['mean']:.3f}; the 95% "
+                           f"intervals overlap at {a['n']} and {b['n']} problem draws).")
     return out
 
 
@@ -107,6 +109,10 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
              f"with the same sampling seeds, {'constrained' if e.constrained else 'free'} decoding, "
              f"{e.max_tokens} tokens a turn. base is the checkpoint (no training). Intervals: 95%, over problems "
              "pooled over seeds.", ""]
+    if c.arms:
+        lines += ["Named arms train a method with some settings otherwise (every other setting is the comparison's) "
+                  "and are judged against base and against the method they run:", ""]
+        lines += [f"- {line}" for line in arm_lines(config)] + [""]
     if verdicts:
         lines += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
     for task in c.tasks:
@@ -194,7 +200,7 @@ def render_agent_comparison(root: str | Path) -> dict[str, Path]:
         # without compare.out: the directory may move, and a rerun elsewhere holds the same results
         "kind": "agent", "config": {"compare": {k: v for k, v in vars(config.compare).items() if k != "out"},
                                     "eval": vars(config.eval)},
-        "rows": rows, "conclusions": verdicts,
+        "rows": rows, "conclusions": verdicts, "named_arms": arm_lines(config),
         "arms": [{key: v for key, v in r.items() if key != "attempts"} | {"scored": r["attempts"] is not None}
                  for r in records]})
     if rows:
