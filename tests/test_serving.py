@@ -7,6 +7,7 @@ clear line for each kind of bad endpoint input."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -247,6 +248,40 @@ def test_a_server_dying_mid_run_leaves_a_resumable_run(proxy, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(out)
     assert summary["evaluations"] == 8 and proxy.forwarded == 8  # step 0 came from the log, not the server
+
+
+def test_an_ensemble_spreads_requests_over_its_models_and_prices_each(openai_server, tmp_path):
+    """[endpoint] models = {a = w, b = w}: each request goes to the model its seed draws; each
+    candidate records the model that wrote it, the spend prices each reply at its own model's
+    price, and the run table says what each model proposed."""
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    a, b = openai_server.model, openai_server.alias
+    text = (ROOT / "examples" / "tsp_aco_sample.toml").read_text()
+    config = tmp_path / "ensemble.toml"
+    config.write_text(f'{text}\n[endpoint]\nbase_url = "{openai_server.base_url}"\nmodels = {{ "{a}" = 1.0, '
+                      f'"{b}" = 1.0 }}\n[caps]\nmoney = 100.0\nprices = {{ "{a}" = [1.0, 2.0], "{b}" = [10.0, 20.0] }}\n')
+    out = tmp_path / "run"
+    result = cli(["run", str(config), "--budget", "8", "--out", str(out), "--no-progress"], no_engine_env(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    candidates = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    written = [c["model_state"]["model"] for c in candidates]
+    assert set(written) == {a, b}, written  # the run's seeds draw both (the same draws every time)
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    replies = [c for e in events if e.get("type") == "step" for c in e["completions"]]
+    assert [r["model"] for r in replies] == written  # one reply per candidate here, in order
+    generator = OpenAIGenerator(openai_server.base_url, {a: 1.0, b: 1.0})
+    prices = {a: (1.0, 2.0), b: (10.0, 20.0)}
+    summary = read_summary(out)
+    spend = sum(r["prompt_tokens"] * prices[r["model"]][0] + r["completion_tokens"] * prices[r["model"]][1]
+                for r in replies) / 1e6
+    assert summary["context"]["spend"] == pytest.approx(spend, abs=1e-6)
+    proposers = summary["context"]["proposers"]
+    assert {m: p["candidates"] for m, p in proposers.items()} == {m: written.count(m) for m in (a, b)}
+    assert re.search(rf"proposers\s+{a} {written.count(a)} \(\d+ valid\), {b} {written.count(b)} \(\d+ valid\)",
+                     result.stdout), result.stdout
+    assert json.loads((out / "endpoint.json").read_text())["models"] == {a: 1.0, b: 1.0}
+    assert generator.pick(None) == a
 
 
 # ------------------------------------------------------------------ bad input: one line each

@@ -28,14 +28,27 @@ class EndpointSection(Section):
 
     base_url: str = ""  # empty: the engine's own model does everything
     model: str = ""
+    # an ensemble instead of one model, {name = weight}: each request goes to one of them, drawn from the
+    # request's own seed by weight (a resumed run asks the same models); each candidate records its model
+    models: dict[str, float] = {}
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = Field(8, ge=1)
     retries: int = Field(3, ge=0)  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
 
     @model_validator(mode="after")
     def _model_named(self) -> EndpointSection:
-        require(not self.base_url or bool(self.model), "endpoint.model", "is required when endpoint.base_url is set")
+        require(not (self.model and self.models), "endpoint.models", "is an ensemble in place of endpoint.model; "
+                "give one of them")
+        require(not self.base_url or bool(self.model or self.models), "endpoint.model",
+                "is required when endpoint.base_url is set (or endpoint.models, an ensemble)")
+        for name, weight in self.models.items():
+            require(bool(name) and weight > 0, f"endpoint.models.{name}", "must be a weight > 0", weight)
         return self
+
+    @property
+    def choices(self) -> dict[str, float]:
+        """The models requests go to, with their weights (one model: weight 1)."""
+        return dict(self.models) if self.models else {self.model: 1.0} if self.model else {}
 
 
 class DistributedSection(Section):

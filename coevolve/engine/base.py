@@ -26,6 +26,7 @@ class Completion:
     retries: int = 0  # failed tries before this answer (endpoints); counted by the ledger, never charged
     meta: dict = field(default_factory=dict)
     cached_tokens: int = 0  # prompt tokens whose KV came from the engine's prefix cache (shared_prefixes)
+    model: str = ""  # the endpoint model that answered (an ensemble's pick); "" for the local engine
 
 
 @runtime_checkable

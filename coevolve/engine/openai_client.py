@@ -22,11 +22,12 @@ they never charge the evaluation budget, which counts candidates.
 from __future__ import annotations
 
 import os
+import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
 from coevolve.base.durable import atomic_write_json
@@ -86,7 +87,7 @@ class OpenAIGenerator:
     def __init__(
         self,
         base_url: str,
-        model: str,
+        model: str | Mapping[str, float],
         api_key_env: str = DEFAULT_KEY_ENV,
         concurrency: int = 8,
         timeout_s: float = 300.0,
@@ -99,7 +100,9 @@ class OpenAIGenerator:
             raise EndpointConfigError("endpoint.base_url must not be empty")
         if not model:
             raise EndpointConfigError("endpoint.model must not be empty")
-        self.model = model
+        # one model, or an ensemble {name: weight} (each request draws one from its own seed)
+        self.models = {model: 1.0} if isinstance(model, str) else {str(k): float(v) for k, v in model.items()}
+        self.model = next(iter(self.models))  # the first: unseeded requests (the constraint check) go to it
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
         self.concurrency = max(1, concurrency)
@@ -133,11 +136,20 @@ class OpenAIGenerator:
         except openai.OpenAIError as exc:  # e.g. a body that is not the models list
             raise EndpointConfigError(f"endpoint.base_url: {self.base_url} is not an OpenAI-compatible "
                                       f"endpoint ({' '.join(str(exc).split())[:200]})") from None
-        for entry in served:
-            if entry.get("id") == self.model:
-                return {k: entry.get(k) for k in ("id", "owned_by", "max_model_len")}
-        names = ", ".join(sorted(str(e.get("id")) for e in served)[:10]) or "nothing"
-        raise EndpointConfigError(f"endpoint.model: {self.base_url} does not serve {self.model!r}; it serves: {names}")
+        found = {str(e.get("id")): e for e in served}
+        names = ", ".join(sorted(found)[:10]) or "nothing"
+        for model in self.models:
+            if model not in found:
+                field = "endpoint.model" if len(self.models) == 1 else f"endpoint.models.{model}"
+                raise EndpointConfigError(f"{field}: {self.base_url} does not serve {model!r}; it serves: {names}")
+        return {k: found[self.model].get(k) for k in ("id", "owned_by", "max_model_len")}
+
+    def pick(self, seed: int | None) -> str:
+        """The model a request goes to: an ensemble's draw from the request's seed (the first model for
+        an unseeded request), so a resumed run, which replays its seeds, asks the same models."""
+        if len(self.models) == 1 or seed is None:
+            return self.model
+        return random.Random(seed).choices(list(self.models), weights=list(self.models.values()))[0]
 
     def check_constraints(self, patterns: Sequence[str]) -> None:
         """One one-token constrained request per distinct pattern, so a server
@@ -151,6 +163,7 @@ class OpenAIGenerator:
         probed = probed or {}
         vllm = probed.get("owned_by") == "vllm"
         return {"base_url": self.base_url, "model": self.model, "server": probed,
+                **({"models": self.models} if len(self.models) > 1 else {}),
                 # vLLM honours per-request seeds; the OpenAI API calls its seed best effort
                 "seeds": "honoured" if vllm else "sent; best effort (the server does not promise them)",
                 "constraints": "vllm structured_outputs regex" if vllm else "sent as vLLM's structured_outputs; "
@@ -176,7 +189,7 @@ class OpenAIGenerator:
 
     def _request(self, messages: list[Message], sampling: Sampling, seed: int | None,
                  pattern: str | None) -> dict:
-        kwargs: dict[str, Any] = dict(model=self.model, messages=messages, temperature=sampling.temperature,
+        kwargs: dict[str, Any] = dict(model=self.pick(seed), messages=messages, temperature=sampling.temperature,
                                       top_p=sampling.top_p, max_tokens=sampling.max_tokens)
         if sampling.stop:
             kwargs["stop"] = list(sampling.stop)
@@ -229,6 +242,7 @@ class OpenAIGenerator:
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             finish_reason=choice.finish_reason or "stop",
             retries=attempt,
+            model=kwargs["model"],
         )
 
 
@@ -245,5 +259,5 @@ def open_endpoint(section: EndpointSection) -> OpenAIGenerator | None:
     """The configured `[endpoint]`, or None when the engine does everything."""
     if not section.base_url:
         return None
-    return OpenAIGenerator(section.base_url, section.model, api_key_env=section.api_key_env,
+    return OpenAIGenerator(section.base_url, section.choices, api_key_env=section.api_key_env,
                            concurrency=section.concurrency, retries=section.retries)

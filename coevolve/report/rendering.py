@@ -388,6 +388,9 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
     if context["repair_requests"]:
         rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
+    if context.get("proposers"):  # an endpoint ensemble
+        rows.append(("proposers", ", ".join(f"{name} {p['candidates']} ({p['valid']} valid)"
+                                            for name, p in context["proposers"].items())))
     if context.get("task_notes"):
         valid = sum(p["valid"] for p in context["phases"].values())
         rows.append(("task notes", f"on {context['task_notes']} of {valid} valid candidates (the task's feedback), "

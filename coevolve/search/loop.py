@@ -150,7 +150,7 @@ def completion_record(completion: Completion) -> dict:
     """A reply as the event log keeps it: `Completion(**record)` reads it back."""
     return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens, "finish_reason": completion.finish_reason,
-            "retries": completion.retries}
+            "retries": completion.retries, **({"model": completion.model} if completion.model else {})}
 
 
 @dataclass(frozen=True)
@@ -387,7 +387,8 @@ class SearchLoop:
         self.ledger.record_llm(completions)
         self._price([c for r, c in zip(requests, completions) if r.member is None and self.endpoint is not None])
 
-        step_candidates = [self._candidate(step, request, code, members) for request, code in zip(requests, parsed)]
+        step_candidates = [self._candidate(step, request, code, members, c.model)
+                           for request, code, c in zip(requests, parsed, completions)]
         results = ([Evaluation.model_validate(r) for r in logged["results"]] if logged is not None
                    else self._evaluate(step_candidates))
         cascade.relabel(self.ledger, results)  # stage-1 rejections: the ledger names their outcome
@@ -537,10 +538,11 @@ class SearchLoop:
         return self.wall_before + time.perf_counter() - self.session_start
 
     def _price(self, completions: Sequence[Completion]) -> None:
-        """Add the endpoint's price of these completions to the run's spend."""
-        prices = self.config.caps.prices.get(self.config.endpoint.model)
-        if prices:
-            for c in completions:
+        """Add the endpoint's price of these completions to the run's spend (an ensemble's: each
+        completion at its own model's price)."""
+        for c in completions:
+            prices = self.config.caps.prices.get(c.model or self.config.endpoint.model)
+            if prices:
                 self.spend += (c.prompt_tokens * prices[0] + c.completion_tokens * prices[1]) / 1e6
 
     def _cap_reached(self, step: int) -> dict | None:
@@ -651,13 +653,14 @@ class SearchLoop:
         fp = fingerprint(parsed.code) if self.clones is not None else None
         return "clone" if fp is not None and self.clones.find(fp) is not None else None
 
-    def _candidate(self, step: int, request: Request, parsed: Extracted | None, members: list[dict]) -> Candidate:
+    def _candidate(self, step: int, request: Request, parsed: Extracted | None, members: list[dict],
+                   model: str = "") -> Candidate:
         if request.member is not None:
             member = members[request.member]
             state = {"kind": "perturbed", "seed": member["seed"], "sigma": member["sigma"],
                      "member": member["index"], "es_generation": self.es_updates}
         elif self.endpoint is not None:
-            state = {"kind": "endpoint", "model": self.config.endpoint.model}
+            state = {"kind": "endpoint", "model": model or self.config.endpoint.model}  # an ensemble's pick
         else:
             state = {"kind": "base", "es_generation": self.es_updates}
         candidate = Candidate(id=0, step=step, operator=request.operator, parents=[p.id for p in request.parents],
@@ -846,7 +849,21 @@ class SearchLoop:
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
                 # valid candidates that carry the task's own note (a task with `feedback`)
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
+                "proposers": self._proposers(),
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
+
+    def _proposers(self) -> dict[str, dict[str, int]]:
+        """An endpoint ensemble's share: per model, the candidates it wrote and how many were valid
+        ({} without an ensemble)."""
+        if len(self.config.endpoint.choices) < 2:
+            return {}
+        found: dict[str, dict[str, int]] = {name: {"candidates": 0, "valid": 0} for name in self.config.endpoint.choices}
+        for c in self.candidates:
+            model = c.model_state.get("model") if c.model_state.get("kind") == "endpoint" else None
+            if model in found:
+                found[model]["candidates"] += 1
+                found[model]["valid"] += c.valid
+        return found
 
     def _template_objective(self) -> float | None:
         """The template's train objective, computed here (our own code, not a

@@ -218,8 +218,9 @@ class SearchSections(Config):
         if self.caps.money is not None:
             require(bool(self.endpoint.base_url), "caps.money",
                     "prices [endpoint] requests, but no [endpoint] is set (local generation costs nothing)")
-            require(self.endpoint.model in self.caps.prices, "caps.prices",
-                    f"has no price for the [endpoint] model {self.endpoint.model!r}", sorted(self.caps.prices))
+            for model in self.endpoint.choices:  # each model of an ensemble
+                require(model in self.caps.prices, "caps.prices", f"has no price for the [endpoint] model {model!r}",
+                        sorted(self.caps.prices))
         require(self.skill.teacher == "engine" or bool(self.endpoint.base_url), "skill.teacher",
                 '= "endpoint" needs [endpoint] base_url and model')
         return self
