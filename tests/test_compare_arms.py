@@ -51,9 +51,10 @@ def test_a_name_that_is_neither_a_method_nor_an_arm_lists_the_arms():
         compare_config(with_arms({"a1": {"method": "eoh"}}, ["eoh", "a2"]))
 
 
-AGENT = {"compare": {"kind": "agent", "methods": ["esopt", "esopt-wide"], "tasks": ["sudoku"], "budgets": [8],
-                     "seeds": [0], "arms": {"esopt-wide": {"method": "esopt", "agent": {"population": 4}}}},
-         "eval": {"problems": 3, "k": 2, "max_tokens": 8}, "task": {"sudoku": {"masked": 1}},
+# one round of 4 episodes each: esopt's 2 members x 2 puzzles, the arm's 4 members x 1 puzzle
+AGENT = {"compare": {"kind": "agent", "methods": ["esopt", "esopt-wide"], "tasks": ["sudoku"], "budgets": [4],
+                     "seeds": [0], "arms": {"esopt-wide": {"method": "esopt", "agent": {"population": 4, "batch": 1}}}},
+         "eval": {"problems": 3, "k": 1, "max_tokens": 8}, "task": {"sudoku": {"masked": 1}},
          "agent": {"population": 2, "batch": 2, "eval_cases": 2}, "sampling": {"max_tokens": 8}}
 
 
@@ -62,7 +63,7 @@ AGENT = {"compare": {"kind": "agent", "methods": ["esopt", "esopt-wide"], "tasks
     ({"method": "eoh"}, "compare.arms.esopt-wide.method must be one of esopt, trace2skill"),
     ({"method": "esopt", "model": {"path": "x"}}, "compare.arms.esopt-wide.model is not a section an arm may set"),
     ({"method": "esopt", "es": {"sigma": -1.0}}, "compare.arms.esopt-wide.es.sigma must be > 0"),
-    ({"method": "esopt", "agent": {"population": 5}}, "compare.arms.esopt-wide.run.budget"),  # 8 pays no round of 5 x 2
+    ({"method": "esopt", "agent": {"population": 3}}, "compare.arms.esopt-wide.run.budget"),  # 4 pays no round of 3 x 2
 ])
 def test_a_bad_agent_arm_names_its_key(arm, message):
     from coevolve.plan import AgentCompareConfig
@@ -252,13 +253,14 @@ def test_an_agent_arm_trains_under_its_settings_and_is_judged_against_its_method
                               engine=engine, log=lambda line: None)
     assert engine.checksum() == before
     runs = root / "runs" / "sudoku"
-    members = {name: [len(h["rewards"]) for h in read_jsonl(runs / f"{name}-b8-s0" / "history.jsonl")]
+    members = {name: [len(h["rewards"]) for h in read_jsonl(runs / f"{name}-b4-s0" / "history.jsonl")]
                for name in ("esopt", "esopt-wide")}
-    assert members == {"esopt": [2, 2], "esopt-wide": [4]}  # 8 episodes: 2 rounds of 2 x 2, or 1 of 4 x 2
-    assert tomllib.loads((runs / "esopt-wide-b8-s0" / "config.toml").read_text())["run"]["method"] == "esopt"
-    scores = {name: json.loads((runs / f"{name}-b8-s0" / "heldout.json").read_text()) for name in members}
+    assert members == {"esopt": [2], "esopt-wide": [4]}  # the members that played the one ES generation
+    assert tomllib.loads((runs / "esopt-wide-b4-s0" / "config.toml").read_text())["run"]["method"] == "esopt"
+    scores = {name: json.loads((runs / f"{name}-b4-s0" / "heldout.json").read_text()) for name in members}
     assert all(len(s["attempts"]) == 3 for s in scores.values())  # the same 3 held-out problems each
     report = (root / "report.md").read_text()
-    assert "- esopt-wide: esopt with agent.population = 4" in report
-    assert "sudoku, budget 8: esopt-wide vs esopt: " in report and "| esopt-wide |" in report
-    assert json.loads((root / "results.json").read_text())["named_arms"] == ["esopt-wide: esopt with agent.population = 4"]
+    arm = "esopt-wide: esopt with agent.population = 4, agent.batch = 1"
+    assert f"- {arm}" in report
+    assert "sudoku, budget 4: esopt-wide vs esopt: " in report and "| esopt-wide |" in report
+    assert json.loads((root / "results.json").read_text())["named_arms"] == [arm]
