@@ -133,10 +133,10 @@ class _Resources:
             self._sandbox = Sandbox.from_section(s)
         return self._sandbox
 
-    def endpoint(self, section: EndpointSection | None = None) -> Any:
-        """The client of an [endpoint] (the comparison's by default), probed once when first opened
+    def endpoint(self, section: EndpointSection) -> Any:
+        """The client of an [endpoint] (a named arm may have its own), probed once when first opened
         (reachable, key taken, model served); None for no endpoint."""
-        return self._opened(section or self.config.endpoint)[0]
+        return self._opened(section)[0]
 
     def described(self, section: EndpointSection) -> dict | None:
         """What a run records of its endpoint (endpoint.json), from that probe."""
@@ -192,23 +192,23 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
         log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
     runs = planned_runs(config)
+    configs = [run_config(config, spec, spec.directory(root)) for spec in runs]  # built once, used three times
     if engine is None:  # refuse, before anything is written, a run the install or the model cannot run
-        for spec in runs:
-            run_cfg = run_config(config, spec, spec.directory(root))
+        for run_cfg in configs:
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
             if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
                 require_model(run_cfg.model.path)
     resources = _Resources(config, engine)
-    for spec in runs:  # every endpoint probed before anything is written (a named arm may have its own)
-        resources.endpoint(run_config(config, spec, spec.directory(root)).endpoint)
+    for run_cfg in configs:  # every endpoint probed before anything is written (a named arm may have its own)
+        resources.endpoint(run_cfg.endpoint)
     make_directory(root, "the comparison directory (compare.out, --out)")
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     try:
-        for number, spec in enumerate(runs, start=1):
+        for number, (spec, planned) in enumerate(zip(runs, configs), start=1):
             directory = spec.directory(root)
             state = run_state(directory)
             what = f"[{number}/{len(runs)}] {spec.task} {spec.method} budget {spec.budget} seed {spec.seed}"
-            store, run_cfg = open_or_create(run_config(config, spec, directory), directory)
+            store, run_cfg = open_or_create(planned, directory)
             if state == "finished":
                 log(f"{what}: finished earlier, skipped")
                 continue

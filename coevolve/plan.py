@@ -284,10 +284,8 @@ def comparison_run(raw: dict, method: str | None = None) -> dict:
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)
         spec = agent_runs(config)[0]
         chosen = method or spec.method
-        tables = {k: v for k, v in raw.items() if k not in ("compare", "eval", "task")}
-        for section, values in arm_settings(config, chosen).items():
-            tables[section] = {**tables.get(section, {}), **values}
-        return {**tables, "task": config.task.get(spec.task, {}),
+        tables = {k: v for k, v in _copied(raw).items() if k not in ("compare", "eval", "task")}
+        return {**merge_overrides(tables, arm_settings(config, chosen)), "task": config.task.get(spec.task, {}),
                 "run": {**dataclasses.asdict(spec), "method": arm_method(config, chosen)}}
     chosen = method or c.methods[0]
     first = arm_method(config, chosen)  # a named arm runs its method with its own settings
@@ -295,10 +293,13 @@ def comparison_run(raw: dict, method: str | None = None) -> dict:
     # sections other compared methods declare are not this arm's (its own is kept)
     methods = [arm_method(config, m) for m in c.methods]
     others = set(registry.declared_sections(methods)) - set(registry.declared_sections([first]))
-    tables = {k: v for k, v in raw.items() if k not in ("compare", "test", *others)}
-    for section, values in arm_settings(config, chosen).items():
-        tables[section] = {**tables.get(section, {}), **values}
-    return {**tables, "run": run}
+    tables = {k: v for k, v in _copied(raw).items() if k not in ("compare", "test", *others)}
+    return {**merge_overrides(tables, arm_settings(config, chosen)), "run": run}
+
+
+def _copied(raw: dict) -> dict:
+    """A config's tables, each copied: an arm's settings are laid over them in place."""
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
 
 
 # ----------------------------------------------------------------- the plan
@@ -340,11 +341,8 @@ def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConf
     shared = RunConfig(run=run, method_sections=sections, **{name: getattr(config, name) for name in SearchSections.model_fields})
     if spec.method not in config.compare.arms:
         return shared
-    raw = as_dict(shared)
-    for section, values in arm_settings(config, spec.method).items():
-        raw[section] = {**raw.get(section, {}), **values}
-    with keys_under(f"compare.arms.{spec.method}"):
-        return build_config(RunConfig, raw)
+    with keys_under(f"compare.arms.{spec.method}"):  # as_dict's tables are fresh: laid over in place
+        return build_config(RunConfig, merge_overrides(as_dict(shared), arm_settings(config, spec.method)))
 
 
 def arm_settings(config: CompareConfig, name: str) -> dict[str, dict[str, Any]]:
@@ -512,10 +510,8 @@ def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path)
     raw = {"run": run, "task": dict(config.task.get(spec.task, {})), **{name: everything[name] for name in AGENT_SHARED}}
     if spec.method not in config.compare.arms:
         return build_config(AgentRunConfig, raw)
-    for section, values in arm_settings(config, spec.method).items():  # a named arm's own settings
-        raw[section] = {**raw[section], **values}
-    with keys_under(f"compare.arms.{spec.method}"):
-        return build_config(AgentRunConfig, raw)
+    with keys_under(f"compare.arms.{spec.method}"):  # a named arm's own settings over fresh tables
+        return build_config(AgentRunConfig, merge_overrides(raw, arm_settings(config, spec.method)))
 
 
 def base_directory(root: Path, task: str, seed: int) -> Path:
