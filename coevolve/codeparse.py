@@ -28,6 +28,7 @@ _BRACED = re.compile(r"\{([^{}]+)\}")
 _CODE_KEYS = ("code", "function", "python", "program", "heuristic", "solution")
 _IDEA_KEYS = ("idea", "description", "thought", "algorithm", "explanation")
 _RUNTIME_ONLY = {"print", "input", "exit", "quit"}
+NO_CODE = "no code found"  # a parse failure's message: the reply held no program
 _PREAMBLE = re.compile(r"(sure|certainly|of course|okay|ok|here is|here's|below is)\b", re.I)
 
 

@@ -37,7 +37,7 @@ def write(tmp_path: Path, text: str) -> Path:
     ("run = 3\n", "config error: run must be a table (got 3)"),
     ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
     ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),
-    ("[es]\noperators = ['m1', 'x9']\n", "config error: es.operators must be one of e1, e2, m1, m2, m3, repair (got 'x9')"),
+    ("[es]\noperators = ['m1', 'x9']\n", "config error: es.operators must be one of e1, e2, m1, m2, m3, diff, repair (got 'x9')"),
     # issue 25: the context's and caps' bad input, one line each
     ("[skill]\nevery = 0\n", "config error: skill.every must be >= 1"),
     ("[run]\nmethod = 'eoh+trace2skill'\nbudget = 20\n[skill]\nevery = 3\n",

@@ -391,6 +391,10 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
     if context.get("proposers"):  # an endpoint ensemble
         rows.append(("proposers", ", ".join(f"{name} {p['candidates']} ({p['valid']} valid)"
                                             for name, p in context["proposers"].items())))
+    edits = context.get("edits")
+    if edits:  # the edit operator's answers
+        rows.append(("edit answers", f"{edits['requests']}: {edits['applied']} applied as blocks, {edits['whole']} "
+                                     f"whole programs, {edits['failed']} did not apply; {edits['valid']} valid"))
     if context.get("task_notes"):
         valid = sum(p["valid"] for p in context["phases"].values())
         rows.append(("task notes", f"on {context['task_notes']} of {valid} valid candidates (the task's feedback), "

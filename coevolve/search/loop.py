@@ -47,7 +47,7 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import parse_skill_text
-from coevolve.codeparse import Extracted, answer_pattern, extract, template_signature
+from coevolve.codeparse import NO_CODE, Extracted, answer_pattern, extract, template_signature
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
@@ -57,6 +57,7 @@ from coevolve.search import cascade
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
+from coevolve.search.edits import WHOLE, EditError, edited
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.base.errors import UsageError
 from coevolve.search import operators
@@ -85,6 +86,11 @@ def _renamed_sections(config: Any) -> Any:
     if isinstance(config, dict) and "proposer" in config and "endpoint" not in config:
         config = {("endpoint" if k == "proposer" else k): v for k, v in config.items()}
     return config
+
+
+def _answers(request: Request) -> str:
+    """What the request's reply holds: a program, or edit blocks on its parent."""
+    return operators.answer_of(request.operator)
 
 
 def _repairs(candidate: Candidate) -> bool:
@@ -378,7 +384,7 @@ class SearchLoop:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
             retried = None
-        parsed = [self._extract(c) for c in completions]  # once: the re-asks and the candidates read it
+        parsed = [self._extract(r, c) for r, c in zip(requests, completions)]  # once: the re-asks and candidates read it
         if retried is None:
             retried = self._reask(step, requests, members, sampling, completions, parsed)
         for kind, replaced in retried.items():
@@ -615,16 +621,25 @@ class SearchLoop:
         return [c for c in out if c is not None]
 
     def _batch(self, requests: list[Request]) -> Batch:
-        """The generator call for these requests, under the decoding pattern when it is on."""
+        """The generator call for these requests, under the decoding pattern when it is on (for the
+        requests whose answer is a program: edit blocks are decoded freely)."""
+        patterns = [self.pattern if _answers(r) == "program" else None for r in requests]
         return Batch([self._messages(r) for r in requests], [r.seed for r in requests],
-                     [self.pattern] * len(requests) if self.pattern else None)
+                     patterns if any(patterns) else None)
 
-    def _extract(self, completion: Completion) -> Extracted | None:
-        """The program in a reply (None: no code), parsed once per reply."""
-        return extract(completion.text, self.task.function_name, self.task.template)
+    def _extract(self, request: Request, completion: Completion) -> Extracted | str:
+        """The program in a reply, parsed once per reply; or why there is none (the candidate's
+        message): an edit reply's blocks applied to its parent (coevolve/search/edits.py)."""
+        t = self.task
+        if _answers(request) == "blocks":
+            try:
+                return edited(completion.text, request.parents[0].code or "", t.function_name, t.template)
+            except EditError as exc:
+                return f"the edit did not apply: {exc}"
+        return extract(completion.text, t.function_name, t.template) or NO_CODE
 
     def _reask(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
-               completions: list[Completion], parsed: list[Extracted | None]) -> dict[str, list[dict]]:
+               completions: list[Completion], parsed: list[Extracted | str]) -> dict[str, list[dict]]:
         """[accounting]: ask again, free of T, for each reply with no parseable code (up to
         parse_retries times) and each program that clones the template or an earlier candidate
         (up to clone_retries times): same prompt, same weights, a fresh seed. `completions` and
@@ -644,16 +659,16 @@ class SearchLoop:
                      for i, r in enumerate(failed)]
             for r, c in zip(failed, self._generate(again, members, sampling)):
                 replaced[why[r.slot]].append(completion_record(completions[r.slot]))
-                completions[r.slot], parsed[r.slot] = c, self._extract(c)
+                completions[r.slot], parsed[r.slot] = c, self._extract(r, c)
         return replaced
 
-    def _reask_reason(self, parsed: Extracted | None) -> str | None:
-        if parsed is None:
+    def _reask_reason(self, parsed: Extracted | str) -> str | None:
+        if not isinstance(parsed, Extracted):
             return "parse"
         fp = fingerprint(parsed.code) if self.clones is not None else None
         return "clone" if fp is not None and self.clones.find(fp) is not None else None
 
-    def _candidate(self, step: int, request: Request, parsed: Extracted | None, members: list[dict],
+    def _candidate(self, step: int, request: Request, parsed: Extracted | str, members: list[dict],
                    model: str = "") -> Candidate:
         if request.member is not None:
             member = members[request.member]
@@ -665,8 +680,8 @@ class SearchLoop:
             state = {"kind": "base", "es_generation": self.es_updates}
         candidate = Candidate(id=0, step=step, operator=request.operator, parents=[p.id for p in request.parents],
                               model_state=state)
-        if parsed is None:
-            candidate.failure = "parse"
+        if not isinstance(parsed, Extracted):
+            candidate.failure, candidate.message = "parse", parsed
             candidate.id = self.ledger.charge("parse")
         else:
             candidate.code, candidate.idea, candidate.repairs = parsed.code, parsed.idea, list(parsed.repairs)
@@ -702,7 +717,7 @@ class SearchLoop:
         results = []
         for c in candidates:
             if c.code is None:
-                results.append(Evaluation(failure="parse", message="no code found"))
+                results.append(Evaluation(failure="parse", message=c.message or NO_CODE))
             elif c.failure == "duplicate":  # a rejected clone
                 results.append(Evaluation(failure="duplicate", message=c.message))
             elif c.duplicate_of is not None:
@@ -850,7 +865,19 @@ class SearchLoop:
                 # valid candidates that carry the task's own note (a task with `feedback`)
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "proposers": self._proposers(),
+                "edits": self._edits(),
                 "spend": round(self.spend, 6) if self.config.caps.prices else None}
+
+    def _edits(self) -> dict[str, int]:
+        """Edit answers (the `diff` operator): how many were asked for, applied as blocks, answered with a
+        whole program instead, or could not be applied; and how many of them scored ({} with none)."""
+        mine = [c for c in self.candidates if operators.answer_of(c.operator) == "blocks"]
+        if not mine:
+            return {}
+        whole = sum(WHOLE in c.repairs for c in mine)
+        failed = sum(c.failure == "parse" for c in mine)
+        return {"requests": len(mine), "applied": len(mine) - whole - failed, "whole": whole, "failed": failed,
+                "valid": sum(c.valid for c in mine)}
 
     def _proposers(self) -> dict[str, dict[str, int]]:
         """An endpoint ensemble's share: per model, the candidates it wrote and how many were valid

@@ -20,6 +20,7 @@ from tasks.loader import TaskSpecError, _import_attribute
 
 ENTRY_POINT_GROUP = "coevolve.operators"
 ANY_METHOD = "*"
+ANSWERS = ("program", "blocks")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ class Operator:
     methods: tuple[str, ...] = (ANY_METHOD,)  # base methods that may list it; "*": any
     refresh: bool = False  # not a proposal: a Trace2Skill refresh (its requests are analysts)
     in_eoh_lists: bool = True  # may stand in eoh.operators / es.operators (i1 and the refresh do not)
+    # what a reply holds: "program", the whole function; "blocks", SEARCH/REPLACE blocks on its one parent
+    # (coevolve/search/edits.py), decoded freely since the blocks are not the function's shape
+    answer: str = "program"
+
+    def __post_init__(self) -> None:
+        if self.answer not in ANSWERS:
+            raise UsageError(f"operator {self.name!r}: answer must be one of {', '.join(ANSWERS)}")
+        if self.answer == "blocks" and (self.parents != 1 or self.failed_parent):
+            raise UsageError(f"operator {self.name!r}: a blocks answer edits exactly one scored parent (parents=1)")
 
     @property
     def parentless(self) -> bool:
@@ -51,6 +61,8 @@ _BUILTIN = (
     Operator("m2", "Keep the logic of the heuristic above but change its constants and weights to score better.", 1,
              scaled=True),
     Operator("m3", "Simplify the heuristic above: drop parts that probably do not help, so that it generalises.", 1),
+    Operator("diff", "Improve the heuristic above with a few targeted edits; leave the rest of it as it is.", 1,
+             answer="blocks"),
     Operator("repair", ("The heuristic above failed with the error shown. Write a fixed version that keeps its idea "
                         "and avoids the error."), 0, failed_parent=True, fallback="m1"),
     Operator("distill", "", 0, refresh=True, methods=(), in_eoh_lists=False),
@@ -89,6 +101,13 @@ def get(name: str) -> Operator:
         return OPERATORS[name]
     except KeyError:
         raise UsageError(f"unknown operator {name!r} (known: {', '.join(proposal_names())})") from None
+
+
+def answer_of(name: str) -> str:
+    """What a reply to operator `name` holds; "program" for a name that is no operator (the seeded template)."""
+    _load_plugins()
+    op = OPERATORS.get(name)
+    return op.answer if op is not None else "program"
 
 
 def proposal_names() -> list[str]:

@@ -20,14 +20,23 @@ from typing import Protocol, Sequence
 
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import fence
+from coevolve.codeparse import NO_CODE
 from coevolve.engine.base import Message
 from coevolve.search import operators
+from coevolve.search.edits import DIVIDER, REPLACE, SEARCH
 
 SYSTEM = ("You are an expert in algorithm design. You answer with one sentence describing your idea "
           "inside braces, then the complete Python function in one ```python code block. No other text.")
 
 ANSWER_SHAPE = ("Answer format: {{your idea in one sentence}}, then the complete function {name} "
                 "in one ```python block, with the same signature.")
+# the `diff` operator's answer (coevolve/search/edits.py): blocks on the one parent shown
+EDIT_SYSTEM = ("You are an expert in algorithm design. You answer with one sentence describing your idea "
+               "inside braces, then edit blocks that change the heuristic you are shown. No other text.")
+EDIT_SHAPE = ("Answer format: {{your idea in one sentence}}, then one or more edit blocks, each exactly:\n"
+              f"{SEARCH}\nlines copied exactly from the heuristic above\n{DIVIDER}\nthe lines that replace them\n"
+              f"{REPLACE}\nEach SEARCH must match one place in the heuristic; keep the function {{name}} and its "
+              "signature.")
 
 
 
@@ -98,8 +107,9 @@ def failing_line(candidate: Failed) -> str:
 
 def describe_failure(candidate: Failed, limit: int) -> str:
     """A failed candidate's report for a prompt: kind, message, failing line."""
-    if candidate.failure == "parse":
-        message = "the answer had no ```python block with the function"
+    if candidate.failure == "parse":  # an edit that did not apply says why; a reply with no code, this
+        message = (candidate.message if candidate.message and candidate.message != NO_CODE
+                   else "the answer had no ```python block with the function")
     else:
         lines = (candidate.message or "").strip().splitlines()
         message = "\n".join(lines[-3:])  # a traceback's end says what went wrong
@@ -139,9 +149,12 @@ def operator_messages(operator: str, description: str, template: str, function_n
     if failures:
         parts.append("Recent attempts that failed; do not repeat their mistakes:\n" + "\n".join(failures))
     parts.append(op.instruction)
-    shape = ANSWER_SHAPE.format(name=function_name)
-    if context.signature:
+    edit = op.answer == "blocks"
+    shape = (EDIT_SHAPE if edit else ANSWER_SHAPE).format(name=function_name)
+    if context.signature and not edit:  # an edit keeps the parent's def line unless a block changes it
         shape += f" The function must start with exactly: {context.signature}"
     parts.append(shape)
-    system = SYSTEM if not context.skill else f"{SYSTEM}\n\nSkill for this problem (learnt from earlier attempts):\n{context.skill.strip()}"
+    system = EDIT_SYSTEM if edit else SYSTEM
+    if context.skill:
+        system += f"\n\nSkill for this problem (learnt from earlier attempts):\n{context.skill.strip()}"
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
