@@ -7,6 +7,7 @@ clear line for each kind of bad endpoint input."""
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -45,12 +46,14 @@ def no_traceback(result: subprocess.CompletedProcess) -> None:
 
 class FaultProxy:
     """A loopback proxy in front of the real server that answers chosen chat
-    requests with HTTP 503 (the overloaded or dying server a run must survive)."""
+    requests with HTTP 503 (the overloaded or dying server a run must survive),
+    or replaces one model's replies with prose (a model that cannot code)."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.fail_first = 0  # the first n chat requests get 503
         self.dead_after: int | None = None  # after n forwarded chat requests, every one gets 503
+        self.prose_for: str | None = None  # the server's replies to requests for this model become prose
         self.failed = self.forwarded = 0
         self.lock = threading.Lock()
         proxy = self
@@ -75,7 +78,8 @@ class FaultProxy:
                 if fail:
                     self.reply(503, b'{"error": {"message": "injected: server overloaded", "code": 503}}')
                 else:
-                    proxy.forward(self, body)
+                    prose = chat and proxy.prose_for is not None and json.loads(body).get("model") == proxy.prose_for
+                    proxy.forward(self, body, prose)
 
             def reply(self, status: int, body: bytes) -> None:
                 self.send_response(status)
@@ -88,7 +92,7 @@ class FaultProxy:
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def forward(self, handler, body: bytes | None) -> None:
+    def forward(self, handler, body: bytes | None, prose: bool = False) -> None:
         path = handler.path[len("/v1"):] if handler.path.startswith("/v1") else handler.path
         request = urllib.request.Request(self.upstream + path, data=body, method=handler.command,
                                          headers={"content-type": "application/json"})
@@ -97,6 +101,10 @@ class FaultProxy:
                 status, payload = response.status, response.read()
         except urllib.error.HTTPError as exc:
             status, payload = exc.code, exc.read()
+        if prose and status == 200:  # the server's own reply, its text replaced
+            answer = json.loads(payload)
+            answer["choices"][0]["message"]["content"] = "I would rather not write code today."
+            payload = json.dumps(answer).encode()
         handler.reply(status, payload)
 
     def close(self) -> None:
@@ -278,10 +286,53 @@ def test_an_ensemble_spreads_requests_over_its_models_and_prices_each(openai_ser
     assert summary["context"]["spend"] == pytest.approx(spend, abs=1e-6)
     proposers = summary["context"]["proposers"]
     assert {m: p["candidates"] for m, p in proposers.items()} == {m: written.count(m) for m in (a, b)}
-    assert re.search(rf"proposers\s+{a} {written.count(a)} \(\d+ valid\), {b} {written.count(b)} \(\d+ valid\)",
+    assert re.search(rf"proposers\s+{a} {written.count(a)} \(\d+ valid, \d+ beat their parents\), "
+                     rf"{b} {written.count(b)} \(\d+ valid, \d+ beat their parents\)",
                      result.stdout), result.stdout
     assert json.loads((out / "endpoint.json").read_text())["models"] == {a: 1.0, b: 1.0}
     assert generator.pick(None) == a
+
+
+def test_an_adaptive_ensemble_asks_a_model_that_writes_prose_less_through_the_server(proxy, openai_server,
+                                                                                     tmp_path):
+    """[endpoint] select = "adaptive" through the real server: one model's replies are made prose by the
+    proxy. Each step's logged weights are the formula over the candidates before it (recomputed here), and
+    each request went to the model its seed draws under them."""
+    a, b = models = (openai_server.model, openai_server.alias)
+    proxy.prose_for = b
+    config = tmp_path / "adaptive.toml"
+    config.write_text(f'''[run]
+method = "sample"
+task = "tsp_aco"
+budget = 12
+[sample]
+batch = 4
+[sampling]
+max_tokens = 160
+[endpoint]
+base_url = "{proxy.base_url}"
+models = {{ "{a}" = 1.0, "{b}" = 1.0 }}
+select = "adaptive"
+''')
+    out = tmp_path / "run"
+    result = cli(["run", str(config), "--out", str(out), "--no-progress"], no_engine_env(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    candidates = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    steps = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    steps = [e for e in steps if e.get("type") == "step"]
+    assert len(steps) == 3 and all(c["failure"] == "parse" for c in candidates if c["model_state"]["model"] == b)
+    for event in steps:
+        before = [c for c in candidates if c["step"] < event["step"]]
+        raw = {m: (1 + sum(c["objective"] is not None for c in before if c["model_state"]["model"] == m))
+               / (2 + sum(c["model_state"]["model"] == m for c in before)) for m in models}
+        assert event["weights"] == pytest.approx({m: v / sum(raw.values()) for m, v in raw.items()}, abs=1e-6)
+        weights = [event["weights"][m] for m in models]
+        drawn = [random.Random(r["seed"]).choices(models, weights=weights)[0] for r in event["requests"]]
+        assert drawn == [c["model"] for c in event["completions"]]
+    assert steps[0]["weights"] == {a: 0.5, b: 0.5} and steps[-1]["weights"] != steps[0]["weights"]
+    asked_b = sum(c["model_state"]["model"] == b for c in candidates)
+    assert asked_b >= 1 and re.search(rf"{b} {asked_b} \(0 valid, 0 beat their parents; next weight 0\.\d\d\)",
+                                      result.stdout), result.stdout
 
 
 # ------------------------------------------------------------------ bad input: one line each

@@ -104,6 +104,8 @@ class AgentRunConfig(Config):
         require(self.es.population == 0, "es.population",
                 "is agent.population in agent runs (it also sizes skill rounds); leave es.population out",
                 self.es.population)
+        require(self.endpoint.select == "fixed", "endpoint.select", '= "adaptive" is for heuristic runs (their '
+                "candidates say which model pays); an agent run's teacher draws by the fixed weights")
         for key in ("proposals_per_member", "operators"):
             require(getattr(self.es, key) == ESConfig.model_fields[key].default, f"es.{key}",
                     "is for heuristic runs only; leave it out of agent configs", getattr(self.es, key))

@@ -31,6 +31,9 @@ class EndpointSection(Section):
     # an ensemble instead of one model, {name = weight}: each request goes to one of them, drawn from the
     # request's own seed by weight (a resumed run asks the same models); each candidate records its model
     models: dict[str, float] = {}
+    # how an ensemble's weights move: "fixed", as written; "adaptive", toward the models whose candidates beat
+    # their parents in this run (coevolve/search/ensemble.py; heuristic runs)
+    select: Literal["fixed", "adaptive"] = "fixed"
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = Field(8, ge=1)
     retries: int = Field(3, ge=0)  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
@@ -41,6 +44,8 @@ class EndpointSection(Section):
                 "give one of them")
         require(not self.base_url or bool(self.model or self.models), "endpoint.model",
                 "is required when endpoint.base_url is set (or endpoint.models, an ensemble)")
+        require(self.select == "fixed" or len(self.models) >= 2, "endpoint.select",
+                '= "adaptive" chooses among the models of an ensemble; give two or more in endpoint.models')
         for name, weight in self.models.items():
             require(bool(name) and weight > 0, f"endpoint.models.{name}", "must be a weight > 0", weight)
         return self

@@ -103,6 +103,7 @@ class OpenAIGenerator:
         # one model, or an ensemble {name: weight} (each request draws one from its own seed)
         self.models = {model: 1.0} if isinstance(model, str) else {str(k): float(v) for k, v in model.items()}
         self.model = next(iter(self.models))  # the first: unseeded requests (the constraint check) go to it
+        self.weights = dict(self.models)  # what requests are drawn by now (`reweight`)
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
         self.concurrency = max(1, concurrency)
@@ -145,11 +146,18 @@ class OpenAIGenerator:
         return {k: found[self.model].get(k) for k in ("id", "owned_by", "max_model_len")}
 
     def pick(self, seed: int | None) -> str:
-        """The model a request goes to: an ensemble's draw from the request's seed (the first model for
-        an unseeded request), so a resumed run, which replays its seeds, asks the same models."""
+        """The model a request goes to: an ensemble's draw from the request's seed under the current
+        weights (the first model for an unseeded request), so a resumed run, which replays its seeds and
+        sets the same weights, asks the same models."""
         if len(self.models) == 1 or seed is None:
             return self.model
-        return random.Random(seed).choices(list(self.models), weights=list(self.models.values()))[0]
+        return random.Random(seed).choices(list(self.weights), weights=list(self.weights.values()))[0]
+
+    def reweight(self, weights: Mapping[str, float]) -> None:
+        """Draw the next requests by these weights (an adaptive ensemble's, coevolve/search/ensemble.py)."""
+        if set(weights) != set(self.models) or min(weights.values()) <= 0:
+            raise ValueError(f"weights must be > 0 for exactly the ensemble's models {sorted(self.models)}")
+        self.weights = {name: float(weights[name]) for name in self.models}
 
     def check_constraints(self, patterns: Sequence[str]) -> None:
         """One one-token constrained request per distinct pattern, so a server

@@ -389,8 +389,11 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
     if context["repair_requests"]:
         rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
     if context.get("proposers"):  # an endpoint ensemble
-        rows.append(("proposers", ", ".join(f"{name} {p['candidates']} ({p['valid']} valid)"
-                                            for name, p in context["proposers"].items())))
+        rows.append(("proposers", ", ".join(
+            f"{name} {p['candidates']} ({p['valid']} valid"
+            + (f", {p['improved']} beat their parents" if "improved" in p else "")  # older summaries: no count
+            + (f"; next weight {p['weight']:.2f}" if "weight" in p else "") + ")"  # an adaptive ensemble
+            for name, p in context["proposers"].items())))
     edits = context.get("edits")
     if edits:  # the edit operator's answers
         rows.append(("edit answers", f"{edits['requests']}: {edits['applied']} applied as blocks, {edits['whole']} "

@@ -53,7 +53,7 @@ from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
-from coevolve.search import cascade
+from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
@@ -363,8 +363,9 @@ class SearchLoop:
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
               event_log: JsonlWriter) -> tuple[dict, list[Candidate]]:
+        weights = self._reweight() if logged is None else logged.get("weights")
         if spec.operator == DISTILL:
-            return self._distill(step, granted, logged, event_log), []
+            return self._distill(step, granted, logged, event_log, weights), []
         cfg = self.config
         per_member = cfg.es.proposals_per_member
         perturbed = spec.perturbed and members_for(granted, per_member) >= 2
@@ -409,7 +410,8 @@ class SearchLoop:
         event = {"type": "step", "step": step, "operator": spec.operator,
                  "requests": [request_record(r) for r in requests],
                  "completions": [completion_record(c) for c in completions],
-                 "results": [r.to_event() for r in results], "es": es_record}
+                 "results": [r.to_event() for r in results], "es": es_record,
+                 **({"weights": weights} if weights else {})}
         for kind, replaced in retried.items():
             if replaced:
                 event[f"{kind}_retries"] = replaced
@@ -489,7 +491,8 @@ class SearchLoop:
         except Exception:  # notes without the comparison
             return None
 
-    def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter) -> dict:
+    def _distill(self, step: int, granted: int, logged: dict | None, event_log: JsonlWriter,
+                 weights: dict | None = None) -> dict:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""
         cfg, task = self.config, self.task
         cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
@@ -534,7 +537,7 @@ class SearchLoop:
         event = {"type": "step", "step": step, "operator": DISTILL,
                  "requests": [request_record(r) for r in requests],
                  "completions": [completion_record(c) for c in completions],
-                 "results": [], "es": None, "skill": record}
+                 "results": [], "es": None, "skill": record, **({"weights": weights} if weights else {})}
         if logged is None:
             event_log.append(event)
         return event
@@ -879,18 +882,31 @@ class SearchLoop:
         return {"requests": len(mine), "applied": len(mine) - whole - failed, "whole": whole, "failed": failed,
                 "valid": sum(c.valid for c in mine)}
 
-    def _proposers(self) -> dict[str, dict[str, int]]:
-        """An endpoint ensemble's share: per model, the candidates it wrote and how many were valid
-        ({} without an ensemble)."""
+    def _proposers(self) -> dict[str, dict[str, Any]]:
+        """An endpoint ensemble's share: per model, the candidates it wrote, how many were valid and how
+        many beat their parents, and (adaptive) the weight its next request would be drawn by ({} without
+        an ensemble)."""
         if len(self.config.endpoint.choices) < 2:
             return {}
-        found: dict[str, dict[str, int]] = {name: {"candidates": 0, "valid": 0} for name in self.config.endpoint.choices}
-        for c in self.candidates:
-            model = c.model_state.get("model") if c.model_state.get("kind") == "endpoint" else None
-            if model in found:
-                found[model]["candidates"] += 1
-                found[model]["valid"] += c.valid
+        found: dict[str, dict[str, Any]] = self._ensemble_record()
+        if self.config.endpoint.select == "adaptive":
+            for name, weight in ensemble.adaptive_weights(self.config.endpoint.choices, found).items():
+                found[name]["weight"] = weight
         return found
+
+    def _ensemble_record(self) -> dict[str, dict[str, int]]:
+        seeded = [self.seed_program] if self.seed_program is not None else []
+        return ensemble.record(seeded + self.candidates, self.config.endpoint.choices, self.task.direction)
+
+    def _reweight(self) -> dict[str, float] | None:
+        """An adaptive ensemble's weights for the next step, from the candidates so far, set on the
+        endpoint (None: fixed weights)."""
+        section = self.config.endpoint
+        if self.endpoint is None or section.select != "adaptive":
+            return None
+        weights = ensemble.adaptive_weights(section.choices, self._ensemble_record())
+        self.endpoint.reweight(weights)
+        return weights
 
     def _template_objective(self) -> float | None:
         """The template's train objective, computed here (our own code, not a
