@@ -104,6 +104,18 @@ def test_a_candidates_note_is_in_its_detail_cleaned(tmp_path):
         assert http.get("/api/run/run/candidate/2").json()["feedback"] == ""  # a line without the key
 
 
+def test_a_candidates_reply_is_its_step_events_completion_for_its_slot(tmp_path):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "parse"),
+                                      candidate(3, 1, [1], 6.0)])
+    with open(run / "events.jsonl", "a") as handle:
+        handle.write(json.dumps({"type": "step", "step": 0, "completions": [{"text": "{a}"}, {"text": "no code\x1b[2J"}]})
+                     + "\n")
+    with client(run) as http:
+        assert http.get("/api/run/run/candidate/1").json()["reply"] == "{a}"
+        assert http.get("/api/run/run/candidate/2").json()["reply"] == "no code"  # cleaned of escapes
+        assert http.get("/api/run/run/candidate/3").json()["reply"] is None  # its step is not logged yet
+
+
 def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)])
     with open(run / "candidates.jsonl", "a") as handle:

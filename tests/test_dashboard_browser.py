@@ -97,6 +97,9 @@ def hostile_run(path: Path) -> None:
     noted = {**good, "id": 2, "objective": 7.5, "failure": None, "message": "", "feedback": HOSTILE}
     (path / "candidates.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(noted) + "\n"
                                            + '{"id": 3, "step": 0, "oper')
+    # the step's replies as the model wrote them: candidate 1's is the markup too
+    step = {"type": "step", "step": 0, "operator": "i1", "completions": [{"text": HOSTILE}, {"text": "{x}"}]}
+    (path / "events.jsonl").write_text(json.dumps({"type": "start", "version": 1}) + "\n" + json.dumps(step) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +267,13 @@ def test_a_failed_candidate_shows_its_message(browser, live):
     message = browser.find_element("id", "cand-message").text
     assert message.strip() == clean(chosen["message"], 4000).strip()
     assert chosen["failure"] in browser.find_element("id", "cand-detail").text
+    # the reply it came from, as the model wrote it: its step event's completion for its slot
+    step = next(e for e in read_jsonl(live["dir"] / "events.jsonl") if e.get("step") == chosen["step"])
+    slot = sorted(c["id"] for c in candidates(live) if c["step"] == chosen["step"]).index(chosen["id"])
+    box = browser.find_element("id", "cand-reply-box")
+    if box.get_attribute("open") is None:
+        box.find_element("css selector", "summary").click()
+    assert browser.find_element("id", "cand-reply").text.strip() == clean(step["completions"][slot]["text"]).strip()
 
 
 def test_es_panel_shows_the_generations_of_history(browser, live):
@@ -324,6 +334,9 @@ def test_hostile_text_is_shown_as_text(browser, live):
     assert browser.find_element("id", "cand-code").text.strip() == "def f():\n    return '</pre><b>x</b>'"
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script, #cand-code b")
     assert js(browser, "return window.__pwned === undefined")
+    browser.find_element("css selector", "#cand-reply-box summary").click()  # closed: the code was extracted
+    assert browser.find_element("id", "cand-reply").text == shown
+    assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script")
     browser.get(live["url"] + "#/run/hostile-run/c/2")
     note = wait(browser, lambda d: d.find_elements("id", "cand-feedback"), what="the note of candidate 2")[0]
     assert note.text == shown and not browser.find_elements("id", "cand-message")

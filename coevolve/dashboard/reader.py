@@ -483,7 +483,19 @@ class HeuristicRun(RunDir):
                 "reward": finite(c.reward),
                 "model_state": {text(k, 40): (v if isinstance(v, (int, float)) or v is None else text(v, 200))
                                 for k, v in c.model_state.items()},
-                "seconds": finite(c.seconds), "diffs": diffs}
+                "seconds": finite(c.seconds), "diffs": diffs, "reply": self.reply(c)}
+
+    def reply(self, c: Candidate) -> str | None:
+        """The reply the candidate came from, as the model wrote it (its step event's completion); None
+        for the seeded template and for a run whose log does not hold the step yet."""
+        step = next((e for e in self.events if e.get("type") == "step" and e.get("step") == c.step), None)
+        completions = step.get("completions") if isinstance(step, dict) else None
+        if not isinstance(completions, list):
+            return None
+        # a step's candidates are numbered in request order, as its completions are listed
+        slot = sorted(x.id for x in self.candidates if x.step == c.step).index(c.id)
+        reply = completions[slot] if slot < len(completions) else None
+        return text(reply.get("text") or "") if isinstance(reply, dict) else None
 
     def population(self, step: int | None = None) -> dict[str, Any]:
         """The archive after one step (population/gen_NNNN.json snapshots)."""

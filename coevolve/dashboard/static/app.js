@@ -323,6 +323,9 @@ function runView(r) {
       c.feedback ? el("div", {}, el("h3", {}, "the task's note"), el("pre", { id: "cand-feedback", class: "wrap" }, c.feedback)) : null,
       el("h3", {}, "idea"), el("pre", { id: "cand-idea", class: "wrap" }, c.idea || "(none)"),
       el("h3", {}, "code"), el("pre", { id: "cand-code" }, c.code === null ? "(no code could be extracted)" : c.code),
+      // what the model wrote, blocks and prose included: open when no program came of it
+      c.reply !== null ? el("details", { id: "cand-reply-box", open: c.code === null ? "open" : null },
+        el("summary", {}, "the model's reply, as written"), el("pre", { id: "cand-reply", class: "wrap" }, c.reply)) : null,
       el("div", { id: "cand-diff" }, diffs)].filter(Boolean));
   }
 
