@@ -11,12 +11,15 @@ import itertools
 import json
 import math
 import random
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.errors import UsageError
+from coevolve.search.population import Candidate
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.loop import SearchLoop
@@ -127,6 +130,14 @@ class ProfiledTask(FakeTask):
         return [d * (1 + 0.04 * ((i * 7 + int(d)) % 5)) for i, d in zip(instances, decisions)]
 
 
+class TradeoffTask(ProfiledTask):
+    """Per-instance objectives with real trade-offs: instance i is won by the SCORE nearest 10 + 10 i, so
+    programs that are worse on average can be the best on some instance."""
+
+    def instance_scores(self, decisions, instances):
+        return [abs(d - (10 + 10 * i)) for i, d in zip(instances, decisions)]
+
+
 def fake_config(method: str, budget: int, seed: int = 0, **sections) -> RunConfig:
     raw = {"run": {"method": method, "task": "fake", "budget": budget, "seed": seed},
            "eoh": {"population": 3, "offspring": 3},
@@ -146,7 +157,10 @@ ARCHIVES = [("islands", {"islands": {"islands": 4, "reset_every": 9}}, FakeTask)
             ("islands+esopt", {"islands": {"islands": 3, "reset_every": 10, "over": "sample"}}, FakeTask),
             ("map_elites", {"map_elites": {"descriptors": ["level", "lines"], "bins": 5}}, DescribedTask),
             ("map_elites+esopt", {"map_elites": {"descriptors": ["level"], "bins": 8}}, DescribedTask),
-            ("map_elites", {"map_elites": {"descriptors": ["spread", "wins"], "bins": 4}}, ProfiledTask)]
+            ("map_elites", {"map_elites": {"descriptors": ["spread", "wins"], "bins": 4}}, ProfiledTask),
+            ("pareto", {}, TradeoffTask),
+            ("pareto+esopt", {"pareto": {"size": 2}}, TradeoffTask),
+            ("pareto", {"pareto": {"over": "sample"}}, TradeoffTask)]
 
 
 @pytest.mark.parametrize("method,sections,task", ARCHIVES)
@@ -163,6 +177,11 @@ def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, met
         assert len(last["islands"]) == sections["islands"]["islands"]
         assert [r["evaluations"] for r in last["resets"]] and all(r["reset"] for r in last["resets"])
         assert sorted({i for island in last["islands"] for i in island}) == sorted(full.population)
+    elif method.startswith("pareto"):
+        front = snapshots[-1]["pareto"]
+        assert sorted(w["id"] for w in front["wins"]) == sorted(full.population) and len(front["wins"]) >= 2
+        assert sum(w["wins"] for w in front["wins"]) >= front["instances"] == 4  # every instance has a winner
+        assert len(front["wins"]) <= sections.get("pareto", {}).get("size", 99)
     else:
         grid = snapshots[-1]["grid"]
         assert len(grid["cells"]) >= 2 and len({tuple(c["cell"]) for c in grid["cells"]}) == len(grid["cells"])
@@ -183,6 +202,38 @@ def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, met
         assert resumed == full, f"kill after {kept} steps"
         assert engine.checksum() == full_engine.checksum()
         assert [json.loads((d / "population" / f"gen_{i:04d}.json").read_text()) for i in range(len(steps))] == snapshots
+
+
+def test_the_pareto_front_keeps_each_instances_winners_and_draws_parents_by_instances_won():
+    from coevolve.search.builtin.pareto import ParetoMethod, dominates, instance_wins
+
+    assert instance_wins([[1, 5, 3], [2, 1, 3], [4, 4, 4]], "min") == [2, 2, 0]  # ties on instance 2 both win
+    assert instance_wins([[1, 5, 3], [2, 1, 3]], "max") == [2, 2]
+    assert dominates([1, 1], [1, 2], "min") and not dominates([1, 1], [1, 1], "min")
+    assert dominates([2, 3], [2, 1], "max") and not dominates([1, 3], [2, 1], "min")
+    config = fake_config("pareto", 30)
+    method = registry.make_method(config)
+    method.start(TradeoffTask())
+
+    def program(cid, profile):
+        return Candidate(id=cid, step=0, operator="i1", parents=[], model_state={"kind": "base"}, code=f"# {cid}",
+                         objective=sum(profile) / len(profile), profile=profile)
+
+    method.admit(0, [program(1, [0, 9, 9, 9]),     # wins instance 0
+                     program(2, [5, 5, 5, 5]),     # best on average: wins instance 2, ties instance 1
+                     program(3, [9, 5, 9, 1]),     # wins instance 3, ties instance 1
+                     program(4, [9, 6, 9, 9]),     # wins nothing: out
+                     program(5, [0, 9, 9, 9.5]),   # ties instance 0 with 1, which dominates it: out
+                     program(6, [5, 5, 5, 5])], 6)  # the same profile as 2: the earlier is kept
+    assert method.wins() == {1: 1, 2: 2, 3: 2}
+    rng = np.random.default_rng(0)
+    drawn = Counter(c.id for _ in range(3000) for c in method.pick("m1", rng, 1, 0))
+    assert {k: round(v / 3000, 1) for k, v in drawn.items()} == {1: 0.2, 2: 0.4, 3: 0.4}  # 1/5, 2/5, 2/5
+    assert len(method.pick("e1", rng, 1, 0)) == config.eoh.parents and method.pick("i1", rng, 1, 0) == []
+    method.admit(1, [program(7, [0, 0, 0, 0])], 7)  # better everywhere: it alone is left
+    assert method.wins() == {7: 4}
+    with pytest.raises(UsageError, match="task fake gives no per-instance objectives"):
+        method.check_task(FakeTask())
 
 
 def test_islands_reset_the_worse_half_from_the_better(tmp_path):
@@ -413,6 +464,8 @@ NO_CLASS = "class NotAMethod:\n    pass\n"
     ("nan_descriptor", "describe() of the template gave descriptors that are not finite numbers"),
     ("no_profile", "map_elites.descriptors: spread, wins read per-instance objectives; task asp gives none"),
     ("nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
+    ("pareto_no_profile", "run.method: pareto draws parents by the instances they win; task asp gives no per-instance"),
+    ("pareto_key", "pareto.size must be >= 0 (got -1)"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, case, expected):
     from coevolve.cli import main
@@ -441,6 +494,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monke
         "nan_descriptor": ("map_elites", "[map_elites]\ndescriptors = ['odd']\n"),
         "no_profile": ("map_elites", "[map_elites]\ndescriptors = ['spread']\n"),
         "nan_profile": ("map_elites", "[map_elites]\ndescriptors = ['lines', 'wins']\n"),
+        "pareto_no_profile": ("pareto", ""),
+        "pareto_key": ("pareto", "[pareto]\nsize = -1\n"),
     }
     method, extra = configs[case]
     path = _toml(tmp_path, method, extra)
@@ -448,7 +503,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monke
         path.write_text(path.read_text().replace('"tsp_construct"', f'"{task_file}"'))
     if case == "nan_profile":
         path.write_text(path.read_text().replace('"tsp_construct"', f'"{tmp_path / "nan_profile.py"}"'))
-    if case == "no_profile":
+    if case in ("no_profile", "pareto_no_profile"):
         path.write_text(path.read_text().replace('"tsp_construct"', '"asp"'))
     out = tmp_path / "out"
     code = main(["run", str(path), "--out", str(out)])

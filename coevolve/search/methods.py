@@ -60,6 +60,7 @@ BUILTIN: dict[str, str] = {
     "eoh": "coevolve.search.builtin.eoh:EohMethod",
     "islands": "coevolve.search.builtin.islands:IslandsMethod",
     "map_elites": "coevolve.search.builtin.map_elites:MapElitesMethod",
+    "pareto": "coevolve.search.builtin.pareto:ParetoMethod",
 }
 # what a comparison runs when compare.methods is not given: the paper's arms, each with +trace2skill
 DEFAULT_COMPARE = ("sample", "eoh", "sample+esopt", "eoh+esopt", "sample+trace2skill", "eoh+trace2skill",
