@@ -80,8 +80,13 @@ def answer_pattern(signature: str) -> str:
     Body lines hold no double quote: the small model otherwise copies the
     template's long docstring, runs out of tokens inside it and leaves an
     unterminated string (measured: 6 of 9 proposals on tsp_construct)."""
-    literal = re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", signature)  # not re.escape: grammar engines read "\ " badly
-    return r"\{[^{}\n]{8,200}\}\n```python\n" + literal + r'\n(    [^"\n]*\n|\n)+```'
+    return r"\{[^{}\n]{8,200}\}\n```python\n" + pattern_literal(signature) + r'\n(    [^"\n]*\n|\n)+```'
+
+
+def pattern_literal(text: str) -> str:
+    """`text` as a regular expression matching itself, for decoding patterns: not re.escape, whose "\\ " and
+    escaped letters grammar engines read badly."""
+    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", text)
 
 
 def extract(text: str, function_name: str, template: str) -> Extracted | None:

@@ -6,6 +6,7 @@ the real engine, sandbox and TSP task."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -15,7 +16,8 @@ from coevolve.codeparse import answer_pattern, template_signature
 from coevolve.report.rendering import context_rows
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search import operators
-from coevolve.search.edits import WHOLE, EditError, edited
+from coevolve.engine.base import ConstraintError
+from coevolve.search.edits import SEARCH, WHOLE, EditError, edit_pattern, edited
 from coevolve.search.prompts import EDIT_SYSTEM, operator_messages
 from search_fakes import TEMPLATE, FakeEngine
 from test_run_e2e import sandbox  # noqa: F401  (the module-scoped real sandbox fixture)
@@ -162,13 +164,15 @@ class EditingEngine(FakeEngine):
         return out
 
 
-def test_edit_requests_are_decoded_freely_applied_to_their_parent_and_failures_reach_the_next_prompt(tmp_path):
+def test_edit_requests_are_decoded_under_their_parents_lines_applied_and_failures_reach_the_next_prompt(tmp_path):
     config = make_config("eoh", 24, eoh={"population": 4, "offspring": 3, "operators": ["diff"]})
     engine = EditingEngine()
     summary, *_ = run(tmp_path / "r", config, engine=engine)
     pattern = answer_pattern(template_signature(TEMPLATE, "heuristic")[0])
-    assert {c for s, _, c in engine.seen if s == EDIT_SYSTEM} == {None}  # blocks are not the function's shape
-    assert {c for s, _, c in engine.seen if s != EDIT_SYSTEM} == {pattern}
+    for system, user, constraint in engine.seen:  # an edit under its parent's pattern, a program under the signature's
+        parent = user.split("```python\n", 1)[1].split("\n```", 1)[0] if system == EDIT_SYSTEM else None
+        assert constraint == (edit_pattern(parent) if parent is not None else pattern)
+        assert parent is None or re.search(r"SCORE = -?[0-9.]+", constraint)  # the parent's own lines
     candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
     by_id = {c["id"]: c for c in candidates}
     edits = [c for c in candidates if c["operator"] == "diff"]
@@ -189,6 +193,45 @@ def test_edit_requests_are_decoded_freely_applied_to_their_parent_and_failures_r
                                         "failed": len(failed), "valid": sum(c["objective"] is not None for c in edits)}
     rows = dict(context_rows(summary.context, None))
     assert rows["edit answers"].startswith(f"{len(edits)}: {len(applied)} applied as blocks, {len(whole)} whole")
+
+
+class RefusingEngine(EditingEngine):
+    """An engine whose grammar backend rejects the edit patterns (the program pattern passes)."""
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        if constraints and any(c and SEARCH in c for c in constraints):
+            raise ConstraintError("the backend cannot compile this pattern")
+        return super().chat(conversations, sampling, seeds, constraints)
+
+
+def test_an_engine_that_rejects_edit_patterns_decodes_edits_freely_from_then_on_and_resumes_so(tmp_path):
+    config = make_config("eoh", 24, eoh={"population": 4, "offspring": 3, "operators": ["diff", "m1"]})
+    engine = RefusingEngine()
+    summary, *_ = run(tmp_path / "r", config, engine=engine)
+    assert summary.evaluations == 24
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    refused = [e for e in events if e["type"] == "edit_constrain"]
+    assert len(refused) == 1 and "cannot compile" in refused[0]["state"]
+    assert {c for s, _, c in engine.seen if s == EDIT_SYSTEM} == {None}  # every edit sent was decoded freely
+    assert {c for s, _, c in engine.seen if s != EDIT_SYSTEM} == {answer_pattern(template_signature(TEMPLATE, "heuristic")[0])}
+    # killed after the refusal: the resumed run decodes edits freely without asking again
+    steps = [i for i, e in enumerate(events) if e["type"] == "step"]
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "config.toml").write_text((tmp_path / "r" / "config.toml").read_text())
+    cut = steps[-2]
+    (again / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    resumed_engine = RefusingEngine()
+    run(again, config, engine=resumed_engine, resume=True)
+    assert read_jsonl(again / "candidates.jsonl") == read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    assert not any(e["type"] == "edit_constrain" for e in read_jsonl(again / "events.jsonl")[cut:])
+
+
+def test_with_constrained_decoding_off_edits_are_decoded_freely(tmp_path):
+    engine = EditingEngine()
+    run(tmp_path / "r", make_config("eoh", 12, eoh={"population": 4, "offspring": 3, "operators": ["diff"]},
+                                    context={"constrain": False}), engine=engine)
+    assert any(s == EDIT_SYSTEM for s, _, _ in engine.seen) and {c for *_, c in engine.seen} == {None}
 
 
 def test_a_stopped_run_of_edits_resumes_to_the_uninterrupted_candidates(tmp_path):
@@ -213,7 +256,7 @@ def test_edit_is_listed_among_the_operators_a_config_may_name():
 
 # -- on the real engine, sandbox and TSP task -------------------------------------------------------------
 class InjectingRecorder:
-    """The real engine, keeping each request's system prompt and pattern; the first diff reply whose
+    """The real engine, keeping each request's system prompt, pattern and parent; the first diff reply whose
     parent's last `return` line is unique is replaced by an edit that names it at column 0 (so it must be
     re-indented) and splits it in two lines, which changes the program but not what it computes."""
 
@@ -225,10 +268,10 @@ class InjectingRecorder:
         out = self.engine.chat(conversations, sampling, seeds=seeds, **extra)
         for i, conversation in enumerate(conversations):
             system, user = conversation[0]["content"], conversation[-1]["content"]
-            self.seen.append((system, None if constraints is None else constraints[i]))
+            parent = user.split("```python\n", 1)[1].split("\n```", 1)[0] if system == EDIT_SYSTEM else None
+            self.seen.append((system, None if constraints is None else constraints[i], parent))
             if system != EDIT_SYSTEM or self.injected is not None:
                 continue
-            parent = user.split("```python\n", 1)[1].split("\n```", 1)[0]
             returns = [line for line in parent.splitlines() if line.strip().startswith("return ")]
             if returns and parent.splitlines().count(returns[-1]) == 1:
                 expression = returns[-1].strip().removeprefix("return ")
@@ -240,7 +283,7 @@ class InjectingRecorder:
 
 @pytest.mark.engine
 @pytest.mark.timeout(900)
-def test_diff_on_the_real_engine_is_decoded_freely_and_an_applied_edit_scores_as_its_parent(tmp_path, engine,
+def test_diff_on_the_real_engine_is_decoded_under_its_parents_lines_and_an_applied_edit_scores_as_its_parent(tmp_path, engine,
                                                                                              sandbox):
     from coevolve.base.config import build_config
     from coevolve.report import run_table
@@ -258,8 +301,8 @@ def test_diff_on_the_real_engine_is_decoded_freely_and_an_applied_edit_scores_as
                          get_task("tsp_construct")).run()
     assert summary.evaluations == 7
     signature, _ = template_signature(get_task("tsp_construct").template, "select_next_node")
-    assert {c for s, c in recorder.seen if s == EDIT_SYSTEM} == {None}
-    assert {c for s, c in recorder.seen if s != EDIT_SYSTEM} == {answer_pattern(signature)}
+    assert {c for s, c, _ in recorder.seen if s != EDIT_SYSTEM} == {answer_pattern(signature)}
+    assert all(c == edit_pattern(p) for s, c, p in recorder.seen if s == EDIT_SYSTEM)  # its parent's lines
     candidates = read_jsonl(tmp_path / "run" / "candidates.jsonl")
     by_id = {c["id"]: c for c in candidates}
     diffs = [c for c in candidates if c["operator"] == "diff"]
@@ -274,9 +317,9 @@ def test_diff_on_the_real_engine_is_decoded_freely_and_an_applied_edit_scores_as
     parent = mine["parents"][0]  # 0: the seeded template, scored in the sandbox too
     expected = summary.context["seed"]["objective"] if parent == 0 else by_id[parent]["objective"]
     assert mine["objective"] == expected is not None
-    for c in diffs:  # what the small model wrote: applied, a whole program, or said why not
-        assert c["code"] is not None or c["message"].startswith("the edit did not apply: ")
+    for c in diffs:  # decoded under its parent's pattern, the small model's every edit applies
+        assert c["code"] is not None and WHOLE not in c["repairs"], c
     edits = summary.context["edits"]
     assert edits["requests"] == 6 and edits["applied"] + edits["whole"] + edits["failed"] == 6
-    assert edits["applied"] >= 1 and edits["failed"] == sum(c["failure"] == "parse" for c in diffs)
+    assert edits["applied"] == 6 and edits["failed"] == edits["whole"] == 0
     assert "edit answers" in run_table(summary, tmp_path / "run")

@@ -128,6 +128,42 @@ def test_islands_spend_the_budget_and_reset_on_the_real_engine(tmp_path, engine,
 
 
 @pytest.mark.engine
+@pytest.mark.timeout(1200)
+def test_pareto_keeps_the_real_sandboxs_per_instance_winners_and_draws_parents_from_them(tmp_path, engine, sandbox):
+    """The front in each step's snapshot is what the candidates' per-instance objectives (the real sandbox's
+    profiles of 64 tours) make of them, recomputed here; every parented request drew its parents from the
+    front after the step before. The template is seeded, so the front holds a program from the first step."""
+    import numpy as np
+
+    config = config_for("pareto", 9, seed=3, context={"seed_template": True})
+    full = run_in_process(tmp_path / "full", config, engine, sandbox)
+    assert full.evaluations == 9 == full.ledger.llm_requests
+    candidates = {c["id"]: c for c in read_jsonl(tmp_path / "full" / "candidates.jsonl")}
+    seed = next(RunStore(tmp_path / "full").iter_events("seed"))
+    candidates[0] = {"id": 0, "step": -1, "objective": seed["result"]["objective"],
+                     "profile": seed["result"]["profile"], "duplicate_of": None, "parents": []}
+    assert len(candidates[0]["profile"]) == 64
+    fronts = snapshots(tmp_path / "full")
+    for step, snapshot in enumerate(fronts):
+        scored = [c for c in candidates.values() if c["step"] < step + 1 and c["objective"] is not None
+                  and c["duplicate_of"] is None]
+        table = np.array([c["profile"] for c in scored])
+        best = table.min(axis=0)  # shorter tours are better
+        winners = [c for c, row in zip(scored, table) if (row == best).any()]
+        expected = set()
+        for c in winners:  # undominated among the winners; of equal profiles the earliest
+            row = np.array(c["profile"])
+            if not any(np.all(np.array(o["profile"]) <= row) and (np.any(np.array(o["profile"]) < row)
+                                                                   or o["id"] < c["id"]) for o in winners if o is not c):
+                expected.add(c["id"])
+        assert {w["id"] for w in snapshot["pareto"]["wins"]} == expected, step
+        if step + 1 < len(fronts):
+            front = {w["id"] for w in snapshot["pareto"]["wins"]}
+            for child in (c for c in candidates.values() if c["step"] == step + 1):
+                assert set(child["parents"]) <= front, (step, child["id"])
+
+
+@pytest.mark.engine
 @pytest.mark.timeout(2400)
 def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
     from coevolve.cli import main

@@ -18,13 +18,21 @@ all or none:
   next request knows what went wrong.
 A reply with no blocks but a whole function is taken as a whole program:
 small models often answer that way, and the function is what counts.
+
+Where the engine can constrain decoding (context.constrain), an edit reply
+is decoded under `edit_pattern(parent)`: the idea in braces, then one block
+whose SEARCH is one line of the parent's function body that occurs in it
+once, so the block the model writes can always be placed. (The embedded
+135M model, decoding freely, wrote no block in 36 requests:
+benchmarks/results/s41/diff_ablation.md.)
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
-from coevolve.codeparse import Extracted, extract
+from coevolve.codeparse import Extracted, extract, pattern_literal
 
 # markers as the prompt shows them (coevolve/search/prompts.py); 5 or more of each character are accepted
 SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
@@ -32,6 +40,7 @@ _BLOCK = re.compile(r"^[ \t]*<{5,}[ \t]*SEARCH[ \t]*\n(.*?)^[ \t]*={5,}[ \t]*\n(
                     re.M | re.S)
 _OPENED = re.compile(r"^[ \t]*<{5,}[ \t]*SEARCH", re.M)
 WHOLE = "whole program, no edit blocks"  # the repair a reply without blocks records
+SEARCH_CHARS = 200  # longer parent lines are left out of the pattern's choices
 
 
 class EditError(ValueError):
@@ -134,3 +143,31 @@ def edited(text: str, parent: str, function_name: str, template: str) -> Extract
     if program is None:
         raise EditError(f"the edited heuristic no longer defines {function_name}")
     return Extracted(program.code, program.idea, program.repairs + tuple(repairs))
+
+
+def edit_pattern(parent: str) -> str | None:
+    """A decoding pattern for an edit of `parent`: the idea in braces, then one block that replaces one
+    line of the function's body (not of its docstring; one that occurs once in the parent) with one to
+    eight indented lines without double quotes (as the program pattern's body lines). One block: the
+    small model otherwise repeats the block on the same line (overlapping edits) or rambles in the
+    replacement until its tokens run out (benchmarks/results/s41/edit_patterns_check.txt). None when the
+    parent has no such line or does not parse."""
+    try:
+        tree = ast.parse(parent)
+    except (SyntaxError, ValueError):
+        return None
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                docstrings.update(range(first.lineno, first.end_lineno + 1))
+    lines = [line.rstrip() for line in parent.split("\n")]
+    unique = [line for number, line in enumerate(lines, 1)
+              if line[:1].isspace() and line.strip() and number not in docstrings and lines.count(line) == 1
+              and len(line) <= SEARCH_CHARS]
+    if not unique:
+        return None
+    choice = "(" + "|".join(pattern_literal(line) for line in dict.fromkeys(unique)) + ")"
+    return (r"\{[^{}\n]{8,200}\}\n" + f"{SEARCH}\\n{choice}\\n{DIVIDER}\\n" + r'(    [^"\n]{0,160}\n){1,8}'
+            + f"{REPLACE}\\n")

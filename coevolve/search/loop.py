@@ -57,7 +57,7 @@ from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
-from coevolve.search.edits import WHOLE, EditError, edited
+from coevolve.search.edits import WHOLE, EditError, edit_pattern, edited
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.base.errors import UsageError
 from coevolve.search import operators
@@ -224,6 +224,7 @@ class SearchLoop:
         if refused:  # an endpoint refused the pattern earlier: free decoding, and its refused requests counted
             self.pattern, self.constrain_state = None, refused[-1]["state"]
             self.ledger.llm_requests += sum(e.get("requests", 0) for e in refused)
+        self.edit_patterns = not any(e.get("type") == "edit_constrain" for e in events)  # refused earlier
         # wall-clock time of earlier sessions (up to their last completed step): kept out of the event
         # log, whose steps must be the same run to run
         clock = self.store.path("clock.json")
@@ -284,6 +285,7 @@ class SearchLoop:
         self.pattern = answer_pattern(self.signature) if cfg.context.constrain and self.signature else None
         self.constrain_state = ("on" if self.pattern else "off" if not cfg.context.constrain
                                 else f"off: {why} (free decoding, the parser repairs)")
+        self.edit_patterns = True  # edits decode under their parent's pattern while decoding is constrained
         # the clone index serves both rejection (context.fingerprint) and free re-asks (accounting.clone_retries)
         self.reject_clones = cfg.context.fingerprint
         self.clones = (CloneIndex(cfg.context.similarity) if cfg.context.fingerprint or cfg.accounting.clone_retries
@@ -593,9 +595,8 @@ class SearchLoop:
         base = [r for r in requests if r.member is None]
         if base:
             generator = self.endpoint or self.engine
-            batch = self._batch(base)
             try:
-                texts = batch.chat(generator, sampling)
+                texts = self._constrained(lambda: self._batch(base).chat(generator, sampling), base)
             except ConstraintError as exc:
                 if generator is not self.endpoint:
                     raise
@@ -604,31 +605,52 @@ class SearchLoop:
                 self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
                 self.ledger.llm_requests += len(base)
                 self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(base)})
-                texts = batch.chat(generator, sampling, constrained=False)
+                texts = self._batch(base).chat(generator, sampling, constrained=False)
             for r, c in zip(base, texts):
                 out[r.slot] = c
-        jobs, owners = [], []
+        owners = []
         for index, member in enumerate(members):
             mine = [r for r in requests if r.member == index]
             if mine and member["sigma"] == 0:  # θ + 0·ε is θ: the last step of a schedule to σ = 0
-                for r, c in zip(mine, self._batch(mine).chat(self.engine, sampling)):
+                texts = self._constrained(lambda: self._batch(mine).chat(self.engine, sampling), mine)
+                for r, c in zip(mine, texts):
                     out[r.slot] = c
             elif mine:
-                owners.append(mine)
-                jobs.append(self._batch(mine).job(member, sampling))
+                owners.append((mine, member))
         # One call for all members: an engine pool spreads them over its engines.
-        for mine, texts in zip(owners, self.engine.generate_members(jobs) if jobs else []):
+        replies = self._constrained(lambda: self.engine.generate_members(
+            [self._batch(mine).job(member, sampling) for mine, member in owners]), [r for m, _ in owners for r in m])
+        for (mine, _), texts in zip(owners, replies if owners else []):
             for r, c in zip(mine, texts):
                 out[r.slot] = c
         self.timing["generate_s"] += time.perf_counter() - began
         return [c for c in out if c is not None]
 
     def _batch(self, requests: list[Request]) -> Batch:
-        """The generator call for these requests, under the decoding pattern when it is on (for the
-        requests whose answer is a program: edit blocks are decoded freely)."""
-        patterns = [self.pattern if _answers(r) == "program" else None for r in requests]
+        """The generator call for these requests, each under its decoding pattern when decoding is
+        constrained: the program pattern, or for an edit its parent's (edits.edit_pattern)."""
+        patterns = [self._pattern(r) for r in requests]
         return Batch([self._messages(r) for r in requests], [r.seed for r in requests],
                      patterns if any(patterns) else None)
+
+    def _constrained(self, generate: Callable[[], Any], requests: list[Request]) -> Any:
+        """`generate()`; if the engine or endpoint rejects a pattern while edits are constrained, edits
+        decode freely from here on (an `edit_constrain` event, read back on resume) and it runs again."""
+        try:
+            return generate() if requests else []
+        except ConstraintError as exc:
+            if not (self.edit_patterns and any(self._pattern(r) and _answers(r) == "blocks" for r in requests)):
+                raise
+            self.edit_patterns = False
+            self.event_log.append({"type": "edit_constrain", "state": f"off: {exc}"[:300]})
+            return generate()
+
+    def _pattern(self, request: Request) -> str | None:
+        if self.pattern is None:  # context.constrain off, or the template or endpoint cannot be constrained
+            return None
+        if _answers(request) == "blocks":
+            return edit_pattern(request.parents[0].code or "") if self.edit_patterns else None
+        return self.pattern
 
     def _extract(self, request: Request, completion: Completion) -> Extracted | str:
         """The program in a reply, parsed once per reply; or why there is none (the candidate's
