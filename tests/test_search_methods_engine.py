@@ -144,6 +144,7 @@ def test_pareto_keeps_the_real_sandboxs_per_instance_winners_and_draws_parents_f
                      "profile": seed["result"]["profile"], "duplicate_of": None, "parents": []}
     assert len(candidates[0]["profile"]) == 64
     fronts = snapshots(tmp_path / "full")
+    drawn = 0
     for step, snapshot in enumerate(fronts):
         scored = [c for c in candidates.values() if c["step"] < step + 1 and c["objective"] is not None
                   and c["duplicate_of"] is None]
@@ -161,6 +162,8 @@ def test_pareto_keeps_the_real_sandboxs_per_instance_winners_and_draws_parents_f
             front = {w["id"] for w in snapshot["pareto"]["wins"]}
             for child in (c for c in candidates.values() if c["step"] == step + 1):
                 assert set(child["parents"]) <= front, (step, child["id"])
+                drawn += len(child["parents"])
+    assert drawn >= 4  # the e and m requests after the first step drew parents
 
 
 @pytest.mark.engine
