@@ -205,7 +205,7 @@ def test_archive_methods_spend_their_budget_and_resume_at_any_step(tmp_path, met
 
 
 def test_the_pareto_front_keeps_each_instances_winners_and_draws_parents_by_instances_won():
-    from coevolve.search.builtin.pareto import ParetoMethod, dominates, instance_wins
+    from coevolve.search.builtin.pareto import dominates, instance_wins
 
     assert instance_wins([[1, 5, 3], [2, 1, 3], [4, 4, 4]], "min") == [2, 2, 0]  # ties on instance 2 both win
     assert instance_wins([[1, 5, 3], [2, 1, 3]], "max") == [2, 2]
@@ -511,6 +511,22 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monke
     assert code == 2 and expected in err, err
     assert len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_comparison_whose_method_cannot_use_a_task_is_refused_before_anything_is_written(tmp_path, capsys,
+                                                                                             monkeypatch):
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: pytest.fail("a refused comparison started its engine"))
+    path = tmp_path / "c.toml"
+    path.write_text('[compare]\nmethods = ["eoh", "pareto"]\ntasks = ["asp"]\nbudgets = [8]\n'
+                    'seeds = [0]\n')
+    out = tmp_path / "out"
+    assert main(["compare", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pareto draws parents by the instances they win; task asp gives no per-instance" in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()
 
 
 def test_resuming_with_a_different_method_is_refused(tmp_path, capsys):
