@@ -227,6 +227,22 @@ def test_an_engine_that_rejects_edit_patterns_decodes_edits_freely_from_then_on_
     assert not any(e["type"] == "edit_constrain" for e in read_jsonl(again / "events.jsonl")[cut:])
 
 
+def test_an_endpoint_that_rejects_edit_patterns_has_the_refused_requests_counted_and_resumed(tmp_path):
+    config = make_config("eoh", 24, eoh={"population": 4, "offspring": 3, "operators": ["diff", "m1"]},
+                         endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    summary, *_ = run(tmp_path / "r", config, endpoint=RefusingEngine())
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    refused = next(e for e in events if e["type"] == "edit_constrain")
+    replies = sum(len(e["completions"]) for e in events if e["type"] == "step")
+    assert refused["requests"] >= 1 and summary.ledger.llm_requests == replies + refused["requests"]
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "config.toml").write_text((tmp_path / "r" / "config.toml").read_text())
+    (again / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:-3]))
+    resumed, *_ = run(again, config, endpoint=RefusingEngine(), resume=True)
+    assert resumed.ledger == summary.ledger
+
+
 def test_with_constrained_decoding_off_edits_are_decoded_freely(tmp_path):
     engine = EditingEngine()
     run(tmp_path / "r", make_config("eoh", 12, eoh={"population": 4, "offspring": 3, "operators": ["diff"]},

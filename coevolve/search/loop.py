@@ -224,7 +224,9 @@ class SearchLoop:
         if refused:  # an endpoint refused the pattern earlier: free decoding, and its refused requests counted
             self.pattern, self.constrain_state = None, refused[-1]["state"]
             self.ledger.llm_requests += sum(e.get("requests", 0) for e in refused)
-        self.edit_patterns = not any(e.get("type") == "edit_constrain" for e in events)  # refused earlier
+        refused_edits = [e for e in events if e.get("type") == "edit_constrain"]
+        self.edit_patterns = not refused_edits  # an engine or endpoint refused an edit pattern earlier
+        self.ledger.llm_requests += sum(e.get("requests", 0) for e in refused_edits)
         # wall-clock time of earlier sessions (up to their last completed step): kept out of the event
         # log, whose steps must be the same run to run
         clock = self.store.path("clock.json")
@@ -596,7 +598,8 @@ class SearchLoop:
         if base:
             generator = self.endpoint or self.engine
             try:
-                texts = self._constrained(lambda: self._batch(base).chat(generator, sampling), base)
+                texts = self._constrained(lambda: self._batch(base).chat(generator, sampling), base,
+                                          reached=generator is self.endpoint)
             except ConstraintError as exc:
                 if generator is not self.endpoint:
                     raise
@@ -633,16 +636,20 @@ class SearchLoop:
         return Batch([self._messages(r) for r in requests], [r.seed for r in requests],
                      patterns if any(patterns) else None)
 
-    def _constrained(self, generate: Callable[[], Any], requests: list[Request]) -> Any:
+    def _constrained(self, generate: Callable[[], Any], requests: list[Request], reached: bool = False) -> Any:
         """`generate()`; if the engine or endpoint rejects a pattern while edits are constrained, edits
-        decode freely from here on (an `edit_constrain` event, read back on resume) and it runs again."""
+        decode freely from here on (an `edit_constrain` event, read back on resume) and it runs again.
+        `reached`: the requests went to an endpoint, so the refused ones count as requests, as the program
+        pattern's refusal counts them."""
         try:
             return generate() if requests else []
         except ConstraintError as exc:
             if not (self.edit_patterns and any(self._pattern(r) and _answers(r) == "blocks" for r in requests)):
                 raise
             self.edit_patterns = False
-            self.event_log.append({"type": "edit_constrain", "state": f"off: {exc}"[:300]})
+            refused = len(requests) if reached else 0
+            self.ledger.llm_requests += refused
+            self.event_log.append({"type": "edit_constrain", "state": f"off: {exc}"[:300], "requests": refused})
             return generate()
 
     def _pattern(self, request: Request) -> str | None:
