@@ -37,7 +37,7 @@ class Operator:
     refresh: bool = False  # not a proposal: a Trace2Skill refresh (its requests are analysts)
     in_eoh_lists: bool = True  # may stand in eoh.operators / es.operators (i1 and the refresh do not)
     # what a reply holds: "program", the whole function; "blocks", SEARCH/REPLACE blocks on its one parent
-    # (coevolve/search/edits.py), decoded freely since the blocks are not the function's shape
+    # (coevolve/search/edits.py), decoded under the parent's own pattern where decoding is constrained
     answer: str = "program"
 
     def __post_init__(self) -> None:
