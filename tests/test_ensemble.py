@@ -90,6 +90,12 @@ def test_a_success_beats_every_scored_parent_and_weights_never_reach_zero():
     assert improved(_C(3.0), [_C(4.0), _C(5.0)], "min") and not improved(_C(4.5), [_C(4.0), _C(5.0)], "min")
     assert improved(_C(6.0), [_C(4.0), _C(5.0)], "max") and not improved(_C(None, False), [], "min")
     assert improved(_C(9.0), [_C(None, False)], "min")  # a repair of a failed program: scoring is the success
+    # by hand: a 3 successes of 4 -> (1 + 3) / (2 + 4) = 4/6; b 0 of 4 -> 1/6; normalised 0.8 and 0.2
+    assert adaptive_weights({"a": 1.0, "b": 1.0}, {"a": {"improved": 3, "candidates": 4},
+                                                   "b": {"improved": 0, "candidates": 4}}) == {"a": 0.8, "b": 0.2}
+    # no record yet: the configured weights, normalised
+    assert adaptive_weights({"a": 3.0, "b": 1.0}, {m: {"improved": 0, "candidates": 0} for m in "ab"}) == {"a": 0.75,
+                                                                                                        "b": 0.25}
     weights = adaptive_weights({"a": 3.0, "b": 1.0}, {"a": {"improved": 0, "candidates": 1000},
                                                       "b": {"improved": 10, "candidates": 10}})
     assert weights["a"] > 0 and weights["b"] > 0.9

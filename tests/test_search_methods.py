@@ -466,6 +466,7 @@ NO_CLASS = "class NotAMethod:\n    pass\n"
     ("nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
     ("pareto_no_profile", "run.method: pareto draws parents by the instances they win; task asp gives no per-instance"),
     ("pareto_key", "pareto.size must be >= 0 (got -1)"),
+    ("pareto_nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, case, expected):
     from coevolve.cli import main
@@ -496,12 +497,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monke
         "nan_profile": ("map_elites", "[map_elites]\ndescriptors = ['lines', 'wins']\n"),
         "pareto_no_profile": ("pareto", ""),
         "pareto_key": ("pareto", "[pareto]\nsize = -1\n"),
+        "pareto_nan_profile": ("pareto", ""),
     }
     method, extra = configs[case]
     path = _toml(tmp_path, method, extra)
     if case == "nan_descriptor":
         path.write_text(path.read_text().replace('"tsp_construct"', f'"{task_file}"'))
-    if case == "nan_profile":
+    if case in ("nan_profile", "pareto_nan_profile"):
         path.write_text(path.read_text().replace('"tsp_construct"', f'"{tmp_path / "nan_profile.py"}"'))
     if case in ("no_profile", "pareto_no_profile"):
         path.write_text(path.read_text().replace('"tsp_construct"', '"asp"'))

@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from coevolve.base.errors import UsageError
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.population import Candidate, Population, sort_key
-from tasks.base import template_profile
 
 
 class ParetoOptions(BaseModel):
@@ -83,14 +82,11 @@ class ParetoMethod(OverMethod):
     options = ParetoOptions
 
     def check_task(self, task: Any) -> None:
-        name = getattr(task, "name", task)
+        """The task gives per-instance objectives (that they are finite for its template is the task
+        checker's, coevolve/commands/check_task.py, which `run` and `compare` call first)."""
         if not callable(getattr(task, "instance_scores", None)):
-            raise UsageError(f"config error: run.method: pareto draws parents by the instances they win; task {name} "
-                             "gives no per-instance objectives (no instance_scores())")
-        profile = template_profile(task)
-        if not profile or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in profile):
-            raise UsageError(f"task {name}: instance_scores() of the template gave per-instance objectives that are "
-                             "not all finite numbers, which pareto compares")
+            raise UsageError(f"config error: run.method: pareto draws parents by the instances they win; task "
+                             f"{getattr(task, 'name', task)} gives no per-instance objectives (no instance_scores())")
 
     def plan_notes(self) -> dict:
         return {**self.inner.plan_notes(), "pareto_size": self.opts.size}
@@ -104,6 +100,7 @@ class ParetoMethod(OverMethod):
     def start(self, task: Any) -> None:
         super().start(task)
         self.front: list[Candidate] = []
+        self.won: dict[int, int] = {}  # the front's instances won, per id (set by _prune)
         self.unprofiled = 0  # valid programs with no per-instance objectives to compare (kept out)
 
     def admit(self, step: int, candidates: Sequence[Candidate], evaluations: int) -> None:
@@ -131,9 +128,10 @@ class ParetoMethod(OverMethod):
             chosen = {c.id for c in sorted(kept, key=lambda c: (-counts[c.id], *rank(c)))[:self.opts.size]}
             kept = [c for c in kept if c.id in chosen]
         self.front = kept
+        self.won = dict(zip((c.id for c in kept), instance_wins([c.profile for c in kept], self.direction)))
 
     def wins(self) -> dict[int, int]:
-        return dict(zip((c.id for c in self.front), instance_wins([c.profile for c in self.front], self.direction)))
+        return dict(self.won)
 
     def pool(self) -> WinsPopulation:
         return WinsPopulation(max(1, len(self.front)), self.direction, members=list(self.front),
