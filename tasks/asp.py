@@ -24,10 +24,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import InvalidSolution, Reference, call_budget, check_array
+from tasks.base import InvalidSolution, Reference, call_budget, check_array, described_once
 
 TRIPLES = [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 2), (0, 2, 1), (1, 1, 1), (2, 2, 2)]
 PATTERN_WEIGHT = np.array([0, 1, 1, 2, 2, 3, 3])  # non-zero entries of each triple
+PATTERN_ONES = np.array([0, 1, 0, 1, 1, 3, 0])  # entries equal to 1 in each triple
 ROTATIONS = np.array([1, 3, 3, 3, 3, 1, 1])  # distinct cyclic rotations of each triple
 # FunSearch's 35 forbidden sorted pattern triples (in pattern indices 0..6).
 FORBIDDEN = [
@@ -187,6 +188,32 @@ class AdmissibleSets:
     def score(self, decisions: list[Any], instances: Setting) -> float:
         (scores,) = decisions
         return float(greedy_size(scores, instances.n, instances.w))
+
+    # behaviour descriptors of the priorities (MAP-Elites' grid may use them; tasks/base.py behaviour_of):
+    # `tied`, the share of candidate rows whose priority another row has too (the construction's own
+    # order then decides between them: the template's 11 values tie every row, a continuous score none);
+    # `ones`, the share of 1s among the non-zero entries of the tenth of rows it ranks first
+    decision_descriptors = {"tied": (0.0, 1.0), "ones": (0.0, 1.0)}
+
+    @described_once
+    def describe_decisions(self, decisions: list[Any], instances: Setting) -> dict[str, float]:
+        """Trusted side, on priorities score() accepted."""
+        (scores,) = decisions
+        scores = np.asarray(scores, dtype=float)
+        _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+        rows = candidate_rows(instances.n, instances.w)
+        first = np.argsort(-scores, kind="stable")[: max(1, len(rows) // 10)]  # the greedy's first picks
+        return {"tied": float((counts[inverse] > 1).mean()),
+                "ones": float(PATTERN_ONES[rows[first]].sum() / (len(first) * instances.w))}
+
+    def feedback(self, decisions: list[Any], instances: Setting) -> str:
+        """Trusted side, on priorities score() accepted: what the proposer reads under the program."""
+        seen = self.describe_decisions(decisions, instances)
+        distinct = len(np.unique(np.asarray(decisions[0], dtype=float)))
+        return (f"its priorities tie for {seen['tied']:.0%} of the {len(decisions[0])} candidate rows "
+                f"({distinct} distinct value{'s' * (distinct != 1)}; the construction's order breaks ties); the "
+                f"tenth it ranks first holds {seen['ones']:.0%} 1s, {1 - seen['ones']:.0%} 2s among its non-zero "
+                "entries")
 
     def decision_bytes(self, size: int) -> int:
         """One priority (8 bytes) per candidate row: at most 7 ** (n / 3) rows."""

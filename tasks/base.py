@@ -11,6 +11,7 @@ therefore cannot reach the code or the state that scores it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Protocol, runtime_checkable
@@ -184,6 +185,23 @@ def declared_cascade(task: Any) -> Cascade | None:
 # more than a training set (64); the worker describes training-set scorings only, and a user's task may
 # have a larger training set.
 DESCRIBED_INSTANCES = 64
+
+
+def described_once(describe: Callable[[Any, list[Any], Any], dict[str, float]]) -> Callable[..., dict[str, float]]:
+    """A task's `describe_decisions` computed once per evaluation: the sandbox's worker asks for a
+    program's descriptors (`behaviour_of`) and then for its note (`feedback_of`), which the built-in
+    tasks write from the same values. The last call's arguments are held, so an identity match is the
+    same objects, which the worker does not change in between."""
+    memo = f"_last_{describe.__name__}"
+
+    @functools.wraps(describe)
+    def once(self: Any, decisions: list[Any], instances: Any) -> dict[str, float]:
+        last = self.__dict__.get(memo)
+        if last is None or last[0] is not decisions or last[1] is not instances:
+            last = (decisions, instances, describe(self, decisions, instances))
+            self.__dict__[memo] = last
+        return dict(last[2])
+    return once
 
 
 def declared_behaviour(task: Any) -> dict[str, tuple[float, float]]:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from tasks.base import (DESCRIBED_INSTANCES, Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget,
-                        check_array, draws_of, unit_square)
+                        check_array, described_once, draws_of, unit_square)
 from tasks.references import cached_values, checksum, knapsack_optimum
 
 # The reference's capacities: 12.5 for 50 items, 25 otherwise.
@@ -125,6 +125,7 @@ class KPConstruct:
     # (0.986 to 0.999 on train100 for simple rules: the range is that narrow end)
     decision_descriptors = {"best_ratio": (0.0, 1.0), "fill": (0.97, 1.0)}
 
+    @described_once
     def describe_decisions(self, decisions: list[Any], instances: np.ndarray) -> dict[str, float]:
         """Trusted side, on packings score() accepted: each descriptor's mean over the (first 64) instances."""
         capacity = CAPACITY[instances.shape[1]]

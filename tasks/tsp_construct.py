@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from tasks.base import (DESCRIBED_INSTANCES, Draw, InvalidSolution, Reference, SeededSets, as_index, call_budget,
-                        check_array, draws_of, unit_square)
+                        check_array, described_once, draws_of, unit_square)
 from tasks.references import cached_values, checksum, lkh_tour_length
 
 NEIGHBOURS = 50  # the reference shows at most this many nearest unvisited nodes
@@ -126,6 +126,7 @@ class TSPConstruct:
     # order about 6: the range covers the heuristics worth telling apart, the rest share the edge cell)
     decision_descriptors = {"nearest": (0.0, 1.0), "crossings": (0.0, 0.4)}
 
+    @described_once
     def describe_decisions(self, decisions: list[Any], instances: np.ndarray) -> dict[str, float]:
         """Trusted side, on tours score() accepted: each descriptor's mean over the (first 64) instances."""
         nearest, crossed = [], []

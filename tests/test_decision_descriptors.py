@@ -16,11 +16,12 @@ import pytest
 from coevolve.runstore import read_jsonl
 from coevolve.sandbox.results import EvalResult
 from coevolve.search import methods as registry
-from tasks.base import behaviour_of, declared_behaviour, template_function
+from tasks.asp import AdmissibleSets, Setting
+from tasks.base import behaviour_of, declared_behaviour, described_once, template_function
 from tasks.check import shape_problems
 from tasks.kp_construct import best_ratio_share
 from tasks.registry import get_task
-from tasks.tsp_construct import crossings, distance_matrix, nearest_share
+from tasks.tsp_construct import TSPConstruct, crossings, distance_matrix, nearest_share
 from test_search_methods import ProfiledTask, _toml, fake_config, fake_run
 
 # the second-nearest city at every step; and, in its own process, an attempt to rewrite how the
@@ -62,6 +63,33 @@ def test_tsp_descriptors_of_known_tours():
     assert best_ratio_share(np.array([0, 2, 1]), items, 3.0) == 1.0
     assert best_ratio_share(np.array([1, 0]), items, 3.0) == 0.5
     assert best_ratio_share(np.array([], int), items, 3.0) is None
+
+
+def test_asp_descriptors_of_known_priorities():
+    """Setting(3, 1) has two candidate rows, (0, 0, 1) then (0, 0, 2), and its first tenth is one row."""
+    task, small = AdmissibleSets(), Setting(3, 1)
+    assert task.describe_decisions([np.array([1.0, 1.0])], small) == {"tied": 1.0, "ones": 1.0}  # order keeps (0,0,1)
+    assert task.describe_decisions([np.array([0.0, 5.0])], small) == {"tied": 0.0, "ones": 0.0}  # (0,0,2) first
+    # Setting(6, 2): 8 rows; two of them share the priority 2, the rest have their own
+    assert task.describe_decisions([np.array([2.0, 2.0, 0.5, 0.1, 0.2, 0.3, 0.4, 0.6])], Setting(6, 2))["tied"] == 0.25
+
+
+def test_a_task_describes_one_evaluation_once_and_anew_for_other_decisions():
+    calls = []
+
+    class Counting(TSPConstruct):
+        @described_once
+        def describe_decisions(self, decisions, instances):
+            calls.append(1)
+            return {"nearest": float(len(decisions)), "crossings": 0.0}
+
+    task, instances = Counting(), np.zeros((2, 3, 2))
+    decisions = [np.array([0, 1, 2]), np.array([0, 2, 1])]
+    first = behaviour_of(task, decisions, instances)
+    first["nearest"] = -1.0  # a caller's change to its copy reaches nobody else
+    assert task.describe_decisions(decisions, instances) == {"nearest": 2.0, "crossings": 0.0} and len(calls) == 1
+    assert task.describe_decisions(decisions[:1], instances)["nearest"] == 1.0 and len(calls) == 2  # other objects
+    assert task.describe_decisions(list(decisions), instances)["nearest"] == 2.0 and len(calls) == 3
 
 
 def test_the_trusted_worker_describes_the_decisions_and_survives_a_failing_description(tmp_path):
