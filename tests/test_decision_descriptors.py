@@ -192,13 +192,24 @@ def test_map_elites_knows_the_decision_descriptors_by_name():
     with pytest.raises(Exception, match=r"'fraction' is not a descriptor of task fake \(known: lines, .*spread, wins\)"):
         method.check_task(ProfiledTask())
 
-    class Failing(DecidedTask):
-        def describe_decisions(self, decisions, instances):
-            raise ValueError("never")
 
-    with pytest.raises(Exception, match="describe_decisions\\(\\) of the template's decisions gave no finite number "
-                                        "for fraction"):
-        method.check_task(Failing())
+def test_a_description_that_fails_on_the_template_is_refused_by_the_task_checker_first(tmp_path, capsys,
+                                                                                       monkeypatch):
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: pytest.fail("a refused run started its engine"))
+    (tmp_path / "failing.py").write_text("from tasks.tsp_construct import TSPConstruct\n\n\n"
+                                         "class Failing(TSPConstruct):\n"
+                                         "    def describe_decisions(self, decisions, instances):\n"
+                                         "        raise ValueError('never')\n")
+    path = _toml(tmp_path, "map_elites", "[map_elites]\ndescriptors = ['nearest']\n")
+    path.write_text(path.read_text().replace('"tsp_construct"', f'"{tmp_path / "failing.py"}"'))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "describe_decisions(): with the template's decisions raised ValueError: never" in err, err
+    assert "failing.py:6" in err and len(err.splitlines()) == 1 and not out.exists()
 
 
 def test_an_unknown_descriptor_is_one_line_exit_2_before_any_engine(tmp_path, capsys, monkeypatch):

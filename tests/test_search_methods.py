@@ -263,14 +263,8 @@ def test_profile_descriptors_read_the_per_instance_objectives():
     assert profile_descriptors(None, None, "min") == {} and profile_descriptors([], None, "min") == {}
     assert math.isnan(profile_descriptors([-1.0, 1.0], None, "min")["spread"])  # a zero mean: no spread
 
-    class NanProfiled(ProfiledTask):
-        def instance_scores(self, decisions, instances):
-            return [math.inf, *super().instance_scores(decisions, instances)[1:]]
-
     method = registry.make_method(fake_config("map_elites", 10, map_elites={"descriptors": ["wins"]}))
-    method.check_task(ProfiledTask())
-    with pytest.raises(Exception, match=r"template gave per-instance objectives that are not finite numbers \(1 of 4\)"):
-        method.check_task(NanProfiled())
+    method.check_task(ProfiledTask())  # a template profile that is not finite: the task checker's (`nan_profile` below)
 
 
 def test_the_trusted_worker_hands_back_the_profile_whose_mean_is_the_objective():

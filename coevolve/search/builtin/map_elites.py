@@ -47,7 +47,7 @@ from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
 from coevolve.search.population import Candidate, Population, better, sort_key
-from tasks.base import behaviour_of, declared_behaviour, template_decisions, template_profile
+from tasks.base import declared_behaviour, template_profile
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
                                            "constants": (0.0, 30.0)}
@@ -148,24 +148,12 @@ class MapElitesMethod(OverMethod):
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise UsageError(f"task {getattr(task, 'name', task)}: descriptor {name!r} range ({low}, {high}) "
                                  "is not two finite numbers, low < high")
-        if any(name in PROFILE and name not in {**decided, **declared} for name in self.opts.descriptors):
-            if not callable(getattr(task, "instance_scores", None)):
-                raise UsageError(f"config error: map_elites.descriptors: {', '.join(PROFILE)} read per-instance "
-                                 f"objectives; task {getattr(task, 'name', task)} gives none (no instance_scores())")
-            profile = template_profile(task)
-            bad = [v for v in profile if not _finite(v)]
-            if bad or not profile:
-                raise UsageError(f"task {getattr(task, 'name', task)}: instance_scores() of the template gave "
-                                 f"per-instance objectives that are not finite numbers ({len(bad)} of {len(profile)}), "
-                                 f"which descriptors {', '.join(n for n in self.opts.descriptors if n in PROFILE)} read")
-        chosen = [n for n in self.opts.descriptors if n in decided and n not in declared]
-        if chosen:  # the template's decisions, described as the worker will describe a program's
-            values = behaviour_of(task, *template_decisions(task)) or {}
-            missing = [n for n in chosen if n not in values]
-            if missing:
-                raise UsageError(f"task {getattr(task, 'name', task)}: describe_decisions() of the template's "
-                                 f"decisions gave no finite number for {', '.join(missing)} (it raised, or gave "
-                                 "none or a non-finite one; coevolve check-task shows why)")
+        # that the template's per-instance objectives and decision descriptors are finite numbers is the
+        # task checker's (coevolve/commands/check_task.py), which `run` and `compare` call first
+        needs_profile = any(name in PROFILE and name not in {**decided, **declared} for name in self.opts.descriptors)
+        if needs_profile and not callable(getattr(task, "instance_scores", None)):
+            raise UsageError(f"config error: map_elites.descriptors: {', '.join(PROFILE)} read per-instance "
+                             f"objectives; task {getattr(task, 'name', task)} gives none (no instance_scores())")
         if any(name in declared for name in self.opts.descriptors):
             values = self._task_values(task, task.template, None)
             bad = {k: v for k, v in values.items() if k in self.opts.descriptors and not _finite(v)}
