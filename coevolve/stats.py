@@ -102,9 +102,73 @@ def band(curves: Sequence[Sequence[Sequence[float]]], budget: int) -> Band:
     return Band(xs, means, lows, highs, runs)
 
 
+# ------------------------------------------------ two arms' mean test objectives
+
+def t95(df: float) -> float:
+    """Two-sided 95% quantile of Student's t with `df` degrees of freedom: the table below at the
+    whole df at or under it (a little wide, never narrow); above 30, 1.96 + 2.46 / df, within 0.001
+    of the exact quantile there."""
+    if df < 1:
+        raise ValueError(f"t95 needs df >= 1, got {df}")
+    if df > 30:
+        return 1.96 + 2.46 / df
+    return _T95[int(df)]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The variant's mean minus the base's, with a two-sided 95% Welch interval."""
+
+    difference: float
+    low: float
+    high: float
+    df: float | None  # Welch-Satterthwaite; None when neither arm varies (the interval is the point)
+
+    @property
+    def distinct(self) -> bool:
+        """The interval excludes 0: the arms can be told apart at this size."""
+        return self.low > 0 or self.high < 0
+
+
+def welch_difference(base: Summary, variant: Summary) -> Difference | None:
+    """Welch's interval for the difference of two arms' means over seeds (unequal spreads, no pairing:
+    two methods' runs on one seed share no randomness worth pairing on); None when an arm has fewer
+    than two values."""
+    if base.std is None or variant.std is None or base.mean is None or variant.mean is None:
+        return None
+    difference = variant.mean - base.mean
+    share_a, share_b = base.std ** 2 / base.n, variant.std ** 2 / variant.n
+    if share_a + share_b == 0:
+        return Difference(difference, difference, difference, None)
+    df = (share_a + share_b) ** 2 / (share_a ** 2 / (base.n - 1) + share_b ** 2 / (variant.n - 1))
+    half = t95(df) * math.sqrt(share_a + share_b)
+    return Difference(difference, difference - half, difference + half, df)
+
+
+Z80 = 0.8416  # the normal quantile of 80% power
+MOST_SEEDS = 10_000
+
+
+def seeds_needed(difference: float, std_a: float, std_b: float) -> int | None:
+    """Seeds per arm at which Welch's test at 5% (two-sided) finds a true difference of this size
+    with 80% power, if the arms' spreads stay as measured: the least n with
+    |d| / sqrt((s_a² + s_b²) / n) >= t95(df(n)) + z_0.8. None for no difference, or one that would
+    take more than MOST_SEEDS."""
+    if difference == 0:
+        return None
+    spread = std_a ** 2 + std_b ** 2
+    if spread == 0:
+        return 2
+    for n in range(2, MOST_SEEDS + 1):
+        df = (n - 1) * spread ** 2 / (std_a ** 4 + std_b ** 4)
+        if abs(difference) / math.sqrt(spread / n) >= t95(max(df, 1.0)) + Z80:
+            return n
+    return None
+
+
 # ------------------------------------------------ agent evaluation (Mean@k / Pass@k)
 
-# two-sided 95% Student t quantiles by degrees of freedom; above 30 the normal 1.96 is close enough
+# two-sided 95% Student t quantiles by degrees of freedom (t95 goes on above 30)
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
         18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
@@ -138,7 +202,7 @@ def mean_interval(values: Sequence[float]) -> Interval:
     mean = stats.mean
     if stats.std is None:  # one problem: no spread to speak of, the interval is everything
         return Interval(1, mean, 0.0, 1.0)
-    half = _T95.get(stats.n - 1, 1.96) * stats.std / math.sqrt(stats.n)
+    half = t95(stats.n - 1) * stats.std / math.sqrt(stats.n)
     return Interval(stats.n, mean, max(0.0, mean - half), min(1.0, mean + half))
 
 

@@ -77,7 +77,15 @@ def test_table_numbers(comparison):
     report = (comparison / "report.md").read_text()
     assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 3/3 |" in report
     assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 2/3 |" in report
-    assert "| Δ Sample+ESOpt vs Sample |  | +100.0% |  |  |" in report
+    # Welch by hand: shares 0.2²/3 = 0.01333 and 0.1414²/2 = 0.01, se 0.1528, df = 0.02333² / (0.01333²/2 +
+    # 0.01²/1) = 2.88 -> t(2) = 4.303, half-width 0.657: -0.3 ± 0.657 includes 0. Seeds per arm for 80% power:
+    # 0.3 / sqrt(0.06 / n) >= t(1.8 (n - 1)) + 0.8416 first holds at n = 7 (3.24 >= 3.07; n = 6: 3.00 < 3.10)
+    assert delta["distinct"] is False and delta["interval"] == [pytest.approx(-0.957, abs=1e-3),
+                                                                 pytest.approx(0.357, abs=1e-3)]
+    assert delta["seeds_needed"] == 7
+    assert "| Δ Sample+ESOpt vs Sample |  | +100.0% (cannot be told apart) |  |  |" in report
+    assert ("Welch's 95% interval for the difference, [-0.9573, 0.3573] over 3 and 2 seeds, includes 0; about 7 "
+            "seeds per arm would tell a true difference this size apart (80% power)") in report
     assert "budget of 10 evaluations" in report and "test20 = 4.0000 (best-known)" in report
     assert "| Sample | 3 | 30 | 12 | 0 | 18 | 30 | 1500 |" in report  # what the budget bought
 
@@ -149,7 +157,8 @@ def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart
     assert "2 more runs' best scores exactly what the template scores (6.9542)" in report
     assert "EoH vs EoH+ESOpt on tsp_construct test20 at budget 36: cannot be told apart" in report
     assert "| Task template (starting point) | 6.9542 |" in report
-    assert "+0.0% (within the seeds' spread)" in report
+    assert "+0.0% (cannot be told apart)" in report
+    assert "cannot be told apart: every seed of both arms scored 6.9542" in report
     # every table row links to its runs
     assert "[s0](runs/tsp_construct/eoh-b36-s0/) [s1](runs/tsp_construct/eoh-b36-s1/)" in report
     assert "| 3/3 | [s0](runs/tsp_construct/eoh_esopt-b36-s0/)" in report

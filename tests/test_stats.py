@@ -130,3 +130,28 @@ def test_max_at_k_and_best_of_k_by_hand():
     assert best_of_k(binary, 8).mean == pass_at_k(binary).mean == 1.0
     with pytest.raises(ValueError, match="1 <= k <= 8"):
         best_of_k(binary, 16)
+
+
+def test_welch_interval_and_seeds_needed_by_hand():
+    from coevolve.stats import Difference, seeds_needed, t95, welch_difference
+
+    # [1, 2, 3] vs [4, 5, 6]: means 2 and 5, sds 1; shares 1/3 each, se = sqrt(2/3) = 0.8165,
+    # df = (2/3)² / ((1/3)²/2 + (1/3)²/2) = 4, t(4) = 2.776: 3 ± 2.2666
+    told = welch_difference(summarise([1, 2, 3]), summarise([4, 5, 6]))
+    assert told.df == pytest.approx(4.0) and told.distinct
+    assert (told.low, told.high) == (pytest.approx(0.7334, abs=1e-4), pytest.approx(5.2666, abs=1e-4))
+    close = welch_difference(summarise([1, 2, 3]), summarise([2, 3, 4]))  # 1 ± 2.2666 includes 0
+    assert not close.distinct and close.low == pytest.approx(-1.2666, abs=1e-4)
+    assert welch_difference(summarise([1, 2, 3]), summarise([4])) is None  # one seed: no spread
+    assert welch_difference(summarise([3, 3]), summarise([3, 3])) == Difference(0.0, 0.0, 0.0, None)
+    assert welch_difference(summarise([3, 3]), summarise([4, 4])).distinct  # no seed varies, the means differ
+    # 80% power at 5%: d / sqrt((s_a² + s_b²) / n) >= t(df) + 0.8416 with df = 2 (n - 1) for equal sds.
+    # d = 3, s = 1: n = 3 gives 3.674 >= t(4) + 0.8416 = 3.618 (n = 2: 3.0 < t(2) + 0.8416 = 5.14).
+    assert seeds_needed(3.0, 1.0, 1.0) == 3
+    # d = 1, s = 1: n = 17 gives sqrt(8.5) = 2.915 >= t(32) + 0.8416 = 2.879; n = 16: 2.828 < t(30) + 0.8416 = 2.884
+    assert seeds_needed(1.0, 1.0, 1.0) == 17
+    assert seeds_needed(0.0, 1.0, 1.0) is None and seeds_needed(0.5, 0.0, 0.0) == 2
+    assert seeds_needed(1e-6, 1.0, 1.0) is None  # beyond MOST_SEEDS
+    assert t95(4) == 2.776 and t95(4.9) == 2.776 and t95(60) == pytest.approx(2.000, abs=1e-3)  # exact: 2.0003
+    with pytest.raises(ValueError):
+        t95(0.5)

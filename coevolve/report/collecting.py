@@ -19,7 +19,7 @@ from coevolve.base.records import ComparisonCell, SearchSummary, TestScores, rea
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, compared_pairs,
                            planned_runs, run_state, scored_sets)
 from coevolve.runstore import RunStore
-from coevolve.stats import gap_closed, paper_delta, summarise
+from coevolve.stats import MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, summarise, welch_difference
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
 
@@ -131,19 +131,32 @@ def at_template(cell: ComparisonCell, split: str, size: int, template: float | N
 
 # ---------------------------------------------------------- aggregating
 def verdict(base: dict, variant: dict) -> dict:
-    """Can the two arms be told apart on this set? Only when their mean test
-    objectives differ by more than the larger of their seeds' standard deviations."""
+    """Can the two arms be told apart on this set? Only when Welch's 95% interval for the difference
+    of their mean test objectives excludes 0 (coevolve/stats.py); and, when it does not, about how many
+    seeds per arm would resolve a true difference of the size seen (80% power)."""
     a, b = base["objective"], variant["objective"]
     if a["mean"] is None or b["mean"] is None:
         return {"distinct": None, "why": "a method has no scored heuristic"}
     difference = abs(a["mean"] - b["mean"])
-    if a["std"] is None or b["std"] is None:
+    welch = welch_difference(Summary(a["n"], a["mean"], a["std"]), Summary(b["n"], b["mean"], b["std"]))
+    if welch is None:
         return {"distinct": None, "difference": difference,
                 "why": "fewer than two scored seeds in an arm: no spread to judge by"}
-    spread = max(a["std"], b["std"])
-    return {"distinct": difference > spread, "difference": difference, "spread": spread,
-            "why": (f"the means differ by {fmt_number(difference)}, "
-                    f"{'more' if difference > spread else 'no more'} than the seeds' spread ({fmt_number(spread)})")}
+    found = {"distinct": welch.distinct, "difference": difference, "spread": max(a["std"], b["std"]),
+             "interval": [welch.low, welch.high]}
+    if welch.df is None:
+        same = difference == 0
+        return {**found, "why": (f"every seed of both arms scored {fmt_number(a['mean'])}" if same else
+                                 f"the means differ by {fmt_number(difference)} and no seed of either arm varies")}
+    needed = None if welch.distinct else seeds_needed(difference, a["std"], b["std"])
+    why = (f"the means differ by {fmt_number(difference)}; Welch's 95% interval for the difference, "
+           f"[{fmt_number(welch.low)}, {fmt_number(welch.high)}] over {a['n']} and {b['n']} seeds, "
+           f"{'excludes' if welch.distinct else 'includes'} 0")
+    if not welch.distinct:
+        why += (f"; about {needed} seeds per arm would tell a true difference this size apart (80% power)"
+                if needed else "; the arms' means are equal" if difference == 0 else
+                f"; a difference this size would take more than {MOST_SEEDS} seeds per arm")
+    return {**found, "seeds_needed": needed, "why": why}
 
 
 def _mean_std(values: Iterable[float | None]) -> dict:

@@ -123,7 +123,7 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             cells = [f"Δ {_label(method)} vs {_label(base_of[method])}"]
             for s in sets:
                 d = deltas.get(s) or {}
-                told = {True: "", False: " (within the seeds' spread)", None: " (cannot judge)"}[d.get("distinct")]
+                told = {True: "", False: " (cannot be told apart)", None: " (cannot judge)"}[d.get("distinct")]
                 cells += ["", fmt_delta(d.get("delta")) + told]
             lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
     return "\n".join(lines)
@@ -155,7 +155,7 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
         where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {row['task']} {row['split']}{row['size']} "
                  f"at budget {row['budget']}")
         if row["distinct"] is True:
-            out.append(f"{where}: the arms differ: {row['why']} (a few seeds; no significance test).")
+            out.append(f"{where}: the arms differ: {row['why']}.")
         else:
             out.append(f"{where}: cannot be told apart: {row['why']}.")
     if unmatched:
