@@ -30,7 +30,7 @@ from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, run_plan
-from coevolve.search.runconfig import RunConfig, SandboxSection, SearchRun, SearchSections, method_tables
+from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
 from coevolve.search.skill import absolute_start, start_skill
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
@@ -132,7 +132,7 @@ class CompareSection(Section):
         return arms
 
 
-class HoldoutSection(SandboxSection):
+class HoldoutSection(SandboxLimits):
     """[test]: the held-out sets each run's best heuristic is scored on. Its
     sandbox limits are the [sandbox] section's fields, with defaults for full
     test sets (1000 instances, as `coevolve eval`); the per-instance limit

@@ -153,6 +153,9 @@ def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_serve
     assert max(prompt_sizes) > 300, prompt_sizes
     candidates = [json.loads(line) for line in (eoh_out / "candidates.jsonl").read_text().splitlines()]
     assert {c["model_state"]["kind"] for c in candidates} == {"endpoint"}
+    # [sandbox] overlap (on by default): every program the steps scored was started as its reply arrived
+    timing = json.loads((eoh_out / "timing.json").read_text())
+    assert timing["overlapped"] == ledger["outcomes"]["evaluated"] > 0, (timing, ledger)
     record = json.loads((eoh_out / "endpoint.json").read_text())
     assert record["server"]["id"] == openai_server.model and record["seeds"] == "honoured"
 

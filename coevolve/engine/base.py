@@ -39,6 +39,9 @@ class Generator(Protocol):
     conversation that the reply must match in full: enforced at decoding time
     (vLLM structured outputs), so a weak model's reply is always well-formed.
     A generator that cannot enforce one raises `ConstraintError`.
+    A generator whose replies arrive one by one (an endpoint: `streams = True`)
+    also takes `on_each(index, completion)`, called as each reply arrives, so a
+    caller can start on it while the rest are generated.
     """
 
     def chat(

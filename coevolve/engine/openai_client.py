@@ -27,7 +27,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlparse
 
 from coevolve.base.durable import atomic_write_json
@@ -179,21 +179,33 @@ class OpenAIGenerator:
                 "retries": self.retries}
 
     # ------------------------------------------------------------------ generation
+    streams = True  # replies arrive one by one: chat takes on_each (coevolve/engine/base.py)
+
     def chat(
         self,
         conversations: Sequence[Sequence[Message]],
         sampling: Sampling,
         seeds: Sequence[int] | None = None,
         constraints: Sequence[str | None] | None = None,
+        on_each: Callable[[int, Completion], None] | None = None,
     ) -> list[Completion]:
         """`constraints` go to the server as vLLM's `structured_outputs`
         request field; a reply that does not match its pattern (a server that
-        ignored the field) raises ConstraintError rather than pass unchecked."""
+        ignored the field) raises ConstraintError rather than pass unchecked.
+        `on_each(index, completion)` is called, from the request's thread, as
+        each reply arrives (what the search scores early, coevolve/search/overlap.py)."""
         check_requests(conversations, seeds, constraints)
         jobs = [(list(c), None if seeds is None else int(seeds[i]), None if constraints is None else constraints[i])
                 for i, c in enumerate(conversations)]
+
+        def one(index: int) -> Completion:
+            completion = self._one(jobs[index][0], sampling, jobs[index][1], jobs[index][2])
+            if on_each is not None:
+                on_each(index, completion)
+            return completion
+
         with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(lambda job: self._one(job[0], sampling, job[1], job[2]), jobs))
+            return list(pool.map(one, range(len(jobs))))
 
     def _request(self, messages: list[Message], sampling: Sampling, seed: int | None,
                  pattern: str | None) -> dict:

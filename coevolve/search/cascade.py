@@ -79,6 +79,15 @@ def clears(objective: float, needed: float, direction: str) -> bool:
     return objective <= needed if direction == "min" else objective >= needed
 
 
+def first_set(task: Any, archive: Sequence[float]) -> tuple[str, int]:
+    """The set `evaluate_many` scores a new program on first: the cascade's stage when the task declares
+    one and the archive sets a bar, else the training set."""
+    cascade = declared_cascade(task)
+    if cascade is not None and bar(cascade, archive, task.direction) is not None:
+        return cascade.stage
+    return task.train
+
+
 def evaluate_many(evaluator: Any, task: Any, codes: list[str], archive: Sequence[float]) -> list[Any]:
     """Score `codes` on the task's training set, through the cascade when the
     task declares one; one result per code, in order (the sandbox's results,

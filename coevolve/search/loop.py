@@ -61,6 +61,7 @@ from coevolve.search.edits import WHOLE, EditError, edit_pattern, edited
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.base.errors import UsageError
 from coevolve.search import operators
+from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
                                      planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
@@ -168,9 +169,13 @@ class Batch:
     seeds: list[int]
     constraints: list[str] | None = None
 
-    def chat(self, generator: Generator, sampling: Sampling, constrained: bool = True) -> list[Completion]:
-        # the pattern travels only when set: generators that never constrain need not take it
-        extra = {"constraints": self.constraints} if constrained and self.constraints else {}
+    def chat(self, generator: Generator, sampling: Sampling, constrained: bool = True,
+             on_each: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+        # the pattern (and the per-reply callback) travel only when set: generators that never constrain
+        # (or stream) need not take them
+        extra: dict[str, Any] = {"constraints": self.constraints} if constrained and self.constraints else {}
+        if on_each is not None:
+            extra["on_each"] = on_each
         return generator.chat(self.conversations, sampling, seeds=self.seeds, **extra)
 
     def job(self, member: dict, sampling: Sampling) -> MemberJob:
@@ -212,6 +217,7 @@ class SearchLoop:
         self.ledger = Ledger(cfg.run.budget + self.method.outside_budget())
         self.candidates: list[Candidate] = []
         self.code_seen: dict[str, Candidate] = {}
+        self.overlap: Overlap | None = None  # the current step's early scorings, with an endpoint
         self.progress = Progress()
         self.es = self._start_es() if cfg.uses_es else None
         self.es_updates = 0
@@ -367,6 +373,20 @@ class SearchLoop:
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
               event_log: JsonlWriter) -> tuple[dict, list[Candidate]]:
+        # an endpoint's replies are scored as they arrive, while the rest are generated (coevolve/search/overlap.py)
+        streams = (logged is None and self.config.sandbox.overlap and self.endpoint is not None
+                   and getattr(self.endpoint, "streams", False))
+        self.overlap = Overlap(self.evaluator, getattr(self.evaluator, "workers", 1)) if streams else None
+        try:
+            return self._step_body(step, spec, granted, sampling, logged, event_log)
+        finally:
+            if self.overlap is not None:
+                self.timing["overlapped"] += self.overlap.taken
+                self.overlap.close()
+                self.overlap = None
+
+    def _step_body(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
+                   event_log: JsonlWriter) -> tuple[dict, list[Candidate]]:
         weights = self._reweight() if logged is None else logged.get("weights")
         if spec.operator == DISTILL:
             return self._distill(step, granted, logged, event_log, weights), []
@@ -597,8 +617,9 @@ class SearchLoop:
         base = [r for r in requests if r.member is None]
         if base:
             generator = self.endpoint or self.engine
+            early = self._early(base) if generator is self.endpoint and self.overlap is not None else None
             try:
-                texts = self._constrained(lambda: self._batch(base).chat(generator, sampling), base,
+                texts = self._constrained(lambda: self._batch(base).chat(generator, sampling, on_each=early), base,
                                           reached=generator is self.endpoint)
             except ConstraintError as exc:
                 if generator is not self.endpoint:
@@ -608,7 +629,7 @@ class SearchLoop:
                 self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
                 self.ledger.llm_requests += len(base)
                 self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(base)})
-                texts = self._batch(base).chat(generator, sampling, constrained=False)
+                texts = self._batch(base).chat(generator, sampling, constrained=False, on_each=early)
             for r, c in zip(base, texts):
                 out[r.slot] = c
         owners = []
@@ -628,6 +649,25 @@ class SearchLoop:
                 out[r.slot] = c
         self.timing["generate_s"] += time.perf_counter() - began
         return [c for c in out if c is not None]
+
+    def _early(self, requests: list[Request]) -> Callable[[int, Completion], None]:
+        """What the endpoint calls, from its threads, as the reply to requests[index] arrives: the program
+        in it handed to the sandbox at once, unless the step will not score it (no code; a program seen
+        before; a clone the step rejects). The step parses every reply again itself. Called from several
+        threads at once; it only reads what the step changes after generation."""
+        archive = [m.objective for m in self.method.members()]
+        split, size = cascade.first_set(self.task, archive)
+        overlap = self.overlap
+
+        def arrived(index: int, completion: Completion) -> None:
+            try:
+                parsed = self._extract(requests[index], completion)
+                if not isinstance(parsed, Extracted) or self._earlier(parsed.code)[:2] != (None, None):
+                    return
+                overlap.submit((parsed.code, self.task, split, size))
+            except Exception:  # only an early start is lost: the step scores every program it keeps itself
+                return
+        return arrived
 
     def _batch(self, requests: list[Request]) -> Batch:
         """The generator call for these requests, each under its decoding pattern when decoding is
@@ -717,9 +757,7 @@ class SearchLoop:
             candidate.id = self.ledger.charge("parse")
         else:
             candidate.code, candidate.idea, candidate.repairs = parsed.code, parsed.idea, list(parsed.repairs)
-            original = self.code_seen.get(parsed.code) if not self.reject_clones else None
-            fp = fingerprint(parsed.code) if self.clones is not None else None
-            clone_of = self.clones.find(fp) if fp is not None and self.reject_clones else None
+            clone_of, original, fp = self._earlier(parsed.code)
             if clone_of is not None:
                 # rejected before the sandbox: charged as the request it was, never scored
                 candidate.duplicate_of, candidate.failure = clone_of, "duplicate"
@@ -737,12 +775,21 @@ class SearchLoop:
         self.candidates.append(candidate)
         return candidate
 
+    def _earlier(self, code: str) -> tuple[int | None, Candidate | None, Any]:
+        """What the run has already seen of a program: the id of the program it clones when clones are
+        rejected (context.fingerprint; 0: the template), else the candidate with the same text; and its
+        fingerprint (None when clones are not tracked or the code does not parse)."""
+        original = self.code_seen.get(code) if not self.reject_clones else None
+        fp = fingerprint(code) if self.clones is not None else None
+        clone_of = self.clones.find(fp) if fp is not None and self.reject_clones else None
+        return clone_of, original, fp
+
     def _evaluate(self, candidates: list[Candidate]) -> list[Evaluation]:
         """Score each new program once; duplicates and parse failures need no sandbox."""
         began = time.perf_counter()
         fresh = [c for c in candidates if c.code is not None and c.duplicate_of is None and c.failure is None]
         # through the task's evaluation cascade, when it declares one (coevolve/search/cascade.py)
-        scored = cascade.evaluate_many(self.evaluator, self.task, [c.code for c in fresh],
+        scored = cascade.evaluate_many(self.overlap or self.evaluator, self.task, [c.code for c in fresh],
                                        [m.objective for m in self.method.members()])
         by_id = {c.id: logged_result(r) for c, r in zip(fresh, scored)}
         self.timing["evaluate_s"] += time.perf_counter() - began

@@ -102,10 +102,18 @@ class RewardSection(Section):
         return self
 
 
-class SandboxSection(Section):
+class SandboxLimits(Section):
+    """What a sandbox is built with (coevolve.sandbox.Sandbox.from_section); a comparison's [test] too."""
+
     timeout_s: float = Field(30.0, gt=0)
     workers: int = Field(0, ge=0)  # 0: the sandbox's default
     memory_mb: int = Field(2048, ge=64)
+
+
+class SandboxSection(SandboxLimits):
+    # score an [endpoint]'s replies as they arrive, while the rest of the step is generated; the run's
+    # records are the same either way (coevolve/search/overlap.py)
+    overlap: bool = True
 
 
 class ContextSection(Section):
