@@ -27,7 +27,7 @@ from coevolve.base.errors import UsageError
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.es.config import ESSection
-from coevolve.runstore import RunStore, read_jsonl
+from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
@@ -381,8 +381,8 @@ def run_state(directory: Path) -> str:
     store = RunStore(directory)
     if not store.config_path.exists():
         return "new"
-    ended = any(e.get("type") == "end" for e in read_jsonl(store.events_path))
-    return "finished" if ended and store.path("summary.json").exists() else "partial"
+    done = ended(read_jsonl(store.events_path))
+    return "finished" if done and store.path("summary.json").exists() else "partial"
 
 
 # ------------------------------------------------------- structural matching

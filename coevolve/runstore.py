@@ -15,7 +15,8 @@ from typing import Any, Iterator
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, make_directory, read_jsonl
 from coevolve.base.errors import UsageError
 
-__all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "read_jsonl", "same_settings"]
+__all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget", "read_jsonl",
+           "same_settings"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
@@ -80,6 +81,19 @@ class RunStore:
 
     def iter_events(self, kind: str) -> Iterator[dict]:
         return (e for e in self.events() if e.get("type") == kind)
+
+
+def ended(events: list[dict]) -> bool:
+    """Whether a run's log says it finished: an "end" event after its last "extend" (a finished run
+    given more budget, `coevolve run --resume DIR --budget N`, is running again until its next end)."""
+    last = {e.get("type"): i for i, e in enumerate(events) if e.get("type") in ("end", "extend")}
+    return "end" in last and last["end"] > last.get("extend", -1)
+
+
+def extended_budget(events: list[dict]) -> int | None:
+    """The budget the run was last extended to (None: never extended)."""
+    budgets = [e["budget"] for e in events if e.get("type") == "extend"]
+    return budgets[-1] if budgets else None
 
 
 def same_settings(logged: Any, current: Any) -> bool:

@@ -29,11 +29,11 @@ from coevolve.es import engine_dtype, engine_options
 from coevolve.plan import comparison_run
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import RunSummary, SearchSummary
-from coevolve.runstore import RunStore
+from coevolve.runstore import RunStore, atomic_write_text, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
-from coevolve.search.methods import (absolute_method, es_population, format_plan, make_method, path_name,
-                                     record_methods, remember_methods, run_plan)
+from coevolve.search.methods import (absolute_method, es_population, extension_problem, format_plan, make_method,
+                                     path_name, record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import absolute_start, start_skill
@@ -102,13 +102,18 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     """The validated and built config (heuristic or agent), its run directory
     (holding what the [endpoint] said when probed) and True when resuming."""
     if args.resume:
-        if args.config or any(overrides_from(args).values()):
-            raise UsageError("--resume takes only the run directory; its config.toml is the config")
+        overrides = overrides_from(args)
+        budget = overrides.get("run", {}).pop("budget", None)
+        if args.config or any(overrides.values()):
+            raise UsageError("--resume takes only the run directory (and --budget N, to give a heuristic search "
+                             "more evaluations); its config.toml is the config")
         store = RunStore.open(args.resume)
         remember_task(store, args.task_changed)
         remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
         raw = task_named(read_toml(store.config_path))  # its task is named as it was resolved at the start
         config = build_config(config_class(raw), raw)
+        if budget is not None:
+            config = extend(store, config, budget)
         if isinstance(config, RunConfig):
             check_same_method(store, config)
         record_endpoint(store.dir, check_generators(config))
@@ -125,6 +130,36 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     record_methods(store.dir, [config.run.method])
     record_endpoint(store.dir, endpoint)
     return config, store, False
+
+
+def extend(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
+    """`--resume DIR --budget N`: the run in DIR, finished or not, goes on to N evaluations. Its
+    config.toml says N from now on and its log an "extend" event; the steps it took stay as they were.
+    Refused (one line, nothing changed) for agent runs, a smaller budget, and a method whose plan
+    depends on the budget. A second call with the same N changes nothing more."""
+    if not isinstance(config, RunConfig):
+        raise UsageError("--budget with --resume gives a heuristic search more evaluations; an agent run's "
+                         "ES schedule is fixed by its budget: start a new run")
+    if budget < config.run.budget:
+        raise UsageError(f"--budget {budget} is below the run's budget of {config.run.budget}: --resume --budget "
+                         "only raises it")
+    raw = read_toml(store.config_path)
+    larger = build_config(RunConfig, task_named({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
+    problem = extension_problem(config, larger)
+    if problem is not None:
+        raise UsageError(f"cannot give {store.dir} a budget of {budget}: {problem}")
+    events = store.events()
+    logged = next((e.get("config", {}).get("run", {}).get("budget") for e in events if e.get("type") == "start"),
+                  config.run.budget)
+    if budget != config.run.budget:
+        atomic_write_text(store.config_path, dump_toml({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
+    before = extended_budget(events) or logged
+    if budget != before:  # the config first: a kill in between is mended by asking again
+        with store.event_writer() as log:
+            log.append({"type": "extend", "budget": budget, "from": before})
+        print(f"{store.dir}: budget {before} -> {budget} evaluations; the steps it took stay as they were",
+              file=sys.stderr)
+    return larger
 
 
 def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve.base.durable import read_jsonl
+from coevolve.runstore import ended
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
                                    summary_kind)
@@ -264,7 +265,7 @@ def run_state(path: Path, events: list[dict], stale_after: float) -> str:
     """finished (its log ends), running (written within `stale_after` seconds),
     capped (a [caps] limit ended it: raise it and `--resume`) or stopped (killed
     or interrupted: `coevolve run --resume` continues it)."""
-    if any(e.get("type") == "end" for e in events):
+    if ended(events):
         return "finished"
     last = newest_write(path)
     if last is not None and time.time() - last < stale_after:

@@ -52,7 +52,7 @@ from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJ
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
-from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text
+from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended, extended_budget
 from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
@@ -252,7 +252,9 @@ class SearchLoop:
                     if self.stopped is not None:
                         event_log.append({"type": "stop", **self.stopped})
                         break
-                granted = self.ledger.grant(spec.count)
+                # a logged step takes what it took: the last step of a run since given more budget
+                # (`--resume DIR --budget N`) may have been cut short by the old one
+                granted = self.ledger.grant(len(logged[step]["requests"]) if step in logged else spec.count)
                 if granted == 0:
                     break
                 event, made = self._step(step, spec, granted, sampling, logged.get(step), event_log)
@@ -264,7 +266,7 @@ class SearchLoop:
                     **self.method.snapshot()})
                 self._report(event)
             summary = self._finish()
-            if self.stopped is None and not any(e.get("type") == "end" for e in events):
+            if self.stopped is None and not ended(events):
                 event_log.append({"type": "end", "evaluations": self.ledger.used})
         self.timing["total_s"] = time.perf_counter() - started
         self.timing["wall_s_all_sessions"] = self._wall()
@@ -325,6 +327,9 @@ class SearchLoop:
                 self.config.context.seed_template = False
             if isinstance(logged, dict) and "feedback" not in logged["context"]:
                 self.config.context.feedback = False  # its prompts showed scores alone: they go on so
+        budget = extended_budget(events)
+        if budget is not None and isinstance(logged, dict) and isinstance(logged.get("run"), dict):
+            logged = {**logged, "run": {**logged["run"], "budget": budget}}  # given more budget since it started
         check_same_config(self.store, _without_caps(logged), _without_caps(as_dict(self.config)))
 
     def _start_skill(self, events: list[dict], event_log: JsonlWriter) -> None:

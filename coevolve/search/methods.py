@@ -529,6 +529,22 @@ def es_population(config: "RunConfig") -> int:
     return max(es_directions(method, budget, config.es.proposals_per_member), 2)
 
 
+def extension_problem(before: "RunConfig", after: "RunConfig") -> str | None:
+    """Why a run planned under `before` cannot go on under `after`, the same config with a larger
+    run.budget (`coevolve run --resume DIR --budget N`): the larger plan must begin with every step of
+    the smaller one (its last step may have been cut short by the smaller budget). None when it does."""
+    old, new = run_plan(before)["steps"], run_plan(after)["steps"]
+    for a, b in zip(old, new):
+        last = a["index"] == old[-1]["index"]
+        if (a["operator"], a["generation"]) != (b["operator"], b["generation"]) or not (
+                a["count"] == b["count"] or last and a["count"] < b["count"]):
+            return (f"its plan depends on the budget: step {a['index']} would be {b['operator']} x {b['count']} "
+                    f"(generation {b['generation']}) where the run planned {a['operator']} x {a['count']} "
+                    f"(generation {a['generation']}); e.g. eoh.m_multiplier = 0 scales every generation to the "
+                    "budget. Start a new run with the larger budget")
+    return None
+
+
 def run_plan(config: "RunConfig") -> dict:
     """The plan of a run as data: what `coevolve run --plan` prints and what
     `coevolve compare` checks arms against each other with."""
