@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--skill", metavar="DIR", help="heuristic tasks: a skill folder every prompt shows from the "
                                                    "first request (skill.start; e.g. what `coevolve distill` wrote)")
     p.add_argument("--resume", metavar="DIR",
-                   help="continue the run in DIR (a killed or finished run, heuristic or agent)")
+                   help="continue the run in DIR (a killed or finished run, heuristic or agent); with "
+                        "--budget N, give a heuristic search more evaluations (docs/search.md, \"More budget\")")
     p.add_argument("--task-changed", action="store_true",
                    help="--resume: go on although the run's task file changed since it started "
                         "(recorded as a task_changed event)")
@@ -315,7 +316,8 @@ def handle_plan(args: argparse.Namespace) -> int:
     if args.resume:
         store = RunStore.open(args.resume)
         remember_methods(store.dir)  # what --resume will run: the method file's original, or the run's copy
-        path, overrides = store.config_path, {}
+        # with --budget N: the plan the run would go on with, nothing written
+        path, overrides = store.config_path, {"run": {"budget": args.budget}} if args.budget is not None else {}
     elif args.config:
         path, overrides = args.config, overrides_from(args)
     else:
@@ -324,6 +326,10 @@ def handle_plan(args: argparse.Namespace) -> int:
     if not isinstance(config, RunConfig):
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
                          "episodes per round until run.budget is spent")
+    if args.resume and args.budget is not None:
+        problem = extension_problem(load_run_config(path, {}), config)
+        if problem is not None:
+            raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
     print(format_plan(run_plan(config)))
     for line in context_lines(config):
         print(f"  {line}")
