@@ -333,9 +333,15 @@ def test_diff_on_the_real_engine_is_decoded_under_its_parents_lines_and_an_appli
     parent = mine["parents"][0]  # 0: the seeded template, scored in the sandbox too
     expected = summary.context["seed"]["objective"] if parent == 0 else by_id[parent]["objective"]
     assert mine["objective"] == expected is not None
-    for c in diffs:  # decoded under its parent's pattern, the small model's every edit applies
-        assert c["code"] is not None and WHOLE not in c["repairs"], c
+    # decoded under its parent's pattern, the small model's every edit applies, unless max_tokens cut the
+    # reply inside its replacement lines (the pattern allows 8 of them; which replies run long depends on the
+    # engine's batches, so on what the session ran before: bf16 is not batch-invariant, results/s37)
+    steps = [e for e in read_jsonl(tmp_path / "run" / "events.jsonl") if e["type"] == "step"]
+    cut = sum(c["finish_reason"] == "length" for e in steps if e["operator"] == "diff" for c in e["completions"])
+    for c in diffs:
+        assert WHOLE not in c["repairs"] and (c["code"] is not None or c["message"].endswith(
+            "is not closed with >>>>>>> REPLACE (was the answer cut off?)")), c["message"]
     edits = summary.context["edits"]
-    assert edits["requests"] == 6 and edits["applied"] + edits["whole"] + edits["failed"] == 6
-    assert edits["applied"] == 6 and edits["failed"] == edits["whole"] == 0
+    assert edits["requests"] == 6 and edits["whole"] == 0 and edits["failed"] <= cut  # every failure a cut-off
+    assert edits["applied"] + edits["failed"] == 6
     assert "edit answers" in run_table(summary, tmp_path / "run")
