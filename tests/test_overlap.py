@@ -170,3 +170,54 @@ def test_replies_are_scored_as_they_arrive_and_the_run_is_the_same(tmp_path):
     # without overlap the sandbox is asked once per step, after all its replies: fewer calls than programs
     assert sum(off_evaluator.calls) == scored and len(off_evaluator.calls) < scored and max(off_evaluator.calls) >= 2
     assert off_log[:2] == [entry for entry in off_log if entry[0] == "reply"][:2]  # i1's two replies, then scoring
+
+
+def test_an_interrupted_endpoint_run_stops_promptly_and_resumes_to_the_same_run(tmp_path):
+    """`coevolve run` against a slow loopback endpoint (benchmarks/endpoint_overlap.py's: a program per
+    request seed after ~1 s) with overlap on: Ctrl-C in the middle of a step ends the process with 130
+    while replies are in flight and programs are being scored early, and `--resume` finishes it with the
+    same candidates as a run never interrupted."""
+    import importlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    bench = importlib.import_module("benchmarks.endpoint_overlap")
+    server = bench.serve(1.0, 0.5)
+    try:
+        toml = tmp_path / "c.toml"
+        toml.write_text(bench.config(f"http://127.0.0.1:{server.server_address[1]}/v1", True, 24, 8, 4))
+        env = {**os.environ, "OPENAI_API_KEY": "none"}
+        command = [sys.executable, "-m", "coevolve.cli", "run", str(toml), "--no-progress", "--out"]
+        done = subprocess.run(command + [str(tmp_path / "full")], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+        killed = tmp_path / "killed"
+        process = subprocess.Popen(command + [str(killed)], cwd=root, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                e["type"] == "step" for e in (read_jsonl(killed / "events.jsonl") if (killed / "events.jsonl").exists()
+                                              else [])):
+            time.sleep(0.1)
+        time.sleep(1.5)  # into the second step: replies arriving, the first ones being scored
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)  # in flight: ~1 s replies and ~1 s scorings, nothing longer
+        assert process.returncode == 130, err[-2000:]
+        steps = [e for e in read_jsonl(killed / "events.jsonl") if e["type"] == "step"]
+        assert 1 <= len(steps) < 3 and not (killed / "summary.json").exists()
+
+        resumed = subprocess.run([sys.executable, "-m", "coevolve.cli", "run", "--resume", str(killed), "--no-progress"],
+                                 cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    finally:
+        server.shutdown()
+    timeless = lambda path: [{k: v for k, v in c.items() if k != "seconds"} for c in read_jsonl(path)]
+    assert timeless(killed / "candidates.jsonl") == timeless(tmp_path / "full" / "candidates.jsonl")
+    assert len(timeless(killed / "candidates.jsonl")) == 24
