@@ -101,8 +101,19 @@ def test_table_numbers(comparison):
 def test_plots_are_drawn(comparison):
     import matplotlib.image
 
+    from coevolve.report.plots import difference_points
+
     written = render_comparison(comparison)
-    for name in ["plots/progress-tsp_construct-b10.png", "plots/test-tsp_construct-test20.png"]:
+    # the Δ row's Welch interval (test_table_numbers: [-0.957, 0.357]) in % of Sample's mean 4.6: the
+    # difference -0.3 is -6.52%, the interval [-20.81%, 7.76%]: grey, it crosses 0
+    rows = json.loads((comparison / "results.json").read_text())["rows"]
+    ((name, middle, low, high, apart),) = difference_points(rows, "tsp_construct")
+    assert name == "Sample+ESOpt vs Sample, b10, test20" and not apart
+    assert (middle, low, high) == (pytest.approx(-6.522, abs=1e-3), pytest.approx(-20.81, abs=0.01),
+                                   pytest.approx(7.767, abs=0.01))
+    assert "![differences](plots/differences-tsp_construct.png)" in (comparison / "report.md").read_text()
+    for name in ["plots/progress-tsp_construct-b10.png", "plots/test-tsp_construct-test20.png",
+                 "plots/differences-tsp_construct.png"]:
         pixels = matplotlib.image.imread(written[name])[..., :3]
         ink = (pixels < 0.95).any(axis=-1).mean()
         colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))

@@ -80,3 +80,49 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[Compar
         ax.text(0.5, 0.5, "no run produced a valid heuristic", ha="center", va="center", transform=ax.transAxes)
     ax.grid(alpha=0.3, axis="y")
     return save_figure(fig, path)
+
+
+def difference_points(rows: list[dict], task_name: str) -> list[tuple[str, float, float, float, bool]]:
+    """A task's Δ rows that have Welch's interval (two scored seeds in each arm), as (label, difference,
+    low, high, told apart): the variant's mean test objective minus its base's and the interval's ends,
+    in % of the base's mean, so that test sets of different scales share one axis."""
+    means = {(r["task"], r["budget"], r["split"], r["size"], r["method"]): r["objective"]["mean"]
+             for r in rows if r["kind"] == "method"}
+    points = []
+    for r in rows:
+        if r["kind"] != "delta" or r["task"] != task_name or not r.get("interval"):
+            continue
+        base = means.get((r["task"], r["budget"], r["split"], r["size"], r["base"]))
+        if not base:
+            continue
+        low, high = (100 * v / abs(base) for v in r["interval"])
+        points.append((f"{label(r['variant'])} vs {label(r['base'])}, b{r['budget']}, {r['split']}{r['size']}",
+                       (low + high) / 2, low, high, bool(r["distinct"])))
+    return points
+
+
+def plot_differences(rows: list[dict], task_name: str, direction: str, path: Path) -> Path:
+    """One line per Δ row of the task: the difference of mean test objectives with Welch's 95% interval,
+    in % of the base's mean; a line that crosses 0 is a pair that cannot be told apart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = difference_points(rows, task_name)
+    fig, ax = plt.subplots(figsize=(8.0, 1.6 + 0.45 * max(1, len(points))), dpi=100)
+    for y, (name, middle, low, high, apart) in enumerate(reversed(points)):
+        color = "tab:blue" if apart else "tab:gray"
+        ax.plot([low, high], [y, y], color=color, linewidth=2.5, solid_capstyle="butt")
+        ax.plot([middle], [y], "o", color=color)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(points)), [p[0] for p in reversed(points)], fontsize="small")
+    better = "left" if direction == "min" else "right"
+    ax.set_xlabel(f"variant − base, % of the base's mean ({better} of 0: variant better)", fontsize="small")
+    ax.set_title(f"{task_name}: Welch's 95% intervals (grey: crosses 0, not told apart)", fontsize="medium")
+    if not points:
+        ax.text(0.5, 0.5, "no pair has two scored seeds in each arm", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    return save_figure(fig, path)

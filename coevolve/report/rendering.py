@@ -26,7 +26,7 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, Comp
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect,
                                         fmt_number, run_rows, run_starting_point)
-from coevolve.report.plots import label as _label, plot_progress, plot_test_scores
+from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far
@@ -206,6 +206,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
                 config, rows, records, task_name, split, size, root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png")
+        if compared_pairs(config):
+            plots[(task_name, "differences")] = plot_differences(
+                rows, task_name, heuristic_task(task_name).direction,
+                root / "plots" / f"differences-{task_label(task_name)}.png")
 
     c, t = config.compare, config.test
     finished = sum(1 for r in records if r.state == "finished")
@@ -254,6 +258,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                       f"![best so far]({plots[(task_name, budget)].relative_to(root)})", ""]
         for split, size in scored_sets(config, task):
             parts += [f"![test scores]({plots[(task_name, split, size)].relative_to(root)})", ""]
+        if (task_name, "differences") in plots:
+            parts += ["Each pair's difference of mean test objectives (variant − base, % of the base's mean) with "
+                      "Welch's 95% interval: a line that crosses 0 is a pair the seeds cannot tell apart.", "",
+                      f"![differences]({plots[(task_name, 'differences')].relative_to(root)})", ""]
     parts += ["## What the budget bought", "", ledger_table(config, records), ""]
     parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | best is | directory |",
               "|---|---|---|---|---|---|---|---|---|"]
