@@ -146,3 +146,13 @@ def test_the_cli_takes_budget_with_resume_only_for_heuristic_searches(tmp_path, 
     assert "budget T = 30" in capsys.readouterr().out
     assert read_toml(tmp_path / "r" / "config.toml")["run"]["budget"] == 20
     assert not [e for e in read_jsonl(tmp_path / "r" / "events.jsonl") if e["type"] == "extend"]
+
+
+def test_a_run_that_never_started_takes_the_budget_in_its_config_alone(tmp_path):
+    """A directory with its config.toml but no step yet (killed while loading the model): nothing to
+    extend in its log, which must still begin with its start event."""
+    store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config("sample", 20))))
+    larger = extend(store, build_config(RunConfig, read_toml(store.config_path)), 30)
+    assert larger.run.budget == 30 and not store.events_path.exists()
+    summary = SearchLoop(larger, store, FakeEngine(), FakeEvaluator(), FakeTask()).run()
+    assert summary.evaluations == 30 and read_jsonl(store.events_path)[0]["type"] == "start"

@@ -151,11 +151,11 @@ def extend(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> 
         raise UsageError(f"cannot give {store.dir} a budget of {budget}: {problem}")
     events = store.events()
     logged = next((e.get("config", {}).get("run", {}).get("budget") for e in events if e.get("type") == "start"),
-                  config.run.budget)
+                  None)
     if budget != config.run.budget:
         atomic_write_text(store.config_path, dump_toml({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
     before = extended_budget(events) or logged
-    if budget != before:  # the config first: a kill in between is mended by asking again
+    if logged is not None and budget != before:  # the config first: a kill in between is mended by asking again
         with store.event_writer() as log:
             log.append({"type": "extend", "budget": budget, "from": before})
         print(f"{store.dir}: budget {before} -> {budget} evaluations; the steps it took stay as they were",
