@@ -115,6 +115,31 @@ def test_mirror_follows_a_run_and_adds_each_point_once(tmp_path):
     assert len(best) == 3 and "return 5" in best[-1]  # 1, then 3, then 5 improved the best
 
 
+def test_a_run_given_more_budget_is_running_again_and_uploads_its_files_when_it_ends_again(tmp_path):
+    """`coevolve run --resume DIR --budget N` after the end: MLflow sees the run running until its next
+    end, then finished with the new best.py."""
+    from coevolve.base.logsection import LogSection
+    from coevolve.base.mirror import Mirror, run_finished
+
+    run_dir = heuristic_run(tmp_path / "run")
+    finish(run_dir)
+    log = LogSection(mlflow=True)
+    Mirror(run_dir, log, "min").close()
+    assert run_finished(run_dir) == 1 and mlflow_history(run_dir)[1].info.status == "FINISHED"
+    write_lines(run_dir / "events.jsonl", [{"type": "extend", "budget": 8, "from": 6}], "a")
+    assert run_finished(run_dir) == 0
+    Mirror(run_dir, log, "min").close()  # killed during the extension
+    assert mlflow_history(run_dir)[1].info.status == "KILLED"
+    write_lines(run_dir / "candidates.jsonl", [candidate(7, 5.0, [5]), candidate(8, None)], "a")
+    write_lines(run_dir / "events.jsonl", [{"type": "end", "evaluations": 8}], "a")
+    (run_dir / "best.py").write_text("# best\n" + candidate(7, 5.0)["code"])
+    Mirror(run_dir, log, "min").close()
+    client, run, history = mlflow_history(run_dir)
+    assert run.info.status == "FINISHED" and run_finished(run_dir) == 2
+    assert history["best_so_far"][-2:] == [(7, 5.0), (8, 5.0)]
+    assert "return 7" in Path(client.download_artifacts(run.info.run_id, "best.py", str(tmp_path / "dl"))).read_text()
+
+
 def test_mirror_command_on_a_finished_run_and_bad_input(tmp_path, capsys):
     run_dir = heuristic_run(tmp_path / "run")
     finish(run_dir)

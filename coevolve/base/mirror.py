@@ -206,9 +206,11 @@ def es_points(record: dict, now: float) -> list[Point]:
     return points
 
 
-def run_finished(run_dir: Path) -> bool:
-    """Whether the run's event log ends (an `end` or a cap's clean `stop`)."""
-    return any(e.get("type") in ("end", "stop") for e in read_jsonl(run_dir / "events.jsonl"))
+def run_finished(run_dir: Path) -> int:
+    """How many times the run's event log has ended (an `end` or a cap's clean `stop`) when it ends now;
+    0 while it runs: a run given more budget (an `extend` after its end) runs until its next end."""
+    kinds = [e.get("type") for e in read_jsonl(run_dir / "events.jsonl") if e.get("type") in ("end", "stop", "extend")]
+    return 0 if not kinds or kinds[-1] == "extend" else sum(kind != "extend" for kind in kinds)
 
 
 def run_params(run_dir: Path) -> dict[str, str]:
@@ -358,7 +360,7 @@ class Mirror:
             same = previous.get("target") == sink.target
             self.followers[name] = Follower(self.run_dir, direction, dict(previous.get("done", {})) if same else {})
             self.state[name] = {**sink.state(), "done": self.followers[name].done,
-                                "files": bool(previous.get("files")) and same}
+                                "files": previous.get("files", 0) if same else 0}  # ends uploaded
             self.sinks.append(sink)
 
     def _load_state(self) -> dict:
@@ -401,10 +403,12 @@ class Mirror:
         status = "FAILED" if failed else "FINISHED" if finished else "KILLED"
         for sink in list(self.sinks):
             try:
-                if finished and not self.state[sink.name].get("files"):
+                # once per end: a run given more budget uploads its files again when it ends again
+                # (a state written before this counted True, which equals one end)
+                if finished and self.state[sink.name].get("files") != finished:
                     sink.files([self.run_dir / f for f in ("best.py", "summary.json", "config.toml")
                                 if (self.run_dir / f).is_file()])
-                    self.state[sink.name]["files"] = True
+                    self.state[sink.name]["files"] = finished
                 sink.close(status)
             except Exception as exc:  # noqa: BLE001
                 self._drop(sink, exc)
