@@ -93,6 +93,7 @@ def test_table_numbers(comparison):
         table = list(csv.DictReader(handle))
     assert [r["kind"] for r in table] == ["method", "method", "delta"]
     assert float(table[0]["objective_mean"]) == pytest.approx(4.6) and float(table[2]["delta"]) == pytest.approx(1.0)
+    assert float(table[2]["interval_low"]) == pytest.approx(-0.957, abs=1e-3) and table[2]["seeds_needed"] == "7"
     with open(comparison / "runs.csv") as handle:
         runs = list(csv.DictReader(handle))
     assert len(runs) == 6 and sorted(float(r["objective"]) for r in runs if r["objective"]) == [4.2, 4.4, 4.4, 4.6, 4.8]

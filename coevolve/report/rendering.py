@@ -66,6 +66,8 @@ def _table_rows_csv(rows: list[dict]) -> list[dict]:
         for key, value in row.items():
             if isinstance(value, dict) and "mean" in value:
                 flat[f"{key}_mean"], flat[f"{key}_std"], flat[f"{key}_n"] = value["mean"], value["std"], value["n"]
+            elif key == "interval" and isinstance(value, list):  # a Δ row's Welch interval: two columns
+                flat["interval_low"], flat["interval_high"] = value
             else:
                 flat[key] = value
         out.append(flat)
