@@ -156,3 +156,17 @@ def test_a_run_that_never_started_takes_the_budget_in_its_config_alone(tmp_path)
     assert larger.run.budget == 30 and not store.events_path.exists()
     summary = SearchLoop(larger, store, FakeEngine(), FakeEvaluator(), FakeTask()).run()
     assert summary.evaluations == 30 and read_jsonl(store.events_path)[0]["type"] == "start"
+
+
+def test_a_comparisons_run_is_not_extended_behind_its_back(tmp_path):
+    """runs/<task>/<arm>-b<budget>-s<seed> under a comparison's folder: its budget is the comparison's."""
+    root = tmp_path / "cmp"
+    root.mkdir()
+    (root / "compare.toml").write_text("")
+    start(root / "runs" / "fake" / "sample-b20-s3", config("sample", 20))
+    store = RunStore.open(root / "runs" / "fake" / "sample-b20-s3")
+    before = store.config_path.read_text()
+    with pytest.raises(UsageError, match=r"is a run of the comparison in .*cmp, whose budgets are its arms': add 30 "
+                                         r"to \[compare\] budgets there"):
+        extend(store, build_config(RunConfig, read_toml(store.config_path)), 30)
+    assert store.config_path.read_text() == before

@@ -26,7 +26,7 @@ from coevolve.engine.local import needs_engine, require_engine, require_model
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
-from coevolve.plan import comparison_run
+from coevolve.plan import COMPARE_CONFIG, comparison_run
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import RunSummary, SearchSummary
 from coevolve.runstore import RunStore, atomic_write_text, extended_budget
@@ -144,6 +144,10 @@ def extend(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> 
     if budget < config.run.budget:
         raise UsageError(f"--budget {budget} is below the run's budget of {config.run.budget}: --resume --budget "
                          "only raises it")
+    root = store.dir.resolve().parents[2] if len(store.dir.resolve().parents) > 2 else None
+    if root is not None and (root / COMPARE_CONFIG).is_file() and store.dir.resolve().parent.parent.name == "runs":
+        raise UsageError(f"{store.dir} is a run of the comparison in {root}, whose budgets are its arms': add "
+                         f"{budget} to [compare] budgets there and rerun `coevolve compare`")
     raw = read_toml(store.config_path)
     larger = build_config(RunConfig, task_named({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
     problem = extension_problem(config, larger)
