@@ -15,6 +15,7 @@ from coevolve.base.errors import UsageError
 from coevolve.commands.run import extend
 from coevolve.dashboard.reader import run_state as dashboard_state
 from coevolve.plan import run_state as compare_state
+from coevolve.report.rendering import context_rows
 from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search.loop import SearchLoop
 from coevolve.search.runconfig import RunConfig
@@ -54,6 +55,9 @@ def test_an_extended_run_is_the_run_that_had_the_larger_budget_from_the_start(tm
     grown = go_on(tmp_path / "grown", large)
     fresh = start(tmp_path / "fresh", config(method, large))
     assert grown.evaluations == large == fresh.evaluations
+    assert ("budget raised", f"{small} -> {large} (--resume --budget; the steps before stayed as they were)") in \
+        context_rows(grown.context, grown.stopped)  # a row of the table `coevolve run` prints
+    assert grown.context.pop("extended") == [{"from": small, "budget": large}]  # all it knows of the extension
     assert grown.model_dump(exclude={"timing"}) == fresh.model_dump(exclude={"timing"})
     assert candidates(tmp_path / "grown") == candidates(tmp_path / "fresh")
     events = read_jsonl(tmp_path / "grown" / "events.jsonl")

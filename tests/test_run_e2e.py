@@ -9,6 +9,7 @@ module's real sandbox fixture serves test_search_context_engine.py too."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_a_finished_run_given_more_budget_goes_on_from_its_steps(tmp_path, engin
     updates = read_jsonl(run / "history.jsonl")
     assert len(first) == 4 and len(updates) == 2
     output = cli_in_process(engine, "run", "--resume", str(run), "--budget", "8", "--no-progress")
-    assert "budget 4 -> 8 evaluations" in output
+    assert "budget 4 -> 8 evaluations" in output and re.search(r"budget raised +4 -> 8 \(--resume --budget", output)
     summary = read_summary(run / "summary.json")
     records = read_jsonl(run / "history.jsonl")
     check_finished_run(run, summary, 8, records, before, engine)

@@ -404,6 +404,9 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
             + (f", {p['improved']} beat their parents" if "improved" in p else "")  # older summaries: no count
             + (f"; next weight {p['weight']:.2f}" if "weight" in p else "") + ")"  # an adaptive ensemble
             for name, p in context["proposers"].items())))
+    if context.get("extended"):  # `coevolve run --resume DIR --budget N`
+        rows.append(("budget raised", ", ".join(f"{e['from']} -> {e['budget']}" for e in context["extended"])
+                     + " (--resume --budget; the steps before stayed as they were)"))
     edits = context.get("edits")
     if edits:  # the edit operator's answers
         rows.append(("edit answers", f"{edits['requests']}: {edits['applied']} applied as blocks, {edits['whole']} "

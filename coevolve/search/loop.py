@@ -225,6 +225,8 @@ class SearchLoop:
 
         events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
+        # budgets raised by `--resume DIR --budget N`, for the summary
+        self.extensions = [{"from": e.get("from"), "budget": e.get("budget")} for e in events if e.get("type") == "extend"]
         self._check_start(events)
         refused = [e for e in events if e.get("type") == "constrain"]
         if refused:  # an endpoint refused the pattern earlier: free decoding, and its refused requests counted
@@ -950,7 +952,8 @@ class SearchLoop:
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "proposers": self._proposers(),
                 "edits": self._edits(),
-                "spend": round(self.spend, 6) if self.config.caps.prices else None}
+                "spend": round(self.spend, 6) if self.config.caps.prices else None,
+                **({"extended": self.extensions} if self.extensions else {})}
 
     def _edits(self) -> dict[str, int]:
         """Edit answers (the `diff` operator): how many were asked for, applied as blocks, answered with a
