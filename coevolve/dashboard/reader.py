@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve.base.durable import read_jsonl
-from coevolve.runstore import ended
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
                                    summary_kind)
 from coevolve.base.untrusted import clean
+from coevolve.runstore import ended
 from coevolve.stats import mean_at_k, pass_at_k
 from tasks.base import gap as task_gap
 from tasks.registry import heuristic_task

@@ -9,8 +9,8 @@ to score its candidates it takes the results already there and scores only
 the rest. What a run records does not change: a program's result is the
 sandbox's verdict on that program and set, whenever it runs (its limits are
 CPU seconds, with wall-clock backstops far above them, and no more programs
-run at once than the sandbox has workers), and the step still builds its candidates, and charges them, in
-slot order after generation.
+run at once than the sandbox has workers), and the step still builds its
+candidates, and charges them, in slot order after generation.
 
 Only what the step would score is started early: a program seen earlier in
 the run, or (with context.fingerprint) a clone the step will reject, is
