@@ -145,6 +145,18 @@ def welch_difference(base: Summary, variant: Summary) -> Difference | None:
     return Difference(difference, difference - half, difference + half, df)
 
 
+def proportion_difference(hits_a: int, n_a: int, hits_b: int, n_b: int) -> Difference | None:
+    """B's success rate minus A's with Agresti and Caffo's 95% interval: one success and one failure
+    added to each arm, then the normal interval. Unlike Welch's on 0/1 outcomes it stays honest when an
+    arm's outcomes are all equal (2 of 2 against 0 of 2 cannot be told apart). The point is the
+    difference of the adjusted rates, (hits + 1) / (n + 2). None when an arm is empty."""
+    if n_a < 1 or n_b < 1:
+        return None
+    rate_a, rate_b = (hits_a + 1) / (n_a + 2), (hits_b + 1) / (n_b + 2)
+    half = 1.96 * math.sqrt(rate_a * (1 - rate_a) / (n_a + 2) + rate_b * (1 - rate_b) / (n_b + 2))
+    return Difference(rate_b - rate_a, rate_b - rate_a - half, rate_b - rate_a + half, None)
+
+
 Z80 = 0.8416  # the normal quantile of 80% power
 MOST_SEEDS = 10_000
 

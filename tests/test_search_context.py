@@ -274,6 +274,140 @@ def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_dire
     assert not (tmp_path / "r2").exists()
 
 
+# -- judged skill versions (skill.keep = "judged") --------------------------------------------------------------
+class SkillSensitiveEngine(RecordingEngine):
+    """Answers a proposal with a valid program, each better than the last, when its system prompt holds
+    `helps`, and with prose when it holds `hurts`; otherwise as the fake engine does."""
+
+    def __init__(self, helps: str = "", hurts: str = "") -> None:
+        super().__init__()
+        self.helps, self.hurts, self.written = helps, hurts, 0
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        out = super().chat(conversations, sampling, seeds, constraints)
+        for i, c in enumerate(conversations):
+            system = c[0]["content"]
+            if "analyst" in system:
+                continue
+            if self.helps and self.helps in system:
+                self.written += 1
+                text = f"{{better}}\n```python\ndef heuristic(x):\n    SCORE = {40 - self.written * 0.5}\n    return SCORE\n```"
+                out[i] = type(out[i])(text=text, prompt_tokens=1, completion_tokens=1)
+            elif self.hurts and self.hurts in system:
+                out[i] = type(out[i])(text="No code today.", prompt_tokens=1, completion_tokens=1)
+        return out
+
+
+def test_a_judged_starting_skill_is_shown_to_every_other_request_and_kept_when_its_children_do_better(tmp_path):
+    from coevolve.report.rendering import context_rows
+
+    folder = start_folder(tmp_path)
+    config = make_config("sample", 16, skill={"start": str(folder), "keep": "judged"})
+    engine = SkillSensitiveEngine(helps=START_RULE)
+    summary, *_ = run(tmp_path / "r", config, engine=engine)
+    lines = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    # requests alternate by evaluation number: odd ones show the version on trial (v000), even ones none
+    assert [c.get("skill_version") for c in lines] == [0 if c["id"] % 2 else None for c in lines]
+    assert all(("skill_version" in c) == bool(c["id"] % 2) for c in lines)  # no key: no skill shown
+    shown = [system for system, _, _ in engine.seen]
+    assert sum(START_RULE in s for s in shown) == 8 == len(shown) - 8
+    assert all(c["objective"] is not None for c in lines if c["id"] % 2)  # the fake writes a valid program
+    (trial,) = summary.context["skill_trials"]
+    unskilled = [c for c in lines if not c["id"] % 2]
+    assert trial == {"step": lines[-1]["step"], "since": -1, "incumbent": None, "challenger": 0, "kept": 0,
+                     # sample's requests have no parents: a success is a program that scored
+                     "children": {"challenger": {"candidates": 8, "valid": 8, "improved": 8},
+                                  "incumbent": {"candidates": 8, "valid": sum(c["objective"] is not None
+                                                                              for c in unskilled),
+                                                "improved": sum(c["objective"] is not None for c in unskilled)}},
+                     "interval": trial["interval"], "distinct": True, "final": True}
+    row = dict(context_rows(summary.context, None))["skill trial"]
+    assert row.startswith("v000 on trial, v000 ahead at the end (no refresh): v000 improved 8/8 (valid 8); no skill ")
+    assert row.endswith("; told apart")
+
+
+def test_a_judged_refresh_drops_a_version_whose_children_did_worse_patches_the_one_kept_and_resumes(tmp_path):
+    from coevolve.report.rendering import context_rows
+
+    # every skill hurts: a prompt showing one (its Contract section) gets prose back
+    config = make_config("eoh+trace2skill", 30, skill={"every": 2, "analysts": 2, "keep": "judged"})
+    full, *_ = run(tmp_path / "full", config, engine=SkillSensitiveEngine(hurts="## Contract"))
+    lines = read_jsonl(tmp_path / "full" / "candidates.jsonl")
+    versions, trials = full.context["skill_versions"], full.context["skill_trials"]
+    assert len(versions) >= 2 and trials
+    for version, trial in zip(versions[1:], trials):  # each refresh judged the version before it first
+        assert trial["challenger"] == version["version"] - 1 and trial["step"] == version["step"]
+        assert trial["kept"] is None and version["patched"] is None  # dropped: the next patches no skill again
+        children = trial["children"]
+        mine = [c for c in lines if trial["since"] < c["step"] < trial["step"]]
+        assert children["challenger"]["candidates"] == sum(c.get("skill_version") == trial["challenger"] for c in mine)
+        assert children["challenger"]["valid"] == 0 < children["incumbent"]["valid"]
+        assert children["challenger"]["candidates"] + children["incumbent"]["candidates"] == len(mine)
+    # before the first refresh no request shows a skill; after it, half of them do
+    first = versions[0]["step"]
+    assert all("skill_version" not in c for c in lines if c["step"] < first)
+    later = [c for c in lines if c["step"] > first]
+    assert {c.get("skill_version") for c in later} >= {None, 1}
+    assert all(c["objective"] is None for c in later if "skill_version" in c)
+    last = trials[-1]  # the last version, on trial when the run ended: judged as it stands
+    assert last["final"] and last["challenger"] == versions[-1]["version"] and last["since"] == versions[-1]["step"]
+    assert len(trials) == len(versions)
+    rows = [value for name, value in context_rows(full.context, None) if name == "skill trial"]
+    assert len(rows) == len(trials) and rows[0].startswith(f"v001 dropped, no skill stays at step {trials[0]['step']}:")
+    assert last["kept"] is None  # the run's skill to carry on is the one ahead, not the latest
+    assert dict(context_rows(full.context, None))["skill versions"].endswith("; ahead when the run ended: no skill")
+    # killed after the first refresh's next step: the resumed run judges and patches the same
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    cut = next(i for i, e in enumerate(events) if e.get("operator") == "distill") + 2
+    d = tmp_path / "killed"
+    d.mkdir()
+    (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    resumed, *_ = run(d, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)
+    assert resumed == read_summary(tmp_path / "full" / "summary.json")
+    assert read_jsonl(d / "candidates.jsonl") == lines
+
+
+def test_a_trial_keeps_the_challenger_only_when_its_children_did_better():
+    from coevolve.search.skill import judge
+
+    def child(id_, version, objective, parents=()):
+        return Candidate(id=id_, step=3, operator="m1", parents=list(parents), model_state={"kind": "base"},
+                         code="x", objective=objective, skill_version=version)
+
+    parent = Candidate(id=1, step=1, operator="i1", parents=[], model_state={"kind": "base"}, code="x", objective=10.0)
+
+    def kept(*children):
+        return judge([parent, *children], None, 1, 2, "min")["kept"]
+
+    # no success either side: the scored rate decides (0 of 2 against 2 of 3 scored): the incumbent stays
+    assert kept(child(2, 1, None), child(3, 1, None), child(4, None, 12.0), child(5, None, 11.0),
+                child(6, None, None)) is None
+    # 1 of 2 beat its parent against 1 of 3: the challenger
+    assert kept(child(2, 1, 9.0, [1]), child(3, 1, 12.0, [1]), child(4, None, 9.5, [1]), child(5, None, 11.0, [1]),
+                child(6, None, 13.0, [1])) == 1
+    # equal in both: the incumbent; no children of the challenger: the incumbent
+    assert kept(child(2, 1, 9.0, [1]), child(3, None, 9.0, [1])) is None
+    assert kept(child(2, None, 12.0, [1])) is None
+    # children before the trial began (step <= since) and other versions' are not counted
+    early = Candidate(id=7, step=2, operator="m1", parents=[1], model_state={"kind": "base"}, code="x",
+                      objective=1.0, skill_version=1)
+    trial = judge([parent, early, child(2, 0, 1.0, [1]), child(3, 1, 11.0, [1])], None, 1, 2, "min")
+    assert trial["children"] == {"incumbent": {"candidates": 0, "valid": 0, "improved": 0},
+                                 "challenger": {"candidates": 1, "valid": 1, "improved": 0}}
+
+
+def test_judging_needs_a_skill_to_judge():
+    from coevolve.base.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        make_config("eoh", 12, skill={"keep": "judged"})
+    assert "skill.keep" in str(caught.value) and "+trace2skill method or skill.start" in str(caught.value)
+    with pytest.raises(ConfigError, match="skill.keep"):
+        make_config("eoh+trace2skill", 12, skill={"keep": "best"})
+    assert make_config("eoh+trace2skill", 12, skill={"keep": "judged", "every": 2}).skill.keep == "judged"
+
+
 # -- caps -------------------------------------------------------------------------------------------------------
 def test_a_token_cap_stops_at_a_step_boundary_and_a_raised_cap_resumes_to_the_uncapped_result(tmp_path):
     config = make_config("eoh", 24)

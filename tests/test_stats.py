@@ -155,3 +155,18 @@ def test_welch_interval_and_seeds_needed_by_hand():
     assert t95(4) == 2.776 and t95(4.9) == 2.776 and t95(60) == pytest.approx(2.000, abs=1e-3)  # exact: 2.0003
     with pytest.raises(ValueError):
         t95(0.5)
+
+
+def test_the_difference_of_two_success_rates_by_hand():
+    from coevolve.stats import proportion_difference
+
+    # 2 of 2 against 0 of 2: adjusted rates 3/4 and 1/4, half-width 1.96 * sqrt(2 * (3/16) / 4) = 0.60013
+    d = proportion_difference(0, 2, 2, 2)
+    assert d.difference == pytest.approx(0.5)
+    assert (d.low, d.high) == (pytest.approx(-0.10013, abs=1e-5), pytest.approx(1.10013, abs=1e-5))
+    assert not d.distinct  # all-or-nothing on two each cannot be told apart
+    # 8 of 8 against 0 of 8: 0.9 and 0.1, half-width 1.96 * sqrt(2 * 0.09 / 10) = 0.26296
+    d = proportion_difference(0, 8, 8, 8)
+    assert (d.difference, d.low) == (pytest.approx(0.8), pytest.approx(0.53704, abs=1e-5)) and d.distinct
+    assert proportion_difference(1, 8, 0, 8).difference == pytest.approx(-0.1)  # B minus A
+    assert proportion_difference(0, 0, 1, 3) is None

@@ -113,6 +113,8 @@ class Candidate(Versioned):
     # the task's decision descriptors (Evaluation.behaviour): a few numbers, also in candidates.jsonl
     behaviour: dict[str, float] | None = None
     feedback: str = ""  # the task's note (Evaluation.feedback), also in candidates.jsonl when there is one
+    # the skill version its prompt showed (skills/vNNN; None: no skill), kept in candidates.jsonl when there is one
+    skill_version: int | None = None
 
     @property
     def valid(self) -> bool:
@@ -132,7 +134,7 @@ class Candidate(Versioned):
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
-        for name in ("behaviour", "feedback"):  # no key: a line of a task without them reads as before
+        for name in ("behaviour", "feedback", "skill_version"):  # no key: a line without them reads as before
             if data[name] in (None, ""):
                 del data[name]
         return data

@@ -30,6 +30,7 @@ from coevolve.report.plots import label as _label, plot_differences, plot_progre
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
 from coevolve.search.plot import plot_best_so_far
+from coevolve.search.skill import trial_line, version_label
 from tasks.loader import remember_tasks, task_label
 from tasks.registry import heuristic_task
 
@@ -382,6 +383,12 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
     return rows
 
 
+def trial_label(version: int | None, context: dict) -> str:
+    """A version no refresh wrote: the starting skill's file, or no skill."""
+    start = context.get("skill_start")
+    return start["path"] if version == 0 and start else version_label(version)
+
+
 def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, str]]:
     """The run table's rows for issue 25's context (absent from older summaries)."""
     if not context:
@@ -420,9 +427,16 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("starting skill", f"{start['name']} ({start['rules']} rules) from {start['source']}, kept as "
                                        f"{start['path']}"))
     versions = context["skill_versions"]
+    trials = context.get("skill_trials", [])
     if versions:
+        ahead = trials[-1]["kept"] if trials else versions[-1]["version"]
+        kept = next((v for v in versions if v["version"] == ahead), None)
+        judged = ("" if not trials or ahead == versions[-1]["version"]  # skill.keep = "judged": the one to carry on
+                  else f"; ahead when the run ended: {kept['path'] if kept else trial_label(ahead, context)}")
         rows.append(("skill versions", f"{len(versions)}, latest {versions[-1]['path']} "
-                                       f"({versions[-1]['rules']} rules)"))
+                                       f"({versions[-1]['rules']} rules){judged}"))
+    for trial in trials:  # skill.keep = "judged"
+        rows.append(("skill trial", trial_line(trial)))
     template = context.get("template_objective")
     if template is not None:
         seeded = ", seeded into the archive, not charged" if context.get("seed") else ""

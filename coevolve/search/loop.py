@@ -46,7 +46,7 @@ import numpy as np
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
-from coevolve.base.skills import parse_skill_text
+from coevolve.base.skills import Skill, parse_skill_text
 from coevolve.codeparse import NO_CODE, Extracted, answer_pattern, extract, template_signature
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
 from coevolve.es import Member
@@ -145,6 +145,7 @@ class Request:
     seed: int
     member: int | None  # index into the step's ES members; None: base weights
     failures: tuple[str, ...] = ()  # failure reports shown in the prompt
+    skill: int | None = None  # the skill version the prompt shows (None: no skill)
 
 
 def request_record(request: Request) -> dict:
@@ -305,8 +306,13 @@ class SearchLoop:
         template_fp = fingerprint(task.template)
         if self.clones is not None and template_fp is not None:
             self.clones.add(0, template_fp)
-        self.skill = None
-        self.skill_outline = skills.outline(None)  # rendered once per skill version, shown in every prompt
+        # each kept skill version (None: no skill) with its outline, rendered once and shown in prompts
+        self.versions: dict[int | None, tuple[Skill | None, str]] = {None: (None, "")}
+        self._adopt(None)
+        # skill.keep = "judged": the version on trial against the current one since step trial_since
+        self.challenger: int | None = None
+        self.trial_since = 0
+        self.skill_trials: list[dict] = []
         self.skill_versions: list[dict] = []
         self.skill_name = skills.skill_name(task.name)
         self.spend = 0.0
@@ -348,10 +354,47 @@ class SearchLoop:
             event_log.append({"type": "skill_start", "source": source, "text": start.text()})
         else:
             start = parse_skill_text(logged["text"], source)
-        self.skill = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
-        self.skill_outline = skills.outline(self.skill)
+        kept = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
+        self._new_version(0, kept, -1)  # on trial (skill.keep = "judged") from the first step, step 0
         self.skill_start = {"source": source, "name": start.name, "rules": skills.rule_count(start.body),
-                            "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))}
+                            "path": str((kept.path / "SKILL.md").relative_to(self.store.dir))}
+
+    def _new_version(self, version: int, skill: Skill, step: int) -> None:
+        """A skill version written at `step` (v000: skill.start): every request shows it from the next
+        step (skill.keep = "latest"), or it goes on trial against the current one (skill.keep = "judged":
+        requests alternate between the two until the next refresh judges them)."""
+        self.versions[version] = (skill, skills.outline(skill))
+        if self.config.skill.keep == "judged":
+            self.challenger, self.trial_since = version, step
+        else:
+            self._adopt(version)
+
+    def _adopt(self, version: int | None) -> None:
+        """The current skill: the one analysts patch, and every request's while nothing is on trial."""
+        self.skill_version = version
+        self.skill, outline = self.versions[version]
+        self.skill_outline = outline if self.skill is not None else skills.outline(None)
+
+    def _skill_for(self, slot: int) -> int | None:
+        """The version a request shows: with a version on trial, every other request (by the evaluation
+        the slot will be charged as, so a step of one request alternates too) shows the challenger."""
+        if self.challenger is None or (self.ledger.used + slot) % 2:
+            return self.skill_version
+        return self.challenger
+
+    def _judge_trial(self, step: int, final: bool = False) -> dict | None:
+        """skill.keep = "judged": the version on trial against the current one (skills.judge); at a refresh
+        the one kept becomes current and the trial ends. None with nothing on trial."""
+        if self.challenger is None:
+            return None
+        trial = {"step": step, **skills.judge(self._pool(), self.skill_version, self.challenger,
+                                              self.trial_since, self.task.direction)}
+        if final:
+            return {**trial, "final": True}
+        self._adopt(trial["kept"])
+        self.challenger = None
+        self.skill_trials.append(trial)
+        return trial
 
     def _seed_archive(self, events: list[dict], event_log: JsonlWriter) -> None:
         """context.seed_template: the template into the method's archive as candidate 0 (the
@@ -406,7 +449,7 @@ class SearchLoop:
             operator, parents = self._operator_parents(spec.operator, rng, step, slot)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
                                     slot // per_member if perturbed else None,
-                                    self._failures_for(operator, parents, slot)))
+                                    self._failures_for(operator, parents, slot), self._skill_for(slot)))
         if logged is not None:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
@@ -490,7 +533,7 @@ class SearchLoop:
 
     def _context(self, request: Request) -> Context:
         # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
-        return Context(skill=self.skill_outline if self.skill is not None else "", failures=request.failures,
+        return Context(skill=self.versions[request.skill][1], failures=request.failures,
                        signature=self.signature or "" if self.config.context.constrain else "",
                        notes=self._notes(request))
 
@@ -526,6 +569,7 @@ class SearchLoop:
                  weights: dict | None = None) -> dict:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""
         cfg, task = self.config, self.task
+        trial = self._judge_trial(step)  # before the analysts: they patch the version kept
         cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
         seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
         requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
@@ -556,19 +600,21 @@ class SearchLoop:
             contract = skills.contract_rules(task.template, task.function_name, self.signature or "")
             description, body = skills.refresh(self.skill, [c.text for c in completions], cases, contract,
                                                self.skill_name, source)
-            self.skill = skills.write_version(self.store.dir, version, self.skill_name, description, body)
-            self.skill_outline = skills.outline(self.skill)
-            record = {"version": version, "text": self.skill.text(), "step": step}
+            written = skills.write_version(self.store.dir, version, self.skill_name, description, body)
+            patched = self.skill_version
+            self._new_version(version, written, step)
+            record = {"version": version, "text": written.text(), "step": step}
             if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
                 raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
                                    "the run directory was written by different code")
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
-                                        "rules": skills.rule_count(body),
-                                        "path": str((self.skill.path / "SKILL.md").relative_to(self.store.dir))})
+                                        "rules": skills.rule_count(body), "patched": patched,
+                                        "path": str((written.path / "SKILL.md").relative_to(self.store.dir))})
         event = {"type": "step", "step": step, "operator": DISTILL,
                  "requests": [request_record(r) for r in requests],
                  "completions": [completion_record(c) for c in completions],
-                 "results": [], "es": None, "skill": record, **({"weights": weights} if weights else {})}
+                 "results": [], "es": None, "skill": record, **({"trial": trial} if trial else {}),
+                 **({"weights": weights} if weights else {})}
         if logged is None:
             event_log.append(event)
         return event
@@ -734,7 +780,7 @@ class SearchLoop:
             failed = [r for r in requests if r.slot in why]
             again = [Request(i, r.operator, r.parents,
                              request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot), r.member,
-                             r.failures)
+                             r.failures, r.skill)
                      for i, r in enumerate(failed)]
             for r, c in zip(failed, self._generate(again, members, sampling)):
                 replaced[why[r.slot]].append(completion_record(completions[r.slot]))
@@ -758,7 +804,7 @@ class SearchLoop:
         else:
             state = {"kind": "base", "es_generation": self.es_updates}
         candidate = Candidate(id=0, step=step, operator=request.operator, parents=[p.id for p in request.parents],
-                              model_state=state)
+                              model_state=state, skill_version=request.skill)
         if not isinstance(parsed, Extracted):
             candidate.failure, candidate.message = "parse", parsed
             candidate.id = self.ledger.charge("parse")
@@ -948,6 +994,8 @@ class SearchLoop:
                 # the template as the archive's seed: its sandbox score (None: not seeded)
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
+                # skill.keep = "judged": each trial, and the one still running at the end, judged as it stands
+                "skill_trials": self.skill_trials + [t for t in [self._judge_trial(self._last_step(), final=True)] if t],
                 # valid candidates that carry the task's own note (a task with `feedback`)
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "proposers": self._proposers(),
@@ -979,8 +1027,15 @@ class SearchLoop:
         return found
 
     def _ensemble_record(self) -> dict[str, dict[str, int]]:
-        seeded = [self.seed_program] if self.seed_program is not None else []
-        return ensemble.record(seeded + self.candidates, self.config.endpoint.choices, self.task.direction)
+        return ensemble.record(self._pool(), self.config.endpoint.choices, self.task.direction)
+
+    def _last_step(self) -> int:
+        """The last step run so far: a candidate's, or a skill refresh's (it has no candidates)."""
+        return max([c.step for c in self.candidates] + [v["step"] for v in self.skill_versions], default=0)
+
+    def _pool(self) -> list[Candidate]:
+        """Every candidate a child may name as a parent: the seeded template too."""
+        return ([self.seed_program] if self.seed_program is not None else []) + self.candidates
 
     def _reweight(self) -> dict[str, float] | None:
         """An adaptive ensemble's weights for the next step, from the candidates so far, set on the

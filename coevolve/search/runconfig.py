@@ -158,6 +158,10 @@ class SkillSection(Section):
     # wrote, or what `coevolve distill` took from an earlier run; +trace2skill refreshes patch it. A path
     # counts from the config file's folder; the run logs its text, so a resume shows what the run began with
     start: str = ""
+    # "latest": every request shows the newest version. "judged": a new version is on trial; requests
+    # alternate between it and the version it patched, and the next refresh keeps the one whose children
+    # did better (coevolve/search/skill.py judge) and patches that
+    keep: Literal["latest", "judged"] = "latest"
 
     @model_validator(mode="after")
     def _successes(self) -> SkillSection:
@@ -276,6 +280,8 @@ class RunConfig(SearchSections):
     @model_validator(mode="after")
     def _method_rules(self) -> RunConfig:
         type(make_method(self)).check(self)  # the method's own rules across sections (e.g. against run.budget)
+        require(self.skill.keep == "latest" or self.uses_skill or bool(self.skill.start), "skill.keep",
+                '= "judged" needs a skill to judge: a +trace2skill method or skill.start', self.skill.keep)
         if self.uses_skill:
             refreshes, steps = planned_refreshes(self)
             require(refreshes >= 1, "skill.every",

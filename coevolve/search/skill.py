@@ -29,8 +29,10 @@ from coevolve.base.skills import Skill, SkillError, load_skill, write_skill
 from coevolve.base.untrusted import fence
 from coevolve.codeparse import template_signature
 from coevolve.engine.base import Message, Sampling
+from coevolve.search.ensemble import improved
 from coevolve.search.population import Candidate
 from coevolve.search.prompts import describe_failure
+from coevolve.stats import proportion_difference
 
 _FORMAT = ("Reply only with lines of these forms:\nADD <section>: <rule>\nEDIT <section>: <rule>\nDELETE <section>\n"
            "Sections are short titles such as Pitfalls, Ideas, Format. One to three lines.")
@@ -178,6 +180,57 @@ def absolute_start(raw: Any, base: str | Path) -> Any:
         return raw
     folder = Path(table["start"]).expanduser()
     return {**raw, "skill": {**table, "start": str((folder if folder.is_absolute() else Path(base, folder)).resolve())}}
+
+
+def version_label(version: int | None) -> str:
+    return "no skill" if version is None else f"v{version:03d}"
+
+
+def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, since: int,
+          direction: str) -> dict[str, Any]:
+    """skill.keep = "judged": the trial of the `challenger` version against the `incumbent` (None: no
+    skill) over their children proposed after step `since`, when requests began to alternate between
+    them. Each arm's children are counted as an adaptive ensemble counts a model's (candidates, scored,
+    successes: scored and beat every parent shown, ensemble.improved). The challenger is kept when its
+    success rate is higher, or equal with a higher scored rate; otherwise the incumbent stays, so a
+    version has to show something to replace the one it patched. A greedy choice: `interval` is the 95% interval for the
+    difference in success rate (challenger minus incumbent, stats.proportion_difference) and `distinct`
+    whether it excludes 0, i.e. whether the two could be told apart at all. `pool` holds every candidate
+    the children name as parents (the seeded template too)."""
+    by_id = {c.id: c for c in pool}
+    arms: dict[str, dict[str, int]] = {}
+    for arm, version in (("incumbent", incumbent), ("challenger", challenger)):
+        children = [c for c in pool if c.step > since and c.id > 0 and c.skill_version == version]
+        arms[arm] = {"candidates": len(children), "valid": sum(c.valid for c in children),
+                     "improved": sum(improved(c, (by_id.get(p) for p in c.parents), direction) for c in children)}
+
+    def rates(arm: dict[str, int]) -> tuple[float, float]:
+        return arm["improved"] / max(arm["candidates"], 1), arm["valid"] / max(arm["candidates"], 1)
+
+    shown = arms["challenger"]["candidates"] > 0  # no children: nothing to show, the incumbent stays
+    kept = challenger if shown and rates(arms["challenger"]) > rates(arms["incumbent"]) else incumbent
+    difference = proportion_difference(arms["incumbent"]["improved"], arms["incumbent"]["candidates"],
+                                       arms["challenger"]["improved"], arms["challenger"]["candidates"])
+    return {"since": since, "incumbent": incumbent, "challenger": challenger, "children": arms, "kept": kept,
+            "interval": None if difference is None else [round(difference.low, 6), round(difference.high, 6)],
+            "distinct": difference is not None and difference.distinct}
+
+
+def trial_line(trial: dict[str, Any]) -> str:
+    """One judgement as the run table shows it."""
+    inc, ch = trial["incumbent"], trial["challenger"]
+    won = trial["kept"] == ch
+    if trial.get("final"):  # no refresh came to judge it: who leads
+        head = f"{version_label(ch)} on trial, {version_label(ch if won else inc)} ahead"
+    else:
+        head = (f"{version_label(ch)} kept over {version_label(inc)}" if won
+                else f"{version_label(ch)} dropped, {version_label(inc)} stays")
+    children = trial["children"]
+    counts = "; ".join(f"{version_label(v)} improved {children[arm]['improved']}/{children[arm]['candidates']} "
+                       f"(valid {children[arm]['valid']})" for arm, v in (("challenger", ch), ("incumbent", inc)))
+    told = "told apart" if trial["distinct"] else "could not be told apart"
+    when = "at the end (no refresh)" if trial.get("final") else f"at step {trial['step']}"
+    return f"{head} {when}: {counts}; {told}"
 
 
 def rule_count(body: str) -> int:
