@@ -97,11 +97,12 @@ def test_a_torn_last_line_is_left_out_and_nothing_is_written(tmp_path):
 
 
 def test_a_candidates_note_is_in_its_detail_cleaned(tmp_path):
-    noted = {**candidate(1, 0, [], 7.0), "feedback": "bins over the bound: 5, 4\x1b[2J"}
+    noted = {**candidate(1, 0, [], 7.0), "feedback": "bins over the bound: 5, 4\x1b[2J", "skill_version": 2}
     run = make_run(tmp_path / "run", [noted, candidate(2, 1, [1], 6.0)])
     with client(run) as http:
-        assert http.get("/api/run/run/candidate/1").json()["feedback"] == "bins over the bound: 5, 4"
-        assert http.get("/api/run/run/candidate/2").json()["feedback"] == ""  # a line without the key
+        first, second = (http.get(f"/api/run/run/candidate/{i}").json() for i in (1, 2))
+        assert first["feedback"] == "bins over the bound: 5, 4" and first["skill_version"] == 2
+        assert second["feedback"] == "" and second["skill_version"] is None  # a line without the keys
 
 
 def test_a_candidates_reply_is_its_step_events_completion_for_its_slot(tmp_path):

@@ -94,7 +94,8 @@ def hostile_run(path: Path) -> None:
             "code": "def f():\n    return '</pre><b>x</b>'\n", "idea": HOSTILE, "objective": None,
             "failure": "exception", "message": HOSTILE, "seconds": 0.1, "duplicate_of": None, "reward": None}
     # a valid one whose note (the task's feedback) is the same markup
-    noted = {**good, "id": 2, "objective": 7.5, "failure": None, "message": "", "feedback": HOSTILE}
+    noted = {**good, "id": 2, "objective": 7.5, "failure": None, "message": "", "feedback": HOSTILE,
+             "skill_version": 3}  # proposed under the run's skills/v003
     (path / "candidates.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(noted) + "\n"
                                            + '{"id": 3, "step": 0, "oper')
     # the step's replies as the model wrote them: candidate 1's is the markup too
@@ -334,12 +335,14 @@ def test_hostile_text_is_shown_as_text(browser, live):
     assert browser.find_element("id", "cand-code").text.strip() == "def f():\n    return '</pre><b>x</b>'"
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script, #cand-code b")
     assert js(browser, "return window.__pwned === undefined")
+    assert not browser.find_elements("id", "cand-skill")  # no skill shown to its request
     browser.find_element("css selector", "#cand-reply-box summary").click()  # closed: the code was extracted
     assert browser.find_element("id", "cand-reply").text == shown
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script")
     browser.get(live["url"] + "#/run/hostile-run/c/2")
     note = wait(browser, lambda d: d.find_elements("id", "cand-feedback"), what="the note of candidate 2")[0]
     assert note.text == shown and not browser.find_elements("id", "cand-message")
+    assert browser.find_element("id", "cand-skill").text == "skill v003"
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script")
     assert js(browser, "return window.__pwned === undefined")
     # the torn last line is not a candidate (yet): two rows, no error

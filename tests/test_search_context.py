@@ -405,7 +405,17 @@ def test_judging_needs_a_skill_to_judge():
     assert "skill.keep" in str(caught.value) and "+trace2skill method or skill.start" in str(caught.value)
     with pytest.raises(ConfigError, match="skill.keep"):
         make_config("eoh+trace2skill", 12, skill={"keep": "best"})
-    assert make_config("eoh+trace2skill", 12, skill={"keep": "judged", "every": 2}).skill.keep == "judged"
+    judged = make_config("eoh+trace2skill", 30, skill={"keep": "judged", "every": 2, "analysts": 2})
+    plan = run_plan(judged)
+    steps = plan["steps"]
+    first = next(i for i, s in enumerate(steps) if s["operator"] == "distill")
+    before = sum(s["count"] for s in steps[:first])  # no skill yet: nothing on trial
+    # one trial per refresh after the first, and the last version's at the end
+    assert len(plan["skill_trials"]) == plan["skill_refreshes"]
+    assert sum(plan["skill_trials"]) == 30 - plan["distill_requests"] - before
+    assert "skill versions judged: " in format_plan(plan)
+    assert run_plan(make_config("eoh+trace2skill", 30, skill={"every": 2}))["skill_trials"] == []  # latest
+    assert run_plan(make_config("sample", 16, skill={"keep": "judged", "start": "x"}))["skill_trials"] == [16]
 
 
 # -- caps -------------------------------------------------------------------------------------------------------

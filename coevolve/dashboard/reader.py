@@ -479,6 +479,7 @@ class HeuristicRun(RunDir):
                 "objective": finite(c.objective), "outcome": outcome_of(c), "rank": self.ranks().get(cid),
                 "failure": text(c.failure or "", 200), "message": text(c.message, MESSAGE_LIMIT),
                 "feedback": text(c.feedback, MESSAGE_LIMIT),  # the task's note on a valid program ("" without)
+                "skill_version": c.skill_version,  # the skill version its prompt showed (None: no skill)
                 "idea": text(c.idea or ""), "code": None if code is None else text(code),
                 "parents": c.parents, "children": children, "duplicate_of": c.duplicate_of,
                 "reward": finite(c.reward),

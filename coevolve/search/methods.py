@@ -564,7 +564,24 @@ def run_plan(config: "RunConfig") -> dict:
         "distill_requests": sum(s.count for s in steps if s.operator == DISTILL),
         "directions": sorted({s.directions for s in updates}),
         "notes": method.plan_lines(),
+        "skill_trials": judged_trials(config, steps),
     }
+
+
+def judged_trials(config: "RunConfig", steps: list) -> list[int]:
+    """skill.keep = "judged": the requests each version's trial spans, in order (alternating, half a
+    side), the last one judged at the end of the run rather than by a refresh; [] otherwise. A trial
+    begins at a refresh, or at the first step for a skill.start skill."""
+    if config.skill.keep != "judged":
+        return []
+    trials, current = [], 0 if config.skill.start else None
+    for step in steps:
+        if step.operator == DISTILL:
+            trials += [] if current is None else [current]
+            current = 0
+        elif current is not None:
+            current += step.count
+    return trials + ([] if current is None else [current])
 
 
 def format_plan(plan: dict) -> str:
@@ -603,6 +620,12 @@ def format_plan(plan: dict) -> str:
     if plan.get("skill_refreshes"):
         lines.append(f"  skill refreshes: {plan['skill_refreshes']} ({plan['distill_requests']} analyst requests, "
                      "each charged one evaluation)")
+    if plan.get("skill_trials"):
+        *judged, last = plan["skill_trials"]
+        lines.append("  skill versions judged: "
+                     + (f"{len(judged)} trials at the refreshes, of {', '.join(map(str, judged))} requests (half a "
+                        "side); " if judged else "")
+                     + f"the last version on trial for {last} requests, judged as it stands at the end")
     lines.append(f"  total: {plan['evaluations']} evaluations"
                  + (f" = T {plan['budget']} + {plan['outside_budget']} initial" if plan["outside_budget"]
                     else f" = T {plan['budget']}" if plan["evaluations"] == plan["budget"]

@@ -315,6 +315,7 @@ function runView(r) {
         el("span", { class: "pill outcome-" + c.outcome, id: "cand-outcome-pill" }, c.outcome),
         el("span", { class: "pill" }, `objective ${fmt(c.objective)}`), c.rank ? el("span", { class: "pill" }, `rank ${c.rank}`) : null,
         c.reward !== null ? el("span", { class: "pill" }, `ES reward ${fmt(c.reward)}`) : null,
+        c.skill_version !== null ? el("span", { class: "pill", id: "cand-skill" }, `skill v${String(c.skill_version).padStart(3, "0")}`) : null,
         el("span", { class: "pill" }, `model ${Object.entries(c.model_state).map(([k, v]) => `${k}=${v}`).join(" ")}`)),
       el("p", {}, "parents: ", c.parents.length ? c.parents.flatMap((p) => [link(p), " "]) : "none",
         " · children: ", c.children.length ? c.children.flatMap((p) => [link(p), " "]) : "none",
