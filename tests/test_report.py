@@ -198,3 +198,38 @@ def test_report_says_when_the_arms_were_not_structurally_matched(comparison):
     render_comparison(comparison)
     report = (comparison / "report.md").read_text()
     assert "NOT structurally matched" in report and "sample asks 10 i1 candidates, sample+esopt 3 i1" in report
+
+
+def test_the_report_shows_what_the_skills_requests_did(comparison):
+    """A comparison whose Sample runs showed a judged skill (hand-made candidates and trials): the
+    report's table sums each side over the seeds; the runs that showed none have no row."""
+    from coevolve.report.collecting import skill_use
+
+    def line(cid, objective, version=None, parents=()):
+        return {"id": cid, "step": 1, "operator": "m1" if parents else "i1", "parents": list(parents),
+                "model_state": {"kind": "base"}, "code": "x", "objective": objective,
+                **({"skill_version": version} if version is not None else {})}
+
+    trials = [{"step": 4, "since": 2, "incumbent": None, "challenger": 1, "kept": 1, "distinct": False,
+               "children": {}, "interval": [-0.5, 0.6]},
+              {"step": 6, "since": 4, "incumbent": 1, "challenger": 2, "kept": 1, "distinct": False,
+               "children": {}, "interval": None, "final": True}]
+    for seed in (0, 1, 2):
+        run = comparison / "runs" / "tsp_construct" / f"sample-b10-s{seed}"
+        summary = json.loads((run / "summary.json").read_text())
+        summary["context"] = {"skill_versions": [{"version": 1, "step": 2}, {"version": 2, "step": 4}],
+                              "skill_start": None, "skill_trials": trials}
+        atomic_write_json(run / "summary.json", summary)
+        # no skill: 1 scored (no parent: a success), 4 failed; v001: 2 beat parent 1 (5.0 < 6.0), 3 failed
+        atomic_write_text(run / "candidates.jsonl", "".join(json.dumps(c) + "\n" for c in [
+            line(1, 6.0), line(2, 5.0, 1, [1]), line(3, None, 1, [1]), line(4, None)]))
+    use = skill_use(comparison / "runs" / "tsp_construct" / "sample-b10-s0",
+                    read_summary(comparison / "runs" / "tsp_construct" / "sample-b10-s0" / "summary.json"))
+    assert use == {"skill": {"candidates": 2, "valid": 1, "improved": 1},
+                   "none": {"candidates": 2, "valid": 1, "improved": 1},
+                   "judged": 1, "kept": 1, "distinct": 0, "ahead": [1]}
+    render_comparison(comparison)
+    report = (comparison / "report.md").read_text()
+    assert "## What the skill's requests did" in report
+    assert "| tsp_construct | Sample | 10 | 3 | 3 / 3 of 6 | 3 / 3 of 6 | 3 | 3 | 0 | v001, v001, v001 |" in report
+    assert "Sample+ESOpt | 10 |" not in report.split("## What the skill's requests did")[1].split("## Runs")[0]

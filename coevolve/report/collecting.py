@@ -15,10 +15,12 @@ from typing import Any, Iterable
 
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.errors import UsageError
-from coevolve.base.records import ComparisonCell, SearchSummary, TestScores, read_record, read_summary
+from coevolve.base.records import Candidate, ComparisonCell, SearchSummary, TestScores, read_record, read_summary
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, compared_pairs,
                            planned_runs, run_state, scored_sets)
+from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
+from coevolve.search.ensemble import improved
 from coevolve.stats import MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, summarise, welch_difference
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
@@ -224,3 +226,52 @@ def run_rows(cells: list[ComparisonCell]) -> list[dict]:
                                     ("split", "size", "limit", "instances", "objective", "failure",
                                      "reference", "gap")}})
     return flat
+
+
+# ------------------------------------------------------- the skill's requests
+SIDES = ("skill", "none")
+
+
+def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] | None:
+    """What the skill did in one finished run (None for a run that never showed one): the candidates
+    whose prompt showed a skill and those that showed none, each side's count, how many scored and how
+    many beat every parent shown (ensemble.improved, what a judged trial counts); and, under
+    skill.keep = "judged", its trials judged at refreshes, the versions they kept, how many could be
+    told apart, and the version ahead when the run ended."""
+    context = summary.context or {}
+    if not context.get("skill_versions") and not context.get("skill_start"):
+        return None
+    candidates = [Candidate.read(c) for c in read_jsonl(Path(directory) / "candidates.jsonl")]
+    by_id = {c.id: c for c in candidates}
+    sides = {side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES}
+    for c in candidates:
+        side = sides["none" if c.skill_version is None else "skill"]
+        side["candidates"] += 1
+        side["valid"] += c.valid
+        side["improved"] += improved(c, (by_id.get(p) for p in c.parents), summary.train.direction)
+    trials = context.get("skill_trials", [])
+    judged = [t for t in trials if not t.get("final")]
+    return {**sides, "judged": len(judged), "kept": sum(t["kept"] == t["challenger"] for t in judged),
+            "distinct": sum(bool(t["distinct"]) for t in judged),
+            "ahead": [t["kept"] for t in trials if t.get("final")]}
+
+
+def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
+    """skill_use summed over each (task, method, budget)'s finished runs that showed a skill."""
+    rows: dict[tuple[str, str, int], dict] = {}
+    for cell in cells:
+        use = skill_use(root / cell.dir, cell.summary) if cell.summary is not None else None
+        if use is None:
+            continue
+        row = rows.setdefault((cell.task, cell.method, cell.budget),
+                              {"task": cell.task, "method": cell.method, "budget": cell.budget, "runs": 0,
+                               **{side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES},
+                               "judged": 0, "kept": 0, "distinct": 0, "ahead": []})
+        row["runs"] += 1
+        for side in SIDES:
+            for key in row[side]:
+                row[side][key] += use[side][key]
+        for key in ("judged", "kept", "distinct"):
+            row[key] += use[key]
+        row["ahead"] += use["ahead"]
+    return list(rows.values())

@@ -24,7 +24,7 @@ from coevolve.base.config import read_toml
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
                            compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (aggregate, at_template, baselines, collect,
+from coevolve.report.collecting import (aggregate, at_template, baselines, collect, skill_rows,
                                         fmt_number, run_rows, run_starting_point)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
@@ -266,6 +266,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                       "Welch's 95% interval: a line that crosses 0 is a pair the seeds cannot tell apart.", "",
                       f"![differences]({plots[(task_name, 'differences')].relative_to(root)})", ""]
     parts += ["## What the budget bought", "", ledger_table(config, records), ""]
+    skill = skill_rows(root, records)
+    if skill:
+        parts += ["## What the skill's requests did", "", skill_table(skill), ""]
     parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | best is | directory |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in records:
@@ -291,6 +294,28 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     for key, path in plots.items():
         written["plots/" + path.name] = path
     return written
+
+
+def skill_table(rows: list[dict]) -> str:
+    """collecting.skill_rows as markdown, with what its two sides can be compared for."""
+
+    def side(counts: dict) -> str:
+        n = counts["candidates"]
+        return f"{counts['valid']} / {counts['improved']} of {n}" if n else "–"
+
+    lines = ["Candidates whose prompt showed a skill, and those that showed none: how many scored / how many "
+             "beat every parent shown. Where the skill is the newest version (skill.keep = \"latest\") the "
+             "requests without one came before the first refresh, when the archive was young: the two sides are "
+             "not a comparison. Where versions are judged (\"judged\"), requests alternate between the version "
+             "on trial and the one it patched, over the same steps.", "",
+             "| task | method | budget | runs | skill shown | none shown | trials judged | kept | told apart | "
+             "ahead at the end |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ahead = ", ".join(version_label(v) for v in r["ahead"]) or "–"
+        lines.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['runs']} | {side(r['skill'])} | "
+                     f"{side(r['none'])} | {r['judged'] or '–'} | {r['kept'] if r['judged'] else '–'} | "
+                     f"{r['distinct'] if r['judged'] else '–'} | {ahead} |")
+    return "\n".join(lines)
 
 
 def render_run(directory: str | Path) -> dict[str, Path]:
