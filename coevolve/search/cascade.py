@@ -79,13 +79,18 @@ def clears(objective: float, needed: float, direction: str) -> bool:
     return objective <= needed if direction == "min" else objective >= needed
 
 
-def first_set(task: Any, archive: Sequence[float]) -> tuple[str, int]:
-    """The set `evaluate_many` scores a new program on first: the cascade's stage when the task declares
-    one and the archive sets a bar, else the training set."""
+def _gate(task: Any, archive: Sequence[float]) -> tuple[Any, float] | None:
+    """The task's cascade and the bar its first stage sets; None when it declares none or the archive
+    sets no bar yet (every program then goes to the training set at once)."""
     cascade = declared_cascade(task)
-    if cascade is not None and bar(cascade, archive, task.direction) is not None:
-        return cascade.stage
-    return task.train
+    needed = None if cascade is None else bar(cascade, archive, task.direction)
+    return None if needed is None else (cascade, needed)
+
+
+def first_set(task: Any, archive: Sequence[float]) -> tuple[str, int]:
+    """The set `evaluate_many` scores a new program on first: the cascade's stage, else the training set."""
+    gate = _gate(task, archive)
+    return task.train if gate is None else gate[0].stage
 
 
 def evaluate_many(evaluator: Any, task: Any, codes: list[str], archive: Sequence[float]) -> list[Any]:
@@ -95,10 +100,10 @@ def evaluate_many(evaluator: Any, task: Any, codes: list[str], archive: Sequence
     if not codes:
         return []
     split, size = task.train
-    cascade = declared_cascade(task)
-    needed = None if cascade is None else bar(cascade, archive, task.direction)
-    if needed is None:
+    gate = _gate(task, archive)
+    if gate is None:
         return list(evaluator.evaluate_many([(code, task, split, size) for code in codes]))
+    cascade, needed = gate
     stage_split, stage_size = cascade.stage
     first = list(evaluator.evaluate_many([(code, task, stage_split, stage_size) for code in codes]))
     results: list[Any] = [None] * len(codes)
