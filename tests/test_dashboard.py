@@ -105,6 +105,37 @@ def test_a_candidates_note_is_in_its_detail_cleaned(tmp_path):
         assert second["feedback"] == "" and second["skill_version"] is None  # a line without the keys
 
 
+def test_the_skill_the_prompts_showed_is_read_from_the_log_as_it_grows(tmp_path):
+    """A +trace2skill run with skill.keep = "judged" (its files written by hand): a skill.start text, a
+    refresh's version and trial, the seeded template as a parent; and a run with no skill."""
+    lines = [{**candidate(1, 0, [], 7.0), "skill_version": 0},  # no parent: scored is a success
+             candidate(2, 0, [], None, "exception"),
+             {**candidate(3, 2, [0], 6.0), "skill_version": 1},  # beat the seeded template (6.5)
+             {**candidate(4, 2, [1], 8.0), "skill_version": 1}]  # worse than its parent
+    run = make_run(tmp_path / "run", lines)
+    trial = {"step": 2, "since": 0, "incumbent": None, "challenger": 0, "kept": 0, "distinct": False,
+             "interval": [-0.4, 0.9], "children": {"challenger": {"candidates": 1, "valid": 1, "improved": 1},
+                                                   "incumbent": {"candidates": 1, "valid": 0, "improved": 0}}}
+    with open(run / "events.jsonl", "a") as handle:
+        for e in ({"type": "skill_start", "source": "/x", "text": "# Hints\n- keep it short\x1b[2J"},
+                  {"type": "seed", "id": 0, "result": {"objective": 6.5}},
+                  {"type": "step", "step": 2, "operator": "distill", "skill": {"version": 1, "step": 2, "text": "v1"},
+                   "trial": trial}):
+            handle.write(json.dumps(e) + "\n")
+    plain = make_run(tmp_path / "plain", [candidate(1, 0, [], 7.0)])
+    with client(run, plain) as http:
+        skills = http.get("/api/run/run").json()["skills"]
+        assert [(v["label"], v["step"], v["text"]) for v in skills["versions"]] == [
+            ("v000", None, "# Hints\n- keep it short"), ("v001", 2, "v1")]
+        assert skills["shown"] == [
+            {"version": 0, "label": "v000", "candidates": 1, "valid": 1, "improved": 1},
+            {"version": None, "label": "no skill", "candidates": 1, "valid": 0, "improved": 0},
+            {"version": 1, "label": "v001", "candidates": 2, "valid": 2, "improved": 1}]
+        assert skills["trials"] == ["v000 kept over no skill at step 2: v000 improved 1/1 (valid 1); no skill "
+                                    "improved 0/1 (valid 0); could not be told apart"]
+        assert http.get("/api/run/plain").json()["skills"] == {"versions": [], "shown": [], "trials": []}
+
+
 def test_a_candidates_reply_is_its_step_events_completion_for_its_slot(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "parse"),
                                       candidate(3, 1, [1], 6.0)])

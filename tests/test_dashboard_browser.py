@@ -100,7 +100,13 @@ def hostile_run(path: Path) -> None:
                                            + '{"id": 3, "step": 0, "oper')
     # the step's replies as the model wrote them: candidate 1's is the markup too
     step = {"type": "step", "step": 0, "operator": "i1", "completions": [{"text": HOSTILE}, {"text": "{x}"}]}
-    (path / "events.jsonl").write_text(json.dumps({"type": "start", "version": 1}) + "\n" + json.dumps(step) + "\n")
+    # a skill version whose text is the markup, and a judged trial (skill.keep = "judged")
+    refresh = {"type": "step", "step": 1, "operator": "distill", "completions": [],
+               "skill": {"version": 3, "step": 1, "text": HOSTILE},
+               "trial": {"step": 1, "since": 0, "incumbent": None, "challenger": 2, "kept": None, "distinct": False,
+                         "interval": [-0.6, 0.6], "children": {"challenger": {"candidates": 2, "valid": 0, "improved": 0},
+                                                               "incumbent": {"candidates": 2, "valid": 1, "improved": 1}}}}
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ({"type": "start", "version": 1}, step, refresh)))
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +213,7 @@ def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
     # in one script call: the page may redraw the element between a find and a read
     state = "return (document.getElementById('run-state') || {}).textContent"
     wait(browser, lambda d: js(d, state) == "finished", what="state finished")
+    assert not browser.find_element("id", "skill-panel").is_displayed()  # no skill: no panel
     shoot(browser, live, "dashboard-run")
 
 
@@ -344,6 +351,15 @@ def test_hostile_text_is_shown_as_text(browser, live):
     assert note.text == shown and not browser.find_elements("id", "cand-message")
     assert browser.find_element("id", "cand-skill").text == "skill v003"
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script")
+    assert js(browser, "return window.__pwned === undefined")
+    # the skill panel: the version's text as text, the requests each version showed, the trial in the run table's words
+    text = wait(browser, lambda d: [e for e in d.find_elements("id", "run-skill-text") if e.is_displayed()],
+                what="the skill panel")[0]
+    assert text.text == shown and not browser.find_elements("css selector", "#skill-panel img, #skill-panel script")
+    rows = [r.text for r in browser.find_elements("css selector", "#skill-table tbody tr")]
+    assert rows == ["no skill 1 0 0", "v003 1 1 1"]
+    assert browser.find_element("css selector", "#skill-trials li").text.startswith(
+        "v002 dropped, no skill stays at step 1: v002 improved 0/2 (valid 0); no skill improved 1/2 (valid 1)")
     assert js(browser, "return window.__pwned === undefined")
     # the torn last line is not a candidate (yet): two rows, no error
     rows = wait(browser, lambda d: d.find_elements("css selector", "#cand-table tbody tr"), what="the table")

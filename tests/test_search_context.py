@@ -397,6 +397,22 @@ def test_a_trial_keeps_the_challenger_only_when_its_children_did_better():
                                  "challenger": {"candidates": 1, "valid": 1, "improved": 0}}
 
 
+def test_the_requests_each_version_showed_are_counted_against_the_seeded_template_too():
+    from coevolve.search.skill import shown_counts
+
+    def line(id_, version, objective, parents=()):
+        return Candidate(id=id_, step=1, operator="m1", parents=list(parents), model_state={"kind": "base"},
+                         code="x", objective=objective, skill_version=version)
+
+    lines = [line(1, None, 6.0), line(2, 1, 5.0, [0]), line(3, 1, 7.0, [1]), line(4, None, None, [1])]
+    # parent 0 (the seeded template, not in candidates.jsonl) scored 4.0: candidate 2 did not beat it
+    assert shown_counts(lines, "min", seed=4.0) == {None: {"candidates": 2, "valid": 1, "improved": 1},
+                                                    1: {"candidates": 2, "valid": 2, "improved": 0}}
+    # without the seed's score, a parent the file does not hold is no bar: 2 counts as a success
+    assert shown_counts(lines, "min")[1] == {"candidates": 2, "valid": 2, "improved": 1}
+    assert list(shown_counts(lines, "min")) == [None, 1]  # in order of first use
+
+
 def test_judging_needs_a_skill_to_judge():
     from coevolve.base.errors import ConfigError
 

@@ -38,6 +38,7 @@ from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versio
                                    summary_kind)
 from coevolve.base.untrusted import clean
 from coevolve.runstore import ended
+from coevolve.search.skill import shown_counts, trial_line, version_label
 from coevolve.stats import mean_at_k, pass_at_k
 from tasks.base import gap as task_gap
 from tasks.registry import heuristic_task
@@ -498,6 +499,35 @@ class HeuristicRun(RunDir):
         slot = sorted(x.id for x in self.candidates if x.step == c.step).index(c.id)
         reply = completions[slot] if slot < len(completions) else None
         return text(reply.get("text") or "") if isinstance(reply, dict) else None
+
+    def skills(self) -> dict[str, Any]:
+        """The skill the run's prompts showed, as far as the log holds it: each version's text (v000: the
+        skill.start skill), the requests that showed each (how many scored and beat every parent shown),
+        and the trials of skill.keep = "judged" in the run table's words (the one still running last)."""
+        versions, trials, seed = [], [], None
+        for e in self.events:
+            kind = e.get("type")
+            if kind == "skill_start":
+                versions.append({"version": 0, "step": None, "text": text(e.get("text") or "")})
+            elif kind == "seed" and isinstance(e.get("result"), dict):
+                seed = finite(e["result"].get("objective"))
+            elif kind == "step" and isinstance(e.get("skill"), dict):
+                versions.append({"version": e["skill"].get("version"), "step": e.get("step"),
+                                 "text": text(e["skill"].get("text") or "")})
+            if kind == "step" and isinstance(e.get("trial"), dict):
+                trials.append(e["trial"])
+        if self.summary is not None and self.summary.context:  # finished: the last trial, judged as it stands
+            trials += [t for t in self.summary.context.get("skill_trials", []) if t.get("final")]
+        shown = [{"version": version, "label": version_label(version), **counts}
+                 for version, counts in shown_counts(self.candidates, self.direction, seed).items()]
+        lines = []
+        for trial in trials:
+            try:
+                lines.append(text(trial_line(trial), 400))
+            except (KeyError, TypeError, ValueError):  # a trial written by other code: left out
+                continue
+        return {"versions": [{**v, "label": version_label(v["version"]) if isinstance(v["version"], int) else "?"}
+                             for v in versions], "shown": shown if versions else [], "trials": lines}
 
     def population(self, step: int | None = None) -> dict[str, Any]:
         """The archive after one step (population/gen_NNNN.json snapshots)."""

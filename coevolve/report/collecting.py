@@ -20,7 +20,7 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_
                            planned_runs, run_state, scored_sets)
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
-from coevolve.search.ensemble import improved
+from coevolve.search.skill import shown_counts
 from coevolve.stats import MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, summarise, welch_difference
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
@@ -242,13 +242,11 @@ def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] |
     if not context.get("skill_versions") and not context.get("skill_start"):
         return None
     candidates = [Candidate.read(c) for c in read_jsonl(Path(directory) / "candidates.jsonl")]
-    by_id = {c.id: c for c in candidates}
     sides = {side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES}
-    for c in candidates:
-        side = sides["none" if c.skill_version is None else "skill"]
-        side["candidates"] += 1
-        side["valid"] += c.valid
-        side["improved"] += improved(c, (by_id.get(p) for p in c.parents), summary.train.direction)
+    seed = (context.get("seed") or {}).get("objective")
+    for version, counts in shown_counts(candidates, summary.train.direction, seed).items():
+        for key, value in counts.items():
+            sides["none" if version is None else "skill"][key] += value
     trials = context.get("skill_trials", [])
     judged = [t for t in trials if not t.get("final")]
     return {**sides, "judged": len(judged), "kept": sum(t["kept"] == t["challenger"] for t in judged),

@@ -216,6 +216,27 @@ def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, sin
             "distinct": difference is not None and difference.distinct}
 
 
+def shown_counts(candidates: Sequence[Candidate], direction: str,
+                 seed: float | None = None) -> dict[int | None, dict[str, int]]:
+    """Per skill version a prompt showed (None: no skill), in order of first use: the candidates, how
+    many scored and how many beat every parent shown (ensemble.improved, what a trial counts), read
+    from candidates.jsonl's lines. `seed`: the objective of the template seeded as candidate 0, a parent
+    the file does not hold (context.seed_template)."""
+    by_id = {c.id: c for c in candidates}
+    if seed is not None:
+        by_id[0] = Candidate(id=0, step=-1, operator="template", parents=[], model_state={"kind": "template"},
+                             objective=seed)
+    counts: dict[int | None, dict[str, int]] = {}
+    for c in candidates:
+        if c.id == 0:  # the seeded template: no prompt
+            continue
+        side = counts.setdefault(c.skill_version, {"candidates": 0, "valid": 0, "improved": 0})
+        side["candidates"] += 1
+        side["valid"] += c.valid
+        side["improved"] += improved(c, (by_id.get(p) for p in c.parents), direction)
+    return counts
+
+
 def trial_line(trial: dict[str, Any]) -> str:
     """One judgement as the run table shows it."""
     inc, ch = trial["incumbent"], trial["challenger"]

@@ -169,6 +169,16 @@ function runView(r) {
     el("option", { value: "auto" }, "all (collapses when large)"), el("option", { value: "lineage" }, "best ten and their ancestors"),
     el("option", { value: "all" }, "all (latest 1000)"));
   const treeNote = el("span", { class: "muted", id: "tree-note" });
+  // the skill the prompts showed (+trace2skill, skill.start): shown once the log holds a version
+  const skillState = { chosen: null, seen: "" };
+  const skillSelect = el("select", { id: "run-skill-version", onchange: (e) => { skillState.chosen = Number(e.target.value); drawSkillText(); } });
+  const skillText = el("pre", { id: "run-skill-text", class: "wrap" });
+  const skillShown = el("tbody", {});
+  const skillTrials = el("ul", { id: "skill-trials" });
+  const skillPanel = el("section", { class: "card", id: "skill-panel", hidden: "hidden" }, el("h2", {}, "Skill versions"),
+    el("table", { id: "skill-table" }, el("thead", {}, el("tr", {}, ["prompt showed", "requests", "scored", "beat every parent"].map((h) => el("th", {}, h)))), skillShown),
+    skillTrials, el("div", { class: "controls" }, "version ", skillSelect), skillText);
+  let skillVersions = [];
 
   main(
     el("h1", { id: "run-title" }, id), stats,
@@ -190,6 +200,7 @@ function runView(r) {
     el("section", { class: "card" }, el("h2", {}, "Population after each step"),
       el("div", { class: "controls" }, "step ", popSelect, el("span", { id: "pop-note", class: "muted" })),
       el("table", { id: "pop-table" }, el("thead", {}, el("tr", {}, ["rank", "id", "objective", "operator", "idea"].map((h) => el("th", {}, h)))), popBody)),
+    skillPanel,
     el("section", { class: "card", id: "es-panel" }, el("h2", {}, "ES generations (history.jsonl)"),
       el("div", { id: "es-chart", class: "chart" }),
       el("table", { id: "es-table" }, el("thead", {}, el("tr", {}, ["generation", "step", "σ", "α", "member rewards",
@@ -237,6 +248,28 @@ function runView(r) {
       el("td", {}, g.rewards.map((x) => fmt(x, 3)).join(", ")), el("td", {}, g.z.map((x) => fmt(x, 3)).join(", ")),
       el("td", { class: g.all_equal ? "error" : "" }, g.all_equal ? "yes: no signal, no update" : "no"),
       el("td", { title: g.checksum }, (g.checksum || "").slice(0, 12)))));
+  }
+
+  function drawSkills(k) {
+    const seen = JSON.stringify(k);
+    if (!k || !k.versions.length || seen === skillState.seen) return;  // none yet, or unchanged
+    skillState.seen = seen;
+    skillPanel.hidden = false;
+    skillVersions = k.versions;
+    skillShown.replaceChildren(...k.shown.map((v) => el("tr", { data: { version: v.version === null ? "none" : v.version } },
+      el("td", {}, v.label), el("td", {}, v.candidates), el("td", {}, v.valid), el("td", {}, v.improved))));
+    skillTrials.replaceChildren(...k.trials.map((line) => el("li", {}, line)));
+    if (skillSelect.options.length !== k.versions.length) {
+      skillSelect.replaceChildren(...k.versions.map((v, i) => el("option", { value: i }, `${v.label}${v.step !== null ? ` (step ${v.step})` : " (skill.start)"}`)));
+      skillState.chosen = k.versions.length - 1;
+      skillSelect.value = String(skillState.chosen);
+    }
+    drawSkillText();
+  }
+
+  function drawSkillText() {
+    const v = skillVersions[skillState.chosen] || skillVersions[skillVersions.length - 1];
+    skillText.textContent = v ? v.text : "";
   }
 
   async function loadPage() {
@@ -344,6 +377,7 @@ function runView(r) {
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""));
       drawCurves(d);
       drawES(d.es);
+      drawSkills(d.skills);
       if (d.used !== st.used) {  // new candidates: the table, the tree and the archive move too
         st.used = d.used;
         await Promise.all([loadPage(), loadTree(), loadPopulation()]);
