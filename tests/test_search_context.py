@@ -15,6 +15,7 @@ from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.base.records import read_summary
 from coevolve.codeparse import answer_pattern, extract, template_signature
 from coevolve.base.skills import parse_skill_text
+from coevolve.es.start import ResumeError
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.search.loop import SearchLoop
@@ -366,6 +367,26 @@ def test_a_judged_refresh_drops_a_version_whose_children_did_worse_patches_the_o
     resumed, *_ = run(d, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)
     assert resumed == read_summary(tmp_path / "full" / "summary.json")
     assert read_jsonl(d / "candidates.jsonl") == lines
+    # each request's version is in its step's log, and a replay that would show another is refused
+    steps = [e for e in events[:cut] if e.get("type") == "step"]
+    assert [r["skill"] for e in steps for r in e["requests"] if e["operator"] != "distill"] == [
+        c.get("skill_version") for c in lines if c["step"] <= steps[-1]["step"]]
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    (tampered / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+    last = json.loads(json.dumps(steps[-1]))
+    last["requests"][0]["skill"] = 7
+    (tampered / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut - 1] + [last]))
+    with pytest.raises(ResumeError, match="does not replay the same requests"):
+        run(tampered, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)
+    # a log written before requests named their version replays as before
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
+    stripped = [{**e, "requests": [{k: v for k, v in r.items() if k != "skill"} for r in e["requests"]]}
+                if e.get("type") == "step" else e for e in events[:cut]]
+    (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in stripped))
+    assert run(old, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)[0] == resumed
 
 
 def test_a_trial_keeps_the_challenger_only_when_its_children_did_better():

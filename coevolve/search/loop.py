@@ -151,7 +151,7 @@ class Request:
 def request_record(request: Request) -> dict:
     """A request as a step event logs it (what a resumed run checks it replays)."""
     return {"slot": request.slot, "operator": request.operator, "parents": [p.id for p in request.parents],
-            "seed": request.seed, "member": request.member}
+            "seed": request.seed, "member": request.member, "skill": request.skill}
 
 
 def completion_record(completion: Completion) -> dict:
@@ -651,8 +651,10 @@ class SearchLoop:
         return None
 
     def _check_logged(self, step: int, logged: dict, requests: list[Request]) -> None:
-        mine = [(r.slot, r.operator, [p.id for p in r.parents], r.seed) for r in requests]
-        theirs = [(r["slot"], r["operator"], r["parents"], r["seed"]) for r in logged["requests"]]
+        # the skill version shown (None: none) is compared where the log says it (not in logs written before)
+        mine = [(r.slot, r.operator, [p.id for p in r.parents], r.seed, r.skill) for r in requests]
+        theirs = [(r["slot"], r["operator"], r["parents"], r["seed"], r["skill"] if "skill" in r or i >= len(mine) else mine[i][4])
+                  for i, r in enumerate(logged["requests"])]
         if mine != theirs:
             raise ResumeError(f"{self.store.events_path}: step {step} does not replay the same requests; "
                                "the run directory was written by different code or config")
