@@ -48,6 +48,14 @@ def run(directory, config, engine=None, resume=False, task=None, endpoint=None):
     return summary, engine, evaluator
 
 
+def cut_run(full: Path, directory: Path, events: list[dict]) -> Path:
+    """A run directory as a kill would leave it: `full`'s config and these events."""
+    directory.mkdir()
+    (directory / "config.toml").write_text((full / "config.toml").read_text())
+    (directory / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return directory
+
+
 class RecordingEngine(FakeEngine):
     """Keeps every prompt and constraint it was sent."""
 
@@ -178,10 +186,7 @@ def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resume
     # killed after the first refresh: the resumed run rebuilds the same versions and result
     events = read_jsonl(tmp_path / "full" / "events.jsonl")
     cut = next(i for i, e in enumerate(events) if e.get("operator") == "distill") + 2
-    d = tmp_path / "killed"
-    d.mkdir()
-    (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
-    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    d = cut_run(tmp_path / "full", tmp_path / "killed", events[:cut])
     history = read_jsonl(tmp_path / "full" / "history.jsonl")
     generations = sum(1 for e in events[:cut] if e.get("es"))
     (d / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history[:generations]))
@@ -360,10 +365,7 @@ def test_a_judged_refresh_drops_a_version_whose_children_did_worse_patches_the_o
     # killed after the first refresh's next step: the resumed run judges and patches the same
     events = read_jsonl(tmp_path / "full" / "events.jsonl")
     cut = next(i for i, e in enumerate(events) if e.get("operator") == "distill") + 2
-    d = tmp_path / "killed"
-    d.mkdir()
-    (d / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
-    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut]))
+    d = cut_run(tmp_path / "full", tmp_path / "killed", events[:cut])
     resumed, *_ = run(d, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)
     assert resumed == read_summary(tmp_path / "full" / "summary.json")
     assert read_jsonl(d / "candidates.jsonl") == lines
@@ -371,21 +373,15 @@ def test_a_judged_refresh_drops_a_version_whose_children_did_worse_patches_the_o
     steps = [e for e in events[:cut] if e.get("type") == "step"]
     assert [r["skill"] for e in steps for r in e["requests"] if e["operator"] != "distill"] == [
         c.get("skill_version") for c in lines if c["step"] <= steps[-1]["step"]]
-    tampered = tmp_path / "tampered"
-    tampered.mkdir()
-    (tampered / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
     last = json.loads(json.dumps(steps[-1]))
     last["requests"][0]["skill"] = 7
-    (tampered / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut - 1] + [last]))
+    tampered = cut_run(tmp_path / "full", tmp_path / "tampered", events[:cut - 1] + [last])
     with pytest.raises(ResumeError, match="does not replay the same requests"):
         run(tampered, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)
     # a log written before requests named their version replays as before
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "config.toml").write_text((tmp_path / "full" / "config.toml").read_text())
     stripped = [{**e, "requests": [{k: v for k, v in r.items() if k != "skill"} for r in e["requests"]]}
                 if e.get("type") == "step" else e for e in events[:cut]]
-    (old / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in stripped))
+    old = cut_run(tmp_path / "full", tmp_path / "old", stripped)
     assert run(old, config, engine=SkillSensitiveEngine(hurts="## Contract"), resume=True)[0] == resumed
 
 
