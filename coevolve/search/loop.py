@@ -653,7 +653,8 @@ class SearchLoop:
     def _check_logged(self, step: int, logged: dict, requests: list[Request]) -> None:
         # the skill version shown (None: none) is compared where the log says it (not in logs written before)
         mine = [(r.slot, r.operator, [p.id for p in r.parents], r.seed, r.skill) for r in requests]
-        theirs = [(r["slot"], r["operator"], r["parents"], r["seed"], r["skill"] if "skill" in r or i >= len(mine) else mine[i][4])
+        theirs = [(r["slot"], r["operator"], r["parents"], r["seed"],
+                   r["skill"] if "skill" in r or i >= len(mine) else mine[i][4])
                   for i, r in enumerate(logged["requests"])]
         if mine != theirs:
             raise ResumeError(f"{self.store.events_path}: step {step} does not replay the same requests; "
@@ -997,7 +998,7 @@ class SearchLoop:
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
                 # skill.keep = "judged": each trial, and the one still running at the end, judged as it stands
-                "skill_trials": self.skill_trials + [t for t in [self._judge_trial(self._last_step(), final=True)] if t],
+                "skill_trials": self.skill_trials + [t for t in [self._judge_trial(self._last_step(), True)] if t],
                 # valid candidates that carry the task's own note (a task with `feedback`)
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "proposers": self._proposers(),

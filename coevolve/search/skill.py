@@ -186,23 +186,41 @@ def version_label(version: int | None) -> str:
     return "no skill" if version is None else f"v{version:03d}"
 
 
+def shown_counts(candidates: Sequence[Candidate], direction: str, seed: float | None = None,
+                 since: int | None = None) -> dict[int | None, dict[str, int]]:
+    """Per skill version a prompt showed (None: no skill), in order of first use: the candidates, how
+    many scored and how many beat every parent shown (ensemble.improved, what a trial counts); only
+    those proposed after step `since` when it is given (all remain parents). `seed`: the objective of
+    the template seeded as candidate 0 where `candidates` (candidates.jsonl's lines) do not hold it."""
+    by_id = {c.id: c for c in candidates}
+    if seed is not None:
+        by_id[0] = Candidate(id=0, step=-1, operator="template", parents=[], model_state={"kind": "template"},
+                             objective=seed)
+    counts: dict[int | None, dict[str, int]] = {}
+    for c in candidates:
+        if c.id == 0 or (since is not None and c.step <= since):  # the seeded template: no prompt
+            continue
+        side = counts.setdefault(c.skill_version, {"candidates": 0, "valid": 0, "improved": 0})
+        side["candidates"] += 1
+        side["valid"] += c.valid
+        side["improved"] += improved(c, (by_id.get(p) for p in c.parents), direction)
+    return counts
+
+
 def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, since: int,
           direction: str) -> dict[str, Any]:
     """skill.keep = "judged": the trial of the `challenger` version against the `incumbent` (None: no
     skill) over their children proposed after step `since`, when requests began to alternate between
-    them. Each arm's children are counted as an adaptive ensemble counts a model's (candidates, scored,
-    successes: scored and beat every parent shown, ensemble.improved). The challenger is kept when its
-    success rate is higher, or equal with a higher scored rate; otherwise the incumbent stays, so a
-    version has to show something to replace the one it patched. A greedy choice: `interval` is the 95% interval for the
-    difference in success rate (challenger minus incumbent, stats.proportion_difference) and `distinct`
-    whether it excludes 0, i.e. whether the two could be told apart at all. `pool` holds every candidate
-    the children name as parents (the seeded template too)."""
-    by_id = {c.id: c for c in pool}
-    arms: dict[str, dict[str, int]] = {}
-    for arm, version in (("incumbent", incumbent), ("challenger", challenger)):
-        children = [c for c in pool if c.step > since and c.id > 0 and c.skill_version == version]
-        arms[arm] = {"candidates": len(children), "valid": sum(c.valid for c in children),
-                     "improved": sum(improved(c, (by_id.get(p) for p in c.parents), direction) for c in children)}
+    them, each arm's counted by shown_counts. The challenger is kept when its success rate (scored and
+    beat every parent shown) is higher, or equal with a higher scored rate; otherwise the incumbent
+    stays, so a version has to show something to replace the one it patched. A greedy choice:
+    `interval` is the 95% interval for the difference in success rate (challenger minus incumbent,
+    stats.proportion_difference) and `distinct` whether it excludes 0, i.e. whether the two could be
+    told apart at all. `pool` holds every candidate the children name as parents (the seeded template
+    too)."""
+    counts = shown_counts(pool, direction, since=since)
+    arms = {arm: counts.get(version, {"candidates": 0, "valid": 0, "improved": 0})
+            for arm, version in (("incumbent", incumbent), ("challenger", challenger))}
 
     def rates(arm: dict[str, int]) -> tuple[float, float]:
         return arm["improved"] / max(arm["candidates"], 1), arm["valid"] / max(arm["candidates"], 1)
@@ -214,27 +232,6 @@ def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, sin
     return {"since": since, "incumbent": incumbent, "challenger": challenger, "children": arms, "kept": kept,
             "interval": None if difference is None else [round(difference.low, 6), round(difference.high, 6)],
             "distinct": difference is not None and difference.distinct}
-
-
-def shown_counts(candidates: Sequence[Candidate], direction: str,
-                 seed: float | None = None) -> dict[int | None, dict[str, int]]:
-    """Per skill version a prompt showed (None: no skill), in order of first use: the candidates, how
-    many scored and how many beat every parent shown (ensemble.improved, what a trial counts), read
-    from candidates.jsonl's lines. `seed`: the objective of the template seeded as candidate 0, a parent
-    the file does not hold (context.seed_template)."""
-    by_id = {c.id: c for c in candidates}
-    if seed is not None:
-        by_id[0] = Candidate(id=0, step=-1, operator="template", parents=[], model_state={"kind": "template"},
-                             objective=seed)
-    counts: dict[int | None, dict[str, int]] = {}
-    for c in candidates:
-        if c.id == 0:  # the seeded template: no prompt
-            continue
-        side = counts.setdefault(c.skill_version, {"candidates": 0, "valid": 0, "improved": 0})
-        side["candidates"] += 1
-        side["valid"] += c.valid
-        side["improved"] += improved(c, (by_id.get(p) for p in c.parents), direction)
-    return counts
 
 
 def trial_line(trial: dict[str, Any]) -> str:
