@@ -138,13 +138,24 @@ def run(directory, overlap: bool, sandbox: Sandbox):
         return arrived
 
     loop._early = early
-    return loop.run(), log, evaluator
+    parses = []
+    extract = loop._extract
+
+    def counted(request, completion):  # every parse of a reply, early or by the step
+        parses.append(id(completion))
+        return extract(request, completion)
+
+    loop._extract = counted
+    summary = loop.run()
+    return summary, log, evaluator, parses
 
 
 def test_replies_are_scored_as_they_arrive_and_the_run_is_the_same(tmp_path):
     with Sandbox(workers=2, timeout_s=60) as sandbox:
-        on, log, evaluator = run(tmp_path / "on", True, sandbox)
-        off, off_log, off_evaluator = run(tmp_path / "off", False, sandbox)
+        on, log, evaluator, parses = run(tmp_path / "on", True, sandbox)
+        off, off_log, off_evaluator, off_parses = run(tmp_path / "off", False, sandbox)
+    # each reply is parsed once: the step takes the hook's parse
+    assert len(parses) == len(off_parses) == on.ledger.llm_requests
 
     timeless = lambda path: [{k: v for k, v in c.items() if k != "seconds"} for c in read_jsonl(path)]
     assert timeless(tmp_path / "on" / "candidates.jsonl") == timeless(tmp_path / "off" / "candidates.jsonl")

@@ -459,7 +459,8 @@ class SearchLoop:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
             retried = None
-        parsed = [self._extract(r, c) for r, c in zip(requests, completions)]  # once: the re-asks and candidates read it
+        # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
+        parsed = [self._parsed_early(r, c) for r, c in zip(requests, completions)]
         if retried is None:
             retried = self._reask(step, requests, members, sampling, completions, parsed)
         for kind, replaced in retried.items():
@@ -709,8 +710,8 @@ class SearchLoop:
     def _early(self, requests: list[Request]) -> Callable[[int, Completion], None]:
         """What the endpoint calls, from its threads, as the reply to requests[index] arrives: the program
         in it handed to the sandbox at once, unless the step will not score it (no code; a program seen
-        before; a clone the step rejects). The step parses every reply again itself. Called from several
-        threads at once; it only reads what the step changes after generation."""
+        before; a clone the step rejects). The step takes the parse from here (`_parsed_early`). Called
+        from several threads at once; it only reads what the step changes after generation."""
         archive = [m.objective for m in self.method.members()]
         split, size = cascade.first_set(self.task, archive)
         overlap = self.overlap
@@ -718,12 +719,20 @@ class SearchLoop:
         def arrived(index: int, completion: Completion) -> None:
             try:
                 parsed = self._extract(requests[index], completion)
+                overlap.parsed[id(completion)] = (completion, requests[index], parsed)
                 if not isinstance(parsed, Extracted) or self._earlier(parsed.code)[:2] != (None, None):
                     return
                 overlap.submit((parsed.code, self.task, split, size))
             except Exception:  # only an early start is lost: the step scores every program it keeps itself
                 return
         return arrived
+
+    def _parsed_early(self, request: Request, completion: Completion) -> Extracted | str:
+        """`_extract`, or what the overlap hook already made of this very reply to this request."""
+        early = self.overlap.parsed.get(id(completion)) if self.overlap is not None else None
+        if early is not None and early[0] is completion and early[1] is request:
+            return early[2]
+        return self._extract(request, completion)
 
     def _batch(self, requests: list[Request]) -> Batch:
         """The generator call for these requests, each under its decoding pattern when decoding is

@@ -44,6 +44,8 @@ class Overlap:
         self.started: dict[tuple, Future] = {}
         self.lock = threading.Lock()  # replies arrive on the endpoint's threads
         self.taken = 0  # results the step took from early scorings
+        # id(reply) -> (reply, request, its parse), written by the hook: the step takes the parse from here
+        self.parsed: dict[int, tuple[Any, Any, Any]] = {}
 
     def submit(self, job: Job) -> None:
         key = _key(job)
