@@ -233,3 +233,6 @@ def test_the_report_shows_what_the_skills_requests_did(comparison):
     assert "## What the skill's requests did" in report
     assert "| tsp_construct | Sample | 10 | 3 | 3 / 3 of 6 | 3 / 3 of 6 | 3 | 3 | 0 | v001, v001, v001 |" in report
     assert "Sample+ESOpt | 10 |" not in report.split("## What the skill's requests did")[1].split("## Runs")[0]
+    (row,) = json.loads((comparison / "results.json").read_text())["skill"]
+    assert (row["method"], row["runs"], row["skill"], row["judged"], row["ahead"]) == (
+        "sample", 3, {"candidates": 6, "valid": 3, "improved": 3}, 3, [1, 1, 1])

@@ -290,7 +290,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         "budget_counts": BUDGET_STATEMENT.format(budget="B"),
         "rows": rows, "runs": run_rows(records), "conclusions": verdicts, "named_arms": arm_lines(config),
         "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
-        "structurally_matched": not unmatched})
+        "structurally_matched": not unmatched,
+        "skill": skill})  # what the skill's requests did, per arm (collecting.skill_rows; [] without a skill)
     for key, path in plots.items():
         written["plots/" + path.name] = path
     return written
