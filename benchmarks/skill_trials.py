@@ -13,6 +13,7 @@ DIR is a run directory or any folder above run directories (a comparison's --out
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -32,10 +33,10 @@ def run_dirs(roots: list[str]) -> list[Path]:
 
 
 def arm_of(run: Path) -> str:
-    """The arm a comparison ran it as (its directory's name less budget and seed), else its method."""
-    name = run.name.rsplit("-b", 1)[0] if "-b" in run.name else ""
-    config = read_toml(run / "config.toml")
-    return name or config["run"]["method"]
+    """The arm a comparison ran it as (its directory's name, ARM-bBUDGET-sSEED, less budget and seed),
+    else its method."""
+    named = re.fullmatch(r"(.+)-b\d+-s\d+", run.name)
+    return named.group(1) if named else str(read_toml(run / "config.toml")["run"]["method"])
 
 
 def main() -> None:

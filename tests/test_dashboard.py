@@ -119,6 +119,8 @@ def test_the_skill_the_prompts_showed_is_read_from_the_log_as_it_grows(tmp_path)
     with open(run / "events.jsonl", "a") as handle:
         for e in ({"type": "skill_start", "source": "/x", "text": "# Hints\n- keep it short\x1b[2J"},
                   {"type": "seed", "id": 0, "result": {"objective": 6.5}},
+                  {"type": "step", "step": 0, "operator": "i1", "requests": [{"slot": 0, "skill": 0},
+                                                                             {"slot": 1, "skill": None}]},
                   {"type": "step", "step": 2, "operator": "distill", "skill": {"version": 1, "step": 2, "text": "v1"},
                    "trial": trial}):
             handle.write(json.dumps(e) + "\n")
@@ -134,6 +136,12 @@ def test_the_skill_the_prompts_showed_is_read_from_the_log_as_it_grows(tmp_path)
         assert skills["trials"] == ["v000 kept over no skill at step 2: v000 improved 1/1 (valid 1); no skill "
                                     "improved 0/1 (valid 0); could not be told apart"]
         assert http.get("/api/run/plain").json()["skills"] == {"versions": [], "shown": [], "trials": []}
+    # a run written before its log named each request's version: its versions, but no counts by version
+    events = (run / "events.jsonl").read_text().splitlines()
+    (run / "events.jsonl").write_text("\n".join(e for e in events if '"operator": "i1"' not in e) + "\n")
+    with client(run) as http:
+        skills = http.get("/api/run/run").json()["skills"]
+        assert len(skills["versions"]) == 2 and skills["shown"] == []
 
 
 def test_a_candidates_reply_is_its_step_events_completion_for_its_slot(tmp_path):

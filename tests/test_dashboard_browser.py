@@ -99,7 +99,8 @@ def hostile_run(path: Path) -> None:
     (path / "candidates.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(noted) + "\n"
                                            + '{"id": 3, "step": 0, "oper')
     # the step's replies as the model wrote them: candidate 1's is the markup too
-    step = {"type": "step", "step": 0, "operator": "i1", "completions": [{"text": HOSTILE}, {"text": "{x}"}]}
+    step = {"type": "step", "step": 0, "operator": "i1", "completions": [{"text": HOSTILE}, {"text": "{x}"}],
+            "requests": [{"slot": 0, "skill": None}, {"slot": 1, "skill": 3}]}  # the version each request showed
     # a skill version whose text is the markup, and a judged trial (skill.keep = "judged")
     refresh = {"type": "step", "step": 1, "operator": "distill", "completions": [],
                "skill": {"version": 3, "step": 1, "text": HOSTILE},

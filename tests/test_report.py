@@ -202,7 +202,8 @@ def test_report_says_when_the_arms_were_not_structurally_matched(comparison):
 
 def test_the_report_shows_what_the_skills_requests_did(comparison):
     """A comparison whose Sample runs showed a judged skill (hand-made candidates and trials): the
-    report's table sums each side over the seeds; the runs that showed none have no row."""
+    report's table sums each side over the seeds; the runs that showed none have no row, nor does a run
+    whose log does not name each request's version (written before it did)."""
     from coevolve.report.collecting import skill_use
 
     def line(cid, objective, version=None, parents=()):
@@ -223,6 +224,11 @@ def test_the_report_shows_what_the_skills_requests_did(comparison):
         # no skill: 1 scored (no parent: a success), 4 failed; v001: 2 beat parent 1 (5.0 < 6.0), 3 failed
         atomic_write_text(run / "candidates.jsonl", "".join(json.dumps(c) + "\n" for c in [
             line(1, 6.0), line(2, 5.0, 1, [1]), line(3, None, 1, [1]), line(4, None)]))
+        # the log names each request's version (a run written before it did is not counted: seed 2's copy)
+        step = {"type": "step", "step": 1, "requests": [{"slot": i, "skill": v} for i, v in enumerate([None, 1, 1, None])]}
+        events = (run / "events.jsonl").read_text().splitlines()
+        if seed < 2:
+            atomic_write_text(run / "events.jsonl", "\n".join([events[0], json.dumps(step), *events[1:]]) + "\n")
     use = skill_use(comparison / "runs" / "tsp_construct" / "sample-b10-s0",
                     read_summary(comparison / "runs" / "tsp_construct" / "sample-b10-s0" / "summary.json"))
     assert use == {"skill": {"candidates": 2, "valid": 1, "improved": 1},
@@ -231,8 +237,10 @@ def test_the_report_shows_what_the_skills_requests_did(comparison):
     render_comparison(comparison)
     report = (comparison / "report.md").read_text()
     assert "## What the skill's requests did" in report
-    assert "| tsp_construct | Sample | 10 | 3 | 3 / 3 of 6 | 3 / 3 of 6 | 3 | 3 | 0 | v001, v001, v001 |" in report
+    assert "| tsp_construct | Sample | 10 | 2 | 2 / 2 of 4 | 2 / 2 of 4 | 2 | 2 | 0 | v001, v001 |" in report
     assert "Sample+ESOpt | 10 |" not in report.split("## What the skill's requests did")[1].split("## Runs")[0]
     (row,) = json.loads((comparison / "results.json").read_text())["skill"]
     assert (row["method"], row["runs"], row["skill"], row["judged"], row["ahead"]) == (
-        "sample", 3, {"candidates": 6, "valid": 3, "improved": 3}, 3, [1, 1, 1])
+        "sample", 2, {"candidates": 4, "valid": 2, "improved": 2}, 2, [1, 1])
+    assert skill_use(comparison / "runs" / "tsp_construct" / "sample-b10-s2",
+                     read_summary(comparison / "runs" / "tsp_construct" / "sample-b10-s2" / "summary.json")) is None

@@ -38,7 +38,7 @@ from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versio
                                    summary_kind)
 from coevolve.base.untrusted import clean
 from coevolve.runstore import ended
-from coevolve.search.skill import shown_counts, trial_line, version_label
+from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.stats import mean_at_k, pass_at_k
 from tasks.base import gap as task_gap
 from tasks.registry import heuristic_task
@@ -518,8 +518,9 @@ class HeuristicRun(RunDir):
                 trials.append(e["trial"])
         if self.summary is not None and self.summary.context:  # finished: the last trial, judged as it stands
             trials += [t for t in self.summary.context.get("skill_trials", []) if t.get("final")]
-        shown = [{"version": version, "label": version_label(version), **counts}
-                 for version, counts in shown_counts(self.candidates, self.direction, seed).items()]
+        # none for a run written before its log named each request's version: what each showed is not known
+        counted = shown_counts(self.candidates, self.direction, seed) if requests_name_versions(self.events) else {}
+        shown = [{"version": version, "label": version_label(version), **counts} for version, counts in counted.items()]
         lines = []
         for trial in trials:
             try:

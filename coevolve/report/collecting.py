@@ -20,7 +20,7 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_
                            planned_runs, run_state, scored_sets)
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
-from coevolve.search.skill import shown_counts
+from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, summarise, welch_difference
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
@@ -233,14 +233,17 @@ SIDES = ("skill", "none")
 
 
 def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] | None:
-    """What the skill did in one finished run (None for a run that never showed one): the candidates
-    whose prompt showed a skill and those that showed none, each side's count, how many scored and how
-    many beat every parent shown (ensemble.improved, what a judged trial counts); and, under
+    """What the skill did in one finished run (None for a run that never showed one, or one written
+    before its log named each request's version): the candidates whose prompt showed a skill and those
+    that showed none, each side's count, how many scored and how many beat every parent shown
+    (ensemble.improved, what a judged trial counts); and, under
     skill.keep = "judged", its trials judged at refreshes, the versions they kept, how many could be
     told apart, and the version ahead when the run ended."""
     context = summary.context or {}
     if not context.get("skill_versions") and not context.get("skill_start"):
         return None
+    if not requests_name_versions(read_jsonl(Path(directory) / "events.jsonl")):
+        return None  # written before requests named their version: what each showed is not known
     candidates = [Candidate.read(c) for c in read_jsonl(Path(directory) / "candidates.jsonl")]
     sides = {side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES}
     seed = (context.get("seed") or {}).get("objective")

@@ -207,6 +207,13 @@ def shown_counts(candidates: Sequence[Candidate], direction: str, seed: float | 
     return counts
 
 
+def requests_name_versions(events: Sequence[dict]) -> bool:
+    """Whether a run's log says which skill version each request showed: runs written before it did
+    (their candidates have no skill_version, whatever their prompts showed) cannot be counted by version."""
+    return any("skill" in r for e in events if e.get("type") == "step" for r in e.get("requests") or ()
+               if isinstance(r, dict))
+
+
 def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, since: int,
           direction: str) -> dict[str, Any]:
     """skill.keep = "judged": the trial of the `challenger` version against the `incumbent` (None: no
