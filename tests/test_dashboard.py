@@ -144,6 +144,39 @@ def test_the_skill_the_prompts_showed_is_read_from_the_log_as_it_grows(tmp_path)
         assert len(skills["versions"]) == 2 and skills["shown"] == []
 
 
+def test_a_judged_runs_open_trial_is_shown_while_it_runs(tmp_path):
+    """skill.keep = "judged", no summary yet: the trial the last refresh opened (v001 against v000, the
+    version that refresh kept) is judged as it stands over the children proposed after that refresh."""
+    lines = [{**candidate(1, 0, [], 7.0), "skill_version": 0}, candidate(2, 0, [], None, "exception"),
+             {**candidate(3, 3, [0], 6.0), "skill_version": 1},  # beat the seeded template (6.5)
+             {**candidate(4, 3, [1], 8.0), "skill_version": 0},  # worse than its parent
+             {**candidate(5, 3, [3], None, "syntax"), "skill_version": 1}]
+    run = make_run(tmp_path / "run", lines)
+    with open(run / "config.toml", "a") as handle:
+        handle.write('[skill]\nkeep = "judged"\n')
+    first = {"step": 2, "since": -1, "incumbent": None, "challenger": 0, "kept": 0, "distinct": False,
+             "interval": [-0.4, 0.9], "children": {"challenger": {"candidates": 1, "valid": 1, "improved": 1},
+                                                   "incumbent": {"candidates": 1, "valid": 0, "improved": 0}}}
+    with open(run / "events.jsonl", "a") as handle:
+        for e in ({"type": "skill_start", "source": "/x", "text": "# Hints"},
+                  {"type": "seed", "id": 0, "result": {"objective": 6.5}},
+                  {"type": "step", "step": 0, "operator": "i1", "requests": [{"slot": 0, "skill": 0}]},
+                  {"type": "step", "step": 2, "operator": "distill", "skill": {"version": 1, "step": 2, "text": "v1"},
+                   "trial": first}):
+            handle.write(json.dumps(e) + "\n")
+    with client(run) as http:
+        trials = http.get("/api/run/run").json()["skills"]["trials"]
+    assert trials == ["v000 kept over no skill at step 2: v000 improved 1/1 (valid 1); no skill improved 0/1 "
+                      "(valid 0); could not be told apart",
+                      "v001 on trial, v001 ahead so far (running): v001 improved 1/2 (valid 1); v000 improved 0/1 "
+                      "(valid 1); could not be told apart"]
+    # skill.keep = "latest": a new version replaces the last, nothing is on trial
+    config = (run / "config.toml").read_text()
+    (run / "config.toml").write_text(config.replace('keep = "judged"', 'keep = "latest"'))
+    with client(run) as http:
+        assert len(http.get("/api/run/run").json()["skills"]["trials"]) == 1
+
+
 def test_a_candidates_reply_is_its_step_events_completion_for_its_slot(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "parse"),
                                       candidate(3, 1, [1], 6.0)])

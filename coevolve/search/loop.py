@@ -372,8 +372,16 @@ class SearchLoop:
     def _adopt(self, version: int | None) -> None:
         """The current skill: the one analysts patch, and every request's while nothing is on trial."""
         self.skill_version = version
-        self.skill, outline = self.versions[version]
-        self.skill_outline = outline if self.skill is not None else skills.outline(None)
+
+    @property
+    def skill(self) -> Skill | None:
+        return self.versions[self.skill_version][0]
+
+    @property
+    def skill_outline(self) -> str:
+        """What analysts see of the current skill (for no skill, the outline says there is none)."""
+        skill, outline = self.versions[self.skill_version]
+        return outline if skill is not None else skills.outline(None)
 
     def _skill_for(self, slot: int) -> int | None:
         """The version a request shows: with a version on trial, every other request (by the evaluation

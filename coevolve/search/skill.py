@@ -215,7 +215,7 @@ def requests_name_versions(events: Sequence[dict]) -> bool:
 
 
 def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, since: int,
-          direction: str) -> dict[str, Any]:
+          direction: str, seed: float | None = None) -> dict[str, Any]:
     """skill.keep = "judged": the trial of the `challenger` version against the `incumbent` (None: no
     skill) over their children proposed after step `since`, when requests began to alternate between
     them, each arm's counted by shown_counts. The challenger is kept when its success rate (scored and
@@ -224,8 +224,8 @@ def judge(pool: Sequence[Candidate], incumbent: int | None, challenger: int, sin
     `interval` is the 95% interval for the difference in success rate (challenger minus incumbent,
     stats.proportion_difference) and `distinct` whether it excludes 0, i.e. whether the two could be
     told apart at all. `pool` holds every candidate the children name as parents (the seeded template
-    too)."""
-    counts = shown_counts(pool, direction, since=since)
+    too, or its objective as `seed`, as shown_counts takes it)."""
+    counts = shown_counts(pool, direction, seed, since=since)
     arms = {arm: counts.get(version, {"candidates": 0, "valid": 0, "improved": 0})
             for arm, version in (("incumbent", incumbent), ("challenger", challenger))}
 
@@ -245,7 +245,7 @@ def trial_line(trial: dict[str, Any]) -> str:
     """One judgement as the run table shows it."""
     inc, ch = trial["incumbent"], trial["challenger"]
     won = trial["kept"] == ch
-    if trial.get("final"):  # no refresh came to judge it: who leads
+    if trial.get("final") or trial.get("running"):  # no refresh has judged it (yet): who leads
         head = f"{version_label(ch)} on trial, {version_label(ch if won else inc)} ahead"
     else:
         head = (f"{version_label(ch)} kept over {version_label(inc)}" if won
@@ -254,7 +254,8 @@ def trial_line(trial: dict[str, Any]) -> str:
     counts = "; ".join(f"{version_label(v)} improved {children[arm]['improved']}/{children[arm]['candidates']} "
                        f"(valid {children[arm]['valid']})" for arm, v in (("challenger", ch), ("incumbent", inc)))
     told = "told apart" if trial["distinct"] else "could not be told apart"
-    when = "at the end (no refresh)" if trial.get("final") else f"at step {trial['step']}"
+    when = ("so far (running)" if trial.get("running") else "at the end (no refresh)" if trial.get("final")
+            else f"at step {trial['step']}")
     return f"{head} {when}: {counts}; {told}"
 
 
