@@ -102,6 +102,37 @@ def test_a_clone_of_the_template_is_rejected_before_the_sandbox_and_charged(tmp_
     assert summary.evaluations == 8
 
 
+def test_the_run_table_counts_a_repeated_valid_program_once_and_says_how_much_code_repeated(tmp_path):
+    """The fake engine proposes one program (SCORE = 42.0) again and again, and repeats its crash: each
+    repeat is charged and counted valid (or failed) as the original was; the table says how many valid
+    candidates are programs of their own, counted here from candidates.jsonl's code."""
+    from coevolve.report.rendering import _run_rows
+
+    class RepeatingEngine(FakeEngine):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            out = super().chat(conversations, sampling, seeds, constraints)
+            for completion in out[::2]:
+                completion.text = "{same}\n```python\ndef heuristic(x):\n    SCORE = 42.0\n    return SCORE\n```"
+            return out
+
+    summary, *_ = run(tmp_path / "r", make_config("sample", 24, context={"fingerprint": False}),
+                      engine=RepeatingEngine())
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    valid_codes = [c["code"] for c in candidates if c["objective"] is not None]
+    repeats = len(candidates) - len({c["code"] for c in candidates if c["code"] is not None}) - sum(
+        c["code"] is None for c in candidates)
+    assert len(valid_codes) > len(set(valid_codes)) and repeats > 0  # the run has what this checks
+    assert summary.valid == len(valid_codes) and summary.distinct_valid == len(set(valid_codes))
+    table = dict(_run_rows(summary, tmp_path / "r", None))  # run_table's rows (no starting point to look up)
+    distinct = len(set(valid_codes))
+    assert table["valid"].endswith(f"; {distinct} distinct program{'s' * (distinct != 1)}, "
+                                   f"{len(valid_codes) - distinct} repeats")
+    assert table["repeated code"].startswith(f"{repeats} of 24 evaluations repeated")
+    # a run whose valid candidates are all different says nothing more
+    summary.distinct_valid = summary.valid
+    assert "distinct" not in dict(_run_rows(summary, tmp_path / "r", None))["valid"]
+
+
 # -- failures and repair ----------------------------------------------------------------------
 def test_a_failure_reaches_the_next_prompt_fenced_with_its_failing_line():
     failed = Candidate(id=3, step=0, operator="i1", parents=[], model_state={"kind": "base"},

@@ -205,7 +205,8 @@ class SearchSummary(Versioned):
     ledger: LedgerCounts
     valid: int
     valid_rate: float
-    failures: dict[str, int] = {}
+    distinct_valid: int | None = None  # valid candidates that repeat no earlier one's code (older summaries: None)
+    failures: dict[str, int] = {}  # per failure kind, repeats of a failed program's code included
     sandbox: dict[str, Any] | None = None  # what bounded the candidates
     train: TrainSet
     best: BestCandidate | None = None

@@ -218,7 +218,7 @@ def run_rows(cells: list[ComparisonCell]) -> list[dict]:
         base: dict[str, Any] = {
             "task": c.task, "method": c.method, "budget": c.budget, "seed": c.seed, "state": c.state, "dir": c.dir,
             "best_is": c.best_is, "evaluations": s and s.evaluations, "valid": s and s.valid,
-            "valid_rate": s and s.valid_rate, "train_best": s.best.objective if s and s.best else None,
+            "valid_rate": s and s.valid_rate, "distinct_valid": s and s.distinct_valid, "train_best": s.best.objective if s and s.best else None,
             "llm_requests": ledger and ledger.llm_requests, "completion_tokens": ledger and ledger.completion_tokens,
             "outcomes": json.dumps(ledger.outcomes, sort_keys=True) if ledger else None}
         for score in list(c.scores.values()) or [None]:

@@ -274,6 +274,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     for r in records:
         s = r.summary
         valid = f"{s.valid}/{s.evaluations}" if s else "–"
+        if s and s.distinct_valid is not None and s.distinct_valid != s.valid:
+            valid += f" ({s.distinct_valid} distinct)"
         parts.append(f"| {r.task} | {_label(r.method)} | {r.budget} | {r.seed} | {r.state} | "
                      f"{valid} | {fmt_number(s.best.objective if s and s.best else None)} | "
                      f"{STARTING_POINT.get(r.best_is, '')}"
@@ -388,8 +390,11 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
         ("method", summary.method),
         ("task", f"{summary.task} ({train.split}{train.size}, {train.direction})"),
         ("evaluations", f"{summary.evaluations} / {summary.budget}"),
-        ("valid", f"{summary.valid} ({summary.valid_rate:.1%})"),
+        ("valid", f"{summary.valid} ({summary.valid_rate:.1%})" + _distinct(summary)),
         ("failures", ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "-"),
+        *([("repeated code", f"{ledger.outcomes['duplicate']} of {summary.evaluations} evaluations repeated an "
+                             "earlier candidate's code (charged, its score reused)")]
+          if ledger.outcomes.get("duplicate") else []),
         ("best objective", "-" if not best else f"{best.objective:.6g} (candidate {best.id}, {best.operator})"),
         *([("best is", f"{STARTING_POINT[found]} itself: nothing better than the starting point was found")]
           if found else []),
@@ -407,6 +412,15 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
     rows += context_rows(summary.context, summary.stopped)
     rows.append(("run directory", str(directory)))
     return rows
+
+
+def _distinct(summary: SearchSummary) -> str:
+    """How many of the valid candidates are programs of their own: a run whose proposer repeats one
+    program (on the embedded model, often the template) counts each repeat as valid."""
+    distinct = summary.distinct_valid
+    if distinct is None or distinct == summary.valid:
+        return ""
+    return f"; {distinct} distinct program{'s' * (distinct != 1)}, {summary.valid - distinct} repeats"
 
 
 def trial_label(version: int | None, context: dict) -> str:

@@ -955,6 +955,7 @@ class SearchLoop:
             outside_budget=self.method.outside_budget(),
             evaluations=self.ledger.used, ledger=self.ledger.to_dict(),
             valid=len(valid), valid_rate=len(valid) / self.ledger.used if self.ledger.used else 0.0,
+            distinct_valid=sum(c.duplicate_of is None for c in valid),
             failures=dict(sorted(failures.items())),
             # what bounded the candidates: confinement, file-system view, memory limit (cgroup or rlimit)
             sandbox=getattr(self.evaluator, "boundary", None),
