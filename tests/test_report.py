@@ -36,6 +36,7 @@ def fake_run(directory: Path, config, objective: float | None) -> None:
         "ledger": {"budget": 10, "used": 10, "outcomes": {"evaluated": 4, "parse": 6},
                    "llm_requests": 10, "prompt_tokens": 100, "completion_tokens": 500},
         "valid": valid, "valid_rate": valid / 10, "failures": {"parse": 6},
+        "distinct_valid": 0 if objective is None else run.seed + 1,  # the other valid ones repeat earlier code
         "train": {"split": "train", "size": 50, "direction": "min", "reference": 5.0},
         "best": best, "best_so_far": curve, "population": [], "es": None})
     if objective is not None:
@@ -75,8 +76,10 @@ def test_table_numbers(comparison):
     assert delta["gap_closed"] == pytest.approx(0.5)
 
     report = (comparison / "report.md").read_text()
-    assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 3/3 |" in report
-    assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 2/3 |" in report
+    # distinct valid programs per run: seeds 0, 1, 2 -> 1, 2, 3 (sample); 1, 2 and none (sample+esopt)
+    assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 2.0000 ± 1.0000 | 3/3 |" in report
+    assert variant["distinct_valid"] == {"n": 3, "mean": pytest.approx(1.0), "std": pytest.approx(1.0)}
+    assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 1.0000 ± 1.0000 | 2/3 |" in report
     # Welch by hand: shares 0.2²/3 = 0.01333 and 0.1414²/2 = 0.01, se 0.1528, df = 0.02333² / (0.01333²/2 +
     # 0.01²/1) = 2.88 -> t(2) = 4.303, half-width 0.657: -0.3 ± 0.657 includes 0. Seeds per arm for 80% power:
     # 0.3 / sqrt(0.06 / n) >= t(1.8 (n - 1)) + 0.8416 first holds at n = 7 (3.24 >= 3.07; n = 6: 3.00 < 3.10)

@@ -188,6 +188,8 @@ def aggregate(config: CompareConfig, cells: list[ComparisonCell],
                         "objective": _mean_std(s and s.objective for s in scores),
                         "gap": _mean_std(s and s.gap for s in scores),
                         "train_valid_rate": _mean_std(c.summary.valid_rate for c in done),
+                        # programs of their own: a proposer that repeats one program raises the rate, not this
+                        "distinct_valid": _mean_std(c.summary.distinct_valid for c in done),
                         "train_best": _mean_std(c.summary.best and c.summary.best.objective for c in done),
                         "instances": max((s.instances for s in scores if s), default=None),
                         "at_template": sum(1 for c in done if at_template(c, split, size,

@@ -4,7 +4,8 @@ and the table `coevolve run` prints at the end of a run.
 
 A comparison's report has, per task and budget, one row per method with the
 test objective and the gap to the reference (mean ± std over seeds), the
-training valid rate and how many runs produced a heuristic; the methods come
+training valid rate, the valid programs of their own (repeats left out) and how many runs
+produced a heuristic; the methods come
 in pairs (Sample / Sample+ESOpt, EoH / EoH+ESOpt), each pair followed by its Δ
 row: the relative gap reduction of the +ESOpt variant over its base method.
 """
@@ -102,13 +103,13 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
     header = ["Method"]
     for split, size in sets:
         header += [f"{split}{size} objective", f"{split}{size} gap"]
-    header += ["train valid rate", "runs with a heuristic", "best = template", "runs"]
+    header += ["train valid rate", "distinct valid", "runs with a heuristic", "best = template", "runs"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     if any((task_name, split, size) in template for split, size in sets):
         cells = ["Task template (starting point)"]
         for split, size in sets:
             cells += [fmt_number(template.get((task_name, split, size))), ""]
-        lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
+        lines.append("| " + " | ".join(cells + [""] * 5) + " |")
     methods = ordered_arms(config)
     base_of = {variant: base for base, variant in compared_pairs(config)}
     for method in methods:
@@ -118,7 +119,8 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             cells += [fmt_mean_std(per_set[s]["objective"]), fmt_mean_std(per_set[s]["gap"], percent=True)]
         first = per_set[sets[0]]
         at = max(per_set[s]["at_template"] for s in sets)
-        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), f"{first['with_heuristic']}/{first['runs']}",
+        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), fmt_mean_std(first["distinct_valid"]),
+                  f"{first['with_heuristic']}/{first['runs']}",
                   f"{at}/{first['finished']}", _links(first["dirs"])]
         lines.append("| " + " | ".join(cells) + " |")
         if base_of.get(method) in methods:
@@ -128,7 +130,7 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
                 d = deltas.get(s) or {}
                 told = {True: "", False: " (cannot be told apart)", None: " (cannot judge)"}[d.get("distinct")]
                 cells += ["", fmt_delta(d.get("delta")) + told]
-            lines.append("| " + " | ".join(cells + ["", "", "", ""]) + " |")
+            lines.append("| " + " | ".join(cells + [""] * 5) + " |")
     return "\n".join(lines)
 
 
