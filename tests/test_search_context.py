@@ -461,6 +461,26 @@ def test_the_requests_each_version_showed_are_counted_against_the_seeded_templat
     assert list(shown_counts(lines, "min")) == [None, 1]  # in order of first use
 
 
+def test_skill_versions_alternate_under_trial_and_replace_under_latest():
+    """The state the loop and the dashboard share: which version each evaluation shows, and what a
+    verdict changes (versions known by number only, as the dashboard reads them from a log)."""
+    from coevolve.search.skill_versions import SkillVersions
+
+    judged = SkillVersions(judged=True)
+    assert [judged.for_request(n) for n in range(3)] == [None, None, None]  # nothing on trial
+    judged.add(0, None, -1)
+    assert [judged.for_request(n) for n in range(4)] == [0, None, 0, None]  # even evaluations: the challenger
+    judged.settle(None, {"kept": None})  # dropped: no skill stays current
+    assert judged.current is None and judged.challenger is None and judged.trials == [{"kept": None}]
+    judged.add(1, None, 5)
+    assert (judged.challenger, judged.since, judged.for_request(7), judged.for_request(8)) == (1, 5, None, 1)
+    latest = SkillVersions(judged=False)
+    latest.add(1, None, 3)
+    latest.add(2, None, 6)
+    assert latest.current == 2 and latest.challenger is None and {latest.for_request(n) for n in range(4)} == {2}
+    assert latest.standing([], 6, "min") is None and latest.judge([], 6, "min") is None
+
+
 def test_judging_needs_a_skill_to_judge():
     from coevolve.base.errors import ConfigError
 

@@ -38,7 +38,8 @@ from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versio
                                    summary_kind)
 from coevolve.base.untrusted import clean
 from coevolve.runstore import ended
-from coevolve.search.skill import judge, requests_name_versions, shown_counts, trial_line, version_label
+from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
+from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
 from tasks.base import gap as task_gap
 from tasks.registry import heuristic_task
@@ -505,32 +506,32 @@ class HeuristicRun(RunDir):
         skill.start skill), the requests that showed each (how many scored and beat every parent shown),
         and the trials of skill.keep = "judged" in the run table's words (the one still running last)."""
         versions, trials, seed = [], [], None
-        # the trial the log leaves open (skill.keep = "judged"), as the loop keeps it: (incumbent, challenger, since)
-        current: int | None = None
-        open_trial: tuple[int | None, int, int] | None = None
+        section = self.config.get("skill")
+        # the versions and verdicts as the loop kept them, to find the trial still open
+        book = SkillVersions(judged=isinstance(section, dict) and section.get("keep") == "judged")
         for e in self.events:
             kind = e.get("type")
             if kind == "skill_start":
                 versions.append({"version": 0, "step": None, "text": text(e.get("text") or "")})
-                open_trial = (None, 0, -1)
+                book.add(0, None, -1)
             elif kind == "seed" and isinstance(e.get("result"), dict):
                 seed = finite(e["result"].get("objective"))
             if kind == "step" and isinstance(e.get("trial"), dict):  # a refresh judges before it writes
                 trials.append(e["trial"])
-                current, open_trial = e["trial"].get("kept"), None
+                kept = e["trial"].get("kept")
+                book.settle(kept if isinstance(kept, int) else None)
             if kind == "step" and isinstance(e.get("skill"), dict):
                 versions.append({"version": e["skill"].get("version"), "step": e.get("step"),
                                  "text": text(e["skill"].get("text") or "")})
-                open_trial = (current, e["skill"].get("version"), e.get("step"))
+                if isinstance(e["skill"].get("version"), int) and isinstance(e.get("step"), int):
+                    book.add(e["skill"]["version"], None, e["step"])
         names_versions = requests_name_versions(self.events)
-        section = self.config.get("skill")
-        judged = isinstance(section, dict) and section.get("keep") == "judged"
         if self.summary is not None and self.summary.context:  # finished: the last trial, judged as it stands
             trials += [t for t in self.summary.context.get("skill_trials", []) if t.get("final")]
-        elif judged and open_trial and names_versions:
+        elif names_versions:
             try:  # still running: the open trial as it stands now
-                trials.append({"step": None, "running": True,
-                               **judge(self.candidates, *open_trial, self.direction, seed)})
+                trials += [{**t, "running": True} for t in [book.standing(self.candidates, None, self.direction,
+                                                                         seed)] if t]
             except (TypeError, ValueError):  # a log written by other code: no running trial
                 pass
         # none for a run written before its log named each request's version: what each showed is not known

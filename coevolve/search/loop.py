@@ -46,7 +46,7 @@ import numpy as np
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
-from coevolve.base.skills import Skill, parse_skill_text
+from coevolve.base.skills import parse_skill_text
 from coevolve.codeparse import NO_CODE, Extracted, answer_pattern, extract, template_signature
 from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
 from coevolve.es import Member
@@ -69,6 +69,7 @@ from coevolve.search.population import Candidate
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
+from coevolve.search.skill_versions import SkillVersions
 from tasks.base import starting_program, template_decisions
 
 EVENT_VERSION = 1
@@ -306,14 +307,8 @@ class SearchLoop:
         template_fp = fingerprint(task.template)
         if self.clones is not None and template_fp is not None:
             self.clones.add(0, template_fp)
-        # each kept skill version (None: no skill) with its outline, rendered once and shown in prompts
-        self.versions: dict[int | None, tuple[Skill | None, str]] = {None: (None, "")}
-        self._adopt(None)
-        # skill.keep = "judged": the version on trial against the current one since step trial_since
-        self.challenger: int | None = None
-        self.trial_since = 0
-        self.skill_trials: list[dict] = []
-        self.skill_versions: list[dict] = []
+        self.skills = SkillVersions(judged=cfg.skill.keep == "judged")
+        self.skill_versions: list[dict] = []  # what each refresh wrote, for the summary
         self.skill_name = skills.skill_name(task.name)
         self.spend = 0.0
 
@@ -355,54 +350,9 @@ class SearchLoop:
         else:
             start = parse_skill_text(logged["text"], source)
         kept = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
-        self._new_version(0, kept, -1)  # on trial (skill.keep = "judged") from the first step, step 0
+        self.skills.add(0, kept, -1)  # on trial (skill.keep = "judged") from the first step, step 0
         self.skill_start = {"source": source, "name": start.name, "rules": skills.rule_count(start.body),
                             "path": str((kept.path / "SKILL.md").relative_to(self.store.dir))}
-
-    def _new_version(self, version: int, skill: Skill, step: int) -> None:
-        """A skill version written at `step` (v000: skill.start): every request shows it from the next
-        step (skill.keep = "latest"), or it goes on trial against the current one (skill.keep = "judged":
-        requests alternate between the two until the next refresh judges them)."""
-        self.versions[version] = (skill, skills.outline(skill))
-        if self.config.skill.keep == "judged":
-            self.challenger, self.trial_since = version, step
-        else:
-            self._adopt(version)
-
-    def _adopt(self, version: int | None) -> None:
-        """The current skill: the one analysts patch, and every request's while nothing is on trial."""
-        self.skill_version = version
-
-    @property
-    def skill(self) -> Skill | None:
-        return self.versions[self.skill_version][0]
-
-    @property
-    def skill_outline(self) -> str:
-        """What analysts see of the current skill (for no skill, the outline says there is none)."""
-        skill, outline = self.versions[self.skill_version]
-        return outline if skill is not None else skills.outline(None)
-
-    def _skill_for(self, slot: int) -> int | None:
-        """The version a request shows: with a version on trial, every other request (by the evaluation
-        the slot will be charged as, so a step of one request alternates too) shows the challenger."""
-        if self.challenger is None or (self.ledger.used + slot) % 2:
-            return self.skill_version
-        return self.challenger
-
-    def _judge_trial(self, step: int, final: bool = False) -> dict | None:
-        """skill.keep = "judged": the version on trial against the current one (skills.judge); at a refresh
-        the one kept becomes current and the trial ends. None with nothing on trial."""
-        if self.challenger is None:
-            return None
-        trial = {"step": step, **skills.judge(self._pool(), self.skill_version, self.challenger,
-                                              self.trial_since, self.task.direction)}
-        if final:
-            return {**trial, "final": True}
-        self._adopt(trial["kept"])
-        self.challenger = None
-        self.skill_trials.append(trial)
-        return trial
 
     def _seed_archive(self, events: list[dict], event_log: JsonlWriter) -> None:
         """context.seed_template: the template into the method's archive as candidate 0 (the
@@ -457,7 +407,8 @@ class SearchLoop:
             operator, parents = self._operator_parents(spec.operator, rng, step, slot)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
                                     slot // per_member if perturbed else None,
-                                    self._failures_for(operator, parents, slot), self._skill_for(slot)))
+                                    self._failures_for(operator, parents, slot),
+                                    self.skills.for_request(self.ledger.used + slot)))
         if logged is not None:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
@@ -542,7 +493,7 @@ class SearchLoop:
 
     def _context(self, request: Request) -> Context:
         # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
-        return Context(skill=self.versions[request.skill][1], failures=request.failures,
+        return Context(skill=self.skills.shown(request.skill), failures=request.failures,
                        signature=self.signature or "" if self.config.context.constrain else "",
                        notes=self._notes(request))
 
@@ -578,7 +529,7 @@ class SearchLoop:
                  weights: dict | None = None) -> dict:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""
         cfg, task = self.config, self.task
-        trial = self._judge_trial(step)  # before the analysts: they patch the version kept
+        trial = self.skills.judge(self._pool(), step, task.direction)  # before the analysts: they patch the one kept
         cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
         seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
         requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
@@ -586,7 +537,7 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             completions = [Completion(**c) for c in logged["completions"]]
         elif cases:
-            batch = Batch(skills.analyst_conversations(cases, task, self.skill_outline, cfg.context.failure_chars),
+            batch = Batch(skills.analyst_conversations(cases, task, self.skills.outline, cfg.context.failure_chars),
                           seeds)
             teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
             began = time.perf_counter()
@@ -607,11 +558,11 @@ class SearchLoop:
             source = (f"{errors} error and {len(cases) - errors} success analyses of this run's candidates "
                       f"(version {version}, after {self.ledger.used} evaluations)")
             contract = skills.contract_rules(task.template, task.function_name, self.signature or "")
-            description, body = skills.refresh(self.skill, [c.text for c in completions], cases, contract,
+            description, body = skills.refresh(self.skills.skill, [c.text for c in completions], cases, contract,
                                                self.skill_name, source)
             written = skills.write_version(self.store.dir, version, self.skill_name, description, body)
-            patched = self.skill_version
-            self._new_version(version, written, step)
+            patched = self.skills.current
+            self.skills.add(version, written, step)
             record = {"version": version, "text": written.text(), "step": step}
             if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
                 raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
@@ -1016,7 +967,8 @@ class SearchLoop:
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
                 # skill.keep = "judged": each trial, and the one still running at the end, judged as it stands
-                "skill_trials": self.skill_trials + [t for t in [self._judge_trial(self._last_step(), True)] if t],
+                "skill_trials": self.skills.trials + [{**t, "final": True} for t in [
+                    self.skills.standing(self._pool(), self._last_step(), self.task.direction)] if t],
                 # valid candidates that carry the task's own note (a task with `feedback`)
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "proposers": self._proposers(),
