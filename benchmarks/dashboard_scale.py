@@ -29,9 +29,12 @@ CODE = "def select_next_node(current_node, destination_node, unvisited_nodes, di
 
 
 def write_run(path: Path, size: int) -> None:
-    """A finished-looking EoH run of `size` candidates, one in five valid, each with a parent 20 back."""
+    """A still-running EoH+Trace2Skill run of `size` candidates under skill.keep = "judged", one in five
+    valid, each with a parent 20 back, a refresh every 50 steps (so the run page's skill panel counts
+    every candidate by version and judges the open trial on each look)."""
     path.mkdir(parents=True)
-    (path / "config.toml").write_text('[run]\nmethod = "eoh"\ntask = "tsp_construct"\nbudget = 20\nseed = 0\n')
+    (path / "config.toml").write_text('[run]\nmethod = "eoh+trace2skill"\ntask = "tsp_construct"\nbudget = 20\n'
+                                      'seed = 0\n[skill]\nkeep = "judged"\n')
     lines = []
     for cid in range(1, size + 1):
         ok = cid % 5 == 0 or cid == 1
@@ -40,9 +43,23 @@ def write_run(path: Path, size: int) -> None:
             "parents": [max(1, cid - 20)] if cid > 1 else [], "model_state": {"kind": "base"},
             "code": CODE + f"    return unvisited_nodes[{cid % 7}]  # {'x' * 800}\n", "idea": f"idea {cid}",
             "objective": 10.0 - cid / 1e5 if ok else None, "failure": None if ok else "exception",
-            "message": "" if ok else f"boom {cid}", "seconds": 0.01, "duplicate_of": None, "reward": None}))
+            "message": "" if ok else f"boom {cid}", "seconds": 0.01, "duplicate_of": None, "reward": None,
+            "skill_version": (cid // 1000 + 1) if cid % 2 == 0 else (cid // 1000 or None)}))
     (path / "candidates.jsonl").write_text("\n".join(lines) + "\n")
-    (path / "events.jsonl").write_text(json.dumps({"type": "start", "version": 1}) + "\n")
+    events = [{"type": "start", "version": 1}]
+    for step in range(size // 20 + 1):
+        events.append({"type": "step", "step": step, "operator": "e1",
+                       "requests": [{"slot": k, "skill": None} for k in range(20)]})
+        if step % 50 == 49:  # a refresh: the open trial judged, a new version written
+            version = step // 50 + 1
+            events.append({"type": "step", "step": step, "operator": "distill", "requests": [],
+                           "skill": {"version": version, "step": step, "text": f"- rule {version}"},
+                           "trial": {"step": step, "since": step - 50, "incumbent": version - 2 or None,
+                                     "challenger": version - 1, "kept": version - 1, "distinct": False,
+                                     "interval": [-0.1, 0.2], "children": {
+                                         side: {"candidates": 10, "valid": 2, "improved": 1}
+                                         for side in ("challenger", "incumbent")}}})
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
 def one_round(http: TestClient, name: str, size: int) -> float:

@@ -77,8 +77,8 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
     the first step is logged, resumed in this process to the same summary, weights and skill texts."""
     # i1 3, e1 2, skill refresh, e2 2, m1 (ES) 2, skill refresh: 12 evaluations, the refreshes' analyst
     # requests included
-    # skill.keep = "judged": after the first refresh, requests alternate between v001 and no skill (the
-    # ES generation's members too), and the second refresh judges the two before patching the one kept
+    # skill.keep = "judged": after the first refresh, requests alternate between v001 and no skill (an ES
+    # generation's members all see one), and the second refresh judges the two before patching the one kept
     config = tiny_config("eoh+esopt+trace2skill", 12, seed=5,
                          skill={"every": 2, "analysts": 2, "max_tokens": 64, "keep": "judged"})
     path = tmp_path / "c.toml"
@@ -103,11 +103,13 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
     assert versions[1]["patched"] == judged["kept"] and final["final"] and final["challenger"] == 2
     assert final["step"] == versions[1]["step"]  # the run's last step: the refresh that wrote v002
     trial = [c for c in read_jsonl(killed / "candidates.jsonl") if versions[0]["step"] < c["step"] < versions[1]["step"]]
-    # the four requests between the refreshes (e2, then m1 by two ES members) alternate by evaluation number
-    assert len(trial) == 4 and [c.get("skill_version") for c in trial] == [1 if c["id"] % 2 else None for c in trial]
+    # the four requests between the refreshes: e2's two alternate by evaluation number; m1's two ES members,
+    # the run's first generation, both show the version on trial (a generation's members see one version)
+    assert len(trial) == 4 and [c.get("skill_version") for c in trial] == [
+        1 if c["model_state"]["kind"] == "perturbed" or c["id"] % 2 else None for c in trial]
+    assert [c["model_state"]["kind"] for c in trial] == ["base", "base", "perturbed", "perturbed"]
     children = judged["children"]
-    assert children["challenger"]["candidates"] == children["incumbent"]["candidates"] == 2
-    assert any(c["model_state"]["kind"] == "perturbed" for c in trial)
+    assert (children["challenger"]["candidates"], children["incumbent"]["candidates"]) == (3, 1)
 
 
 @pytest.mark.engine

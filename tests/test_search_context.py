@@ -363,6 +363,25 @@ def test_a_judged_starting_skill_is_shown_to_every_other_request_and_kept_when_i
     assert row.endswith("; told apart")
 
 
+def test_under_a_judged_trial_an_es_generation_shows_one_version_to_all_its_members(tmp_path):
+    """ES z-scores its members' rewards against each other, so they differ only in weights: every
+    member of a generation sees the same version; generations alternate (the first: the one on trial),
+    and base-weight requests still alternate by evaluation number."""
+    folder = start_folder(tmp_path)
+    config = make_config("sample+esopt", 36, skill={"start": str(folder), "keep": "judged"},
+                         sample={"batch": 6, "population": 4}, es={"population": 3})
+    summary, *_ = run(tmp_path / "r", config, engine=SkillSensitiveEngine(helps=START_RULE))
+    lines = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    generations: dict[int, set] = {}
+    for c in lines:
+        if c["model_state"]["kind"] == "perturbed":
+            generations.setdefault(c["model_state"]["es_generation"], set()).add(c.get("skill_version"))
+        else:
+            assert c.get("skill_version") == (0 if c["id"] % 2 else None)
+    assert len(generations) >= 2 and summary.es.updates == len(generations)
+    assert [generations[g] for g in sorted(generations)] == [{0} if g % 2 == 0 else {None} for g in sorted(generations)]
+
+
 def test_a_judged_refresh_drops_a_version_whose_children_did_worse_patches_the_one_kept_and_resumes(tmp_path):
     from coevolve.report.rendering import context_rows
 
@@ -497,7 +516,9 @@ def test_judging_needs_a_skill_to_judge():
     # one trial per refresh after the first, and the last version's at the end
     assert len(plan["skill_trials"]) == plan["skill_refreshes"]
     assert sum(plan["skill_trials"]) == 30 - plan["distill_requests"] - before
-    assert "skill versions judged: " in format_plan(plan)
+    assert "requests (half a side); " in format_plan(plan)  # no ES: an even split
+    with_es = run_plan(make_config("eoh+esopt+trace2skill", 30, skill={"keep": "judged", "every": 2, "analysts": 2}))
+    assert with_es["es_updates"] and "(about half a side: an ES generation's members all see one" in format_plan(with_es)
     assert run_plan(make_config("eoh+trace2skill", 30, skill={"every": 2}))["skill_trials"] == []  # latest
     assert run_plan(make_config("sample", 16, skill={"keep": "judged", "start": "x"}))["skill_trials"] == [16]
 

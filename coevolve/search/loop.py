@@ -402,13 +402,15 @@ class SearchLoop:
         per_member = cfg.es.proposals_per_member
         perturbed = spec.perturbed and members_for(granted, per_member) >= 2
         rng = np.random.default_rng([cfg.run.seed, step])
+        # an ES generation's members all see one skill version (es_updates: the generations before this one)
+        generation_skill = self.skills.for_generation(self.es_updates) if perturbed else None
         requests = []
         for slot in range(granted):
             operator, parents = self._operator_parents(spec.operator, rng, step, slot)
+            shown = generation_skill if perturbed else self.skills.for_request(self.ledger.used + slot)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
                                     slot // per_member if perturbed else None,
-                                    self._failures_for(operator, parents, slot),
-                                    self.skills.for_request(self.ledger.used + slot)))
+                                    self._failures_for(operator, parents, slot), shown))
         if logged is not None:
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []

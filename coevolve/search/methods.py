@@ -623,8 +623,9 @@ def format_plan(plan: dict) -> str:
     if plan.get("skill_trials"):
         *judged, last = plan["skill_trials"]
         lines.append("  skill versions judged: "
-                     + (f"{len(judged)} trials at the refreshes, of {', '.join(map(str, judged))} requests (half a "
-                        "side); " if judged else "")
+                     + (f"{len(judged)} trials at the refreshes, of {', '.join(map(str, judged))} requests ("
+                        + ("about half a side: an ES generation's members all see one version"
+                           if plan["es_updates"] else "half a side") + "); " if judged else "")
                      + f"the last version on trial for {last} requests, judged as it stands at the end")
     lines.append(f"  total: {plan['evaluations']} evaluations"
                  + (f" = T {plan['budget']} + {plan['outside_budget']} initial" if plan["outside_budget"]

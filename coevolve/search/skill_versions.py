@@ -62,6 +62,12 @@ class SkillVersions:
             return self.current
         return self.challenger
 
+    def for_generation(self, generation: int) -> int | None:
+        """The version every request of ES generation `generation` shows: one for all its members, since
+        ES compares their weights and z-scores their rewards against each other; generations alternate
+        as requests do."""
+        return self.for_request(generation)
+
     def standing(self, pool: Sequence[Candidate], step: int | None, direction: str,
                  seed: float | None = None) -> dict[str, Any] | None:
         """The open trial as it stands (None: nothing on trial); changes nothing. `pool`: every candidate
