@@ -313,6 +313,20 @@ class AgentTask(Protocol):
         "progress" in [0, 1], when given, is a dense signal for fitness shaping."""
 
 
+def case_content(task: Any, case: Any) -> Any:
+    """What makes two of an agent task's cases the same problem (held-out sets must not hold a training
+    problem): the task's `case_key(case)` where it declares one, else the case's fields other than `id`
+    (a dataclass or any object with attributes), else its text. The fallback can only see what the
+    case holds: a task whose cases are drawn from hidden state should declare `case_key`."""
+    key = getattr(task, "case_key", None)
+    if callable(key):
+        return key(case)
+    fields = getattr(case, "__dict__", None)
+    if isinstance(fields, dict):
+        return tuple(sorted((name, repr(value)) for name, value in fields.items() if name != "id"))
+    return repr(case)
+
+
 class ToolOutput(Protocol):
     """What a Python tool returns (coevolve.sandbox.ToolResult is one)."""
 

@@ -66,10 +66,10 @@ def shape_problems(task: Any) -> list[str]:
     for attribute, kind in expected.items():
         value = getattr(task, attribute, None)
         if not isinstance(value, kind) or not value.strip():
-            problems.append(f"{attribute}: expected a non-empty {kind.__name__}, got {_shown(value)}")
+            problems.append(f"{attribute}: expected a non-empty {kind.__name__}, got {shown(value)}")
     direction = getattr(task, "direction", None)
     if direction not in ("min", "max"):
-        problems.append(f"direction: expected \"min\" or \"max\", got {_shown(direction)}")
+        problems.append(f"direction: expected \"min\" or \"max\", got {shown(direction)}")
     if problems:
         return problems
     if not task.function_name.isidentifier():
@@ -83,19 +83,19 @@ def shape_problems(task: Any) -> list[str]:
             isinstance(k, str) and isinstance(v, (list, tuple)) and v and all(_is_int(s) for s in v)
             for k, v in splits.items()):
         return problems + [f"splits(): expected {{split name: [sizes]}} with at least one split and int sizes, "
-                           f"got {_shown(splits)}"]
+                           f"got {shown(splits)}"]
     train = getattr(task, "train", None)
     if not (isinstance(train, (tuple, list)) and len(train) == 2 and isinstance(train[0], str) and _is_int(train[1])):
-        problems.append(f"train: expected a (split, size) pair such as (\"train\", 50), got {_shown(train)}")
+        problems.append(f"train: expected a (split, size) pair such as (\"train\", 50), got {shown(train)}")
     elif train[0] not in splits or train[1] not in splits[train[0]]:
-        problems.append(f"train: {tuple(train)} is not one of splits() ({_shown(splits)})")
+        problems.append(f"train: {tuple(train)} is not one of splits() ({shown(splits)})")
     problems += cascade_problems(task, splits)
     try:
         declared_behaviour(task)
     except ValueError as exc:
         problems.append(str(exc))
     if hasattr(task, "feedback") and not callable(task.feedback):
-        problems.append(f"feedback: expected a method feedback(decisions, instances) -> str, got {_shown(task.feedback)}")
+        problems.append(f"feedback: expected a method feedback(decisions, instances) -> str, got {shown(task.feedback)}")
     for split, sizes in splits.items():
         for size in sizes:
             try:
@@ -119,7 +119,7 @@ def cascade_problems(task: Any, splits: dict[str, list[int]]) -> list[str]:
         return []
     split, size = cascade.stage
     if split not in splits or size not in splits[split]:
-        return [f"cascade_stage: {cascade.stage} is not one of splits() ({_shown(splits)})"]
+        return [f"cascade_stage: {cascade.stage} is not one of splits() ({shown(splits)})"]
     if cascade.stage == tuple(task.train):
         return [f"cascade_stage: {cascade.stage} is the training set itself; name a cheaper set (a few instances)"]
     return []
@@ -184,7 +184,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + "..."
 

@@ -206,8 +206,9 @@ def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
         build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"colour": 3}}).build_task()
     code, out, err = cli(capsys, "tasks", "echo.py")
     assert code == 0 and f"{spec}:ToyEcho  [file]  (agent task: multi-turn environment)" in out, err
+    # check-task runs the agent checks (tests/test_own_agent_task.py): every echo case is the same problem
     code, _, err = cli(capsys, "check-task", "echo.py")
-    assert code == 2 and "an agent task; check-task checks heuristic-design tasks" in err
+    assert code == 2 and "cases(): eval cases are training problems (eval-0-0 = train-0-3" in err
 
 
 # -- check-task, new-task, examples ----------------------------------------------------------------

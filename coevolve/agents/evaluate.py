@@ -32,6 +32,7 @@ from coevolve.base.sampling import PAPER_EVAL, Sampling
 from coevolve.es.history import read as read_history
 from coevolve.es.optimizer import dtype_for, dtype_of, engine_options, replay
 from coevolve.stats import Interval, best_of_k, max_at_k, mean_at_k, pass_at_k
+from tasks.base import case_content
 from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
 
 ARMS = ("base", "esopt", "skill", "both")
@@ -85,9 +86,9 @@ def build_task(name: str, options: dict[str, Any]) -> Any:
 
 def check_heldout(task: Any, heldout: Sequence[Any], train: Sequence[Any]) -> None:
     """ValueError naming the first held-out cases that are also training cases
-    (compared by the task's `case_key`, i.e. by content, not by id)."""
-    train_keys = {task.case_key(c): c.id for c in train}
-    shared = [(c.id, train_keys[task.case_key(c)]) for c in heldout if task.case_key(c) in train_keys]
+    (compared by content, not by id: tasks.base.case_content)."""
+    train_keys = {case_content(task, c): c.id for c in train}
+    shared = [(c.id, train_keys[case_content(task, c)]) for c in heldout if case_content(task, c) in train_keys]
     if shared:
         shown = ", ".join(f"{h} = train {t}" for h, t in shared[:5])
         raise ValueError(f"the held-out split overlaps training in {len(shared)} of {len(heldout)} problems ({shown})")

@@ -15,6 +15,10 @@ decision descriptors (decision_descriptors, describe_decisions) has them
 checked on the template's decisions: each declared name a finite number; one
 that writes notes (feedback) has the template's note shown, and a feedback()
 that raises or returns no string named.
+An agent task (tasks/base.py AgentTask) is built with its constructor's
+defaults and checked by tasks/agent_check.py: attributes, both splits' cases
+drawn twice (ids, determinism, no eval case a training problem) and one
+episode per split played with an action it cannot read.
 Each failure is one line naming the attribute or function; exit status 2 on any.
 The task's own code runs in this process, each check under a time limit
 (--stage-seconds): one that never returns is named with the line it was on."""
@@ -27,13 +31,15 @@ import sys
 from typing import Any
 
 from coevolve.base.errors import UsageError
+from coevolve.agents.tools import SandboxTool
 from coevolve.base.untrusted import clean
 from coevolve.sandbox import Sandbox, wire
 from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
                         template_function)
 from tasks.check import StillRunning, determinism_problems, overdue, shape_problems, time_limit
 from tasks.loader import absolute_spec, user_frame
-from tasks.registry import UnknownTask, heuristic_task, kind
+from tasks.agent_check import agent_problems
+from tasks.registry import UnknownTask, agent_task, heuristic_task, kind
 
 
 STAGE_SECONDS = 120.0
@@ -50,15 +56,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=handle)
 
 
-def load(spec: str, stage_seconds: float = STAGE_SECONDS) -> Any:
-    """The heuristic task `spec` names (a file spec relative to the working
-    directory); UsageError with one line otherwise."""
+def load(spec: str, stage_seconds: float = STAGE_SECONDS, tool: Any = None) -> Any:
+    """The task `spec` names (a file spec relative to the working directory), of
+    either kind (an agent task built with its constructor's defaults, given `tool`
+    where it takes one); UsageError with one line otherwise."""
     try:
         with time_limit(stage_seconds, f"loading {spec} (importing it, building the task)"):
             spec = absolute_spec(spec)
             if kind(spec) == "agent":
-                raise UsageError(f"{spec}: an agent task; check-task checks heuristic-design tasks "
-                                 "(tasks/base.py HeuristicTask)")
+                try:
+                    return agent_task(spec, tool=tool)
+                except (TypeError, ValueError) as exc:
+                    raise UsageError(f"{spec}: building it with its defaults raised {user_frame(exc)}; "
+                                     "check-task builds an agent task without [task] options") from None
             return heuristic_task(spec)
     except UnknownTask as exc:
         raise UsageError(str(exc)) from None
@@ -234,11 +244,22 @@ def fail(found: list[str], command: str) -> None:
     raise UsageError(found[-1])
 
 
+def passed(line: str) -> None:
+    print(f"ok  {line}", flush=True)
+
+
 def handle(args: argparse.Namespace) -> int:
-    task = load(args.spec, args.stage_seconds)
-    spec = getattr(task, "__coevolve_spec__", args.spec)
-    found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox,
-                     log=lambda line: print(f"ok  {line}", flush=True), stage_seconds=args.stage_seconds)
+    tool = SandboxTool()  # an agent task that runs Python gets the real tool (started on first use only)
+    try:
+        task = load(args.spec, args.stage_seconds, tool)
+        spec = getattr(task, "__coevolve_spec__", args.spec)
+        if kind(spec) == "agent":
+            found = agent_problems(task, lambda: agent_task(spec, tool=tool), passed, args.stage_seconds)
+        else:
+            found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox, log=passed,
+                             stage_seconds=args.stage_seconds)
+    finally:
+        tool.close()
     if found:
         fail(found, "check-task")
     print(f"{task.name}: passed every check")

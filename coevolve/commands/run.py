@@ -16,6 +16,7 @@ from typing import Callable
 
 from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
 from coevolve.base.errors import UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
@@ -37,9 +38,10 @@ from coevolve.search.methods import (absolute_method, es_population, extension_p
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import absolute_start, start_skill
+from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
-from tasks.registry import UnknownTask, heuristic_task, is_agent_task
+from tasks.registry import AGENT_TASKS, UnknownTask, heuristic_task, is_agent_task
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -212,8 +214,24 @@ def check_built(config: RunConfig | AgentRunConfig) -> None:
         if config.skill.start:
             start_skill(config.skill.start)
     else:
-        config.build_task()
+        check_agent_task(config)
         config.seed_skills()
+
+
+def check_agent_task(config: AgentRunConfig) -> None:
+    """The agent task built with its [task] options; a user's (file, module, plugin) also through
+    check-task's agent checks (tasks/agent_check.py: cases, an episode per split), which take
+    milliseconds, so a broken environment is one line before any directory or engine exists."""
+    tool = SandboxTool()  # a task that runs Python gets the real tool, started on first use only
+    try:
+        task = config.build_task(tool)
+        if config.run.task in AGENT_TASKS:
+            return  # a built-in: its tests check it
+        found = agent_problems(task, lambda: config.build_task(tool))
+    finally:
+        tool.close()
+    if found:
+        fail([f"{config.run.task}: {line}" for line in found], "run")
 
 
 def check_task(spec: str) -> None:

@@ -1,0 +1,192 @@
+"""Checks of an agent task's contract (tasks/base.py AgentTask), for `coevolve
+check-task` and, before the engine starts, `coevolve run` of a user's task.
+
+Checked, in order: the attributes (name, system_prompt, stop, an optional
+action_pattern that compiles, an optional case_key) and the methods; the
+cases of both splits drawn twice and equal, with string ids, unique, and no
+held-out (eval) case the same problem as a training one (tasks.base.case_content);
+then one episode per split played with an action no environment can read, as
+a weak model writes many: reset gives the same first observation twice,
+step answers (observation, done) instead of raising, the episode ends within
+max_turns, reward is a number in [0, 1] and metrics a table of numbers (its
+"progress" in [0, 1]). The task's code runs in this process (it is trusted,
+unlike a model's actions), each check under the caller's time limit. Each
+problem is one line naming the attribute or method and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from tasks.base import case_content
+from tasks.check import StillRunning, overdue, shown, time_limit
+from tasks.loader import AGENT_METHODS, user_frame
+
+SPLITS = ("train", "eval")
+CASES = 4  # per split: enough to see ids repeat or a draw change, cheap for any environment
+UNREADABLE = "(no move)"  # the probe action: no environment's move, so its answer must say so, not crash
+
+
+def agent_problems(task: Any, factory: Callable[[], Any], log: Callable[[str], None] | None = None,
+                   stage_seconds: float = 0) -> list[str]:
+    """Every check of the module docstring; [] when the task passes. `factory` builds a second
+    instance (the draws and first observations must not depend on one instance's state); `log`
+    gets one line per passed stage; `stage_seconds` > 0 limits each check of the task's code."""
+    say = log or (lambda line: None)
+    try:
+        return _problems(task, factory, say, stage_seconds)
+    except StillRunning as exc:
+        return [overdue(exc)]
+
+
+def _problems(task: Any, factory: Callable[[], Any], say: Callable[[str], None], seconds: float) -> list[str]:
+    with time_limit(seconds, "the task's attributes"):
+        found = shape_problems(task)
+    if found:
+        return found
+    pattern = getattr(task, "action_pattern", None)
+    say("shape: name, system_prompt, stop, " + ", ".join(f"{m}()" for m in AGENT_METHODS)
+        + (f", action_pattern {shown(pattern)} compiles" if pattern is not None else ""))
+    with time_limit(seconds, f"cases() of {' and '.join(SPLITS)}, drawn twice"):
+        cases, found = case_problems(task, factory)
+    if found:
+        return found
+    say(f"cases: {CASES} per split ({', '.join(SPLITS)}) drawn twice and equal, string ids, unique, no eval case "
+        "a training problem")
+    for split in SPLITS:
+        case = cases[split][0]
+        with time_limit(seconds, f"an episode of case {case.id}"):
+            line, found = episode_problems(task, factory, case)
+        if found:
+            return found
+        say(f"episode: {line}")
+    return []
+
+
+def shape_problems(task: Any) -> list[str]:
+    found = []
+    for attribute in ("name", "system_prompt"):
+        value = getattr(task, attribute, None)
+        if not isinstance(value, str) or not value.strip():
+            found.append(f"{attribute}: expected a non-empty str, got {shown(value)}")
+    stop = getattr(task, "stop", ())
+    if not isinstance(stop, (tuple, list)) or not all(isinstance(s, str) and s for s in stop):
+        found.append(f"stop: expected a tuple of non-empty strings (the texts that end one action), got {shown(stop)}")
+    found += [f"{name}(): missing or not a method (tasks/base.py AgentTask)" for name in AGENT_METHODS
+              if not callable(getattr(task, name, None))]
+    pattern = getattr(task, "action_pattern", None)
+    if pattern is not None:
+        if not isinstance(pattern, str) or not pattern:
+            found.append(f"action_pattern: expected a regular expression (str) every action must match under "
+                         f"agent.constrained, got {shown(pattern)}")
+        else:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                found.append(f"action_pattern: {pattern!r} is not a regular expression: {exc}")
+    key = getattr(task, "case_key", None)
+    if key is not None and not callable(key):
+        found.append(f"case_key: expected a method case_key(case), got {shown(key)}")
+    return found
+
+
+def case_problems(task: Any, factory: Callable[[], Any]) -> tuple[dict[str, list[Any]], list[str]]:
+    """The first CASES cases of each split, drawn by `task` and by a fresh instance, compared."""
+    cases: dict[str, list[Any]] = {}
+    other = None
+    for split in SPLITS:
+        call = f"cases({split!r}, {CASES}, seed=0)"
+        try:
+            drawn = list(task.cases(split, CASES, 0))
+            other = other or factory()
+            again = list(other.cases(split, CASES, 0))
+        except Exception as exc:
+            return {}, [f"cases(): {call} raised {user_frame(exc)}"]
+        if len(drawn) != CASES:
+            return {}, [f"cases(): {call} gave {len(drawn)} cases, expected {CASES}"]
+        ids = [getattr(c, "id", None) for c in drawn]
+        bad = next((i for i in ids if not isinstance(i, str) or not i), "ok")
+        if bad != "ok":
+            return {}, [f"cases(): every case needs a non-empty string `id` (the logs and reports name cases by "
+                        f"it); {call} gave one with id {shown(bad)}"]
+        if len(set(ids)) != len(ids):
+            return {}, [f"cases(): {call} repeats ids ({', '.join(sorted({i for i in ids if ids.count(i) > 1}))})"]
+        try:
+            same = ([getattr(c, "id", None) for c in again] == ids
+                    and [case_content(task, c) for c in drawn] == [case_content(task, c) for c in again])
+        except Exception as exc:
+            return {}, [f"case_key(): raised {user_frame(exc)}"]
+        if not same:
+            return {}, [f"cases(): not deterministic: {call} drawn by two instances gave different cases (draw "
+                        "them from a random generator seeded by split, seed and index, never from global state)"]
+        cases[split] = drawn
+    train = {case_content(task, c): c.id for c in cases["train"]}
+    shared = [(c.id, train[case_content(task, c)]) for c in cases["eval"] if case_content(task, c) in train]
+    if shared:
+        pairs = ", ".join(f"{held} = {seen}" for held, seen in shared)
+        return {}, [f"cases(): eval cases are training problems ({pairs}; compared by "
+                    f"{'case_key()' if callable(getattr(task, 'case_key', None)) else 'their fields other than id'}): "
+                    "held-out scores would measure training problems; draw the splits apart"]
+    return cases, []
+
+
+def episode_problems(task: Any, factory: Callable[[], Any], case: Any) -> tuple[str, list[str]]:
+    """One episode of `case` with the unreadable action every turn."""
+    try:
+        state, first = task.reset(case)
+    except Exception as exc:
+        return "", [f"reset(): on case {case.id} raised {user_frame(exc)}"]
+    if not isinstance(first, str) or not first.strip():
+        return "", [f"reset(): expected (state, first observation: a non-empty str), got an observation "
+                    f"{shown(first)} on case {case.id}"]
+    try:
+        _, again = factory().reset(case)
+    except Exception as exc:
+        return "", [f"reset(): on case {case.id}, in a second instance, raised {user_frame(exc)}"]
+    if again != first:
+        return "", [f"reset(): not deterministic: case {case.id}'s first observation differs between two resets"]
+    try:
+        turns = task.max_turns(case)
+    except Exception as exc:
+        return "", [f"max_turns(): on case {case.id} raised {user_frame(exc)}"]
+    if not isinstance(turns, (int, np.integer)) or isinstance(turns, bool) or turns < 1:
+        return "", [f"max_turns(): expected an int >= 1, got {shown(turns)} on case {case.id}"]
+    played, done = 0, False
+    while not done and played < turns:
+        try:
+            answer = task.step(state, UNREADABLE)
+        except Exception as exc:
+            return "", [f"step(): with an action it cannot read ({UNREADABLE!r}) raised {user_frame(exc)} on case "
+                        f"{case.id}, turn {played + 1}; answer such an action with an observation that says so "
+                        "(a weak model writes many)"]
+        if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], str)
+                and isinstance(answer[1], (bool, np.bool_))):
+            return "", [f"step(): expected (observation str, done bool), got {shown(answer)} on case {case.id}"]
+        played, done = played + 1, bool(answer[1])
+    try:
+        reward = task.reward(state)
+    except Exception as exc:
+        return "", [f"reward(): after an episode of case {case.id} raised {user_frame(exc)}"]
+    if not _number(reward) or not 0 <= reward <= 1:
+        return "", [f"reward(): expected a number in [0, 1], got {shown(reward)} on case {case.id}"]
+    try:
+        metrics = task.metrics(state)
+    except Exception as exc:
+        return "", [f"metrics(): after an episode of case {case.id} raised {user_frame(exc)}"]
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) and _number(v) for k, v in metrics.items()):
+        return "", [f"metrics(): expected a dict of names to finite numbers, got {shown(metrics)} on case {case.id}"]
+    if "progress" in metrics and not 0 <= metrics["progress"] <= 1:
+        return "", [f"metrics(): progress must be in [0, 1] (agent.shaping adds it to the reward), got "
+                    f"{metrics['progress']!r} on case {case.id}"]
+    end = "done" if done else f"its turn budget of {turns}"
+    return (f"case {case.id}: {played} turn{'s' * (played != 1)} of an unreadable action until {end}, reward "
+            f"{float(reward):g}, metrics {', '.join(metrics) or 'none'}"), []
+
+
+def _number(value: Any) -> bool:
+    return (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            and math.isfinite(value))

@@ -1,0 +1,159 @@
+"""A user's own agent environment as a file: `coevolve new-task NAME --agent` writes one that passes
+`coevolve check-task` (and its own test), each broken variant is one line naming the method, `coevolve
+run` refuses a broken one before any directory or engine, the built-in agent tasks pass the same checks,
+and held-out checks compare cases by content when a task declares no case_key. The scaffold's own run
+on the real engine is in tests/test_agents_engine.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from coevolve.cli import main
+from coevolve.commands.new_task import scaffold
+from tasks.agent_check import UNREADABLE, agent_problems
+from tasks.base import case_content
+from tasks.registry import AGENT_TASKS, agent_task
+
+NO_MODEL = '\n[model]\npath = "/nonexistent/coevolve-test-model"\n'
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def environment(tmp_path: Path, *changes: tuple[str, str]) -> Path:
+    """The scaffold's env.py with each (old, new) applied (the old text must be there)."""
+    folder = scaffold("guess", tmp_path / "guess_env", agent=True)
+    path = folder / "env.py"
+    text = path.read_text()
+    for old, new in changes:
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    return path
+
+
+def test_the_agent_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys):
+    code, out, _ = cli(capsys, "new-task", "guess", "--agent", "--dir", str(tmp_path))
+    folder = tmp_path / "guess"
+    assert code == 0 and {p.name for p in folder.iterdir()} == {"env.py", "config.toml", "test_env.py"}
+    assert "coevolve check-task" in out and "env.py" in out
+    code, out, err = cli(capsys, "check-task", str(folder / "env.py"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("ok  shape: ") and "action_pattern 'guess (64|63" in lines[0]
+    assert lines[1].startswith("ok  cases: 4 per split (train, eval) drawn twice and equal")
+    # an unreadable action every turn: the turn budget is log2(high) + 1 (16: 5, 32: 6, 64: 7)
+    episodes = [line for line in lines if line.startswith("ok  episode: ")]
+    assert len(episodes) == 2 and all(re.search(r"[567] turns of an unreadable action until done, reward 0", e)
+                                      for e in episodes), episodes
+    assert lines[-1] == "guess: passed every check"
+    test = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert test.returncode == 0 and "1 passed" in test.stdout, test.stdout + test.stderr
+
+
+def test_the_scaffolds_game_is_played_as_its_docstring_says(tmp_path):
+    task = agent_task(str(environment(tmp_path)))
+    train, held = task.cases("train", 30, 0), task.cases("eval", 10, 0)
+    assert not {case_content(task, c) for c in train} & {case_content(task, c) for c in held}
+    case = train[0]
+    state, first = task.reset(case)
+    assert f"between 1 and {case.high}" in first
+    low, high = 1, case.high  # binary search finds it within max_turns
+    for _ in range(task.max_turns(case)):
+        guess = (low + high) // 2
+        answer, done = task.step(state, f"guess {guess}")
+        if done:
+            break
+        low, high = (guess + 1, high) if "higher" in answer else (low, guess - 1)
+    assert done and task.reward(state) == 1.0 and task.metrics(state)["progress"] == 1.0
+    assert re.fullmatch(task.action_pattern, f"guess {case.secret}")
+    state, _ = task.reset(case)
+    answer, done = task.step(state, UNREADABLE)
+    assert "could not read a guess" in answer and not done and task.metrics(state)["unreadable"] == 1.0
+
+
+@pytest.mark.parametrize("changes,problem", [
+    ([('state.unreadable += 1\n            answer = "I could not read a guess. Reply like: guess 8"',
+       'raise ValueError("no guess in the reply")')],
+     f"step(): with an action it cannot read ({UNREADABLE!r}) raised ValueError: no guess in the reply"),
+    ([('rng = random.Random(f"guess:{split}:{seed}")', "rng = random.Random()")],
+     "cases(): not deterministic: cases('train', 4, seed=0) drawn by two instances gave different cases"),
+    ([('id=f"{split}-{seed}-{len(out)}"', 'id=f"{split}-{seed}"')],
+     "cases(): cases('train', 4, seed=0) repeats ids (train-0)"),
+    ([('rng = random.Random(f"guess:{split}:{seed}")', 'rng = random.Random(f"guess:{seed}")'),
+      ("if split_of(high, secret) == split and (high, secret) not in seen:", "if (high, secret) not in seen:")],
+     "cases(): eval cases are training problems (eval-0-0 = train-0-0"),
+    ([("return 1.0 if state.found else 0.0", "return 1.0 if state.found else -1.0")],
+     "reward(): expected a number in [0, 1], got -1.0 on case train-0-0"),
+    ([('"progress": progress,', '"progress": progress - 1,')],
+     "metrics(): progress must be in [0, 1] (agent.shaping adds it to the reward), got -1.0"),
+    ([("return math.ceil(math.log2(case.high)) + self.extra_turns", "return 0")],
+     "max_turns(): expected an int >= 1, got 0 on case train-0-0"),
+    ([('return state, (f"I am thinking', 'return state, None and (f"I am thinking')],
+     "reset(): expected (state, first observation: a non-empty str), got an observation None"),
+    ([("left.\\n{PROMPT}\", False", "left.\\n{PROMPT}\"")],
+     "step(): expected (observation str, done bool), got 'I could not read a guess."),
+    ([('action_pattern = "guess ("', 'action_pattern = "guess (("')],
+     "action_pattern: 'guess ((64|63"),
+    ([("self.system_prompt = (", "self.system_prompt = '' and (")],
+     "system_prompt: expected a non-empty str, got ''"),
+])
+def test_a_broken_environment_is_one_line_naming_the_method(tmp_path, capsys, changes, problem):
+    path = environment(tmp_path, *changes)
+    code, _, err = cli(capsys, "check-task", str(path))
+    assert code == 2 and "Traceback" not in err, err
+    assert problem in err.strip().splitlines()[-1], err
+
+
+def test_a_step_that_never_returns_ends_at_the_stage_limit_naming_its_line(tmp_path, capsys):
+    path = environment(tmp_path, ("        state.turns += 1\n        match", "        while True:\n            pass\n"
+                                                                         "        match"))
+    line = path.read_text().splitlines().index("        while True:") + 2  # the loop's body line, 1-based
+    start = time.monotonic()
+    code, _, err = cli(capsys, "check-task", str(path), "--stage-seconds", "1")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and time.monotonic() - start < 30, err
+    assert "an episode of case train-0-0: still running after 1 s" in last and f"{path}:" in last, err
+    assert f"{path}:{line}" in last or f"{path}:{line - 1}" in last, (last, line)
+
+
+def test_run_refuses_a_broken_environment_before_any_directory_or_engine(tmp_path, capsys):
+    path = environment(tmp_path, ("return 1.0 if state.found else 0.0", "return 1.0 if state.found else 7.0"))
+    config = path.with_name("config.toml")
+    config.write_text(config.read_text() + NO_MODEL)
+    code, _, err = cli(capsys, "run", str(config), "--out", str(tmp_path / "runs"))
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{path}" in err and "reward(): expected a number in [0, 1], got 7.0" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_every_built_in_agent_task_passes_the_agent_checks():
+    for name in sorted(AGENT_TASKS):
+        assert agent_problems(agent_task(name), lambda: agent_task(name)) == [], name
+
+
+def test_held_out_checks_compare_cases_by_content_without_a_case_key():
+    """tasks.base.case_content: a task's case_key when it has one; else the case's fields but its id."""
+    from coevolve.agents.evaluate import check_heldout
+
+    plain = SimpleNamespace()  # no case_key
+    train = [SimpleNamespace(id="train-0", board=(1, 2)), SimpleNamespace(id="train-1", board=(3, 4))]
+    held = [SimpleNamespace(id="eval-0", board=(5, 6)), SimpleNamespace(id="eval-1", board=(3, 4))]
+    with pytest.raises(ValueError, match=r"overlaps training in 1 of 2 problems \(eval-1 = train train-1\)"):
+        check_heldout(plain, held, train)
+    check_heldout(plain, held[:1], train)  # disjoint: nothing to say
+    keyed = SimpleNamespace(case_key=lambda case: case.id[-1])  # a key that sees only the index
+    with pytest.raises(ValueError, match="overlaps training in 2 of 2"):
+        check_heldout(keyed, held, train)
+    assert case_content(plain, "a string case") == "'a string case'"
