@@ -86,3 +86,33 @@ def test_injected_skill_changes_what_the_agent_sees(engine):
     assert skill.body not in without[0].messages[0]["content"]
     # the engine really received the longer prompt
     assert skilled.prompt_tokens[0][0] > plain.prompt_tokens[0][0] + 50
+
+
+def test_the_agent_scaffolds_own_config_runs_on_the_real_engine(engine, tmp_path):
+    """`coevolve new-task guess --agent`, its config.toml as written (one round here): ES and an online
+    skill on the user's environment, every reply decoded under its action pattern."""
+    import re
+
+    from coevolve.agents.rollout import load_trajectories
+    from coevolve.commands.new_task import scaffold
+    from coevolve.commands.run import load_run_config
+
+    folder = scaffold("guess", tmp_path, agent=True)
+    config = load_run_config(folder / "config.toml", {"run": {"budget": 16}, "agent": {"eval_cases": 4}})
+    assert config.run.method == "esopt+trace2skill" and config.run.task == f"{folder / 'env.py'}:Guess"
+    task = config.build_task()
+    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
+    try:
+        summary = run_agent(config, store, engine, task)
+    finally:
+        engine.reset()
+    assert summary.rounds == 1 and summary.ledger.used == 16
+    played = load_trajectories(tmp_path / "run" / "trajectories" / "round_000.jsonl")
+    assert len(played) == 16 and all(t.turns >= 1 for t in played)
+    actions = [a for t in played for a in t.actions]
+    assert actions and all(re.fullmatch(task.action_pattern, a.strip()) for a in actions), actions[:5]
+    for t in played:  # the reward is the environment's: 1 exactly when the last answer says so
+        assert (t.reward == 1.0) == t.observations[-1].startswith("Correct!")
+    assert (tmp_path / "run" / "skills" / "guess-hints" / "SKILL.md").is_file()
+    evals = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
+    assert [e["round"] for e in evals] == [0, 1]
