@@ -307,7 +307,8 @@ class SearchLoop:
         template_fp = fingerprint(task.template)
         if self.clones is not None and template_fp is not None:
             self.clones.add(0, template_fp)
-        self.skills = SkillVersions(judged=cfg.skill.keep == "judged")
+        # the skill versions kept, the current one, the one on trial and which one a request shows
+        self.versions = SkillVersions(judged=cfg.skill.keep == "judged")
         self.skill_versions: list[dict] = []  # what each refresh wrote, for the summary
         self.skill_name = skills.skill_name(task.name)
         self.spend = 0.0
@@ -350,7 +351,7 @@ class SearchLoop:
         else:
             start = parse_skill_text(logged["text"], source)
         kept = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
-        self.skills.add(0, kept, -1)  # on trial (skill.keep = "judged") from the first step, step 0
+        self.versions.add(0, kept, -1)  # on trial (skill.keep = "judged") from the first step, step 0
         self.skill_start = {"source": source, "name": start.name, "rules": skills.rule_count(start.body),
                             "path": str((kept.path / "SKILL.md").relative_to(self.store.dir))}
 
@@ -403,11 +404,11 @@ class SearchLoop:
         perturbed = spec.perturbed and members_for(granted, per_member) >= 2
         rng = np.random.default_rng([cfg.run.seed, step])
         # an ES generation's members all see one skill version (es_updates: the generations before this one)
-        generation_skill = self.skills.for_generation(self.es_updates) if perturbed else None
+        generation_skill = self.versions.for_generation(self.es_updates) if perturbed else None
         requests = []
         for slot in range(granted):
             operator, parents = self._operator_parents(spec.operator, rng, step, slot)
-            shown = generation_skill if perturbed else self.skills.for_request(self.ledger.used + slot)
+            shown = generation_skill if perturbed else self.versions.for_request(self.ledger.used + slot)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
                                     slot // per_member if perturbed else None,
                                     self._failures_for(operator, parents, slot), shown))
@@ -495,7 +496,7 @@ class SearchLoop:
 
     def _context(self, request: Request) -> Context:
         # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
-        return Context(skill=self.skills.shown(request.skill), failures=request.failures,
+        return Context(skill=self.versions.shown(request.skill), failures=request.failures,
                        signature=self.signature or "" if self.config.context.constrain else "",
                        notes=self._notes(request))
 
@@ -531,7 +532,7 @@ class SearchLoop:
                  weights: dict | None = None) -> dict:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""
         cfg, task = self.config, self.task
-        trial = self.skills.judge(self._pool(), step, task.direction)  # before the analysts: they patch the one kept
+        trial = self.versions.judge(self._pool(), step, task.direction)  # first: the analysts patch the one kept
         cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
         seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
         requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
@@ -539,8 +540,9 @@ class SearchLoop:
             self._check_logged(step, logged, requests)
             completions = [Completion(**c) for c in logged["completions"]]
         elif cases:
-            batch = Batch(skills.analyst_conversations(cases, task, self.skills.outline, cfg.context.failure_chars),
-                          seeds)
+            conversations = skills.analyst_conversations(cases, task, self.versions.outline,
+                                                         cfg.context.failure_chars)
+            batch = Batch(conversations, seeds)
             teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
             began = time.perf_counter()
             completions = batch.chat(teacher, Sampling(temperature=cfg.skill.temperature,
@@ -560,11 +562,11 @@ class SearchLoop:
             source = (f"{errors} error and {len(cases) - errors} success analyses of this run's candidates "
                       f"(version {version}, after {self.ledger.used} evaluations)")
             contract = skills.contract_rules(task.template, task.function_name, self.signature or "")
-            description, body = skills.refresh(self.skills.skill, [c.text for c in completions], cases, contract,
+            description, body = skills.refresh(self.versions.skill, [c.text for c in completions], cases, contract,
                                                self.skill_name, source)
             written = skills.write_version(self.store.dir, version, self.skill_name, description, body)
-            patched = self.skills.current
-            self.skills.add(version, written, step)
+            patched = self.versions.current
+            self.versions.add(version, written, step)
             record = {"version": version, "text": written.text(), "step": step}
             if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
                 raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
@@ -969,8 +971,8 @@ class SearchLoop:
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
                 # skill.keep = "judged": each trial, and the one still running at the end, judged as it stands
-                "skill_trials": self.skills.trials + [{**t, "final": True} for t in [
-                    self.skills.standing(self._pool(), self._last_step(), self.task.direction)] if t],
+                "skill_trials": self.versions.trials + [{**t, "final": True} for t in [
+                    self.versions.standing(self._pool(), self._last_step(), self.task.direction)] if t],
                 # valid candidates that carry the task's own note (a task with `feedback`)
                 "task_notes": sum(bool(c.feedback) for c in self.candidates if c.valid),
                 "proposers": self._proposers(),
