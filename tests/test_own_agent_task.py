@@ -157,3 +157,15 @@ def test_held_out_checks_compare_cases_by_content_without_a_case_key():
     with pytest.raises(ValueError, match="overlaps training in 2 of 2"):
         check_heldout(keyed, held, train)
     assert case_content(plain, "a string case") == "'a string case'"
+
+
+def test_an_agent_comparison_refuses_a_broken_environment_before_any_file(tmp_path, capsys):
+    path = environment(tmp_path, ('"progress": progress,', '"progress": 2.0,'))
+    config = tmp_path / "compare.toml"
+    config.write_text(f'[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["{path}"]\nseeds = [0]\n'
+                      'budgets = [16]\n\n[eval]\nproblems = 4\nk = 1\n\n[agent]\npopulation = 4\nbatch = 4\n'
+                      + NO_MODEL)
+    code, _, err = cli(capsys, "compare", str(config), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{path}" in err and "metrics(): progress must be in [0, 1]" in err and "got 2.0" in err
+    assert not (tmp_path / "cmp").exists()

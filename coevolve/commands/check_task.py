@@ -30,15 +30,15 @@ import math
 import sys
 from typing import Any
 
-from coevolve.base.errors import UsageError
 from coevolve.agents.tools import SandboxTool
+from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
 from coevolve.sandbox import Sandbox, wire
+from tasks.agent_check import agent_problems
 from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
                         template_function)
 from tasks.check import StillRunning, determinism_problems, overdue, shape_problems, time_limit
 from tasks.loader import absolute_spec, user_frame
-from tasks.agent_check import agent_problems
 from tasks.registry import UnknownTask, agent_task, heuristic_task, kind
 
 

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.commands.run import check_task
+from coevolve.commands.run import check_agent_task, check_task
 from coevolve.compare import run_comparison
-from coevolve.plan import (AgentCompareConfig, agent_runs, arm_lines, arm_method, arm_plan, load_compare_config,
-                           planned_runs, structural_differences, test_set_lines)
+from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_method, arm_plan,
+                           load_compare_config, planned_runs, structural_differences, test_set_lines)
 from coevolve.report import render_comparison
 from coevolve.search.methods import format_plan, record_methods, remember_methods
 from tasks.loader import record_tasks, remember_tasks
@@ -114,6 +114,9 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
+    if agents:  # a user's environment through check-task's agent checks, once per task, before any file
+        for spec in {s.task: s for s in agent_runs(config, seeds=config.compare.seeds[:1])}.values():
+            check_agent_task(agent_run_config(config, spec, Path(out)))
     prepare_tasks(config.compare.tasks, Path(out), check=not agents)
     prepare_methods([arm_method(config, m) for m in config.compare.methods], Path(out))
     try:
