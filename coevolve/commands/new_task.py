@@ -78,6 +78,12 @@ max_tokens = 8
 sigma = 3e-3
 sigma_end = 1e-3
 alpha = 1.5e-3
+
+# What you know about the environment, in the system prompt from the first
+# episode: folders each holding a SKILL.md (docs/agents.md; a finished run's
+# distilled skill is one, in RUN_DIR/skills/):
+# [skills]
+# paths = ["hints"]
 '''
 
 AGENT_TEST = '''"""{name} passes `coevolve check-task` (run: pytest test_env.py)."""
