@@ -153,6 +153,18 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path):
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == [0, 1]
     assert agent_table(summary, run_dir) in output  # the end-of-run table
+    # its held-out change, paired per problem, recounted here from the two rounds' episodes
+    per_round = []
+    for index in (0, 1):
+        lines = (run_dir / "trajectories" / f"eval_{index:03d}.jsonl").read_text().splitlines()
+        rewards: dict[str, list[float]] = {}
+        for t in map(json.loads, lines):
+            rewards.setdefault(t["case_id"], []).append(t["reward"])
+        per_round.append({case: sum(v) / len(v) for case, v in rewards.items()})
+    better = sum(per_round[1][case] > per_round[0][case] for case in per_round[0])
+    worse = sum(per_round[1][case] < per_round[0][case] for case in per_round[0])
+    assert f"held-out change       {evals[1]['mean_reward'] - evals[0]['mean_reward']:+.3f}: {better} of 2 problems " \
+           f"better, {worse} worse; cannot be told apart" in output  # two problems never tell anything
     assert "4 / 4" in output and summary.checksum in output and str(run_dir) in output
 
     assert main(["report", str(run_dir)]) == 0

@@ -247,3 +247,28 @@ def test_the_report_shows_what_the_skills_requests_did(comparison):
         "sample", 2, {"candidates": 4, "valid": 2, "improved": 2}, 2, [1, 1])
     assert skill_use(comparison / "runs" / "tsp_construct" / "sample-b10-s2",
                      read_summary(comparison / "runs" / "tsp_construct" / "sample-b10-s2" / "summary.json")) is None
+
+
+def test_an_agent_runs_held_out_change_is_paired_per_problem(tmp_path):
+    """heldout_change reads the two rounds' episodes (attempts of a problem averaged) and pairs them by
+    problem; the sign test speaks only when enough problems moved one way."""
+    from coevolve.report.collecting import heldout_change
+    from coevolve.report.rendering import change_line
+
+    def write(index: int, rewards: dict[str, list[float]]) -> None:
+        lines = [json.dumps({"case_id": case, "reward": r}) for case, attempts in rewards.items() for r in attempts]
+        path = tmp_path / "trajectories" / f"eval_{index:03d}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
+    # 7 problems: 6 solved after but not before, one solved before and half after; one only in round 0
+    write(0, {**{f"p{i}": [0.0, 0.0] for i in range(6)}, "p6": [1.0, 1.0], "gone": [1.0, 1.0]})
+    write(3, {**{f"p{i}": [1.0, 1.0] for i in range(6)}, "p6": [1.0, 0.0]})
+    change = heldout_change(tmp_path, 0, 3)
+    assert change == {"cases": 7, "better": 6, "worse": 1, "change": pytest.approx((6 - 0.5) / 7),
+                      "p": pytest.approx(2 * 8 / 128)}  # 2 * P(X <= 1), X ~ Bin(7, 1/2)
+    assert change_line(change) == "+0.786: 6 of 7 problems better, 1 worse; cannot be told apart (sign test p = 0.12)"
+    write(3, {**{f"p{i}": [1.0] for i in range(7)}})
+    assert change_line(heldout_change(tmp_path, 0, 3)) == ("+0.857: 6 of 7 problems better, 0 worse; told apart "
+                                                           "(sign test p = 0.031)")
+    assert heldout_change(tmp_path, 0, 5) is None  # a round not on disk: no row

@@ -170,3 +170,14 @@ def test_the_difference_of_two_success_rates_by_hand():
     assert (d.difference, d.low) == (pytest.approx(0.8), pytest.approx(0.53704, abs=1e-5)) and d.distinct
     assert proportion_difference(1, 8, 0, 8).difference == pytest.approx(-0.1)  # B minus A
     assert proportion_difference(0, 0, 1, 3) is None
+
+
+def test_the_sign_test_by_hand():
+    from coevolve.stats import sign_test
+
+    # two-sided exact binomial at 1/2 over the changed problems: 2 * P(X <= min) with X ~ Bin(n, 1/2)
+    assert sign_test(6, 0) == pytest.approx(2 / 64)  # 6 of 6 one way: the fewest that fall under 0.05
+    assert sign_test(5, 0) == pytest.approx(2 / 32)
+    assert sign_test(2, 0) == 0.5 and sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
+    assert sign_test(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024)
+    assert sign_test(2, 8) == sign_test(8, 2)

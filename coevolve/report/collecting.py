@@ -21,7 +21,8 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
 from coevolve.search.skill import requests_name_versions, shown_counts
-from coevolve.stats import MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, summarise, welch_difference
+from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, sign_test, summarise,
+                            welch_difference)
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
 
@@ -278,3 +279,27 @@ def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
             row[key] += use[key]
         row["ahead"] += use["ahead"]
     return list(rows.values())
+
+
+def heldout_change(directory: str | Path, first: int, last: int) -> dict[str, Any] | None:
+    """An agent run's held-out reward from round `first` to round `last` on the same problems, paired
+    per problem (trajectories/eval_NNN.jsonl; a problem's attempts averaged): how many got better, how
+    many worse, the mean change and the sign test's p. None when a round's episodes are not on disk or
+    the rounds share no problem."""
+    rounds = []
+    for index in (first, last):
+        path = Path(directory) / "trajectories" / f"eval_{index:03d}.jsonl"
+        if not path.is_file():
+            return None
+        per_case: dict[str, list[float]] = {}
+        for line in read_jsonl(path):
+            per_case.setdefault(str(line.get("case_id")), []).append(float(line.get("reward", 0.0)))
+        rounds.append({case: sum(v) / len(v) for case, v in per_case.items()})
+    before, after = rounds
+    cases = [case for case in before if case in after]
+    if not cases:
+        return None
+    changes = [after[case] - before[case] for case in cases]
+    better, worse = sum(c > 0 for c in changes), sum(c < 0 for c in changes)
+    return {"cases": len(cases), "better": better, "worse": worse, "change": sum(changes) / len(cases),
+            "p": sign_test(better, worse)}

@@ -25,8 +25,8 @@ from coevolve.base.config import read_toml
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
                            compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (aggregate, at_template, baselines, collect, skill_rows,
-                                        fmt_number, run_rows, run_starting_point)
+from coevolve.report.collecting import (aggregate, at_template, baselines, collect, fmt_number, heldout_change,
+                                        run_rows, run_starting_point, skill_rows)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
@@ -516,6 +516,8 @@ def agent_table(summary: AgentSummary, directory: Path) -> str:
         ("episodes", f"{ledger.used} / {ledger.budget}"),
         ("held-out before", scores(first)),
         ("held-out after", scores(last)),
+        *([("held-out change", change_line(change))] if (change := heldout_change(directory, first.round, last.round))
+          and first.round != last.round else []),
         ("best held-out reward", f"{summary.best_eval_reward:.3f}"),
         ("distilled skill", summary.skill or "-"),
     ]
@@ -525,6 +527,13 @@ def agent_table(summary: AgentSummary, directory: Path) -> str:
         rows.append(("weights checksum", summary.checksum))
     rows.append(("run directory", str(directory)))
     return _table(rows)
+
+
+def change_line(change: dict) -> str:
+    """heldout_change in words: the mean change, the problems that moved, whether that tells anything."""
+    told = ("told apart" if change["p"] < 0.05 else "cannot be told apart") + f" (sign test p = {change['p']:.2g})"
+    return (f"{change['change']:+.3f}: {change['better']} of {change['cases']} problems better, {change['worse']} "
+            f"worse; {told}")
 
 
 def render_agent_run(store: RunStore, summary: AgentSummary) -> dict[str, Path]:
