@@ -144,6 +144,16 @@ def test_the_skill_the_prompts_showed_is_read_from_the_log_as_it_grows(tmp_path)
         assert len(skills["versions"]) == 2 and skills["shown"] == []
 
 
+def test_a_run_says_how_many_of_its_valid_candidates_are_programs_of_their_own(tmp_path):
+    repeat = {**candidate(3, 1, [1], 7.0), "duplicate_of": 1}  # the same code as 1: valid as 1 was
+    failed_repeat = {**candidate(4, 1, [1], None, "exception"), "duplicate_of": 2}
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "exception"), repeat,
+                                      failed_repeat, candidate(5, 1, [1], 6.5)])
+    with client(run) as http:
+        row = http.get("/api/run/run").json()
+    assert (row["valid"], row["distinct_valid"], row["valid_rate"]) == (3, 2, 3 / 5)
+
+
 def test_a_judged_runs_open_trial_is_shown_while_it_runs(tmp_path):
     """skill.keep = "judged", no summary yet: the trial the last refresh opened (v001 against v000, the
     version that refresh kept) is judged as it stands over the children proposed after that refresh."""

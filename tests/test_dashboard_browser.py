@@ -215,6 +215,12 @@ def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
     state = "return (document.getElementById('run-state') || {}).textContent"
     wait(browser, lambda d: js(d, state) == "finished", what="state finished")
     assert not browser.find_element("id", "skill-panel").is_displayed()  # no skill: no panel
+    # valid programs of their own, counted here from the finished run's candidates
+    valid = [c for c in read_jsonl(live["dir"] / "candidates.jsonl") if c["objective"] is not None]
+    distinct = sum(c["duplicate_of"] is None for c in valid)
+    shown = js(browser, "return (document.getElementById('run-distinct') || {}).textContent || ''")
+    assert shown == (f" ({distinct} distinct program{'' if distinct == 1 else 's'}, {len(valid) - distinct} repeats)"
+                     if distinct < len(valid) else "")
     shoot(browser, live, "dashboard-run")
 
 

@@ -369,6 +369,8 @@ class HeuristicRun(RunDir):
                 "best": best and best.objective, "best_id": best and best.id,
                 "gap": gap(best and best.objective, ref, self.direction),
                 "valid_rate": (len(self.valid()) / used) if used else None, "caps": self.caps(),
+                # valid programs of their own: a repeat of earlier code is valid as the original was
+                "valid": len(self.valid()), "distinct_valid": sum(c.duplicate_of is None for c in self.valid()),
                 "direction": self.direction}
 
     def curves(self) -> dict[str, Any]:

@@ -374,6 +374,8 @@ function runView(r) {
         el("span", { class: "state state-" + stateClass(d.state), id: "run-state" }, d.state), ` · ${d.used}/${d.budget} evaluations · best `,
         el("b", { id: "run-best" }, fmt(d.best)), d.best_id ? [" (", el("a", { href: `#/run/${encodeURIComponent(id)}/c/${d.best_id}` }, `#${d.best_id}`), ")"] : "",
         ` · gap ${pct(d.gap)} · valid ${pct(d.valid_rate)}`,
+        d.distinct_valid != null && d.distinct_valid < d.valid ?
+          el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeats)`) : "",
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""));
       drawCurves(d);
       drawES(d.es);
