@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,18 @@ def sign_test(better: int, worse: int) -> float:
         return 1.0
     tail = sum(math.comb(changed, i) for i in range(min(better, worse) + 1)) / 2 ** changed
     return min(1.0, 2 * tail)
+
+
+def paired_change(before: dict[str, float], after: dict[str, float]) -> dict[str, Any] | None:
+    """Scores on the same problems twice (problem -> score; problems in only one left out): how many
+    got better, how many worse, the mean change and the sign test's p. None when none is shared."""
+    shared = [problem for problem in before if problem in after]
+    if not shared:
+        return None
+    changes = [after[problem] - before[problem] for problem in shared]
+    better, worse = sum(c > 0 for c in changes), sum(c < 0 for c in changes)
+    return {"cases": len(shared), "better": better, "worse": worse, "change": sum(changes) / len(shared),
+            "p": sign_test(better, worse)}
 
 
 Z80 = 0.8416  # the normal quantile of 80% power

@@ -72,6 +72,14 @@ def test_eval_command_reports_mean_and_pass_at_k_with_intervals(engine, tmp_path
         interval = arm["mean@2"]
         assert interval["n"] == 3 and 0 <= interval["low"] <= interval["mean"] <= interval["high"] <= 1
         assert arm["well_formed"] == 1.0
+    # the skill against the base weights, paired per problem: the mean change is the Mean@2 difference, and
+    # three problems can never be told apart by the sign test (3 of 3 one way: p = 0.25)
+    line = re.search(r"skill vs base: ([+-]\d\.\d{3}): (\d) of 3 problems better, (\d) worse; cannot be told "
+                     r"apart \(sign test p = [\d.]+\)", printed)
+    assert line, printed
+    base, skilled = (r["mean@2"]["mean"] for r in result["results"])
+    assert float(line.group(1)) == pytest.approx(skilled - base, abs=5e-4)
+    assert int(line.group(2)) + int(line.group(3)) <= 3
 
 
 def test_evaluate_arm_uses_k_attempts_per_problem(engine):

@@ -83,3 +83,22 @@ def test_eval_takes_the_task_settings_of_the_run(tmp_path, capsys, monkeypatch):
     (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku9"\n\n[task]\nmasked = 5\n')
     assert main(["eval", "--task", "sudoku", "--run", str(run)]) == 2
     assert "is a run on task 'sudoku9', not 'sudoku'" in capsys.readouterr().err
+
+
+def test_each_trained_arm_is_paired_with_base_per_problem():
+    from coevolve.agents.evaluate import ArmResult
+    from coevolve.commands.agent_eval import against_base
+    from coevolve.stats import Interval
+
+    def arm(name, rewards):  # rewards: problem -> its attempts
+        played = [Trajectory(task="x", case_id=case, messages=[], actions=[], observations=[""], reward=r)
+                  for case, attempts in rewards.items() for r in attempts]
+        return ArmResult(name, 2, len(rewards), Interval(1, 0, 0, 0), Interval(1, 0, 0, 0), None, played)
+
+    base = arm("base", {f"p{i}": [0.0, 0.0] for i in range(7)})
+    skill = arm("skill", {**{f"p{i}": [1.0, 1.0] for i in range(6)}, "p6": [0.0, 0.0]})
+    worse = arm("esopt", {**{f"p{i}": [0.0, 0.0] for i in range(6)}, "p6": [0.0, 0.0]})
+    assert against_base([base, skill, worse]) == [
+        "skill vs base: +0.857: 6 of 7 problems better, 0 worse; told apart (sign test p = 0.031)",
+        "esopt vs base: +0.000: 0 of 7 problems better, 0 worse; cannot be told apart (sign test p = 1)"]
+    assert against_base([skill, worse]) == []  # no base arm: nothing to pair with

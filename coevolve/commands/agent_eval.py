@@ -22,17 +22,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coevolve.agents.evaluate import (ARMS, build_task as build, check_arms, check_heldout, engine_options_for,
-                                      eval_sampling, evaluate_arms, run_inputs, table)
+from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, check_arms, check_heldout,
+                                      engine_options_for, eval_sampling, evaluate_arms, problem_means, run_inputs,
+                                      table)
 from coevolve.agents.skills import SkillError, load_skill
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.engine.base import ConstraintError
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
+from coevolve.report.rendering import change_line
+from coevolve.stats import paired_change
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("agent tasks (sudoku, sudoku9, react_math): held-out Mean@k / Pass@k")
+    g = p.add_argument_group("agent tasks (sudoku, sudoku9, react_math, your env.py): held-out Mean@k / Pass@k")
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of the task, e.g. masked=1 (sudoku), turns=4 (react_math); repeatable")
     g.add_argument("--run", help="agent run directory: its history.jsonl (ES-tuned weights) and skills/")
@@ -116,12 +119,28 @@ def handle(args: argparse.Namespace) -> int:
         if close is not None:
             close()
     print(table(results))
+    for line in against_base(results):
+        print(line)
     print(f"{time.monotonic() - began:.0f} s")
     if args.out:
         atomic_write_json(args.out, {
             "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
             "constrained": constrained, "run": args.run, "results": [r.to_dict() for r in results]})
     return 0
+
+
+def against_base(results: list[ArmResult]) -> list[str]:
+    """Each trained arm against the base weights on the same problems and sampling seeds, paired per
+    problem (stats.paired_change) with the sign test's verdict; [] without a base arm."""
+    base = next((r for r in results if r.arm == "base"), None)
+    if base is None:
+        return []
+    lines = []
+    for result in results:
+        change = paired_change(problem_means(base), problem_means(result)) if result is not base else None
+        if change is not None:
+            lines.append(f"{result.arm} vs base: {change_line(change)}")
+    return lines
 
 
 def _train_cases(task: Any, n: int, seed: int) -> list:

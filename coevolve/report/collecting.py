@@ -21,7 +21,7 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
 from coevolve.search.skill import requests_name_versions, shown_counts
-from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, sign_test, summarise,
+from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, paired_change, summarise,
                             welch_difference)
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
@@ -295,11 +295,4 @@ def heldout_change(directory: str | Path, first: int, last: int) -> dict[str, An
         for line in read_jsonl(path):
             per_case.setdefault(str(line.get("case_id")), []).append(float(line.get("reward", 0.0)))
         rounds.append({case: sum(v) / len(v) for case, v in per_case.items()})
-    before, after = rounds
-    cases = [case for case in before if case in after]
-    if not cases:
-        return None
-    changes = [after[case] - before[case] for case in cases]
-    better, worse = sum(c > 0 for c in changes), sum(c < 0 for c in changes)
-    return {"cases": len(cases), "better": better, "worse": worse, "change": sum(changes) / len(cases),
-            "p": sign_test(better, worse)}
+    return paired_change(*rounds)
