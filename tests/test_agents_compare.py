@@ -99,7 +99,9 @@ def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
     text = (tmp_path / "c" / "report.md").read_text()
     # the base row pools both seeds (6 problem draws), esopt has one seed scored so far
     assert "| base | 0.500 [" in text and "| 0.500, 0.500 | 1.00 |" in text and "Arms scored: 3 of 4" in text
-    assert "esopt vs base: cannot be told apart" in text
+    # paired per problem on the seed both scored (seed 0's three problems): none changed
+    assert ("esopt vs base: cannot be told apart (Mean@2 0.500 vs 0.500; paired per problem, 0 of 3 better, 0 worse, "
+            "sign test p = 1)") in text
     assert written["agents.png"].stat().st_size > 1000
     results = json.loads((tmp_path / "c" / "results.json").read_text())
     assert [r["method"] for r in results["rows"]] == ["base", "esopt"] and results["rows"][0]["mean"]["n"] == 6
@@ -109,7 +111,9 @@ def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
                                           ("esopt", 0): solved, ("esopt", 1): solved})
     render(tmp_path / "c")
     text = (tmp_path / "c" / "report.md").read_text()
-    assert "esopt vs base: Mean@2 higher (1.000 vs 0.000; the 95% intervals do not overlap)" in text
+    # 24 problems (12 per seed), all better: 2 / 2^24
+    assert ("esopt vs base: Mean@2 higher (1.000 vs 0.000; paired per problem, 24 of 24 better, 0 worse, sign test "
+            "p = 1.2e-07)") in text
     assert "| esopt | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | 1.000, 1.000 | 1.00 |" in text
 
     config.compare.budgets = [8, 16]  # the checkpoint is one arm, shown in every budget's table
@@ -118,6 +122,18 @@ def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
     text = (tmp_path / "c" / "report.md").read_text()
     assert text.count("| base | 0.000 [") == 2 and text.count("| sudoku | base |") == 2  # two seeds, once each
     assert "Arms scored: 4 of 6" in text and "budget 16: esopt vs base" not in text  # no esopt scored at 16
+
+    # pairing is what tells these apart: base solves half the problems, esopt the same half and half of each
+    # other; the pooled intervals overlap (problems vary more than arms), but 12 of 24 problems got better, none
+    # worse: 2 / 2^12
+    base, esopt = [[1, 1]] * 6 + [[0, 0]] * 6, [[1, 1]] * 6 + [[1, 0]] * 6
+    _fake_scores(tmp_path / "c", config, {("base", 0): base, ("base", 1): base, ("esopt", 0): esopt,
+                                          ("esopt", 1): esopt})
+    render(tmp_path / "c")
+    rows = {r["method"]: r["mean"] for r in json.loads((tmp_path / "c" / "results.json").read_text())["rows"]}
+    assert rows["esopt"]["low"] < rows["base"]["high"]  # the intervals overlap
+    assert ("esopt vs base: Mean@2 higher (0.750 vs 0.500; paired per problem, 12 of 24 better, 0 worse, sign test "
+            "p = 0.00049)") in (tmp_path / "c" / "report.md").read_text()
 
 
 def _tiny(tmp_path: Path) -> Path:

@@ -7,8 +7,10 @@ Per task and budget, one row per method: Mean@k and Pass@k with 95% intervals,
 pooled over the seeds' held-out problems (the same problems for every arm:
 the interval covers problems and seeds), each seed's Mean@k beside, and the
 well-formed action rate. Then what the comparison can conclude: a method is
-told apart from the checkpoint ("base") only when their Mean@k intervals do
-not overlap; otherwise the two "cannot be told apart" at this size.
+told apart from the checkpoint ("base") only when, paired per problem (same
+seed, same problem, same sampling seeds), a sign test over the problems whose
+score changed gives p < 0.05; otherwise the two "cannot be told apart" at
+this size.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, arm_lines, arm_method,
                            base_directory, run_state)
 from coevolve.search.plot import save_figure
-from coevolve.stats import Interval, mean_at_k, pass_at_k
+from coevolve.stats import Interval, mean_at_k, paired_change, pass_at_k
 
 PLOT = "agents.png"
 
@@ -72,13 +74,22 @@ def aggregate(config: AgentCompareConfig, records: list[dict]) -> list[dict]:
     return rows
 
 
-def conclusions(config: AgentCompareConfig, rows: list[dict]) -> list[str]:
-    """Each trained method against the checkpoint, per task and budget: told
-    apart only when the 95% Mean@k intervals do not overlap."""
+def problem_scores(records: list[dict], task: str, method: str, budget: int) -> dict[str, float]:
+    """One arm's mean reward per held-out problem, keyed by seed and problem (every arm of a seed plays
+    the same problems in the same order with the same sampling seeds, so two arms pair by key)."""
+    mine = [r for r in records if (r["task"], r["method"]) == (task, method) and r["attempts"] is not None
+            and (method == "base" or r["budget"] == budget)]
+    return {f"{r['seed']}:{i}": sum(tries) / len(tries) for r in mine for i, tries in enumerate(r["attempts"])
+            if tries}
+
+
+def conclusions(config: AgentCompareConfig, rows: list[dict], records: list[dict]) -> list[str]:
+    """Each trained method against the checkpoint (a named arm also against the method it runs), per
+    task and budget, paired per problem: told apart only when the sign test over the problems whose
+    score changed gives p < 0.05 (stats.paired_change, as an agent run's table and `coevolve eval`)."""
     k = config.eval.k
     out = []
     for row in rows:
-        # against the checkpoint; a named arm also against the method it runs
         for other in ("base", arm_method(config, row["method"])):
             base = next((r for r in rows if (r["task"], r["budget"], r["method"]) == (row["task"], row["budget"], other)),
                         None)
@@ -86,12 +97,19 @@ def conclusions(config: AgentCompareConfig, rows: list[dict]) -> list[str]:
                 continue
             a, b = row["mean"], base["mean"]
             where = f"{row['task']}, budget {row['budget']}: {row['method']} vs {other}"
-            if a["low"] > b["high"] or a["high"] < b["low"]:
-                out.append(f"{where}: Mean@{k} {'higher' if a['mean'] > b['mean'] else 'lower'} "
-                           f"({a['mean']:.3f} vs {b['mean']:.3f}; the 95% intervals do not overlap).")
+            change = paired_change(problem_scores(records, row["task"], other, row["budget"]),
+                                   problem_scores(records, row["task"], row["method"], row["budget"]))
+            if change is None:
+                out.append(f"{where}: cannot judge (no seed scored both; Mean@{k} {a['mean']:.3f} vs "
+                           f"{b['mean']:.3f}).")
+                continue
+            paired = (f"paired per problem, {change['better']} of {change['cases']} better, {change['worse']} worse, "
+                      f"sign test p = {change['p']:.2g}")
+            if change["p"] < 0.05:
+                out.append(f"{where}: Mean@{k} {'higher' if change['better'] > change['worse'] else 'lower'} "
+                           f"({a['mean']:.3f} vs {b['mean']:.3f}; {paired}).")
             else:
-                out.append(f"{where}: cannot be told apart (Mean@{k} {a['mean']:.3f} vs {b['mean']:.3f}; the 95% "
-                           f"intervals overlap at {a['n']} and {b['n']} problem draws).")
+                out.append(f"{where}: cannot be told apart (Mean@{k} {a['mean']:.3f} vs {b['mean']:.3f}; {paired}).")
     return out
 
 
@@ -188,7 +206,7 @@ def render_agent_comparison(root: str | Path) -> dict[str, Path]:
         raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
     config, records = collect(root)
     rows = aggregate(config, records)
-    verdicts = conclusions(config, rows)
+    verdicts = conclusions(config, rows, records)
     written = {"report.md": root / "report.md", "results.json": root / "results.json",
                "table.csv": root / "table.csv", "runs.csv": root / "runs.csv"}
     atomic_write_text(written["report.md"], markdown(config, rows, records, verdicts))
