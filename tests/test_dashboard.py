@@ -370,6 +370,24 @@ def test_an_agent_evaluation_shows_mean_and_pass_at_k_from_its_trajectories(tmp_
     assert metrics["mean@4"] == {"mean": 0.3, "low": 0.1, "high": 0.5}  # what the record held stays
 
 
+def test_an_agent_runs_held_out_change_is_paired_per_problem(tmp_path):
+    from coevolve.agents.rollout import Trajectory, save_trajectories
+    from coevolve.base.durable import append_jsonl
+
+    run = make_agent_run(tmp_path / "agent")
+    with client(run) as http:
+        assert http.get("/api/agent/agent").json()["change"] is None  # one evaluation: nothing to pair
+    for index, rewards in ((0, {"a": 0.0, "b": 1.0, "c": 0.0}), (2, {"a": 1.0, "b": 0.0, "c": 1.0})):
+        save_trajectories([Trajectory("sudoku", case, [{"role": "system", "content": "rules"}], [], [""], reward=r,
+                                      label="eval") for case, r in rewards.items()],
+                          run / "trajectories" / f"eval_{index:03d}", "Eval")
+    later = {"round": 2, "episodes_used": 8, "mean_reward": 2 / 3}
+    append_jsonl(run / "events.jsonl", {"type": "eval", **later})  # the run logs each evaluation as it goes
+    with client(run) as http:
+        assert http.get("/api/agent/agent").json()["change"] == (
+            "+0.333: 2 of 3 problems better, 1 worse; cannot be told apart (sign test p = 1)")
+
+
 def test_run_files_are_read_as_their_records(tmp_path):
     """Agent runs written before configs dumped every section are told by their
     summary; a candidate line of the wrong shape names its file, line and field."""

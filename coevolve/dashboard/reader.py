@@ -37,6 +37,8 @@ from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
                                    summary_kind)
 from coevolve.base.untrusted import clean
+from coevolve.report.collecting import heldout_change
+from coevolve.report.rendering import change_line
 from coevolve.runstore import ended
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
@@ -646,8 +648,13 @@ class AgentRun(RunDir):
                 skills.append({"round": None, "name": text(f.parent.name, 80), "mode": "file",
                                "text": text(f.read_text(encoding="utf-8", errors="replace"))})
         files = sorted((self.path / "trajectories").glob("*.jsonl")) if (self.path / "trajectories").is_dir() else []
+        # the held-out reward from the first evaluation to the last, paired per problem (the run table's row)
+        first, last = (evals[0]["round"], evals[-1]["round"]) if evals else (None, None)
+        change = (heldout_change(self.path, first, last) if isinstance(first, int) and isinstance(last, int)
+                  and first != last else None)
         return {"rounds": rounds, "evals": evals, "skills": skills,
-                "episode_files": [f.stem for f in files], "row": self.row()}
+                "episode_files": [f.stem for f in files], "row": self.row(),
+                "change": text(change_line(change), 300) if change else None}
 
     def episodes(self, name: str, offset: int, limit: int) -> dict[str, Any]:
         path = self.path / "trajectories" / f"{name}.jsonl"

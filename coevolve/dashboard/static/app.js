@@ -436,7 +436,8 @@ function agentView(r) {
       const row = d.row;
       stats.replaceChildren(el("p", {}, el("span", { class: "pill" }, row.task), el("span", { class: "pill" }, row.method),
         el("span", { class: "pill" }, `seed ${fmt(row.seed)}`), el("span", { class: "state state-" + stateClass(row.state) }, row.state),
-        ` · ${row.used}/${row.budget} episodes · best held-out mean reward ${fmt(row.best)}`));
+        ` · ${row.used}/${row.budget} episodes · best held-out mean reward ${fmt(row.best)}`,
+        d.change ? [" · held-out change ", el("span", { id: "agent-change" }, d.change)] : ""));
       const metrics = [...new Set(d.evals.flatMap((e) => Object.keys(e.metrics)))];
       react("eval-chart", metrics.map((m) => {
         const pts = d.evals.filter((e) => e.metrics[m]);
