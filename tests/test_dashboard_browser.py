@@ -452,6 +452,16 @@ def test_agent_page_shows_mean_pass_at_k_and_the_skill(browser, engine, tmp_path
         text = wait(browser, lambda d: d.find_element("id", "skill-text").text, what="the skill text")
         assert text.strip() == clean(skill[-1]["text"]).strip()
         assert "round 1" in browser.find_element("id", "skill-version").text
+        # the held-out change, recounted here from the two evaluations' episodes (one greedy attempt per problem)
+        rewards = [{t["case_id"]: t["reward"] for t in read_jsonl(run_dir / "trajectories" / f"eval_{r:03d}.jsonl")}
+                   for r in (0, 1)]
+        better = sum(rewards[1][c] > rewards[0][c] for c in rewards[0])
+        worse = sum(rewards[1][c] < rewards[0][c] for c in rewards[0])
+        change = wait(browser, lambda d: js(d, "return (document.getElementById('agent-change') || {}).textContent"),
+                      what="the held-out change")
+        p = "0.5" if {better, worse} == {0, 2} else "1"  # two problems: both one way is 2 x 1/4, else 1
+        assert change.split(": ", 1)[1] == f"{better} of 2 problems better, {worse} worse; cannot be told apart " \
+                                           f"(sign test p = {p})"
         shoot(browser, {"root": tmp_path}, "dashboard-agent")
     finally:
         dashboard.terminate()
