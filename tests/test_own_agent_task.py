@@ -169,3 +169,18 @@ def test_an_agent_comparison_refuses_a_broken_environment_before_any_file(tmp_pa
     assert code == 2 and "Traceback" not in err, err
     assert f"{path}" in err and "metrics(): progress must be in [0, 1]" in err and "got 2.0" in err
     assert not (tmp_path / "cmp").exists()
+
+
+def test_check_task_builds_an_agent_task_with_its_options(tmp_path, capsys):
+    path = environment(tmp_path)
+    code, out, err = cli(capsys, "check-task", str(path))
+    default = int(re.search(r"case train-0-0: (\d+) turns", out).group(1))
+    code, out, err = cli(capsys, "check-task", str(path), "--option", "extra_turns=3")
+    assert code == 0, err
+    assert f"case train-0-0: {default + 2} turns of an unreadable action" in out  # the default is 1 extra turn
+    code, _, err = cli(capsys, "check-task", str(path), "--option", "colour=3")
+    assert code == 2 and "--option colour: is not an option of" in err and "(its options: extra_turns)" in err
+    code, _, err = cli(capsys, "check-task", str(path), "--option", "extra_turns=99")
+    assert code == 2 and "extra_turns must be in 0..10, got 99" in err and "env.py:" in err
+    code, _, err = cli(capsys, "check-task", "tsp_construct", "--option", "size=3")
+    assert code == 2 and "heuristic tasks take no options" in err

@@ -15,8 +15,8 @@ decision descriptors (decision_descriptors, describe_decisions) has them
 checked on the template's decisions: each declared name a finite number; one
 that writes notes (feedback) has the template's note shown, and a feedback()
 that raises or returns no string named.
-An agent task (tasks/base.py AgentTask) is built with its constructor's
-defaults and checked by tasks/agent_check.py: attributes, both splits' cases
+An agent task (tasks/base.py AgentTask) is built with --option KEY=VALUE (a
+run config's [task] options; its constructor's defaults otherwise) and checked by tasks/agent_check.py: attributes, both splits' cases
 drawn twice (ids, determinism, no eval case a training problem) and one
 episode per split played with an action it cannot read.
 Each failure is one line naming the attribute or function; exit status 2 on any.
@@ -33,13 +33,14 @@ from typing import Any
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
+from coevolve.commands.agent_eval import parse_options
 from coevolve.sandbox import Sandbox, wire
 from tasks.agent_check import agent_problems
 from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
                         template_function)
 from tasks.check import StillRunning, determinism_problems, overdue, shape_problems, time_limit
 from tasks.loader import absolute_spec, user_frame
-from tasks.registry import UnknownTask, agent_task, heuristic_task, kind
+from tasks.registry import TaskOptionError, UnknownTask, agent_task, heuristic_task, kind
 
 
 STAGE_SECONDS = 120.0
@@ -50,25 +51,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                  "module:Class) before running it", description=__doc__)
     p.add_argument("spec", help="task name, path/to/problem.py[:Class] or package.module:Class")
     p.add_argument("--no-sandbox", action="store_true", help="skip the scoring through the real sandbox")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="agent tasks: a constructor keyword (a run config's [task] option), e.g. extra_turns=2; "
+                        "repeatable (default: the constructor's defaults)")
     p.add_argument("--stage-seconds", type=float, default=STAGE_SECONDS, metavar="S",
                    help=f"wall seconds each check of the task's own code may take (default {STAGE_SECONDS:g}; "
                         "0: no limit); the sandbox check has the task's own limits")
     p.set_defaults(handler=handle)
 
 
-def load(spec: str, stage_seconds: float = STAGE_SECONDS, tool: Any = None) -> Any:
+def load(spec: str, stage_seconds: float = STAGE_SECONDS, tool: Any = None,
+         options: dict[str, Any] | None = None) -> Any:
     """The task `spec` names (a file spec relative to the working directory), of
-    either kind (an agent task built with its constructor's defaults, given `tool`
-    where it takes one); UsageError with one line otherwise."""
+    either kind (an agent task built with `options`, its constructor's defaults
+    otherwise, given `tool` where it takes one); UsageError with one line otherwise."""
     try:
         with time_limit(stage_seconds, f"loading {spec} (importing it, building the task)"):
             spec = absolute_spec(spec)
             if kind(spec) == "agent":
                 try:
-                    return agent_task(spec, tool=tool)
+                    return agent_task(spec, options, tool=tool)
+                except TaskOptionError as exc:
+                    raise UsageError(f"--option {exc.option}: {exc.problem}") from None
                 except (TypeError, ValueError) as exc:
-                    raise UsageError(f"{spec}: building it with its defaults raised {user_frame(exc)}; "
-                                     "check-task builds an agent task without [task] options") from None
+                    given = f"with --option {', '.join(f'{k}={v}' for k, v in options.items())}" if options \
+                        else "with its defaults (--option KEY=VALUE gives a [task] option)"
+                    raise UsageError(f"{spec}: building it {given} raised {user_frame(exc)}") from None
+            if options:
+                raise UsageError(f"--option: {spec} is a heuristic task; heuristic tasks take no options")
             return heuristic_task(spec)
     except UnknownTask as exc:
         raise UsageError(str(exc)) from None
@@ -251,10 +261,11 @@ def passed(line: str) -> None:
 def handle(args: argparse.Namespace) -> int:
     tool = SandboxTool()  # an agent task that runs Python gets the real tool (started on first use only)
     try:
-        task = load(args.spec, args.stage_seconds, tool)
+        options = parse_options(args.option)
+        task = load(args.spec, args.stage_seconds, tool, options)
         spec = getattr(task, "__coevolve_spec__", args.spec)
         if kind(spec) == "agent":
-            found = agent_problems(task, lambda: agent_task(spec, tool=tool), passed, args.stage_seconds)
+            found = agent_problems(task, lambda: agent_task(spec, options, tool=tool), passed, args.stage_seconds)
         else:
             found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox, log=passed,
                              stage_seconds=args.stage_seconds)
