@@ -131,3 +131,27 @@ def test_members_advance_together_in_one_call_per_turn_with_common_seeds():
     # common random numbers: case k samples with the same seed under every member
     assert first[0][3] == first[1][3] == first[2][3] == [derive_seed(7, k, 0) for k in range(2)]
     assert [n for _, _, n, _ in generator.member_calls[-1]] == [0, 2, 0]
+
+
+def test_an_episode_that_outgrows_the_context_is_named_with_its_turn_and_the_remedy():
+    """The engine's ContextLengthError (tests/test_engine.py) gains the case, the turn and what to change."""
+    import pytest
+
+    from coevolve.engine.base import ContextLengthError
+
+    task = Sudoku(masked=3)
+    cases = task.cases("train", 2, seed=0)
+
+    class Outgrown(ScriptedSolver):
+        def chat(self, conversations, sampling, seeds=None):
+            if len(self.calls) == 1:  # the second turn: the second episode's prompt is the long one
+                raise ContextLengthError("a prompt of 2100 tokens does not fit the engine's context of 2048 tokens "
+                                         "(request 1 of the call)", 1)
+            return super().chat(conversations, sampling, seeds)
+
+    with pytest.raises(ContextLengthError) as caught:
+        rollout(Outgrown(cases, fumble=[c.puzzle for c in cases]), task, cases, Sampling(max_tokens=8))
+    assert str(caught.value) == (
+        f"sudoku: an episode of case {cases[1].id} outgrew the engine's context at turn 2: a prompt of 2100 tokens "
+        "does not fit the engine's context of 2048 tokens (request 1 of the call); keep fewer turns in the prompt "
+        "(agent.history_turns = k keeps the last k) or shorten the task's observations")

@@ -164,6 +164,26 @@ def test_bad_input_is_rejected_and_weights_stay(engine, tmp_path):
         resolve(tmp_path / "notamodel")
 
 
+def test_a_prompt_longer_than_the_context_is_one_line_naming_its_length(engine):
+    """vLLM's own refusal does not say which request nor that length is the cause (under a decoding
+    constraint it read as a rejected constraint): the engine counts the prompts once a call fails."""
+    from coevolve.base.errors import UsageError
+    from coevolve.engine.base import ContextLengthError
+
+    long = [{"role": "user", "content": "word " * 3000}]
+    greedy = Sampling(temperature=0.0, max_tokens=4)
+    text = engine.tokenizer.apply_chat_template(long, add_generation_prompt=True, tokenize=False)
+    tokens = len(engine.tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert tokens > engine.max_model_len == 2048
+    for constraints in (None, [None, "set [1-4] [1-4] [1-4]"]):
+        with pytest.raises(ContextLengthError) as caught:
+            engine.chat([PROMPTS[1], long], greedy, seeds=[0, 1], constraints=constraints)
+        assert isinstance(caught.value, UsageError) and caught.value.index == 1
+        assert str(caught.value) == (f"a prompt of {tokens} tokens does not fit the engine's context of 2048 tokens "
+                                     "(request 1 of the call)")
+    assert engine.chat([PROMPTS[1]], greedy, seeds=[0])[0].completion_tokens > 0  # the engine goes on
+
+
 def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
     """Three ES generations, then (in a fresh interpreter) a fresh engine replays
     history.jsonl to the same checksum, and the exported checkpoint reloads in

@@ -133,6 +133,21 @@ def test_the_run_table_counts_a_repeated_valid_program_once_and_says_how_much_co
     assert "distinct" not in dict(_run_rows(summary, tmp_path / "r", None))["valid"]
 
 
+def test_a_prompt_too_long_for_the_engine_says_what_a_prompt_holds(tmp_path):
+    from coevolve.engine.base import ContextLengthError
+
+    class Overflowing(FakeEngine):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            raise ContextLengthError("a prompt of 2100 tokens does not fit the engine's context of 2048 tokens "
+                                     "(request 0 of the call)", 0)
+
+    with pytest.raises(ContextLengthError) as caught:
+        run(tmp_path / "r", make_config("eoh", 12), engine=Overflowing())
+    assert str(caught.value).startswith("a prompt of 2100 tokens does not fit the engine's context of 2048 tokens "
+                                        "(request 0 of the call): a fake prompt holds the task's description")
+    assert "eoh.parents" in str(caught.value) and "context.failure_chars" in str(caught.value)
+
+
 # -- failures and repair ----------------------------------------------------------------------
 def test_a_failure_reaches_the_next_prompt_fenced_with_its_failing_line():
     failed = Candidate(id=3, step=0, operator="i1", parents=[], model_state={"kind": "base"},

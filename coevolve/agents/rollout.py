@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from coevolve.agents.skills import Skill, inject_skills
 from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
 from coevolve.base.skillpatch import derive_seed  # noqa: F401  (re-exported: agents derive their seeds here)
-from coevolve.engine.base import Generator, MemberJob, Message, Sampling, shared_prefixes
+from coevolve.engine.base import ContextLengthError, Generator, MemberJob, Message, Sampling, shared_prefixes
 
 
 @dataclass
@@ -95,12 +95,22 @@ def rollout(
             conversations = [_prompt(trajectories[i].messages, history_turns) for i in live]
             seeds = [derive_seed(seed, episodes[i][1], trajectories[i].turns) for i in live]
             constraints = None if pattern is None else [pattern] * len(live)
-            if members is not None:
-                completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling, constraints)
-            elif constraints is None:
-                completions = generator.chat(conversations, turn_sampling, seeds=seeds)
-            else:
-                completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=constraints)
+            try:
+                if members is not None:
+                    completions = _member_turn(generator, episodes, live, conversations, seeds, turn_sampling,
+                                               constraints)
+                elif constraints is None:
+                    completions = generator.chat(conversations, turn_sampling, seeds=seeds)
+                else:
+                    completions = generator.chat(conversations, turn_sampling, seeds=seeds, constraints=constraints)
+            except ContextLengthError as exc:  # what made the prompt long, and what to do about it
+                case = f" of case {trajectories[live[exc.index]].case_id}" if members is None else ""
+                turn = trajectories[live[0]].turns + 1  # every live episode has taken as many turns
+                remedy = ("shorten the task's system prompt or first observation (and any skill it is shown)"
+                          if turn == 1 else "keep fewer turns in the prompt (agent.history_turns = k keeps the last "
+                                            "k) or shorten the task's observations")
+                raise ContextLengthError(f"{task.name}: an episode{case} outgrew the engine's context at turn {turn}: "
+                                         f"{exc}; {remedy}", exc.index) from None
             if len(completions) != len(live):
                 raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
             still_live = []

@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import ContextManager, Protocol, Sequence, runtime_checkable
 
+from coevolve.base.errors import UsageError
 from coevolve.base.sampling import Sampling  # noqa: F401  (re-exported: the generator's per-call settings)
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
@@ -63,6 +64,15 @@ def shared_prefixes(generator: Generator) -> ContextManager:
 
 class ConstraintError(ValueError):
     """A decoding constraint the generator rejects or cannot enforce."""
+
+
+class ContextLengthError(UsageError):
+    """A prompt longer than the engine's context (one line; the caller may say what made it long).
+    `index`: the request of the call whose prompt is the longest."""
+
+    def __init__(self, message: str, index: int = 0) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from coevolve.engine import models
-from coevolve.engine.base import (check_requests, Completion, ConstraintError, MemberJob, Message,
+from coevolve.engine.base import (check_requests, Completion, ConstraintError, ContextLengthError, MemberJob, Message,
                                   Sampling, generate_members_sequentially)
 
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
@@ -123,6 +123,7 @@ class Engine:
         self.device = _device_kind()
         self.dtype = resolve_dtype(dtype, self.device)
         self.tensor_parallel_size = tensor_parallel_size
+        self.max_model_len = max_model_len  # the context every prompt must fit (_check_lengths)
         # In-process engine: starts faster and lets collective_rpc reach the
         # worker without pickling tensors; callers need no __main__ guard.
         if tensor_parallel_size == 1:
@@ -179,6 +180,15 @@ class Engine:
         return info
 
     # ----------------------------------------------------------------- text
+    def _check_lengths(self, prompts: Sequence[str]) -> None:
+        """After vLLM refused a call: ContextLengthError when a prompt does not fit the context (counted
+        only then, so a call that succeeds never tokenizes twice)."""
+        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+        longest = max(range(len(lengths)), key=lengths.__getitem__, default=None)
+        if longest is not None and lengths[longest] >= self.max_model_len:
+            raise ContextLengthError(f"a prompt of {lengths[longest]} tokens does not fit the engine's context of "
+                                     f"{self.max_model_len} tokens (request {longest} of the call)", longest) from None
+
     def chat(
         self,
         conversations: Sequence[Sequence[Message]],
@@ -238,6 +248,7 @@ class Engine:
         try:
             outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=False)
         except Exception as exc:
+            self._check_lengths([p["prompt"] for p in prompts])  # the likeliest cause, named first
             if constraints is not None and any(constraints):
                 raise ConstraintError(f"vLLM rejected a decoding constraint: {exc}") from exc
             raise

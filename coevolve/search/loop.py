@@ -48,7 +48,8 @@ from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import parse_skill_text
 from coevolve.codeparse import NO_CODE, Extracted, answer_pattern, extract, template_signature
-from coevolve.engine.base import Completion, ConstraintError, Generator, MemberJob, Message, WeightEngine
+from coevolve.engine.base import (Completion, ConstraintError, ContextLengthError, Generator, MemberJob, Message,
+                                  WeightEngine)
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
@@ -632,6 +633,15 @@ class SearchLoop:
                                  context=self._context(request))
 
     def _generate(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
+        try:
+            return self._replies(requests, members, sampling)
+        except ContextLengthError as exc:  # what a prompt holds, so the user knows what to cut
+            raise ContextLengthError(
+                f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
+                "evaluation, the skill and recent failures; show less (fewer parents: eoh.parents; shorter failure "
+                "reports: context.failure_chars; a shorter task description)", exc.index) from None
+
+    def _replies(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
         began = time.perf_counter()
         out: list[Completion | None] = [None] * len(requests)
         base = [r for r in requests if r.member is None]
