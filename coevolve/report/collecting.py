@@ -221,7 +221,8 @@ def run_rows(cells: list[ComparisonCell]) -> list[dict]:
         base: dict[str, Any] = {
             "task": c.task, "method": c.method, "budget": c.budget, "seed": c.seed, "state": c.state, "dir": c.dir,
             "best_is": c.best_is, "evaluations": s and s.evaluations, "valid": s and s.valid,
-            "valid_rate": s and s.valid_rate, "distinct_valid": s and s.distinct_valid, "train_best": s.best.objective if s and s.best else None,
+            "valid_rate": s and s.valid_rate, "distinct_valid": s and s.distinct_valid,
+            "train_best": s.best.objective if s and s.best else None,
             "llm_requests": ledger and ledger.llm_requests, "completion_tokens": ledger and ledger.completion_tokens,
             "outcomes": json.dumps(ledger.outcomes, sort_keys=True) if ledger else None}
         for score in list(c.scores.values()) or [None]:
@@ -292,7 +293,10 @@ def heldout_change(directory: str | Path, first: int, last: int) -> dict[str, An
         if not path.is_file():
             return None
         per_case: dict[str, list[float]] = {}
-        for line in read_jsonl(path):
-            per_case.setdefault(str(line.get("case_id")), []).append(float(line.get("reward", 0.0)))
+        try:
+            for line in read_jsonl(path):
+                per_case.setdefault(str(line.get("case_id")), []).append(float(line.get("reward", 0.0)))
+        except (AttributeError, TypeError, ValueError):  # a file of another shape: no verdict rather than a wrong one
+            return None
         rounds.append({case: sum(v) / len(v) for case, v in per_case.items()})
     return paired_change(*rounds)

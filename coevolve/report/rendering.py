@@ -4,10 +4,10 @@ and the table `coevolve run` prints at the end of a run.
 
 A comparison's report has, per task and budget, one row per method with the
 test objective and the gap to the reference (mean ± std over seeds), the
-training valid rate, the valid programs of their own (repeats left out) and how many runs
-produced a heuristic; the methods come
-in pairs (Sample / Sample+ESOpt, EoH / EoH+ESOpt), each pair followed by its Δ
-row: the relative gap reduction of the +ESOpt variant over its base method.
+training valid rate, the valid programs of their own (repeats left out) and
+how many runs produced a heuristic; the methods come in pairs (Sample /
+Sample+ESOpt, EoH / EoH+ESOpt), each pair followed by its Δ row: the relative
+gap reduction of the +ESOpt variant over its base method.
 """
 
 from __future__ import annotations
