@@ -33,6 +33,10 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[agent]\npopulation = 0\n', "agent.population must be >= 1 (got 0)"),
         ('[run]\ntask = "sudoku"\n[agent]\npopulation = 1\nbatch = 2\n', "agent.population must be >= 2 for esopt"),
         ('[run]\ntask = "sudoku"\n[agent]\nshaping = -1\n', "agent.shaping must be >= 0"),
+        # a skill's folder and SKILL.md take this name: refused here, not after the first round's distillation
+        ('[run]\ntask = "sudoku"\n[agent]\nskill_name = "my_game-hints"\n',
+         "agent.skill_name must be lowercase letters, digits and single hyphens (an Agent Skills name) "
+         "(got 'my_game-hints')"),
         ('[run]\ntask = "sudoku"\n[sampling]\ntemperature = "hot"\n', "sampling.temperature must be a number"),
         ('[run]\ntask = "sudoku"\n[sampling]\ntop_p = 0\n', "sampling.top_p must be in (0, 1] (got 0.0)"),
         ('[run]\ntask = "sudoku"\n[agent]\ntemperature = 1.0\n', "agent.temperature is not a known field"),

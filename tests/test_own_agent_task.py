@@ -62,6 +62,16 @@ def test_the_agent_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys)
     assert test.returncode == 0 and "1 passed" in test.stdout, test.stdout + test.stderr
 
 
+def test_a_scaffold_named_with_underscores_names_its_skill_with_hyphens(tmp_path, capsys):
+    """A skill's name (its folder, its SKILL.md) takes hyphens only: the config the scaffold writes loads."""
+    from coevolve.commands.run import load_run_config
+
+    code, _, err = cli(capsys, "new-task", "my_game", "--agent", "--dir", str(tmp_path))
+    assert code == 0, err
+    config = load_run_config(tmp_path / "my_game" / "config.toml", {})
+    assert config.agent.skill_name == "my-game-hints" and config.run.task.endswith("my_game/env.py:MyGame")
+
+
 def test_the_scaffolds_game_is_played_as_its_docstring_says(tmp_path):
     task = agent_task(str(environment(tmp_path)))
     train, held = task.cases("train", 300, 0), task.cases("eval", 80, 0)

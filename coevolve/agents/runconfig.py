@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from coevolve.agents.skills import Skill, SkillError, load_skill
+from coevolve.agents.skills import MAX_NAME, NAME_PATTERN, Skill, SkillError, load_skill
 from coevolve.base.config import Config, Section, config_error, require
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
@@ -23,6 +23,7 @@ from tasks.loader import looks_like_spec, plugins
 from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, TaskOptionError, agent_task
 
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
+SKILL_NAME = NAME_PATTERN.pattern  # checked here, not when the first skill is written after a round
 
 
 class AgentRun(RunSection):
@@ -43,7 +44,8 @@ class AgentSection(Section):
     eval_cases: int = Field(16, ge=1)
     eval_every: int = Field(1, ge=1)
     skill_every: int = Field(2, ge=1)  # esopt+trace2skill: ES generations between skill updates
-    skill_name: str = Field("distilled", min_length=1)
+    skill_name: str = Field("distilled", pattern=SKILL_NAME, max_length=MAX_NAME,
+                            description="lowercase letters, digits and single hyphens (an Agent Skills name)")
     skill_successes: int = Field(2, ge=0)  # success analyses per distillation (the paper's math setting: 0)
     # the teacher's sampling temperature when it analyses traces and merges patches
     # (ours 0.3: steadier small-model output; the paper's Trace2Skill runs it at 1.0)

@@ -67,7 +67,7 @@ batch = 4             # training cases per member
 eval_cases = 8        # held-out cases, scored before training and after each round
 distill = "online"    # a skill distilled from the episodes during the run (default: once at the end)
 skill_every = 1
-skill_name = "{name}-hints"
+skill_name = "{skill}-hints"
 shaping = 0.5         # fitness = reward + 0.5 x metrics["progress"]
 
 [sampling]   # training episodes; held-out ones decode greedily (agent.eval_temperature)
@@ -140,7 +140,8 @@ def scaffold(name: str, parent: str | Path, agent: bool = False) -> Path:
     text = (Path(__file__).with_name("scaffold") / source).read_text(encoding="utf-8")
     make_directory(folder, "new-task --dir")
     atomic_write_text(folder / task_file, text.replace("__NAME__", name).replace("__CLASS__", class_name(name)))
-    atomic_write_text(folder / "config.toml", config.format(name=name))
+    # a skill's name takes hyphens where a task name has underscores (the Agent Skills format)
+    atomic_write_text(folder / "config.toml", config.format(name=name, skill=name.replace("_", "-")))
     atomic_write_text(folder / test_file, test.format(name=name))
     return folder
 
