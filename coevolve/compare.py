@@ -113,7 +113,7 @@ class _Resources:
         if self._engine is None:
             es = self.config.es
             self._engine = pool.build_engine(self.config.model.path or None, self.config.distributed,
-                                             dtype=self.config.model.dtype,
+                                             dtype=self.config.model.dtype, max_model_len=self.config.model.max_len,
                                              **engine_options(es.noise, es.rank, self._es_slots()))
         return self._engine
 

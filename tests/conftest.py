@@ -157,8 +157,10 @@ def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
             pass
 
     def borrow(model=None, section=None, **kwargs) -> Borrowed:
-        asked = (kwargs.get("noise", "full"), resolve_dtype(kwargs.get("dtype", "auto"), engine.device))
-        assert asked == (engine.noise, engine.dtype), f"the command asks for a {asked} engine, not the session's"
+        asked = (kwargs.get("noise", "full"), resolve_dtype(kwargs.get("dtype", "auto"), engine.device),
+                 kwargs.get("max_model_len", 2048))
+        assert asked == (engine.noise, engine.dtype, engine.max_model_len), \
+            f"the command asks for a {asked} engine, not the session's"
         return Borrowed()
 
     captured = io.StringIO()

@@ -154,4 +154,4 @@ def test_an_episode_that_outgrows_the_context_is_named_with_its_turn_and_the_rem
     assert str(caught.value) == (
         f"sudoku: an episode of case {cases[1].id} outgrew the engine's context at turn 2: a prompt of 2100 tokens "
         "does not fit the engine's context of 2048 tokens (request 1 of the call); keep fewer turns in the prompt "
-        "(agent.history_turns = k keeps the last k) or shorten the task's observations")
+        "(agent.history_turns = k keeps the last k) or shorten the task's observations, or raise [model] max_len")

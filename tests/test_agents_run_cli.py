@@ -222,3 +222,25 @@ def test_an_agent_run_logged_before_es_settings_were_shared_still_resumes(tmp_pa
         log.append({"type": "start", "kind": KIND, "version": 1, "config": logged})
     with pytest.raises(UsageError, match="written under another config"):
         check_run_dir(changed, config)
+
+
+def test_the_engines_context_is_the_configs_model_max_len(tmp_path, capsys, monkeypatch):
+    """`[model] max_len` reaches the engine `coevolve run` builds (an agent run, whose episodes grow turn by
+    turn; heuristic runs and comparisons pass it the same way); out of bounds it is one line."""
+    from coevolve.engine import pool
+
+    asked = {}
+
+    def build(model=None, section=None, **kwargs):
+        asked.update(kwargs)
+        raise UsageError("stop here: the engine was asked for")
+
+    monkeypatch.setattr(pool, "build_engine", build)
+    config = tmp_path / "c.toml"
+    config.write_text(f'[run]\ntask = "sudoku"\nbudget = 4\nout = "{tmp_path / "run"}"\n[agent]\npopulation = 2\n'
+                      'batch = 2\n[model]\nmax_len = 4096\n')
+    assert main(["run", str(config)]) == 2
+    assert asked["max_model_len"] == 4096 and "stop here" in capsys.readouterr().err
+    config.write_text('[run]\ntask = "sudoku"\n[model]\nmax_len = 100\n')
+    assert main(["run", str(config)]) == 2
+    assert "model.max_len must be in 256..1048576 (got 100)" in capsys.readouterr().err

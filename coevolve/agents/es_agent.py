@@ -118,7 +118,8 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
         es_options = (engine_options(config.es.noise, config.es.rank, config.agent.population)
                       if config.uses_es else {})
         engine = pool.build_engine(config.model.path or None, config.distributed,
-                                   dtype=engine_dtype(config.model.dtype, store.history_path), **es_options)
+                                   dtype=engine_dtype(config.model.dtype, store.history_path),
+                                   max_model_len=config.model.max_len, **es_options)
     bar = progress_bar(config, resuming, label=label, unit="episode") if progress else None
     try:
         with Mirroring(config.log, store.dir, "max") as mirror:  # [log] trackers, at every round boundary

@@ -108,7 +108,7 @@ def rollout(
                 turn = trajectories[live[0]].turns + 1  # every live episode has taken as many turns
                 remedy = ("shorten the task's system prompt or first observation (and any skill it is shown)"
                           if turn == 1 else "keep fewer turns in the prompt (agent.history_turns = k keeps the last "
-                                            "k) or shorten the task's observations")
+                                            "k) or shorten the task's observations") + ", or raise [model] max_len"
                 raise ContextLengthError(f"{task.name}: an episode{case} outgrew the engine's context at turn {turn}: "
                                          f"{exc}; {remedy}", exc.index) from None
             if len(completions) != len(live):

@@ -19,6 +19,9 @@ class ModelSection(Section):
     # other CPUs, where bf16 is emulated (2-2.7x slower in batches: coevolve/engine/vllm_engine.py resolve_dtype); a
     # resumed run keeps the type its history was recorded in
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    # the engine's context in tokens: a prompt (an agent episode's turns so far, a heuristic prompt) and
+    # its reply must fit; the KV cache grows with it (the embedded model takes up to 8192)
+    max_len: int = Field(2048, ge=256, le=1_048_576)
 
 
 class EndpointSection(Section):

@@ -377,7 +377,8 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
     if needs_engine(config.uses_es, config.endpoint):  # else the endpoint answers every request
         es_options = engine_options(config.es.noise, config.es.rank, es_population(config)) if config.uses_es else {}
         engine = pool.build_engine(config.model.path or None, config.distributed,
-                                   dtype=engine_dtype(config.model.dtype, store.history_path), **es_options)
+                                   dtype=engine_dtype(config.model.dtype, store.history_path),
+                                   max_model_len=config.model.max_len, **es_options)
     bar = progress_bar(config, resuming) if progress else None
     try:
         with Sandbox.from_section(config.sandbox) as sandbox, Mirroring(config.log, store.dir, task.direction) as mirror:

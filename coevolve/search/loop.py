@@ -639,7 +639,8 @@ class SearchLoop:
             raise ContextLengthError(
                 f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
                 "evaluation, the skill and recent failures; show less (fewer parents: eoh.parents; shorter failure "
-                "reports: context.failure_chars; a shorter task description)", exc.index) from None
+                "reports: context.failure_chars; a shorter task description), or raise [model] max_len",
+                exc.index) from None
 
     def _replies(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
         began = time.perf_counter()
