@@ -102,3 +102,25 @@ def test_each_trained_arm_is_paired_with_base_per_problem():
         "skill vs base: +0.857: 6 of 7 problems better, 0 worse; told apart (sign test p = 0.031)",
         "esopt vs base: +0.000: 0 of 7 problems better, 0 worse; cannot be told apart (sign test p = 1)"]
     assert against_base([skill, worse]) == []  # no base arm: nothing to pair with
+
+
+def test_eval_of_a_run_builds_the_engine_with_the_runs_context(tmp_path, capsys, monkeypatch):
+    """A run trained with `[model] max_len = 4096` had episodes that long: its held-out evaluation gets
+    the same context."""
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.agents.skills import write_skill
+    from coevolve.base.errors import UsageError
+
+    asked = {}
+
+    def engine(*args, **kwargs):
+        asked.update(kwargs)
+        raise UsageError("stop here: the engine was asked for")
+
+    monkeypatch.setattr(vllm_engine, "Engine", engine)
+    run = tmp_path / "run"
+    write_skill(run / "skills" / "sudoku-moves", "Moves", "# m\n\n## Moves\n- Fill the only empty cell.")
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n[task]\nmasked = 1\n\n'
+                                     '[model]\nmax_len = 4096\n')
+    assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1"]) == 2
+    assert asked.get("max_model_len") == 4096 and "stop here" in capsys.readouterr().err

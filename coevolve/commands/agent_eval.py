@@ -76,6 +76,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.run and (args.history or args.skill):
         raise UsageError("give --run, or --history/--skill, not both")
     options = parse_options(args.option)
+    context: dict[str, Any] = {}  # the run's engine context, so its episodes fit here as they did there
     if args.run and (Path(args.run) / "config.toml").is_file():
         # the run's own task settings, so the held-out problems are the run's kind of problem
         from coevolve.base.config import read_toml
@@ -84,6 +85,8 @@ def handle(args: argparse.Namespace) -> int:
         if raw.get("run", {}).get("task", args.task) != args.task:
             raise UsageError(f"{args.run} is a run on task {raw['run']['task']!r}, not {args.task!r}")
         options = {**{k: v for k, v in raw.get("task", {}).items() if v not in (0, "")}, **options}
+        if isinstance(raw.get("model"), dict) and isinstance(raw["model"].get("max_len"), int):
+            context = {"max_model_len": raw["model"]["max_len"]}
     task = build_task(args.task, options)
     try:
         history, skills = run_inputs(args.run) if args.run else (
@@ -104,7 +107,7 @@ def handle(args: argparse.Namespace) -> int:
     print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding", flush=True)
     weights = history if any(a in ("esopt", "both") for a in arms) else None
-    engine = vllm_engine.Engine(args.model, **engine_options_for(weights))
+    engine = vllm_engine.Engine(args.model, **engine_options_for(weights), **context)
     began = time.monotonic()
     try:
         results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens, task), args.seed,
