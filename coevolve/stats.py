@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,15 @@ def sign_test(better: int, worse: int) -> float:
         return 1.0
     tail = sum(math.comb(changed, i) for i in range(min(better, worse) + 1)) / 2 ** changed
     return min(1.0, 2 * tail)
+
+
+def problem_means(scores: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """(problem, score) pairs, several attempts of a problem among them, as each problem's mean score:
+    what paired_change pairs."""
+    per_problem: dict[str, list[float]] = {}
+    for problem, score in scores:
+        per_problem.setdefault(problem, []).append(score)
+    return {problem: sum(v) / len(v) for problem, v in per_problem.items()}
 
 
 def paired_change(before: dict[str, float], after: dict[str, float]) -> dict[str, Any] | None:

@@ -97,14 +97,6 @@ def check_heldout(task: Any, heldout: Sequence[Any], train: Sequence[Any]) -> No
         raise ValueError("the held-out split has duplicate problem ids")
 
 
-def problem_means(result: ArmResult) -> dict[str, float]:
-    """An arm's mean reward per held-out problem over its attempts (stats.paired_change pairs two arms)."""
-    rewards: dict[str, list[float]] = {}
-    for t in result.trajectories:
-        rewards.setdefault(t.case_id, []).append(t.reward)
-    return {case: sum(v) / len(v) for case, v in rewards.items()}
-
-
 def attempts_of(trajectories: Sequence[Trajectory], problems: int, k: int) -> list[list[float]]:
     """Rewards grouped per problem: trajectories come as k rounds of the problems in order."""
     if len(trajectories) != problems * k:

@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, check_arms, check_heldout,
-                                      engine_options_for, eval_sampling, evaluate_arms, problem_means, run_inputs,
-                                      table)
+                                      engine_options_for, eval_sampling, evaluate_arms, run_inputs, table)
 from coevolve.agents.skills import SkillError, load_skill
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.engine.base import ConstraintError
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 from coevolve.report.rendering import change_line
-from coevolve.stats import paired_change
+from coevolve.stats import paired_change, problem_means
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -140,7 +139,8 @@ def against_base(results: list[ArmResult]) -> list[str]:
         return []
     lines = []
     for result in results:
-        change = paired_change(problem_means(base), problem_means(result)) if result is not base else None
+        change = (paired_change(*(problem_means((t.case_id, t.reward) for t in arm.trajectories)
+                                  for arm in (base, result))) if result is not base else None)
         if change is not None:
             lines.append(f"{result.arm} vs base: {change_line(change)}")
     return lines

@@ -21,8 +21,8 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
 from coevolve.search.skill import requests_name_versions, shown_counts
-from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paper_delta, seeds_needed, paired_change, summarise,
-                            welch_difference)
+from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
+                            summarise, welch_difference)
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
 
@@ -292,11 +292,9 @@ def heldout_change(directory: str | Path, first: int, last: int) -> dict[str, An
         path = Path(directory) / "trajectories" / f"eval_{index:03d}.jsonl"
         if not path.is_file():
             return None
-        per_case: dict[str, list[float]] = {}
         try:
-            for line in read_jsonl(path):
-                per_case.setdefault(str(line.get("case_id")), []).append(float(line.get("reward", 0.0)))
+            rounds.append(problem_means((str(line.get("case_id")), float(line.get("reward", 0.0)))
+                                        for line in read_jsonl(path)))
         except (AttributeError, TypeError, ValueError):  # a file of another shape: no verdict rather than a wrong one
             return None
-        rounds.append({case: sum(v) / len(v) for case, v in per_case.items()})
     return paired_change(*rounds)
