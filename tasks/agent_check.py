@@ -6,8 +6,9 @@ action_pattern that compiles, an optional case_key) and the methods; the
 cases of both splits drawn twice and equal, with string ids, unique, and no
 held-out (eval) case the same problem as a training one (tasks.base.case_content);
 then one episode per split played with an action no environment can read, as
-a weak model writes many: reset gives the same first observation twice,
-step answers (observation, done) instead of raising, the episode ends within
+a weak model writes many, and, when the task declares an action_pattern, one
+more per split with random moves of that form (tasks/regex_moves.py): reset
+gives the same first observation twice, step answers (observation, done) instead of raising, the episode ends within
 max_turns, reward is a number in [0, 1] and metrics a table of numbers (its
 "progress" in [0, 1]). The task's code runs in this process (it is trusted,
 unlike a model's actions), each check under the caller's time limit. Each
@@ -25,6 +26,7 @@ import numpy as np
 from tasks.base import case_content
 from tasks.check import StillRunning, overdue, shown, time_limit
 from tasks.loader import AGENT_METHODS, user_frame
+from tasks.regex_moves import NotDrawable, draw_move
 
 SPLITS = ("train", "eval")
 CASES = 4  # per split: enough to see ids repeat or a draw change, cheap for any environment
@@ -61,6 +63,20 @@ def _problems(task: Any, factory: Callable[[], Any], say: Callable[[str], None],
         case = cases[split][0]
         with time_limit(seconds, f"an episode of case {case.id}"):
             line, found = episode_problems(task, factory, case)
+        if found:
+            return found
+        say(f"episode: {line}")
+    if pattern is None:
+        return []
+    try:
+        draw_move(pattern, np.random.default_rng(0))
+    except NotDrawable as exc:
+        say(f"episode: no moves drawn from action_pattern ({exc}); the unreadable action only")
+        return []
+    for index, split in enumerate(SPLITS):
+        case, rng = cases[split][1], np.random.default_rng(index)
+        with time_limit(seconds, f"an episode of case {case.id} with moves drawn from action_pattern"):
+            line, found = episode_problems(task, factory, case, lambda: draw_move(pattern, rng))
         if found:
             return found
         say(f"episode: {line}")
@@ -134,8 +150,9 @@ def case_problems(task: Any, factory: Callable[[], Any]) -> tuple[dict[str, list
     return cases, []
 
 
-def episode_problems(task: Any, factory: Callable[[], Any], case: Any) -> tuple[str, list[str]]:
-    """One episode of `case` with the unreadable action every turn."""
+def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
+                     move: Callable[[], str] | None = None) -> tuple[str, list[str]]:
+    """One episode of `case` with the unreadable action every turn, or with `move()`'s."""
     try:
         state, first = task.reset(case)
     except Exception as exc:
@@ -155,14 +172,20 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any) -> tuple[
         return "", [f"max_turns(): on case {case.id} raised {user_frame(exc)}"]
     if not isinstance(turns, (int, np.integer)) or isinstance(turns, bool) or turns < 1:
         return "", [f"max_turns(): expected an int >= 1, got {shown(turns)} on case {case.id}"]
-    played, done = 0, False
+    played, done, first_move = 0, False, None
     while not done and played < turns:
+        action = move() if move else UNREADABLE
+        first_move = action if first_move is None else first_move
         try:
-            answer = task.step(state, UNREADABLE)
+            answer = task.step(state, action)
         except Exception as exc:
-            return "", [f"step(): with an action it cannot read ({UNREADABLE!r}) raised {user_frame(exc)} on case "
-                        f"{case.id}, turn {played + 1}; answer such an action with an observation that says so "
-                        "(a weak model writes many)"]
+            if move is None:
+                return "", [f"step(): with an action it cannot read ({UNREADABLE!r}) raised {user_frame(exc)} on "
+                            f"case {case.id}, turn {played + 1}; answer such an action with an observation that "
+                            "says so (a weak model writes many)"]
+            return "", [f"step(): with the move {action!r} (of action_pattern's form) raised {user_frame(exc)} on "
+                        f"case {case.id}, turn {played + 1}; answer a move of the declared form with an observation "
+                        "(a move out of range or against the rules is the model's mistake, not a crash)"]
         if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], str)
                 and isinstance(answer[1], (bool, np.bool_))):
             return "", [f"step(): expected (observation str, done bool), got {shown(answer)} on case {case.id}"]
@@ -183,7 +206,8 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any) -> tuple[
         return "", [f"metrics(): progress must be in [0, 1] (agent.shaping adds it to the reward), got "
                     f"{metrics['progress']!r} on case {case.id}"]
     end = "done" if done else f"its turn budget of {turns}"
-    return (f"case {case.id}: {played} turn{'s' * (played != 1)} of an unreadable action until {end}, reward "
+    acted = f"moves drawn from action_pattern (the first {first_move!r})" if move else "an unreadable action"
+    return (f"case {case.id}: {played} turn{'s' * (played != 1)} of {acted} until {end}, reward "
             f"{float(reward):g}, metrics {', '.join(metrics) or 'none'}"), []
 
 

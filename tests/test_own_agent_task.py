@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from coevolve.agents.tools import SandboxTool
 from coevolve.cli import main
 from coevolve.commands.new_task import scaffold
 from tasks.agent_check import UNREADABLE, agent_problems
@@ -54,8 +55,13 @@ def test_the_agent_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys)
     assert lines[1].startswith("ok  cases: 4 per split (train, eval) drawn twice and equal")
     # an unreadable action every turn: the turn budget is log2(high) + 1 (16: 5, ..., 256: 9)
     episodes = [line for line in lines if line.startswith("ok  episode: ")]
-    assert len(episodes) == 2 and all(re.search(r"[5-9] turns of an unreadable action until done, reward 0", e)
-                                      for e in episodes), episodes
+    assert len(episodes) == 4 and all(re.search(r"[5-9] turns of an unreadable action until done, reward 0", e)
+                                      for e in episodes[:2]), episodes
+    # then random moves of the declared form, one episode per split, on each split's second case
+    drawn = [re.search(r"case (\S+): \d turns? of moves drawn from action_pattern \(the first '(guess \d+)'\)", e)
+             for e in episodes[2:]]
+    assert all(drawn) and [m[1] for m in drawn] == ["train-0-1", "eval-0-1"], episodes
+    assert all(re.fullmatch(r"guess [1-9][0-9]{0,2}", m[2]) for m in drawn), episodes
     assert lines[-1] == "guess: passed every check"
     test = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -104,6 +110,9 @@ def test_the_scaffolds_game_is_played_as_its_docstring_says(tmp_path):
     ([('rng = random.Random(f"guess:{split}:{seed}")', 'rng = random.Random(f"guess:{seed}")'),
       ("if split_of(high, secret) == split and (high, secret) not in seen:", "if (high, secret) not in seen:")],
      "cases(): eval cases are training problems (eval-0-0 = train-0-0"),
+    # a move of the declared form the environment cannot take (out of range), found by the drawn moves
+    ([("                state.wasted += 1", '                raise IndexError("guess out of range")')],
+     "step(): with the move 'guess 85' (of action_pattern's form) raised IndexError: guess out of range"),
     ([("return 1.0 if state.found else 0.0", "return 1.0 if state.found else -1.0")],
      "reward(): expected a number in [0, 1], got -1.0 on case train-0-0"),
     ([('"progress": progress,', '"progress": progress - 1,')],
@@ -149,8 +158,17 @@ def test_run_refuses_a_broken_environment_before_any_directory_or_engine(tmp_pat
 
 
 def test_every_built_in_agent_task_passes_the_agent_checks():
-    for name in sorted(AGENT_TASKS):
-        assert agent_problems(agent_task(name), lambda: agent_task(name)) == [], name
+    """With the real sandboxed tool, as check-task builds them: react_math's drawn moves include code."""
+    lines: list[str] = []
+    tool = SandboxTool()
+    try:
+        for name in sorted(AGENT_TASKS):
+            task = agent_task(name, tool=tool)
+            assert agent_problems(task, lambda: agent_task(name, tool=tool), lines.append) == [], name
+    finally:
+        tool.close()
+    drawn = [line for line in lines if "moves drawn from action_pattern" in line]
+    assert len(drawn) == 2 * len(AGENT_TASKS), lines
 
 
 def test_held_out_checks_compare_cases_by_content_without_a_case_key():

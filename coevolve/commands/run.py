@@ -220,7 +220,7 @@ def check_built(config: RunConfig | AgentRunConfig) -> None:
 
 def check_agent_task(config: AgentRunConfig) -> None:
     """The agent task built with its [task] options; a user's (file, module, plugin) also through
-    check-task's agent checks (tasks/agent_check.py: cases, an episode per split), which take
+    check-task's agent checks (tasks/agent_check.py: cases, episodes per split), which take
     milliseconds, so a broken environment is one line before any directory or engine exists."""
     tool = SandboxTool()  # a task that runs Python gets the real tool, started on first use only
     try:

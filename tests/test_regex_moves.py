@@ -1,0 +1,62 @@
+"""Moves drawn from an agent task's action_pattern (tasks/regex_moves.py): every draw is matched in full by
+the pattern, the draws cover the pattern's choices, repeats stay short, back-references repeat their group,
+and a construct no move is drawn for is named."""
+
+from __future__ import annotations
+
+import re
+from itertools import product
+
+import numpy as np
+import pytest
+
+from tasks.regex_moves import EXTRA, NotDrawable, draw_move
+
+
+def draws(pattern: str, n: int = 400, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [draw_move(pattern, rng) for _ in range(n)]
+
+
+def test_a_small_pattern_is_covered_and_nothing_outside_it_is_drawn():
+    # 4 x 4 x 4 = 64 moves, listed by hand from the pattern; 400 draws see every one (each missed with
+    # probability (63/64)**400 < 2e-3, and the seed is fixed)
+    every = {f"set {r} {c} {v}" for r, c, v in product("1234", repeat=3)}
+    assert set(draws("set [1-4] [1-4] [1-4]")) == every
+
+
+@pytest.mark.parametrize("pattern", [
+    r"guess [1-9][0-9]{0,2}", r"(```python\n[^`]{1,800}\n```|\\boxed\{[^{}\n]{1,40}\})", r"\w+\s\d{2}",
+    r"^move (up|down|left|right)$", r"(?:ab)+?c*", r"[^a-z]{3}", r"\bgo\b", r"[A-Z]\.\s?[a-z]+",
+])
+def test_every_draw_is_matched_in_full(pattern):
+    assert all(re.fullmatch(pattern, move) for move in draws(pattern, 200))
+
+
+def test_repeats_stay_a_few_past_their_minimum():
+    lengths = {len(m) for m in draws(r"x{2,800}")}
+    assert lengths == set(range(2, 2 + EXTRA + 1))
+    bodies = [len(m) - len("```python\n\n```") for m in draws(r"```python\n[^`]{1,800}\n```", 200)]
+    assert min(bodies) == 1 and max(bodies) == 1 + EXTRA
+
+
+def test_a_back_reference_repeats_its_group():
+    moves = draws(r"(a|b)-(\d)-\1\2", 100)
+    assert all(m[0] == m[4] and m[2] == m[5] for m in moves) and {m[0] for m in moves} == {"a", "b"}
+
+
+def test_branches_are_all_drawn():
+    assert {m.split()[1] for m in draws(r"move (up|down|left|right)", 100)} == {"up", "down", "left", "right"}
+
+
+@pytest.mark.parametrize("pattern,named", [
+    (r"x(?=y)y", "assert"), (r"(?<!a)b", "assert not"), (r"(a)?(?(1)b|c)", "groupref exists"),
+])
+def test_a_construct_no_move_is_drawn_for_is_named(pattern, named):
+    with pytest.raises(NotDrawable, match=named):
+        draw_move(pattern, np.random.default_rng(0))
+
+
+def test_draws_are_reproducible_from_the_seed():
+    assert draws(r"guess [1-9][0-9]{0,2}", 20, seed=3) == draws(r"guess [1-9][0-9]{0,2}", 20, seed=3)
+    assert draws(r"guess [1-9][0-9]{0,2}", 20, seed=3) != draws(r"guess [1-9][0-9]{0,2}", 20, seed=4)
