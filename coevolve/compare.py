@@ -202,7 +202,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
         for run_cfg in configs:
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
             if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
-                require_model(run_cfg.model.path)
+                require_model(run_cfg.model)
     resources = _Resources(config, engine)
     for run_cfg in configs:  # every endpoint probed before anything is written (a named arm may have its own)
         resources.endpoint(run_cfg.endpoint)
@@ -390,7 +390,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     if engine is None:  # the agents always play on the local engine
         methods = [arm_method(config, m) for m in c.methods]
         require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
-        require_model(config.model.path)
+        require_model(config.model)
     make_directory(root, "the comparison directory (compare.out, --out)")
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
     resources = _Resources(config, engine)

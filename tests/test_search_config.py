@@ -123,6 +123,52 @@ def test_cli_missing_model_exits_2_before_any_directory(tmp_path, capsys):
     assert "model.path" not in err and "127.0.0.1:9" in err, err
 
 
+def test_a_context_past_the_models_own_is_one_line_before_any_directory(tmp_path, capsys):
+    """SmolLM2-135M-Instruct was trained on 8192 tokens (its model card; max_position_embeddings in the
+    shipped GGUF's metadata): [model] max_len 8193 is refused by run, agent run and compare, and by the
+    engine itself before vLLM starts; 8192 passes."""
+    from coevolve.base.sections import ModelSection
+    from coevolve.engine.local import require_model
+    from coevolve.engine.models import ModelError
+    from coevolve.engine.vllm_engine import Engine
+
+    expected = "config error: model.max_len must be <= 8192, the model's own context (max_position_embeddings in "
+    long = '\n[model]\nmax_len = 8193\n'
+    heuristic = tmp_path / "h.toml"
+    heuristic.write_text((ROOT / "examples" / "tsp_eoh_esopt.toml").read_text() + long)
+    agent = tmp_path / "a.toml"
+    agent.write_text((ROOT / "examples" / "sudoku_esopt.toml").read_text() + long)
+    compare = write(tmp_path, '[compare]\nmethods = ["sample"]\ntasks = ["tsp_construct"]\nbudgets = [4]\n'
+                              'seeds = [0]' + long)
+    for argv in (["run", str(heuristic), "--out", str(tmp_path / "r")], ["run", str(agent), "--out", str(tmp_path / "a")],
+                 ["compare", str(compare), "--out", str(tmp_path / "cmp")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and expected in err and err.endswith("config.json) (got 8193)"), err
+    assert not any((tmp_path / name).exists() for name in ("r", "a", "cmp"))
+    assert require_model(ModelSection(max_len=8192)) is None
+    with pytest.raises(ModelError, match=r"model.max_len must be <= 8192.*\(got 9000\)"):
+        Engine(max_model_len=9000)
+
+
+@pytest.mark.parametrize("config,limit", [
+    ({"max_position_embeddings": 4096}, (4096, "max_position_embeddings")),
+    ({"max_position_embeddings": 4096, "n_positions": 2048}, (2048, "n_positions")),  # the least wins
+    ({"text_config": {"max_position_embeddings": 32768}, "vision_config": {}}, (32768, "max_position_embeddings")),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, None),
+    ({"max_position_embeddings": 8192, "rope_parameters": {"rope_theta": 1e5, "rope_type": "default"}},
+     (8192, "max_position_embeddings")),
+    ({"hidden_size": 64}, None),
+])
+def test_the_context_a_checkpoint_declares(tmp_path, config, limit):
+    import json
+
+    from coevolve.engine.models import context_limit
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert context_limit(tmp_path) == limit
+
+
 def test_cli_output_directory_blocked_by_a_file_is_one_line(tmp_path, capsys):
     """--out (run, compare) or new-task --dir where a file is in the way: one line naming the flag, exit 2."""
     (tmp_path / "f").write_text("mine")

@@ -267,7 +267,7 @@ def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     students = not isinstance(config, RunConfig)
     require_engine(config.run.method, config.uses_es, config.endpoint, students=students)
     if students or needs_engine(config.uses_es, config.endpoint):
-        require_model(config.model.path)
+        require_model(config.model)
     require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
     endpoint = open_endpoint(config.endpoint)
     return None if endpoint is None else endpoint.describe(endpoint.probe())

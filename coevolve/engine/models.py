@@ -226,6 +226,35 @@ def resolve(model: str | Path | None) -> Path:
     return path
 
 
+# the keys a checkpoint's config.json states its context under (vLLM reads the same ones; the least wins)
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+
+
+def context_limit(model_dir: Path) -> tuple[int, str] | None:
+    """The context a checkpoint declares, with the key that says so, or None when
+    its config.json states none or stretches it (rope scaling): vLLM decides then."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = config.get("text_config") or config  # a multimodal checkpoint nests its language model's
+    for scaling in (config.get("rope_scaling"), config.get("rope_parameters")):
+        if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type", "default")) != "default":
+            return None
+    declared = [(config[key], key) for key in CONTEXT_KEYS if isinstance(config.get(key), int) and config[key] > 0]
+    return min(declared) if declared else None
+
+
+def check_context(model_dir: Path, max_len: int) -> None:
+    """Refuse an engine context longer than the checkpoint's own: vLLM's refusal is
+    a page about an environment variable that would let the model read past what
+    it was trained on."""
+    limit = context_limit(model_dir)
+    if limit is not None and max_len > limit[0]:
+        raise ModelError(f"config error: model.max_len must be <= {limit[0]}, the model's own context "
+                         f"({limit[1]} in {Path(model_dir) / 'config.json'}) (got {max_len})")
+
+
 def list_models() -> list[ModelInfo]:
     models = []
     root = cache_dir() / "models"

@@ -120,6 +120,7 @@ class Engine:
         self.noise, self.rank, self.slots = noise, (rank if noise == "lowrank" else None), (
             members if noise == "lowrank" else 0)
         self.model_path = models.resolve(model)
+        models.check_context(self.model_path, max_model_len)
         self.device = _device_kind()
         self.dtype = resolve_dtype(dtype, self.device)
         self.tensor_parallel_size = tensor_parallel_size
