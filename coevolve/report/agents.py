@@ -26,7 +26,7 @@ from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, arm_lines, arm_method,
                            base_directory, run_state)
 from coevolve.search.plot import save_figure
-from coevolve.stats import Interval, mean_at_k, paired_change, pass_at_k
+from coevolve.stats import Interval, mean_at_k, paired_change, pass_at_k, problem_means
 
 PLOT = "agents.png"
 
@@ -79,8 +79,8 @@ def problem_scores(records: list[dict], task: str, method: str, budget: int) -> 
     the same problems in the same order with the same sampling seeds, so two arms pair by key)."""
     mine = [r for r in records if (r["task"], r["method"]) == (task, method) and r["attempts"] is not None
             and (method == "base" or r["budget"] == budget)]
-    return {f"{r['seed']}:{i}": sum(tries) / len(tries) for r in mine for i, tries in enumerate(r["attempts"])
-            if tries}
+    return problem_means((f"{r['seed']}:{i}", score) for r in mine for i, tries in enumerate(r["attempts"])
+                         for score in tries)
 
 
 def conclusions(config: AgentCompareConfig, rows: list[dict], records: list[dict]) -> list[str]:
