@@ -370,9 +370,10 @@ def test_an_agent_evaluation_shows_mean_and_pass_at_k_from_its_trajectories(tmp_
     assert metrics["mean@4"] == {"mean": 0.3, "low": 0.1, "high": 0.5}  # what the record held stays
 
 
-def test_an_agent_runs_held_out_change_is_paired_per_problem(tmp_path):
+def test_an_agent_runs_held_out_change_is_paired_per_problem(tmp_path, monkeypatch):
     from coevolve.agents.rollout import Trajectory, save_trajectories
     from coevolve.base.durable import append_jsonl
+    from coevolve.report import collecting
 
     run = make_agent_run(tmp_path / "agent")
     with client(run) as http:
@@ -383,9 +384,17 @@ def test_an_agent_runs_held_out_change_is_paired_per_problem(tmp_path):
                           run / "trajectories" / f"eval_{index:03d}", "Eval")
     later = {"round": 2, "episodes_used": 8, "mean_reward": 2 / 3}
     append_jsonl(run / "events.jsonl", {"type": "eval", **later})  # the run logs each evaluation as it goes
+    parsed: list[str] = []
+    for module in (reader, collecting):  # every parse of a JSON-lines file, the dashboard's cached ones and others
+        monkeypatch.setattr(module, "read_jsonl", lambda path, parse=module.read_jsonl: parsed.append(Path(path).name)
+                            or parse(path))
     with client(run) as http:
         assert http.get("/api/agent/agent").json()["change"] == (
             "+0.333: 2 of 3 problems better, 1 worse; cannot be told apart (sign test p = 1)")
+        assert {"eval_000.jsonl", "eval_002.jsonl"} <= set(parsed)
+        parsed.clear()
+        assert http.get("/api/agent/agent").json()["change"].startswith("+0.333: 2 of 3")
+    assert parsed == []  # a later look (the page polls) parses no episode file again
 
 
 def test_run_files_are_read_as_their_records(tmp_path):

@@ -650,7 +650,7 @@ class AgentRun(RunDir):
         files = sorted((self.path / "trajectories").glob("*.jsonl")) if (self.path / "trajectories").is_dir() else []
         # the held-out reward from the first evaluation to the last, paired per problem (the run table's row)
         first, last = (evals[0]["round"], evals[-1]["round"]) if evals else (None, None)
-        change = (heldout_change(self.path, first, last) if isinstance(first, int) and isinstance(last, int)
+        change = (heldout_change(self.path, first, last, jsonl) if isinstance(first, int) and isinstance(last, int)
                   and first != last else None)
         return {"rounds": rounds, "evals": evals, "skills": skills,
                 "episode_files": [f.stem for f in files], "row": self.row(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.errors import UsageError
@@ -282,11 +282,12 @@ def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
     return list(rows.values())
 
 
-def heldout_change(directory: str | Path, first: int, last: int) -> dict[str, Any] | None:
+def heldout_change(directory: str | Path, first: int, last: int,
+                   read: Callable[[Path], list[Any]] | None = None) -> dict[str, Any] | None:
     """An agent run's held-out reward from round `first` to round `last` on the same problems, paired
     per problem (trajectories/eval_NNN.jsonl; a problem's attempts averaged): how many got better, how
     many worse, the mean change and the sign test's p. None when a round's episodes are not on disk or
-    the rounds share no problem."""
+    the rounds share no problem. `read`: the dashboard's, which parses a file again only when it changed."""
     rounds = []
     for index in (first, last):
         path = Path(directory) / "trajectories" / f"eval_{index:03d}.jsonl"
@@ -294,7 +295,7 @@ def heldout_change(directory: str | Path, first: int, last: int) -> dict[str, An
             return None
         try:
             rounds.append(problem_means((str(line.get("case_id")), float(line.get("reward", 0.0)))
-                                        for line in read_jsonl(path)))
+                                        for line in (read or read_jsonl)(path)))
         except (AttributeError, TypeError, ValueError):  # a file of another shape: no verdict rather than a wrong one
             return None
     return paired_change(*rounds)
