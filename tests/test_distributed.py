@@ -6,6 +6,7 @@ match does not depend on how one engine is set up)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -137,6 +138,23 @@ def test_divergence_is_reported(pool):
     # Put both back at the same weights (the checkpoint) for the next test.
     pool.reset()
     pool.checksum()
+
+
+@pytest.mark.engine
+def test_a_prompt_too_long_for_an_engine_of_the_pool_is_the_engines_one_line(pool):
+    """Raised in an actor, it arrives as the engine raised it (not in Ray's wrapper with the actor's
+    traceback), and named by its place in the whole call: the call is split, request 3 is the second
+    engine's request 1."""
+    from coevolve.engine.base import ContextLengthError, Sampling
+
+    short, long = [{"role": "user", "content": "hi"}], [{"role": "user", "content": "word " * 3000}]
+    with pytest.raises(ContextLengthError) as caught:
+        pool.chat([short, short, short, long], Sampling(temperature=0.0, max_tokens=4), seeds=[0, 1, 2, 3])
+    message = str(caught.value)
+    assert type(caught.value) is ContextLengthError and caught.value.index == 3, message
+    assert re.fullmatch(r"a prompt of 30\d\d tokens does not fit the engine's context of 2048 tokens "
+                        r"\(request 3 of the call\)", message), message
+    assert len(pool.chat([short], Sampling(temperature=0.0, max_tokens=4), seeds=[0])) == 1  # the pool goes on
 
 
 @pytest.mark.engine

@@ -184,6 +184,22 @@ def test_a_prompt_longer_than_the_context_is_one_line_naming_its_length(engine):
     assert engine.chat([PROMPTS[1]], greedy, seeds=[0])[0].completion_tokens > 0  # the engine goes on
 
 
+def test_a_context_error_keeps_its_place_when_pickled_and_shifted():
+    """An engine pool's actors pickle the error; the pool then names the request by its place in the
+    whole call (tests/test_distributed.py runs it through Ray)."""
+    import pickle
+
+    from coevolve.engine.base import ContextLengthError
+
+    error = pickle.loads(pickle.dumps(ContextLengthError.prompt(3007, 2048, 1)))
+    assert (error.index, error.tokens, error.limit) == (1, 3007, 2048)
+    moved = error.shifted(2)
+    assert moved.index == 3 and str(moved) == ("a prompt of 3007 tokens does not fit the engine's context of 2048 "
+                                               "tokens (request 3 of the call)")
+    worded = ContextLengthError("sudoku: an episode outgrew the engine's context", 1).shifted(4)
+    assert (worded.index, str(worded)) == (5, "sudoku: an episode outgrew the engine's context")
+
+
 def test_history_replays_bit_for_bit_and_export_reloads(engine, tmp_path):
     """Three ES generations, then (in a fresh interpreter) a fresh engine replays
     history.jsonl to the same checksum, and the exported checkpoint reloads in

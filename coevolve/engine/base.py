@@ -68,11 +68,24 @@ class ConstraintError(ValueError):
 
 class ContextLengthError(UsageError):
     """A prompt longer than the engine's context (one line; the caller may say what made it long).
-    `index`: the request of the call whose prompt is the longest."""
+    `index`: the request of the call whose prompt is the longest; `tokens` and `limit`, when the
+    engine measured them. (Its attributes survive pickling, as an engine pool's actors need.)"""
 
-    def __init__(self, message: str, index: int = 0) -> None:
+    def __init__(self, message: str, index: int = 0, tokens: int | None = None, limit: int | None = None) -> None:
         super().__init__(message)
-        self.index = index
+        self.index, self.tokens, self.limit = index, tokens, limit
+
+    @classmethod
+    def prompt(cls, tokens: int, limit: int, index: int) -> ContextLengthError:
+        return cls(f"a prompt of {tokens} tokens does not fit the engine's context of {limit} tokens "
+                   f"(request {index} of the call)", index, tokens, limit)
+
+    def shifted(self, offset: int) -> ContextLengthError:
+        """The same error for a call of which this one's was the part starting at request `offset`
+        (an engine pool splits a call over its engines)."""
+        if self.tokens is None or self.limit is None:  # a caller's own wording: only the index moves
+            return ContextLengthError(str(self), self.index + offset)
+        return ContextLengthError.prompt(self.tokens, self.limit, self.index + offset)
 
 
 @runtime_checkable

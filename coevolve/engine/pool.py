@@ -29,7 +29,8 @@ from typing import Any, Iterator, Sequence
 
 from coevolve.base.sections import LOCAL, DistributedSection
 from coevolve.engine import models
-from coevolve.engine.base import check_requests, Completion, MemberJob, Message, Sampling
+from coevolve.base.errors import UsageError
+from coevolve.engine.base import check_requests, Completion, ContextLengthError, MemberJob, Message, Sampling
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 
 log = logging.getLogger(__name__)
@@ -244,17 +245,25 @@ class EnginePool:
     def _is_death(self, exc: BaseException) -> bool:
         return isinstance(exc, self._ray.exceptions.RayActorError)
 
-    def _spread(self, method: str, tasks: Sequence[tuple]) -> list[Any]:
+    def _own(self, exc: BaseException) -> BaseException:
+        """A user's error raised in an engine (a prompt too long, a constraint refused) as the engine
+        raised it: one line, without Ray's wrapper and the actor's traceback; other errors keep them."""
+        cause = getattr(exc, "cause", None)
+        return cause if isinstance(exc, self._ray.exceptions.RayTaskError) and isinstance(cause, UsageError) else exc
+
+    def _spread(self, method: str, tasks: Sequence[tuple], offsets: Sequence[int] = ()) -> list[Any]:
         """Run `method(*args)` for each args tuple in `tasks`, one call in flight
         per engine, and return the results in task order. A task whose engine
         dies goes back to the queue; a task that raises stops the dispatch (after
-        the calls in flight finish) and its error is raised."""
+        the calls in flight finish) and its error is raised. `offsets`: where each
+        task's requests start in the whole call (a prompt too long is named by its place in it)."""
         ray = self._ray
         results: list[Any] = [None] * len(tasks)
         queue = deque(range(len(tasks)))
         idle = list(self.engines)
         inflight: dict[Any, tuple[EngineHandle, int]] = {}
         error: BaseException | None = None
+        failed = 0  # the task whose error is raised
         try:
             while inflight or (queue and error is None):
                 while queue and idle and error is None:
@@ -274,10 +283,13 @@ class EnginePool:
                         self._drop(handle, exc)
                         queue.appendleft(index)
                     else:
-                        error = error or exc
+                        if error is None:
+                            error, failed = self._own(exc), index
                         idle.append(handle)
         finally:
             self._busy.clear()
+        if isinstance(error, ContextLengthError):  # the request's place in the whole call, not in its part
+            raise error.shifted(offsets[failed] if offsets else 0) from None
         if error is not None:
             raise error
         if queue:
@@ -300,7 +312,7 @@ class EnginePool:
                 else:
                     error = error or exc
         if error is not None:
-            raise error
+            raise self._own(error)
         if not self.engines:
             raise NoEnginesLeft(f"all engines died during {method}")
         return answers
@@ -326,7 +338,7 @@ class EnginePool:
             (list(conversations[a:b]), sampling, None if seeds is None else list(seeds[a:b]),
              None if constraints is None else list(constraints[a:b])) for a, b in bounds
         ]
-        return [c for part in self._spread("chat", tasks) for c in part]
+        return [c for part in self._spread("chat", tasks, [a for a, _ in bounds]) for c in part]
 
     def generate_members(self, jobs: Sequence[MemberJob]) -> list[list[Completion]]:
         """Members spread over the engines; results in job order. Full mode:

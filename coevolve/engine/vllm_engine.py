@@ -187,8 +187,7 @@ class Engine:
         lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
         longest = max(range(len(lengths)), key=lengths.__getitem__, default=None)
         if longest is not None and lengths[longest] >= self.max_model_len:
-            raise ContextLengthError(f"a prompt of {lengths[longest]} tokens does not fit the engine's context of "
-                                     f"{self.max_model_len} tokens (request {longest} of the call)", longest) from None
+            raise ContextLengthError.prompt(lengths[longest], self.max_model_len, longest) from None
 
     def chat(
         self,
