@@ -8,9 +8,9 @@ held-out (eval) case the same problem as a training one (tasks.base.case_content
 then one episode per split played with an action no environment can read, as
 a weak model writes many, and, when the task declares an action_pattern, one
 more per split with random moves of that form (tasks/regex_moves.py): reset
-gives the same first observation twice, step answers (observation, done) instead of raising, the episode ends within
-max_turns, reward is a number in [0, 1] and metrics a table of numbers (its
-"progress" in [0, 1]). The task's code runs in this process (it is trusted,
+gives the same first observation twice, step answers (observation, done)
+instead of raising, the episode ends within max_turns, reward is a number in
+[0, 1] and metrics a table of numbers (its "progress" in [0, 1]). The task's code runs in this process (it is trusted,
 unlike a model's actions), each check under the caller's time limit. Each
 problem is one line naming the attribute or method and what was expected.
 """
