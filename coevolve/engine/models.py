@@ -226,7 +226,7 @@ def resolve(model: str | Path | None) -> Path:
     return path
 
 
-# the keys a checkpoint's config.json states its context under (vLLM reads the same ones; the least wins)
+# keys a checkpoint's config.json states its context under (some of those vLLM reads; the least wins)
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
 
 
