@@ -154,6 +154,14 @@ def test_mirror_command_on_a_finished_run_and_bad_input(tmp_path, capsys):
 
     assert main(["mirror", str(tmp_path), "--to", "mlflow"]) == 2
     assert "not a run directory" in capsys.readouterr().err
+    # a damaged run file: the command's one error line, naming it (no "the run goes on": none is running)
+    damaged = heuristic_run(tmp_path / "damaged")
+    with open(damaged / "events.jsonl", "a") as events:
+        events.write("nonsense\n")
+    assert main(["mirror", str(damaged), "--to", "tensorboard", "--tensorboard-dir", str(board)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"coevolve mirror: error: {damaged / 'events.jsonl'}: line "), err
+    assert err.endswith("is not valid JSON (Expecting value)"), err
 
 
 def test_a_tracker_without_its_extra_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch):

@@ -336,8 +336,10 @@ class Mirror:
     """The trackers of one run directory, each fed what it has not had yet."""
 
     def __init__(self, run_dir: str | Path, log: LogSection, direction: str,
-                 warn: Callable[[str], None] | None = None) -> None:
-        self.run_dir = Path(run_dir)
+                 warn: Callable[[str], None] | None = None, live: bool = True) -> None:
+        """`live`: beside a run, which a tracker's failure never stops; `coevolve mirror` passes
+        False, where a damaged run file is the command's one error line and nothing "goes on"."""
+        self.run_dir, self.live = Path(run_dir), live
         self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         require(log.trackers)
         self.sinks: list[Any] = []
@@ -354,8 +356,8 @@ class Mirror:
             try:
                 sink = SINKS[name](self.run_dir, log, previous)
             except Exception as exc:  # noqa: BLE001 - a tracker that cannot open never stops the run
-                self.warn(f"coevolve: not mirroring to {name} ({type(exc).__name__}: {str(exc)[:300]}); the run "
-                          f"goes on; `coevolve mirror {self.run_dir} --to {name}` catches up later")
+                self.warn(f"coevolve: not mirroring to {name} ({type(exc).__name__}: {str(exc)[:300]})"
+                          + self._later(name))
                 continue
             same = previous.get("target") == sink.target
             self.followers[name] = Follower(self.run_dir, direction, dict(previous.get("done", {})) if same else {})
@@ -392,9 +394,15 @@ class Mirror:
         return written
 
     def _drop(self, sink: Any, exc: Exception) -> None:
+        if not self.live and isinstance(exc, UsageError):  # a damaged run file (CorruptFileError) names itself
+            raise exc
         self.sinks.remove(sink)
-        self.warn(f"coevolve: mirroring to {sink.name} stopped ({type(exc).__name__}: {str(exc)[:300]}); the run "
-                  f"goes on; `coevolve mirror {self.run_dir} --to {sink.name}` catches up later")
+        self.warn(f"coevolve: mirroring to {sink.name} stopped ({type(exc).__name__}: {str(exc)[:300]})"
+                  + self._later(sink.name))
+
+    def _later(self, name: str) -> str:
+        return (f"; the run goes on; `coevolve mirror {self.run_dir} --to {name}` catches up later" if self.live
+                else "")
 
     def close(self, failed: bool = False) -> None:
         """A last update; a finished run's files as artefacts; the tracker's run closed."""
