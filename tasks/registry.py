@@ -136,6 +136,7 @@ def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callab
         if accepted is not None and key not in accepted:
             known = ", ".join(sorted(k for k in accepted if k != "tool")) or "none"
             raise TaskOptionError(key, f"is not an option of {name} (its options: {known})")
+    _check_option_types(factory, kwargs)
     if python_tool and tool is not None:
         kwargs["tool"] = tool
     return build(**kwargs)
@@ -183,6 +184,29 @@ def _resolve(target: Target) -> Callable[..., Any]:
         return target
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+# what an option's value must be, by the type of the constructor's default for it
+OPTION_TYPES = {bool: ("true or false", (bool,)), int: ("an integer", (int,)), float: ("a number", (int, float)),
+                str: ("a string", (str,))}
+
+
+def _check_option_types(factory: Callable[..., Any], options: Mapping[str, Any]) -> None:
+    """An option of another type than its default (`masked = "abc"` where the default is 4) is a
+    TaskOptionError naming it, not whatever the constructor raises when it first uses the value.
+    Options without a default, or defaulting to None, go through as given."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    for key, value in options.items():
+        default = params[key].default if key in params else None
+        expected = OPTION_TYPES.get(type(default))
+        if expected is None:
+            continue
+        what, allowed = expected
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise TaskOptionError(key, f"must be {what}, as its default {default!r} is (got {value!r})")
 
 
 def _keywords(factory: Callable[..., Any]) -> set[str] | None:

@@ -33,6 +33,9 @@ def test_bad_inputs_fail_before_any_episode(tmp_path, capsys, monkeypatch):
         (eval_args("--history", str(tmp_path / "nope.jsonl"), "--arms", "esopt"), "no such ES history file"),
         (eval_args("--option", "bogus=1"), "task.bogus is not an option of sudoku"),
         (eval_args("--option", "masked=99"), "masked must be in 1..15"),
+        # values read as TOML values, checked against the constructor's defaults (masked = 4)
+        (eval_args("--option", "masked=abc"), "task.masked must be an integer, as its default 4 is (got 'abc')"),
+        (eval_args("--option", "masked=2.5"), "task.masked must be an integer, as its default 4 is (got 2.5)"),
         (eval_args("--option", "masked"), "expected KEY=VALUE"),
         (["eval", "prog.py", "--task", "sudoku"], "agent task: eval takes no program file"),
         (["eval", "--task", "tsp_construct"], "give the Python file"),

@@ -53,6 +53,10 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "react_math"\n[task]\nmasked = 2\n',
          "task.masked is not an option of react_math (its options: problems_file, turns)"),
         ('[run]\ntask = "sudoku"\n[task]\nturns = 2\n', "task.turns is not an option of sudoku"),
+        # the constructor's default (masked = 4) says what the option must be, before the constructor runs
+        ('[run]\ntask = "sudoku"\n[task]\nmasked = "2"\n', "task.masked must be an integer, as its default 4 is (got '2')"),
+        ('[run]\ntask = "sudoku"\n[task]\nmasked = true\n', "task.masked must be an integer, as its default 4 is (got True)"),
+        ('[run]\ntask = "react_math"\n[task]\nturns = 2.0\n', "task.turns must be an integer, as its default 4 is (got 2.0)"),
         ('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/no-such-skill"]\n',
          "skills.paths[0] is not a valid skill: skills/no-such-skill: no SKILL.md"),
         ('[run]\ntask = "sudoku"\n[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),

@@ -174,3 +174,43 @@ def test_a_registered_agent_task_runs_from_a_config_with_its_options(toys, tmp_p
     assert main(["run", str(config), "--out", str(tmp_path / "bad")]) == 2
     assert "config error: task.numbr is not an option of toy_echo (its options: number)" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_command_line_task_options_read_as_a_configs_values():
+    """`--option KEY=VALUE` as a [task] table would hold it: TOML values where VALUE is one, else a string."""
+    from coevolve.commands.agent_eval import parse_options
+
+    assert parse_options(["a=4", "b=2.5", "c=true", 'd="x y"', "e=file.jsonl", "f=-3", "g=[1, 2]"]) == {
+        "a": 4, "b": 2.5, "c": True, "d": "x y", "e": "file.jsonl", "f": -3, "g": [1, 2]}
+
+
+def test_an_option_of_another_type_than_its_default_is_named(tmp_path):
+    """Checked against the constructor's default: an int option takes an int (not a bool), a float one an
+    int or a float, a str one a str; one without a default, or defaulting to None, takes anything."""
+    from tasks.registry import TaskOptionError, agent_task
+
+    env = tmp_path / "env.py"
+    env.write_text(
+        "from tasks.base import AgentTask\n"
+        "class Env:\n"
+        "    name, system_prompt, stop = 'env', 'play', ('\\n',)\n"
+        "    def __init__(self, turns: int = 3, rate: float = 0.5, label: str = 'a', strict: bool = False,\n"
+        "                 path=None):\n"
+        "        self.options = (turns, rate, label, strict, path)\n"
+        "    def cases(self, split, n, seed): return []\n"
+        "    def reset(self, case): return None, 'start'\n"
+        "    def step(self, state, action): return 'ok', True\n"
+        "    def max_turns(self, case): return 1\n"
+        "    def reward(self, state): return 0.0\n"
+        "    def metrics(self, state): return {}\n")
+    ok = agent_task(str(env), {"turns": 5, "rate": 2, "label": "b", "strict": True, "path": 7})
+    assert ok.options == (5, 2, "b", True, 7)
+    for options, message in [({"turns": 2.0}, "task.turns must be an integer, as its default 3 is (got 2.0)"),
+                             ({"turns": True}, "task.turns must be an integer, as its default 3 is (got True)"),
+                             ({"rate": "fast"}, "task.rate must be a number, as its default 0.5 is (got 'fast')"),
+                             ({"rate": False}, "task.rate must be a number, as its default 0.5 is (got False)"),
+                             ({"label": 1}, "task.label must be a string, as its default 'a' is (got 1)"),
+                             ({"strict": 1}, "task.strict must be true or false, as its default False is (got 1)")]:
+        with pytest.raises(TaskOptionError) as caught:
+            agent_task(str(env), options)
+        assert str(caught.value) == message

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """`--option KEY=VALUE` pairs as a config's [task] table would hold them: a VALUE that reads as a
+    TOML value is one (`4`, `2.5`, `true`, `"x"`), anything else a string (`file.jsonl`)."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--option {pair!r}: expected KEY=VALUE")
-        options[key] = int(value) if value.lstrip("-").isdigit() else value
+        try:
+            options[key] = tomllib.loads(f"value = {value}")["value"]
+        except tomllib.TOMLDecodeError:
+            options[key] = value
     return options
 
 
