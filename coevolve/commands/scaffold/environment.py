@@ -21,8 +21,9 @@ How coevolve uses this file (docs/own_problem.md, "Your own agent environment"):
   (`agent.shaping`).
 - Optional: `action_pattern`, a regular expression every reply must match
   when `agent.constrained` (decoded under it: it fixes the form, the model
-  still chooses the move); `case_key(case)`, what makes two cases the same
-  problem (default: the case's fields other than `id`).
+  still chooses the move; check-task also plays random replies of that form,
+  so `step` must answer any of them); `case_key(case)`, what makes two
+  cases the same problem (default: the case's fields other than `id`).
 - The constructor's keywords are the config's `[task]` options.
 
 This file is your code: it runs in coevolve's process, unsandboxed (the
