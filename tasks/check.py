@@ -56,7 +56,8 @@ def time_limit(seconds: float, what: str) -> Iterator[None]:
 def overdue(exc: StillRunning) -> str:
     """The one line for a check that ran past its limit: what, for how long, the user's line it was on."""
     where = user_frame(exc).partition(" (at ")[2]
-    return f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? (--stage-seconds gives each check longer)"
+    return (f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? (`coevolve check-task "
+            "--stage-seconds S` gives each check longer)")
 
 
 def shape_problems(task: Any) -> list[str]:

@@ -43,6 +43,9 @@ from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
 from tasks.registry import AGENT_TASKS, UnknownTask, heuristic_task, is_agent_task
 
+# each check of a user's agent environment before a run, at most: an episode that takes longer is a hang
+AGENT_CHECK_SECONDS = 300.0
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="run a heuristic search (sample, eoh, +esopt) or an agent run "
@@ -221,13 +224,15 @@ def check_built(config: RunConfig | AgentRunConfig) -> None:
 def check_agent_task(config: AgentRunConfig) -> None:
     """The agent task built with its [task] options; a user's (file, module, plugin) also through
     check-task's agent checks (tasks/agent_check.py: cases, episodes per split), which take
-    milliseconds, so a broken environment is one line before any directory or engine exists."""
+    milliseconds, so a broken environment is one line before any directory or engine exists. Each
+    check gets AGENT_CHECK_SECONDS: a `step` that never returns on some move is named with its line
+    instead of hanging the run before it starts."""
     tool = SandboxTool()  # a task that runs Python gets the real tool, started on first use only
     try:
         task = config.build_task(tool)
         if config.run.task in AGENT_TASKS:
             return  # a built-in: its tests check it
-        found = agent_problems(task, lambda: config.build_task(tool))
+        found = agent_problems(task, lambda: config.build_task(tool), stage_seconds=AGENT_CHECK_SECONDS)
     finally:
         tool.close()
     if found:
