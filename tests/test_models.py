@@ -114,3 +114,16 @@ def test_rotary_unpermutation_inverts_llama_cpp_permutation():
     gguf = hf.reshape(heads, 2, head_dim // 2, cols).swapaxes(1, 2).reshape(hf.shape)
     assert not np.array_equal(gguf, hf)
     assert np.array_equal(models._unpermute_rotary(gguf, heads), hf)
+
+
+def test_models_list_shows_the_embedded_model_with_its_size_and_context(model_dir, capsys):
+    """134,515,008 parameters (30 layers, hidden 576, tied embeddings, vocab 49152) and the 8192 tokens
+    SmolLM2 was trained on: the most `[model] max_len` takes."""
+    from coevolve.cli import main
+
+    assert main(["models", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["name", "parameters", "context", "status", "path"]
+    row = next(line.split() for line in lines if line.startswith(models.DEFAULT_MODEL))
+    assert row[1:4] == ["134,515,008", "8192", "ready"] and row[4] == str(model_dir)
+    assert "max_len may be up to its context" in lines[-1]

@@ -28,10 +28,11 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     rows = models.list_models()
-    print(f"{'name':28} {'parameters':>12}  status    path")
+    print(f"{'name':28} {'parameters':>12} {'context':>8}  status    path")
     for info in rows:
         params = f"{info.parameters:,}" if info.parameters else "-"
+        limit = models.context_limit(info.path) if info.prepared else None  # the most [model] max_len takes
         status = "ready" if info.prepared else "not prepared (coevolve models prepare)"
-        print(f"{info.name:28} {params:>12}  {status:8}  {info.path}")
-    print("any local HF checkpoint directory also works as --model DIR")
+        print(f"{info.name:28} {params:>12} {limit[0] if limit else '-':>8}  {status:8}  {info.path}")
+    print("any local HF checkpoint directory also works as --model DIR; [model] max_len may be up to its context")
     return 0
