@@ -44,7 +44,8 @@ def handle(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise UsageError(f"{run_dir / 'config.toml'}: [log] {exc.errors()[0]['msg']}") from None
     task = str(toml_file(run_dir / "config.toml").get("run", {}).get("task", ""))
-    mirror = Mirror(run_dir, log, task_info(task)[0] if task else "min", live=False)  # direction: of "best so far"
+    direction = task_info(task)[0] if task else "min"  # of "best so far"
+    mirror = Mirror(run_dir, log, direction, live=False)
     points = mirror.update()
     mirror.close()
     for line in mirror.where():
