@@ -26,7 +26,7 @@ import numpy as np
 from tasks.base import case_content
 from tasks.check import StillRunning, overdue, shown, time_limit
 from tasks.loader import AGENT_METHODS, user_frame
-from tasks.regex_moves import NotDrawable, draw_move
+from tasks.regex_moves import NotDrawable, draw_move, undecodable
 
 SPLITS = ("train", "eval")
 CASES = 4  # per split: enough to see ids repeat or a draw change, cheap for any environment
@@ -51,8 +51,12 @@ def _problems(task: Any, factory: Callable[[], Any], say: Callable[[str], None],
     if found:
         return found
     pattern = getattr(task, "action_pattern", None)
+    construct = undecodable(pattern) if pattern is not None else None
     say("shape: name, system_prompt, stop, " + ", ".join(f"{m}()" for m in AGENT_METHODS)
-        + (f", action_pattern {shown(pattern)} compiles" if pattern is not None else ""))
+        + (f", action_pattern {shown(pattern)} compiles" if pattern is not None else "")
+        + (f" (but it uses {construct}, which constrained decoding cannot enforce: with agent.constrained = true, "
+           "the default, a run stops before its first episode; write it without, or set agent.constrained = false)"
+           if construct else ""))
     with time_limit(seconds, f"cases() of {' and '.join(SPLITS)}, drawn twice"):
         cases, found = case_problems(task, factory)
     if found:

@@ -6,7 +6,8 @@ moves `coevolve check-task` plays against an agent environment that declares an
 Drawn from Python's own parse of the pattern (`re._parser`), so a move is
 what `re.fullmatch` accepts; repeats are kept short (a few more than the
 minimum), as moves are. Lookarounds and conditionals are not drawn:
-`draw_move` raises `NotDrawable` naming the construct.
+`draw_move` raises `NotDrawable` naming the construct. `undecodable` names
+a construct the engine's constrained decoding refuses (check-task warns).
 """
 
 from __future__ import annotations
@@ -27,6 +28,35 @@ CATEGORIES = {
     sre.CATEGORY_NOT_WORD: lambda c: not (c.isalnum() or c == "_"),
 }
 EMPTY_ANCHORS = (sre.AT_BEGINNING, sre.AT_BEGINNING_STRING, sre.AT_END, sre.AT_END_STRING)
+
+
+# what the engine's grammar backend refuses to decode under (vLLM's xgrammar: tests/test_agents_constrained.py
+# checks each against the real engine)
+UNDECODABLE = {sre.GROUPREF: "a back-reference", sre.GROUPREF_EXISTS: "a conditional", sre.ASSERT: "a lookaround",
+               sre.ASSERT_NOT: "a lookaround", sre.ATOMIC_GROUP: "an atomic group"}
+BOUNDARIES = (sre.AT_BOUNDARY, sre.AT_NON_BOUNDARY)
+
+
+def undecodable(pattern: str) -> str | None:
+    """The first construct of `pattern` that constrained decoding cannot enforce (a back-reference,
+    a lookaround, a word boundary, a conditional, an atomic group), or None."""
+    def inner(arg: Any) -> list:  # the sub-patterns a node holds: a group's, a repeat's, a branch's
+        if isinstance(arg, parser.SubPattern):
+            return [arg]
+        parts = arg if isinstance(arg, (tuple, list)) else ()
+        return [s for part in parts for s in inner(part)] if parts else []
+
+    def walk(items: Any) -> str | None:
+        for op, arg in items:
+            if op in UNDECODABLE:
+                return UNDECODABLE[op]
+            if op == sre.AT and arg in BOUNDARIES:
+                return r"a word boundary (\b, \B)"
+            found = next((f for f in map(walk, inner(arg)) if f), None)
+            if found:
+                return found
+        return None
+    return walk(parser.parse(pattern))
 
 
 class NotDrawable(ValueError):

@@ -49,6 +49,22 @@ def test_a_pattern_the_engine_rejects_fails_before_any_episode(engine):
     engine.check_constraints([Sudoku(masked=1).action_pattern])  # a good one passes
 
 
+def test_the_patterns_check_task_says_the_engine_cannot_decode_under_are_those_it_refuses(engine):
+    """tasks.regex_moves.undecodable, behind check-task's warning, against the engine's grammar backend."""
+    from tasks.regex_moves import undecodable
+
+    patterns = [r"guess [1-9][0-9]{0,2}", r"^move (up|down)$", r"(?i)set [1-4]", r"a*+b", r"\Ago\Z", r"(?s).{1,4}",
+                r"(a|b)c\1", r"(?P<n>a)(?P=n)", r"x(?=y)y", r"(?<!a)b", r"\bgo\b", r"a\Bb", r"(a)?(?(1)b|c)",
+                r"(?>ab)c"]
+    refused = []
+    for pattern in patterns:
+        try:
+            engine.check_constraints([pattern])
+        except ConstraintError:
+            refused.append(pattern)
+    assert refused == [p for p in patterns if undecodable(p)] and len(refused) == 8
+
+
 def test_eval_command_reports_mean_and_pass_at_k_with_intervals(engine, tmp_path, monkeypatch, capsys):
     import coevolve.engine.vllm_engine as vllm_engine
     from coevolve.agents.skills import write_skill

@@ -135,6 +135,18 @@ def test_a_broken_environment_is_one_line_naming_the_method(tmp_path, capsys, ch
     assert problem in err.strip().splitlines()[-1], err
 
 
+def test_a_pattern_constrained_decoding_cannot_enforce_is_said_when_checked(tmp_path, capsys):
+    """It passes check-task (a run with agent.constrained = false takes it); the shape line says what the
+    default run would meet. Moves are still drawn from it (a word boundary after the number holds)."""
+    path = environment(tmp_path, ('action_pattern = "guess [1-9][0-9]{0,2}"', 'action_pattern = r"guess [1-9][0-9]{0,2}\\b"'))
+    code, out, err = cli(capsys, "check-task", str(path))
+    assert code == 0, err
+    shape = out.splitlines()[0]
+    assert ("compiles (but it uses a word boundary (\\b, \\B), which constrained decoding cannot enforce: with "
+            "agent.constrained = true, the default, a run stops before its first episode") in shape, shape
+    assert sum("moves drawn from action_pattern" in line for line in out.splitlines()) == 2
+
+
 def test_a_run_of_an_environment_that_hangs_on_a_readable_move_stops_naming_its_line(tmp_path, capsys, monkeypatch):
     """The unreadable reply passes; a drawn move of the declared form never returns: `coevolve run` stops at
     its check's limit with the user's line, before any directory or engine."""

@@ -10,7 +10,7 @@ from itertools import product
 import numpy as np
 import pytest
 
-from tasks.regex_moves import EXTRA, NotDrawable, draw_move
+from tasks.regex_moves import EXTRA, NotDrawable, draw_move, undecodable
 
 
 def draws(pattern: str, n: int = 400, seed: int = 0) -> list[str]:
@@ -60,3 +60,15 @@ def test_a_construct_no_move_is_drawn_for_is_named(pattern, named):
 def test_draws_are_reproducible_from_the_seed():
     assert draws(r"guess [1-9][0-9]{0,2}", 20, seed=3) == draws(r"guess [1-9][0-9]{0,2}", 20, seed=3)
     assert draws(r"guess [1-9][0-9]{0,2}", 20, seed=3) != draws(r"guess [1-9][0-9]{0,2}", 20, seed=4)
+
+
+@pytest.mark.parametrize("pattern,named", [
+    (r"guess [1-9][0-9]{0,2}", None), (r"^move (up|down)$", None), (r"(?i)set [1-4]", None), (r"a*+b", None),
+    (r"(a|b)c\1", "a back-reference"), (r"(?P<n>a)(?P=n)", "a back-reference"), (r"x(?=y)y", "a lookaround"),
+    (r"(?<!a)b", "a lookaround"), (r"\bgo\b", r"a word boundary (\b, \B)"), (r"(a)?(?(1)b|c)", "a conditional"),
+    (r"(?>ab)c", "an atomic group"), (r"(x|(y(?=z)z))+", "a lookaround"),  # found inside groups and branches
+])
+def test_what_constrained_decoding_cannot_enforce_is_named(pattern, named):
+    """Which constructs the engine refuses is checked against the real engine in
+    tests/test_agents_constrained.py."""
+    assert undecodable(pattern) == named
