@@ -58,7 +58,7 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[task]\nmasked = true\n', "task.masked must be an integer, as its default 4 is (got True)"),
         ('[run]\ntask = "react_math"\n[task]\nturns = 2.0\n', "task.turns must be an integer, as its default 4 is (got 2.0)"),
         ('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/no-such-skill"]\n',
-         "skills.paths[0] is not a valid skill: skills/no-such-skill: no SKILL.md"),
+         "skills.paths[0] is not a valid skill: skills/no-such-skill: not found (a skill is a folder holding a SKILL.md)"),
         ('[run]\ntask = "sudoku"\n[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
         ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
         ('[run]\ntask = "sudoku"\n[distributed]\nengines = 0\n', "distributed.engines must be >= 1"),

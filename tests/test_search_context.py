@@ -294,7 +294,8 @@ def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_dire
 
     (tmp_path / "empty").mkdir()
     start_folder(tmp_path, "prose", "# Hints\n\nWrite short programs that return a constant.\n")
-    cases = {"missing": "skill.start is not a valid skill: ", "empty": "no SKILL.md in this skill folder",
+    cases = {"missing": "missing: not found (a skill is a folder holding a SKILL.md)",
+             "empty": "no SKILL.md in this skill folder",
              "prose": "skill.start has no rules the prompts can show"}
     monkeypatch.chdir(tmp_path)
     for folder, message in cases.items():

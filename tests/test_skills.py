@@ -69,6 +69,8 @@ def test_name_must_equal_the_folder(tmp_path: Path):
         load_skill(folder)
     with pytest.raises(SkillError, match="no SKILL.md"):
         load_skill(tmp_path)
+    with pytest.raises(SkillError, match=r"nowhere: not found \(a skill is a folder holding a SKILL.md\)"):
+        load_skill(tmp_path / "nowhere")
 
 
 def test_injection_appends_skills_to_the_system_prompt():

@@ -88,6 +88,8 @@ def load_skill(folder: str | Path, max_lines: int = MAX_LINES) -> Skill:
     """Load and validate `folder/SKILL.md`."""
     folder = Path(folder)
     file = folder / "SKILL.md"
+    if not folder.exists():
+        raise SkillError(f"{folder}: not found (a skill is a folder holding a SKILL.md)")
     if not file.is_file():
         raise SkillError(f"{folder}: no SKILL.md in this skill folder")
     skill = parse_skill_text(file.read_text(), source=str(file))
