@@ -34,6 +34,22 @@ SERVER_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU":
 START_TIMEOUT_S = 900  # a loaded 2-core machine needed ~5 min once
 
 
+# Run first in the server's process, then replaced by the server itself: the kernel sends it SIGTERM when
+# the test process dies by any means (a timeout's SIGTERM or SIGKILL skip the fixture's teardown), so no
+# orphaned server holds memory, cores and a port after an interrupted suite. Linux only; elsewhere a no-op.
+DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
+parent = int(sys.argv.pop(1))
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except (AttributeError, OSError):
+    pass
+if os.getppid() != parent:  # the parent died before the signal was armed
+    sys.exit(0)
+os.execv(sys.executable, [sys.executable] + sys.argv[1:])
+"""
+
+
 @dataclass(frozen=True)
 class Server:
     base_url: str  # ends in /v1
@@ -81,7 +97,8 @@ def openai_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("openai_server") / "server.log"
     env = {**os.environ, **SERVER_CPU_ENV}
     command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+        sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()),
+        "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, ALIAS, "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", "2048", "--dtype", resolve_dtype("auto", "cpu"), "--enforce-eager",  # no compile warm-up
         *SERVER_CPU_FLAGS,

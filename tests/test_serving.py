@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest_server import free_port, no_engine_env
+from conftest_server import DIE_WITH_PARENT, free_port, no_engine_env
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.server
@@ -391,3 +391,36 @@ def test_a_constraint_the_server_rejects_fails_at_the_check(openai_server):
     replies = served.chat([[{"role": "user", "content": f"Pick a number {i}"}] for i in range(4)],
                           Sampling(temperature=1.0, max_tokens=8), seeds=[1, 2, 3, 4], constraints=[r"[0-9]{3}"] * 4)
     assert all(len(r.text) == 3 and r.text.isdigit() for r in replies), replies
+
+
+def test_the_test_server_dies_with_the_test_process(tmp_path):
+    """The server fixture's launcher (conftest_server.DIE_WITH_PARENT): a parent killed with SIGKILL, which
+    skips every teardown, takes its server with it. Here the "server" is a sleep, the parent a Python that
+    starts it the fixture's way and prints its pid."""
+    import os
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid()), '-c',"
+        " 'import time; time.sleep(120)'], start_new_session=True)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(120)\n"), DIE_WITH_PARENT], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+
+    def alive() -> bool:  # a zombie counts as gone: an init that does not reap would keep it listed
+        try:
+            return Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+
+    time.sleep(1)  # the launcher armed the signal and became the sleep
+    assert alive()  # while its parent is
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 10
+    while alive() and time.time() < deadline:
+        time.sleep(0.1)
+    if alive():
+        os.kill(child, 9)
+        raise AssertionError("the child outlived its killed parent")
