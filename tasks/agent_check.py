@@ -55,7 +55,8 @@ def _problems(task: Any, factory: Callable[[], Any], say: Callable[[str], None],
     say("shape: name, system_prompt, stop, " + ", ".join(f"{m}()" for m in AGENT_METHODS)
         + (f", action_pattern {shown(pattern)} compiles" if pattern is not None else "")
         + (f" (but it uses {construct}, which constrained decoding cannot enforce: with agent.constrained = true, "
-           "the default, a run stops before its first episode; write it without, or set agent.constrained = false)"
+           "the default, a run stops before its first episode; write it without, or decode freely: "
+           "agent.constrained = false, [eval] constrained = false in a comparison, --free for coevolve eval)"
            if construct else ""))
     with time_limit(seconds, f"cases() of {' and '.join(SPLITS)}, drawn twice"):
         cases, found = case_problems(task, factory)

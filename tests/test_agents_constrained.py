@@ -44,8 +44,11 @@ def test_constrained_math_turns_are_a_tool_block_or_a_boxed_answer(engine):
 
 
 def test_a_pattern_the_engine_rejects_fails_before_any_episode(engine):
-    with pytest.raises(ConstraintError, match="rejects the action pattern"):
+    with pytest.raises(ConstraintError) as caught:
         engine.check_constraints(["set (1-4"])
+    message = str(caught.value)  # one line: the grammar error's first line and its reason, then what to do
+    assert "\n" not in message and message.startswith("the engine rejects the action pattern 'set (1-4': "), message
+    assert "unclosed group; write the pattern without it, or decode freely: agent.constrained = false" in message
     engine.check_constraints([Sudoku(masked=1).action_pattern])  # a good one passes
 
 

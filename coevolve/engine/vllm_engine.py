@@ -85,6 +85,11 @@ def _platform_kwargs(device: str, kv_cache_gib: float, gpu_memory_utilization: f
     return {"gpu_memory_utilization": gpu_memory_utilization}
 
 
+# what to do about an action pattern the grammar backend refuses (coevolve check-task names the construct)
+FREE = ("write the pattern without it, or decode freely: agent.constrained = false in a run, [eval] constrained = "
+        "false in a comparison, --free for coevolve eval")
+
+
 class Engine:
     """One vLLM engine whose weights ES can move. Implements `Generator`."""
 
@@ -316,7 +321,8 @@ class Engine:
                 self.chat([[{"role": "user", "content": "ok"}]], Sampling(temperature=0.0, max_tokens=1),
                           constraints=[pattern])
             except ConstraintError as exc:
-                raise ConstraintError(f"the engine rejects the action pattern {pattern!r}: {exc.__cause__ or exc}") from None
+                raise ConstraintError(f"the engine rejects the action pattern {pattern!r}: "
+                                      f"{_one_line(str(exc.__cause__ or exc))}; {FREE}") from None
 
     def num_parameters(self) -> int:
         """Elements ES perturbs (the whole model: tied weights count once)."""
@@ -458,6 +464,14 @@ def _structured(pattern: str | None):
     from vllm.sampling_params import StructuredOutputsParams  # optional and heavy: the engine extra
 
     return StructuredOutputsParams(regex=pattern)
+
+
+def _one_line(grammar_error: str) -> str:
+    """The grammar backend's error in one line: its first, and the reason it prints below a caret drawing
+    (`error: unclosed group`)."""
+    lines = [line.strip() for line in grammar_error.splitlines() if line.strip()]
+    reason = next((line.removeprefix("error:").strip() for line in lines[1:] if line.startswith("error:")), "")
+    return " ".join(filter(None, (lines[0] if lines else "", reason)))
 
 
 def _check_sigma(sigma: float) -> None:
