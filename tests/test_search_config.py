@@ -159,6 +159,9 @@ def test_a_context_past_the_models_own_is_one_line_before_any_directory(tmp_path
     ({"max_position_embeddings": 8192, "rope_parameters": {"rope_theta": 1e5, "rope_type": "default"}},
      (8192, "max_position_embeddings")),
     ({"hidden_size": 64}, None),
+    # as vLLM reads them: model_max_length, when given, wins even over a smaller key (Command-R's config)
+    ({"max_position_embeddings": 8192, "model_max_length": 131072}, (131072, "model_max_length")),
+    ({"n_positions": 1024, "seq_len": 512}, (512, "seq_len")),
 ])
 def test_the_context_a_checkpoint_declares(tmp_path, config, limit):
     import json

@@ -226,8 +226,10 @@ def resolve(model: str | Path | None) -> Path:
     return path
 
 
-# keys a checkpoint's config.json states its context under (some of those vLLM reads; the least wins)
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+# the keys a checkpoint's config.json states its context under, as vLLM reads them
+# (vllm/transformers_utils/model_arch_config_convertor.py): the least wins, but model_max_length when given
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 
 
 def context_limit(model_dir: Path) -> tuple[int, str] | None:
@@ -241,8 +243,10 @@ def context_limit(model_dir: Path) -> tuple[int, str] | None:
     for scaling in (config.get("rope_scaling"), config.get("rope_parameters")):
         if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type", "default")) != "default":
             return None
-    declared = [(config[key], key) for key in CONTEXT_KEYS if isinstance(config.get(key), int) and config[key] > 0]
-    return min(declared) if declared else None
+    declared = {key: config[key] for key in CONTEXT_KEYS if isinstance(config.get(key), int) and config[key] > 0}
+    if "model_max_length" in declared:
+        return declared["model_max_length"], "model_max_length"
+    return min((value, key) for key, value in declared.items()) if declared else None
 
 
 def check_context(model_dir: Path, max_len: int) -> None:
