@@ -16,9 +16,12 @@ checked on the template's decisions: each declared name a finite number; one
 that writes notes (feedback) has the template's note shown, and a feedback()
 that raises or returns no string named.
 An agent task (tasks/base.py AgentTask) is built with --option KEY=VALUE (a
-run config's [task] options; its constructor's defaults otherwise) and checked by tasks/agent_check.py: attributes, both splits' cases
-drawn twice (ids, determinism, no eval case a training problem) and one
-episode per split played with an action it cannot read.
+run config's [task] options; its constructor's defaults otherwise) and
+checked by tasks/agent_check.py: attributes (with a warning for an
+action_pattern constrained decoding cannot enforce), both splits' cases
+drawn twice (ids, determinism, no eval case a training problem), one
+episode per split played with an action it cannot read and, with an
+action_pattern, one with random moves of its form.
 Each failure is one line naming the attribute or function; exit status 2 on any.
 The task's own code runs in this process, each check under a time limit
 (--stage-seconds): one that never returns is named with the line it was on."""
