@@ -1,20 +1,32 @@
-"""`coevolve` command line. Each subcommand lives in coevolve/commands/<name>.py
-(dashes as underscores: check-task -> check_task.py) and exposes
-`register(subparsers)`; the handler it sets returns an exit code."""
+"""coevolve: improve an LLM agent's context (evolved heuristics, prompts,
+skills) and its weights (Agentic ESOpt) under one evaluation budget."""
+
+# Each subcommand lives in coevolve/commands/<name>.py (dashes as underscores:
+# check-task -> check_task.py) and exposes `register(subparsers)`; the handler
+# it sets returns an exit code.
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from coevolve.base.errors import UsageError
+
+START = """start here:
+  coevolve run examples/tsp_eoh_esopt.toml     a small TSP co-evolution on the embedded model
+  coevolve new-task my_problem                 your own problem as a file (docs/own_problem.md)
+  coevolve compare examples/compare_quick.toml a budget-matched comparison with tables and plots
+  coevolve dashboard                           watch runs/ in the browser
+  coevolve COMMAND --help                      each command's options"""
 
 COMMANDS = ["run", "eval", "tasks", "check-task", "new-task", "models", "compare", "report", "distill", "dashboard", "mirror"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="coevolve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="coevolve", description=__doc__, epilog=START,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"coevolve.commands.{name.replace('-', '_')}").register(sub)
@@ -32,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader left (`coevolve tasks | head`): no traceback, and no second error when Python
+        # flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import UsageError, did_you_mean
 from tasks.base import AgentTask, HeuristicTask
 from tasks.loader import TaskSpecError, looks_like_spec, plugin_conflicts, plugins, resolve
 
@@ -101,6 +101,16 @@ def is_agent_task(name: str) -> bool:
         return False
 
 
+def unknown_name(name: str) -> str | None:
+    """What to say of a plain task name no registry or plugin holds, of either kind (before a run's
+    kind is chosen by its task); None for a known name or a file/module spec."""
+    if name in AGENT_TASKS or name in HEURISTIC_TASKS or looks_like_spec(name) or name in plugins():
+        return None
+    return (f"unknown task {name!r} (heuristic design: {', '.join(sorted(HEURISTIC_TASKS))}; agent: "
+            f"{', '.join(sorted(AGENT_TASKS))}; or path/to/problem.py, path/to/env.py, package.module:Class)"
+            f"{did_you_mean(name, [*HEURISTIC_TASKS, *AGENT_TASKS])}")
+
+
 def heuristic_task(name: str) -> HeuristicTask:
     if name in HEURISTIC_TASKS:
         return _resolve(HEURISTIC_TASKS[name])()
@@ -170,7 +180,7 @@ def _from_spec(name: str, known: list[str]) -> Any:
     name that is no plugin either is UnknownTask listing the known ones."""
     if not looks_like_spec(name) and name not in plugins():
         raise UnknownTask(f"unknown task {name!r} (known: {', '.join(known) or 'none'}; "
-                          "or path/to/problem.py, package.module:Class)")
+                          f"or path/to/problem.py, package.module:Class){did_you_mean(name, known)}")
     return resolve(name)
 
 

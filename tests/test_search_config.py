@@ -226,3 +226,32 @@ def test_old_proposer_section_is_read_as_endpoint_with_a_deprecation_message(tmp
     with pytest.warns(FutureWarning, match=r"\[proposer\] is deprecated, call it \[endpoint\]"):
         config = load_config(RunConfig, path)
     assert (config.endpoint.base_url, config.endpoint.model) == ("http://x/v1", "m")
+
+
+@pytest.mark.parametrize("text, ending", [
+    ("[es]\nsigmaa = 1\n", "; did you mean 'sigma'?"),
+    ("[runn]\n", "; did you mean 'run'?"),
+    ("[run]\nmethod = 'eohh'\n", "(got 'eohh'); did you mean 'eoh'?"),
+    ("[es]\nnormalise = 'zscor'\n", "(got 'zscor'); did you mean 'zscore'?"),
+    ("[eoh]\noperators = ['e1', 'mm2']\n", "(got 'mm2'); did you mean 'm2'?"),
+])
+def test_a_misspelt_name_gets_the_near_one(tmp_path, text, ending):
+    with pytest.raises(UsageError) as info:
+        load_config(RunConfig, write(tmp_path, text))
+    assert str(info.value).endswith(ending), str(info.value)
+
+
+@pytest.mark.parametrize("text", ["[run]\nmethod = 'annealing'\n", "[es]\nzzz = 1\n", "[qqq]\n"])
+def test_no_near_name_no_guess(tmp_path, text):
+    with pytest.raises(UsageError) as info:
+        load_config(RunConfig, write(tmp_path, text))
+    assert "did you mean" not in str(info.value)
+
+
+def test_an_unknown_task_is_named_before_the_kind_is_chosen(tmp_path, capsys):
+    """A misspelt agent task made a heuristic config that refused its agent method (run.method must be
+    one of sample, eoh, ...): the task is named first, with both kinds' tasks."""
+    code = main(["run", str(write(tmp_path, "[run]\ntask = 'sudok'\nmethod = 'esopt'\n")), "--plan"])
+    err = capsys.readouterr().err
+    assert code == 2 and "config error: run.task: unknown task 'sudok'" in err and "run.method" not in err
+    assert "agent: react_math, sudoku, sudoku9" in err and err.rstrip().endswith("did you mean 'sudoku'?")

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from coevolve.agents.skills import MAX_NAME, NAME_PATTERN, Skill, SkillError, load_skill
 from coevolve.base.config import Config, Section, config_error, require
+from coevolve.base.errors import did_you_mean
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
@@ -34,7 +35,7 @@ class AgentRun(RunSection):
     def _agent_task(cls, value: str) -> str:
         """A registry name must be an agent task; a file, module or plugin is checked when built."""
         if value in HEURISTIC_TASKS or not (value in AGENT_TASKS or looks_like_spec(value) or value in plugins()):
-            raise ValueError(f"must be one of {', '.join(sorted(AGENT_TASKS))}")
+            raise ValueError(f"must be one of {', '.join(sorted(AGENT_TASKS))}{did_you_mean(value, AGENT_TASKS)}")
         return value
 
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Iterator, TypeVar
 import annotated_types as at
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 
-from coevolve.base.errors import ConfigError, UsageError
+from coevolve.base.errors import ConfigError, UsageError, did_you_mean
 
 T = TypeVar("T")
 _MISSING = object()
@@ -37,8 +37,8 @@ UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
-def config_error(field: str, problem: str, value: Any = _MISSING) -> ConfigError:
-    return ConfigError(f"config error: {field} {problem}{'' if value is _MISSING else f' (got {value!r})'}")
+def config_error(field: str, problem: str, value: Any = _MISSING, hint: str = "") -> ConfigError:
+    return ConfigError(f"config error: {field} {problem}{'' if value is _MISSING else f' (got {value!r})'}{hint}")
 
 
 def require(condition: bool, field: str, problem: str, value: Any = _MISSING) -> None:
@@ -73,15 +73,18 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
         where.append(str(part))
         parent, info = owner, getattr(owner, "__pydantic_fields__", {}).get(part)
         owner = getattr(info, "annotation", None)
-    kind, value, field = error["type"], error["input"], ".".join(where) or "config"
+    kind, value, field, hint = error["type"], error["input"], ".".join(where) or "config", ""
     if kind in UNKNOWN:
-        return config_error(field, f"is not a known field (known: {', '.join(sorted(parent.__pydantic_fields__))})")
+        known = sorted(parent.__pydantic_fields__)
+        return config_error(field, f"is not a known field (known: {', '.join(known)})",
+                            hint=did_you_mean(where[-1] if where else "", known))
     if kind == "value_error":
         problem = str(error["ctx"]["error"])
     elif kind == "literal_error":
         choices = typing.get_args(info.annotation)
-        problem = (f"must be one of {', '.join(choices)}" if all(isinstance(c, str) for c in choices)
-                   else f"must be {' or '.join(map(str, choices))}")
+        named = all(isinstance(c, str) for c in choices)
+        problem = f"must be one of {', '.join(choices)}" if named else f"must be {' or '.join(map(str, choices))}"
+        hint = did_you_mean(value, choices) if named else ""
     elif kind in BOUNDS:
         problem = _bounds(info)
         value = float(value) if info.annotation is float else value
@@ -97,7 +100,7 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
         problem = TYPES.get(kind, error["msg"].lower().replace("input should", "must"))
     if kind in BOUNDS + ("literal_error",) and info.description:
         problem += f" ({info.description})"
-    return config_error(field, problem, _MISSING if kind == "missing" else value)
+    return config_error(field, problem, _MISSING if kind == "missing" else value, hint)
 
 
 class Section(BaseModel):
@@ -131,9 +134,11 @@ class Config(Section):
         if not isinstance(raw, dict):
             return raw
         raw = dict(raw)
+        known = sorted(k for k, f in cls.model_fields.items() if not f.exclude)
         for key in raw:  # before any section's own errors, as a misspelt section often explains them
-            require(key in cls.model_fields or key in cls.RENAMED, key, "is not a known section (known: "
-                    f"{', '.join(sorted(k for k, f in cls.model_fields.items() if not f.exclude))})")
+            if key not in cls.model_fields and key not in cls.RENAMED:
+                raise config_error(key, f"is not a known section (known: {', '.join(known)})",
+                                   hint=did_you_mean(key, known))
         for old, new in cls.RENAMED.items():
             if old in raw:
                 require(new not in raw, old, f"is the old name of [{new}]; give only [{new}]")

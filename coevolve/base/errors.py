@@ -3,6 +3,9 @@ code; lower layers never import the CLI to raise them."""
 
 from __future__ import annotations
 
+import difflib
+from typing import Any, Iterable
+
 
 class UsageError(Exception):
     """A bad config, flag, file or run directory: reported as one line, exit code 2."""
@@ -15,3 +18,10 @@ class ConfigError(UsageError):
 class CorruptFileError(UsageError, ValueError):
     """A durable file (coevolve.base.durable) damaged beyond a torn last line;
     the message names file and line. A ValueError too, for callers that parse."""
+
+
+def did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    """`; did you mean 'eoh'?` for a misspelt name among `choices`, else "": appended to the
+    message that lists them all, where the near one is easy to miss."""
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6) if isinstance(word, str) else []
+    return f"; did you mean {match[0]!r}?" if match else ""

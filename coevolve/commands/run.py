@@ -1,10 +1,16 @@
 """`coevolve run CONFIG.toml [flags]` and `coevolve run --resume DIR`.
 
-A config whose run.task is an agent task (tasks.registry.AGENT_TASKS: sudoku,
-sudoku9, react_math) is an agent run (coevolve.agents.runconfig.AgentRunConfig,
-run by coevolve.agents.es_agent.run_agent); any other task is a heuristic
-search (coevolve.search.runconfig.RunConfig). The flags, the run directory,
-the progress bar and --resume are the same for both."""
+A config whose run.task is an agent task (sudoku, sudoku9, react_math, or
+your env.py) is an agent run: ES and Trace2Skill over training episodes
+(docs/agents.md). Any other task is a heuristic search: evolved programs
+scored in the sandbox, over evaluations (docs/search.md). The flags, the run
+directory, the progress bar and --resume are the same for both; flags
+override the config's keys. Every run writes a directory (config.toml, an
+event log, history.jsonl of ES updates, the best artefacts) that --resume
+continues after a kill."""
+
+# Agent runs: coevolve.agents.runconfig.AgentRunConfig, run by coevolve.agents.es_agent;
+# heuristic searches: coevolve.search.runconfig.RunConfig, run by coevolve.search.loop.
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import fail, problems
@@ -41,7 +47,7 @@ from coevolve.search.skill import absolute_start, start_skill
 from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
-from tasks.registry import AGENT_TASKS, UnknownTask, heuristic_task, is_agent_task
+from tasks.registry import AGENT_TASKS, UnknownTask, heuristic_task, is_agent_task, unknown_name
 
 # each check of a user's agent environment before a run, at most: an episode that takes longer is a hang
 AGENT_CHECK_SECONDS = 300.0
@@ -60,7 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                   "package.module:Class (docs/own_problem.md)")
     p.add_argument("--budget", type=int, help="heuristic tasks: evaluations, all candidates included; "
                                               "agent tasks: training episodes")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="run.seed (default 0): sampling and ES noise seeds derive from it, and an agent "
+                                        "run's training and evaluation cases")
     p.add_argument("--model", help="HF checkpoint directory (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--out", help="run directory (default: runs/<task>-<method>-seed<seed>-<time>)")
     p.add_argument("--noise", choices=["full", "lowrank"],
@@ -101,6 +108,9 @@ def config_class(raw: dict) -> type[RunConfig] | type[AgentRunConfig]:
     """AgentRunConfig when the run's task (run.task or [task] name) is an agent task, else RunConfig."""
     run = raw.get("run")
     task = run.get("task") if isinstance(run, dict) else None
+    unknown = unknown_name(task) if isinstance(task, str) and task else None
+    if unknown:  # before the kind's own checks, which would otherwise name another field (run.method)
+        raise ConfigError(f"config error: run.task: {unknown}")
     return AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
 
 

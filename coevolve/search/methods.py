@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Sequence
 import numpy as np
 
 from coevolve.base.config import build_config, config_error, read_toml
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.search import operators
 from coevolve.search.population import Candidate, Population
 from coevolve.search.reward import paper_eoh_rewards
@@ -338,7 +338,9 @@ def check_method_name(value: str, field: str) -> None:
     except UsageError as exc:
         if looks_like_spec(name.base) or name.base in _plugins():
             raise config_error(field, str(exc)) from None
-        raise config_error(field, f"must be one of {', '.join(known())} (or path/to/method.py[:Class])", value) from None
+        names = known()
+        raise config_error(field, f"must be one of {', '.join(names)} (or path/to/method.py[:Class])", value,
+                           did_you_mean(value, names)) from None
     if name.esopt and not cls.perturbable:
         raise config_error(field, f"{name.base} takes no +{ESOPT}", value)
 

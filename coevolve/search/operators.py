@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from coevolve.base.config import config_error
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import UsageError, did_you_mean
 from tasks.loader import TaskSpecError, _import_attribute
 
 ENTRY_POINT_GROUP = "coevolve.operators"
@@ -126,7 +126,7 @@ def check_operator(value: str, field: str, method: str = "") -> None:
     listable = [n for n, op in OPERATORS.items() if op.in_eoh_lists]
     op = OPERATORS.get(value)
     if op is None or not op.in_eoh_lists:
-        raise config_error(field, f"must be one of {', '.join(listable)}", value)
+        raise config_error(field, f"must be one of {', '.join(listable)}", value, did_you_mean(value, listable))
     if method and ANY_METHOD not in op.methods and method not in op.methods:
         raise config_error(field, f"operator {value} is not for method {method} (it is for "
                                   f"{', '.join(op.methods) or 'no method'})", value)
