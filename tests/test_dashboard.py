@@ -414,3 +414,19 @@ def test_run_files_are_read_as_their_records(tmp_path):
         error = answer.json()["error"]
         assert answer.status_code == 422 and "unexpected file content" in error
         assert "candidates.jsonl line 2: not a valid Candidate: parents" in error
+
+
+def test_a_run_says_whether_its_method_moves_weights(tmp_path):
+    """The ES panel of a method without ES says so instead of waiting for generations that never come."""
+    eoh = make_run(tmp_path / "eoh", [candidate(1, 0, [], 7.0)])
+    es = make_run(tmp_path / "es", [candidate(1, 0, [], 7.0)])
+    (es / "config.toml").write_text((es / "config.toml").read_text().replace('"eoh"', '"eoh+esopt+trace2skill"'))
+    agent = make_agent_run(tmp_path / "agent")
+    skill_only = make_agent_run(tmp_path / "skill_only")
+    (skill_only / "config.toml").write_text((skill_only / "config.toml").read_text().replace("esopt+", ""))
+    with client(eoh, es, agent, skill_only) as http:
+        rows = {r["name"]: r for r in http.get("/api/runs").json()["runs"]}
+        assert {n: (r["method"], r["uses_es"]) for n, r in rows.items()} == {
+            "eoh": ("eoh", False), "es": ("eoh+esopt+trace2skill", True),
+            "agent": ("esopt+trace2skill", True), "skill_only": ("trace2skill", False)}
+        assert http.get("/api/run/eoh").json()["uses_es"] is False

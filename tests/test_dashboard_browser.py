@@ -371,6 +371,9 @@ def test_hostile_text_is_shown_as_text(browser, live):
     # the torn last line is not a candidate (yet): two rows, no error
     rows = wait(browser, lambda d: d.find_elements("css selector", "#cand-table tbody tr"), what="the table")
     assert len(rows) == 2 and "error" not in browser.find_element("id", "status").get_attribute("class")
+    # an eoh run moves no weights: the ES panel says so
+    es = wait(browser, lambda d: d.find_element("css selector", "#es-table tbody").text, what="the ES panel")
+    assert es == "eoh runs no ES generations: the weights stay as loaded"
 
 
 # ------------------------------------------------------------------ the mirrors of the live run

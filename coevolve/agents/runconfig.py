@@ -24,6 +24,7 @@ from tasks.loader import looks_like_spec, plugins
 from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, TaskOptionError, agent_task
 
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
+ES_METHODS = ("esopt", "esopt+trace2skill")
 SKILL_NAME = NAME_PATTERN.pattern  # checked here, not when the first skill is written after a round
 
 
@@ -89,7 +90,7 @@ class AgentRunConfig(Config):
 
     @property
     def uses_es(self) -> bool:
-        return self.run.method in ("esopt", "esopt+trace2skill")
+        return self.run.method in ES_METHODS
 
     @property
     def uses_skills(self) -> bool:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve.agents.runconfig import ES_METHODS
 from coevolve.base.durable import read_jsonl
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
@@ -40,6 +41,7 @@ from coevolve.base.untrusted import clean
 from coevolve.report.collecting import heldout_change
 from coevolve.report.rendering import change_line
 from coevolve.runstore import ended
+from coevolve.search.methods import uses_es
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
@@ -373,7 +375,7 @@ class HeuristicRun(RunDir):
                 "valid_rate": (len(self.valid()) / used) if used else None, "caps": self.caps(),
                 # valid programs of their own: a repeat of earlier code is valid as the original was
                 "valid": len(self.valid()), "distinct_valid": sum(c.duplicate_of is None for c in self.valid()),
-                "direction": self.direction}
+                "direction": self.direction, "uses_es": uses_es(self.method)}
 
     def curves(self) -> dict[str, Any]:
         """Best-so-far and cumulative valid rate against evaluations; failures per step."""
@@ -619,7 +621,7 @@ class AgentRun(RunDir):
         solved = [finite(r.get("solved_rate")) for r in rounds]
         return {"kind": "agent", "task": self.task, "method": self.method, "seed": self.seed, "used": used,
                 "budget": self.budget, "state": self.state, "best": best, "best_id": None, "gap": None,
-                "valid_rate": solved[-1] if solved else None, "direction": "max",
+                "valid_rate": solved[-1] if solved else None, "direction": "max", "uses_es": self.method in ES_METHODS,
                 "caps": {"budget": self.budget, "rounds": len(rounds),
                          "max_tokens": self.config.get("sampling", {}).get("max_tokens")}}
 

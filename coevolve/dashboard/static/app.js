@@ -227,14 +227,15 @@ function runView(r) {
   }
 
   let drawnES = null;
-  function drawES(es) {
+  function drawES(es, uses, method) {
     const seen = JSON.stringify(es);
     if (seen === drawnES) return;  // unchanged: keep the table's rows (and the reader's place)
     drawnES = seen;
     const gens = es.generations;
     if (!gens.length) {
-      esBody.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "no ES generation in history.jsonl (yet)")));
-      react("es-chart", [], { annotations: [{ text: "no ES generations", showarrow: false }] });
+      esBody.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, uses ? "no ES generation in history.jsonl (yet)"
+        : `${method} runs no ES generations: the weights stay as loaded`)));
+      react("es-chart", [], { annotations: [{ text: uses ? "no ES generations yet" : `no ES in ${method}`, showarrow: false }] });
       return;
     }
     const xs = [], ys = [];
@@ -326,6 +327,10 @@ function runView(r) {
     if (p.step === null) { popBody.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no snapshot yet"))); return; }
     popSelect.replaceChildren(...p.steps.map((s) => el("option", { value: s, selected: s === p.step ? "selected" : null }, s)));
     document.getElementById("pop-note").textContent = ` after operator ${p.operator}, ${p.evaluations} evaluations`;
+    if (!p.members.length) {
+      popBody.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no valid candidate in the population after this step")));
+      return;
+    }
     popBody.replaceChildren(...p.members.map((m, i) => el("tr", { class: "click", onclick: () => select(m.id) },
       el("td", {}, i + 1), el("td", {}, m.id), el("td", {}, fmt(m.objective)), el("td", {}, m.operator), el("td", { class: "muted idea", title: m.idea }, m.idea))));
   }
@@ -378,7 +383,7 @@ function runView(r) {
           el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeats)`) : "",
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""));
       drawCurves(d);
-      drawES(d.es);
+      drawES(d.es, d.uses_es, d.method);
       drawSkills(d.skills);
       if (d.used !== st.used) {  // new candidates: the table, the tree and the archive move too
         st.used = d.used;
@@ -451,7 +456,8 @@ function agentView(r) {
         { name: "solved rate", x: d.rounds.map((x) => x.round), y: d.rounds.map((x) => x.solved_rate), mode: "lines+markers" },
       ], { xaxis: { title: "round" } });
       const gens = d.es.generations;
-      react("es-chart", [{ x: gens.flatMap((g) => g.rewards.map(() => g.generation)), y: gens.flatMap((g) => g.rewards),
+      if (!gens.length) react("es-chart", [], { annotations: [{ text: row.uses_es ? "no ES generations yet" : `no ES in ${row.method}`, showarrow: false }] });
+      else react("es-chart", [{ x: gens.flatMap((g) => g.rewards.map(() => g.generation)), y: gens.flatMap((g) => g.rewards),
         mode: "markers", name: "member fitness" }, { x: gens.map((g) => g.generation), y: gens.map((g) => g.sigma), yaxis: "y2", name: "σ" }],
       { xaxis: { title: "generation" }, yaxis2: { overlaying: "y", side: "right", title: "σ" } });
       skills = d.skills;
