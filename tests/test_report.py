@@ -272,3 +272,28 @@ def test_an_agent_runs_held_out_change_is_paired_per_problem(tmp_path):
     assert change_line(heldout_change(tmp_path, 0, 3)) == ("+0.857: 6 of 7 problems better, 0 worse; told apart "
                                                            "(sign test p = 0.031)")
     assert heldout_change(tmp_path, 0, 5) is None  # a round not on disk: no row
+
+
+def test_the_commonest_failures_are_named_by_what_went_wrong(tmp_path):
+    """A traceback counts by its last line; causes that differ only in numbers are one cause; a repeat
+    of failed code counts again (as in the failures row); an empty message is its kind."""
+    from coevolve.report.collecting import commonest_failures
+
+    def record(cid, failure=None, message="", duplicate_of=None):
+        return {"id": cid, "step": 0, "operator": "i1", "parents": [], "model_state": {"kind": "base"},
+                "code": "def f(): pass", "objective": None if failure else 1.0, "failure": failure,
+                "message": message, "duplicate_of": duplicate_of}
+
+    trace = ('Traceback (most recent call last):\n  File "<candidate>", line 4, in f\n    return distances[0]\n'
+             "NameError: name 'distances' is not defined\n")
+    records = [record(1, "exception", trace), record(2, "exception", trace, duplicate_of=1),
+               record(3, "invalid", "invalid solution: node index -1 is out of range 0..49"),
+               record(4, "invalid", "invalid solution: node index 50 is out of range 0..49"),
+               record(5, "exception", trace.replace("line 4", "line 9")), record(6), record(7, "timeout", ""),
+               record(8, "syntax", "SyntaxError: line 3: " + "x" * 200)]
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert commonest_failures(tmp_path) == [("NameError: name 'distances' is not defined", 3),
+                                            ("invalid solution: node index -1 is out of range 0..49", 2),
+                                            ("timeout", 1)]
+    cut = commonest_failures(tmp_path, most=4)[-1]
+    assert cut[0].startswith("SyntaxError: line 3: xxx") and len(cut[0]) == 90 and cut[0].endswith("…")

@@ -128,6 +128,10 @@ def test_the_run_table_counts_a_repeated_valid_program_once_and_says_how_much_co
     assert table["valid"].endswith(f"; {distinct} distinct program{'s' * (distinct != 1)}, "
                                    f"{len(valid_codes) - distinct} repeats")
     assert table["repeated code"].startswith(f"{repeats} of 24 evaluations repeated")
+    # the repeated crash is the commonest failure, counted with its repeats as the failures row counts it
+    crashes = [c for c in candidates if c["failure"] is not None]
+    assert summary.failures and table["commonest failures"].endswith(f"({len(crashes)})") == (
+        len({c["message"].strip().splitlines()[-1] for c in crashes}) == 1)
     # a run whose valid candidates are all different says nothing more
     summary.distinct_valid = summary.valid
     assert "distinct" not in dict(_run_rows(summary, tmp_path / "r", None))["valid"]

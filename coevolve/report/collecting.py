@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import json
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -234,6 +236,31 @@ def run_rows(cells: list[ComparisonCell]) -> list[dict]:
 
 # ------------------------------------------------------- the skill's requests
 SIDES = ("skill", "none")
+
+
+def failure_cause(kind: str, message: str) -> str:
+    """A failure in one line: what a traceback's last line says ("NameError: name 'd' is not defined"),
+    or the kind when the message is empty; cut to 90 characters."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    cause = lines[-1] if lines else kind
+    return cause if len(cause) <= 90 else cause[:89] + "…"
+
+
+def commonest_failures(directory: str | Path, most: int = 3) -> list[tuple[str, int]]:
+    """The causes that failed most candidates of a run (repeats of failed code included, as in the
+    failures row), each with its count; causes that differ only in their numbers (a node index, a
+    line) count as one, shown as the first of them."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for record in read_jsonl(Path(directory) / "candidates.jsonl"):
+        candidate = Candidate.read(record)
+        if candidate.failure is None:
+            continue
+        cause = failure_cause(candidate.failure, candidate.message)
+        key = re.sub(r"-?\d+(?:\.\d+)?", "#", cause)
+        counts[key] += 1
+        first.setdefault(key, cause)
+    return [(first[key], n) for key, n in counts.most_common(most)]
 
 
 def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] | None:

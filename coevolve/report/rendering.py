@@ -25,8 +25,8 @@ from coevolve.base.config import read_toml
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
                            compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (aggregate, at_template, baselines, collect, fmt_number, heldout_change,
-                                        run_rows, run_starting_point, skill_rows)
+from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
+                                        heldout_change, run_rows, run_starting_point, skill_rows)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
@@ -394,6 +394,8 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
         ("evaluations", f"{summary.evaluations} / {summary.budget}"),
         ("valid", f"{summary.valid} ({summary.valid_rate:.1%})" + _distinct(summary)),
         ("failures", ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "-"),
+        *([("commonest failures", "; ".join(f"{cause} ({n})" for cause, n in commonest_failures(directory)))]
+          if summary.failures else []),
         *([("repeated code", f"{ledger.outcomes['duplicate']} of {summary.evaluations} evaluations repeated an "
                              "earlier candidate's code (charged, its score reused)")]
           if ledger.outcomes.get("duplicate") else []),
