@@ -430,3 +430,13 @@ def test_a_run_says_whether_its_method_moves_weights(tmp_path):
             "eoh": ("eoh", False), "es": ("eoh+esopt+trace2skill", True),
             "agent": ("esopt+trace2skill", True), "skill_only": ("trace2skill", False)}
         assert http.get("/api/run/eoh").json()["uses_es"] is False
+
+
+def test_a_run_page_names_its_commonest_failures(tmp_path):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], None, "exception"), candidate(2, 0, [], 7.0),
+                                      candidate(3, 0, [], None, "exception"),
+                                      {**candidate(4, 0, [], None, "invalid"), "message": "the tour repeats a city"}])
+    with client(run) as http:
+        causes = http.get("/api/run/run").json()["failure_causes"]
+    # "boom 1" and "boom 3" differ only in a number: one cause, shown as the first
+    assert causes == [{"cause": "boom 1", "count": 2}, {"cause": "the tour repeats a city", "count": 1}]

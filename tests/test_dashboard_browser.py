@@ -349,6 +349,9 @@ def test_hostile_text_is_shown_as_text(browser, live):
     assert browser.find_element("id", "cand-code").text.strip() == "def f():\n    return '</pre><b>x</b>'"
     assert not browser.find_elements("css selector", "#cand-detail img, #cand-detail script, #cand-code b")
     assert js(browser, "return window.__pwned === undefined")
+    causes = wait(browser, lambda d: d.find_elements("id", "run-causes"), what="the commonest failures")[0]
+    assert causes.text.startswith("commonest failures: ")
+    assert not browser.find_elements("css selector", "#run-causes img, #run-causes script, #run-causes b")
     assert not browser.find_elements("id", "cand-skill")  # no skill shown to its request
     browser.find_element("css selector", "#cand-reply-box summary").click()  # closed: the code was extracted
     assert browser.find_element("id", "cand-reply").text == shown

@@ -99,7 +99,7 @@ def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
         r = heuristic(request)
         entry = registry.get(request.path_params["ident"])
         return {"id": entry.id, "label": entry.label, "parent": entry.parent, **r.row(), "curves": r.curves(),
-                "es": reader.es_history(r.path), "skills": r.skills()}
+                "es": reader.es_history(r.path), "skills": r.skills(), "failure_causes": r.failure_causes()}
 
     def candidates(request: Request) -> dict:
         outcome = request.query_params.get("outcome") or None

@@ -38,7 +38,7 @@ from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
                                    summary_kind)
 from coevolve.base.untrusted import clean
-from coevolve.report.collecting import heldout_change
+from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line
 from coevolve.runstore import ended
 from coevolve.search.methods import uses_es
@@ -376,6 +376,10 @@ class HeuristicRun(RunDir):
                 # valid programs of their own: a repeat of earlier code is valid as the original was
                 "valid": len(self.valid()), "distinct_valid": sum(c.duplicate_of is None for c in self.valid()),
                 "direction": self.direction, "uses_es": uses_es(self.method)}
+
+    def failure_causes(self) -> list[dict[str, Any]]:
+        """The run table's commonest failures, as text for the page."""
+        return [{"cause": text(cause, 100), "count": n} for cause, n in failure_causes(self.candidates)]
 
     def curves(self) -> dict[str, Any]:
         """Best-so-far and cumulative valid rate against evaluations; failures per step."""

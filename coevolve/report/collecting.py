@@ -247,13 +247,17 @@ def failure_cause(kind: str, message: str) -> str:
 
 
 def commonest_failures(directory: str | Path, most: int = 3) -> list[tuple[str, int]]:
-    """The causes that failed most candidates of a run (repeats of failed code included, as in the
+    """`failure_causes` of a run directory's candidates.jsonl."""
+    return failure_causes([Candidate.read(r) for r in read_jsonl(Path(directory) / "candidates.jsonl")], most)
+
+
+def failure_causes(candidates: Iterable[Candidate], most: int = 3) -> list[tuple[str, int]]:
+    """The causes that failed most candidates (repeats of failed code included, as in the run table's
     failures row), each with its count; causes that differ only in their numbers (a node index, a
     line) count as one, shown as the first of them."""
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
-    for record in read_jsonl(Path(directory) / "candidates.jsonl"):
-        candidate = Candidate.read(record)
+    for candidate in candidates:
         if candidate.failure is None:
             continue
         cause = failure_cause(candidate.failure, candidate.message)

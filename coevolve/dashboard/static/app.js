@@ -381,7 +381,9 @@ function runView(r) {
         ` · gap ${pct(d.gap)} · valid ${pct(d.valid_rate)}`,
         d.distinct_valid != null && d.distinct_valid < d.valid ?
           el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeats)`) : "",
-        d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""));
+        d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""),
+        d.failure_causes.length ? el("p", { id: "run-causes", class: "muted" }, "commonest failures: ",
+          ...d.failure_causes.flatMap((f, i) => [i ? "; " : "", el("code", {}, f.cause), ` (${f.count})`])) : "");
       drawCurves(d);
       drawES(d.es, d.uses_es, d.method);
       drawSkills(d.skills);
