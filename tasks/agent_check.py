@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tasks.base import case_content
-from tasks.check import StillRunning, overdue, shown, time_limit
+from tasks.check import LONGER, StillRunning, overdue, shown, time_limit
 from tasks.loader import AGENT_METHODS, user_frame
 from tasks.regex_moves import NotDrawable, draw_move, undecodable
 
@@ -34,15 +34,16 @@ UNREADABLE = "(no move)"  # the probe action: no environment's move, so its answ
 
 
 def agent_problems(task: Any, factory: Callable[[], Any], log: Callable[[str], None] | None = None,
-                   stage_seconds: float = 0) -> list[str]:
+                   stage_seconds: float = 0, longer: str = LONGER) -> list[str]:
     """Every check of the module docstring; [] when the task passes. `factory` builds a second
     instance (the draws and first observations must not depend on one instance's state); `log`
-    gets one line per passed stage; `stage_seconds` > 0 limits each check of the task's code."""
+    gets one line per passed stage; `stage_seconds` > 0 limits each check of the task's code, and a
+    check past it says `longer` (how the command that ran it gives more)."""
     say = log or (lambda line: None)
     try:
         return _problems(task, factory, say, stage_seconds)
     except StillRunning as exc:
-        return [overdue(exc)]
+        return [overdue(exc, longer)]
 
 
 def _problems(task: Any, factory: Callable[[], Any], say: Callable[[str], None], seconds: float) -> list[str]:

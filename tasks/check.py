@@ -53,11 +53,14 @@ def time_limit(seconds: float, what: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def overdue(exc: StillRunning) -> str:
+# what gives a check longer, by the command that runs it
+LONGER = "`coevolve check-task --stage-seconds S` gives each check longer"
+
+
+def overdue(exc: StillRunning, longer: str = LONGER) -> str:
     """The one line for a check that ran past its limit: what, for how long, the user's line it was on."""
     where = user_frame(exc).partition(" (at ")[2]
-    return (f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? (`coevolve check-task "
-            "--stage-seconds S` gives each check longer)")
+    return f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? ({longer})"
 
 
 def shape_problems(task: Any) -> list[str]:

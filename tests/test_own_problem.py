@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coevolve.cli import main
+from coevolve.cli import build_parser, main
 from test_task_registry import ToyEcho, ToyPick
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,6 +270,31 @@ def test_check_task_names_a_step_that_never_returns(tmp_path, capsys, where, old
     assert "Traceback" not in err
 
 
+def test_a_run_of_a_task_whose_decide_never_returns_stops_at_check_seconds(tmp_path, capsys):
+    """`coevolve run` checks a file task's template in its own process before anything is written: a
+    `decide` that never returns ends at --check-seconds naming the user's line and the flag that gives
+    more (it waited silently before); --check-seconds 0 is no limit (not run here: it would hang)."""
+    import time
+
+    text = broken("yield fn(list(values))", "while values:\n                pass")
+    problem = write(tmp_path / "hang", "problem.py", text)
+    line = text[:text.index("while values:")].count("\n") + 1
+    config = write(tmp_path / "hang", "config.toml", CONFIG.format(task=problem, budget=4) + NO_MODEL)
+    start = time.monotonic()
+    code, _, err = cli(capsys, "run", str(config), "--out", str(tmp_path / "runs"), "--check-seconds", "1")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and time.monotonic() - start < 30 and not (tmp_path / "runs").exists(), err
+    assert "the template's decide() and score() on train 5: still running after 1 s" in last, last
+    assert f"{problem}:{line}" in last or f"{problem}:{line + 1}" in last, (last, line)
+    assert last.endswith("(`--check-seconds S` gives each check longer, 0 none)"), last
+    # a comparison of it: the same check, the same flag, no comparison directory
+    compare = write(tmp_path / "hang", "compare.toml", COMPARE.replace("[2]", "[4]").replace("[50]", "[5]") + NO_MODEL)
+    code, _, err = cli(capsys, "compare", str(compare), "--out", str(tmp_path / "cmp"), "--check-seconds", "1")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and not (tmp_path / "cmp").exists() and "still running after 1 s" in last, err
+    assert last.endswith("(`--check-seconds S` gives each check longer, 0 none)"), last
+
+
 def test_every_built_in_heuristic_task_passes_check_task():
     """check-task's checks hold for the built-in tasks too (the ACO sets are dataclasses holding
     arrays: their two draws are compared field by field)."""
@@ -350,7 +375,6 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
     """The record (spec, path, sha256, copy), without an engine: a store made
     by the run command's own resolution, then the refusal of a changed file,
     --task-changed logged, and the copy used when the file is gone."""
-    import argparse
 
     from coevolve.commands import run as run_command
     from coevolve.runstore import RunStore
@@ -359,9 +383,7 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
     problem = write(tmp_path / "mine", "problem.py", PICK)
     # the embedded model: resolve_config refuses a [model] path that names no checkpoint
     config = write(tmp_path / "mine", "c.toml", CONFIG.format(task="problem.py", budget=2))
-    args = argparse.Namespace(
-        config=str(config), resume=None, method=None, task=None, budget=None, seed=None, out=str(tmp_path / "r"),
-        model=None, noise=None, rank=None, task_changed=False)
+    args = build_parser().parse_args(["run", str(config), "--out", str(tmp_path / "r")])
     cfg, store, resuming = run_command.resolve_config(args)
     assert cfg.run.task == f"{problem.resolve()}:ToyPick" and not resuming
     record = json.loads((store.dir / "tasks.json").read_text())[cfg.run.task]

@@ -41,7 +41,7 @@ from coevolve.sandbox import Sandbox, wire
 from tasks.agent_check import agent_problems
 from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
                         template_function)
-from tasks.check import StillRunning, determinism_problems, overdue, shape_problems, time_limit
+from tasks.check import LONGER, StillRunning, determinism_problems, overdue, shape_problems, time_limit
 from tasks.loader import absolute_spec, user_frame
 from tasks.registry import TaskOptionError, UnknownTask, agent_task, heuristic_task, kind
 
@@ -90,15 +90,15 @@ def load(spec: str, stage_seconds: float = STAGE_SECONDS, tool: Any = None,
 
 
 def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None,
-             stage_seconds: float = 0) -> list[str]:
+             stage_seconds: float = 0, longer: str = LONGER) -> list[str]:
     """Every check of the module docstring; [] when the task passes. `log`
     gets one line per passed stage. `stage_seconds` > 0 limits each check of the
-    task's own code (check-task's flag; `coevolve run` sets none, as a slow task
-    may be slow on purpose)."""
+    task's own code (check-task's --stage-seconds, run's and compare's --check-seconds),
+    and a check past it says `longer` (how the command that ran it gives more)."""
     try:
         return _problems(task, factory, sandbox, log or (lambda line: None), stage_seconds)
     except StillRunning as exc:
-        return [overdue(exc)]
+        return [overdue(exc, longer)]
 
 
 def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) -> list[str]:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.commands.run import check_agent_task, check_task
+from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_task
 from coevolve.compare import run_comparison
 from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_method, arm_plan,
                            load_compare_config, planned_runs, structural_differences, test_set_lines)
@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--plan", action="store_true", help="print each arm's plan and the structural check; run nothing")
     p.add_argument("--allow-unmatched", action="store_true",
                    help="compare +ESOpt arms with base methods whose plans differ (the report says so)")
+    add_check_seconds(p)
     p.set_defaults(handler=handle)
 
 
@@ -42,13 +43,13 @@ def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
     return root
 
 
-def prepare_tasks(specs: list[str], root: Path, check: bool = True) -> None:
+def prepare_tasks(specs: list[str], root: Path, check: bool = True, seconds: float = CHECK_SECONDS) -> None:
     """Before the LLM loads: check each heuristic task (the cheap part of
     check-task), refuse a file task changed since this comparison started, and
     record the file tasks (a copy and a hash) in the comparison directory."""
     remember_tasks(root)
     for spec in specs if check else ():
-        check_task(spec)
+        check_task(spec, seconds)
     record_tasks(root, specs)
 
 
@@ -116,8 +117,8 @@ def handle(args: argparse.Namespace) -> int:
     config.compare.out = out
     if agents:  # a user's environment through check-task's agent checks, once per task, before any file
         for spec in {s.task: s for s in agent_runs(config, seeds=config.compare.seeds[:1])}.values():
-            check_agent_task(agent_run_config(config, spec, Path(out)))
-    prepare_tasks(config.compare.tasks, Path(out), check=not agents)
+            check_agent_task(agent_run_config(config, spec, Path(out)), args.check_seconds)
+    prepare_tasks(config.compare.tasks, Path(out), check=not agents, seconds=args.check_seconds)
     prepare_methods([arm_method(config, m) for m in config.compare.methods], Path(out))
     try:
         root = compare_and_report(config, out)

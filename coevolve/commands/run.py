@@ -49,8 +49,17 @@ from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
 from tasks.registry import AGENT_TASKS, UnknownTask, heuristic_task, is_agent_task, unknown_name
 
-# each check of a user's agent environment before a run, at most: an episode that takes longer is a hang
-AGENT_CHECK_SECONDS = 300.0
+# each check of a user's task or environment before a run, at most (--check-seconds): a `decide`, an
+# `instances` or an episode that takes longer is a hang, named with its line instead of a silent wait
+CHECK_SECONDS = 300.0
+LONGER = "`--check-seconds S` gives each check longer, 0 none"
+
+
+def add_check_seconds(parser: argparse.ArgumentParser) -> None:
+    """run's and compare's flag for the checks of a user's task before anything is written."""
+    parser.add_argument("--check-seconds", type=float, default=CHECK_SECONDS, metavar="S",
+                        help=f"wall seconds each check of a file, module or plugin task may take before the run "
+                             f"(default {CHECK_SECONDS:g}; 0: no limit, for a task slow on purpose)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -85,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task-changed", action="store_true",
                    help="--resume: go on although the run's task file changed since it started "
                         "(recorded as a task_changed event)")
+    add_check_seconds(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plan", action="store_true",
                    help="heuristic runs: print the plan (steps, operators, evaluations, ES updates) and exit")
@@ -139,7 +149,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     if args.task_changed:
         raise UsageError("--task-changed goes with --resume")
     config = load_run_config(args.config, overrides_from(args))
-    check_built(config)
+    check_built(config, args.check_seconds)
     endpoint = check_generators(config)
     store = create_store(config)
     record_tasks(store.dir, [config.run.task])
@@ -216,51 +226,51 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
     return build_config(config_class(raw), raw)
 
 
-def check_built(config: RunConfig | AgentRunConfig) -> None:
+def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECONDS) -> None:
     """What validation leaves to building, before any directory or engine
     exists: a heuristic task's shape (check_task) and what the run's method
     needs of it; an agent task built with
     its [task] options and the [skills] read."""
     if isinstance(config, RunConfig):
-        check_task(config.run.task)
+        check_task(config.run.task, seconds)
         make_method(config).check_task(heuristic_task(config.run.task))  # e.g. MAP-Elites' descriptors
         if config.skill.start:
             start_skill(config.skill.start)
     else:
-        check_agent_task(config)
+        check_agent_task(config, seconds)
         config.seed_skills()
 
 
-def check_agent_task(config: AgentRunConfig) -> None:
+def check_agent_task(config: AgentRunConfig, seconds: float = CHECK_SECONDS) -> None:
     """The agent task built with its [task] options; a user's (file, module, plugin) also through
     check-task's agent checks (tasks/agent_check.py: cases, episodes per split), which take
     milliseconds, so a broken environment is one line before any directory or engine exists. Each
-    check gets AGENT_CHECK_SECONDS: a `step` that never returns on some move is named with its line
-    instead of hanging the run before it starts."""
+    check gets `seconds` (--check-seconds): a `step` that never returns on some move is named with its
+    line instead of hanging the run before it starts."""
     tool = SandboxTool()  # a task that runs Python gets the real tool, started on first use only
     try:
         task = config.build_task(tool)
         if config.run.task in AGENT_TASKS:
             return  # a built-in: its tests check it
-        found = agent_problems(task, lambda: config.build_task(tool), stage_seconds=AGENT_CHECK_SECONDS)
+        found = agent_problems(task, lambda: config.build_task(tool), stage_seconds=seconds, longer=LONGER)
     finally:
         tool.close()
     if found:
         fail([f"{config.run.task}: {line}" for line in found], "run")
 
 
-def check_task(spec: str) -> None:
+def check_task(spec: str, seconds: float = CHECK_SECONDS) -> None:
     """The cheap part of `coevolve check-task`, before any directory or
     engine exists: the task's shape; for a user's task (file, module,
     plugin) also its determinism and the template's decide/score in this
-    process (no sandbox)."""
+    process (no sandbox), each check under `seconds` (--check-seconds; 0: none)."""
     try:
         task = heuristic_task(spec)
     except UnknownTask as exc:
         raise UsageError(f"config error: run.task: {exc}") from None
     user_spec = getattr(task, "__coevolve_spec__", None)
-    found = (problems(task, lambda: heuristic_task(user_spec), sandbox=False) if user_spec
-             else shape_problems(task))
+    found = (problems(task, lambda: heuristic_task(user_spec), sandbox=False, stage_seconds=seconds, longer=LONGER)
+             if user_spec else shape_problems(task))
     if found:
         fail([f"{spec}: {line}" for line in found], "run")
 
