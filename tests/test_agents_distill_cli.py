@@ -8,7 +8,7 @@ def test_usage_errors_name_the_bad_input(tmp_path, capsys):
     assert main(["distill", str(tmp_path / "missing"), "--out", str(tmp_path / "s")]) == 2
     assert "no such run directory" in capsys.readouterr().err
     assert main(["distill", str(tmp_path), "--out", str(tmp_path / "s")]) == 2
-    assert "no trajectories/ folder" in capsys.readouterr().err
+    assert "neither trajectories/ (an agent run) nor candidates.jsonl (a heuristic run)" in capsys.readouterr().err
     (tmp_path / "trajectories").mkdir()
     (tmp_path / "trajectories" / "eval_000.jsonl").write_text("")
     assert main(["distill", str(tmp_path), "--out", str(tmp_path / "s")]) == 2
