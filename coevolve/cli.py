@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader left (`coevolve tasks | head`): no traceback, and no second error when Python
         # flushes stdout at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # durable: /dev/null, not a file
         return 141
 
 

@@ -7,7 +7,8 @@ cases of both splits drawn twice and equal, with string ids, unique, and no
 held-out (eval) case the same problem as a training one (tasks.base.case_content);
 then one episode per split played with an action no environment can read, as
 a weak model writes many, and, when the task declares an action_pattern, one
-more per split with random moves of that form (tasks/regex_moves.py): reset
+more per split with random moves of that form (tasks/regex_moves.py), and one
+with long ones where the pattern lets a reply run on: reset
 gives the same first observation twice, step answers (observation, done)
 instead of raising, the episode ends within max_turns, reward is a number in
 [0, 1] and metrics a table of numbers (its "progress" in [0, 1]). The task's code runs in this process (it is trusted,
@@ -26,7 +27,7 @@ import numpy as np
 from tasks.base import case_content
 from tasks.check import LONGER, StillRunning, overdue, shown, time_limit
 from tasks.loader import AGENT_METHODS, user_frame
-from tasks.regex_moves import NotDrawable, draw_move, undecodable
+from tasks.regex_moves import EXTRA, LONG, NotDrawable, draw_move, lengthens, undecodable
 
 SPLITS = ("train", "eval")
 CASES = 4  # per split: enough to see ids repeat or a draw change, cheap for any environment
@@ -79,13 +80,17 @@ def _problems(task: Any, factory: Callable[[], Any], say: Callable[[str], None],
     except NotDrawable as exc:
         say(f"episode: no moves drawn from action_pattern ({exc}); the unreadable action only")
         return []
-    for index, split in enumerate(SPLITS):
-        case, rng = cases[split][1], np.random.default_rng(index)
-        with time_limit(seconds, f"an episode of case {case.id} with moves drawn from action_pattern"):
-            line, found = episode_problems(task, factory, case, lambda: draw_move(pattern, rng))
-        if found:
-            return found
-        say(f"episode: {line}")
+    # short moves on each split's second case; long ones (a reply that runs on) on its third, where
+    # the pattern lets a reply run on
+    kinds = [("moves", 1, EXTRA)] + ([("long moves", 2, LONG)] if lengthens(pattern) else [])
+    for kind, at, extra in kinds:
+        for index, split in enumerate(SPLITS):
+            case, rng = cases[split][at], np.random.default_rng((at - 1) * len(SPLITS) + index)
+            with time_limit(seconds, f"an episode of case {case.id} with {kind} drawn from action_pattern"):
+                line, found = episode_problems(task, factory, case, lambda: draw_move(pattern, rng, extra=extra), kind)
+            if found:
+                return found
+            say(f"episode: {line}")
     return []
 
 
@@ -157,8 +162,9 @@ def case_problems(task: Any, factory: Callable[[], Any]) -> tuple[dict[str, list
 
 
 def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
-                     move: Callable[[], str] | None = None) -> tuple[str, list[str]]:
-    """One episode of `case` with the unreadable action every turn, or with `move()`'s."""
+                     move: Callable[[], str] | None = None, kind: str = "moves") -> tuple[str, list[str]]:
+    """One episode of `case` with the unreadable action every turn, or with `move()`'s (`kind`: what
+    they are, for the lines)."""
     try:
         state, first = task.reset(case)
     except Exception as exc:
@@ -189,7 +195,7 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
                 return "", [f"step(): with an action it cannot read ({UNREADABLE!r}) raised {user_frame(exc)} on "
                             f"case {case.id}, turn {played + 1}; answer such an action with an observation that "
                             "says so (a weak model writes many)"]
-            return "", [f"step(): with the move {action!r} (of action_pattern's form) raised {user_frame(exc)} on "
+            return "", [f"step(): with the move {cut(action)} (of action_pattern's form) raised {user_frame(exc)} on "
                         f"case {case.id}, turn {played + 1}; answer a move of the declared form with an observation "
                         "(a move out of range or against the rules is the model's mistake, not a crash)"]
         if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], str)
@@ -212,9 +218,14 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
         return "", [f"metrics(): progress must be in [0, 1] (agent.shaping adds it to the reward), got "
                     f"{metrics['progress']!r} on case {case.id}"]
     end = "done" if done else f"its turn budget of {turns}"
-    acted = f"moves drawn from action_pattern (the first {first_move!r})" if move else "an unreadable action"
+    acted = f"{kind} drawn from action_pattern (the first {cut(first_move)})" if move else "an unreadable action"
     return (f"case {case.id}: {played} turn{'s' * (played != 1)} of {acted} until {end}, reward "
             f"{float(reward):g}, metrics {', '.join(metrics) or 'none'}"), []
+
+
+def cut(move: str, most: int = 40) -> str:
+    """A move as the lines show it: quoted, a long one cut with its length."""
+    return repr(move) if len(move) <= most else f"{move[:most]!r}... ({len(move)} characters)"
 
 
 def _number(value: Any) -> bool:

@@ -5,7 +5,8 @@ moves `coevolve check-task` plays against an agent environment that declares an
 
 Drawn from Python's own parse of the pattern (`re._parser`), so a move is
 what `re.fullmatch` accepts; repeats are kept short (a few more than the
-minimum), as moves are. Lookarounds and conditionals are not drawn:
+minimum), as moves are, or, with `extra=LONG`, long (a reply that runs on,
+for a `step` that breaks only on long text). Lookarounds and conditionals are not drawn:
 `draw_move` raises `NotDrawable` naming the construct. `undecodable` names
 a construct the engine's constrained decoding refuses (check-task warns).
 """
@@ -20,6 +21,8 @@ from typing import Any
 import numpy as np
 
 EXTRA = 4  # repeats beyond a quantifier's minimum, at most: short moves, as a model writes them
+LONG = 80  # the same for long moves: a reply that runs on to a few hundred characters
+REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
 UNIVERSE = [chr(c) for c in range(32, 127)] + ["\n", "é"]  # one letter past ASCII: a model writes them
 CATEGORIES = {
     sre.CATEGORY_DIGIT: str.isdigit, sre.CATEGORY_NOT_DIGIT: lambda c: not c.isdigit(),
@@ -40,12 +43,6 @@ BOUNDARIES = (sre.AT_BOUNDARY, sre.AT_NON_BOUNDARY)
 def undecodable(pattern: str) -> str | None:
     """The first construct of `pattern` that constrained decoding cannot enforce (a back-reference,
     a lookaround, a word boundary, a conditional, an atomic group), or None."""
-    def inner(arg: Any) -> list:  # the sub-patterns a node holds: a group's, a repeat's, a branch's
-        if isinstance(arg, parser.SubPattern):
-            return [arg]
-        parts = arg if isinstance(arg, (tuple, list)) else ()
-        return [s for part in parts for s in inner(part)] if parts else []
-
     def walk(items: Any) -> str | None:
         for op, arg in items:
             if op in UNDECODABLE:
@@ -63,38 +60,54 @@ class NotDrawable(ValueError):
     """The pattern uses a construct no move is drawn for (the message names it)."""
 
 
-def draw_move(pattern: str, rng: np.random.Generator, tries: int = 20) -> str:
-    """A random string `re.fullmatch(pattern, ...)` accepts."""
+def lengthens(pattern: str) -> bool:
+    """Whether some repeat of `pattern` may run past EXTRA beyond its minimum: only then does a long
+    move differ from a short one (`[1-9][0-9]{0,2}` never does)."""
+    def walk(items: Any) -> bool:
+        return any((op in REPEATS and arg[1] - arg[0] > EXTRA) or any(map(walk, inner(arg))) for op, arg in items)
+    return walk(parser.parse(pattern))
+
+
+def inner(arg: Any) -> list:
+    """The sub-patterns a node of the parse holds: a group's, a repeat's, a branch's."""
+    if isinstance(arg, parser.SubPattern):
+        return [arg]
+    parts = arg if isinstance(arg, (tuple, list)) else ()
+    return [s for part in parts for s in inner(part)] if parts else []
+
+
+def draw_move(pattern: str, rng: np.random.Generator, tries: int = 20, extra: int = EXTRA) -> str:
+    """A random string `re.fullmatch(pattern, ...)` accepts, each repeat at most `extra` past its minimum."""
     compiled = re.compile(pattern)
     tree = parser.parse(pattern)
     for _ in range(tries):
         groups: dict[int, str] = {}
-        move = _draw(tree, rng, groups)
+        move = _draw(tree, rng, groups, extra)
         if compiled.fullmatch(move):
             return move
     raise NotDrawable(f"no string drawn in {tries} tries matched it in full (word boundaries or a flag "
                       "the drawer ignores)")
 
 
-def _draw(items: Any, rng: np.random.Generator, groups: dict[int, str]) -> str:
+def _draw(items: Any, rng: np.random.Generator, groups: dict[int, str], extra: int) -> str:
     out = []
     for op, arg in items:
         if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
             out.append(_one_char([(op, arg)], rng))
-        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+        elif op in REPEATS:
             low, high, body = arg
-            count = int(rng.integers(low, min(high, low + EXTRA) + 1))
-            out.extend(_draw(body, rng, groups) for _ in range(count))
+            count = int(rng.integers(low, min(high, low + extra) + 1))
+            out.extend(_draw(body, rng, groups, extra) for _ in range(count))
         elif op == sre.SUBPATTERN:
             group, _, _, body = arg
-            text = _draw(body, rng, groups)
+            text = _draw(body, rng, groups, extra)
             if group is not None:
                 groups[group] = text
             out.append(text)
         elif op == sre.ATOMIC_GROUP:
-            out.append(_draw(arg, rng, groups))
+            out.append(_draw(arg, rng, groups, extra))
         elif op == sre.BRANCH:
-            out.append(_draw(arg[1][int(rng.integers(len(arg[1])))], rng, groups))
+            out.append(_draw(arg[1][int(rng.integers(len(arg[1])))], rng, groups, extra))
         elif op == sre.GROUPREF:
             out.append(groups.get(arg, ""))
         elif op == sre.AT:

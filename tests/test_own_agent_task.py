@@ -196,8 +196,11 @@ def test_every_built_in_agent_task_passes_the_agent_checks():
             assert agent_problems(task, lambda: agent_task(name, tool=tool), lines.append) == [], name
     finally:
         tool.close()
-    drawn = [line for line in lines if "moves drawn from action_pattern" in line]
-    assert len(drawn) == 2 * len(AGENT_TASKS), lines
+    short = [line for line in lines if re.search(r"turns? of moves drawn from action_pattern", line)]
+    long = [line for line in lines if re.search(r"turns? of long moves drawn from action_pattern", line)]
+    assert len(short) == 2 * len(AGENT_TASKS), lines
+    # react_math's code blocks may run on (a long move per split, on its third case); a Sudoku move may not
+    assert [re.search(r"case (\S+):", line)[1] for line in long] == ["train-0-2", "eval-0-2"], long
 
 
 def test_held_out_checks_compare_cases_by_content_without_a_case_key():
@@ -241,3 +244,18 @@ def test_check_task_builds_an_agent_task_with_its_options(tmp_path, capsys):
     assert code == 2 and "extra_turns must be in 0..10, got 99" in err and "env.py:" in err
     code, _, err = cli(capsys, "check-task", "tsp_construct", "--option", "size=3")
     assert code == 2 and "heuristic tasks take no options" in err
+
+
+def test_a_step_that_breaks_on_a_long_move_is_found_by_the_long_moves(tmp_path, capsys):
+    """A pattern that lets a reply run on (`guess [0-9]+`) also gets an episode per split of long moves of
+    its form: a `step` that indexes a fixed table by the number's length breaks there, named with the
+    move (cut, with its length) and the user's line; short moves alone would pass it."""
+    path = environment(tmp_path, ('action_pattern = "guess [1-9][0-9]{0,2}"', 'action_pattern = "guess [0-9]+"'),
+                       ("            guess = int(match.group(1))\n",
+                        "            guess = int(match.group(1))\n            width = (1, 2, 3, 4, 5, 6, 7, 8)[len(match.group(1))]\n"))
+    code, out, err = cli(capsys, "check-task", str(path))
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and re.search(r"turns? of moves drawn from action_pattern", out), out + err  # short ones pass
+    assert re.search(r"step\(\): with the move 'guess \d{34}'\.\.\. \(\d+ characters\) \(of action_pattern's form\) "
+                     r"raised IndexError: tuple index out of range", last), last
+    assert f"{path}:" in last and "case train-0-2" in last, last

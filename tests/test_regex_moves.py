@@ -10,7 +10,7 @@ from itertools import product
 import numpy as np
 import pytest
 
-from tasks.regex_moves import EXTRA, NotDrawable, draw_move, undecodable
+from tasks.regex_moves import EXTRA, LONG, NotDrawable, draw_move, lengthens, undecodable
 
 
 def draws(pattern: str, n: int = 400, seed: int = 0) -> list[str]:
@@ -38,6 +38,20 @@ def test_repeats_stay_a_few_past_their_minimum():
     assert lengths == set(range(2, 2 + EXTRA + 1))
     bodies = [len(m) - len("```python\n\n```") for m in draws(r"```python\n[^`]{1,800}\n```", 200)]
     assert min(bodies) == 1 and max(bodies) == 1 + EXTRA
+
+
+
+def test_long_moves_run_on_where_the_pattern_lets_them():
+    rng = np.random.default_rng(0)
+    lengths = {len(draw_move(r"x{2,800}", rng, extra=LONG)) for _ in range(400)}
+    assert min(lengths) >= 2 and max(lengths) == 2 + LONG and len(lengths) > LONG / 2
+    assert {len(draw_move(r"x{2,5}", rng, extra=LONG)) for _ in range(100)} == {2, 3, 4, 5}  # never past the max
+    code = r"(```python\n[^`]{1,800}\n```|\\boxed\{[^{}\n]{1,40}\})"
+    assert all(re.fullmatch(code, draw_move(code, rng, extra=LONG)) for _ in range(100))
+    # only a repeat that may run past EXTRA makes a long move differ from a short one
+    assert lengthens(code) and lengthens(r"a+") and lengthens(r"(?:x(?:ab){0,9})")
+    assert not lengthens(r"guess [1-9][0-9]{0,2}") and not lengthens(r"set [1-9] [1-9] [1-9]")
+    assert not lengthens(r"(up|down){1,3}")
 
 
 def test_a_back_reference_repeats_its_group():

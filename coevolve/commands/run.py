@@ -118,9 +118,6 @@ def config_class(raw: dict) -> type[RunConfig] | type[AgentRunConfig]:
     """AgentRunConfig when the run's task (run.task or [task] name) is an agent task, else RunConfig."""
     run = raw.get("run")
     task = run.get("task") if isinstance(run, dict) else None
-    unknown = unknown_name(task) if isinstance(task, str) and task else None
-    if unknown:  # before the kind's own checks, which would otherwise name another field (run.method)
-        raise ConfigError(f"config error: run.task: {unknown}")
     return AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
 
 
@@ -192,12 +189,13 @@ def extend(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> 
     return larger
 
 
-def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig | AgentRunConfig:
+def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = True) -> RunConfig | AgentRunConfig:
     """The run config in `path` with the flags' overrides laid over it. A file task or method is made absolute (so the run directory's config names it
     from anywhere): a --task / --method path counts from the working directory, a TOML one
     from the TOML's folder. A comparison config (one with [compare], such as
     examples/paper/*.toml) runs one of its arms: the first method, task, budget
-    and seed it lists unless flags pick another."""
+    and seed it lists unless flags pick another. A new run's (`new`) task must be one a registry,
+    a file, a module or a plugin names; a resumed run's was when it started."""
     path = Path(path)
     raw = task_named(read_toml(path))
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
@@ -221,6 +219,10 @@ def load_run_config(path: str | Path, overrides: dict[str, dict]) -> RunConfig |
               f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
               file=sys.stderr)
     raw = merge_overrides(raw, overrides)
+    task = raw["run"].get("task") if isinstance(raw.get("run"), dict) else None
+    unknown = unknown_name(task) if new and isinstance(task, str) and task else None
+    if unknown:  # before the kind is chosen by it: that kind's checks would name another field (run.method)
+        raise ConfigError(f"config error: run.task: {unknown}")
     if "skill" in overrides and config_class(raw) is AgentRunConfig:
         raise UsageError("--skill is for heuristic runs; an agent run names its skills in [skills] paths")
     return build_config(config_class(raw), raw)
@@ -369,12 +371,12 @@ def handle_plan(args: argparse.Namespace) -> int:
         path, overrides = args.config, overrides_from(args)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
-    config = load_run_config(path, overrides)
+    config = load_run_config(path, overrides, new=not args.resume)
     if not isinstance(config, RunConfig):
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
                          "episodes per round until run.budget is spent")
     if args.resume and args.budget is not None:
-        problem = extension_problem(load_run_config(path, {}), config)
+        problem = extension_problem(load_run_config(path, {}, new=False), config)
         if problem is not None:
             raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
     print(format_plan(run_plan(config)))
