@@ -297,3 +297,19 @@ def test_the_commonest_failures_are_named_by_what_went_wrong(tmp_path):
                                             ("timeout", 1)]
     cut = commonest_failures(tmp_path, most=4)[-1]
     assert cut[0].startswith("SyntaxError: line 3: xxx") and len(cut[0]) == 90 and cut[0].endswith("…")
+
+
+def test_report_of_a_folder_that_is_neither_says_what_it_looked_for(tmp_path, capsys):
+    from coevolve.cli import main
+
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "report.md").write_text("# a copied report\n")
+    (tmp_path / "file.txt").write_text("x")
+    cases = [(tmp_path / "outputs", "is neither a comparison directory (no compare.toml) nor a run directory "
+                                    "(no config.toml)"),
+             (tmp_path / "file.txt", "is a file; give the run's or comparison's directory"),
+             (tmp_path / "missing", "directory not found")]
+    for path, message in cases:
+        assert main(["report", str(path)]) == 2
+        assert message in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["report.md"]  # nothing written

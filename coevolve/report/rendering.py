@@ -567,4 +567,7 @@ def render(directory: str | Path) -> dict[str, Path]:
                          else f"directory not found: {directory}")
     if (directory / COMPARE_CONFIG).exists():
         return render_comparison(directory)
+    if not (directory / "config.toml").exists():
+        raise UsageError(f"{directory} is neither a comparison directory (no {COMPARE_CONFIG}) nor a run directory "
+                         "(no config.toml)")
     return render_run(directory)
