@@ -313,3 +313,28 @@ def test_report_of_a_folder_that_is_neither_says_what_it_looked_for(tmp_path, ca
         assert main(["report", str(path)]) == 2
         assert message in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["report.md"]  # nothing written
+
+
+def test_the_comparison_says_why_each_arms_candidates_failed(comparison):
+    """Per arm, over its finished runs: how many candidates failed and the commonest causes, as text
+    (a candidate's message is cleaned: no escape sequence, no table-breaking bar)."""
+    def lines(cid, failure, message):
+        return json.dumps({"id": cid, "step": 0, "operator": "i1", "parents": [], "model_state": {"kind": "base"},
+                           "code": "x", "objective": None if failure else 5.0, "failure": failure,
+                           "message": message}) + "\n"
+
+    trace = "Traceback (most recent call last):\n  File \"<candidate>\", line 3\nNameError: name 'd' is not defined"
+    for seed in (0, 1, 2):
+        run = comparison / "runs" / "tsp_construct" / f"sample-b10-s{seed}"
+        (run / "candidates.jsonl").write_text(lines(1, "exception", trace) + lines(2, None, "")
+                                              + lines(3, "invalid", f"tour visits city {seed} twice"))
+        esopt = comparison / "runs" / "tsp_construct" / f"sample_esopt-b10-s{seed}"
+        (esopt / "candidates.jsonl").write_text(lines(1, "exception", "ValueError: a|b \x1b[31mred\x1b[0m"))
+    render_comparison(comparison)
+    report = (comparison / "report.md").read_text()
+    section = report.split("## Why candidates failed")[1].split("##")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| tsp_construct")]
+    assert rows[0] == ("| tsp_construct | Sample | 10 | 6 of 9 | `NameError: name 'd' is not defined` (3); "
+                       "`tour visits city 0 twice` (3) |"), rows
+    assert rows[1] == "| tsp_construct | Sample+ESOpt | 10 | 3 of 3 | `ValueError: a/b red` (3) |", rows
+    assert "\x1b" not in report

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.errors import UsageError
+from coevolve.base.untrusted import clean
 from coevolve.base.records import Candidate, ComparisonCell, SearchSummary, TestScores, read_record, read_summary
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, compared_pairs,
                            planned_runs, run_state, scored_sets)
@@ -240,8 +241,8 @@ SIDES = ("skill", "none")
 
 def failure_cause(kind: str, message: str) -> str:
     """A failure in one line: what a traceback's last line says ("NameError: name 'd' is not defined"),
-    or the kind when the message is empty; cut to 90 characters."""
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    or the kind when the message is empty; cut to 90 characters, cleaned (a candidate wrote it)."""
+    lines = [line.strip() for line in clean(message).splitlines() if line.strip()]  # no escapes reach a terminal
     cause = lines[-1] if lines else kind
     return cause if len(cause) <= 90 else cause[:89] + "…"
 
@@ -311,6 +312,21 @@ def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
             row[key] += use[key]
         row["ahead"] += use["ahead"]
     return list(rows.values())
+
+
+def failure_rows(root: Path, cells: list[ComparisonCell], most: int = 3) -> list[dict]:
+    """Per (task, method, budget), over its finished runs: how many candidates failed, and the commonest
+    causes (failure_causes over all of them)."""
+    runs: dict[tuple[str, str, int], list[Candidate]] = {}
+    for cell in cells:
+        if cell.summary is not None:
+            path = root / cell.dir / "candidates.jsonl"
+            runs.setdefault((cell.task, cell.method, cell.budget), []).extend(
+                Candidate.read(r) for r in read_jsonl(path))
+    return [{"task": task, "method": method, "budget": budget,
+             "candidates": len(candidates), "failed": sum(c.failure is not None for c in candidates),
+             "causes": failure_causes(candidates, most)}
+            for (task, method, budget), candidates in runs.items()]
 
 
 def heldout_change(directory: str | Path, first: int, last: int,

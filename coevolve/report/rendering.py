@@ -26,7 +26,8 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, Comp
                            compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
-                                        heldout_change, run_rows, run_starting_point, skill_rows)
+                                        failure_rows, heldout_change, run_rows, run_starting_point,
+                                        skill_rows)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
@@ -268,6 +269,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                       "Welch's 95% interval: a line that crosses 0 is a pair the seeds cannot tell apart.", "",
                       f"![differences]({plots[(task_name, 'differences')].relative_to(root)})", ""]
     parts += ["## What the budget bought", "", ledger_table(config, records), ""]
+    failures = failure_rows(root, records)
+    if any(r["failed"] for r in failures):
+        parts += ["## Why candidates failed", "", failure_table(failures), ""]
     skill = skill_rows(root, records)
     if skill:
         parts += ["## What the skill's requests did", "", skill_table(skill), ""]
@@ -299,6 +303,19 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     for key, path in plots.items():
         written["plots/" + path.name] = path
     return written
+
+
+def failure_table(rows: list[dict]) -> str:
+    """collecting.failure_rows as markdown: what killed the candidates each arm paid for."""
+    lines = ["Failed candidates of the finished runs (repeats of failed code included) and the commonest causes: "
+             "a traceback's last line, or the check that refused the answer; causes that differ only in their "
+             "numbers count as one.", "",
+             "| task | method | budget | failed | commonest causes |", "|---|---|---|---|---|"]
+    for r in rows:
+        causes = "; ".join(f"`{cause.replace('|', '/').replace('`', chr(39))}` ({n})" for cause, n in r["causes"])
+        lines.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['failed']} of {r['candidates']} | "
+                     f"{causes or '–'} |")
+    return "\n".join(lines)
 
 
 def skill_table(rows: list[dict]) -> str:
