@@ -79,7 +79,7 @@ def test_cli_bad_config_exits_2_naming_the_field(tmp_path):
     assert done.returncode == 2 and "test.sizes" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()  # nothing started
     done = coevolve("report", str(tmp_path))
-    assert done.returncode == 2 and "not a run directory" in done.stderr
+    assert done.returncode == 2 and "is neither a comparison directory (no compare.toml) nor a run directory" in done.stderr
 
 
 def test_ctrl_c_during_a_comparison_names_the_rerun_with_its_folder(tmp_path, capsys, monkeypatch):
