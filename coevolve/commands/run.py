@@ -75,8 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                   "package.module:Class (docs/own_problem.md)")
     p.add_argument("--budget", type=int, help="heuristic tasks: evaluations, all candidates included; "
                                               "agent tasks: training episodes")
-    p.add_argument("--seed", type=int, help="run.seed (default 0): sampling and ES noise seeds derive from it, and an agent "
-                                        "run's training and evaluation cases")
+    p.add_argument("--seed", type=int, help="run.seed (default 0): sampling and ES noise seeds derive from it, "
+                                            "and an agent run's training and evaluation cases")
     p.add_argument("--model", help="HF checkpoint directory (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--out", help="run directory (default: runs/<task>-<method>-seed<seed>-<time>)")
     p.add_argument("--noise", choices=["full", "lowrank"],
