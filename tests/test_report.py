@@ -142,7 +142,7 @@ def test_render_a_single_run_and_bad_directories(comparison, tmp_path):
     with pytest.raises(UsageError, match="not found"):
         render(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(UsageError, match="not a run directory"):
+    with pytest.raises(UsageError, match=r"is neither a comparison directory \(no compare.toml\) nor a run directory \(no config.toml\)"):
         render(tmp_path / "empty")
 
 
