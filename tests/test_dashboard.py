@@ -297,6 +297,16 @@ def test_a_comparison_shows_the_report_verdicts(tmp_path):
     # named arms: what each sets, from results.json
     (root / "results.json").write_text(json.dumps({"rows": [delta], "named_arms": ["eoh-cold: EoH with sampling.temperature = 0.2"]}))
     assert reader.comparison(root, reader.Registry.open([root]))["arms"] == ["eoh-cold: EoH with sampling.temperature = 0.2"]
+    assert committed["failures"] == []  # a report from before it said why candidates failed
+    # why candidates failed, per arm, from results.json; an arm with none is left out
+    failures = [{"task": "tsp_construct", "method": "eoh", "budget": 36, "candidates": 108, "failed": 70,
+                 "causes": [["NameError: name 'd' is not defined", 40], ["<b>x</b>", 3]]},
+                {"task": "tsp_construct", "method": "eoh+esopt", "budget": 36, "candidates": 108, "failed": 0,
+                 "causes": []}]
+    (root / "results.json").write_text(json.dumps({"rows": [delta], "failures": failures}))
+    assert reader.comparison(root, reader.Registry.open([root]))["failures"] == [
+        {"task": "tsp_construct", "method": "eoh", "budget": "36", "failed": "70 of 108",
+         "causes": [{"cause": "NameError: name 'd' is not defined", "count": "40"}, {"cause": "<b>x</b>", "count": "3"}]}]
 
 
 def test_plots_are_served_only_from_the_plots_folder(tmp_path):

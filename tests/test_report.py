@@ -338,3 +338,6 @@ def test_the_comparison_says_why_each_arms_candidates_failed(comparison):
                        "`tour visits city 0 twice` (3) |"), rows
     assert rows[1] == "| tsp_construct | Sample+ESOpt | 10 | 3 of 3 | `ValueError: a/b red` (3) |", rows
     assert "\x1b" not in report
+    saved = json.loads((comparison / "results.json").read_text())["failures"]  # what the dashboard shows
+    assert [(f["method"], f["failed"], f["candidates"], f["causes"][0]) for f in saved] == [
+        ("sample", 6, 9, ["NameError: name 'd' is not defined", 3]), ("sample+esopt", 3, 3, ["ValueError: a|b red", 3])]

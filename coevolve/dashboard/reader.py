@@ -729,7 +729,12 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
     plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
     conclusions = [text(c, 1000) for c in (results or {}).get("conclusions", [])]
     arms = [text(a, 1000) for a in (results or {}).get("named_arms", [])]  # what each sets (older: none)
-    return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions, "arms": arms}
+    failures = [{"task": text(f.get("task"), 60), "method": text(f.get("method"), 60),
+                 "budget": text(f.get("budget"), 20), "failed": text(f"{f.get('failed')} of {f.get('candidates')}", 40),
+                 "causes": [{"cause": text(c[0], 100), "count": text(c[1], 20)} for c in f.get("causes", [])]}
+                for f in (results or {}).get("failures", []) if f.get("failed")]  # older reports: none
+    return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions, "arms": arms,
+            "failures": failures}
 
 
 def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:

@@ -299,7 +299,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         "rows": rows, "runs": run_rows(records), "conclusions": verdicts, "named_arms": arm_lines(config),
         "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
         "structurally_matched": not unmatched,
-        "skill": skill})  # what the skill's requests did, per arm (collecting.skill_rows; [] without a skill)
+        "skill": skill,  # what the skill's requests did, per arm (collecting.skill_rows; [] without a skill)
+        "failures": failures})  # why each arm's candidates failed (collecting.failure_rows)
     for key, path in plots.items():
         written["plots/" + path.name] = path
     return written

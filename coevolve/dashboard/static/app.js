@@ -500,6 +500,10 @@ function compareView(r) {
           el("ul", { id: "compare-arms" }, d.arms.map((a) => el("li", {}, a)))) : null,
         d.conclusions.length ? el("section", { class: "card" }, el("h2", {}, "What this comparison can and cannot conclude"),
           el("ul", {}, d.conclusions.map((c) => el("li", {}, c)))) : null,
+        d.failures.length ? el("section", { class: "card" }, el("h2", {}, "Why candidates failed"),
+          table("compare-failures", ["task", "method", "budget", "failed", "commonest causes"],
+            d.failures.map((f) => el("tr", {}, el("td", {}, f.task), el("td", {}, f.method), el("td", {}, f.budget),
+              el("td", {}, f.failed), el("td", {}, ...f.causes.flatMap((c, i) => [i ? "; " : "", el("code", {}, c.cause), ` (${c.count})`])))))) : null,
         el("section", { class: "card" }, el("h2", {}, "Plots"), d.plots.length ? d.plots.map((p) =>
           el("img", { class: "plot", alt: p, src: `/api/compare/${encodeURIComponent(id)}/plot/${encodeURIComponent(p)}` })) : el("p", { class: "muted" }, "no plots")),
         el("section", { class: "card" }, el("h2", {}, "Arm runs"), table("compare-runs", ["task", "method", "budget", "seed", "state", "test objective", "gap", "directory"],
