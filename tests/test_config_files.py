@@ -106,6 +106,22 @@ def test_a_task_file_named_in_task_counts_from_the_tomls_folder(tmp_path):
     assert isinstance(config, RunConfig) and config.run.task.startswith(str((tmp_path / "problem.py").resolve()))
 
 
+def test_a_model_folder_is_made_absolute_as_the_task_is(tmp_path, monkeypatch):
+    """[model] path counts from the TOML's folder and --model from the working directory, as a task file
+    does; the run's config.toml then names it, so --resume and `coevolve eval --run` find it from any
+    folder. The embedded model's names stay as they are."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "c.toml").write_text('[run]\nmethod = "sample"\nbudget = 4\n[model]\npath = "ckpt"\n')
+    assert load_run_config(tmp_path / "configs" / "c.toml", {}).model.path == str(tmp_path / "configs" / "ckpt")
+    monkeypatch.chdir(tmp_path)
+    flag = load_run_config(tmp_path / "configs" / "c.toml", {"model": {"path": "~/m"}})
+    assert flag.model.path == str(Path("~/m").expanduser().resolve())
+    assert load_run_config(tmp_path / "configs" / "c.toml", {"model": {"path": "other"}}).model.path == str(
+        tmp_path / "other")
+    for name in ("default", "smollm2-135m-instruct"):
+        assert load_run_config(tmp_path / "configs" / "c.toml", {"model": {"path": name}}).model.path == name
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"es": {"noise": "half"}}, "es.noise must be one of full, lowrank (got 'half')"),
     ({"es": {"noise": "lowrank", "rank": 600}}, "es.rank must be in 1..512 (vLLM's LoRA ranks) (got 600)"),

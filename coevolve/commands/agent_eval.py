@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=int, help="tokens per turn (default: 12 for sudoku, 96 for react_math)")
     g.add_argument("--seed", type=int, default=0, help="held-out split seed and sampling seed (default 0)")
     g.add_argument("--out", help="write the results as JSON here")
-    g.add_argument("--model", help="HF checkpoint directory (default: the embedded model)")
+    g.add_argument("--model", help="HF checkpoint directory (default: the run's [model] path with --run, else the "
+                                   "embedded model)")
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
@@ -90,8 +91,13 @@ def handle(args: argparse.Namespace) -> int:
         if raw.get("run", {}).get("task", args.task) != args.task:
             raise UsageError(f"{args.run} is a run on task {raw['run']['task']!r}, not {args.task!r}")
         options = {**{k: v for k, v in raw.get("task", {}).items() if v not in (0, "")}, **options}
-        if isinstance(raw.get("model"), dict) and isinstance(raw["model"].get("max_len"), int):
-            context = {"max_model_len": raw["model"]["max_len"]}
+        model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
+        if isinstance(model.get("max_len"), int):
+            context = {"max_model_len": model["max_len"]}
+        if not args.model and isinstance(model.get("path"), str) and model["path"]:
+            # the run's own checkpoint: its ES history replays only onto the weights it was recorded on
+            args.model = model["path"]
+            print(f"model: {args.model} (the run's [model] path; --model picks another)", flush=True)
     task = build_task(args.task, options)
     try:
         history, skills = run_inputs(args.run) if args.run else (
