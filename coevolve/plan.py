@@ -26,6 +26,7 @@ from coevolve.base.config import (Config, Section, as_dict, build_config, config
 from coevolve.base.errors import UsageError
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
+from coevolve.engine.models import absolute_checkpoint
 from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search import methods as registry
@@ -191,7 +192,7 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         raw = {**raw, "compare": {**raw["compare"], "arms": {
             name: _absolute_arm(arm, base) for name, arm in compare["arms"].items()}}}
     if base is not None:
-        raw = absolute_start(raw, base)
+        raw = absolute_checkpoint(absolute_start(raw, base), base)
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
@@ -266,7 +267,7 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
     raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
     if config_class(raw) is AgentCompareConfig:
-        config = build_config(AgentCompareConfig, raw)
+        config = build_config(AgentCompareConfig, absolute_checkpoint(raw, Path(path).parent))
         for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
             agent_run_config(config, spec, Path("plan")).build_task()
         return config

@@ -120,6 +120,14 @@ def test_a_model_folder_is_made_absolute_as_the_task_is(tmp_path, monkeypatch):
         tmp_path / "other")
     for name in ("default", "smollm2-135m-instruct"):
         assert load_run_config(tmp_path / "configs" / "c.toml", {"model": {"path": name}}).model.path == name
+    # a comparison's counts from the comparison's TOML
+    from coevolve.plan import load_compare_config
+
+    (tmp_path / "configs" / "cmp.toml").write_text(
+        '[compare]\nmethods = ["eoh"]\ntasks = ["tsp_construct"]\nbudgets = [4]\nseeds = [0]\n'
+        '[model]\npath = "ckpt"\n')
+    compared = load_compare_config(tmp_path / "configs" / "cmp.toml")
+    assert compared.model.path == str(tmp_path / "configs" / "ckpt")
 
 
 @pytest.mark.parametrize("raw, message", [

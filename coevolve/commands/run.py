@@ -30,7 +30,7 @@ from coevolve.base.sections import task_named
 from coevolve.commands.check_task import fail, problems
 from coevolve.engine.base import ConstraintError
 from coevolve.engine.local import needs_engine, require_engine, require_model
-from coevolve.engine.models import DEFAULT_MODEL
+from coevolve.engine.models import absolute_checkpoint
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
@@ -204,14 +204,9 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
         flag = overrides.get("run", {}).get(key)
         if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
             overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
-    raw = absolute_start(raw, path.parent)
-    model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
-    flag = overrides.get("model", {}).get("path")
-    checkpoint = flag or model.get("path")
-    if isinstance(checkpoint, str) and checkpoint and checkpoint not in ("default", DEFAULT_MODEL):
-        # absolute, as the task is: --resume and `coevolve eval --run` find it from any folder
-        base = Path(".") if flag else path.parent
-        overrides.setdefault("model", {})["path"] = str((base / Path(checkpoint).expanduser()).resolve())
+    raw = absolute_checkpoint(absolute_start(raw, path.parent), path.parent)
+    if "model" in overrides:  # --model counts from the working directory
+        overrides["model"] = absolute_checkpoint({"model": overrides["model"]}, ".")["model"]
     if "skill" in overrides:  # --skill counts from the working directory
         overrides["skill"] = absolute_start({"skill": overrides["skill"]}, ".")["skill"]
     if "compare" in raw and "run" not in raw:
