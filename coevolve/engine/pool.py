@@ -318,6 +318,11 @@ class EnginePool:
         return answers
 
     # ---------------------------------------------------------------- text
+    def _shares(self, n: int) -> list[tuple[int, int]]:
+        """[start, end) of `n` items in one contiguous share per engine (fewer when n is smaller)."""
+        parts = max(1, min(len(self.engines), n))
+        return [(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
+
     def chat(
         self,
         conversations: Sequence[Sequence[Message]],
@@ -332,8 +337,7 @@ class EnginePool:
         check_requests(conversations, seeds, constraints)
         if not conversations:
             return []
-        parts = max(1, min(len(self.engines), len(conversations)))
-        bounds = [(i * len(conversations) // parts, (i + 1) * len(conversations) // parts) for i in range(parts)]
+        bounds = self._shares(len(conversations))
         tasks = [
             (list(conversations[a:b]), sampling, None if seeds is None else list(seeds[a:b]),
              None if constraints is None else list(constraints[a:b])) for a, b in bounds
@@ -347,9 +351,7 @@ class EnginePool:
         share one batch in that engine's LoRA slots."""
         if self.noise == "full":
             return [out[0] for out in self._spread("generate_members", [([job],) for job in jobs])]
-        parts = max(1, min(len(self.engines), len(jobs)))
-        bounds = [(i * len(jobs) // parts, (i + 1) * len(jobs) // parts) for i in range(parts)]
-        shares = self._spread("generate_members", [(list(jobs[a:b]),) for a, b in bounds])
+        shares = self._spread("generate_members", [(list(jobs[a:b]),) for a, b in self._shares(len(jobs))])
         return [texts for share in shares for texts in share]
 
     def noise_info(self) -> dict:
