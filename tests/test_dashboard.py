@@ -57,6 +57,12 @@ def test_a_directory_that_is_no_run_is_refused_with_one_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "not a run directory" in done.stderr
+    # no folder given and no runs/ where runs go by default: what to do, not "runs: no such directory"
+    default = subprocess.run([sys.executable, "-m", "coevolve.cli", "dashboard", "--port", "0"],
+                             cwd=tmp_path / "empty", capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert default.returncode == 2 and default.stderr.strip().count("\n") == 0, default.stderr
+    assert f"no runs/ folder in {tmp_path / 'empty'}" in default.stderr and "coevolve run examples/" in default.stderr
 
 
 def test_a_port_in_use_is_named(tmp_path):

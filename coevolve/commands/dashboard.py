@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from coevolve.base.errors import UsageError
 from coevolve.dashboard.app import serve
@@ -33,6 +34,9 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     if args.refresh <= 0 or args.stale_after <= 0:
         raise UsageError("--refresh and --stale-after must be positive")
+    if not args.directories and not Path("runs").is_dir():
+        raise UsageError(f"no runs/ folder in {Path.cwd()} (where runs go by default): start one (`coevolve run "
+                         "examples/tsp_eoh_esopt.toml`), or give the run, comparison or folder of runs to watch")
     registry = Registry.open(args.directories or ["runs"], stale_after=args.stale_after)
     serve(registry, args.host, args.port, args.refresh, announce=lambda line: print(line, flush=True))
     print("coevolve dashboard: stopped", file=sys.stderr)
