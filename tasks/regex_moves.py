@@ -63,9 +63,13 @@ class NotDrawable(ValueError):
 def lengthens(pattern: str) -> bool:
     """Whether some repeat of `pattern` may run past EXTRA beyond its minimum: only then does a long
     move differ from a short one (`[1-9][0-9]{0,2}` never does)."""
-    def walk(items: Any) -> bool:
-        return any((op in REPEATS and arg[1] - arg[0] > EXTRA) or any(map(walk, inner(arg))) for op, arg in items)
-    return walk(parser.parse(pattern))
+    return _room(parser.parse(pattern)) > EXTRA
+
+
+def _room(items: Any) -> int:
+    """How far past its minimum the freest repeat of `items` may go, up to LONG."""
+    return max([min(arg[1] - arg[0], LONG) for op, arg in items if op in REPEATS]
+               + [_room(sub) for _, arg in items for sub in inner(arg)] + [0])
 
 
 def inner(arg: Any) -> list:
@@ -107,7 +111,11 @@ def _draw(items: Any, rng: np.random.Generator, groups: dict[int, str], extra: i
         elif op == sre.ATOMIC_GROUP:
             out.append(_draw(arg, rng, groups, extra))
         elif op == sre.BRANCH:
-            out.append(_draw(arg[1][int(rng.integers(len(arg[1])))], rng, groups, extra))
+            # a long move takes the branch that can run on furthest (react_math: the code block, not the
+            # short \boxed{} answer)
+            most = max(map(_room, arg[1])) if extra > EXTRA else None
+            branches = [b for b in arg[1] if _room(b) == most] if most is not None else arg[1]
+            out.append(_draw(branches[int(rng.integers(len(branches)))], rng, groups, extra))
         elif op == sre.GROUPREF:
             out.append(groups.get(arg, ""))
         elif op == sre.AT:

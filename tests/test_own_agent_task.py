@@ -201,6 +201,7 @@ def test_every_built_in_agent_task_passes_the_agent_checks():
     assert len(short) == 2 * len(AGENT_TASKS), lines
     # react_math's code blocks may run on (a long move per split, on its third case); a Sudoku move may not
     assert [re.search(r"case (\S+):", line)[1] for line in long] == ["train-0-2", "eval-0-2"], long
+    assert all("(the first '```python" in line and "characters))" in line for line in long), long  # the code block
 
 
 def test_held_out_checks_compare_cases_by_content_without_a_case_key():

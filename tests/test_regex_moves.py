@@ -47,7 +47,10 @@ def test_long_moves_run_on_where_the_pattern_lets_them():
     assert min(lengths) >= 2 and max(lengths) == 2 + LONG and len(lengths) > LONG / 2
     assert {len(draw_move(r"x{2,5}", rng, extra=LONG)) for _ in range(100)} == {2, 3, 4, 5}  # never past the max
     code = r"(```python\n[^`]{1,800}\n```|\\boxed\{[^{}\n]{1,40}\})"
-    assert all(re.fullmatch(code, draw_move(code, rng, extra=LONG)) for _ in range(100))
+    long_code = [draw_move(code, rng, extra=LONG) for _ in range(100)]
+    assert all(re.fullmatch(code, move) for move in long_code)
+    # a long move takes the branch that runs on furthest: the code block, never the short \boxed{} answer
+    assert all(move.startswith("```python") for move in long_code) and max(map(len, long_code)) > 80
     # only a repeat that may run past EXTRA makes a long move differ from a short one
     assert lengthens(code) and lengthens(r"a+") and lengthens(r"(?:x(?:ab){0,9})")
     assert not lengthens(r"guess [1-9][0-9]{0,2}") and not lengthens(r"set [1-9] [1-9] [1-9]")
