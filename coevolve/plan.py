@@ -22,8 +22,8 @@ from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
 from coevolve.base.config import (Config, Section, as_dict, build_config, config_error, keys_under, merge_overrides,
-                                  or_else, read_toml, require)
-from coevolve.base.errors import UsageError
+                                  read_toml, require)
+from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.models import absolute_checkpoint
@@ -84,14 +84,14 @@ class CompareSection(Section):
         if name == "methods" and "arms" not in info.data:
             return values  # the arms are malformed: their own error names them
         arms = info.data.get("arms", {})  # declared before `methods`, so validated by now (as `kind`)
-        for value in values if name == "methods" else ():
+        for index, value in enumerate(values if name == "methods" else ()):
             if info.data.get("kind") == "agent":
                 if value not in AGENT_METHODS and value not in arms:
-                    raise ValueError(f"must each be one of {', '.join(AGENT_METHODS)}"
-                                     + (f" or a named arm ({', '.join(arms)})" if arms else "") + f" (got {value!r})")
+                    raise config_error(f"compare.methods[{index}]", f"must be one of {', '.join(AGENT_METHODS)}"
+                                       + (f", or a named arm: {', '.join(arms)}" if arms else ""), value,
+                                       did_you_mean(value, [*AGENT_METHODS, *arms]))
             elif value not in arms:
-                with or_else(f"or a named arm ({', '.join(arms)})" if arms else ""):
-                    check_method_name(value, "compare.methods")
+                check_method_name(value, f"compare.methods[{index}]", list(arms))
         if name == "methods":  # each arm's runs have their own folders (runs/<task>/<name>-b<budget>-s<seed>)
             folders: dict[str, str] = {}
             for value in values:

@@ -47,8 +47,13 @@ def test_a_bad_arm_names_its_key(arm, name, message):
 
 
 def test_a_name_that_is_neither_a_method_nor_an_arm_lists_the_arms():
-    with pytest.raises(UsageError, match=r"compare.methods must be one of .* or a named arm \(a1\)"):
+    with pytest.raises(UsageError, match=r"compare.methods\[1\] must be one of .*, or a named arm: a1\) "
+                                         r"\(got 'a2'\)$"):
         compare_config(with_arms({"a1": {"method": "eoh"}}, ["eoh", "a2"]))
+    with pytest.raises(UsageError, match=r"compare.methods\[1\] .* \(got 'eoh-cld'\); did you mean 'eoh-cold'\?$"):
+        compare_config(with_arms({"eoh-cold": {"method": "eoh"}}, ["eoh", "eoh-cld"]))
+    with pytest.raises(UsageError, match=r"compare.methods\[1\] .* \(got 'samplee'\); did you mean 'sample'\?$"):
+        compare_config(with_arms({"a1": {"method": "eoh"}}, ["eoh", "samplee"]))
 
 
 # one round of 4 episodes each: esopt's 2 members x 2 puzzles, the arm's 4 members x 1 puzzle
@@ -72,6 +77,18 @@ def test_a_bad_agent_arm_names_its_key(arm, message):
     raw["compare"]["arms"]["esopt-wide"] = arm
     with pytest.raises(UsageError, match=re.escape(message)):
         build_config(AgentCompareConfig, raw)
+
+
+def test_an_agent_comparisons_unknown_method_is_named_by_its_place_with_the_near_one():
+    from coevolve.plan import AgentCompareConfig
+
+    raw = json.loads(json.dumps(AGENT))
+    raw["compare"]["methods"] = ["esopt", "esopt-wid"]
+    with pytest.raises(UsageError) as info:
+        build_config(AgentCompareConfig, raw)
+    assert str(info.value) == ("config error: compare.methods[1] must be one of base, esopt, trace2skill, "
+                               "esopt+trace2skill, or a named arm: esopt-wide (got 'esopt-wid'); did you mean "
+                               "'esopt-wide'?")
 
 
 def test_each_arm_runs_its_method_under_its_own_settings_in_its_own_folders(tmp_path):

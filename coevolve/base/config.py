@@ -175,15 +175,6 @@ def keys_under(prefix: str) -> Iterator[None]:
                           else message) from None
 
 
-@contextmanager
-def or_else(alternative: str) -> Iterator[None]:
-    """Config errors raised inside end with what else the value could be (e.g. a comparison's named arm)."""
-    try:
-        yield
-    except ConfigError as exc:
-        raise ConfigError(f"{exc} {alternative}".rstrip()) from None
-
-
 def read_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:

@@ -327,9 +327,9 @@ def method_class(base: str) -> type[Method]:
     return cls
 
 
-def check_method_name(value: str, field: str) -> None:
+def check_method_name(value: str, field: str, arms: Sequence[str] = ()) -> None:
     """The one check of a method name in a config (run.method, compare.methods): a config error naming
-    the field and listing the known methods."""
+    the field and listing the known methods, and a comparison's named `arms`, which its list may name too."""
     if not isinstance(value, str) or not value:
         raise config_error(field, f"must be one of {', '.join(known())}", value)
     name = parse_name(value)
@@ -338,9 +338,9 @@ def check_method_name(value: str, field: str) -> None:
     except UsageError as exc:
         if looks_like_spec(name.base) or name.base in _plugins():
             raise config_error(field, str(exc)) from None
-        names = known()
-        raise config_error(field, f"must be one of {', '.join(names)} (or path/to/method.py[:Class])", value,
-                           did_you_mean(value, names)) from None
+        names, named = known(), f", or a named arm: {', '.join(arms)}" if arms else ""
+        raise config_error(field, f"must be one of {', '.join(names)} (or path/to/method.py[:Class]{named})", value,
+                           did_you_mean(value, [*names, *arms])) from None
     if name.esopt and not cls.perturbable:
         raise config_error(field, f"{name.base} takes no +{ESOPT}", value)
 
