@@ -107,47 +107,40 @@ def test_each_trained_arm_is_paired_with_base_per_problem():
     assert against_base([skill, worse]) == []  # no base arm: nothing to pair with
 
 
-def test_eval_of_a_run_builds_the_engine_with_the_runs_context(tmp_path, capsys, monkeypatch):
-    """A run trained with `[model] max_len = 4096` had episodes that long: its held-out evaluation gets
-    the same context."""
+def skill_run(tmp_path, monkeypatch, model_table: str) -> tuple:
+    """A trace2skill run directory on sudoku with `model_table` as its [model], and the engine replaced by
+    one that records how it was asked for and stops the command (a UsageError) before any episode."""
     import coevolve.engine.vllm_engine as vllm_engine
     from coevolve.agents.skills import write_skill
     from coevolve.base.errors import UsageError
 
-    asked = {}
+    asked: list[tuple] = []
 
-    def engine(*args, **kwargs):
-        asked.update(kwargs)
+    def engine(model, **kwargs):
+        asked.append((model, kwargs))
         raise UsageError("stop here: the engine was asked for")
 
     monkeypatch.setattr(vllm_engine, "Engine", engine)
     run = tmp_path / "run"
     write_skill(run / "skills" / "sudoku-moves", "Moves", "# m\n\n## Moves\n- Fill the only empty cell.")
     (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n[task]\nmasked = 1\n\n'
-                                     '[model]\nmax_len = 4096\n')
+                                     f"[model]\n{model_table}")
+    return run, asked
+
+
+def test_eval_of_a_run_builds_the_engine_with_the_runs_context(tmp_path, capsys, monkeypatch):
+    """A run trained with `[model] max_len = 4096` had episodes that long: its held-out evaluation gets
+    the same context."""
+    run, asked = skill_run(tmp_path, monkeypatch, "max_len = 4096\n")
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1"]) == 2
-    assert asked.get("max_model_len") == 4096 and "stop here" in capsys.readouterr().err
+    assert asked[0][1].get("max_model_len") == 4096 and "stop here" in capsys.readouterr().err
 
 
 def test_eval_of_a_run_loads_the_runs_own_checkpoint(tmp_path, capsys, monkeypatch):
     """Its ES history replays only onto the weights it was recorded on: the run's [model] path is the
     default, said in one line; --model picks another."""
-    import coevolve.engine.vllm_engine as vllm_engine
-    from coevolve.agents.skills import write_skill
-    from coevolve.base.errors import UsageError
-
-    models = []
-
-    def engine(model, **kwargs):
-        models.append(model)
-        raise UsageError("stop here: the engine was asked for")
-
-    monkeypatch.setattr(vllm_engine, "Engine", engine)
-    run = tmp_path / "run"
-    write_skill(run / "skills" / "sudoku-moves", "Moves", "# m\n\n## Moves\n- Fill the only empty cell.")
-    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n'
-                                     '[model]\npath = "/checkpoints/tuned"\n')
+    run, asked = skill_run(tmp_path, monkeypatch, 'path = "/checkpoints/tuned"\n')
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1"]) == 2
     assert "model: /checkpoints/tuned (the run's [model] path; --model picks another)" in capsys.readouterr().out
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", "/x"]) == 2
-    assert models == ["/checkpoints/tuned", "/x"]
+    assert [model for model, _ in asked] == ["/checkpoints/tuned", "/x"]
