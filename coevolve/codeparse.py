@@ -29,6 +29,11 @@ _CODE_KEYS = ("code", "function", "python", "program", "heuristic", "solution")
 _IDEA_KEYS = ("idea", "description", "thought", "algorithm", "explanation")
 _RUNTIME_ONLY = {"print", "input", "exit", "quit"}
 NO_CODE = "no code found"  # a parse failure's message: the reply held no program
+# a reply that ended at sampling.max_tokens: a repair on the program it still held, or its failure's message
+CUT_OFF = "cut off at sampling.max_tokens"
+NO_CODE_CUT_OFF = f"{NO_CODE}: the reply was {CUT_OFF}"
+REASONING = "reasoning dropped"  # a repair: the reply's <think> block was left out before looking for code
+_THINK = re.compile(r"<think>.*?(</think>|\Z)", re.S | re.I)  # an unclosed one was cut off: all reasoning
 _PREAMBLE = re.compile(r"(sure|certainly|of course|okay|ok|here is|here's|below is)\b", re.I)
 
 
@@ -96,6 +101,9 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
     returned, so the sandbox reports it as a syntax failure rather than a
     parse failure: the two mean different things to a reward."""
     text = text.replace("\r\n", "\n")
+    # a reasoning model's draft code inside <think> is not its answer (servers without a reasoning
+    # parser send the block in the reply)
+    text, thoughts = _THINK.subn("", text)
     from_json = _from_json(text)
     if from_json is not None:
         code, idea = from_json
@@ -105,7 +113,7 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
         idea = ""
     if code is None:
         return None
-    repairs: list[str] = []
+    repairs: list[str] = [REASONING] if thoughts else []
     if from_json is None and not _FENCE_ANYWHERE.search(text):
         repairs.append("no fence")  # (an unclosed fence is normal: the stop sequence ends the reply there)
     code = textwrap.dedent(code).strip("\n")

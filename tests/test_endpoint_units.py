@@ -63,6 +63,16 @@ def test_endpoint_retries_must_not_be_negative():
         EndpointSection(base_url="http://127.0.0.1/v1", model="m", retries=-1).check("endpoint")
 
 
+def test_the_endpoint_timeout_must_be_positive_and_reaches_the_client():
+    from coevolve.base.config import build_config
+    from coevolve.engine.openai_client import open_endpoint
+
+    with pytest.raises(UsageError, match=r"^config error: endpoint.timeout_s must be > 0 \(got 0.0\)$"):
+        build_config(EndpointSection, {"base_url": "http://127.0.0.1:9/v1", "model": "m", "timeout_s": 0}, "endpoint")
+    client = open_endpoint(EndpointSection(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=42, retries=5))
+    assert client.client.timeout == 42.0 and client.retries == 5
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"base_url": "http://x/v1", "model": "a", "models": {"b": 1.0}}, "endpoint.models is an ensemble in place of"),
     ({"base_url": "http://x/v1", "models": {"a": 0.0}}, "endpoint.models.a must be a weight > 0"),

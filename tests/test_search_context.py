@@ -216,6 +216,48 @@ def test_the_parser_records_what_it_repaired():
     assert clean.repairs == ()
 
 
+def test_a_reasoning_block_is_not_taken_for_the_answer():
+    """A reasoning model's <think> draft (servers without a reasoning parser send it in the reply) is left
+    out: the code after it is the answer; a block never closed was cut off mid-thought, so nothing is."""
+    draft = "<think>\nMaybe:\n```python\ndef heuristic(x):\n    return 0\n```\nNo, better:\n</think>\n"
+    answer = extract(draft + "{idea here now}\n```python\ndef heuristic(x):\n    return 7\n```", "heuristic",
+                     TEMPLATE)
+    assert "return 7" in answer.code and "return 0" not in answer.code
+    assert answer.repairs == ("reasoning dropped",) and answer.idea == "idea here now"
+    assert extract("<think>\nFirst ```python\ndef heuristic(x):\n    return 0\n", "heuristic", TEMPLATE) is None
+
+
+class CutOffEngine(FakeEngine):
+    """Every reply ends at max_tokens, as an engine reports it; a valid program's last line is cut to half."""
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        out = super().chat(conversations, sampling, seeds, constraints)
+        for c in out:
+            c.finish_reason = "length"
+            c.text = c.text.removesuffix("\n```")[:-4]  # "return SCORE" -> "return SC", fence unclosed
+        return out
+
+
+def test_a_reply_cut_off_at_max_tokens_says_so_in_the_candidate_the_prompt_and_the_table(tmp_path):
+    from coevolve.codeparse import CUT_OFF, NO_CODE_CUT_OFF
+    from coevolve.report.rendering import context_rows
+
+    summary, *_ = run(tmp_path / "r", make_config("sample", 8, sampling={"max_tokens": 99}), engine=CutOffEngine())
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    assert all(c["message"] == NO_CODE_CUT_OFF for c in candidates if c["failure"] == "parse")
+    assert all(CUT_OFF in c["repairs"] for c in candidates if c["failure"] != "parse")
+    # the cut line was dropped and the rest scored: the parser keeps what parses of a cut-off program
+    assert any(c["objective"] is not None and "return SC" not in c["code"] for c in candidates)
+    cut = summary.context["cut_off"]
+    assert cut == {"replies": 8, "valid": sum(c["objective"] is not None for c in candidates), "max_tokens": 99}
+    assert CUT_OFF not in summary.context["parser_repairs"]
+    row = dict(context_rows(summary.context, summary.stopped))["cut off"]
+    assert row.startswith("8 replies ended at sampling.max_tokens = 99 (") and "raise it" in row
+    failed = Candidate(id=3, step=0, operator="i1", parents=[], model_state={"kind": "base"}, failure="parse",
+                       message=NO_CODE_CUT_OFF)
+    assert "ran out of room before its ```python block ended" in describe_failure(failed, 300)
+
+
 # -- trace2skill ------------------------------------------------------------------------------------------
 def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resumed(tmp_path):
     config = make_config("eoh+esopt+trace2skill", 30, skill={"every": 2, "analysts": 2})

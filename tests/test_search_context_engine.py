@@ -215,3 +215,23 @@ def test_each_parents_evaluation_reaches_the_real_engine(tmp_path, engine, sandb
     # then the task's own note, written by the trusted worker from the tours the template built
     assert any(f"Evaluation: the same objective as the task's template on all {count} training instances; its tours "
                "go to the nearest unvisited city at 100% of steps" in u for u in with_parents)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+def test_replies_cut_off_at_max_tokens_on_the_real_engine_are_named_in_the_run_table(tmp_path, engine, sandbox):
+    """24 tokens hold the idea and the exact def line at most: every reply ends at max_tokens, and the
+    candidates, the summary and the run table say so (a larger sampling.max_tokens is the remedy)."""
+    from coevolve.codeparse import CUT_OFF, NO_CODE_CUT_OFF
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    config = tiny("sample", 4, sampling={"max_tokens": 24})
+    store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
+    summary = SearchLoop(config, store, engine, sandbox, get_task("tsp_construct")).run()
+    (step,) = [e for e in read_jsonl(store.events_path) if e["type"] == "step"]
+    assert [c["finish_reason"] for c in step["completions"]] == ["length"] * 4
+    candidates = read_jsonl(store.dir / "candidates.jsonl")
+    assert all(c["message"] == NO_CODE_CUT_OFF or CUT_OFF in c["repairs"] for c in candidates), candidates
+    assert summary.context["cut_off"] == {"replies": 4, "valid": 0, "max_tokens": 24}
+    assert "4 replies ended at sampling.max_tokens = 24 (0 of them still scored" in run_table(summary, store.dir)

@@ -257,7 +257,11 @@ def test_a_server_dying_mid_run_leaves_a_resumable_run(proxy, tmp_path):
     steps = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert [e["type"] for e in steps] == ["start", "step"]
 
-    proxy.dead_after = None  # the server is back
+    proxy.dead_after = None  # the server is back; more retries and time for it, which a resume may change
+    saved = out / "config.toml"
+    assert "retries = 1\n" in saved.read_text() and "timeout_s = 300.0\n" in saved.read_text()
+    saved.write_text(saved.read_text().replace("retries = 1\n", "retries = 4\n")
+                     .replace("timeout_s = 300.0\n", "timeout_s = 120.0\n"))
     result = cli(["run", "--resume", str(out), "--no-progress"], env)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(out)
@@ -391,6 +395,23 @@ def test_a_constraint_the_server_rejects_fails_at_the_check(openai_server):
     replies = served.chat([[{"role": "user", "content": f"Pick a number {i}"}] for i in range(4)],
                           Sampling(temperature=1.0, max_tokens=8), seeds=[1, 2, 3, 4], constraints=[r"[0-9]{3}"] * 4)
     assert all(len(r.text) == 3 and r.text.isdigit() for r in replies), replies
+
+
+def test_a_prompt_past_the_servers_context_is_a_context_length_error_constrained_or_not(openai_server):
+    """A 400 for a prompt the model's context cannot hold is not the constraint's fault (it was once read
+    as a rejected constraint, and the run then decoded freely) nor a retry's to fix."""
+    from coevolve.engine.base import ContextLengthError, Sampling
+    from coevolve.engine.openai_client import OpenAIGenerator
+
+    served = OpenAIGenerator(openai_server.base_url, openai_server.model)
+    long = [[{"role": "user", "content": "tour " * 2500}]]  # past the test server's --max-model-len 2048
+    for constraints in (None, [r"[0-9]{3}"]):
+        with pytest.raises(ContextLengthError) as caught:
+            served.chat(long, Sampling(temperature=0.0, max_tokens=8), seeds=[1], constraints=constraints)
+        message = str(caught.value)
+        assert message.startswith(f"{openai_server.base_url} refused a prompt longer than its model's context "
+                                  "(HTTP 400: "), message
+        assert "maximum context length" in message and "sampling.max_tokens = 8" in message and "\n" not in message
 
 
 def test_the_test_server_dies_with_the_test_process(tmp_path):

@@ -40,6 +40,9 @@ class EndpointSection(Section):
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = Field(8, ge=1)
     retries: int = Field(3, ge=0)  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
+    # seconds one request may take before it counts as no answer (and is retried): long replies from a
+    # slow or busy server need more
+    timeout_s: float = Field(300.0, gt=0)
 
     @model_validator(mode="after")
     def _model_named(self) -> EndpointSection:

@@ -12,6 +12,9 @@ Failures come out as one line, never as an SDK traceback:
 - `ConstraintError` (as the in-process engine raises it): the server rejects
   a decoding constraint (HTTP 400/422; `check_constraints` asks up front) or
   answers without honouring it (every constrained reply is checked).
+- `ContextLengthError` (as the in-process engine raises it): the server refused
+  a prompt longer than its model's context (HTTP 400 saying so), whether or
+  not the request carried a constraint; no retry can fix it.
 - `EndpointError` during a run: the server stopped answering after
   `retries` tries. The run directory keeps every finished step (resume it).
 Retries (connection errors, timeouts, 429, 5xx) back off exponentially and
@@ -33,7 +36,7 @@ from urllib.parse import urlparse
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
-from coevolve.engine.base import check_requests, Completion, ConstraintError, Message, Sampling
+from coevolve.engine.base import check_requests, Completion, ConstraintError, ContextLengthError, Message, Sampling
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PROBE_TIMEOUT_S = 15.0
@@ -72,6 +75,14 @@ def _status_line(exc: Any) -> str:
     words = body.get("message") if isinstance(body, dict) and body.get("message") else getattr(exc, "message", exc)
     message = " ".join(str(words).split())
     return f"HTTP {getattr(exc, 'status_code', '?')}: {message[:300]}"
+
+
+def _too_long(exc: Any) -> bool:
+    """A 400 that says the prompt and max_tokens outgrow the model's context (OpenAI's code; vLLM's
+    and most servers' wording)."""
+    body = getattr(exc, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
+    return code == "context_length_exceeded" or "maximum context length" in _status_line(exc).lower()
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -239,6 +250,10 @@ class OpenAIGenerator:
             except (APIConnectionError, APITimeoutError) as exc:
                 failure, wait = f"no answer ({' '.join(str(exc.__cause__ or exc).split())[:200]})", None
             except APIStatusError as exc:
+                if exc.status_code == 400 and _too_long(exc):  # not the constraint's fault, nor a retry's to fix
+                    raise ContextLengthError(f"{self.base_url} refused a prompt longer than its model's context "
+                                             f"({_status_line(exc)}; servers that do not shorten replies to fit "
+                                             f"count sampling.max_tokens = {sampling.max_tokens} too)") from None
                 if pattern is not None and exc.status_code in (400, 422):
                     raise ConstraintError(f"{self.base_url} rejected the decoding constraint {pattern!r} "
                                           f"({_status_line(exc)})") from None
@@ -280,4 +295,4 @@ def open_endpoint(section: EndpointSection) -> OpenAIGenerator | None:
     if not section.base_url:
         return None
     return OpenAIGenerator(section.base_url, section.choices, api_key_env=section.api_key_env,
-                           concurrency=section.concurrency, retries=section.retries)
+                           concurrency=section.concurrency, timeout_s=section.timeout_s, retries=section.retries)

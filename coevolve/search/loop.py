@@ -37,7 +37,7 @@ import json
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Protocol, Sequence
 
@@ -47,7 +47,8 @@ from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import parse_skill_text
-from coevolve.codeparse import NO_CODE, Extracted, answer_pattern, extract, template_signature
+from coevolve.codeparse import (CUT_OFF, NO_CODE, NO_CODE_CUT_OFF, Extracted, answer_pattern, extract,
+                                template_signature)
 from coevolve.engine.base import (Completion, ConstraintError, ContextLengthError, Generator, MemberJob, Message,
                                   WeightEngine)
 from coevolve.es import Member
@@ -134,9 +135,19 @@ def logged_result(result: EvalResult) -> Evaluation:
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
 
 
-def _without_caps(config: Any) -> Any:
-    """Caps may be raised between sessions: they are not part of what must match on resume."""
-    return {k: v for k, v in config.items() if k != "caps"} if isinstance(config, dict) else config
+# how requests reach the endpoint, not what they ask: a run that died of timeouts resumes with more time
+TRANSPORT = ("timeout_s", "retries", "concurrency")
+
+
+def _to_match(config: Any) -> Any:
+    """What must match on resume: caps may be raised between sessions, and the endpoint's
+    transport settings (TRANSPORT) changed."""
+    if not isinstance(config, dict):
+        return config
+    kept = {k: v for k, v in config.items() if k != "caps"}
+    if isinstance(kept.get("endpoint"), dict):
+        kept["endpoint"] = {k: v for k, v in kept["endpoint"].items() if k not in TRANSPORT}
+    return kept
 
 
 @dataclass
@@ -335,7 +346,7 @@ class SearchLoop:
         budget = extended_budget(events)
         if budget is not None and isinstance(logged, dict) and isinstance(logged.get("run"), dict):
             logged = {**logged, "run": {**logged["run"], "budget": budget}}  # given more budget since it started
-        check_same_config(self.store, _without_caps(logged), _without_caps(as_dict(self.config)))
+        check_same_config(self.store, _to_match(logged), _to_match(as_dict(self.config)))
 
     def _start_skill(self, events: list[dict], event_log: JsonlWriter) -> None:
         """skill.start: the skill every prompt shows from the first request, kept as the run's
@@ -639,7 +650,8 @@ class SearchLoop:
             raise ContextLengthError(
                 f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
                 "evaluation, the skill and recent failures; show less (fewer parents: eoh.parents; shorter failure "
-                "reports: context.failure_chars; a shorter task description), or raise [model] max_len",
+                "reports: context.failure_chars; a shorter task description), or give the model a longer context "
+                "([model] max_len; a served model's --max-model-len)",
                 exc.index) from None
 
     def _replies(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
@@ -740,7 +752,17 @@ class SearchLoop:
 
     def _extract(self, request: Request, completion: Completion) -> Extracted | str:
         """The program in a reply, parsed once per reply; or why there is none (the candidate's
-        message): an edit reply's blocks applied to its parent (coevolve/search/edits.py)."""
+        message): an edit reply's blocks applied to its parent (coevolve/search/edits.py). A reply
+        that ended at sampling.max_tokens says so, in its repairs or its message: the parser keeps
+        what parses of a cut-off program, so a run scores it, and the user should know."""
+        parsed = self._program(request, completion)
+        if completion.finish_reason != "length":
+            return parsed
+        if isinstance(parsed, Extracted):
+            return replace(parsed, repairs=parsed.repairs + (CUT_OFF,))
+        return NO_CODE_CUT_OFF if parsed == NO_CODE else f"{parsed} (the reply was {CUT_OFF})"
+
+    def _program(self, request: Request, completion: Completion) -> Extracted | str:
         t = self.task
         if _answers(request) == "blocks":
             try:
@@ -970,11 +992,16 @@ class SearchLoop:
         if template is not None:
             beat = best is not None and (best.objective < template if self.task.direction == "min"
                                          else best.objective > template)
-        repaired = Counter(r.split(" ")[0] for c in self.candidates for r in c.repairs)
+        repaired = Counter(r.split(" ")[0] for c in self.candidates for r in c.repairs if r != CUT_OFF)
+        cut = [c for c in self.candidates if CUT_OFF in c.repairs or c.message == NO_CODE_CUT_OFF
+               or (c.failure == "parse" and (c.message or "").endswith(f"{CUT_OFF})"))]
         return {"constrain": self.constrain_state, "fingerprint": self.reject_clones,
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),
+                # replies that ended at sampling.max_tokens, and how many of them still scored
+                "cut_off": {"replies": len(cut), "valid": sum(c.valid for c in cut),
+                            "max_tokens": self.config.sampling.max_tokens},
                 "repair_requests": sum(_repairs(c) for c in self.candidates),
                 "repaired_valid": sum(_repairs(c) and c.valid for c in self.candidates),
                 "phases": phases, "template_objective": template, "beat_template": beat,

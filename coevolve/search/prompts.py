@@ -20,7 +20,7 @@ from typing import Protocol, Sequence
 
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import fence
-from coevolve.codeparse import NO_CODE
+from coevolve.codeparse import NO_CODE, NO_CODE_CUT_OFF
 from coevolve.engine.base import Message
 from coevolve.search import operators
 from coevolve.search.edits import DIVIDER, REPLACE, SEARCH
@@ -108,7 +108,9 @@ def failing_line(candidate: Failed) -> str:
 def describe_failure(candidate: Failed, limit: int) -> str:
     """A failed candidate's report for a prompt: kind, message, failing line."""
     if candidate.failure == "parse":  # an edit that did not apply says why; a reply with no code, this
-        message = (candidate.message if candidate.message and candidate.message != NO_CODE
+        message = ("the answer ran out of room before its ```python block ended; write a shorter one"
+                   if candidate.message == NO_CODE_CUT_OFF
+                   else candidate.message if candidate.message and candidate.message != NO_CODE
                    else "the answer had no ```python block with the function")
     else:
         lines = (candidate.message or "").strip().splitlines()
