@@ -43,6 +43,13 @@ def test_every_option_says_what_it_does():
     assert missing == []
 
 
+def test_run_help_names_every_built_in_method():
+    from coevolve.search.methods import BUILTIN
+
+    text = " ".join(parsers()["coevolve run"].format_help().split())
+    assert f"heuristic tasks: {' | '.join(BUILTIN)} |" in text and "pareto" in text
+
+
 def test_top_level_help_says_where_to_start():
     text = build_parser().format_help()
     assert "coevolve run examples/tsp_eoh_esopt.toml" in text and "coevolve COMMAND --help" in text

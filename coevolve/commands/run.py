@@ -40,8 +40,8 @@ from coevolve.base.records import RunSummary, SearchSummary
 from coevolve.runstore import RunStore, atomic_write_text, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
-from coevolve.search.methods import (absolute_method, es_population, extension_problem, format_plan, make_method,
-                                     path_name, record_methods, remember_methods, run_plan)
+from coevolve.search.methods import (BUILTIN, absolute_method, es_population, extension_problem, format_plan,
+                                     make_method, path_name, record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import absolute_start, start_skill
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "(esopt, trace2skill, esopt+trace2skill) over one budget",
                               description=__doc__)
     p.add_argument("config", nargs="?", help="TOML config (see examples/)")
-    p.add_argument("--method", help="heuristic tasks: sample | eoh | islands | map_elites | path/to/method.py[:Class] "
+    p.add_argument("--method", help=f"heuristic tasks: {' | '.join(BUILTIN)} | path/to/method.py[:Class] "
                                     "(a method file, docs/search.md), each also +esopt and +trace2skill "
                                     "(e.g. eoh+esopt+trace2skill); "
                                     "agent tasks: esopt | trace2skill | esopt+trace2skill")
