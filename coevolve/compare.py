@@ -49,7 +49,7 @@ from coevolve.es import engine_options
 from coevolve.es.optimizer import replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
-                           agent_run_config, agent_runs, arm_method, base_directory, baseline_directory,
+                           agent_run_config, agent_runs, arm_method, arm_plan, base_directory, baseline_directory,
                            check_structure, load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
@@ -192,6 +192,9 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
         log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
     runs = planned_runs(config)
+    for task, method, budget in dict.fromkeys((spec.task, spec.method, spec.budget) for spec in runs):
+        for warning in arm_plan(config, task, method, budget)["warnings"]:
+            log(f"warning: {task} {method}: {warning}")
     configs = [run_config(config, spec, spec.directory(root)) for spec in runs]  # built once, used four times
     checked = set()
     for spec, run_cfg in zip(runs, configs):  # what a method needs of its task (MAP-Elites', Pareto's), per arm

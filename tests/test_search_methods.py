@@ -437,6 +437,21 @@ def test_a_comparison_keeps_its_method_files_and_its_report_reads_the_copy(tmp_p
     assert inspect.getfile(registry.method_class(str(toy))) == str((root / record[str(toy)]["copy"]).resolve())
 
 
+def test_a_run_says_before_it_starts_what_its_budget_leaves_out(tmp_path, monkeypatch, capsys):
+    """The plan's warnings on stderr when a run starts (the fake engine, the real sandbox): islands in 4
+    evaluations only ever writes from the template; a resume does not say it again."""
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: ClosingFakeEngine())
+    run = tmp_path / "r"
+    assert main(["run", str(_toml(tmp_path, "islands", budget=4)), "--out", str(run), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "\nwarning: every step in run.budget = 4 writes from the template alone: no candidate builds on " in err
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def _toml(folder: Path, method: str, extra: str = "", budget: int = 20) -> Path:
     path = folder / "c.toml"
     path.write_text(f'[run]\nmethod = "{method}"\ntask = "tsp_construct"\nbudget = {budget}\n{extra}')

@@ -111,6 +111,25 @@ def test_planned_es_generations_counts_updates_within_budget():
     assert planned_es_generations(make_method(config("eoh")), 100, 1) == 0
 
 
+def test_a_plan_warns_when_the_budget_leaves_out_what_the_method_name_promises():
+    from coevolve.search.methods import format_plan, run_plan
+
+    def warnings(method, budget, **sections):
+        return run_plan(build_config(RunConfig, {"run": {"method": method, "budget": budget},
+                                                 "eoh": {"population": 5, "offspring": 3}, **sections}))["warnings"]
+
+    # eoh: 5 initial i1 (the template only), then e1 shows parents from evaluation 6 on
+    assert warnings("eoh", 5) == ["every step in run.budget = 5 writes from the template alone: no candidate builds "
+                                  "on another (the first step that does would need run.budget >= 6)"]
+    assert warnings("eoh", 6) == [] and warnings("sample", 5) == []  # sampling is what sample promises
+    # eoh+esopt: 5 + 3 + 3 before m1 (4 members), which needs two members to update
+    assert warnings("eoh+esopt", 12, es={"population": 4}) == [
+        "no ES update fits in run.budget = 12: eoh+esopt moves no weights here"]
+    assert warnings("eoh+esopt", 13, es={"population": 4}) == []
+    plan = run_plan(build_config(RunConfig, {"run": {"method": "sample+esopt", "budget": 1}}))
+    assert "  warning: no ES update fits in run.budget = 1: sample+esopt moves no weights here" in format_plan(plan)
+
+
 def test_parents_per_operator():
     method = make_method(config("eoh", eoh={"parents": 3}))
     pop = Population(size=10, direction="min")

@@ -320,6 +320,9 @@ def handle(args: argparse.Namespace) -> int:
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
           file=sys.stderr, flush=True)
+    if isinstance(config, RunConfig) and not resuming:
+        for warning in run_plan(config)["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
     try:
         return _execute(config, store, resuming, progress=not args.no_progress)
     except KeyboardInterrupt:

@@ -567,7 +567,32 @@ def run_plan(config: "RunConfig") -> dict:
         "directions": sorted({s.directions for s in updates}),
         "notes": method.plan_lines(),
         "skill_trials": judged_trials(config, steps),
+        "warnings": plan_warnings(config, steps),
     }
+
+
+def plan_warnings(config: "RunConfig", steps: list) -> list[str]:
+    """What the budget leaves out of what the method's name promises, said before the run rather
+    than found in its results: no ES update, no skill refresh, or no step that shows a parent (a
+    method that evolves only after its initial population then samples independently)."""
+    name, budget, warnings = parse_name(config.run.method), config.run.budget, []
+    if name.esopt and not any(s.perturbed for s in steps):
+        warnings.append(f"no ES update fits in run.budget = {budget}: {config.run.method} moves no weights here")
+    if name.skill and not any(s.operator == DISTILL for s in steps):
+        warnings.append(f"no skill refresh fits in run.budget = {budget}: {config.run.method} distils no skill here")
+
+    def parented(planned: list) -> bool:
+        return any(s.operator != DISTILL and not operators.get(s.operator).parentless for s in planned)
+
+    if not parented(steps):
+        longer = planned_steps(make_method(config), 10 * budget + 1000, config.es.proposals_per_member)
+        if parented(longer):
+            first = next(i for i, s in enumerate(longer) if s.operator != DISTILL
+                         and not operators.get(s.operator).parentless)
+            warnings.append(f"every step in run.budget = {budget} writes from the template alone: no candidate "
+                            f"builds on another (the first step that does would need run.budget >= "
+                            f"{sum(s.count for s in longer[:first]) + 1})")
+    return warnings
 
 
 def judged_trials(config: "RunConfig", steps: list) -> list[int]:
@@ -629,6 +654,7 @@ def format_plan(plan: dict) -> str:
                         + ("about half a side: an ES generation's members all see one version"
                            if plan["es_updates"] else "half a side") + "); " if judged else "")
                      + f"the last version on trial for {last} requests, judged as it stands at the end")
+    lines += [f"  warning: {warning}" for warning in plan.get("warnings", [])]
     lines.append(f"  total: {plan['evaluations']} evaluations"
                  + (f" = T {plan['budget']} + {plan['outside_budget']} initial" if plan["outside_budget"]
                     else f" = T {plan['budget']}" if plan["evaluations"] == plan["budget"]
