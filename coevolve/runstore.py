@@ -20,6 +20,7 @@ __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", 
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
+PROMPTS = "prompts.jsonl"  # a heuristic run's requests as sent ([log] prompts; coevolve.search.loop)
 
 
 class RunStore:

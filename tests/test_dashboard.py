@@ -205,6 +205,22 @@ def test_a_candidates_reply_is_its_step_events_completion_for_its_slot(tmp_path)
         assert http.get("/api/run/run/candidate/3").json()["reply"] is None  # its step is not logged yet
 
 
+def test_a_candidates_prompt_is_the_last_record_of_its_slot_found_by_digest(tmp_path):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "parse"),
+                                      candidate(3, 1, [1], 6.0)])
+    sent = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "write it\x1b[2J"}]
+    again = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "again"}]
+    with open(run / "prompts.jsonl", "w") as handle:
+        for record in ({"step": 0, "slot": 0, "sha256": "a", "messages": sent}, {"step": 0, "slot": 1, "sha256": "a"},
+                       {"step": 0, "slot": 1, "sha256": "b", "messages": again}):  # slot 1 asked again on resume
+            handle.write(json.dumps(record) + "\n")
+    with client(run) as http:
+        assert http.get("/api/run/run/candidate/1").json()["prompt"] == [
+            {"role": "system", "content": "be brief"}, {"role": "user", "content": "write it"}]  # cleaned
+        assert http.get("/api/run/run/candidate/2").json()["prompt"][1]["content"] == "again"
+        assert http.get("/api/run/run/candidate/3").json()["prompt"] is None  # not written yet
+
+
 def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)])
     with open(run / "candidates.jsonl", "a") as handle:

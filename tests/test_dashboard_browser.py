@@ -289,6 +289,13 @@ def test_a_failed_candidate_shows_its_message(browser, live):
     if box.get_attribute("open") is None:
         box.find_element("css selector", "summary").click()
     assert browser.find_element("id", "cand-reply").text.strip() == clean(step["completions"][slot]["text"]).strip()
+    # and the prompt it was sent ([log] prompts, on by default): its request's messages
+    records = read_jsonl(live["dir"] / "prompts.jsonl")
+    digest = next(r["sha256"] for r in reversed(records) if (r["step"], r["slot"]) == (chosen["step"], slot))
+    messages = next(r["messages"] for r in records if r["sha256"] == digest and "messages" in r)
+    browser.find_element("css selector", "#cand-prompt-box summary").click()
+    shown = [e.text.strip() for e in browser.find_elements("css selector", "#cand-prompt-box pre.cand-prompt")]
+    assert shown == [clean(m["content"]).strip() for m in messages]
 
 
 def test_es_panel_shows_the_generations_of_history(browser, live):

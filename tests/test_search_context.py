@@ -216,6 +216,25 @@ def test_the_parser_records_what_it_repaired():
     assert clean.repairs == ()
 
 
+def test_every_request_is_kept_as_sent_and_a_repeated_prompt_only_by_its_digest(tmp_path):
+    import hashlib
+
+    engine = RecordingEngine()
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 12), engine=engine)
+    records = read_jsonl(tmp_path / "r" / "prompts.jsonl")
+    assert len(records) == len(engine.seen) == summary.ledger.llm_requests  # no re-asks here
+    full = {r["sha256"]: r["messages"] for r in records if "messages" in r}
+    for record, (system, user, _) in zip(records, engine.seen):
+        messages = full[record["sha256"]]
+        assert [m["content"] for m in messages] == [system, user]
+        assert hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest() == record["sha256"]
+    assert len(full) == len({r["sha256"] for r in records}) < len(records)  # i1's batch shares one prompt
+    steps = [(r["step"], r["slot"]) for r in records]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    run(tmp_path / "off", make_config("eoh", 12, log={"prompts": False}), engine=RecordingEngine())
+    assert not (tmp_path / "off" / "prompts.jsonl").exists()
+
+
 def test_a_reasoning_block_is_not_taken_for_the_answer():
     """A reasoning model's <think> draft (servers without a reasoning parser send it in the reply) is left
     out: the code after it is the answer; a block never closed was cut off mid-thought, so nothing is."""

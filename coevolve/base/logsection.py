@@ -6,6 +6,7 @@
     mlflow_uri = ""        # "" = a SQLite store in RUN_DIR/mlflow/; or any MLflow tracking URI
     experiment = "coevolve"
     tensorboard_dir = ""   # "" = RUN_DIR/tensorboard
+    prompts = true         # heuristic runs: each request's messages in RUN_DIR/prompts.jsonl
 
 The mirror itself is coevolve/base/mirror.py (it reads the run
 directory's own records, so the loop does not know about trackers). A pydantic
@@ -27,6 +28,9 @@ class LogSection(BaseModel):
     mlflow_uri: str = ""  # "" = sqlite store under RUN_DIR/mlflow (no server)
     experiment: str = "coevolve"
     tensorboard_dir: str = ""  # "" = RUN_DIR/tensorboard
+    # heuristic runs: what each request was sent, in RUN_DIR/prompts.jsonl (the dashboard shows it under the
+    # candidate); each distinct prompt is written once, the rest name it by its sha256
+    prompts: bool = True
 
     @property
     def trackers(self) -> list[str]:

@@ -40,7 +40,7 @@ from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versio
 from coevolve.base.untrusted import clean
 from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line
-from coevolve.runstore import ended
+from coevolve.runstore import PROMPTS, ended
 from coevolve.search.methods import uses_es
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
@@ -52,6 +52,7 @@ RUN_MARKER = "config.toml"
 COMPARE_MARKERS = ("compare.toml", "table.csv")
 SCAN_DEPTH = 3  # how deep a folder of runs is searched (runs/<task>/<method>-b<budget>-s<seed>)
 MESSAGE_LIMIT = 4000  # characters of a failure message shown (its end: where errors say what went wrong)
+PROMPT_LIMIT = 40_000  # characters of one prompt message shown (the skill, parents and failures fit)
 TEXT_LIMIT = 200_000  # characters of any one candidate text shown
 
 
@@ -497,7 +498,11 @@ class HeuristicRun(RunDir):
                 "reward": finite(c.reward),
                 "model_state": {text(k, 40): (v if isinstance(v, (int, float)) or v is None else text(v, 200))
                                 for k, v in c.model_state.items()},
-                "seconds": finite(c.seconds), "diffs": diffs, "reply": self.reply(c)}
+                "seconds": finite(c.seconds), "diffs": diffs, "reply": self.reply(c), "prompt": self.prompt(c)}
+
+    def _slot(self, c: Candidate) -> int:
+        """The candidate's request in its step: a step's candidates are numbered in request order."""
+        return sorted(x.id for x in self.candidates if x.step == c.step).index(c.id)
 
     def reply(self, c: Candidate) -> str | None:
         """The reply the candidate came from, as the model wrote it (its step event's completion); None
@@ -506,10 +511,23 @@ class HeuristicRun(RunDir):
         completions = step.get("completions") if isinstance(step, dict) else None
         if not isinstance(completions, list):
             return None
-        # a step's candidates are numbered in request order, as its completions are listed
-        slot = sorted(x.id for x in self.candidates if x.step == c.step).index(c.id)
+        slot = self._slot(c)
         reply = completions[slot] if slot < len(completions) else None
         return text(reply.get("text") or "") if isinstance(reply, dict) else None
+
+    def prompt(self, c: Candidate) -> list[dict[str, str]] | None:
+        """The messages the candidate's request sent (prompts.jsonl, [log] prompts); None for the seeded
+        template, a run that kept none, or a step not written yet. The last record of a (step, slot)
+        counts: a step a kill interrupted was asked again on resume."""
+        records = [r for r in jsonl(self.path / PROMPTS) if isinstance(r, dict)]
+        slot, sent = self._slot(c), {r.get("sha256"): r["messages"] for r in records if "messages" in r}
+        digest = next((r.get("sha256") for r in reversed(records)
+                       if r.get("step") == c.step and r.get("slot") == slot), None)
+        messages = sent.get(digest)
+        if not isinstance(messages, list):
+            return None
+        return [{"role": text(m.get("role"), 40), "content": text(m.get("content"), PROMPT_LIMIT)}
+                for m in messages if isinstance(m, dict)]
 
     def skills(self) -> dict[str, Any]:
         """The skill the run's prompts showed, as far as the log holds it: each version's text (v000: the

@@ -32,6 +32,7 @@ boundary; raising them in config.toml and resuming goes on.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -54,7 +55,8 @@ from coevolve.engine.base import (Completion, ConstraintError, ContextLengthErro
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
-from coevolve.runstore import JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended, extended_budget
+from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
+                               extended_budget)
 from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
@@ -255,9 +257,13 @@ class SearchLoop:
         self.wall_before = float(json.loads(clock.read_text())["wall_s"]) if clock.exists() else 0.0
         self.session_start = time.perf_counter()
         self.stopped: dict | None = None
+        self.prompts_written: set[str] = set()  # the sha256 of each prompt prompts.jsonl holds in full
         sampling = cfg.sampling
-        with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log:
-            self.event_log = event_log
+        prompts = (JsonlWriter(self.store.path(PROMPTS), fsync=False) if cfg.log.prompts
+                   else contextlib.nullcontext())
+        with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log, \
+                prompts as prompt_log:
+            self.event_log, self.prompt_log = event_log, prompt_log
             if not events:
                 event_log.append(start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)))
             self._start_skill(events, event_log)
@@ -432,6 +438,7 @@ class SearchLoop:
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             completions = self._generate(requests, members, sampling)
+            self._log_prompts(step, requests)
             retried = None
         # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
         parsed = [self._parsed_early(r, c) for r, c in zip(requests, completions)]
@@ -719,6 +726,21 @@ class SearchLoop:
         if early is not None and early[0] is completion and early[1] is request:
             return early[2]
         return self._extract(request, completion)
+
+    def _log_prompts(self, step: int, requests: list[Request]) -> None:
+        """[log] prompts: each request's messages by (step, slot), as the reply it got is found; a prompt
+        sent before (a batch's shared one) is named by its sha256 only. Written once the replies are in,
+        so a step a kill interrupted writes its prompts again on resume (readers keep the last)."""
+        if self.prompt_log is None:
+            return
+        for request in requests:
+            messages = self._messages(request)
+            digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+            record = {"step": step, "slot": request.slot, "sha256": digest}
+            if digest not in self.prompts_written:
+                self.prompts_written.add(digest)
+                record["messages"] = messages
+            self.prompt_log.append(record)
 
     def _batch(self, requests: list[Request]) -> Batch:
         """The generator call for these requests, each under its decoding pattern when decoding is

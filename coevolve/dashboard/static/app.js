@@ -365,6 +365,9 @@ function runView(r) {
       // what the model wrote, blocks and prose included: open when no program came of it
       c.reply !== null ? el("details", { id: "cand-reply-box", open: c.code === null ? "open" : null },
         el("summary", {}, "the model's reply, as written"), el("pre", { id: "cand-reply", class: "wrap" }, c.reply)) : null,
+      // what the model was sent ([log] prompts): the system prompt (skill included) and the request
+      c.prompt ? el("details", { id: "cand-prompt-box" }, el("summary", {}, "the prompt it was sent"),
+        c.prompt.map((m) => el("div", {}, el("h4", {}, m.role), el("pre", { class: "wrap cand-prompt" }, m.content)))) : null,
       el("div", { id: "cand-diff" }, diffs)].filter(Boolean));
   }
 
