@@ -19,7 +19,7 @@ import textwrap
 import tokenize
 from dataclasses import dataclass
 
-from coevolve.base.untrusted import clean
+from coevolve.base.untrusted import clean, without_reasoning
 
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
 _FENCE_ANYWHERE = re.compile(r"^\s*(```|~~~)", re.M)
@@ -33,7 +33,6 @@ NO_CODE = "no code found"  # a parse failure's message: the reply held no progra
 CUT_OFF = "cut off at sampling.max_tokens"
 NO_CODE_CUT_OFF = f"{NO_CODE}: the reply was {CUT_OFF}"
 REASONING = "reasoning dropped"  # a repair: the reply's <think> block was left out before looking for code
-_THINK = re.compile(r"<think>.*?(</think>|\Z)", re.S | re.I)  # an unclosed one was cut off: all reasoning
 _PREAMBLE = re.compile(r"(sure|certainly|of course|okay|ok|here is|here's|below is)\b", re.I)
 
 
@@ -101,9 +100,7 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
     returned, so the sandbox reports it as a syntax failure rather than a
     parse failure: the two mean different things to a reward."""
     text = text.replace("\r\n", "\n")
-    # a reasoning model's draft code inside <think> is not its answer (servers without a reasoning
-    # parser send the block in the reply)
-    text, thoughts = _THINK.subn("", text)
+    text, thoughts = without_reasoning(text)
     from_json = _from_json(text)
     if from_json is not None:
         code, idea = from_json

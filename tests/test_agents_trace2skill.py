@@ -75,6 +75,18 @@ def test_parse_patches_reads_add_edit_delete_and_drops_garbage():
     assert parse_patches("}}}} " * 50) == {} and parse_patches("") == {}
 
 
+def test_a_reasoning_teachers_thinking_is_not_read_as_its_patch_or_lessons():
+    """A reasoning model as teacher (servers without a reasoning parser send <think> in the reply): drafts
+    in its thinking are not rules; a reply cut off while thinking holds none."""
+    thinking = "<think>\nADD Moves: Always guess the first empty cell quickly.\n- Guessing works well enough here.\n"
+    answer = "</think>\nADD Moves: Check the row and the column before each move.\n"
+    assert [r for r, _ in parse_patches(thinking + answer)["moves"].rules] == [
+        "Check the row and the column before each move."]
+    assert parse_patches(thinking) == {} and parse_lessons(thinking) == []
+    assert parse_lessons(thinking + "</think>\n- Never change a given cell of the puzzle.") == [
+        "Never change a given cell of the puzzle."]
+
+
 def test_merge_resolves_conflicts_by_support():
     rule = "Check the row and the column before each move."
     # edits and adds of one section become one edit, the rule most analysts gave first

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import Skill
+from coevolve.base.untrusted import without_reasoning
 
 Message = dict  # {"role": ..., "content": ...}, as coevolve.engine.base declares it
 
@@ -69,7 +70,7 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+(.*)$")
 
 def parse_lessons(text: str, limit: int = 20) -> list[str]:
     """Clean one-line lessons from teacher text; garbage yields []."""
-    lines = text.splitlines()
+    lines = without_reasoning(text)[0].splitlines()
     bullets = [m.group(1) for m in map(_BULLET.match, lines) if m]
     candidates = bullets if bullets else [s for line in lines for s in re.split(r"(?<=[.!?])\s+", line)]
     lessons: list[str] = []
@@ -116,7 +117,7 @@ def parse_patches(text: str) -> PatchSet:
     analyst's patch the later op on a section wins."""
     patches: PatchSet = {}
     titles: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in without_reasoning(text)[0].splitlines():
         match = _PATCH_LINE.match(line.strip())
         if not match:
             continue

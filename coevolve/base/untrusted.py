@@ -20,6 +20,14 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u20
 # 8-bit CSI), removed before the lone control characters so no "[2K" is left over.
 _ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]")
 FENCE = "│ "
+# a reasoning model's thinking; an unclosed block ran to the reply's end (the reply was cut off while thinking)
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
+
+
+def without_reasoning(text: str) -> tuple[str, int]:
+    """A reply less its `<think>` blocks, and how many there were: drafts in them (code, rules) are not
+    the answer, and servers without a reasoning parser send them in the reply."""
+    return _THINK.subn("", text)
 
 
 def clean(text: object, limit: int | None = None) -> str:
