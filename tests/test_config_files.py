@@ -148,3 +148,15 @@ def test_messages_name_the_key_the_value_and_what_it_must_be(raw, message):
     with pytest.raises(UsageError) as info:
         build_config(RunConfig, raw)
     assert str(info.value).startswith(f"config error: {message}") and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", [RunConfig, AgentRunConfig])
+def test_a_resume_may_change_how_requests_reach_the_endpoint_and_nothing_else_there(kind):
+    """Both run kinds: timeout_s, retries and concurrency may change between sessions (a run that died of
+    timeouts goes on with more time); the model asked may not."""
+    logged = as_dict(build_config(kind, {"endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}))
+    changed = as_dict(build_config(kind, {"endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                                       "timeout_s": 900, "retries": 8, "concurrency": 2}}))
+    assert same_run_settings(logged, changed)
+    other = as_dict(build_config(kind, {"endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "other"}}))
+    assert not same_run_settings(logged, other)

@@ -42,11 +42,22 @@ def logged_config(store: RunStore, events: list[dict], *, kind: str, version: in
     return start.get("config")
 
 
+# how requests reach the endpoint, not what they ask: a run that died of timeouts resumes with more time
+TRANSPORT = ("timeout_s", "retries", "concurrency")
+
+
+def _without_transport(config: Any) -> Any:
+    if isinstance(config, dict) and isinstance(config.get("endpoint"), dict):
+        return {**config, "endpoint": {k: v for k, v in config["endpoint"].items() if k not in TRANSPORT}}
+    return config
+
+
 def same_run_settings(logged: Any, current: dict[str, Any]) -> bool:
-    """Whether a start event's config is `current`, read in today's shape (runstore.same_settings)."""
+    """Whether a start event's config is `current`, read in today's shape (runstore.same_settings);
+    the endpoint's transport settings (TRANSPORT) may differ."""
     if isinstance(logged, dict) and "es" in logged:
         logged = {**logged, "es": upgraded(logged["es"])}
-    return same_settings(logged, current)
+    return same_settings(_without_transport(logged), _without_transport(current))
 
 
 def check_same_config(store: RunStore, logged: Any, current: dict[str, Any]) -> None:

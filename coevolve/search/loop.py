@@ -137,19 +137,9 @@ def logged_result(result: EvalResult) -> Evaluation:
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
 
 
-# how requests reach the endpoint, not what they ask: a run that died of timeouts resumes with more time
-TRANSPORT = ("timeout_s", "retries", "concurrency")
-
-
 def _to_match(config: Any) -> Any:
-    """What must match on resume: caps may be raised between sessions, and the endpoint's
-    transport settings (TRANSPORT) changed."""
-    if not isinstance(config, dict):
-        return config
-    kept = {k: v for k, v in config.items() if k != "caps"}
-    if isinstance(kept.get("endpoint"), dict):
-        kept["endpoint"] = {k: v for k, v in kept["endpoint"].items() if k not in TRANSPORT}
-    return kept
+    """Caps may be raised between sessions: they are not part of what must match on resume."""
+    return {k: v for k, v in config.items() if k != "caps"} if isinstance(config, dict) else config
 
 
 @dataclass
