@@ -33,6 +33,7 @@ from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
 from coevolve.search.skill import absolute_start, start_skill
+from coevolve.search.start_programs import absolute_programs, read_programs
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task
@@ -192,14 +193,16 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         raw = {**raw, "compare": {**raw["compare"], "arms": {
             name: _absolute_arm(arm, base) for name, arm in compare["arms"].items()}}}
     if base is not None:
-        raw = absolute_checkpoint(absolute_start(raw, base), base)
+        raw = absolute_checkpoint(absolute_start(absolute_programs(raw, base), base), base)
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
     if base is not None:
         config.compare.tasks = [absolute_spec(t, base) for t in config.compare.tasks]
     for index, name in enumerate(config.compare.tasks):
-        scored_sets(config, _task_or_error(name, f"compare.tasks[{index}]"))  # every task has the sets asked for
+        task = _task_or_error(name, f"compare.tasks[{index}]")
+        scored_sets(config, task)  # every task has the sets asked for
+        read_programs(config.start.programs, task.function_name, task.template)  # each defines every task's function
     arm_skills = [arm_settings(config, name).get("skill", {}).get("start") for name in config.compare.arms]
     for skill in {config.skill.start, *arm_skills} - {"", None}:
         start_skill(skill)

@@ -281,3 +281,17 @@ def test_an_agent_arm_trains_under_its_settings_and_is_judged_against_its_method
     assert f"- {arm}" in report
     assert "sudoku, budget 4: esopt-wide vs esopt: " in report and "| esopt-wide |" in report
     assert json.loads((root / "results.json").read_text())["named_arms"] == [arm]
+
+
+def test_a_comparisons_starting_programs_count_from_its_folder_and_must_define_every_tasks_function(tmp_path):
+    (tmp_path / "mine.py").write_text("import numpy as np\n\ndef select_next_node(current_node, destination_node, "
+                                      "unvisited_nodes, distance_matrix):\n    return unvisited_nodes[0]\n")
+    raw = {"compare": {"methods": ["eoh"], "tasks": ["tsp_construct"], "budgets": [8], "seeds": [0]},
+           "start": {"programs": ["mine.py"]}}
+    config = compare_config(raw, tmp_path)
+    assert config.start.programs == [str((tmp_path / "mine.py").resolve())]
+    with pytest.raises(UsageError, match=r"start.programs\[0\]: cannot read .*gone.py"):
+        compare_config({**raw, "start": {"programs": ["gone.py"]}}, tmp_path)
+    two = {**raw, "compare": {**raw["compare"], "tasks": ["tsp_construct", "kp_construct"]}}
+    with pytest.raises(UsageError, match=r"start.programs\[0\]: .*mine.py defines no top-level select_next_item\(\)"):
+        compare_config(two, tmp_path)

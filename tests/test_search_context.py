@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.errors import UsageError
 from coevolve.base.records import read_summary
 from coevolve.codeparse import answer_pattern, extract, template_signature
 from coevolve.base.skills import parse_skill_text
@@ -351,6 +352,46 @@ def test_a_starting_skill_is_shown_from_the_first_request_patched_by_refreshes_a
     # without one, nothing of it
     plain, *_ = run(tmp_path / "plain", make_config("sample", 8))
     assert plain.context["skill_start"] is None and "starting skill" not in dict(context_rows(plain.context, None))
+
+
+def test_starting_programs_seed_the_archive_free_are_parents_and_resume_without_their_files(tmp_path):
+    """[start] programs: each file's program is scored before the first step (the ledger's `seeded`, never
+    in T), enters the archive as candidate -1, -2, ..., is shown as a parent, and is logged with its code:
+    a killed run resumes to the same summary after the files are gone."""
+    from coevolve.report.rendering import context_rows
+
+    good, crash = tmp_path / "good.py", tmp_path / "crash.py"
+    good.write_text("# an earlier run's best\n\ndef heuristic(x):\n    SCORE = 3.5\n    return SCORE\n")
+    crash.write_text("def heuristic(x):\n    raise ValueError('no')\n")
+    config = make_config("eoh", 12, start={"programs": [str(good), str(crash)]})
+    engine = RecordingEngine()
+    full, _, evaluator = run(tmp_path / "full", config, engine=engine)
+    assert full.evaluations == 12 == full.ledger.used and full.ledger.seeded == 2
+    assert full.context["start_programs"] == [
+        {"id": -1, "path": str(good), "objective": 3.5, "failure": None},
+        {"id": -2, "path": str(crash), "objective": None, "failure": "exception"}]
+    row = dict(context_rows(full.context, None))["starting programs"]
+    assert row == "2 seeded, not charged: good.py (candidate -1) 3.5; crash.py (candidate -2) failed (exception)"
+    candidates = read_jsonl(tmp_path / "full" / "candidates.jsonl")
+    assert any(-1 in c["parents"] for c in candidates)  # the valid one is a parent from the first e-step
+    assert any("SCORE = 3.5" in user for _, user, _ in engine.seen)
+    assert not any(-2 in c["parents"] for c in candidates if c["operator"] != "repair")  # not admitted
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    seeds = [e for e in events if e["type"] == "seed"]
+    assert [(e["id"], e["path"]) for e in seeds] == [(-1, str(good)), (-2, str(crash))]
+    assert "SCORE = 3.5" in seeds[0]["code"]
+    graph = json.loads((tmp_path / "full" / "genealogy.json").read_text())
+    assert {-1, -2} <= {node["id"] for node in graph["nodes"]}
+    # killed after its first step, the files gone: the resume reads the programs from the log
+    cut = next(i for i, e in enumerate(events) if e["type"] == "step") + 1
+    d = cut_run(tmp_path / "full", tmp_path / "killed", events[:cut])
+    good.unlink()
+    crash.unlink()
+    resumed, _, again = run(d, config, resume=True)
+    assert resumed == full and again.evaluated < evaluator.evaluated  # the seeds were not scored again
+    # a file that is gone before a run starts: one line naming the key
+    with pytest.raises(UsageError, match=r"^config error: start.programs\[0\]: cannot read .*good.py: No such file"):
+        run(tmp_path / "gone", config)
 
 
 def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_directory(tmp_path, monkeypatch, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import tomllib
 import math
 import random
 from collections import Counter
@@ -450,6 +451,35 @@ def test_a_run_says_before_it_starts_what_its_budget_leaves_out(tmp_path, monkey
     assert "\nwarning: every step in run.budget = 4 writes from the template alone: no candidate builds on " in err
     assert main(["run", "--resume", str(run), "--no-progress"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_starting_program_counts_from_the_config_and_a_bad_one_is_refused_before_the_run(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """[start] programs through the CLI (the fake engine, the real sandbox, tsp_construct): a path counts from
+    the TOML's folder and is recorded absolute; the program (an earlier run's best.py, header comments and all)
+    is scored in the sandbox and seeded; a file that defines another function is one line, exit 2, no run."""
+    from coevolve.cli import main
+    from coevolve.engine import pool
+    from tasks.registry import get_task
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: ClosingFakeEngine())
+    (tmp_path / "conf").mkdir()
+    best = tmp_path / "conf" / "best.py"
+    best.write_text("# best of eoh on tsp_construct (seed 0)\n# idea: nearest\n" + get_task("tsp_construct").template)
+    config = _toml(tmp_path / "conf", "eoh", '[start]\nprograms = ["best.py"]\n', budget=4)
+    run = tmp_path / "r"
+    assert main(["run", str(config), "--out", str(run), "--no-progress"]) == 0
+    assert tomllib.loads((run / "config.toml").read_text())["start"]["programs"] == [str(best.resolve())]
+    (start,) = json.loads((run / "summary.json").read_text())["context"]["start_programs"]
+    assert start["id"] == -1 and start["objective"] is not None and start["failure"] is None
+    assert "starting programs   1 seeded, not charged: best.py (candidate -1) " in capsys.readouterr().out
+    best.write_text("def something_else(x):\n    return x\n")
+    assert main(["run", str(config), "--out", str(tmp_path / "no"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"coevolve run: error: config error: start.programs[0]: {best.resolve()} defines no top-level "
+                   "select_next_node(), "
+                   "the function the task evolves"]
+    assert not (tmp_path / "no").exists()
 
 
 def _toml(folder: Path, method: str, extra: str = "", budget: int = 20) -> Path:

@@ -45,6 +45,7 @@ from coevolve.search.methods import (BUILTIN, absolute_method, es_population, ex
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import absolute_start, start_skill
+from coevolve.search.start_programs import absolute_programs, read_programs
 from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
@@ -204,7 +205,7 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
         flag = overrides.get("run", {}).get(key)
         if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
             overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
-    raw = absolute_checkpoint(absolute_start(raw, path.parent), path.parent)
+    raw = absolute_checkpoint(absolute_start(absolute_programs(raw, path.parent), path.parent), path.parent)
     if "model" in overrides:  # --model counts from the working directory
         overrides["model"] = absolute_checkpoint({"model": overrides["model"]}, ".")["model"]
     if "skill" in overrides:  # --skill counts from the working directory
@@ -241,6 +242,8 @@ def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECON
         make_method(config).check_task(heuristic_task(config.run.task))  # e.g. MAP-Elites' descriptors
         if config.skill.start:
             start_skill(config.skill.start)
+        task = heuristic_task(config.run.task)
+        read_programs(config.start.programs, task.function_name, task.template)
     else:
         check_agent_task(config, seconds)
         config.seed_skills()
@@ -394,6 +397,9 @@ def handle_plan(args: argparse.Namespace) -> int:
 def context_lines(config: RunConfig) -> list[str]:
     """What --plan adds to the plan: the skill the run starts from, and the caps that may end it early."""
     lines = [f"every prompt shows the skill {config.skill.start} (skill.start)"] if config.skill.start else []
+    if config.start.programs:
+        lines.append(f"the archive starts with {len(config.start.programs)} program(s) from start.programs, scored "
+                     "before the first step and not charged")
     caps = {k: getattr(config.caps, k) for k in ("target", "patience", "completion_tokens", "wall_s", "money")}
     if any(v is not None for v in caps.values()):
         lines.append("may stop early, before a step, at: " + ", ".join(f"{k} {v:g}" for k, v in caps.items()

@@ -533,7 +533,7 @@ class HeuristicRun(RunDir):
         """The skill the run's prompts showed, as far as the log holds it: each version's text (v000: the
         skill.start skill), the requests that showed each (how many scored and beat every parent shown),
         and the trials of skill.keep = "judged" in the run table's words (the one still running last)."""
-        versions, trials, seed = [], [], None
+        versions, trials, seed, starts = [], [], None, []
         section = self.config.get("skill")
         # the versions and verdicts as the loop kept them, to find the trial still open
         book = SkillVersions(judged=isinstance(section, dict) and section.get("keep") == "judged")
@@ -542,8 +542,12 @@ class HeuristicRun(RunDir):
             if kind == "skill_start":
                 versions.append({"version": 0, "step": None, "text": text(e.get("text") or "")})
                 book.add(0, None, -1)
-            elif kind == "seed" and isinstance(e.get("result"), dict):
+            elif kind == "seed" and isinstance(e.get("result"), dict) and e.get("id", 0) == 0:
                 seed = finite(e["result"].get("objective"))
+            elif kind == "seed" and isinstance(e.get("result"), dict) and isinstance(e.get("id"), int):
+                # a [start] program: a parent the children's trial counts are judged against
+                starts.append(Candidate(id=e["id"], step=-1, operator="start", parents=[],
+                                        model_state={"kind": "start"}, objective=finite(e["result"].get("objective"))))
             if kind == "step" and isinstance(e.get("trial"), dict):  # a refresh judges before it writes
                 trials.append(e["trial"])
                 kept = e["trial"].get("kept")
@@ -558,12 +562,12 @@ class HeuristicRun(RunDir):
             trials += [t for t in self.summary.context.get("skill_trials", []) if t.get("final")]
         elif names_versions:
             try:  # still running: the open trial as it stands now
-                trials += [{**t, "running": True} for t in [book.standing(self.candidates, None, self.direction,
-                                                                         seed)] if t]
+                trials += [{**t, "running": True} for t in [book.standing(self.candidates + starts, None,
+                                                                         self.direction, seed)] if t]
             except (TypeError, ValueError):  # a log written by other code: no running trial
                 pass
         # none for a run written before its log named each request's version: what each showed is not known
-        counted = shown_counts(self.candidates, self.direction, seed) if names_versions else {}
+        counted = shown_counts(self.candidates + starts, self.direction, seed) if names_versions else {}
         shown = [{"version": version, "label": version_label(version), **counts} for version, counts in counted.items()]
         lines = []
         for trial in trials:

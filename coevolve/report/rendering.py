@@ -503,6 +503,12 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
                                        f"({versions[-1]['rules']} rules){judged}"))
     for trial in trials:  # skill.keep = "judged"
         rows.append(("skill trial", trial_line(trial)))
+    starts = context.get("start_programs")  # absent from older summaries
+    if starts:
+        rows.append(("starting programs", f"{len(starts)} seeded, not charged: " + "; ".join(
+            f"{Path(s['path']).name} (candidate {s['id']}) "
+            + (f"{s['objective']:.6g}" if s["objective"] is not None else f"failed ({s['failure']})")
+            for s in starts)))
     template = context.get("template_objective")
     if template is not None:
         seeded = ", seeded into the archive, not charged" if context.get("seed") else ""

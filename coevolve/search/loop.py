@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -74,6 +75,7 @@ from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill_versions import SkillVersions
+from coevolve.search.start_programs import START_OPERATOR, read_programs
 from tasks.base import starting_program, template_decisions
 
 EVENT_VERSION = 1
@@ -365,27 +367,52 @@ class SearchLoop:
 
     def _seed_archive(self, events: list[dict], event_log: JsonlWriter) -> None:
         """context.seed_template: the template into the method's archive as candidate 0 (the
-        clone index's key 0), scored once like a candidate (the sandbox, the cascade) but not
-        proposed: no request, no charge. Its result is logged as the "seed" event, so a resumed
-        run restores the same archive without scoring it again."""
+        clone index's key 0); [start] programs: each file's program as candidate -1, -2, ...
+        Each is scored once like a candidate (the sandbox, the cascade) but not proposed: no
+        request, no charge. Its result is logged as a "seed" event (a starting program's with its
+        path and code), so a resumed run restores the same archive without scoring or reading
+        anything again."""
         self.seed_program: Candidate | None = None
-        if not self.config.context.seed_template:
-            return
-        task = self.task
-        seed = Candidate(id=0, step=-1, operator="template", parents=[], model_state={"kind": "template"},
-                         code=task.template, idea="the task's template")
-        logged = next((e for e in events if e.get("type") == "seed"), None)
-        if logged is not None:
-            result = Evaluation.model_validate(logged["result"])
-        else:
-            began = time.perf_counter()
-            result = logged_result(cascade.evaluate_many(self.evaluator, task, [seed.code], [])[0])
-            self.timing["evaluate_s"] += time.perf_counter() - began
-            event_log.append({"type": "seed", "id": seed.id, "result": result.to_event()})
-        seed.settle(result)
-        self.ledger.seeded += 1
-        self.seed_program = seed
-        self.method.seed(seed)  # an invalid template is scored and recorded, but no archive admits it
+        self.start_programs: list[Candidate] = []
+        task, logged = self.task, {e.get("id", 0): e for e in events if e.get("type") == "seed"}
+        seeds = []
+        if self.config.context.seed_template:
+            seeds.append(Candidate(id=0, step=-1, operator="template", parents=[], model_state={"kind": "template"},
+                                   code=task.template, idea="the task's template"))
+        paths = self.config.start.programs
+        missing = [i for i in range(1, len(paths) + 1) if -i not in logged]
+        read = dict(zip(missing, read_programs([paths[i - 1] for i in missing], task.function_name, task.template)))
+        for i, path in enumerate(paths, start=1):
+            code = logged[-i]["code"] if -i in logged else read[i][1]
+            seeds.append(Candidate(id=-i, step=-1, operator=START_OPERATOR, parents=[],
+                                   model_state={"kind": START_OPERATOR, "path": path}, code=code,
+                                   idea=f"starting program {Path(path).name}"))
+        fresh = [seed for seed in seeds if seed.id not in logged]
+        began = time.perf_counter()
+        scored = dict(zip([seed.id for seed in fresh],
+                          cascade.evaluate_many(self.evaluator, task, [seed.code for seed in fresh], []) if fresh else []))
+        self.timing["evaluate_s"] += time.perf_counter() - began
+        for seed in seeds:
+            if seed.id in logged:
+                result = Evaluation.model_validate(logged[seed.id]["result"])
+            else:
+                result = logged_result(scored[seed.id])
+                program = {"path": seed.model_state["path"], "code": seed.code} if seed.id < 0 else {}
+                event_log.append({"type": "seed", "id": seed.id, **program, "result": result.to_event()})
+            seed.settle(result)
+            self.ledger.seeded += 1
+            if seed.id == 0:
+                self.seed_program = seed
+            else:
+                self.start_programs.append(seed)
+                fp = fingerprint(seed.code) if self.clones is not None else None
+                if fp is not None:
+                    self.clones.add(seed.id, fp)  # a proposal that clones it is a clone, as of the template
+            self.method.seed(seed)  # an invalid one is scored and recorded, but no archive admits it
+
+    def _seeds(self) -> list[Candidate]:
+        """The programs the archive started with: the seeded template, then the starting programs."""
+        return ([self.seed_program] if self.seed_program is not None else []) + self.start_programs
 
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
@@ -978,7 +1005,9 @@ class SearchLoop:
         if best is not None:
             header = (f"# best of {cfg.run.method} on {task.name} (seed {cfg.run.seed}): objective {best.objective!r}"
                       f" on {split}{size}, candidate {best.id}"
-                      + (" (the task's template, seeded: no proposal beat it)" if best.id == 0 else "")
+                      + (" (the task's template, seeded: no proposal beat it)" if best.id == 0
+                         else f" (starting program {best.model_state.get('path')}: no proposal beat it)"
+                         if best.id < 0 else "")
                       + f"\n# idea: {best.idea or '-'}\n")
             atomic_write_text(self.store.path("best.py"), header + best.code.rstrip() + "\n")
         plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
@@ -1019,6 +1048,9 @@ class SearchLoop:
                 "phases": phases, "template_objective": template, "beat_template": beat,
                 # the template as the archive's seed: its sandbox score (None: not seeded)
                 "seed": None if seed is None else {"id": seed.id, "objective": seed.objective, "failure": seed.failure},
+                # [start] programs: each one's file and sandbox score
+                "start_programs": [{"id": c.id, "path": c.model_state["path"], "objective": c.objective,
+                                    "failure": c.failure} for c in self.start_programs],
                 "skill_versions": self.skill_versions, "skill_start": self.skill_start,
                 # skill.keep = "judged": each trial, and the one still running at the end, judged as it stands
                 "skill_trials": self.versions.trials + [{**t, "final": True} for t in [
@@ -1061,8 +1093,8 @@ class SearchLoop:
         return max([c.step for c in self.candidates] + [v["step"] for v in self.skill_versions], default=0)
 
     def _pool(self) -> list[Candidate]:
-        """Every candidate a child may name as a parent: the seeded template too."""
-        return ([self.seed_program] if self.seed_program is not None else []) + self.candidates
+        """Every candidate a child may name as a parent: the seeded programs too."""
+        return self._seeds() + self.candidates
 
     def _reweight(self) -> dict[str, float] | None:
         """An adaptive ensemble's weights for the next step, from the candidates so far, set on the
@@ -1097,7 +1129,7 @@ class SearchLoop:
         import networkx as nx  # heavy, only when the run ends
 
         graph = nx.DiGraph()
-        for c in ([self.seed_program] if self.seed_program is not None else []) + self.candidates:
+        for c in self._seeds() + self.candidates:
             graph.add_node(c.id, operator=c.operator, step=c.step, objective=c.objective, failure=c.failure,
                            model=c.model_state["kind"], duplicate_of=c.duplicate_of)
             for parent in c.parents:

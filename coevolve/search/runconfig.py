@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from coevolve.base.config import Config, Section, build_config, config_error, require
 from coevolve.base.logsection import LogSection
@@ -77,6 +77,9 @@ class StartSection(Section):
     one (asp: `return 1`), else the template."""
 
     program: Literal[STARTS] = "template"
+    # files whose programs the archive starts with, scored before the first step and free of T (e.g. an
+    # earlier run's best.py; relative paths count from the TOML's folder): coevolve/search/start_programs.py
+    programs: list[Annotated[str, StringConstraints(min_length=1)]] = []
 
 
 class RewardSection(Section):

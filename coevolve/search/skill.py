@@ -198,7 +198,7 @@ def shown_counts(candidates: Sequence[Candidate], direction: str, seed: float | 
                              objective=seed)
     counts: dict[int | None, dict[str, int]] = {}
     for c in candidates:
-        if c.id == 0 or (since is not None and c.step <= since):  # the seeded template: no prompt
+        if c.id <= 0 or (since is not None and c.step <= since):  # the seeded programs: no prompt
             continue
         side = counts.setdefault(c.skill_version, {"candidates": 0, "valid": 0, "improved": 0})
         side["candidates"] += 1
