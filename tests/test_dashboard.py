@@ -221,6 +221,29 @@ def test_a_candidates_prompt_is_the_last_record_of_its_slot_found_by_digest(tmp_
         assert http.get("/api/run/run/candidate/3").json()["prompt"] is None  # not written yet
 
 
+def test_a_seeded_parent_opens_with_its_code_and_its_child_shows_the_diff(tmp_path):
+    """The template (candidate 0) and a [start] program (-1) are not in candidates.jsonl: they are read
+    from the seed events, so a parent link to them opens, and a child's diff against them is shown."""
+    from tasks.registry import get_task
+
+    child = {**candidate(1, 0, [-1], 6.0), "code": "def select_next_node(a, b, c, d):\n    return c[1]\n"}
+    run = make_run(tmp_path / "run", [child])
+    mine = "def select_next_node(a, b, c, d):\n    return c[0]\n"
+    with open(run / "events.jsonl", "a") as handle:
+        for e in ({"type": "seed", "id": 0, "result": {"objective": 7.0}},
+                  {"type": "seed", "id": -1, "path": "/x/mine.py", "code": mine, "result": {"objective": 6.5}}):
+            handle.write(json.dumps(e) + "\n")
+    with client(run) as http:
+        start = http.get("/api/run/run/candidate/-1").json()
+        assert start["code"] == mine and start["objective"] == 6.5 and start["children"] == [1]
+        assert start["idea"] == "starting program /x/mine.py" and start["prompt"] is None and start["reply"] is None
+        template = http.get("/api/run/run/candidate/0").json()
+        assert template["code"] == get_task("tsp_construct").template and template["operator"] == "template"
+        (diff,) = http.get("/api/run/run/candidate/1").json()["diffs"]
+        assert diff["parent"] == -1 and "-    return c[0]" in diff["lines"] and "+    return c[1]" in diff["lines"]
+        assert http.get("/api/run/run/candidate/x").status_code == 404
+
+
 def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)])
     with open(run / "candidates.jsonl", "a") as handle:

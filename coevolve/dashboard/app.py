@@ -108,7 +108,11 @@ def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
                                        outcome, order)
 
     def candidate(request: Request) -> dict:
-        found = heuristic(request).candidate(request.path_params["cid"])
+        try:  # a seeded program's id is 0 or negative ([start] programs)
+            cid = int(request.path_params["cid"])
+        except ValueError:
+            raise KeyError(f"candidate {request.path_params['cid']}") from None
+        found = heuristic(request).candidate(cid)
         if found is None:
             raise KeyError(f"candidate {request.path_params['cid']}")
         return found
@@ -161,7 +165,7 @@ def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
         Route("/api/runs", api(runs)),
         Route("/api/run/{ident}", api(run)),
         Route("/api/run/{ident}/candidates", api(candidates)),
-        Route("/api/run/{ident}/candidate/{cid:int}", api(candidate)),
+        Route("/api/run/{ident}/candidate/{cid}", api(candidate)),
         Route("/api/run/{ident}/tree", api(tree)),
         Route("/api/run/{ident}/population", api(population)),
         Route("/api/agent/{ident}", api(agent_run)),

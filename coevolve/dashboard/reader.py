@@ -289,6 +289,15 @@ _REFERENCES: dict[tuple[str, str, int], float | None] = {}
 
 
 @functools.lru_cache(maxsize=256)
+def task_template(name: str) -> str | None:
+    """A heuristic task's template (the seeded candidate 0's code); None for a task this install lacks."""
+    try:
+        return heuristic_task(name).template
+    except Exception:  # a plugin task that is not installed here
+        return None
+
+
+@functools.lru_cache(maxsize=256)
 def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
     """(direction, train set) of a heuristic task; ("min", None) for one this
     install lacks. Memoised: a page polls every run's row every few seconds,
@@ -420,6 +429,24 @@ class HeuristicRun(RunDir):
     def by_id(self) -> dict[int, Candidate]:
         return {c.id: c for c in self.candidates}
 
+    def seeds(self) -> list[Candidate]:
+        """The programs the archive started with, from the log's seed events: the template (0,
+        context.seed_template) and the [start] programs (-1, -2, ..., logged with their code)."""
+        found = []
+        for e in self.events:
+            result = e.get("result")
+            if e.get("type") != "seed" or not isinstance(result, dict) or not isinstance(e.get("id", 0), int):
+                continue
+            sid = e.get("id", 0)
+            code = task_template(self.task) if sid == 0 else e.get("code")
+            found.append(Candidate(
+                id=sid, step=-1, operator="template" if sid == 0 else "start", parents=[],
+                model_state={"kind": "template" if sid == 0 else "start"}, code=code if isinstance(code, str) else None,
+                idea="the task's template" if sid == 0 else f"starting program {text(e.get('path'), 200)}",
+                objective=finite(result.get("objective")), failure=result.get("failure") or None,
+                message=result.get("message") or ""))
+        return found
+
     def tree(self, mode: str = "auto", limit: int = 1000) -> dict[str, Any]:
         """Nodes and edges of the genealogy (from candidates.jsonl, so it grows
         while the run goes). A run of more than `limit` candidates collapses
@@ -471,7 +498,7 @@ class HeuristicRun(RunDir):
                           "idea": head(c.idea or "", 160)} for c in chunk]}
 
     def candidate(self, cid: int) -> dict[str, Any] | None:
-        index = self.by_id()
+        index = {**{seed.id: seed for seed in self.seeds()}, **self.by_id()}  # a seeded parent can be opened too
         c = index.get(cid)
         if c is None:
             return None
@@ -519,6 +546,8 @@ class HeuristicRun(RunDir):
         """The messages the candidate's request sent (prompts.jsonl, [log] prompts); None for the seeded
         template, a run that kept none, or a step not written yet. The last record of a (step, slot)
         counts: a step a kill interrupted was asked again on resume."""
+        if c.step < 0:  # a seeded program: no request
+            return None
         records = [r for r in jsonl(self.path / PROMPTS) if isinstance(r, dict)]
         slot, sent = self._slot(c), {r.get("sha256"): r["messages"] for r in records if "messages" in r}
         digest = next((r.get("sha256") for r in reversed(records)
