@@ -144,3 +144,44 @@ def test_eval_of_a_run_loads_the_runs_own_checkpoint(tmp_path, capsys, monkeypat
     assert "model: /checkpoints/tuned (the run's [model] path; --model picks another)" in capsys.readouterr().out
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", "/x"]) == 2
     assert [model for model, _ in asked] == ["/checkpoints/tuned", "/x"]
+
+
+def test_a_checkpoint_other_than_the_runs_is_found_before_any_episode(tmp_path, capsys, monkeypatch):
+    """The tuned arms go first: the history's checksum after its first generation is checked against the
+    engine given before an episode is played (here no episode may start), with what to check."""
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.base import noise
+
+    class OtherWeights:
+        dtype, resets = "bfloat16", 0
+
+        def __init__(self, model, **kwargs):
+            pass
+
+        def apply_update(self, seeds, coefficients, alpha):
+            pass
+
+        def checksum(self):
+            return "not the run's"
+
+        def chat(self, *args, **kwargs):
+            raise AssertionError("an episode was played")
+
+        def reset(self):
+            OtherWeights.resets += 1
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(vllm_engine, "Engine", OtherWeights)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text('[run]\nmethod = "esopt"\ntask = "sudoku"\n\n[task]\nmasked = 1\n')
+    (run / "history.jsonl").write_text(json.dumps({
+        "generation": 0, "seeds": [1, 2], "coefficients": [1.0, -1.0], "alpha": 0.001, "checksum": "the run's",
+        "noise": "full", "noise_version": noise.NOISE_VERSION, "dtype": "bfloat16"}) + "\n")
+    code = main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", "/other"])
+    err = capsys.readouterr().err
+    assert code == 2 and "checksum mismatch after generation 0; the history replays only onto the weights it was " \
+                          "recorded on: is /other the checkpoint the run trained (its [model] path)?" in err, err
+    assert OtherWeights.resets == 1  # the engine put back to its checkpoint all the same

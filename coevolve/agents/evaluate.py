@@ -146,9 +146,11 @@ def evaluate_arms(
     history_turns: int | None = None,
     on_arm: Any = None,
 ) -> list[ArmResult]:
-    """Mean@k / Pass@k of each arm on one held-out set. Base-weight arms run
-    first; then the ES history is replayed onto the engine for the tuned
-    arms, and the engine is reset to the checkpoint at the end."""
+    """Mean@k / Pass@k of each arm on one held-out set. The tuned arms run
+    first: replaying the ES history checks its checksums against this engine
+    before any episode, so weights other than the ones it was recorded on
+    (another checkpoint) are found at once; the engine is then reset to the
+    checkpoint for the base-weight arms."""
     check_arms(arms, history, skills)
     check_heldout(task, heldout, train)
     if constrained:
@@ -160,13 +162,16 @@ def evaluate_arms(
         if not read_history(history):
             raise ValueError(f"{history}: no ES generations recorded; the esopt arms would equal base")
     results: list[ArmResult] = []
-    ordered = [a for a in ARMS if a in arms and a not in WEIGHT_ARMS] + [a for a in ARMS if a in arms and a in WEIGHT_ARMS]
+    ordered = [a for a in ARMS if a in arms and a in WEIGHT_ARMS] + [a for a in ARMS if a in arms and a not in WEIGHT_ARMS]
     tuned = False
     try:
         for arm in ordered:
             if arm in WEIGHT_ARMS and not tuned:
+                tuned = True  # before: a replay that fails part-way has moved the weights too
                 replay(history, engine)
-                tuned = True
+            elif arm not in WEIGHT_ARMS and tuned:
+                engine.reset()
+                tuned = False
             result = evaluate_arm(engine, task, heldout, arm, k, sampling, seed,
                                   skills if arm in SKILL_ARMS else (), constrained, history_turns)
             results.append(result)

@@ -29,6 +29,7 @@ from coevolve.agents.skills import SkillError, load_skill
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.engine.base import ConstraintError
+from coevolve.es import ReplayError
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 from coevolve.report.rendering import change_line
 from coevolve.stats import paired_change, problem_means
@@ -127,6 +128,9 @@ def handle(args: argparse.Namespace) -> int:
                                                        f"{r.pass_at_k}", flush=True))
     except ConstraintError as exc:
         raise UsageError(str(exc)) from None
+    except ReplayError as exc:  # found before any episode: the tuned arms replay first
+        raise UsageError(f"{exc}; the history replays only onto the weights it was recorded on: is "
+                         f"{args.model or 'the embedded model'} the checkpoint the run trained (its [model] path)?") from None
     finally:
         engine.close()
         close = getattr(task, "close", None)
