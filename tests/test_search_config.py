@@ -248,3 +248,21 @@ def test_an_unknown_task_is_named_before_the_kind_is_chosen(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "config error: run.task: unknown task 'sudok'" in err and "run.method" not in err
     assert "agent: react_math, sudoku, sudoku9" in err and err.rstrip().endswith("did you mean 'sudoku'?")
+
+
+def test_the_plan_says_the_most_the_endpoints_replies_can_cost(tmp_path, capsys):
+    """caps.prices: every request the endpoint answers at its max_tokens, at the dearest model's completion
+    price; with no engine in the run the analysts ask the endpoint too (skill.teacher "engine" or not)."""
+    text = ("[run]\nmethod = 'eoh+trace2skill'\ntask = 'tsp_construct'\nbudget = 60\n"
+            "[endpoint]\nbase_url = 'http://127.0.0.1:9/v1'\nmodels = { a = 1.0, b = 1.0 }\n"
+            "[caps]\nprices = { a = [0.1, 0.5], b = [0.2, 0.6] }\n")
+    assert main(["run", str(write(tmp_path, text)), "--plan"]) == 0
+    out = capsys.readouterr().out
+    # 60 = 10 i1 + 10 e1 + 10 e2 + 10 m1 + 3 analysts + 10 m2 + 7 e1: 57 proposals, 3 analysts
+    most = (57 * 384 + 3 * 160) * 0.6 / 1e6
+    assert (f"endpoint replies cost at most ${most:.4f}: 57 requests x sampling.max_tokens 384 + 3 analysts x "
+            "skill.max_tokens 160 at $0.6 per 1M completion tokens") in out
+    esopt = text.replace("eoh+trace2skill", "eoh+esopt")  # perturbed steps run on the local engine: free
+    assert main(["run", str(write(tmp_path, esopt)), "--plan"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "endpoint replies cost" in x)
+    assert "x skill.max_tokens" not in line and ": 40 requests x" in line, line

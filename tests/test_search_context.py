@@ -676,6 +676,18 @@ def test_a_money_cap_prices_endpoint_requests(tmp_path):
                                                         + summary.ledger.completion_tokens * 2e-6)
 
 
+def test_a_run_with_no_engine_prices_its_analysts_too(tmp_path):
+    """With the endpoint as the run's only generator, skill.teacher = "engine" asks the endpoint too: the
+    analysts' replies are priced as the proposals' are (they once went unpriced)."""
+    config = make_config("sample+trace2skill", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+                         skill={"every": 2, "analysts": 2}, caps={"money": 1.0, "prices": {"m": [1.0, 2.0]}})
+    served = FakeEngine()
+    summary, *_ = run(tmp_path / "r", config, engine=served, endpoint=served)
+    assert summary.ledger.outcomes["distill"] > 0
+    assert summary.context["spend"] == pytest.approx(summary.ledger.prompt_tokens * 1e-6
+                                                        + summary.ledger.completion_tokens * 2e-6)
+
+
 def test_target_and_patience_stop_on_the_search_itself_and_resume_to_the_uncapped_result(tmp_path):
     """caps.target: the best train objective reached it (<= here: the fake task minimises);
     caps.patience: that many plan steps in a row found nothing better. Either stops before the

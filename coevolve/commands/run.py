@@ -40,8 +40,8 @@ from coevolve.base.records import RunSummary, SearchSummary
 from coevolve.runstore import RunStore, atomic_write_text, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
-from coevolve.search.methods import (BUILTIN, absolute_method, es_population, extension_problem, format_plan,
-                                     make_method, path_name, record_methods, remember_methods, run_plan)
+from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_population, extension_problem,
+                                     format_plan, make_method, path_name, record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import absolute_start, start_skill
@@ -404,7 +404,25 @@ def context_lines(config: RunConfig) -> list[str]:
     if any(v is not None for v in caps.values()):
         lines.append("may stop early, before a step, at: " + ", ".join(f"{k} {v:g}" for k, v in caps.items()
                                                                          if v is not None))
+    if config.caps.prices:
+        lines.append(completion_spend(config))
     return lines
+
+
+def completion_spend(config: RunConfig) -> str:
+    """The most the endpoint's replies can cost (caps.prices): every request it answers at its
+    max_tokens, at the dearest model's price. Prompts are not known before the run."""
+    steps = run_plan(config)["steps"]
+    asked = sum(s["count"] for s in steps if s["operator"] != DISTILL and not s["perturbed"])
+    # the analysts ask the endpoint when told to, or when it is the run's only generator
+    to_endpoint = config.skill.teacher == "endpoint" or not needs_engine(config.uses_es, config.endpoint)
+    analysts = sum(s["count"] for s in steps if s["operator"] == DISTILL) if to_endpoint else 0
+    price = max(completion for _, completion in config.caps.prices.values())
+    most = (asked * config.sampling.max_tokens + analysts * config.skill.max_tokens) * price / 1e6
+    return (f"endpoint replies cost at most ${most:.4f}: {asked} requests x sampling.max_tokens "
+            f"{config.sampling.max_tokens}" + (f" + {analysts} analysts x skill.max_tokens {config.skill.max_tokens}"
+                                               if analysts else "")
+            + f" at ${price:g} per 1M completion tokens; prompts extra, re-asks and retries too")
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,

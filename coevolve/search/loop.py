@@ -572,6 +572,7 @@ class SearchLoop:
         cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
         seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
         requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
+        teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
         if logged is not None:
             self._check_logged(step, logged, requests)
             completions = [Completion(**c) for c in logged["completions"]]
@@ -579,7 +580,6 @@ class SearchLoop:
             conversations = skills.analyst_conversations(cases, task, self.versions.outline,
                                                          cfg.context.failure_chars)
             batch = Batch(conversations, seeds)
-            teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
             began = time.perf_counter()
             completions = batch.chat(teacher, Sampling(temperature=cfg.skill.temperature,
                                                        max_tokens=cfg.skill.max_tokens))
@@ -587,7 +587,7 @@ class SearchLoop:
         else:
             completions = []
         self.ledger.record_llm(completions)
-        if cfg.skill.teacher == "endpoint":
+        if self.endpoint is not None and teacher is self.endpoint:  # a run with no engine asks it for both
             self._price(completions)
         for _ in completions:
             self.ledger.charge(DISTILL)
