@@ -467,8 +467,10 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
     cut = context.get("cut_off")  # absent from older summaries
     if cut and cut["replies"]:
-        rows.append(("cut off", f"{cut['replies']} replies ended at sampling.max_tokens = {cut['max_tokens']} "
-                                f"({cut['valid']} of them still scored, with what parsed); raise it for longer answers"))
+        scored = (("it still scored, with what parsed" if cut["valid"] else "it scored nothing")
+                  if cut["replies"] == 1 else f"{cut['valid']} of them still scored, with what parsed")
+        rows.append(("cut off", f"{cut['replies']} repl{'y' if cut['replies'] == 1 else 'ies'} ended at "
+                                f"sampling.max_tokens = {cut['max_tokens']} ({scored}); raise it for longer answers"))
     if context["repair_requests"]:
         rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
     if context.get("proposers"):  # an endpoint ensemble
