@@ -341,3 +341,23 @@ def test_the_comparison_says_why_each_arms_candidates_failed(comparison):
     saved = json.loads((comparison / "results.json").read_text())["failures"]  # what the dashboard shows
     assert [(f["method"], f["failed"], f["candidates"], f["causes"][0]) for f in saved] == [
         ("sample", 6, 9, ["NameError: name 'd' is not defined", 3]), ("sample+esopt", 3, 3, ["ValueError: a|b red", 3])]
+
+
+def test_report_says_when_a_runs_best_is_one_of_its_starting_programs(tmp_path):
+    """[start] programs: a run whose best is one of them (a negative id in summary.json) found nothing
+    better than where it began, and the report says so."""
+    config = build_config(CompareConfig, {"compare": {"methods": ["eoh"], "tasks": ["tsp_construct"],
+                                                      "budgets": [36], "seeds": [0]}, "test": {"sizes": [20]}})
+    root = tmp_path / "cmp"
+    atomic_write_text(root / "compare.toml", dump_toml(as_dict(config)))
+    (spec,) = planned_runs(config)
+    directory = spec.directory(root)
+    fake_run(directory, run_config(config, spec, directory), 6.5)
+    summary = json.loads((directory / "summary.json").read_text())
+    summary["best"].update(id=-1, operator="start", model_state={"kind": "start", "path": "/x/mine.py"})
+    atomic_write_json(directory / "summary.json", summary)
+    render_comparison(root)
+    report = (root / "report.md").read_text()
+    assert "tsp_construct: 1 of 1 finished runs returned one of their starting programs ([start] programs) as " \
+           "their best: they found nothing better than where they began." in report
+    assert "| a starting program ([start] programs) |" in report

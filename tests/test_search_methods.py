@@ -472,7 +472,10 @@ def test_a_starting_program_counts_from_the_config_and_a_bad_one_is_refused_befo
     assert tomllib.loads((run / "config.toml").read_text())["start"]["programs"] == [str(best.resolve())]
     (start,) = json.loads((run / "summary.json").read_text())["context"]["start_programs"]
     assert start["id"] == -1 and start["objective"] is not None and start["failure"] is None
-    assert "starting programs   1 seeded, not charged: best.py (candidate -1) " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "starting programs   1 seeded, not charged: best.py (candidate -1) " in out
+    # the fake engine writes programs for another task: nothing scores, the starting program stays the best
+    assert "best is             a starting program ([start] programs) itself: nothing better" in out
     best.write_text("def something_else(x):\n    return x\n")
     assert main(["run", str(config), "--out", str(tmp_path / "no"), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

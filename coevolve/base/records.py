@@ -306,7 +306,9 @@ class ComparisonCell(Record):
     state: Literal["new", "partial", "finished"]  # plan.run_state
     summary: SearchSummary | None = None  # None until the run finished
     scores: dict[tuple[str, int], TestScore] = {}
-    best_is: Literal["template", "seed"] | None = None  # the run's best is the task's starting point
+    # the run's best is where it started: the task's template, one of its seed heuristics, or one of the
+    # run's [start] programs
+    best_is: Literal["template", "seed", "start"] | None = None
 
 
 # -------------------------------------------------------------- reading

@@ -106,9 +106,16 @@ def starting_point(code: str, task_name: str) -> str | None:
 
 
 def best_starting_point(directory: str | Path, task_name: str) -> str | None:
-    """starting_point of a run directory's best.py (None when it has none)."""
-    best = Path(directory) / "best.py"
-    return starting_point(best.read_text(encoding="utf-8"), task_name) if best.exists() else None
+    """starting_point of a run directory's best.py (None when it has none); "start" when its best is
+    one of the run's [start] programs (a negative id in summary.json)."""
+    best, summary = Path(directory) / "best.py", Path(directory) / "summary.json"
+    if not best.exists():
+        return None
+    if summary.exists():
+        found = read_summary(summary)
+        if isinstance(found, SearchSummary) and found.best is not None and found.best.id < 0:
+            return "start"
+    return starting_point(best.read_text(encoding="utf-8"), task_name)
 
 
 def run_starting_point(directory: str | Path, task_label: str) -> str | None:

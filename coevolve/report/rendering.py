@@ -150,6 +150,10 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
         if seeds:
             out.append(f"{task_name}: {len(seeds)} of {len(mine)} finished runs returned one of the task's seed "
                        "heuristics as their best.")
+        starts = [r for r in mine if r.best_is == "start"]
+        if starts:
+            out.append(f"{task_name}: {len(starts)} of {len(mine)} finished runs returned one of their starting "
+                       "programs ([start] programs) as their best: they found nothing better than where they began.")
         for split, size in list(dict.fromkeys(k[1:] for k in template if k[0] == task_name)):
             same = [r for r in mine if r.best_is is None and at_template(r, split, size, template[(task_name, split, size)])]
             if same:
@@ -379,7 +383,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     return {"report.md": store.path("report.md"), "progress.png": plot, **{f"{k}.png": v for k, v in figures.items()}}
 
 
-STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic"}
+STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic",
+                  "start": "a starting program ([start] programs)"}
 
 
 def es_updates(es: ESCounts) -> str:
