@@ -340,7 +340,7 @@ def test_diff_on_the_real_engine_is_decoded_under_its_parents_lines_and_an_appli
     cut = sum(c["finish_reason"] == "length" for e in steps if e["operator"] == "diff" for c in e["completions"])
     for c in diffs:
         assert WHOLE not in c["repairs"] and (c["code"] is not None or c["message"].endswith(
-            "is not closed with >>>>>>> REPLACE (was the answer cut off?)")), c["message"]
+            "is not closed with >>>>>>> REPLACE (the reply was cut off at sampling.max_tokens)")), c["message"]
     edits = summary.context["edits"]
     assert edits["requests"] == 6 and edits["whole"] == 0 and edits["failed"] <= cut  # every failure a cut-off
     assert edits["applied"] + edits["failed"] == 6

@@ -181,7 +181,10 @@ def test_a_prompt_longer_than_the_context_is_one_line_naming_its_length(engine):
         assert isinstance(caught.value, UsageError) and caught.value.index == 1
         assert str(caught.value) == (f"a prompt of {tokens} tokens does not fit the engine's context of 2048 tokens "
                                      "(request 1 of the call)")
-    assert engine.chat([PROMPTS[1]], greedy, seeds=[0])[0].completion_tokens > 0  # the engine goes on
+    short = engine.chat([PROMPTS[1]], greedy, seeds=[0])[0]
+    assert short.completion_tokens > 0  # the engine goes on
+    # what a search measures before it asks, to lean a prompt that would not fit (loop.py LEAN): vLLM's count
+    assert engine.prompt_lengths([PROMPTS[1], long]) == [short.prompt_tokens, tokens]
 
 
 def test_a_context_error_keeps_its_place_when_pickled_and_shifted():

@@ -394,6 +394,49 @@ def test_starting_programs_seed_the_archive_free_are_parents_and_resume_without_
         run(tmp_path / "gone", config)
 
 
+class MeasuringEngine(RecordingEngine):
+    """Measures prompts as a real engine does (`prompt_lengths`); here a prompt that shows a failure report or
+    the starting skill is past any context, every other one short."""
+
+    def prompt_lengths(self, conversations):
+        return [10_000 if any("Recent attempts that failed" in m["content"] or START_RULE in m["content"]
+                              for m in c) else 10 for c in conversations]
+
+
+def test_a_prompt_too_long_for_the_context_leaves_parts_out_until_it_fits_and_resumes_the_same(tmp_path):
+    """LEAN: the failure report goes first, then the parents' notes, then the skill: a prompt that showed both
+    is sent at level 3, recorded per request and counted; the others are sent untouched; a killed run resumes
+    to the same summary."""
+    from coevolve.report.rendering import context_rows
+
+    config = make_config("eoh", 20, skill={"start": str(start_folder(tmp_path))})
+    engine = MeasuringEngine()
+    full, *_ = run(tmp_path / "full", config, engine=engine)
+    assert engine.seen and not any(START_RULE in system or "Recent attempts that failed" in user
+                                   for system, user, _ in engine.seen)
+    requests = [r for e in read_jsonl(tmp_path / "full" / "events.jsonl") if e["type"] == "step" for r in e["requests"]]
+    assert {r.get("lean", 0) for r in requests} == {3}  # every prompt showed the starting skill
+    assert all(r["skill"] is None for r in requests)  # and each says it showed none
+    assert full.context["leaned"] == {"requests": len(requests), "max_len": 2048}
+    row = dict(context_rows(full.context, None))["prompts shortened"]
+    assert row.startswith(f"{len(requests)} requests left parts out to fit [model] max_len = 2048 (")
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    cut = next(i for i, e in enumerate(events) if e["type"] == "step" and e["step"] == 1) + 1
+    resumed, *_ = run(cut_run(tmp_path / "full", tmp_path / "killed", events[:cut]), config,
+                      engine=MeasuringEngine(), resume=True)
+    assert resumed == full
+    # without the skill only the prompts that show a failure are too long: they leave out just that
+    only = MeasuringEngine()
+    run(tmp_path / "failures", make_config("eoh", 20), engine=only)
+    levels = [r.get("lean", 0) for e in read_jsonl(tmp_path / "failures" / "events.jsonl") if e["type"] == "step"
+              for r in e["requests"]]
+    assert set(levels) == {0, 1} and not any("Recent attempts that failed" in user for _, user, _ in only.seen)
+    # an engine that measures nothing (an endpoint, a pool) sends prompts as they are
+    plain = RecordingEngine()
+    untouched, *_ = run(tmp_path / "plain", config, engine=plain)
+    assert all(START_RULE in system for system, _, _ in plain.seen) and untouched.context["leaned"]["requests"] == 0
+
+
 def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_directory(tmp_path, monkeypatch, capsys):
     from coevolve.cli import main
     from coevolve.commands.run import load_run_config

@@ -235,3 +235,31 @@ def test_replies_cut_off_at_max_tokens_on_the_real_engine_are_named_in_the_run_t
     assert all(c["message"] == NO_CODE_CUT_OFF or CUT_OFF in c["repairs"] for c in candidates), candidates
     assert summary.context["cut_off"] == {"replies": 4, "valid": 0, "max_tokens": 24}
     assert "4 replies ended at sampling.max_tokens = 24 (0 of them still scored" in run_table(summary, store.dir)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+def test_a_prompt_past_the_context_leaves_out_the_skill_on_the_real_engine(tmp_path, engine, sandbox):
+    """LEAN with the real tokenizer: with [model] max_len between the prompt's length without the starting
+    skill and with it, every request leaves the skill out (level 3) and is sent at a length that fits."""
+    from coevolve.base.skills import write_skill
+    from coevolve.search.loop import SearchLoop
+    from tasks.registry import get_task
+
+    rules = "\n".join(f"- Rule {i}: prefer the city whose distance to the destination is smallest." for i in range(12))
+    folder = write_skill(tmp_path / "tsp-long", "Long hints for TSP construction.", f"## Ideas\n{rules}\n").path
+
+    def prompt_tokens(config, name):
+        store = RunStore.create(tmp_path / name, dump_toml(as_dict(config)))
+        SearchLoop(config, store, engine, sandbox, get_task("tsp_construct")).run()
+        (step,) = [e for e in read_jsonl(store.events_path) if e["type"] == "step"]
+        return step, {c["prompt_tokens"] for c in step["completions"]}
+
+    _, (shown,) = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}), "with")
+    _, (plain,) = prompt_tokens(tiny("sample", 4), "without")
+    assert shown > plain + 100
+    limit = (shown + plain) // 2
+    step, sent = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}, model={"max_len": limit}), "fit")
+    assert [r.get("lean") for r in step["requests"]] == [3] * 4 and sent == {plain}
+    summary = json.loads((tmp_path / "fit" / "summary.json").read_text())
+    assert summary["context"]["leaned"] == {"requests": 4, "max_len": limit}

@@ -186,10 +186,21 @@ class Engine:
         return info
 
     # ----------------------------------------------------------------- text
+    def _chat_prompt(self, conversation: Sequence[Message]) -> str:
+        return self.tokenizer.apply_chat_template(list(conversation), add_generation_prompt=True, tokenize=False)
+
+    def _token_counts(self, prompts: Sequence[str]) -> list[int]:
+        return [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+
+    def prompt_lengths(self, conversations: Sequence[Sequence[Message]]) -> list[int]:
+        """Each conversation's prompt in tokens, as `chat` sends it: what must be shorter than
+        max_model_len (a search leans a prompt that is not: coevolve/search/loop.py LEAN)."""
+        return self._token_counts([self._chat_prompt(c) for c in conversations])
+
     def _check_lengths(self, prompts: Sequence[str]) -> None:
         """After vLLM refused a call: ContextLengthError when a prompt does not fit the context (counted
         only then, so a call that succeeds never tokenizes twice)."""
-        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+        lengths = self._token_counts(prompts)
         longest = max(range(len(lengths)), key=lengths.__getitem__, default=None)
         if longest is not None and lengths[longest] >= self.max_model_len:
             raise ContextLengthError.prompt(lengths[longest], self.max_model_len, longest) from None
@@ -222,11 +233,7 @@ class Engine:
         from vllm import SamplingParams  # optional and heavy: the engine extra
 
         salt = self._salt()
-        prompts = [
-            {"prompt": self.tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False),
-             "cache_salt": salt}
-            for c in conversations
-        ]
+        prompts = [{"prompt": self._chat_prompt(c), "cache_salt": salt} for c in conversations]
         params = [
             SamplingParams(
                 temperature=sampling.temperature,

@@ -470,6 +470,12 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
                                         "template)"))
     if context["parser_repairs"]:
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
+    lean = context.get("leaned")  # absent from older summaries
+    if lean and lean["requests"]:
+        rows.append(("prompts shortened", f"{lean['requests']} request{'s' * (lean['requests'] != 1)} left parts "
+                                          f"out to fit [model] max_len = {lean['max_len']} (as far as needed, in "
+                                          "order: the failure report, the parents' notes, the skill, all parents but "
+                                          "the first; each step event's requests say how far)"))
     cut = context.get("cut_off")  # absent from older summaries
     if cut and cut["replies"]:
         scored = (("it still scored, with what parsed" if cut["valid"] else "it scored nothing")

@@ -153,12 +153,28 @@ class Request:
     member: int | None  # index into the step's ES members; None: base weights
     failures: tuple[str, ...] = ()  # failure reports shown in the prompt
     skill: int | None = None  # the skill version the prompt shows (None: no skill)
+    lean: int = 0  # how many of LEAN's parts the prompt leaves out to fit the engine's context
+
+
+# What a prompt too long for the engine's context leaves out, one more at a time, until it fits: a run
+# that would stop there goes on (the request records how far it went; a prompt that fits is never touched)
+LEAN = ("the failure report", "the parents' notes", "the skill", "all parents but the first")
+
+
+def leaned(request: Request, level: int) -> Request:
+    """`request` with LEAN's first `level` parts left out (its notes go in _context)."""
+    if level == 0:
+        return request
+    return replace(request, lean=level, failures=() if level >= 1 else request.failures,
+                   skill=None if level >= 3 else request.skill,
+                   parents=request.parents[:1] if level >= 4 else request.parents)
 
 
 def request_record(request: Request) -> dict:
     """A request as a step event logs it (what a resumed run checks it replays)."""
     return {"slot": request.slot, "operator": request.operator, "parents": [p.id for p in request.parents],
-            "seed": request.seed, "member": request.member, "skill": request.skill}
+            "seed": request.seed, "member": request.member, "skill": request.skill,
+            **({"lean": request.lean} if request.lean else {})}
 
 
 def completion_record(completion: Completion) -> dict:
@@ -250,6 +266,7 @@ class SearchLoop:
         self.session_start = time.perf_counter()
         self.stopped: dict | None = None
         self.prompts_written: set[str] = set()  # the sha256 of each prompt prompts.jsonl holds in full
+        self.leaned = 0  # requests whose prompt left parts out to fit the engine's context (LEAN)
         sampling = cfg.sampling
         prompts = (JsonlWriter(self.store.path(PROMPTS), fsync=False) if cfg.log.prompts
                    else contextlib.nullcontext())
@@ -448,15 +465,18 @@ class SearchLoop:
                                     slot // per_member if perturbed else None,
                                     self._failures_for(operator, parents, slot), shown))
         if logged is not None:
+            requests = [leaned(r, record.get("lean", 0)) for r, record in zip(requests, logged["requests"])]
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
             retried = {kind: logged.get(f"{kind}_retries", []) for kind in REASKS}
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
+            requests = self._fit(requests)
             completions = self._generate(requests, members, sampling)
             self._log_prompts(step, requests)
             retried = None
+        self.leaned += sum(r.lean > 0 for r in requests)
         # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
         parsed = [self._parsed_early(r, c) for r, c in zip(requests, completions)]
         if retried is None:
@@ -538,7 +558,7 @@ class SearchLoop:
 
     def _notes(self, request: Request) -> tuple[str, ...]:
         """context.feedback: what each valid parent's evaluation said besides its score."""
-        if not self.config.context.feedback or operators.get(request.operator).failed_parent:
+        if not self.config.context.feedback or operators.get(request.operator).failed_parent or request.lean >= 2:
             return ()
         limit, direction = self.config.context.failure_chars, self.task.direction
         return tuple(parent_note(p.profile, self.template_scores, direction, p.feedback, limit)
@@ -660,6 +680,25 @@ class SearchLoop:
             raise ResumeError(f"{self.store.events_path}: step {step} does not replay the same requests; "
                                "the run directory was written by different code or config")
 
+    def _fit(self, requests: list[Request]) -> list[Request]:
+        """Each request whose prompt the engine's context ([model] max_len) cannot hold, leaned (LEAN)
+        until it fits, or as far as it goes (the engine then says what a prompt holds). Only where
+        the engine measures prompts as it sends them (`prompt_lengths`): an endpoint's requests and an
+        engine pool's are sent as they are."""
+        measure = getattr(self.engine, "prompt_lengths", None)
+        if measure is None:
+            return requests
+        limit, fitted = self.config.model.max_len, list(requests)
+        mine = [i for i, r in enumerate(requests) if r.member is not None or self.endpoint is None]
+        for level in range(1, len(LEAN) + 1):
+            lengths = measure([self._messages(fitted[i]) for i in mine])
+            mine = [i for i, n in zip(mine, lengths) if n >= limit]  # vLLM takes prompts shorter than it
+            if not mine:
+                break
+            for i in mine:
+                fitted[i] = leaned(requests[i], level)
+        return fitted
+
     def _messages(self, request: Request) -> list[dict]:
         t = self.task
         start = starting_program(t, self.config.start.program)
@@ -673,7 +712,8 @@ class SearchLoop:
         except ContextLengthError as exc:  # what a prompt holds, so the user knows what to cut
             raise ContextLengthError(
                 f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
-                "evaluation, the skill and recent failures; show less (fewer parents: eoh.parents; shorter failure "
+                "evaluation, the skill and recent failures (an engine that measures prompts has already left out "
+                "all it may: LEAN); show less (fewer parents: eoh.parents; shorter failure "
                 "reports: context.failure_chars; a shorter task description), or give the model a longer context "
                 "([model] max_len; a served model's --max-model-len)",
                 exc.index) from None
@@ -799,7 +839,10 @@ class SearchLoop:
             return parsed
         if isinstance(parsed, Extracted):
             return replace(parsed, repairs=parsed.repairs + (CUT_OFF,))
-        return NO_CODE_CUT_OFF if parsed == NO_CODE else f"{parsed} (the reply was {CUT_OFF})"
+        if parsed == NO_CODE:
+            return NO_CODE_CUT_OFF
+        # an edit left open asks whether the answer was cut off (edits.py): here it is known
+        return f"{parsed.removesuffix(' (was the answer cut off?)')} (the reply was {CUT_OFF})"
 
     def _program(self, request: Request, completion: Completion) -> Extracted | str:
         t = self.task
@@ -1040,6 +1083,8 @@ class SearchLoop:
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),
+                # requests whose prompt left parts out to fit the engine's context (LEAN), of the run's
+                "leaned": {"requests": self.leaned, "max_len": self.config.model.max_len},
                 # replies that ended at sampling.max_tokens, and how many of them still scored
                 "cut_off": {"replies": len(cut), "valid": sum(c.valid for c in cut),
                             "max_tokens": self.config.sampling.max_tokens},
