@@ -465,7 +465,8 @@ class SearchLoop:
                                     slot // per_member if perturbed else None,
                                     self._failures_for(operator, parents, slot), shown))
         if logged is not None:
-            requests = [leaned(r, record.get("lean", 0)) for r, record in zip(requests, logged["requests"])]
+            records = logged["requests"]  # (a count that differs is _check_logged's to refuse)
+            requests = [leaned(r, records[i].get("lean", 0)) if i < len(records) else r for i, r in enumerate(requests)]
             self._check_logged(step, logged, requests)
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
