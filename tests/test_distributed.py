@@ -155,6 +155,9 @@ def test_a_prompt_too_long_for_an_engine_of_the_pool_is_the_engines_one_line(poo
     assert re.fullmatch(r"a prompt of 30\d\d tokens does not fit the engine's context of 2048 tokens "
                         r"\(request 3 of the call\)", message), message
     assert len(pool.chat([short], Sampling(temperature=0.0, max_tokens=4), seeds=[0])) == 1  # the pool goes on
+    # measured before it is asked, as one engine would (a search leans what does not fit: loop.py LEAN)
+    lengths = pool.prompt_lengths([short, long])
+    assert lengths[0] < 50 and re.fullmatch(r"30\d\d", str(lengths[1])) and lengths[1] >= 2048, lengths
 
 
 @pytest.mark.engine

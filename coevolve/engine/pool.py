@@ -383,6 +383,11 @@ class EnginePool:
             raise DivergenceError(f"engine weights diverged {when}: {listing}")
         return next(iter(checksums.values()))
 
+    def prompt_lengths(self, conversations: Sequence[Sequence[Message]]) -> list[int]:
+        """Each conversation's prompt in tokens, as an engine sends it (they share one tokenizer): one
+        engine measures them all (a search fits its prompts to the context with it)."""
+        return self._spread("prompt_lengths", [([list(c) for c in conversations],)])[0]
+
     def reset(self) -> None:
         """Every engine back to the checkpoint's weights."""
         self._broadcast("reset")
