@@ -684,8 +684,8 @@ class SearchLoop:
     def _fit(self, requests: list[Request]) -> list[Request]:
         """Each request whose prompt the engine's context ([model] max_len) cannot hold, leaned (LEAN)
         until it fits, or as far as it goes (the engine then says what a prompt holds). Only where
-        the engine measures prompts as it sends them (`prompt_lengths`): an endpoint's requests and an
-        engine pool's are sent as they are."""
+        the engine measures prompts as it sends them (`prompt_lengths`: the engine, an engine pool): an
+        endpoint's requests are sent as they are."""
         measure = getattr(self.engine, "prompt_lengths", None)
         if measure is None:
             return requests
