@@ -239,10 +239,10 @@ def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECON
     its [task] options and the [skills] read."""
     if isinstance(config, RunConfig):
         check_task(config.run.task, seconds)
-        make_method(config).check_task(heuristic_task(config.run.task))  # e.g. MAP-Elites' descriptors
+        task = heuristic_task(config.run.task)
+        make_method(config).check_task(task)  # e.g. MAP-Elites' descriptors
         if config.skill.start:
             start_skill(config.skill.start)
-        task = heuristic_task(config.run.task)
         read_programs(config.start.programs, task.function_name, task.template)
     else:
         check_agent_task(config, seconds)
@@ -388,13 +388,14 @@ def handle_plan(args: argparse.Namespace) -> int:
         problem = extension_problem(load_run_config(path, {}, new=False), config)
         if problem is not None:
             raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
-    print(format_plan(run_plan(config)))
-    for line in context_lines(config):
+    plan = run_plan(config)
+    print(format_plan(plan))
+    for line in context_lines(config, plan):
         print(f"  {line}")
     return 0
 
 
-def context_lines(config: RunConfig) -> list[str]:
+def context_lines(config: RunConfig, plan: dict) -> list[str]:
     """What --plan adds to the plan: the skill the run starts from, and the caps that may end it early."""
     lines = [f"every prompt shows the skill {config.skill.start} (skill.start)"] if config.skill.start else []
     if config.start.programs:
@@ -405,14 +406,13 @@ def context_lines(config: RunConfig) -> list[str]:
         lines.append("may stop early, before a step, at: " + ", ".join(f"{k} {v:g}" for k, v in caps.items()
                                                                          if v is not None))
     if config.caps.prices:
-        lines.append(completion_spend(config))
+        lines.append(completion_spend(config, plan["steps"]))
     return lines
 
 
-def completion_spend(config: RunConfig) -> str:
-    """The most the endpoint's replies can cost (caps.prices): every request it answers at its
-    max_tokens, at the dearest model's price. Prompts are not known before the run."""
-    steps = run_plan(config)["steps"]
+def completion_spend(config: RunConfig, steps: list[dict]) -> str:
+    """The most the endpoint's replies can cost (caps.prices) over the plan's `steps`: every request it
+    answers at its max_tokens, at the dearest model's price. Prompts are not known before the run."""
     asked = sum(s["count"] for s in steps if s["operator"] != DISTILL and not s["perturbed"])
     # the analysts ask the endpoint when told to, or when it is the run's only generator
     to_endpoint = config.skill.teacher == "endpoint" or not needs_engine(config.uses_es, config.endpoint)

@@ -165,8 +165,7 @@ def leaned(request: Request, level: int) -> Request:
     """`request` with LEAN's first `level` parts left out (its notes go in _context)."""
     if level == 0:
         return request
-    return replace(request, lean=level, failures=() if level >= 1 else request.failures,
-                   skill=None if level >= 3 else request.skill,
+    return replace(request, lean=level, failures=(), skill=None if level >= 3 else request.skill,
                    parents=request.parents[:1] if level >= 4 else request.parents)
 
 
@@ -1078,8 +1077,8 @@ class SearchLoop:
             beat = best is not None and (best.objective < template if self.task.direction == "min"
                                          else best.objective > template)
         repaired = Counter(r.split(" ")[0] for c in self.candidates for r in c.repairs if r != CUT_OFF)
-        cut = [c for c in self.candidates if CUT_OFF in c.repairs or c.message == NO_CODE_CUT_OFF
-               or (c.failure == "parse" and (c.message or "").endswith(f"{CUT_OFF})"))]
+        # a program from a cut-off reply carries the repair; a reply that gave none says so in its message
+        cut = [c for c in self.candidates if CUT_OFF in c.repairs or (c.failure == "parse" and CUT_OFF in c.message)]
         return {"constrain": self.constrain_state, "fingerprint": self.reject_clones,
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
