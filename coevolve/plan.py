@@ -48,10 +48,11 @@ PAPER_TEST_SIZES = {"tsp_construct": [20, 50], "kp_construct": [50, 100], "asp":
 
 
 # What a named arm may set otherwise than the comparison: which endpoint proposes, how it is asked
-# and what it reads, and how ES moves. The local model (one engine per comparison), the sandbox,
-# the ledger's accounting and caps (what "matched budget" means) and the starting program (the
-# report's baseline) are the comparison's, the same for every arm.
-ARM_SECTIONS = ("sampling", "eoh", "sample", "es", "reward", "context", "skill", "endpoint")
+# and what it reads, how ES moves, and which programs its archive starts with (start.programs: a warm
+# start against a cold one). The local model (one engine per comparison), the sandbox, the ledger's
+# accounting and caps (what "matched budget" means) and the starting program, start.program (the
+# report's baseline), are the comparison's, the same for every arm.
+ARM_SECTIONS = ("sampling", "eoh", "sample", "es", "reward", "context", "skill", "endpoint", "start")
 ENGINE_KEYS = ("noise", "rank")  # the shared engine is built for one kind of ES noise
 ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 # an agent comparison's arm may set how its agents train and play (the checkpoint and the engine
@@ -131,6 +132,9 @@ class CompareSection(Section):
             for key in ENGINE_KEYS:
                 require(key not in arm.get("es", {}), f"{where}.es.{key}", "is the comparison's: the shared "
                         "engine is built for one kind of ES noise ([es] noise and rank)")
+            require("program" not in arm.get("start", {}), f"{where}.start.program", "is the comparison's: the "
+                    "starting program is the report's baseline, the same for every arm (an arm may set "
+                    "start.programs)")
         return arms
 
 
@@ -189,11 +193,8 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         # file methods count from the TOML's folder, as file tasks do
         raw = {**raw, "compare": {**compare, "methods": [registry.absolute_method(m, base) if isinstance(m, str) else m
                                                          for m in compare["methods"]]}}
-    if base is not None and isinstance(compare, dict) and isinstance(compare.get("arms"), dict):
-        raw = {**raw, "compare": {**raw["compare"], "arms": {
-            name: _absolute_arm(arm, base) for name, arm in compare["arms"].items()}}}
     if base is not None:
-        raw = absolute_checkpoint(absolute_start(absolute_programs(raw, base), base), base)
+        raw = absolute_checkpoint(absolute_start(absolute_programs(_absolute_arms(raw, base), base), base), base)
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
@@ -203,19 +204,40 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         task = _task_or_error(name, f"compare.tasks[{index}]")
         scored_sets(config, task)  # every task has the sets asked for
         read_programs(config.start.programs, task.function_name, task.template)  # each defines every task's function
+        for arm in config.compare.arms:
+            _read_arm_programs(config, arm, task)
     arm_skills = [arm_settings(config, name).get("skill", {}).get("start") for name in config.compare.arms]
     for skill in {config.skill.start, *arm_skills} - {"", None}:
         start_skill(skill)
     return config
 
 
+def _absolute_arms(raw: dict, base: Path) -> dict:
+    """`raw` with each named arm's files counted from `base`, the TOML's folder (`_absolute_arm`)."""
+    compare = raw.get("compare")
+    if not (isinstance(compare, dict) and isinstance(compare.get("arms"), dict)):
+        return raw
+    return {**raw, "compare": {**compare, "arms": {name: _absolute_arm(arm, base)
+                                                   for name, arm in compare["arms"].items()}}}
+
+
 def _absolute_arm(arm: Any, base: Path) -> Any:
-    """A named arm's method file and skill folder counted from the TOML's folder, as the comparison's."""
+    """A named arm's method file, skill folder and starting programs counted from the TOML's folder,
+    as the comparison's."""
     if not isinstance(arm, dict):
         return arm
     if isinstance(arm.get("method"), str):
         arm = {**arm, "method": registry.absolute_method(arm["method"], base)}
-    return absolute_start(arm, base)
+    return absolute_programs(absolute_start(arm, base), base)
+
+
+def _read_arm_programs(config: CompareConfig, name: str, task: Any) -> None:
+    """A named arm's own start.programs read as the comparison's are, so a bad file stops the
+    comparison before any run starts; the error names the key where the arm wrote it."""
+    programs = arm_settings(config, name).get("start", {}).get("programs")
+    if programs is not None:  # else the arm starts as the comparison does, whose files are read already
+        with keys_under(f"compare.arms.{name}"):
+            read_programs(programs, task.function_name, task.template)
 
 
 def _task_or_error(name: str, field_name: str) -> Any:
@@ -277,12 +299,14 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     return compare_config(raw, Path(path).parent)
 
 
-def comparison_run(raw: dict, method: str | None = None) -> dict:
+def comparison_run(raw: dict, method: str | None = None, base: Path | None = None) -> dict:
     """A comparison config (e.g. a preset of examples/paper/) as the raw config of
     one of its runs, for `coevolve run`: the whole comparison is validated first,
     [compare] and [test] are dropped, and [run] is `method` (a named arm runs its
     method under its own settings) or the first method, and the first task, budget
-    and seed it lists (flags choose another)."""
+    and seed it lists (flags choose another). `base`, the TOML's folder: where a
+    named arm's relative files (method, skill, starting programs) count from."""
+    raw = raw if base is None else _absolute_arms(raw, base)
     config = build_config(config_class(raw), raw)
     c = config.compare
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)

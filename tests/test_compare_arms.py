@@ -12,6 +12,7 @@ import pytest
 
 from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.base.errors import UsageError
+from coevolve.commands.run import load_run_config
 from coevolve.plan import (CompareConfig, RunSpec, arm_lines, compare_config, compared_pairs, comparison_run,
                            load_compare_config, ordered_arms, planned_runs, run_config)
 
@@ -36,6 +37,9 @@ def with_arms(arms: dict, methods: list[str]) -> dict:
     ({"method": "eoh", "context": 5}, "a1", "compare.arms.a1.context must be a table"),
     ({"method": "eoh", "es": {"noise": "lowrank"}}, "a1", "compare.arms.a1.es.noise is the comparison's"),
     ({"method": "eoh", "es": {"sigma": -1.0}}, "a1", "compare.arms.a1.es.sigma must be > 0"),
+    ({"method": "eoh", "start": {"program": "reference", "programs": []}}, "a1",
+     "compare.arms.a1.start.program is the comparison's: the starting program is the report's baseline"),
+    ({"method": "eoh", "start": {"programz": []}}, "a1", "compare.arms.a1.start.programz is not a known field"),
     ({"method": "eoh"}, "eoh", "compare.arms.eoh is the name of a method"),
     ({"method": "eoh"}, "a+esopt", "compare.arms.a+esopt must be named by letters"),
     ({"method": "eoh"}, "eoh_esopt", "has 'eoh+esopt' and 'eoh_esopt', whose runs would share the folders"),
@@ -295,3 +299,51 @@ def test_a_comparisons_starting_programs_count_from_its_folder_and_must_define_e
     two = {**raw, "compare": {**raw["compare"], "tasks": ["tsp_construct", "kp_construct"]}}
     with pytest.raises(UsageError, match=r"start.programs\[0\]: .*mine.py defines no top-level select_next_item\(\)"):
         compare_config(two, tmp_path)
+
+
+SELECT_FIRST = ("import numpy as np\n\ndef select_next_node(current_node, destination_node, unvisited_nodes, "
+                "distance_matrix):\n    return unvisited_nodes[0]\n")
+
+
+def test_an_arm_starts_from_its_own_programs_counted_from_the_toml_folder(tmp_path):
+    folder = tmp_path / "cfg"
+    (folder / "earlier").mkdir(parents=True)
+    (folder / "earlier" / "best.py").write_text(SELECT_FIRST)
+    (folder / "mine.py").write_text(SELECT_FIRST)
+    (folder / "c.toml").write_text(
+        '[compare]\nmethods = ["eoh", "eoh-warm", "eoh-cold"]\nbudgets = [8]\nseeds = [0]\n'
+        '[start]\nprograms = ["mine.py"]\n'
+        '[compare.arms.eoh-warm]\nmethod = "eoh"\nstart = { programs = ["earlier/best.py"] }\n'
+        '[compare.arms.eoh-cold]\nmethod = "eoh"\nstart = { programs = [] }\n')
+    config = load_compare_config(folder / "c.toml")
+    warm = str((folder / "earlier" / "best.py").resolve())
+    runs = {spec.method: run_config(config, spec, spec.directory(tmp_path)) for spec in planned_runs(config)}
+    # the arm's list replaces the comparison's, so an arm can also start cold where the others start warm
+    assert {name: c.start.programs for name, c in runs.items()} == {
+        "eoh": [str((folder / "mine.py").resolve())], "eoh-warm": [warm], "eoh-cold": []}
+    assert {c.start.program for c in runs.values()} == {"template"}  # every arm's baseline is the comparison's
+    assert arm_lines(config) == [f"eoh-warm: EoH with start.programs = {json.dumps([warm])}",
+                                 "eoh-cold: EoH with start.programs = []"]
+    again = build_config(CompareConfig, tomllib.loads(dump_toml(as_dict(config))))
+    assert again.compare.arms == config.compare.arms
+    # given the TOML's folder (as `coevolve run` on the comparison's file has it), the arm's file is found
+    # from any working directory
+    raw = tomllib.loads((folder / "c.toml").read_text())
+    assert comparison_run(raw, "eoh-warm", folder)["start"]["programs"] == [warm]
+    # `coevolve run c.toml --method eoh-warm` from another folder
+    assert load_run_config(folder / "c.toml", {"run": {"method": "eoh-warm"}}).start.programs == [warm]
+
+
+def test_an_arms_starting_program_must_define_every_tasks_function_before_any_run(tmp_path):
+    (tmp_path / "best.py").write_text(SELECT_FIRST)
+    raw = {"compare": {"methods": ["eoh", "eoh-warm"], "tasks": ["tsp_construct", "kp_construct"], "budgets": [8],
+                       "seeds": [0], "arms": {"eoh-warm": {"method": "eoh", "start": {"programs": ["best.py"]}}}}}
+    with pytest.raises(UsageError) as info:
+        compare_config(raw, tmp_path)
+    assert str(info.value) == ("config error: compare.arms.eoh-warm.start.programs[0]: "
+                               f"{(tmp_path / 'best.py').resolve()} defines no top-level select_next_item(), the "
+                               "function the task evolves")
+    raw["compare"]["arms"]["eoh-warm"]["start"]["programs"] = ["gone.py"]
+    with pytest.raises(UsageError, match=r"^config error: compare.arms.eoh-warm.start.programs\[0\]: cannot read "
+                                         r".*gone.py"):
+        compare_config(raw, tmp_path)

@@ -437,6 +437,70 @@ def test_a_prompt_too_long_for_the_context_leaves_parts_out_until_it_fits_and_re
     assert all(START_RULE in system for system, _, _ in plain.seen) and untouched.context["leaned"]["requests"] == 0
 
 
+class NarrowEndpoint(RecordingEngine):
+    """An endpoint whose model refuses, as a server does (HTTP 400), each prompt that shows a failure report or
+    the starting skill: the call ends in ContextLengthError holding the other requests' replies
+    (coevolve/engine/openai_client.py; tests/test_serving.py asks a real server)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        from coevolve.engine.base import ContextLengthError
+
+        too_long = [any("Recent attempts that failed" in m["content"] or START_RULE in m["content"] for m in c)
+                    for c in conversations]
+        fitting = [c for c, long in zip(conversations, too_long) if not long]
+        answered = iter(super().chat(fitting, sampling, [s for s, long in zip(seeds, too_long) if not long],
+                                     None if constraints is None else [p for p, long in zip(constraints, too_long)
+                                                                       if not long]) if fitting else [])
+        replies = [None if long else next(answered) for long in too_long]
+        if not any(too_long):
+            return replies
+        self.refused += sum(too_long)
+        raise ContextLengthError("http://127.0.0.1:9/v1 refused a prompt longer than its model's context",
+                                 too_long.index(True), replies=replies)
+
+
+def test_an_endpoints_refused_prompts_are_leaned_and_asked_again_alone(tmp_path):
+    """An endpoint's tokenizer is not ours to measure: a prompt its model refuses is leaned one LEAN part more and
+    asked again alone, the others' replies kept; recorded, counted and resumed as the engine's leaned requests."""
+    endpoint = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    config = make_config("eoh", 20, skill={"start": str(start_folder(tmp_path))}, endpoint=endpoint)
+    served = NarrowEndpoint()
+    full, *_ = run(tmp_path / "full", config, endpoint=served)
+    assert served.seen and served.refused and not any(START_RULE in system or "Recent attempts that failed" in user
+                                                      for system, user, _ in served.seen)
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    requests = [r for e in events if e["type"] == "step" for r in e["requests"]]
+    assert {r.get("lean", 0) for r in requests} == {3}  # every prompt showed the starting skill
+    assert full.context["leaned"]["requests"] == len(requests) == full.ledger.used
+    # asked once per LEAN part it left out: the refusals reached the endpoint and count as requests
+    assert served.refused == 3 * len(requests) and full.ledger.llm_requests == len(requests) + served.refused
+    prompts = [r for r in read_jsonl(tmp_path / "full" / "prompts.jsonl") if "messages" in r]
+    assert prompts and not any(START_RULE in m["content"] for r in prompts for m in r["messages"])
+    cut = next(i for i, e in enumerate(events) if e["type"] == "step" and e["step"] == 1) + 1
+    resumed, *_ = run(cut_run(tmp_path / "full", tmp_path / "killed", events[:cut]), config,
+                      endpoint=NarrowEndpoint(), resume=True)
+    assert resumed == full
+    # only the prompts that show a failure are refused without the skill; the rest go once, untouched
+    only = NarrowEndpoint()
+    run(tmp_path / "failures", make_config("eoh", 20, endpoint=endpoint), endpoint=only)
+    levels = [r.get("lean", 0) for e in read_jsonl(tmp_path / "failures" / "events.jsonl") if e["type"] == "step"
+              for r in e["requests"]]
+    assert set(levels) == {0, 1} and only.refused == levels.count(1)
+    # a prompt refused with every part left out stops the run, saying what a prompt holds
+    class Closed(NarrowEndpoint):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            from coevolve.engine.base import ContextLengthError
+            raise ContextLengthError("http://127.0.0.1:9/v1 refused a prompt longer than its model's context", 0,
+                                     replies=[None] * len(conversations))
+
+    with pytest.raises(UsageError, match="refused a prompt longer than its model's context: a fake prompt holds"):
+        run(tmp_path / "closed", make_config("eoh", 20, endpoint=endpoint), endpoint=Closed())
+
+
 def test_a_bad_starting_skill_is_one_line_naming_skill_start_before_any_run_directory(tmp_path, monkeypatch, capsys):
     from coevolve.cli import main
     from coevolve.commands.run import load_run_config

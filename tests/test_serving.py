@@ -412,6 +412,14 @@ def test_a_prompt_past_the_servers_context_is_a_context_length_error_constrained
         assert message.startswith(f"{openai_server.base_url} refused a prompt longer than its model's context "
                                   "(HTTP 400: "), message
         assert "maximum context length" in message and "sampling.max_tokens = 8" in message and "\n" not in message
+    # in a call with prompts that fit, the refusal names its request and the others' replies come with it
+    # (what a search keeps while it asks again, leaned, for the refused one: loop.py _from_endpoint)
+    short = [{"role": "user", "content": "Pick a number"}]
+    with pytest.raises(ContextLengthError) as caught:
+        served.chat([short, long[0], short], Sampling(temperature=0.0, max_tokens=8), seeds=[1, 2, 3])
+    replies = caught.value.replies
+    assert caught.value.index == 1 and replies[1] is None, replies
+    assert all(r is not None and r.completion_tokens > 0 for r in (replies[0], replies[2])), replies
 
 
 def test_the_test_server_dies_with_the_test_process(tmp_path):

@@ -214,7 +214,7 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
         flag = overrides.get("run", {}).get("method")
         compared = raw["compare"].get("methods") if isinstance(raw["compare"], dict) else None
         name = flag or (compared[0] if isinstance(compared, list) and compared else None)
-        raw = comparison_run(raw, flag)
+        raw = comparison_run(raw, flag, path.parent)
         if flag:  # a named arm: the method it runs (its settings are in raw now)
             overrides["run"]["method"] = raw["run"]["method"]
         arm = {**raw["run"], **overrides.get("run", {})}

@@ -69,11 +69,14 @@ class ConstraintError(ValueError):
 class ContextLengthError(UsageError):
     """A prompt longer than the engine's context (one line; the caller may say what made it long).
     `index`: the request of the call whose prompt is the longest; `tokens` and `limit`, when the
-    engine measured them. (Its attributes survive pickling, as an engine pool's actors need.)"""
+    engine measured them; `replies`, from a generator that answers requests one by one (an
+    endpoint): each request's reply, None for those refused as too long, so a caller can ask again
+    for those alone. (Its attributes survive pickling, as an engine pool's actors need.)"""
 
-    def __init__(self, message: str, index: int = 0, tokens: int | None = None, limit: int | None = None) -> None:
+    def __init__(self, message: str, index: int = 0, tokens: int | None = None, limit: int | None = None,
+                 replies: list[Completion | None] | None = None) -> None:
         super().__init__(message)
-        self.index, self.tokens, self.limit = index, tokens, limit
+        self.index, self.tokens, self.limit, self.replies = index, tokens, limit, replies
 
     @classmethod
     def prompt(cls, tokens: int, limit: int, index: int) -> ContextLengthError:

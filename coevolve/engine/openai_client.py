@@ -14,7 +14,9 @@ Failures come out as one line, never as an SDK traceback:
   answers without honouring it (every constrained reply is checked).
 - `ContextLengthError` (as the in-process engine raises it): the server refused
   a prompt longer than its model's context (HTTP 400 saying so), whether or
-  not the request carried a constraint; no retry can fix it.
+  not the request carried a constraint; no retry can fix it. It comes once the
+  whole call is answered and holds the other requests' replies (a search leans
+  the refused prompts and asks again for those alone).
 - `EndpointError` during a run: the server stopped answering after
   `retries` tries. The run directory keeps every finished step (resume it).
 Retries (connection errors, timeouts, 429, 5xx) back off exponentially and
@@ -204,7 +206,10 @@ class OpenAIGenerator:
         request field; a reply that does not match its pattern (a server that
         ignored the field) raises ConstraintError rather than pass unchecked.
         `on_each(index, completion)` is called, from the request's thread, as
-        each reply arrives (what the search scores early, coevolve/search/overlap.py)."""
+        each reply arrives (what the search scores early, coevolve/search/overlap.py).
+        A prompt the server refuses as too long raises ContextLengthError once every
+        request is answered, naming the first refused (`index`) and holding all the
+        replies (`replies`, None where refused)."""
         check_requests(conversations, seeds, constraints)
         jobs = [(list(c), None if seeds is None else int(seeds[i]), None if constraints is None else constraints[i])
                 for i, c in enumerate(conversations)]
@@ -216,7 +221,21 @@ class OpenAIGenerator:
             return completion
 
         with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(one, range(len(jobs))))
+            futures = [pool.submit(one, index) for index in range(len(jobs))]
+        # a prompt too long for the served model refuses that request alone: the others' replies (paid
+        # for) travel with the error, so the caller asks again for the refused ones only
+        replies: list[Completion | None] = []
+        refused: ContextLengthError | None = None
+        for index, future in enumerate(futures):
+            try:
+                replies.append(future.result())
+            except ContextLengthError as exc:
+                replies.append(None)
+                refused = refused or ContextLengthError(str(exc), index)
+        if refused is not None:
+            refused.replies = replies
+            raise refused
+        return replies  # type: ignore[return-value]  (no None without a refusal)
 
     def _request(self, messages: list[Message], sampling: Sampling, seed: int | None,
                  pattern: str | None) -> dict:

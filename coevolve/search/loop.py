@@ -266,6 +266,7 @@ class SearchLoop:
         self.stopped: dict | None = None
         self.prompts_written: set[str] = set()  # the sha256 of each prompt prompts.jsonl holds in full
         self.leaned = 0  # requests whose prompt left parts out to fit the engine's context (LEAN)
+        self.refused_long = 0  # an endpoint's refusals of prompts too long for its model (asked again, leaned)
         sampling = cfg.sampling
         prompts = (JsonlWriter(self.store.path(PROMPTS), fsync=False) if cfg.log.prompts
                    else contextlib.nullcontext())
@@ -470,10 +471,12 @@ class SearchLoop:
             members = logged["es"]["members"] if logged.get("es") else []
             completions = [Completion(**c) for c in logged["completions"]]
             retried = {kind: logged.get(f"{kind}_retries", []) for kind in REASKS}
+            refused = logged.get("refused_long", 0)
+            self.ledger.llm_requests += refused
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
-            requests = self._fit(requests)
-            completions = self._generate(requests, members, sampling)
+            before = self.refused_long
+            requests, completions = self._generate(self._fit(requests), members, sampling)
             self._log_prompts(step, requests)
             retried = None
         self.leaned += sum(r.lean > 0 for r in requests)
@@ -481,6 +484,7 @@ class SearchLoop:
         parsed = [self._parsed_early(r, c) for r, c in zip(requests, completions)]
         if retried is None:
             retried = self._reask(step, requests, members, sampling, completions, parsed)
+            refused = self.refused_long - before
         for kind, replaced in retried.items():
             self.ledger.record_llm([Completion(**c) for c in replaced])  # their tokens count, their texts do not
             self.ledger.count_reasks(kind, len(replaced))
@@ -508,6 +512,8 @@ class SearchLoop:
         for kind, replaced in retried.items():
             if replaced:
                 event[f"{kind}_retries"] = replaced
+        if refused:
+            event["refused_long"] = refused
         if logged is None:
             event_log.append(event)  # before the ES update: a kill in between re-applies it on resume
         if es_record is not None:
@@ -684,7 +690,8 @@ class SearchLoop:
         """Each request whose prompt the engine's context ([model] max_len) cannot hold, leaned (LEAN)
         until it fits, or as far as it goes (the engine then says what a prompt holds). Only where
         the engine measures prompts as it sends them (`prompt_lengths`: the engine, an engine pool): an
-        endpoint's requests are sent as they are."""
+        endpoint's tokenizer is not ours, so its requests are leaned only when it refuses them
+        (`_from_endpoint`)."""
         measure = getattr(self.engine, "prompt_lengths", None)
         if measure is None:
             return requests
@@ -706,37 +713,31 @@ class SearchLoop:
                                  request.parents, show_scores=self.config.eoh.show_scores,
                                  context=self._context(request))
 
-    def _generate(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
+    def _generate(self, requests: list[Request], members: list[dict],
+                  sampling: Sampling) -> tuple[list[Request], list[Completion]]:
+        """The requests as sent (an endpoint's refused prompts leaned) and their replies, by slot."""
         try:
             return self._replies(requests, members, sampling)
         except ContextLengthError as exc:  # what a prompt holds, so the user knows what to cut
             raise ContextLengthError(
                 f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
                 "evaluation, the skill and recent failures (an engine that measures prompts has already left out "
-                "all it may: LEAN); show less (fewer parents: eoh.parents; shorter failure "
+                "all it may, and an endpoint's refused prompts were leaned as far as they go: LEAN); show less (fewer parents: eoh.parents; shorter failure "
                 "reports: context.failure_chars; a shorter task description), or give the model a longer context "
                 "([model] max_len; a served model's --max-model-len)",
                 exc.index) from None
 
-    def _replies(self, requests: list[Request], members: list[dict], sampling: Sampling) -> list[Completion]:
+    def _replies(self, requests: list[Request], members: list[dict],
+                 sampling: Sampling) -> tuple[list[Request], list[Completion]]:
         began = time.perf_counter()
         out: list[Completion | None] = [None] * len(requests)
+        sent = list(requests)
         base = [r for r in requests if r.member is None]
-        if base:
-            generator = self.endpoint or self.engine
-            early = self._early(base) if generator is self.endpoint and self.overlap is not None else None
-            try:
-                texts = self._constrained(lambda: self._batch(base).chat(generator, sampling, on_each=early), base,
-                                          reached=generator is self.endpoint)
-            except ConstraintError as exc:
-                if generator is not self.endpoint:
-                    raise
-                # An endpoint that cannot constrain: free decoding from here on, recorded; the refused
-                # requests count as requests (they reached the endpoint) but produced nothing.
-                self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
-                self.ledger.llm_requests += len(base)
-                self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(base)})
-                texts = self._batch(base).chat(generator, sampling, constrained=False, on_each=early)
+        if base and self.endpoint is not None:
+            for r in self._from_endpoint(base, sampling, out):
+                sent[r.slot] = r
+        elif base:
+            texts = self._constrained(lambda: self._batch(base).chat(self.engine, sampling), base)
             for r, c in zip(base, texts):
                 out[r.slot] = c
         owners = []
@@ -755,7 +756,44 @@ class SearchLoop:
             for r, c in zip(mine, texts):
                 out[r.slot] = c
         self.timing["generate_s"] += time.perf_counter() - began
-        return [c for c in out if c is not None]
+        return sent, [c for c in out if c is not None]
+
+    def _from_endpoint(self, base: list[Request], sampling: Sampling, out: list[Completion | None]) -> list[Request]:
+        """The endpoint's replies to `base`, into `out` by slot; the requests as sent. A prompt its
+        model cannot hold is leaned (LEAN) one part more and asked again, alone, until it fits: what
+        `_fit` does before sending for an engine whose tokenizer we hold. Refused requests count as
+        requests (they reached the endpoint); one still refused with all of LEAN left out stops the run."""
+        sent = {r.slot: r for r in base}
+        pending = base
+        while pending:
+            try:
+                texts: list[Completion | None] = list(self._ask_endpoint(pending, sampling))
+            except ContextLengthError as exc:
+                if exc.replies is None or any(r.lean >= len(LEAN) for r, c in zip(pending, exc.replies) if c is None):
+                    raise
+                texts = exc.replies
+            refused = [r for r, c in zip(pending, texts) if c is None]
+            self.ledger.llm_requests += len(refused)
+            self.refused_long += len(refused)
+            for r, c in zip(pending, texts):
+                if c is not None:
+                    out[r.slot] = c
+            pending = [leaned(next(b for b in base if b.slot == r.slot), r.lean + 1) for r in refused]
+            sent.update((r.slot, r) for r in pending)
+        return [sent[r.slot] for r in base]
+
+    def _ask_endpoint(self, requests: list[Request], sampling: Sampling) -> list[Completion]:
+        early = self._early(requests) if self.overlap is not None else None
+        try:
+            return self._constrained(lambda: self._batch(requests).chat(self.endpoint, sampling, on_each=early),
+                                     requests, reached=True)
+        except ConstraintError as exc:
+            # An endpoint that cannot constrain: free decoding from here on, recorded; the refused
+            # requests count as requests (they reached the endpoint) but produced nothing.
+            self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
+            self.ledger.llm_requests += len(requests)
+            self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(requests)})
+            return self._batch(requests).chat(self.endpoint, sampling, constrained=False, on_each=early)
 
     def _early(self, requests: list[Request]) -> Callable[[int, Completion], None]:
         """What the endpoint calls, from its threads, as the reply to requests[index] arrives: the program
@@ -868,11 +906,10 @@ class SearchLoop:
             if not why:
                 break
             failed = [r for r in requests if r.slot in why]
-            again = [Request(i, r.operator, r.parents,
-                             request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot), r.member,
-                             r.failures, r.skill)
+            # as leaned as the request it replaces (the prompt that did not fit once would not fit again)
+            again = [replace(r, slot=i, seed=request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot))
                      for i, r in enumerate(failed)]
-            for r, c in zip(failed, self._generate(again, members, sampling)):
+            for r, c in zip(failed, self._generate(again, members, sampling)[1]):
                 replaced[why[r.slot]].append(completion_record(completions[r.slot]))
                 completions[r.slot], parsed[r.slot] = c, self._extract(r, c)
         return replaced

@@ -16,7 +16,7 @@ import ast
 from pathlib import Path
 from typing import Any, Sequence
 
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import ConfigError
 from coevolve.codeparse import extract
 
 START_OPERATOR = "start"  # a starting program's operator and model kind in candidates and the genealogy
@@ -34,7 +34,7 @@ def absolute_programs(raw: Any, base: str | Path) -> Any:
 
 
 def read_programs(paths: Sequence[str], function_name: str, template: str) -> list[tuple[str, str]]:
-    """(path, program) of each file; UsageError naming start.programs[i] and the file when it cannot be
+    """(path, program) of each file; ConfigError naming start.programs[i] and the file when it cannot be
     read, is not Python, or defines no top-level `function_name`."""
     programs = []
     for index, path in enumerate(paths):
@@ -42,16 +42,16 @@ def read_programs(paths: Sequence[str], function_name: str, template: str) -> li
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{where}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+            raise ConfigError(f"{where}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
         try:
             tree = ast.parse(text)
         except SyntaxError as exc:
-            raise UsageError(f"{where}: {path} is not valid Python (line {exc.lineno}: {exc.msg})") from None
+            raise ConfigError(f"{where}: {path} is not valid Python (line {exc.lineno}: {exc.msg})") from None
         if not any(isinstance(node, ast.FunctionDef) and node.name == function_name for node in tree.body):
-            raise UsageError(f"{where}: {path} defines no top-level {function_name}(), the function the task "
+            raise ConfigError(f"{where}: {path} defines no top-level {function_name}(), the function the task "
                              "evolves")
         shaped = extract(text, function_name, template)
         if shaped is None:  # not reached for a file that parses and defines the function
-            raise UsageError(f"{where}: no program found in {path}")
+            raise ConfigError(f"{where}: no program found in {path}")
         programs.append((path, shaped.code))
     return programs
