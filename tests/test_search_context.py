@@ -236,6 +236,22 @@ def test_every_request_is_kept_as_sent_and_a_repeated_prompt_only_by_its_digest(
     assert not (tmp_path / "off" / "prompts.jsonl").exists()
 
 
+def test_the_skill_analysts_prompts_are_kept_beside_the_proposals_marked_as_analysts(tmp_path):
+    engine = RecordingEngine()
+    run(tmp_path / "r", make_config("eoh+trace2skill", 20, skill={"every": 2, "analysts": 2}), engine=engine)
+    records = read_jsonl(tmp_path / "r" / "prompts.jsonl")
+    full = {r["sha256"]: r["messages"] for r in records if "messages" in r}
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    refreshes = {e["step"]: len(e["requests"]) for e in events if e["type"] == "step" and e["operator"] == "distill"}
+    analysts = [r for r in records if r.get("analyst")]
+    assert refreshes and sorted((r["step"], r["slot"]) for r in analysts) == [
+        (step, slot) for step, n in sorted(refreshes.items()) for slot in range(n)]
+    # each as the teacher received it, in the order it was asked
+    sent = [(system, user) for system, user, _ in engine.seen if "analyst" in system]
+    assert [tuple(m["content"] for m in full[r["sha256"]]) for r in analysts] == sent
+    assert not any(r["step"] in refreshes for r in records if not r.get("analyst"))
+
+
 def test_a_reasoning_block_is_not_taken_for_the_answer():
     """A reasoning model's <think> draft (servers without a reasoning parser send it in the reply) is left
     out: the code after it is the answer; a block never closed was cut off mid-thought, so nothing is."""

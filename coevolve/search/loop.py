@@ -477,7 +477,7 @@ class SearchLoop:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             before = self.refused_long
             requests, completions = self._generate(self._fit(requests), members, sampling)
-            self._log_prompts(step, requests)
+            self._log_prompts(step, [self._messages(r) for r in requests])
             retried = None
         self.leaned += sum(r.lean > 0 for r in requests)
         # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
@@ -610,6 +610,7 @@ class SearchLoop:
             completions = batch.chat(teacher, Sampling(temperature=cfg.skill.temperature,
                                                        max_tokens=cfg.skill.max_tokens))
             self.timing["distill_s"] += time.perf_counter() - began
+            self._log_prompts(step, conversations, analysts=True)
         else:
             completions = []
         self.ledger.record_llm(completions)
@@ -822,16 +823,16 @@ class SearchLoop:
             return early[2]
         return self._extract(request, completion)
 
-    def _log_prompts(self, step: int, requests: list[Request]) -> None:
+    def _log_prompts(self, step: int, conversations: list[list[dict]], analysts: bool = False) -> None:
         """[log] prompts: each request's messages by (step, slot), as the reply it got is found; a prompt
         sent before (a batch's shared one) is named by its sha256 only. Written once the replies are in,
-        so a step a kill interrupted writes its prompts again on resume (readers keep the last)."""
+        so a step a kill interrupted writes its prompts again on resume (readers keep the last). A skill
+        refresh's analyst requests are marked `analyst` (their step proposes no candidates)."""
         if self.prompt_log is None:
             return
-        for request in requests:
-            messages = self._messages(request)
+        for slot, messages in enumerate(conversations):
             digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
-            record = {"step": step, "slot": request.slot, "sha256": digest}
+            record = {"step": step, "slot": slot, "sha256": digest, **({"analyst": True} if analysts else {})}
             if digest not in self.prompts_written:
                 self.prompts_written.add(digest)
                 record["messages"] = messages
