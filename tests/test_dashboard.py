@@ -244,6 +244,121 @@ def test_a_seeded_parent_opens_with_its_code_and_its_child_shows_the_diff(tmp_pa
         assert http.get("/api/run/run/candidate/x").status_code == 404
 
 
+def seed_events(run: Path) -> None:
+    """The template (0, scored 7.0), a [start] program (-1, 6.5) and one that failed (-2), as the loop logs them."""
+    with open(run / "events.jsonl", "a") as handle:
+        for e in ({"type": "seed", "id": 0, "result": {"objective": 7.0}},
+                  {"type": "seed", "id": -1, "path": "/x/mine.py", "code": "def select_next_node(a, b, c, d):\n"
+                   "    return c[0]\n", "result": {"objective": 6.5}},
+                  {"type": "seed", "id": -2, "path": "/x/bad.py", "code": "def select_next_node(a, b, c, d):\n"
+                   "    return d[9]\n",
+                   "result": {"objective": None, "failure": "exception", "message": "IndexError"}}):
+            handle.write(json.dumps(e) + "\n")
+
+
+def test_seeded_programs_are_rows_of_the_table_and_roots_of_the_tree(tmp_path):
+    """[start] programs and the seeded template are listed and drawn (opened by a click, not only through a
+    child's parent link), marked seeded; the run's proposal statistics stay those of its proposals."""
+    records = [candidate(1, 0, [-1], 6.0), candidate(2, 0, [0], None, "exception"), candidate(3, 1, [1], 5.5)]
+    seeded, plain = make_run(tmp_path / "seeded", records), make_run(tmp_path / "plain", records)
+    seed_events(seeded)
+    with client(seeded, plain) as http:
+        rows = {r["name"]: r for r in http.get("/api/runs").json()["runs"]}
+        mine, theirs = http.get("/api/run/seeded").json(), http.get("/api/run/plain").json()
+        page = http.get("/api/run/seeded/candidates").json()
+        only = http.get("/api/run/seeded/candidates?outcome=seeded").json()
+        valid = http.get("/api/run/seeded/candidates?outcome=valid").json()
+        best_first = http.get("/api/run/seeded/candidates?order=rank").json()
+        tree = http.get("/api/run/seeded/tree").json()
+        lineage = http.get("/api/run/seeded/tree?mode=lineage").json()
+        old_page, old_tree = http.get("/api/run/plain/candidates").json(), http.get("/api/run/plain/tree").json()
+        start = http.get("/api/run/seeded/candidate/-1").json()
+    identity = ("id", "label", "name")
+    assert ({k: v for k, v in rows["seeded"].items() if k not in identity}
+            == {k: v for k, v in rows["plain"].items() if k not in identity})
+    assert (mine["used"], mine["valid_rate"], mine["best_id"], mine["curves"]) == (
+        3, 2 / 3, 3, theirs["curves"])
+    assert (mine["seeded"], theirs["seeded"]) == (3, 0)
+    # the table: the seeded programs first (scored before step 0), outcome "seeded", no rank
+    assert [r["id"] for r in page["rows"]] == [0, -1, -2, 1, 2, 3] and page["total"] == 6
+    assert [(r["outcome"], r["objective"], r["rank"], r["model"]) for r in page["rows"][:3]] == [
+        ("seeded", 7.0, None, "template"), ("seeded", 6.5, None, "start"), ("seeded", None, None, "start")]
+    assert page["rows"][1]["idea"] == "starting program /x/mine.py"
+    assert [r["id"] for r in only["rows"]] == [0, -1, -2] and [r["id"] for r in valid["rows"]] == [1, 3]
+    assert [r["id"] for r in best_first["rows"]] == [3, 1, -2, -1, 0, 2]  # unranked last, by id
+    # the tree: the seeded programs as roots their children link to
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    assert sorted(nodes) == [-2, -1, 0, 1, 2, 3] and (tree["total"], tree["seeded"]) == (3, 3)
+    assert nodes[-1]["outcome"] == "seeded" and nodes[-1]["step"] == -1 and nodes[-1]["parents"] == []
+    assert nodes[1]["parents"] == [-1] and nodes[2]["parents"] == [0]
+    assert sorted(n["id"] for n in lineage["nodes"]) == [-1, 1, 3]  # the best and its ancestors, the seed among them
+    assert start["outcome"] == "seeded" and start["children"] == [1]
+    # a run directory from before seed events: only its proposals, as before
+    assert [r["id"] for r in old_page["rows"]] == [1, 2, 3] and old_page["total"] == 3
+    assert [n["id"] for n in old_tree["nodes"]] == [1, 2, 3] and old_tree["seeded"] == 0
+
+
+def test_the_tree_keeps_its_seeded_roots_when_it_is_cut_to_its_limit(tmp_path):
+    records = [candidate(cid, cid, [cid - 1] if cid > 1 else [-1], 10.0 - cid / 100) for cid in range(1, 8)]
+    run = make_run(tmp_path / "run", records)
+    seed_events(run)
+    tree = reader.HeuristicRun(run).tree("all", limit=5)
+    assert [n["id"] for n in tree["nodes"]] == [0, -1, -2, 6, 7]  # the roots, then the latest proposals
+
+
+def test_commonest_failures_are_counted_once_per_change_of_the_candidates(tmp_path, monkeypatch):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], None, "exception"), candidate(2, 0, [], 7.0)])
+    counted: list[int] = []
+    count = reader.failure_causes
+    monkeypatch.setattr(reader, "failure_causes", lambda cands: counted.append(len(cands)) or count(cands))
+    with client(run) as http:
+        for _ in range(3):  # the page polls
+            assert http.get("/api/run/run").json()["failure_causes"] == [{"cause": "boom 1", "count": 1}]
+        assert counted == [2]
+        with open(run / "candidates.jsonl", "a") as handle:
+            handle.write(json.dumps(candidate(3, 1, [2], None, "exception")) + "\n")
+        assert http.get("/api/run/run").json()["failure_causes"] == [{"cause": "boom 1", "count": 2}]
+        http.get("/api/run/run")
+    assert counted == [2, 3]
+
+
+def forget_built_tasks() -> None:
+    """Empty every memo of the reader's, so what the test counts are the builds it causes."""
+    for memo in vars(reader).values():
+        if hasattr(memo, "cache_clear"):
+            memo.cache_clear()
+
+
+def test_a_task_is_built_once_per_name_and_a_gone_task_file_is_said(tmp_path, monkeypatch):
+    """The runs list (direction, reference), the run page and the seeded template's code share one build of
+    the task; a run whose task file is gone still shows, and its template says why it cannot be shown."""
+    built: list[str] = []
+    build = reader.heuristic_task
+    monkeypatch.setattr(reader, "heuristic_task", lambda name: built.append(name) or build(name))
+    monkeypatch.setattr(reader, "_REFERENCES", {})
+    forget_built_tasks()
+    run = make_run(tmp_path / "run", [candidate(1, 0, [0], 6.0)])
+    seed_events(run)
+    gone = make_run(tmp_path / "gone", [candidate(1, 0, [0], 6.0)])
+    seed_events(gone)
+    missing = str(tmp_path / "gone.py")
+    (gone / "config.toml").write_text((gone / "config.toml").read_text().replace('"tsp_construct"', repr(missing)))
+    try:
+        with client(run, gone) as http:
+            for _ in range(2):
+                rows = {r["name"]: r for r in http.get("/api/runs").json()["runs"]}
+                http.get("/api/run/run"), http.get("/api/run/run/candidates"), http.get("/api/run/run/tree")
+                template = http.get("/api/run/run/candidate/0").json()
+                lost, listed = http.get("/api/run/gone/candidate/0").json(), http.get("/api/run/gone/candidates").json()
+        assert sorted(built) == sorted(["tsp_construct", missing])
+        assert rows["run"]["gap"] is not None and template["code"].startswith("import")  # the task, built
+        assert rows["gone"]["state"] != "unreadable" and rows["gone"]["gap"] is None and listed["total"] == 4
+        assert lost["code"] is None
+        assert lost["idea"] == f"the task's template (cannot be shown: task file not found: {missing})"
+    finally:
+        forget_built_tasks()  # the next test builds with the real registry
+
+
 def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)])
     with open(run / "candidates.jsonl", "a") as handle:

@@ -110,6 +110,28 @@ def hostile_run(path: Path) -> None:
     (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ({"type": "start", "version": 1}, step, refresh)))
 
 
+def seeded_run(path: Path) -> None:
+    """A run directory written by hand whose archive started with the template (0) and a [start] program
+    (-1): seed events, as the loop logs them, and a child of each."""
+    import json
+
+    path.mkdir()
+    (path / "config.toml").write_text('[run]\nmethod = "eoh"\ntask = "tsp_construct"\nbudget = 4\nseed = 1\n')
+    code = "def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
+    children = [{"id": 1, "step": 0, "operator": "e1", "parents": [-1], "model_state": {"kind": "base"},
+                 "code": code + "    return unvisited_nodes[1]\n", "idea": "the second", "objective": 6.0,
+                 "failure": None, "message": "", "seconds": 0.1, "duplicate_of": None, "reward": None},
+                {"id": 2, "step": 0, "operator": "e1", "parents": [0], "model_state": {"kind": "base"},
+                 "code": code + "    return x\n", "idea": "a name error", "objective": None,
+                 "failure": "exception", "message": "NameError: name 'x' is not defined", "seconds": 0.1,
+                 "duplicate_of": None, "reward": None}]
+    (path / "candidates.jsonl").write_text("".join(json.dumps(c) + "\n" for c in children))
+    events = [{"type": "start", "version": 1}, {"type": "seed", "id": 0, "result": {"objective": 7.0}},
+              {"type": "seed", "id": -1, "path": "/x/mine.py", "code": code + "    return unvisited_nodes[0]\n",
+               "result": {"objective": 6.5}}]
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
 @pytest.fixture(scope="module")
 def browser():
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
@@ -139,6 +161,7 @@ def live(tmp_path_factory):
     config.write_text(TINY)
     run_dir = root / "live-run"
     hostile_run(root / "hostile-run")
+    seeded_run(root / "seeded-run")
     arms_comparison(root / "arms-compare")
     run = start_run(str(config), "--out", str(run_dir), "--no-progress")
     deadline = time.time() + 120
@@ -147,7 +170,7 @@ def live(tmp_path_factory):
         time.sleep(0.2)
     dashboard = subprocess.Popen(
         [sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), str(COMPARISON), str(root / "hostile-run"),
-         str(root / "arms-compare"), "--port", "0", "--refresh", "1"],
+         str(root / "arms-compare"), str(root / "seeded-run"), "--port", "0", "--refresh", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = dashboard.stdout.readline()
     match = re.search(r"http://\S+/", line)
@@ -384,6 +407,30 @@ def test_hostile_text_is_shown_as_text(browser, live):
     # an eoh run moves no weights: the ES panel says so
     es = wait(browser, lambda d: d.find_element("css selector", "#es-table tbody").text, what="the ES panel")
     assert es == "eoh runs no ES generations: the weights stay as loaded"
+
+
+def test_seeded_programs_are_in_the_table_and_the_tree(browser, live):
+    """The template and a [start] program are rows of the table and roots of the tree, marked seeded, and
+    open from their row; the run's line counts them apart from its proposals."""
+    browser.get(live["url"] + "#/run/seeded-run")
+    cells = ("return [...document.querySelectorAll('#cand-table tbody tr')]"
+             ".map((tr) => [tr.dataset.cid, tr.dataset.outcome, tr.cells[3].title])")
+    rows = wait(browser, lambda d: (r := js(d, cells)) and len(r) == 4 and r, what="the table with its seeded rows")
+    seeded = "seeded: scored before the first step, not proposed and not charged to the budget"
+    assert rows == [["0", "seeded", seeded], ["-1", "seeded", seeded], ["1", "valid", ""], ["2", "exception", ""]]
+    drawn = "const g = document.getElementById('tree'); return g && g.data ? g.data[1].customdata : null"
+    assert sorted(wait(browser, lambda d: js(d, drawn), what="the tree")) == [-1, 0, 1, 2]
+    edges = js(browser, "return document.getElementById('tree').data[0].x.filter((x) => x !== null)")
+    assert edges == [-1, 0, -1, 0]  # each child drawn from its seeded parent at step -1
+    assert "2 seeded" in browser.find_element("id", "run-seeded").text
+    assert "2/4 evaluations" in browser.find_element("id", "run-stats").text  # the proposals only
+    assert "seeded" in [o.get_attribute("value") for o in browser.find_elements("css selector", "#cand-outcome option")]
+    browser.find_element("css selector", "#cand-table tr[data-cid='-1']").click()
+    title = "return (document.getElementById('cand-title') || {}).textContent"
+    wait(browser, lambda d: js(d, title) == "Candidate #-1", what="the starting program's detail")
+    detail = browser.find_element("id", "cand-detail").text
+    assert "starting program /x/mine.py" in detail and "not proposed and not charged" in detail
+    assert browser.find_element("id", "cand-outcome-pill").text == "seeded"
 
 
 # ------------------------------------------------------------------ the mirrors of the live run

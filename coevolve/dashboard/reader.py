@@ -45,7 +45,7 @@ from coevolve.search.methods import uses_es
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
-from tasks.base import gap as task_gap
+from tasks.base import HeuristicTask, gap as task_gap
 from tasks.registry import heuristic_task
 
 RUN_MARKER = "config.toml"
@@ -288,33 +288,38 @@ def finite(value: Any) -> float | None:
 _REFERENCES: dict[tuple[str, str, int], float | None] = {}
 
 
-@functools.lru_cache(maxsize=256)
-def task_template(name: str) -> str | None:
-    """A heuristic task's template (the seeded candidate 0's code); None for a task this install lacks."""
+_BUILDING = threading.Lock()  # the page's parallel requests would each build a task not built yet
+
+
+@functools.lru_cache(maxsize=32)
+def _build(name: str) -> tuple[HeuristicTask | None, str]:
     try:
-        return heuristic_task(name).template
-    except Exception:  # a plugin task that is not installed here
-        return None
+        return heuristic_task(name), ""
+    except Exception as exc:  # a plugin task not installed here, a task file that is gone, a task's own error
+        return None, head(str(exc) or type(exc).__name__, 300)
 
 
-@functools.lru_cache(maxsize=256)
+def built_task(name: str) -> tuple[HeuristicTask | None, str]:
+    """The heuristic task `name`, built once per name, or None and why it cannot be built (the run is
+    shown without it). Once: a page polls every run's row every few seconds, and building a task (its
+    instances) is far dearer than the poll."""
+    with _BUILDING:
+        return _build(name)
+
+
 def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
-    """(direction, train set) of a heuristic task; ("min", None) for one this
-    install lacks. Memoised: a page polls every run's row every few seconds,
-    and building a task (its instances) is far dearer than the poll."""
-    try:
-        task = heuristic_task(name)
-        return task.direction, tuple(task.train)
-    except Exception:  # a plugin task that is not installed here: show the run without it
-        return "min", None
+    """(direction, train set) of a heuristic task; ("min", None) for one that cannot be built here."""
+    task, _ = built_task(name)
+    return ("min", None) if task is None else (task.direction, tuple(task.train))
 
 
 def reference(name: str, split: str, size: int) -> float | None:
     """The task's reference objective on the train set (memoised); None when it has none."""
     key = (name, split, size)
     if key not in _REFERENCES:
+        task, _ = built_task(name)
         try:
-            ref = heuristic_task(name).reference(split, size)
+            ref = None if task is None else task.reference(split, size)
             _REFERENCES[key] = None if ref is None else finite(getattr(ref, "value", ref))
         except Exception:
             _REFERENCES[key] = None
@@ -388,8 +393,14 @@ class HeuristicRun(RunDir):
                 "direction": self.direction, "uses_es": uses_es(self.method)}
 
     def failure_causes(self) -> list[dict[str, Any]]:
-        """The run table's commonest failures, as text for the page."""
-        return [{"cause": text(cause, 100), "count": n} for cause, n in failure_causes(self.candidates)]
+        """The run table's commonest failures, as text for the page; counted once per change of
+        candidates.jsonl, not on every poll."""
+        def count(path: Path) -> list[dict[str, Any]]:
+            # read here, not self.candidates (read before the cache took the file's state as the key): a line
+            # written in between would otherwise stay uncounted until the file changed again
+            return [{"cause": text(cause, 100), "count": n}
+                    for cause, n in failure_causes(records_file(path, Candidate))]
+        return CACHE.get(self.path / "candidates.jsonl", count, default=[], kind="failure_causes")
 
     def curves(self) -> dict[str, Any]:
         """Best-so-far and cumulative valid rate against evaluations; failures per step."""
@@ -430,33 +441,40 @@ class HeuristicRun(RunDir):
         return {c.id: c for c in self.candidates}
 
     def seeds(self) -> list[Candidate]:
-        """The programs the archive started with, from the log's seed events: the template (0,
-        context.seed_template) and the [start] programs (-1, -2, ..., logged with their code)."""
+        """The programs the archive started with, from the log's seed events, in the order they were
+        scored: the template (0, context.seed_template) and the [start] programs (-1, -2, ..., logged
+        with their code). Not proposed and not charged: never in the run's proposal counts."""
         found = []
         for e in self.events:
             result = e.get("result")
             if e.get("type") != "seed" or not isinstance(result, dict) or not isinstance(e.get("id", 0), int):
                 continue
             sid = e.get("id", 0)
-            code = task_template(self.task) if sid == 0 else e.get("code")
+            if sid == 0:  # the template is not logged: the task holds it
+                task, why = built_task(self.task)
+                code = task.template if task is not None else None
+                idea = "the task's template" if task is not None else f"the task's template (cannot be shown: {why})"
+            else:
+                code, idea = e.get("code"), f"starting program {text(e.get('path'), 200)}"
             found.append(Candidate(
                 id=sid, step=-1, operator="template" if sid == 0 else "start", parents=[],
                 model_state={"kind": "template" if sid == 0 else "start"}, code=code if isinstance(code, str) else None,
-                idea="the task's template" if sid == 0 else f"starting program {text(e.get('path'), 200)}",
-                objective=finite(result.get("objective")), failure=result.get("failure") or None,
+                idea=idea, objective=finite(result.get("objective")), failure=result.get("failure") or None,
                 message=result.get("message") or ""))
         return found
 
     def tree(self, mode: str = "auto", limit: int = 1000) -> dict[str, Any]:
         """Nodes and edges of the genealogy (from candidates.jsonl, so it grows
-        while the run goes). A run of more than `limit` candidates collapses
-        to the ones that matter: the best ten and all their ancestors, then
-        the other valid ones, best first (a page stays quick to draw)."""
+        while the run goes), the seeded programs as roots. A run of more than
+        `limit` candidates collapses to the ones that matter: the best ten and
+        all their ancestors, then the other valid ones, best first (a page
+        stays quick to draw)."""
         ranks = self.ranks()
-        nodes = self.candidates
-        collapsed = mode == "lineage" or (mode == "auto" and len(nodes) > limit)
+        seeds, proposed = self.seeds(), self.candidates
+        seeded = len(seeds)
+        collapsed = mode == "lineage" or (mode == "auto" and len(proposed) > limit)
         if collapsed:
-            index = self.by_id()
+            index = {**{s.id: s for s in seeds}, **self.by_id()}
             keep: set[int] = set()
             frontier = [cid for cid, r in ranks.items() if r <= 10]  # the best ten and their ancestors
             while frontier:
@@ -469,10 +487,11 @@ class HeuristicRun(RunDir):
                     if len(keep) >= limit:
                         break
                     keep.add(cid)
-            nodes = [c for c in nodes if c.id in keep]
-        nodes = nodes[-limit:]
+            seeds, proposed = [s for s in seeds if s.id in keep], [c for c in proposed if c.id in keep]
+        seeds = seeds[:limit]  # the roots stay; the oldest proposals give way to the limit
+        nodes = seeds + proposed[max(len(proposed) - (limit - len(seeds)), 0):]
         ids = {c.id for c in nodes}
-        return {"collapsed": collapsed, "total": len(self.candidates),
+        return {"collapsed": collapsed, "total": len(self.candidates), "seeded": seeded,
                 "nodes": [{"id": c.id, "step": c.step, "operator": c.operator,
                            "objective": finite(c.objective), "outcome": outcome_of(c),
                            "rank": ranks.get(c.id), "parents": [p for p in c.parents if p in ids]}
@@ -480,9 +499,10 @@ class HeuristicRun(RunDir):
                 "direction": self.direction}
 
     def page(self, offset: int, limit: int, outcome: str | None = None, order: str = "id") -> dict[str, Any]:
-        """One page of the candidate table (code left out: the detail view fetches it)."""
+        """One page of the candidate table (code left out: the detail view fetches it), the seeded
+        programs included as rows of their own outcome, "seeded"."""
         ranks = self.ranks()
-        rows = self.candidates
+        rows = self.seeds() + self.candidates  # the seeded programs first: scored before the first step
         if outcome:
             rows = [c for c in rows if outcome_of(c) == outcome]
         if order == "rank":
@@ -631,7 +651,9 @@ class HeuristicRun(RunDir):
 
 
 def outcome_of(c: Candidate) -> str:
-    """valid, duplicate or the failure kind (parse, timeout, bad_signature, ...)."""
+    """seeded, valid, duplicate or the failure kind (parse, timeout, bad_signature, ...)."""
+    if c.step < 0:  # scored before the first step, not proposed (its failure, if any, is in its detail)
+        return "seeded"
     if c.duplicate_of is not None:
         return "duplicate"
     if finite(c.objective) is not None:

@@ -6,8 +6,10 @@
 
 const S = { refresh: 2000, timer: null, view: null, busy: false, again: false };
 const COLORS = { valid: "#1a9850", duplicate: "#999999", parse: "#d73027", timeout: "#fdae61", syntax: "#f46d43",
-  exception: "#e34a33", invalid: "#fc8d59", bad_signature: "#b2182b" };
+  exception: "#e34a33", invalid: "#fc8d59", bad_signature: "#b2182b", seeded: "#2c7fb8" };
 const PAGE = 50;
+// a seeded program ([context] seed_template, [start] programs) was scored, not proposed
+const SEEDED = "seeded: scored before the first step, not proposed and not charged to the budget";
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -281,7 +283,8 @@ function runView(r) {
       class: "click" + (c.id === st.selected ? " selected" : ""), data: { cid: c.id, outcome: c.outcome, rank: c.rank || "" },
       onclick: () => select(c.id) },
     el("td", {}, c.id), el("td", {}, c.step), el("td", {}, c.operator),
-    el("td", { class: "outcome-" + c.outcome }, c.outcome), el("td", {}, fmt(c.objective)), el("td", {}, fmt(c.rank)),
+    el("td", { class: "outcome-" + c.outcome, title: c.outcome === "seeded" ? SEEDED : null }, c.outcome),
+    el("td", {}, fmt(c.objective)), el("td", {}, fmt(c.rank)),
     el("td", {}, c.parents.join(", ")), el("td", { class: "muted idea", title: c.idea }, c.idea))));
     const last = Math.min(page.offset + PAGE, page.total);
     pager.replaceChildren(
@@ -314,7 +317,8 @@ function runView(r) {
         text: t.nodes.map((n) => `#${n.id} ${n.operator} ${n.outcome}${n.objective !== null ? " " + fmt(n.objective) : ""}${n.rank ? " rank " + n.rank : ""}`),
         hoverinfo: "text", marker: { color: t.nodes.map((n) => color(n.outcome)), size: t.nodes.map(size), line: { width: 0.5, color: "#333" } } },
     ], { xaxis: { title: "step", dtick: 1 }, yaxis: { visible: false }, hovermode: "closest" });
-    treeNote.textContent = t.collapsed ? ` showing ${t.nodes.length} of ${t.total} (collapsed) ` : ` ${t.total} candidates `;
+    const seeded = t.seeded ? `, ${t.seeded} seeded (step -1)` : "";
+    treeNote.textContent = t.collapsed ? ` showing ${t.nodes.length} of ${t.total + t.seeded} (collapsed) ` : ` ${t.total} candidates${seeded} `;
     const node = document.getElementById("tree");
     if (node && !node.dataset.bound && node.on) {
       node.on("plotly_click", (ev) => { const p = ev.points.find((q) => q.customdata !== undefined); if (p) select(p.customdata); });
@@ -346,7 +350,8 @@ function runView(r) {
       el("pre", { class: "diff", data: { parent: d.parent } }, d.lines.length ? d.lines.map((line) => el("span", {
         class: line.startsWith("@@") ? "hunk" : line.startsWith("+") && !line.startsWith("+++") ? "add"
           : line.startsWith("-") && !line.startsWith("---") ? "del" : "" }, line + "\n")) : "(same code as the parent)")))
-      : [el("p", { class: "muted" }, c.parents.length ? "no parent with code" : "no parent (initial population)")];
+      : [el("p", { class: "muted" }, c.parents.length ? "no parent with code"
+        : c.outcome === "seeded" ? `no parent (${SEEDED})` : "no parent (initial population)")];
     detail.replaceChildren(...[
       el("h2", { id: "cand-title" }, `Candidate #${c.id}`),
       el("div", {}, el("span", { class: "pill" }, `step ${c.step}`), el("span", { class: "pill" }, c.operator),
@@ -384,14 +389,18 @@ function runView(r) {
         ` · gap ${pct(d.gap)} · valid ${pct(d.valid_rate)}`,
         d.distinct_valid != null && d.distinct_valid < d.valid ?
           el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeats)`) : "",
+        d.seeded ? el("span", { id: "run-seeded", title: SEEDED }, ` · ${d.seeded} seeded`) : "",
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""),
         d.failure_causes.length ? el("p", { id: "run-causes", class: "muted" }, "commonest failures: ",
           ...d.failure_causes.flatMap((f, i) => [i ? "; " : "", el("code", {}, f.cause), ` (${f.count})`])) : "");
       drawCurves(d);
       drawES(d.es, d.uses_es, d.method);
       drawSkills(d.skills);
-      if (d.used !== st.used) {  // new candidates: the table, the tree and the archive move too
-        st.used = d.used;
+      // the curves name the proposals' outcomes only: the seeded programs' filter is added here
+      if (d.seeded && ![...outcomeSelect.options].some((o) => o.value === "seeded")) outcomeSelect.append(el("option", { value: "seeded" }, "seeded"));
+      const moved = `${d.used} ${d.seeded}`;  // the seed events come before the first candidate
+      if (moved !== st.used) {  // new candidates: the table, the tree and the archive move too
+        st.used = moved;
         await Promise.all([loadPage(), loadTree(), loadPopulation()]);
       }
     },
