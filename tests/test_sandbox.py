@@ -160,6 +160,31 @@ def test_a_random_candidate_scores_the_same_every_time():
     assert len(scores) == 1 and len(shown) == 1, (scores, shown)
 
 
+def test_a_randomised_heuristic_is_judged_by_its_mean_over_the_seeds_and_fails_if_any_seed_fails():
+    """[sandbox] seeds = k: the program's generators seeded 0..k-1, one score each, the mean kept; a program
+    that fails under one of them fails, saying under which. A module-level random.seed(s) sets the state
+    the worker's seed s would: the single scorings the mean must equal."""
+    rolling = heuristic("return random.choice(list(unvisited_nodes))", "import random")
+    with Sandbox(workers=2, timeout_s=10) as one, Sandbox(workers=2, timeout_s=10, seeds=3) as three:
+        singles = [r.objective for r in one.evaluate_many(
+            [(f"import random\nrandom.seed({seed})\n" + rolling, TinyTSP(), None, None) for seed in range(3)])]
+        assert len(set(singles)) > 1, singles  # the draws differ, else the mean shows nothing
+        mean = three.evaluate(rolling, TinyTSP())
+        assert mean.ok and mean.objective == pytest.approx(sum(singles) / 3)
+        assert [r.objective for r in three.evaluate_many([(rolling, TinyTSP(), None, None)] * 2)] == [mean.objective] * 2
+        # a program that draws nothing scores as with one seed
+        assert three.evaluate(TINY_TEMPLATE, TinyTSP()).objective == one.evaluate(TINY_TEMPLATE, TinyTSP()).objective
+        # random.random() is 0.84 first under seed 0, 0.13 under seed 1
+        unlucky = heuristic("if FIRST < 0.5:\n    raise ValueError('an unlucky draw')\nreturn unvisited_nodes[0]",
+                            "import random\nFIRST = random.random()")
+        assert one.evaluate(unlucky, TinyTSP()).ok
+        failed = three.evaluate(unlucky, TinyTSP())
+    assert failed.failure == FailureKind.EXCEPTION and "ValueError: an unlucky draw" in failed.message
+    assert failed.message.startswith("with the program's random generators seeded 1 (one of 3 seeds, [sandbox] seeds)")
+    with pytest.raises(ValueError, match="sandbox seeds must be >= 1"):
+        Sandbox(seeds=0)
+
+
 def hostile_battery(outside: str) -> list[tuple[str, str, object]]:
     """(label, code, expected failure or a tuple of acceptable ones); None =
     scores (prints are not a failure)."""
@@ -378,6 +403,20 @@ def test_result_round_trips_through_json():
     again = EvalResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result and not again.ok
     assert EvalResult(objective=1.5, failure=None).ok
+
+
+def test_results_over_seeds_are_one_result_with_the_mean_profile_and_seed_0s_notes():
+    from coevolve.sandbox.results import over_seeds
+
+    first = EvalResult(objective=2.0, failure=None, seconds=1.0, instances=2, profile=[1.0, 3.0],
+                       behaviour={"lines": 4.0}, feedback="seed 0's note")
+    second = EvalResult(objective=4.0, failure=None, seconds=2.0, instances=2, profile=[3.0, 5.0],
+                        behaviour={"lines": 9.0}, feedback="seed 1's note")
+    assert over_seeds([first]) is first
+    both = over_seeds([first, second])
+    assert (both.objective, both.profile, both.seconds) == (3.0, [2.0, 4.0], 3.0)
+    assert (both.behaviour, both.feedback, both.instances) == ({"lines": 4.0}, "seed 0's note", 2)
+    assert over_seeds([first, EvalResult(objective=4.0, failure=None)]).profile is None  # no profile to average
 
 
 def test_registry_task_name():

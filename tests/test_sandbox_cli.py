@@ -99,6 +99,21 @@ def test_a_candidates_text_cannot_pose_as_results(tmp_path, capsys):
     assert not any(line.startswith("total 4242.0") for line in lines)
 
 
+def test_eval_seeds_scores_a_randomised_heuristic_by_its_mean(tmp_path, capsys):
+    path = tmp_path / "rolling.py"
+    path.write_text("import random\n\n\ndef select_next_node(current_node, destination_node, unvisited_nodes, "
+                    "distance_matrix):\n    return random.choice(list(unvisited_nodes))\n")
+    argv = ["eval", str(path), "--task", "tsp_construct", "--split", "val", "--size", "20", "--no-reference"]
+    objectives = []
+    for seeds in (1, 3):
+        assert main(argv + ["--seeds", str(seeds)]) == 0
+        out = capsys.readouterr().out
+        assert ("the mean over 3 seeds of its random generators" in out) == (seeds == 3), out
+        objectives.append(float(re.search(r"^\s+20\s+([\d.]+)", out, re.M).group(1)))
+    assert objectives[0] != objectives[1]  # seed 0 alone is not the mean of three draws
+    assert main(argv + ["--seeds", "0"]) == 2 and "--seeds must be >= 1, got 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--task", "tsp_construct", "--split", "nope"], "no split 'nope'"),
     (["--task", "tsp_construct", "--split", "test", "--size", "7"], "--size 7"),

@@ -13,6 +13,8 @@ from tasks.registry import is_agent_task
 from coevolve.base.errors import UsageError
 from coevolve.cli import main
 from coevolve.base.config import as_dict, build_config, dump_toml, load_config
+from coevolve.plan import CompareConfig
+from coevolve.sandbox import Sandbox
 from coevolve.search.runconfig import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +36,7 @@ def write(tmp_path: Path, text: str) -> Path:
                "eoh, es, log, model, reward, run, sample, sampling, sandbox, skill, start)"),
     ("[model]\ndtype = 'float16'\n", "config error: model.dtype must be one of auto, bfloat16, float32 (got 'float16')"),
     ("[accounting]\nclone_retries = 9\n", "config error: accounting.clone_retries must be in 0..8 (got 9)"),
+    ("[sandbox]\nseeds = 0\n", "config error: sandbox.seeds must be in 1..64 (got 0)"),
     ("run = 3\n", "config error: run must be a table (got 3)"),
     ("[eoh]\noperators = ['e1', 'x9']\n", "config error: eoh.operators must be one of"),
     ("[es]\nantithetic = 1\n", "config error: es.antithetic must be true or false (got 1)"),
@@ -266,3 +269,12 @@ def test_the_plan_says_the_most_the_endpoints_replies_can_cost(tmp_path, capsys)
     assert main(["run", str(write(tmp_path, esopt)), "--plan"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "endpoint replies cost" in x)
     assert "x skill.max_tokens" not in line and ": 40 requests x" in line, line
+
+
+def test_a_runs_sandbox_and_a_comparisons_test_sets_take_their_seeds_from_the_config():
+    """[sandbox] seeds and [test] seeds reach the sandboxes built from them (tests/test_sandbox.py scores with them)."""
+    compared = build_config(CompareConfig, {"sandbox": {"seeds": 3}, "test": {"seeds": 2}})
+    with Sandbox.from_section(compared.sandbox) as run, Sandbox.from_section(compared.test) as test:
+        assert (run.seeds, test.seeds) == (3, 2)
+    with Sandbox.from_section(build_config(RunConfig, {}).sandbox) as default:
+        assert default.seeds == 1

@@ -42,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "fails sooner, at the task's per-instance limit")
     p.add_argument("--memory-mb", type=int, default=4096, help="memory limit of the program (default 4096)")
     p.add_argument("--workers", type=int, help="sets scored in parallel (default: one per core)")
+    p.add_argument("--seeds", type=int, default=1, help="score the program this many times, its random "
+                   "generators seeded 0..N-1, and report the mean (a randomised heuristic; as [sandbox] seeds)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the reference and gap (computing LKH references for large sets takes long)")
     agent_eval.add_arguments(p)
@@ -111,12 +113,15 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be > 0, got {args.timeout}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
 
     print(f"{task.name}: {task.function_name} from {path}, split {split}, "
-          f"{'lower' if task.direction == 'min' else 'higher'} is better", flush=True)
+          f"{'lower' if task.direction == 'min' else 'higher'} is better"
+          f"{f', the mean over {args.seeds} seeds of its random generators' if args.seeds > 1 else ''}", flush=True)
     began = time.monotonic()
-    workers = min(len(sizes), args.workers) if args.workers else None
-    with Sandbox(workers=workers, timeout_s=args.timeout, memory_mb=args.memory_mb) as sandbox:
+    workers = min(len(sizes) * args.seeds, args.workers) if args.workers else None
+    with Sandbox(workers=workers, timeout_s=args.timeout, memory_mb=args.memory_mb, seeds=args.seeds) as sandbox:
         results = sandbox.evaluate_many([(code, task, split, size) for size in sizes])
 
     header = f"{'size':>6}  {'objective':>12}  {'reference':>12}  {'gap':>8}  {'valid':>11}  {'seconds':>8}"

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from coevolve.base.untrusted import clean
 from coevolve.sandbox import wire
 from coevolve.sandbox.child import remove_tree
-from coevolve.sandbox.results import EvalResult, FailureKind, TaskError, ToolResult
+from coevolve.sandbox.results import EvalResult, FailureKind, TaskError, ToolResult, over_seeds
 from tasks.registry import get_task
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
@@ -194,10 +194,14 @@ class Sandbox:
     >>> with Sandbox(timeout_s=30) as sb:
     ...     result = sb.evaluate(code, "tsp_construct")          # task.train set
     ...     results = sb.evaluate_many([(code, "tsp_construct", "test", 50)])
+
+    `seeds` = k scores each program k times, its `random` and numpy global
+    generators seeded 0..k-1 (a randomised heuristic judged by its mean, not by
+    one lucky draw; results.over_seeds); 1, the default, scores it once under 0.
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = 60.0,
-                 memory_mb: int = 2048, output_limit: int = 10_000) -> None:
+                 memory_mb: int = 2048, output_limit: int = 10_000, seeds: int = 1) -> None:
         if workers is None:
             workers = len(os.sched_getaffinity(0))
         if workers < 1:
@@ -206,6 +210,9 @@ class Sandbox:
             raise ValueError(f"sandbox timeout_s must be > 0, got {timeout_s}")
         if memory_mb < 16:
             raise ValueError(f"sandbox memory_mb must be >= 16, got {memory_mb}")
+        if seeds < 1:
+            raise ValueError(f"sandbox seeds must be >= 1, got {seeds}")
+        self.seeds = seeds
         self.workers = workers
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
@@ -222,22 +229,22 @@ class Sandbox:
     @classmethod
     def from_section(cls, section: Any) -> "Sandbox":
         """A Sandbox with the limits of a config's sandbox section (anything
-        with timeout_s, workers (0: default) and memory_mb)."""
-        return cls(workers=section.workers or None, timeout_s=section.timeout_s, memory_mb=section.memory_mb)
+        with timeout_s, workers (0: default) and memory_mb; seeds where it has them)."""
+        return cls(workers=section.workers or None, timeout_s=section.timeout_s, memory_mb=section.memory_mb,
+                   seeds=getattr(section, "seeds", 1))
 
     # -- public API --------------------------------------------------------
     def evaluate(self, code: str, task: Any, split: str | None = None,
                  size: int | None = None) -> EvalResult:
         """Score `code` on a task (registry name or task object); split and
         size default to the task's training set."""
-        job = self._evaluation_job(code, task, split, size)
-        reply = self._submit(job, self.timeout_s)
-        return EvalResult.from_dict(reply)
+        jobs = self._seeded(self._evaluation_job(code, task, split, size))
+        return over_seeds([EvalResult.from_dict(self._submit(job, self.timeout_s)) for job in jobs])
 
     def evaluate_many(self, jobs: Sequence[Job]) -> list[EvalResult]:
         """Score many (code, task, split, size) jobs over the pool; results in
-        the order of `jobs`."""
-        prepared = [self._evaluation_job(*job) for job in jobs]
+        the order of `jobs` (each over the sandbox's seeds)."""
+        prepared = [seeded for job in jobs for seeded in self._seeded(self._evaluation_job(*job))]
         if not prepared:
             return []
         threads = ThreadPoolExecutor(max_workers=min(self.workers, len(prepared)))
@@ -250,7 +257,8 @@ class Sandbox:
             raise
         finally:
             threads.shutdown(wait=True, cancel_futures=True)
-        return [EvalResult.from_dict(reply) for reply in replies]
+        results = [EvalResult.from_dict(reply) for reply in replies]
+        return [over_seeds(results[i:i + self.seeds]) for i in range(0, len(results), self.seeds)]
 
     def run_python(self, code: str, timeout_s: float = 10.0) -> ToolResult:
         """Run a script for an agent's python tool. A trailing expression's
@@ -371,6 +379,10 @@ class Sandbox:
         return {"op": "evaluate", "code": code, "task": _portable_task(task), "split": split, "size": size,
                 "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
                 "output_limit": self.output_limit, "environment": asked_environment(task_object)}
+
+    def _seeded(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """The job once per seed of the candidate's generators (the worker's default, 0, alone)."""
+        return [{**job, "seed": seed} for seed in range(self.seeds)]
 
     def _checkout(self) -> _WorkerProcess:
         if self._closed:

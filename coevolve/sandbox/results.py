@@ -7,7 +7,7 @@ syntax -> loads -> runs -> scores), so search rewards can tell them apart.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -77,6 +77,26 @@ class EvalResult:
             behaviour=finite_mapping(data.get("behaviour")) if kind is None else None,
             feedback=clean(data.get("feedback", ""))[:FEEDBACK_CHARS] if kind is None else "",
         )
+
+
+def over_seeds(results: list[EvalResult]) -> EvalResult:
+    """One program's results with its generators seeded 0, 1, ... (`Sandbox(seeds=k)`) as one. A
+    program that fails under any seed fails (the first such result, its message naming the seed): a
+    heuristic that crashes on one draw in k is not one to keep. Else the mean objective and the mean
+    per-instance profile; the descriptors, note and output of seed 0 (the seed a single scoring
+    uses); the seconds of all."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+    seconds = sum(r.seconds for r in results)
+    for seed, result in enumerate(results):
+        if not result.ok:
+            return replace(result, seconds=seconds, message=f"with the program's random generators seeded {seed} "
+                           f"(one of {len(results)} seeds, [sandbox] seeds): {result.message}")
+    profiles = [r.profile for r in results]
+    same_shape = all(p is not None and len(p) == len(profiles[0]) for p in profiles)
+    return replace(first, objective=math.fsum(r.objective for r in results) / len(results), seconds=seconds,
+                   profile=[math.fsum(column) / len(column) for column in zip(*profiles)] if same_shape else None)
 
 
 def finite_numbers(value: Any) -> list[float] | None:

@@ -128,10 +128,10 @@ class Worker:
                         stages=(f"{split}{size}", instance_count(instances)),
                         decision_bytes=decision_bytes(task, size),
                         environment=_environment(job))
-        code = job["code"]
+        code, seed = job["code"], int(job.get("seed", CANDIDATE_SEED))
 
         def body(emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-            return decide_in_child(code, task, parameters, instances, emit)
+            return decide_in_child(code, task, parameters, instances, emit, seed)
 
         verdict = self._in_child(body, limits)
         began = time.monotonic()
@@ -290,33 +290,35 @@ def _fail(kind: FailureKind, message: str) -> dict[str, Any]:
 # children would otherwise draw from fresh entropy (`random` reseeds after a
 # fork) or from the worker's state, and a heuristic that calls random.choice
 # would score differently each time: a resumed run, a rerun or a test-set
-# rescore would not reproduce it.
+# rescore would not reproduce it. A job may name another ([sandbox] seeds: a
+# randomised heuristic scored under several, coevolve/sandbox/pool.py).
 CANDIDATE_SEED = 0
 
 
-def seed_candidate_generators() -> None:
+def seed_candidate_generators(seed: int = CANDIDATE_SEED) -> None:
     """`random` and numpy's legacy global generator, as a candidate finds them.
     (`numpy.random.default_rng()` with no seed draws from the OS: docs/sandbox.md.)"""
-    random.seed(CANDIDATE_SEED)
-    numpy.random.seed(CANDIDATE_SEED)
+    random.seed(seed)
+    numpy.random.seed(seed)
 
 
-def _start(code: str, module: str, mode_last_expression: bool = False) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
+def _start(code: str, module: str, mode_last_expression: bool = False,
+           seed: int = CANDIDATE_SEED) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
     """The compiled code and the fresh namespace it runs in (generators seeded), or its syntax failure."""
     try:
         compiled = _compile(code, mode_last_expression)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return _fail(FailureKind.SYNTAX, _syntax_message(exc))
-    seed_candidate_generators()
+    seed_candidate_generators(seed)
     return compiled, {"__name__": module, "__builtins__": builtins}
 
 
 def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
-                    emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Compile and load the candidate, check its function, and send its
-    decisions to the worker instance by instance (`emit`): what the worker
-    received is final, and is the candidate's progress."""
-    start = _start(code, "candidate")
+                    emit: Callable[[dict[str, Any]], None], seed: int = CANDIDATE_SEED) -> dict[str, Any]:
+    """Compile and load the candidate (its generators seeded with `seed`), check its function, and
+    send its decisions to the worker instance by instance (`emit`): what the worker received is
+    final, and is the candidate's progress."""
+    start = _start(code, "candidate", seed=seed)
     if isinstance(start, dict):
         return start
     compiled, namespace = start

@@ -111,6 +111,9 @@ class SandboxLimits(Section):
     timeout_s: float = Field(30.0, gt=0)
     workers: int = Field(0, ge=0)  # 0: the sandbox's default
     memory_mb: int = Field(2048, ge=64)
+    # k > 1: each program is scored k times, its `random` and numpy global generators seeded 0..k-1, and
+    # judged by the mean (one failing seed fails it): for heuristics that draw random numbers; k times the time
+    seeds: int = Field(1, ge=1, le=64)
 
 
 class SandboxSection(SandboxLimits):
