@@ -319,7 +319,9 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
     and in baselines/<task>/ for the task's template: the starting point every
     run had, which the report compares each run's best with."""
     root = Path(root)
-    settings = {"split": config.test.split, "sizes": config.test.sizes, "limit": config.test.limit}
+    settings = {"split": config.test.split, "sizes": config.test.sizes, "limit": config.test.limit,
+                # only when set: test.json files written before [test] seeds existed stay current
+                **({"seeds": config.test.seeds} if config.test.seeds > 1 else {})}
     entries: list[tuple[Path, str, str | None, str]] = []  # directory, task, code, what the code is
     for spec in planned_runs(config):
         directory = spec.directory(root)

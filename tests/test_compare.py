@@ -293,6 +293,13 @@ def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
     lines.clear()
     run_comparison(config, root, engine=None, log=lines.append)
     assert not any("scoring" in line for line in lines)  # scores reused: same file, same settings
+    # scored again under more seeds of the programs' generators ([test] seeds): the template draws nothing
+    config.test.seeds = 2
+    lines.clear()
+    run_comparison(config, root, engine=None, log=lines.append)
+    assert sum("scoring" in line for line in lines) == 1
+    rows = json.loads((root / "results.json").read_text())["rows"]
+    assert [r["objective"]["mean"] for r in rows[:2]] == pytest.approx([expected, expected], rel=1e-12)
 
 
 def test_a_hanging_best_heuristic_fails_fast_with_a_typed_timeout():

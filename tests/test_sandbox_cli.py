@@ -111,7 +111,16 @@ def test_eval_seeds_scores_a_randomised_heuristic_by_its_mean(tmp_path, capsys):
         assert ("the mean over 3 seeds of its random generators" in out) == (seeds == 3), out
         objectives.append(float(re.search(r"^\s+20\s+([\d.]+)", out, re.M).group(1)))
     assert objectives[0] != objectives[1]  # seed 0 alone is not the mean of three draws
-    assert main(argv + ["--seeds", "0"]) == 2 and "--seeds must be >= 1, got 0" in capsys.readouterr().err
+    assert main(argv + ["--seeds", "0"]) == 2 and "--seeds must be in 1..64, got 0" in capsys.readouterr().err
+    # a run's best.py is scored as the run scored it, under its [sandbox] seeds
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text('[run]\ntask = "tsp_construct"\n[sandbox]\nseeds = 3\n')
+    (run / "best.py").write_text(path.read_text())
+    assert main(["eval", "--run", str(run), "--split", "val", "--size", "20", "--no-reference"]) == 0
+    assert "the mean over 3 seeds" in capsys.readouterr().out
+    assert main(["eval", "--task", "sudoku", "--seeds", "2"]) == 2
+    assert "--seeds is for heuristic tasks" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [

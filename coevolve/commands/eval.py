@@ -15,12 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coevolve.base.config import read_toml
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import FENCE, fence
 from coevolve.commands import agent_eval
 from coevolve.report.collecting import task_of_run as run_task
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
+from coevolve.sandbox.pool import MAX_SEEDS
 from tasks.base import gap
 from tasks.loader import absolute_spec
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
@@ -42,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "fails sooner, at the task's per-instance limit")
     p.add_argument("--memory-mb", type=int, default=4096, help="memory limit of the program (default 4096)")
     p.add_argument("--workers", type=int, help="sets scored in parallel (default: one per core)")
-    p.add_argument("--seeds", type=int, default=1, help="score the program this many times, its random "
-                   "generators seeded 0..N-1, and report the mean (a randomised heuristic; as [sandbox] seeds)")
+    p.add_argument("--seeds", type=int, help="score the program this many times, its random generators seeded "
+                   "0..N-1, and report the mean (a randomised heuristic; default: --run's [sandbox] seeds, else 1)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the reference and gap (computing LKH references for large sets takes long)")
     agent_eval.add_arguments(p)
@@ -84,6 +86,9 @@ def task_of_run(args: argparse.Namespace) -> None:
         if not store.path("best.py").is_file():
             raise UsageError(f"{store.dir} has no best.py yet (the run has not finished a step)")
         args.file = str(store.path("best.py"))
+    if not is_agent_task(task) and args.seeds is None:  # scored as the run scored it
+        sandbox = read_toml(store.config_path).get("sandbox")
+        args.seeds = sandbox.get("seeds", 1) if isinstance(sandbox, dict) else 1
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -98,6 +103,9 @@ def handle(args: argparse.Namespace) -> int:
         if args.file:
             raise UsageError(f"task {args.task!r} is an agent task: eval takes no program file for it "
                              "(give --run RUN_DIR, --history, --skill)")
+        if args.seeds is not None:
+            raise UsageError("--seeds is for heuristic tasks (a program's random generators); agent episodes "
+                             "are sampled by the model")
         return agent_eval.handle(args)
     if not args.file:
         raise UsageError("heuristic tasks: give the Python file to score")
@@ -113,8 +121,9 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be > 0, got {args.timeout}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.seeds < 1:
-        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    args.seeds = 1 if args.seeds is None else args.seeds
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise UsageError(f"--seeds must be in 1..{MAX_SEEDS}, got {args.seeds}")
 
     print(f"{task.name}: {task.function_name} from {path}, split {split}, "
           f"{'lower' if task.direction == 'min' else 'higher'} is better"

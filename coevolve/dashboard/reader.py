@@ -288,7 +288,10 @@ def finite(value: Any) -> float | None:
 _REFERENCES: dict[tuple[str, str, int], float | None] = {}
 
 
-_BUILDING = threading.Lock()  # the page's parallel requests would each build a task not built yet
+# one lock per task name: the page's parallel requests would each build a task not built yet, and a slow
+# build must not hold up the runs of other tasks
+_BUILDING: dict[str, threading.Lock] = {}
+_BUILDING_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=32)
@@ -303,7 +306,9 @@ def built_task(name: str) -> tuple[HeuristicTask | None, str]:
     """The heuristic task `name`, built once per name, or None and why it cannot be built (the run is
     shown without it). Once: a page polls every run's row every few seconds, and building a task (its
     instances) is far dearer than the poll."""
-    with _BUILDING:
+    with _BUILDING_LOCK:
+        lock = _BUILDING.setdefault(name, threading.Lock())
+    with lock:
         return _build(name)
 
 
@@ -571,7 +576,7 @@ class HeuristicRun(RunDir):
         records = [r for r in jsonl(self.path / PROMPTS) if isinstance(r, dict)]
         slot, sent = self._slot(c), {r.get("sha256"): r["messages"] for r in records if "messages" in r}
         digest = next((r.get("sha256") for r in reversed(records)
-                       if r.get("step") == c.step and r.get("slot") == slot), None)
+                       if r.get("step") == c.step and r.get("slot") == slot and not r.get("analyst")), None)
         messages = sent.get(digest)
         if not isinstance(messages, list):
             return None

@@ -29,6 +29,7 @@ from coevolve.sandbox.results import EvalResult, FailureKind, TaskError, ToolRes
 from tasks.registry import get_task
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
+MAX_SEEDS = 64  # scorings of one program under seeds of its generators ([sandbox] seeds): k times the time
 
 # Time a worker may take beyond the candidate's own limit before it is
 # presumed stuck: instance generation on first use, fork, clean-up. The
@@ -210,8 +211,8 @@ class Sandbox:
             raise ValueError(f"sandbox timeout_s must be > 0, got {timeout_s}")
         if memory_mb < 16:
             raise ValueError(f"sandbox memory_mb must be >= 16, got {memory_mb}")
-        if seeds < 1:
-            raise ValueError(f"sandbox seeds must be >= 1, got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ValueError(f"sandbox seeds must be in 1..{MAX_SEEDS}, got {seeds}")
         self.seeds = seeds
         self.workers = workers
         self.timeout_s = timeout_s
@@ -238,6 +239,7 @@ class Sandbox:
                  size: int | None = None) -> EvalResult:
         """Score `code` on a task (registry name or task object); split and
         size default to the task's training set."""
+        # one after another, not through evaluate_many: an error here (a task's own) leaves the sandbox open
         jobs = self._seeded(self._evaluation_job(code, task, split, size))
         return over_seeds([EvalResult.from_dict(self._submit(job, self.timeout_s)) for job in jobs])
 

@@ -92,7 +92,7 @@ def over_seeds(results: list[EvalResult]) -> EvalResult:
     for seed, result in enumerate(results):
         if not result.ok:
             return replace(result, seconds=seconds, message=f"with the program's random generators seeded {seed} "
-                           f"(one of {len(results)} seeds, [sandbox] seeds): {result.message}")
+                           f"(one of {len(results)} seeds): {result.message}")
     profiles = [r.profile for r in results]
     same_shape = all(p is not None and len(p) == len(profiles[0]) for p in profiles)
     return replace(first, objective=math.fsum(r.objective for r in results) / len(results), seconds=seconds,

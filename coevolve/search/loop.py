@@ -479,12 +479,12 @@ class SearchLoop:
             requests, completions = self._generate(self._fit(requests), members, sampling)
             self._log_prompts(step, [self._messages(r) for r in requests])
             retried = None
-        self.leaned += sum(r.lean > 0 for r in requests)
         # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
         parsed = [self._parsed_early(r, c) for r, c in zip(requests, completions)]
         if retried is None:
             retried = self._reask(step, requests, members, sampling, completions, parsed)
             refused = self.refused_long - before
+        self.leaned += sum(r.lean > 0 for r in requests)  # (after the re-asks: an endpoint may lean one further)
         for kind, replaced in retried.items():
             self.ledger.record_llm([Completion(**c) for c in replaced])  # their tokens count, their texts do not
             self.ledger.count_reasks(kind, len(replaced))
@@ -761,7 +761,7 @@ class SearchLoop:
 
     def _from_endpoint(self, base: list[Request], sampling: Sampling, out: list[Completion | None]) -> list[Request]:
         """The endpoint's replies to `base`, into `out` by slot; the requests as sent. A prompt its
-        model cannot hold is leaned (LEAN) one part more and asked again, alone, until it fits: what
+        model cannot hold is leaned (LEAN) one part more (`_leaner`) and asked again, alone, until it fits: what
         `_fit` does before sending for an engine whose tokenizer we hold. Refused requests count as
         requests (they reached the endpoint); one still refused with all of LEAN left out stops the run."""
         sent = {r.slot: r for r in base}
@@ -779,9 +779,19 @@ class SearchLoop:
             for r, c in zip(pending, texts):
                 if c is not None:
                     out[r.slot] = c
-            pending = [leaned(next(b for b in base if b.slot == r.slot), r.lean + 1) for r in refused]
+            pending = [self._leaner(r) for r in refused]
             sent.update((r.slot, r) for r in pending)
         return [sent[r.slot] for r in base]
+
+    def _leaner(self, request: Request) -> Request:
+        """`request` with the next LEAN part it shows left out: a level that leaves its prompt as it
+        was (no failure report to drop) would only be refused again. At the last level, as it is."""
+        shown, fewer = self._messages(request), request
+        for level in range(request.lean + 1, len(LEAN) + 1):
+            fewer = leaned(request, level)
+            if self._messages(fewer) != shown:
+                break
+        return fewer
 
     def _ask_endpoint(self, requests: list[Request], sampling: Sampling) -> list[Completion]:
         early = self._early(requests) if self.overlap is not None else None
@@ -897,7 +907,8 @@ class SearchLoop:
         """[accounting]: ask again, free of T, for each reply with no parseable code (up to
         parse_retries times) and each program that clones the template or an earlier candidate
         (up to clone_retries times): same prompt, same weights, a fresh seed. `completions` and
-        `parsed` end with each slot's last reply and its program. Returns the replies replaced,
+        `parsed` end with each slot's last reply and its program, and `requests` with the request
+        it answers (an endpoint may have leaned a re-ask further). Returns the replies replaced,
         by reason ("parse", "clone"), for the ledger and the event log."""
         limits = {"parse": self.config.accounting.parse_retries, "clone": self.config.accounting.clone_retries}
         replaced: dict[str, list[dict]] = {kind: [] for kind in REASKS}
@@ -910,7 +921,9 @@ class SearchLoop:
             # as leaned as the request it replaces (the prompt that did not fit once would not fit again)
             again = [replace(r, slot=i, seed=request_seed(self.config.run.seed, step, attempt * len(requests) + r.slot))
                      for i, r in enumerate(failed)]
-            for r, c in zip(failed, self._generate(again, members, sampling)[1]):
+            for r, sent, c in zip(failed, *self._generate(again, members, sampling)):
+                if sent.lean > r.lean:  # refused as leaned before: the slot's candidate was shown this prompt
+                    r = requests[r.slot] = leaned(r, sent.lean)
                 replaced[why[r.slot]].append(completion_record(completions[r.slot]))
                 completions[r.slot], parsed[r.slot] = c, self._extract(r, c)
         return replaced

@@ -11,6 +11,7 @@ from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig, ESSection
+from coevolve.sandbox.pool import MAX_SEEDS
 from coevolve.search.methods import (check_method_name, check_operator_name, declared_sections, make_method,
                                      planned_refreshes, uses_es, uses_skill)
 from tasks.base import STARTS
@@ -113,7 +114,7 @@ class SandboxLimits(Section):
     memory_mb: int = Field(2048, ge=64)
     # k > 1: each program is scored k times, its `random` and numpy global generators seeded 0..k-1, and
     # judged by the mean (one failing seed fails it): for heuristics that draw random numbers; k times the time
-    seeds: int = Field(1, ge=1, le=64)
+    seeds: int = Field(1, ge=1, le=MAX_SEEDS)
 
 
 class SandboxSection(SandboxLimits):
