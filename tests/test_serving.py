@@ -47,7 +47,9 @@ def no_traceback(result: subprocess.CompletedProcess) -> None:
 class FaultProxy:
     """A loopback proxy in front of the real server that answers chosen chat
     requests with HTTP 503 (the overloaded or dying server a run must survive),
-    or replaces one model's replies with prose (a model that cannot code)."""
+    or replaces one model's replies with prose (a model that cannot code), or pads
+    the prompts that hold a text past the server's context, so that the server's
+    own refusal comes back (a model with a shorter context)."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
@@ -55,6 +57,7 @@ class FaultProxy:
         self.dead_after: int | None = None  # after n forwarded chat requests, every one gets 503
         self.prose_for: str | None = None  # the server's replies to requests for this model become prose
         self.code_for: tuple[str, str] | None = None  # (model, text): that model's replies become this text
+        self.pad_if: str | None = None  # chat requests whose messages hold this text are padded past the context
         self.failed = self.forwarded = 0
         self.lock = threading.Lock()
         proxy = self
@@ -80,6 +83,10 @@ class FaultProxy:
                     self.reply(503, b'{"error": {"message": "injected: server overloaded", "code": 503}}')
                 else:
                     model = json.loads(body).get("model") if chat else None
+                    if chat and proxy.pad_if and proxy.pad_if in body.decode():
+                        request = json.loads(body)
+                        request["messages"][-1]["content"] += " tour" * 2500  # past --max-model-len 2048
+                        body = json.dumps(request).encode()
                     text = ("I would rather not write code today." if proxy.prose_for and model == proxy.prose_for
                             else proxy.code_for[1] if proxy.code_for and model == proxy.code_for[0] else None)
                     proxy.forward(self, body, text)
@@ -420,6 +427,31 @@ def test_a_prompt_past_the_servers_context_is_a_context_length_error_constrained
     replies = caught.value.replies
     assert caught.value.index == 1 and replies[1] is None, replies
     assert all(r is not None and r.completion_tokens > 0 for r in (replies[0], replies[2])), replies
+
+
+def test_a_proposal_prompt_the_server_refuses_as_too_long_is_leaned_and_the_run_goes_on(proxy, tmp_path):
+    """A prompt that shows the starting skill is padded past the served model's context by the proxy, so the
+    server's own 400 comes back: each proposal is leaned (the skill left out, the parts it does not show
+    skipped: LEAN, loop.py _from_endpoint) and asked again once, and the run finishes, the refusals counted
+    as requests and recorded in the step event."""
+    from coevolve.base.skills import write_skill
+
+    folder = write_skill(tmp_path / "hints", "Hints.", "# Hints\n\n## Ideas\n- Visit the nearest city first.\n").path
+    proxy.pad_if = "Visit the nearest city first."
+    config = write_config(tmp_path, proxy.base_url, "smollm2-135m", f'[skill]\nstart = "{folder}"\n')
+    config.write_text(config.read_text().replace("max_tokens = 384", "max_tokens = 96", 1))  # suite time
+    out = tmp_path / "r"
+    result = cli(["run", str(config), "--method", "sample", "--budget", "3", "--out", str(out), "--no-progress"],
+                 no_engine_env(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    no_traceback(result)
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    step = next(e for e in events if e["type"] == "step")
+    assert [r.get("lean") for r in step["requests"]] == [3] * 3 and step["refused_long"] == 3, step["requests"]
+    summary = read_summary(out)
+    assert summary["evaluations"] == 3 and summary["ledger"]["llm_requests"] == 6
+    assert summary["context"]["leaned"]["requests"] == 3
+    assert all(0 < c["prompt_tokens"] < 2048 for c in step["completions"])
 
 
 def test_the_test_server_dies_with_the_test_process(tmp_path):
