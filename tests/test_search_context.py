@@ -252,6 +252,18 @@ def test_the_skill_analysts_prompts_are_kept_beside_the_proposals_marked_as_anal
     assert not any(r["step"] in refreshes for r in records if not r.get("analyst"))
 
 
+def test_a_run_scored_under_several_seeds_says_so_in_its_table(tmp_path):
+    from coevolve.report.rendering import context_rows
+
+    summary, *_ = run(tmp_path / "r", make_config("eoh", 12, sandbox={"seeds": 3}), engine=RecordingEngine())
+    assert summary.context["scoring_seeds"] == 3
+    assert dict(context_rows(summary.context, None))["scoring"] == (
+        "each program under 3 seeds of its random generators, the mean kept; one failing seed fails it "
+        "([sandbox] seeds)")
+    plain, *_ = run(tmp_path / "p", make_config("eoh", 12), engine=RecordingEngine())
+    assert "scoring" not in dict(context_rows(plain.context, None))
+
+
 def test_a_reasoning_block_is_not_taken_for_the_answer():
     """A reasoning model's <think> draft (servers without a reasoning parser send it in the reply) is left
     out: the code after it is the answer; a block never closed was cut off mid-thought, so nothing is."""
@@ -433,7 +445,7 @@ def test_a_prompt_too_long_for_the_context_leaves_parts_out_until_it_fits_and_re
     requests = [r for e in read_jsonl(tmp_path / "full" / "events.jsonl") if e["type"] == "step" for r in e["requests"]]
     assert {r.get("lean", 0) for r in requests} == {3}  # every prompt showed the starting skill
     assert all(r["skill"] is None for r in requests)  # and each says it showed none
-    assert full.context["leaned"] == {"requests": len(requests), "max_len": 2048}
+    assert full.context["leaned"] == {"requests": len(requests), "max_len": 2048, "refused": 0}
     row = dict(context_rows(full.context, None))["prompts shortened"]
     assert row.startswith(f"{len(requests)} requests left parts out to fit [model] max_len = 2048 (")
     events = read_jsonl(tmp_path / "full" / "events.jsonl")
@@ -494,6 +506,12 @@ def test_an_endpoints_refused_prompts_are_leaned_and_asked_again_alone(tmp_path)
     requests = [r for e in events if e["type"] == "step" for r in e["requests"]]
     assert {r.get("lean", 0) for r in requests} == {3}  # every prompt showed the starting skill
     assert full.context["leaned"]["requests"] == len(requests) == full.ledger.used
+    assert full.context["leaned"]["refused"] == served.refused
+    from coevolve.report.rendering import context_rows
+
+    row = dict(context_rows(full.context, None))["prompts shortened"]
+    assert row.startswith(f"{len(requests)} requests left parts out to fit [model] max_len = 2048 or the endpoint "
+                          f"model's context (which refused {served.refused} prompts) (")
     # the refusals reached the endpoint and count as requests; each leaned prompt differs from the one refused
     # before it (a part the prompt does not show is skipped, not sent again to be refused again)
     assert served.refused >= len(requests) and full.ledger.llm_requests == len(requests) + served.refused

@@ -472,10 +472,16 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
     lean = context.get("leaned")  # absent from older summaries
     if lean and lean["requests"]:
+        refused = lean.get("refused", 0)
+        endpoint = (f" or the endpoint model's context (which refused {refused} prompt{'s' * (refused != 1)})"
+                    if refused else "")
         rows.append(("prompts shortened", f"{lean['requests']} request{'s' * (lean['requests'] != 1)} left parts "
-                                          f"out to fit [model] max_len = {lean['max_len']} (as far as needed, in "
-                                          "order: the failure report, the parents' notes, the skill, all parents but "
-                                          "the first; each step event's requests say how far)"))
+                                          f"out to fit [model] max_len = {lean['max_len']}{endpoint} (as far as "
+                                          "needed, in order: the failure report, the parents' notes, the skill, all "
+                                          "parents but the first; each step event's requests say how far)"))
+    if context.get("scoring_seeds", 1) > 1:  # absent from older summaries
+        rows.append(("scoring", f"each program under {context['scoring_seeds']} seeds of its random generators, "
+                                "the mean kept; one failing seed fails it ([sandbox] seeds)"))
     cut = context.get("cut_off")  # absent from older summaries
     if cut and cut["replies"]:
         scored = (("it still scored, with what parsed" if cut["valid"] else "it scored nothing")

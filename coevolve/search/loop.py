@@ -473,6 +473,7 @@ class SearchLoop:
             retried = {kind: logged.get(f"{kind}_retries", []) for kind in REASKS}
             refused = logged.get("refused_long", 0)
             self.ledger.llm_requests += refused
+            self.refused_long += refused
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             before = self.refused_long
@@ -1135,7 +1136,10 @@ class SearchLoop:
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),
                 # requests whose prompt left parts out to fit the engine's context (LEAN), of the run's
-                "leaned": {"requests": self.leaned, "max_len": self.config.model.max_len},
+                "leaned": {"requests": self.leaned, "max_len": self.config.model.max_len,
+                           "refused": self.refused_long},  # (the endpoint's refusals of prompts it led to)
+                # each program scored under this many seeds of its generators, the mean kept ([sandbox] seeds)
+                "scoring_seeds": self.config.sandbox.seeds,
                 # replies that ended at sampling.max_tokens, and how many of them still scored
                 "cut_off": {"replies": len(cut), "valid": sum(c.valid for c in cut),
                             "max_tokens": self.config.sampling.max_tokens},
