@@ -81,8 +81,9 @@ class EvalResult:
 
 def over_seeds(results: list[EvalResult]) -> EvalResult:
     """One program's results with its generators seeded 0, 1, ... (`Sandbox(seeds=k)`) as one. A
-    program that fails under any seed fails (the first such result, its message naming the seed): a
-    heuristic that crashes on one draw in k is not one to keep. Else the mean objective and the mean
+    program that fails under any seed fails (the first such result): a heuristic that crashes on one
+    draw in k is not one to keep. Its message names the seed when seed 0, the one a single scoring
+    uses, passed: a failure under seed 0 reads as it would with one seed. Else the mean objective and the mean
     per-instance profile; the descriptors, note and output of seed 0 (the seed a single scoring
     uses); the seconds of all."""
     first = results[0]
@@ -91,8 +92,9 @@ def over_seeds(results: list[EvalResult]) -> EvalResult:
     seconds = sum(r.seconds for r in results)
     for seed, result in enumerate(results):
         if not result.ok:
-            return replace(result, seconds=seconds, message=f"with the program's random generators seeded {seed} "
-                           f"(one of {len(results)} seeds): {result.message}")
+            return replace(result, seconds=seconds, message=result.message if seed == 0 else
+                           f"with the program's random generators seeded {seed} (one of {len(results)} seeds): "
+                           f"{result.message}")
     profiles = [r.profile for r in results]
     same_shape = all(p is not None and len(p) == len(profiles[0]) for p in profiles)
     return replace(first, objective=math.fsum(r.objective for r in results) / len(results), seconds=seconds,
