@@ -833,6 +833,46 @@ def test_a_run_with_no_engine_prices_its_analysts_too(tmp_path):
                                                         + summary.ledger.completion_tokens * 2e-6)
 
 
+class PickyTeacher(FakeEngine):
+    """An endpoint whose model refuses (HTTP 400, too long) every second skill analyst's prompt of a call, or all
+    of them: the proposals are answered."""
+
+    def __init__(self, refuse_all: bool = False) -> None:
+        super().__init__()
+        self.refuse_all, self.refused = refuse_all, 0
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        from coevolve.engine.base import ContextLengthError
+
+        replies = super().chat(conversations, sampling, seeds, constraints)
+        refused = [("analyst" in c[0]["content"]) and (self.refuse_all or i % 2 == 1)
+                   for i, c in enumerate(conversations)]
+        if not any(refused):
+            return replies
+        self.refused += sum(refused)
+        raise ContextLengthError("http://127.0.0.1:9/v1 refused a prompt longer than its model's context",
+                                 refused.index(True), replies=[None if r else c for r, c in zip(refused, replies)])
+
+
+def test_a_skill_analyst_the_endpoint_refuses_as_too_long_found_nothing_and_the_refresh_goes_on(tmp_path):
+    config = make_config("sample+trace2skill", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+                         skill={"every": 2, "analysts": 2, "teacher": "endpoint"})
+    teacher = PickyTeacher()
+    full, *_ = run(tmp_path / "r", config, engine=FakeEngine(), endpoint=teacher)
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    refreshes = [e for e in events if e["type"] == "step" and e["operator"] == "distill"]
+    empty = [c for e in refreshes for c in e["completions"] if c["finish_reason"] == "context_length"]
+    assert teacher.refused and len(empty) == teacher.refused and all(c["text"] == "" for c in empty)
+    assert all(e["skill"] is not None for e in refreshes)  # each refresh wrote a version from the others
+    assert full.ledger.outcomes["distill"] == sum(len(e["requests"]) for e in refreshes)  # charged as asked
+    cut = next(i for i, e in enumerate(events) if e is refreshes[0]) + 1
+    resumed, *_ = run(cut_run(tmp_path / "r", tmp_path / "killed", events[:cut]), config, engine=FakeEngine(),
+                      endpoint=PickyTeacher(), resume=True)
+    assert resumed == full
+    with pytest.raises(UsageError, match="every skill analyst's prompt was refused"):
+        run(tmp_path / "all", config, engine=FakeEngine(), endpoint=PickyTeacher(refuse_all=True))
+
+
 def test_target_and_patience_stop_on_the_search_itself_and_resume_to_the_uncapped_result(tmp_path):
     """caps.target: the best train objective reached it (<= here: the fake task minimises);
     caps.patience: that many plan steps in a row found nothing better. Either stops before the

@@ -156,6 +156,9 @@ class Request:
     lean: int = 0  # how many of LEAN's parts the prompt leaves out to fit the engine's context
 
 
+# an analyst's request the endpoint refused as too long for its model (its reply, empty, says so)
+REFUSED_LONG = "context_length"
+
 # What a prompt too long for the engine's context leaves out, one more at a time, until it fits: a run
 # that would stop there goes on (the request records how far it went; a prompt that fits is never touched)
 LEAN = ("the failure report", "the parents' notes", "the skill", "all parents but the first")
@@ -608,8 +611,8 @@ class SearchLoop:
                                                          cfg.context.failure_chars)
             batch = Batch(conversations, seeds)
             began = time.perf_counter()
-            completions = batch.chat(teacher, Sampling(temperature=cfg.skill.temperature,
-                                                       max_tokens=cfg.skill.max_tokens))
+            completions = self._analyses(teacher, batch, Sampling(temperature=cfg.skill.temperature,
+                                                                  max_tokens=cfg.skill.max_tokens))
             self.timing["distill_s"] += time.perf_counter() - began
             self._log_prompts(step, conversations, analysts=True)
         else:
@@ -646,6 +649,23 @@ class SearchLoop:
         if logged is None:
             event_log.append(event)
         return event
+
+    @staticmethod
+    def _analyses(teacher: Generator, batch: Batch, sampling: Sampling) -> list[Completion]:
+        """The analysts' replies. An endpoint that refuses some analysts' prompts as too long for its
+        model answers the others (`ContextLengthError.replies`): each refused one counts as an analyst
+        who found nothing (an empty reply, finish_reason REFUSED_LONG, recorded in the step event), so
+        the refresh goes on with fewer analyses; with every one refused there is nothing to distil and
+        the run stops, saying so."""
+        try:
+            return batch.chat(teacher, sampling)
+        except ContextLengthError as exc:
+            if exc.replies is None or not any(exc.replies):
+                raise ContextLengthError(f"{exc}: every skill analyst's prompt was refused (an analyst reads "
+                                         "its candidate's code and failure, cut to context.failure_chars, and the "
+                                         "skill's outline); show less, or give the teacher a longer context",
+                                         exc.index) from None
+            return [c if c is not None else Completion("", finish_reason=REFUSED_LONG) for c in exc.replies]
 
     # caps -------------------------------------------------------------------------
     def _wall(self) -> float:
