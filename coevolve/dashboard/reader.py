@@ -35,11 +35,11 @@ from typing import Any, Callable
 from coevolve.agents.runconfig import ES_METHODS
 from coevolve.base.durable import read_jsonl
 from coevolve.base.errors import CorruptFileError, UsageError
-from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, Versioned, parse, parse_summary,
-                                   summary_kind)
+from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, SearchSummary, Versioned, parse,
+                                   parse_summary, summary_kind)
 from coevolve.base.untrusted import clean
 from coevolve.report.collecting import failure_causes, heldout_change
-from coevolve.report.rendering import change_line
+from coevolve.report.rendering import change_line, run_table_rows
 from coevolve.runstore import PROMPTS, ended
 from coevolve.search.methods import uses_es
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
@@ -54,6 +54,7 @@ SCAN_DEPTH = 3  # how deep a folder of runs is searched (runs/<task>/<method>-b<
 MESSAGE_LIMIT = 4000  # characters of a failure message shown (its end: where errors say what went wrong)
 PROMPT_LIMIT = 40_000  # characters of one prompt message shown (the skill, parents and failures fit)
 TEXT_LIMIT = 200_000  # characters of any one candidate text shown
+TABLE_LIMIT = 4000  # characters of one value of the run table (its starting programs and trials run long)
 
 
 def text(value: object, limit: int = TEXT_LIMIT) -> str:
@@ -406,6 +407,24 @@ class HeuristicRun(RunDir):
             return [{"cause": text(cause, 100), "count": n}
                     for cause, n in failure_causes(records_file(path, Candidate))]
         return CACHE.get(self.path / "candidates.jsonl", count, default=[], kind="failure_causes")
+
+    def table(self) -> list[tuple[str, str]] | None:
+        """The table `coevolve run` printed when the run ended (coevolve.report.rendering.run_table_rows),
+        as text for the page; None before the run wrote its summary, or when the table cannot be made.
+        Made once per change of summary.json: a run with a summary no longer writes the files it reads."""
+        def make(path: Path) -> list[tuple[str, str]] | None:
+            try:
+                # read here, not self.summary, for the reason failure_causes reads its file itself
+                summary = summary_file(path)
+                if not isinstance(summary, SearchSummary):
+                    return None
+                rows = run_table_rows(summary, self.path)
+            # the task's own code runs here (the best is compared with its template), and a damaged candidate
+            # line or a summary another version wrote can fail as anything: the page goes on without the table
+            except Exception:
+                return None
+            return [(text(name, 100), text(value, TABLE_LIMIT)) for name, value in rows]
+        return CACHE.get(self.path / "summary.json", make, kind="run_table")
 
     def curves(self) -> dict[str, Any]:
         """Best-so-far and cumulative valid rate against evaluations; failures per step."""

@@ -401,8 +401,13 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 def run_table(summary: SearchSummary, directory: Path) -> str:
     """The table `coevolve run` prints at the end of a run."""
+    return _table(run_table_rows(summary, directory))
+
+
+def run_table_rows(summary: SearchSummary, directory: Path) -> list[tuple[str, str]]:
+    """run_table's (name, value) rows, for a reader that lays them out itself (the dashboard)."""
     found = run_starting_point(directory, summary.task) if summary.best else None
-    return _table(_run_rows(summary, directory, found))
+    return _run_rows(summary, directory, found)
 
 
 def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> list[tuple[str, str]]:

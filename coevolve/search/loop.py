@@ -660,7 +660,9 @@ class SearchLoop:
         try:
             return batch.chat(teacher, sampling)
         except ContextLengthError as exc:
-            if exc.replies is None or not any(exc.replies):
+            if exc.replies is None:  # an engine that refuses the whole call
+                raise
+            if not any(exc.replies):
                 raise ContextLengthError(f"{exc}: every skill analyst's prompt was refused (an analyst reads "
                                          "its candidate's code and failure, cut to context.failure_chars, and the "
                                          "skill's outline); show less, or give the teacher a longer context",
