@@ -610,3 +610,83 @@ def test_a_run_page_names_its_commonest_failures(tmp_path):
         causes = http.get("/api/run/run").json()["failure_causes"]
     # "boom 1" and "boom 3" differ only in a number: one cause, shown as the first
     assert causes == [{"cause": "boom 1", "count": 2}, {"cause": "the tour repeats a city", "count": 1}]
+
+
+def finish(run: Path, **context: object) -> dict:
+    """summary.json as a finished run writes it (the template as its best.py, so its best is the starting
+    point), with every row of the run table that only the summary holds; `context` overrides its keys."""
+    from tasks.registry import get_task
+
+    summary = {
+        "kind": "search", "method": "eoh+esopt", "task": "tsp_construct", "seed": 3, "budget": 20, "evaluations": 3,
+        "ledger": {"budget": 20, "used": 3, "outcomes": {"evaluated": 3}, "llm_requests": 3, "prompt_tokens": 90,
+                   "completion_tokens": 60, "parse_retries": 2, "clone_retries": 1},
+        "valid": 2, "valid_rate": 2 / 3, "failures": {"exception": 1},
+        "train": {"split": "train", "size": 50, "direction": "min", "reference": 5.7},
+        "best": {"id": 1, "objective": 7.0, "gap": 0.23, "operator": "i1", "step": 0},
+        "es": {"updates": 2, "flat": 1},
+        "context": {"phases": {"initial": {"candidates": 3, "valid": 2}}, "constrain": "on", "fingerprint": False,
+                    "rejected": 0, "rejected_template": 0, "parser_repairs": {}, "repair_requests": 2,
+                    "repaired_valid": 1, "leaned": {"requests": 1, "max_len": 2048, "refused": 0},
+                    "scoring_seeds": 3, "cut_off": {"replies": 1, "valid": 0, "max_tokens": 512},
+                    "skill_versions": [{"version": 1, "path": "skills/\x1b[2Jv001/SKILL.md", "rules": 4}],
+                    "template_objective": 7.0, "beat_template": False, "seed": True, **context}}
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "best.py").write_text(get_task("tsp_construct").template)
+    return summary
+
+
+def test_a_finished_runs_page_has_the_run_table_coevolve_run_printed(tmp_path):
+    from coevolve.base.records import read_summary
+    from coevolve.report.rendering import run_table_rows
+
+    records = [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "exception"), candidate(3, 1, [1], 7.5)]
+    done, running = make_run(tmp_path / "done", records, end=True), make_run(tmp_path / "running", records)
+    finish(done)
+    with client(done, running) as http:
+        table = http.get("/api/run/done").json()["table"]
+        assert http.get("/api/run/running").json()["table"] is None  # no summary yet: no table
+    printed = run_table_rows(read_summary(done / "summary.json"), done.resolve())
+    assert any("\x1b" in value for _, value in printed)  # a path the run wrote: the page gets it cleaned
+    assert table == [[name, value.replace("\x1b[2J", "")] for name, value in printed]
+    rows = dict(table)
+    assert rows["best is"] == "the task template itself: nothing better than the starting point was found"
+    assert rows["beat the template"] == "no (template 7, seeded into the archive, not charged)"
+    assert rows["ES updates"] == "2 (1 with every member's reward equal: no weight moved)"
+    assert rows["free re-asks"].startswith("2 of unparseable replies, 1 of clones")
+    assert rows["skill versions"] == "1, latest skills/v001/SKILL.md (4 rules)"
+    assert {"prompts shortened", "scoring", "cut off", "repair operator", "commonest failures"} <= set(rows)
+
+
+def test_a_run_table_that_cannot_be_made_leaves_the_page_without_it(tmp_path):
+    """A summary of an older layout still makes its table (the rendering copes with the keys it lacks); one
+    whose context another writer shaped otherwise leaves it out, and the page serves on."""
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0)], end=True)
+    summary = finish(run)
+    del summary["context"]["leaned"], summary["context"]["cut_off"], summary["context"]["scoring_seeds"]
+    (run / "summary.json").write_text(json.dumps(summary))
+    with client(run) as http:
+        rows = dict(http.get("/api/run/run").json()["table"])
+        assert "beat the template" in rows and "cut off" not in rows
+    (run / "summary.json").write_text(json.dumps({**summary, "context": {**summary["context"], "phases": 3}}))
+    with client(run) as http:
+        answer = http.get("/api/run/run")
+        assert answer.status_code == 200 and answer.json()["table"] is None
+
+
+def test_the_run_table_is_made_once_per_change_of_the_summary(tmp_path, monkeypatch):
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "exception")], end=True)
+    summary = finish(run)
+    made: list[int] = []
+    make = reader.run_table_rows
+    monkeypatch.setattr(reader, "run_table_rows", lambda s, d: made.append(s.evaluations) or make(s, d))
+    with client(run) as http:
+        for _ in range(3):  # the page polls
+            assert dict(http.get("/api/run/run").json()["table"])["evaluations"] == "3 / 20"
+        assert made == [3]
+        fresh = run / "summary.new"  # replaced whole, as the run replaces it (--resume --budget, then its end)
+        fresh.write_text(json.dumps({**summary, "evaluations": 4, "budget": 30}))
+        os.replace(fresh, run / "summary.json")
+        assert dict(http.get("/api/run/run").json()["table"])["evaluations"] == "4 / 30"
+        http.get("/api/run/run")
+    assert made == [3, 4]

@@ -181,9 +181,16 @@ function runView(r) {
     el("table", { id: "skill-table" }, el("thead", {}, el("tr", {}, ["prompt showed", "requests", "scored", "beat every parent"].map((h) => el("th", {}, h)))), skillShown),
     skillTrials, el("div", { class: "controls" }, "version ", skillSelect), skillText);
   let skillVersions = [];
+  // the end-of-run table, once summary.json exists: open, since a finished run is read from it first
+  const runTableBody = el("tbody", {});
+  const runTablePanel = el("section", { class: "card", id: "run-table-panel", hidden: "hidden" },
+    el("details", { id: "run-table-box", open: "open" },
+      el("summary", {}, el("h2", {}, "Run table (as ", el("code", {}, "coevolve run"), " printed it)")),
+      el("table", { id: "run-table" }, runTableBody)));
+  let drawnTable = null;
 
   main(
-    el("h1", { id: "run-title" }, id), stats,
+    el("h1", { id: "run-title" }, id), stats, runTablePanel,
     el("div", { class: "grid" },
       el("section", { class: "card" }, el("h2", {}, "Best so far and valid rate"), el("div", { id: "best-chart", class: "chart" })),
       el("section", { class: "card" }, el("h2", {}, "Outcomes per step"), el("div", { id: "outcome-step-chart", class: "chart" })),
@@ -251,6 +258,15 @@ function runView(r) {
       el("td", {}, g.rewards.map((x) => fmt(x, 3)).join(", ")), el("td", {}, g.z.map((x) => fmt(x, 3)).join(", ")),
       el("td", { class: g.all_equal ? "error" : "" }, g.all_equal ? "yes: no signal, no update" : "no"),
       el("td", { title: g.checksum }, (g.checksum || "").slice(0, 12)))));
+  }
+
+  function drawTable(rows) {
+    const seen = JSON.stringify(rows);
+    if (seen === drawnTable) return;  // unchanged: a selection in the table survives the poll
+    drawnTable = seen;
+    runTablePanel.hidden = !rows || !rows.length;
+    runTableBody.replaceChildren(...(rows || []).map(([name, value]) => el("tr", {},
+      el("td", { class: "run-table-name" }, name), el("td", {}, value))));
   }
 
   function drawSkills(k) {
@@ -393,6 +409,7 @@ function runView(r) {
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""),
         d.failure_causes.length ? el("p", { id: "run-causes", class: "muted" }, "commonest failures: ",
           ...d.failure_causes.flatMap((f, i) => [i ? "; " : "", el("code", {}, f.cause), ` (${f.count})`])) : "");
+      drawTable(d.table);
       drawCurves(d);
       drawES(d.es, d.uses_es, d.method);
       drawSkills(d.skills);
