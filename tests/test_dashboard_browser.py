@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from coevolve.base.durable import read_jsonl
+from coevolve.base.records import read_summary
 from coevolve.base.untrusted import clean
+from coevolve.report.rendering import run_table_rows
 from conftest import ROOT, start_run
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -244,6 +246,13 @@ def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
     shown = js(browser, "return (document.getElementById('run-distinct') || {}).textContent || ''")
     assert shown == (f" ({distinct} distinct program{'' if distinct == 1 else 's'}, {len(valid) - distinct} repeats)"
                      if distinct < len(valid) else "")
+    # the table the run printed when it ended, row for row, above the charts
+    printed = run_table_rows(read_summary(live["dir"] / "summary.json"), live["dir"].resolve())
+    cells = ("const p = document.getElementById('run-table-panel'); return p && !p.hidden ? "
+             "[...p.querySelectorAll('#run-table tr')].map((tr) => [...tr.cells].map((td) => td.textContent)) : null")
+    rows = wait(browser, lambda d: js(d, cells), what="the run table")
+    assert rows == [[clean(name), clean(value)] for name, value in printed]
+    assert "beat the template" in dict(rows) and browser.find_element("id", "run-table").is_displayed()
     shoot(browser, live, "dashboard-run")
 
 
@@ -407,6 +416,7 @@ def test_hostile_text_is_shown_as_text(browser, live):
     # an eoh run moves no weights: the ES panel says so
     es = wait(browser, lambda d: d.find_element("css selector", "#es-table tbody").text, what="the ES panel")
     assert es == "eoh runs no ES generations: the weights stay as loaded"
+    assert not browser.find_element("id", "run-table-panel").is_displayed()  # no summary.json: no run table
 
 
 def test_seeded_programs_are_in_the_table_and_the_tree(browser, live):
