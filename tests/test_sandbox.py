@@ -170,7 +170,7 @@ def test_a_randomised_heuristic_is_judged_by_its_mean_over_the_seeds_and_fails_i
             [(f"import random\nrandom.seed({seed})\n" + rolling, TinyTSP(), None, None) for seed in range(3)])]
         assert len(set(singles)) > 1, singles  # the draws differ, else the mean shows nothing
         mean = three.evaluate(rolling, TinyTSP())
-        assert mean.ok and mean.objective == pytest.approx(sum(singles) / 3)
+        assert mean.ok and mean.objective == pytest.approx(sum(singles) / 3) and mean.seed_objectives == singles
         assert [r.objective for r in three.evaluate_many([(rolling, TinyTSP(), None, None)] * 2)] == [mean.objective] * 2
         # a program that draws nothing scores as with one seed
         assert three.evaluate(TINY_TEMPLATE, TinyTSP()).objective == one.evaluate(TINY_TEMPLATE, TinyTSP()).objective
@@ -417,7 +417,8 @@ def test_results_over_seeds_are_one_result_with_the_mean_profile_and_seed_0s_not
                         behaviour={"lines": 9.0}, feedback="seed 1's note")
     assert over_seeds([first]) is first
     both = over_seeds([first, second])
-    assert (both.objective, both.profile, both.seconds) == (3.0, [2.0, 4.0], 3.0)
+    assert (both.objective, both.profile, both.seconds, both.seed_objectives) == (3.0, [2.0, 4.0], 3.0, [2.0, 4.0])
+    assert EvalResult.from_dict(json.loads(json.dumps(both.to_dict()))) == both
     assert (both.behaviour, both.feedback, both.instances) == ({"lines": 4.0}, "seed 0's note", 2)
     assert over_seeds([first, EvalResult(objective=4.0, failure=None)]).profile is None  # no profile to average
 

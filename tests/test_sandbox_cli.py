@@ -109,6 +109,8 @@ def test_eval_seeds_scores_a_randomised_heuristic_by_its_mean(tmp_path, capsys):
         assert main(argv + ["--seeds", str(seeds)]) == 0
         out = capsys.readouterr().out
         assert ("the mean over 3 seeds of its random generators" in out) == (seeds == 3), out
+        assert (re.search(r"^        seeds 0\.\.2: min [\d.]+, max [\d.]+, std [\d.]+$", out, re.M) is not None) == (
+            seeds == 3), out
         objectives.append(float(re.search(r"^\s+20\s+([\d.]+)", out, re.M).group(1)))
     assert objectives[0] != objectives[1]  # seed 0 alone is not the mean of three draws
     assert main(argv + ["--seeds", "0"]) == 2 and "--seeds must be in 1..64, got 0" in capsys.readouterr().err

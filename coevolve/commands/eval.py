@@ -10,6 +10,7 @@ for usage errors (unknown task, split or size, missing file)."""
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -158,6 +159,10 @@ def handle(args: argparse.Namespace) -> int:
         valid = f"{result.instances}/{result.instances}"
         print(f"{size:>6}  {result.objective:>12.4f}  {reference_text:>12}  {gap_text:>8}  {valid:>11}  "
               f"{result.seconds:>8.2f}", flush=True)
+        if result.seed_objectives:  # the draws behind the mean: how far one seed could be from it
+            spread = result.seed_objectives
+            print(f"        seeds 0..{len(spread) - 1}: min {min(spread):.4f}, max {max(spread):.4f}, "
+                  f"std {statistics.stdev(spread):.4f}")
         if result.feedback:  # the task's note on the training set: what the proposer reads under this program
             print(fence(f"the task's note: {result.feedback}", prefix=_QUOTE))
     if not args.no_reference:

@@ -47,6 +47,8 @@ class EvalResult:
     # the task's decision descriptors {name: value} (tasks.base.behaviour_of); None without, or when not finite
     behaviour: dict[str, float] | None = None
     feedback: str = ""  # the task's note on the decisions (tasks.base.feedback_of); "" without
+    # the objective under each seed of the program's generators, when scored under several (over_seeds)
+    seed_objectives: list[float] | None = None
 
     @property
     def ok(self) -> bool:
@@ -76,6 +78,7 @@ class EvalResult:
             profile=finite_numbers(data.get("profile")) if kind is None else None,
             behaviour=finite_mapping(data.get("behaviour")) if kind is None else None,
             feedback=clean(data.get("feedback", ""))[:FEEDBACK_CHARS] if kind is None else "",
+            seed_objectives=finite_numbers(data.get("seed_objectives")) if kind is None else None,
         )
 
 
@@ -97,7 +100,8 @@ def over_seeds(results: list[EvalResult]) -> EvalResult:
                            f"{result.message}")
     profiles = [r.profile for r in results]
     same_shape = all(p is not None and len(p) == len(profiles[0]) for p in profiles)
-    return replace(first, objective=math.fsum(r.objective for r in results) / len(results), seconds=seconds,
+    objectives = [r.objective for r in results]
+    return replace(first, objective=math.fsum(objectives) / len(results), seconds=seconds, seed_objectives=objectives,
                    profile=[math.fsum(column) / len(column) for column in zip(*profiles)] if same_shape else None)
 
 
