@@ -171,7 +171,8 @@ def test_a_randomised_heuristic_is_judged_by_its_mean_over_the_seeds_and_fails_i
         assert len(set(singles)) > 1, singles  # the draws differ, else the mean shows nothing
         mean = three.evaluate(rolling, TinyTSP())
         assert mean.ok and mean.objective == pytest.approx(sum(singles) / 3) and mean.seed_objectives == singles
-        assert [r.objective for r in three.evaluate_many([(rolling, TinyTSP(), None, None)] * 2)] == [mean.objective] * 2
+        twice = three.evaluate_many([(rolling, TinyTSP(), None, None)] * 2)
+        assert [r.objective for r in twice] == [mean.objective] * 2
         # a program that draws nothing scores as with one seed
         assert three.evaluate(TINY_TEMPLATE, TinyTSP()).objective == one.evaluate(TINY_TEMPLATE, TinyTSP()).objective
         # random.random() is 0.84 first under seed 0, 0.13 under seed 1

@@ -746,8 +746,9 @@ class SearchLoop:
             raise ContextLengthError(
                 f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
                 "evaluation, the skill and recent failures (an engine that measures prompts has already left out "
-                "all it may, and an endpoint's refused prompts were leaned as far as they go: LEAN); show less (fewer parents: eoh.parents; shorter failure "
-                "reports: context.failure_chars; a shorter task description), or give the model a longer context "
+                "all it may, and an endpoint's refused prompts were leaned as far as they go: LEAN); show less "
+                "(fewer parents: eoh.parents; shorter failure reports: context.failure_chars; a shorter task "
+                "description), or give the model a longer context "
                 "([model] max_len; a served model's --max-model-len)",
                 exc.index) from None
 
