@@ -606,7 +606,10 @@ class HeuristicRun(RunDir):
         """The skill the run's prompts showed, as far as the log holds it: each version's text (v000: the
         skill.start skill), the requests that showed each (how many scored and beat every parent shown),
         and the trials of skill.keep = "judged" in the run table's words (the one still running last)."""
-        versions, trials, seed, starts = [], [], None, []
+        versions, trials = [], []
+        seeded = self.seeds()  # the template's score, and the [start] programs: parents trials are judged against
+        seed = next((s.objective for s in seeded if s.id == 0), None)
+        starts = [s for s in seeded if s.id != 0]
         section = self.config.get("skill")
         # the versions and verdicts as the loop kept them, to find the trial still open
         book = SkillVersions(judged=isinstance(section, dict) and section.get("keep") == "judged")
@@ -615,12 +618,6 @@ class HeuristicRun(RunDir):
             if kind == "skill_start":
                 versions.append({"version": 0, "step": None, "text": text(e.get("text") or "")})
                 book.add(0, None, -1)
-            elif kind == "seed" and isinstance(e.get("result"), dict) and e.get("id", 0) == 0:
-                seed = finite(e["result"].get("objective"))
-            elif kind == "seed" and isinstance(e.get("result"), dict) and isinstance(e.get("id"), int):
-                # a [start] program: a parent the children's trial counts are judged against
-                starts.append(Candidate(id=e["id"], step=-1, operator="start", parents=[],
-                                        model_state={"kind": "start"}, objective=finite(e["result"].get("objective"))))
             if kind == "step" and isinstance(e.get("trial"), dict):  # a refresh judges before it writes
                 trials.append(e["trial"])
                 kept = e["trial"].get("kept")
