@@ -155,6 +155,40 @@ def test_error_and_success_analysts_run_in_one_batch_and_patch_the_skill(tmp_pat
     assert loaded.name == skill.name == "sudoku-distilled"
 
 
+class NarrowTeacher(Teacher):
+    """An endpoint that refuses (HTTP 400, too long) the analyses of the traces whose feedback names a number in
+    `refuse`, answering the rest, as OpenAIGenerator.chat does (ContextLengthError.replies)."""
+
+    def __init__(self, reply, refuse):
+        super().__init__(reply)
+        self.refuse = refuse
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        from coevolve.engine.base import ContextLengthError
+
+        replies = super().chat(conversations, sampling, seeds, constraints)
+        refused = [any(f"Illegal: {i} is" in c[-1]["content"] for i in self.refuse) for c in conversations]
+        self.refused = sum(refused)
+        if not any(refused):
+            return replies
+        raise ContextLengthError("http://127.0.0.1:9/v1 refused a prompt longer than its model's context",
+                                 refused.index(True), replies=[None if r else c for r, c in zip(refused, replies)])
+
+
+def test_an_analysis_the_endpoint_refuses_as_too_long_found_nothing_and_the_others_patch(tmp_path: Path):
+    from coevolve.base.errors import UsageError
+
+    reply = lambda user: "ADD Moves: Read the row, column and box before each move."  # noqa: E731
+    traces = [trace(str(i), 0, feedback=f"Illegal: {i} is already in row {i}.") for i in range(3)]
+    teacher = NarrowTeacher(reply, refuse={"1"})
+    distill(teacher, traces, tmp_path / "partly")
+    assert teacher.refused == 1
+    body = load_skill(tmp_path / "partly").body
+    assert "Read the row, column and box before each move." in body
+    with pytest.raises(UsageError, match="every trajectory analysis was refused"):
+        distill(NarrowTeacher(reply, refuse={"0", "1", "2"}), traces, tmp_path / "none")
+
+
 @pytest.mark.parametrize(
     "garbage",
     ["", "---\nname: BAD NAME\n---", "}}}}}}", "```python\nprint(1)\n```", "aaaa " * 500, "\n\n\n"],

@@ -45,7 +45,7 @@ from coevolve.base.skillpatch import (CONDENSE_SYSTEM, DEFAULT_SAMPLING, LESSON_
                                       merge_hierarchically, merge_two, parse_lessons, parse_patches, parse_sections,
                                       render_skill_body, section_key, skill_outline)
 from coevolve.base.skills import Skill, SkillError, validate_skill, write_skill
-from coevolve.engine.base import Generator, Message, Sampling
+from coevolve.engine.base import Generator, Message, Sampling, answered_or_empty
 
 ERROR_ANALYST = (
     "You are an error analyst. An AI agent FAILED the task below. Propose changes to its skill (its written "
@@ -158,8 +158,13 @@ def distill_patches(
     patch_sets: list[PatchSet] = []
     usable = 0
     if traces:
-        completions = teacher.chat([analyst_conversation(t, outline) for t in traces], settings.sampling,
-                                   seeds=[derive_seed(settings.seed, "analyst", i) for i in range(len(traces))])
+        # an analysis an endpoint refuses as too long (a long episode's transcript) found nothing: a failed
+        # episode then teaches what the environment said (feedback_patch), as when an analyst finds nothing
+        completions = answered_or_empty(
+            lambda: teacher.chat([analyst_conversation(t, outline) for t in traces], settings.sampling,
+                                 seeds=[derive_seed(settings.seed, "analyst", i) for i in range(len(traces))]),
+            "every trajectory analysis was refused (an analyst reads a whole episode's transcript); "
+            "keep fewer turns (agent.history_turns) or give the teacher a longer context")
         for trace, completion in zip(traces, completions):
             patch = parse_patches(completion.text)
             usable += bool(patch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import ContextManager, Protocol, Sequence, runtime_checkable
+from typing import Callable, ContextManager, Protocol, Sequence, runtime_checkable
 
 from coevolve.base.errors import UsageError
 from coevolve.base.sampling import Sampling  # noqa: F401  (re-exported: the generator's per-call settings)
@@ -89,6 +89,24 @@ class ContextLengthError(UsageError):
         if self.tokens is None or self.limit is None:  # a caller's own wording: only the index moves
             return ContextLengthError(str(self), self.index + offset)
         return ContextLengthError.prompt(self.tokens, self.limit, self.index + offset)
+
+
+REFUSED_LONG = "context_length"  # the finish_reason of an empty reply standing in for a prompt refused as too long
+
+
+def answered_or_empty(chat: Callable[[], list[Completion]], none_answered: str) -> list[Completion]:
+    """`chat()`'s replies, for callers to whom a missing reply only means nothing found (skill analysts):
+    from a generator that answers requests one by one (an endpoint), a prompt refused as too long for
+    its model becomes an empty reply (finish_reason REFUSED_LONG) and the others stand. An engine's
+    refusal of the whole call, or every request refused, raises; the latter says `none_answered`."""
+    try:
+        return chat()
+    except ContextLengthError as exc:
+        if exc.replies is None:
+            raise
+        if not any(exc.replies):
+            raise ContextLengthError(f"{exc}: {none_answered}", exc.index) from None
+        return [c if c is not None else Completion("", finish_reason=REFUSED_LONG) for c in exc.replies]
 
 
 @runtime_checkable

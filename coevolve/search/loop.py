@@ -52,7 +52,7 @@ from coevolve.base.skills import parse_skill_text
 from coevolve.codeparse import (CUT_OFF, NO_CODE, NO_CODE_CUT_OFF, Extracted, answer_pattern, extract,
                                 template_signature)
 from coevolve.engine.base import (Completion, ConstraintError, ContextLengthError, Generator, MemberJob, Message,
-                                  WeightEngine)
+                                  WeightEngine, answered_or_empty)
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
@@ -155,9 +155,6 @@ class Request:
     skill: int | None = None  # the skill version the prompt shows (None: no skill)
     lean: int = 0  # how many of LEAN's parts the prompt leaves out to fit the engine's context
 
-
-# an analyst's request the endpoint refused as too long for its model (its reply, empty, says so)
-REFUSED_LONG = "context_length"
 
 # What a prompt too long for the engine's context leaves out, one more at a time, until it fits: a run
 # that would stop there goes on (the request records how far it went; a prompt that fits is never touched)
@@ -652,22 +649,12 @@ class SearchLoop:
 
     @staticmethod
     def _analyses(teacher: Generator, batch: Batch, sampling: Sampling) -> list[Completion]:
-        """The analysts' replies. An endpoint that refuses some analysts' prompts as too long for its
-        model answers the others (`ContextLengthError.replies`): each refused one counts as an analyst
-        who found nothing (an empty reply, finish_reason REFUSED_LONG, recorded in the step event), so
-        the refresh goes on with fewer analyses; with every one refused there is nothing to distil and
-        the run stops, saying so."""
-        try:
-            return batch.chat(teacher, sampling)
-        except ContextLengthError as exc:
-            if exc.replies is None:  # an engine that refuses the whole call
-                raise
-            if not any(exc.replies):
-                raise ContextLengthError(f"{exc}: every skill analyst's prompt was refused (an analyst reads "
-                                         "its candidate's code and failure, cut to context.failure_chars, and the "
-                                         "skill's outline); show less, or give the teacher a longer context",
-                                         exc.index) from None
-            return [c if c is not None else Completion("", finish_reason=REFUSED_LONG) for c in exc.replies]
+        """The analysts' replies: one whose prompt an endpoint refused as too long found nothing (an
+        empty reply, recorded in the step event), and the refresh goes on with the others."""
+        return answered_or_empty(lambda: batch.chat(teacher, sampling),
+                                 "every skill analyst's prompt was refused (an analyst reads its candidate's code "
+                                 "and failure, cut to context.failure_chars, and the skill's outline); show less, "
+                                 "or give the teacher a longer context")
 
     # caps -------------------------------------------------------------------------
     def _wall(self) -> float:
