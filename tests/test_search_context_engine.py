@@ -262,4 +262,4 @@ def test_a_prompt_past_the_context_leaves_out_the_skill_on_the_real_engine(tmp_p
     step, sent = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}, model={"max_len": limit}), "fit")
     assert [r.get("lean") for r in step["requests"]] == [3] * 4 and sent == {plain}
     summary = json.loads((tmp_path / "fit" / "summary.json").read_text())
-    assert summary["context"]["leaned"] == {"requests": 4, "max_len": limit}
+    assert summary["context"]["leaned"] == {"requests": 4, "max_len": limit, "refused": 0}
