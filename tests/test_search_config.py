@@ -13,8 +13,10 @@ from tasks.registry import is_agent_task
 from coevolve.base.errors import UsageError
 from coevolve.cli import main
 from coevolve.base.config import as_dict, build_config, dump_toml, load_config
+from coevolve.commands.run import context_lines
 from coevolve.plan import CompareConfig
 from coevolve.sandbox import Sandbox
+from coevolve.search.methods import run_plan
 from coevolve.search.runconfig import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,3 +280,9 @@ def test_a_runs_sandbox_and_a_comparisons_test_sets_take_their_seeds_from_the_co
         assert (run.seeds, test.seeds) == (3, 2)
     with Sandbox.from_section(build_config(RunConfig, {}).sandbox) as default:
         assert default.seeds == 1
+    # --plan says what it costs
+    seeded = build_config(RunConfig, {"run": {"method": "sample", "budget": 4}, "sandbox": {"seeds": 3}})
+    assert context_lines(seeded, run_plan(seeded))[-1].startswith(
+        "each program is scored 3 times, its random generators seeded 0..2, and judged by the mean")
+    plain = build_config(RunConfig, {"run": {"method": "sample", "budget": 4}})
+    assert not any("scored" in line for line in context_lines(plain, run_plan(plain)))

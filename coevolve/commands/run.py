@@ -396,7 +396,8 @@ def handle_plan(args: argparse.Namespace) -> int:
 
 
 def context_lines(config: RunConfig, plan: dict) -> list[str]:
-    """What --plan adds to the plan: the skill the run starts from, and the caps that may end it early."""
+    """What --plan adds to the plan: the skill the run starts from, the caps that may end it early, and
+    how each program is scored when that costs more than one scoring."""
     lines = [f"every prompt shows the skill {config.skill.start} (skill.start)"] if config.skill.start else []
     if config.start.programs:
         lines.append(f"the archive starts with {len(config.start.programs)} program(s) from start.programs, scored "
@@ -407,6 +408,10 @@ def context_lines(config: RunConfig, plan: dict) -> list[str]:
                                                                          if v is not None))
     if config.caps.prices:
         lines.append(completion_spend(config, plan["steps"]))
+    if config.sandbox.seeds > 1:
+        lines.append(f"each program is scored {config.sandbox.seeds} times, its random generators seeded "
+                     f"0..{config.sandbox.seeds - 1}, and judged by the mean ([sandbox] seeds: "
+                     f"{config.sandbox.seeds}x the sandbox time, no more of T)")
     return lines
 
 
