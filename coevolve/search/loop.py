@@ -478,13 +478,14 @@ class SearchLoop:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
             before = self.refused_long
             requests, completions = self._generate(self._fit(requests), members, sampling)
-            self._log_prompts(step, [self._messages(r) for r in requests])
             retried = None
         # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
         parsed = [self._parsed_early(r, c) for r, c in zip(requests, completions)]
         if retried is None:
             retried = self._reask(step, requests, members, sampling, completions, parsed)
             refused = self.refused_long - before
+            # after the re-asks: one an endpoint leaned further was shown less than its first prompt
+            self._log_prompts(step, [self._messages(r) for r in requests])
         self.leaned += sum(r.lean > 0 for r in requests)  # (after the re-asks: an endpoint may lean one further)
         for kind, replaced in retried.items():
             self.ledger.record_llm([Completion(**c) for c in replaced])  # their tokens count, their texts do not
