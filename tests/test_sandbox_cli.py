@@ -121,6 +121,9 @@ def test_eval_seeds_scores_a_randomised_heuristic_by_its_mean(tmp_path, capsys):
     (run / "best.py").write_text(path.read_text())
     assert main(["eval", "--run", str(run), "--split", "val", "--size", "20", "--no-reference"]) == 0
     assert "the mean over 3 seeds" in capsys.readouterr().out
+    (run / "config.toml").write_text('[run]\ntask = "tsp_construct"\n[sandbox]\nseeds = "3"\n')
+    assert main(["eval", "--run", str(run), "--split", "val", "--size", "20"]) == 2
+    assert "sandbox.seeds must be an integer (got '3')" in capsys.readouterr().err
     assert main(["eval", "--task", "sudoku", "--seeds", "2"]) == 2
     assert "--seeds is for heuristic tasks" in capsys.readouterr().err
 

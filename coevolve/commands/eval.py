@@ -89,7 +89,11 @@ def task_of_run(args: argparse.Namespace) -> None:
         args.file = str(store.path("best.py"))
     if not is_agent_task(task) and args.seeds is None:  # scored as the run scored it
         sandbox = read_toml(store.config_path).get("sandbox")
-        args.seeds = sandbox.get("seeds", 1) if isinstance(sandbox, dict) else 1
+        seeds = sandbox.get("seeds", 1) if isinstance(sandbox, dict) else 1
+        if not isinstance(seeds, int) or isinstance(seeds, bool):  # a hand-edited config.toml
+            raise UsageError(f"{store.config_path}: sandbox.seeds must be an integer (got {seeds!r}); "
+                             "or give --seeds")
+        args.seeds = seeds
 
 
 def handle(args: argparse.Namespace) -> int:
