@@ -300,6 +300,9 @@ def test_finished_runs_are_skipped_then_scored_and_reported(tmp_path):
     assert sum("scoring" in line for line in lines) == 1
     rows = json.loads((root / "results.json").read_text())["rows"]
     assert [r["objective"]["mean"] for r in rows[:2]] == pytest.approx([expected, expected], rel=1e-12)
+    report = (root / "report.md").read_text()
+    assert "test objective is its mean under 2 seeds of its random generators (test.seeds)" in report
+    assert "sandbox.seeds" not in report  # the runs scored each program once
 
 
 def test_a_hanging_best_heuristic_fails_fast_with_a_typed_timeout():

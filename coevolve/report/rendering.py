@@ -254,6 +254,12 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     if t.limit:
         parts += [f"Test sets cut to their first {t.limit} instances (test.limit; the reference is "
                   "computed on the same cut sets): numbers are not the paper's full-set numbers.", ""]
+    if t.seeds > 1:
+        parts += [f"Each best heuristic's test objective is its mean under {t.seeds} seeds of its random "
+                  "generators (test.seeds), as the starting point's.", ""]
+    if config.sandbox.seeds > 1:
+        parts += [f"The runs scored each program under {config.sandbox.seeds} seeds of its random generators and "
+                  "kept the mean (sandbox.seeds): the training objectives are means.", ""]
     for task_name in c.tasks:
         task = heuristic_task(task_name)
         parts += [f"## {task_name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
