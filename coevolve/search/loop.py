@@ -709,13 +709,12 @@ class SearchLoop:
             return requests
         limit, fitted = self.config.model.max_len, list(requests)
         mine = [i for i, r in enumerate(requests) if r.member is not None or self.endpoint is None]
-        for level in range(1, len(LEAN) + 1):
+        while mine:
             lengths = measure([self._messages(fitted[i]) for i in mine])
-            mine = [i for i, n in zip(mine, lengths) if n >= limit]  # vLLM takes prompts shorter than it
-            if not mine:
-                break
+            # vLLM takes prompts shorter than max_len; one with all of LEAN left out goes as it is
+            mine = [i for i, n in zip(mine, lengths) if n >= limit and fitted[i].lean < len(LEAN)]
             for i in mine:
-                fitted[i] = leaned(requests[i], level)
+                fitted[i] = self._leaner(fitted[i])
         return fitted
 
     def _messages(self, request: Request) -> list[dict]:
