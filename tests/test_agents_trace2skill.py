@@ -159,15 +159,22 @@ class NarrowTeacher(Teacher):
     """An endpoint that refuses (HTTP 400, too long) the analyses of the traces whose feedback names a number in
     `refuse`, answering the rest, as OpenAIGenerator.chat does (ContextLengthError.replies)."""
 
-    def __init__(self, reply, refuse):
+    def __init__(self, reply, refuse, engine=False):
         super().__init__(reply)
-        self.refuse = refuse
+        self.refuse, self.engine, self.sizes = refuse, engine, []
 
     def chat(self, conversations, sampling, seeds=None, constraints=None):
         from coevolve.engine.base import ContextLengthError
 
-        replies = super().chat(conversations, sampling, seeds, constraints)
         refused = [any(f"Illegal: {i} is" in c[-1]["content"] for i in self.refuse) for c in conversations]
+        self.sizes.append(len(conversations))
+        if self.engine and any(refused):  # the in-process engine refuses the whole call, naming the long ones
+            self.refused = sum(refused)
+            too_long = [i for i, r in enumerate(refused) if r]
+            raise ContextLengthError.prompt(2100, 2048, too_long[0], too_long)
+        replies = super().chat(conversations, sampling, seeds, constraints)
+        if self.engine:
+            return replies
         self.refused = sum(refused)
         if not any(refused):
             return replies
@@ -175,18 +182,21 @@ class NarrowTeacher(Teacher):
                                  refused.index(True), replies=[None if r else c for r, c in zip(refused, replies)])
 
 
-def test_an_analysis_the_endpoint_refuses_as_too_long_found_nothing_and_the_others_patch(tmp_path: Path):
+@pytest.mark.parametrize("engine", [False, True], ids=["endpoint", "engine"])
+def test_an_analysis_the_teacher_refuses_as_too_long_found_nothing_and_the_others_patch(tmp_path: Path, engine):
+    """An endpoint answers the others in the same call; the in-process engine refuses the whole call, naming
+    the long ones, and the others are asked again without them."""
     from coevolve.base.errors import UsageError
 
     reply = lambda user: "ADD Moves: Read the row, column and box before each move."  # noqa: E731
     traces = [trace(str(i), 0, feedback=f"Illegal: {i} is already in row {i}.") for i in range(3)]
-    teacher = NarrowTeacher(reply, refuse={"1"})
+    teacher = NarrowTeacher(reply, refuse={"1"}, engine=engine)
     distill(teacher, traces, tmp_path / "partly")
-    assert teacher.refused == 1
+    assert teacher.refused == 1 and teacher.sizes == ([3, 2] if engine else [3])
     body = load_skill(tmp_path / "partly").body
     assert "Read the row, column and box before each move." in body
     with pytest.raises(UsageError, match="every trajectory analysis was refused"):
-        distill(NarrowTeacher(reply, refuse={"0", "1", "2"}), traces, tmp_path / "none")
+        distill(NarrowTeacher(reply, refuse={"0", "1", "2"}, engine=engine), traces, tmp_path / "none")
 
 
 @pytest.mark.parametrize(

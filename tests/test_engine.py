@@ -186,6 +186,22 @@ def test_a_prompt_longer_than_the_context_is_one_line_naming_its_length(engine):
     # what a search measures before it asks, to lean a prompt that would not fit (loop.py LEAN): vLLM's count
     assert engine.prompt_lengths([PROMPTS[1], long]) == [short.prompt_tokens, tokens]
 
+    # every too-long request is named, so a caller to whom a missing reply means nothing found (a skill
+    # analyst) asks again without them: those become empty replies, the others are what they would be alone
+    from coevolve.engine.base import REFUSED_LONG, answered_or_empty
+
+    call = [PROMPTS[1], long, PROMPTS[2], long]
+    with pytest.raises(ContextLengthError) as caught:
+        engine.chat(call, greedy, seeds=[0, 1, 2, 3])
+    assert caught.value.too_long == (1, 3)
+    replies = answered_or_empty(lambda asked: engine.chat([call[i] for i in asked], greedy, seeds=asked), 4,
+                                "nothing fits")
+    alone = engine.chat([PROMPTS[1], PROMPTS[2]], greedy, seeds=[0, 2])
+    assert [r.text for r in replies] == [alone[0].text, "", alone[1].text, ""]
+    assert [r.finish_reason for r in replies[1::2]] == [REFUSED_LONG] * 2
+    with pytest.raises(ContextLengthError, match="request 0 of the call.*: nothing fits"):
+        answered_or_empty(lambda asked: engine.chat([long] * len(asked), greedy), 2, "nothing fits")
+
 
 def test_a_context_error_keeps_its_place_when_pickled_and_shifted():
     """An engine pool's actors pickle the error; the pool then names the request by its place in the
@@ -194,10 +210,10 @@ def test_a_context_error_keeps_its_place_when_pickled_and_shifted():
 
     from coevolve.engine.base import ContextLengthError
 
-    error = pickle.loads(pickle.dumps(ContextLengthError.prompt(3007, 2048, 1)))
-    assert (error.index, error.tokens, error.limit) == (1, 3007, 2048)
+    error = pickle.loads(pickle.dumps(ContextLengthError.prompt(3007, 2048, 1, [0, 1])))
+    assert (error.index, error.tokens, error.limit, error.too_long) == (1, 3007, 2048, (0, 1))
     moved = error.shifted(2)
-    assert moved.index == 3 and str(moved) == ("a prompt of 3007 tokens does not fit the engine's context of 2048 "
+    assert moved.index == 3 and moved.too_long == (2, 3) and str(moved) == ("a prompt of 3007 tokens does not fit the engine's context of 2048 "
                                                "tokens (request 3 of the call)")
     worded = ContextLengthError("sudoku: an episode outgrew the engine's context", 1).shifted(4)
     assert (worded.index, str(worded)) == (5, "sudoku: an episode outgrew the engine's context")

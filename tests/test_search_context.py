@@ -837,16 +837,26 @@ class PickyTeacher(FakeEngine):
     """An endpoint whose model refuses (HTTP 400, too long) every second skill analyst's prompt of a call, or all
     of them: the proposals are answered."""
 
-    def __init__(self, refuse_all: bool = False) -> None:
+    def __init__(self, refuse_all: bool = False, engine: bool = False) -> None:
         super().__init__()
-        self.refuse_all, self.refused = refuse_all, 0
+        self.refuse_all, self.engine, self.refused = refuse_all, engine, 0
+        self.seen: set[int] = set()
+        self.long: set[int] = set()  # the seeds of the analysts whose prompts are too long
 
     def chat(self, conversations, sampling, seeds=None, constraints=None):
         from coevolve.engine.base import ContextLengthError
 
+        # an analyst first asked second, fourth, ... of a call is too long, and stays so when the engine's
+        # retry asks it again in a shorter call
+        analyst = ["analyst" in c[0]["content"] for c in conversations]
+        self.long.update(s for i, s in enumerate(seeds) if analyst[i] and i % 2 == 1 and s not in self.seen)
+        self.seen.update(seeds)
+        refused = [a and (self.refuse_all or s in self.long) for a, s in zip(analyst, seeds)]
+        if self.engine and any(refused):  # the in-process engine refuses the whole call, naming the long ones
+            self.refused += sum(refused)
+            too_long = [i for i, r in enumerate(refused) if r]
+            raise ContextLengthError.prompt(2100, 2048, too_long[0], too_long)
         replies = super().chat(conversations, sampling, seeds, constraints)
-        refused = [("analyst" in c[0]["content"]) and (self.refuse_all or i % 2 == 1)
-                   for i, c in enumerate(conversations)]
         if not any(refused):
             return replies
         self.refused += sum(refused)
@@ -871,6 +881,26 @@ def test_a_skill_analyst_the_endpoint_refuses_as_too_long_found_nothing_and_the_
     assert resumed == full
     with pytest.raises(UsageError, match="every skill analyst's prompt was refused"):
         run(tmp_path / "all", config, engine=FakeEngine(), endpoint=PickyTeacher(refuse_all=True))
+
+
+def test_a_skill_analyst_the_in_process_engine_refuses_as_too_long_found_nothing_and_the_refresh_goes_on(tmp_path):
+    """The engine refuses a whole call, naming every prompt too long for it: the analysts are asked again
+    without those (each with its own seed), which found nothing, as an endpoint's refused ones did."""
+    config = make_config("sample+trace2skill", 12, skill={"every": 2, "analysts": 2})
+    engine = PickyTeacher(engine=True)
+    full, *_ = run(tmp_path / "r", config, engine=engine)
+    events = read_jsonl(tmp_path / "r" / "events.jsonl")
+    refreshes = [e for e in events if e["type"] == "step" and e["operator"] == "distill"]
+    empty = [c for e in refreshes for c in e["completions"] if c["finish_reason"] == "context_length"]
+    assert engine.refused and len(empty) == engine.refused and all(c["text"] == "" for c in empty)
+    answered = [c for e in refreshes for c in e["completions"] if c["finish_reason"] != "context_length"]
+    assert answered and all(e["skill"] is not None for e in refreshes)
+    cut = next(i for i, e in enumerate(events) if e is refreshes[0]) + 1
+    resumed, *_ = run(cut_run(tmp_path / "r", tmp_path / "killed", events[:cut]), config,
+                      engine=PickyTeacher(engine=True), resume=True)
+    assert resumed == full
+    with pytest.raises(UsageError, match="request 0 of the call.*every skill analyst's prompt was refused"):
+        run(tmp_path / "all", config, engine=PickyTeacher(refuse_all=True, engine=True))
 
 
 def test_target_and_patience_stop_on_the_search_itself_and_resume_to_the_uncapped_result(tmp_path):

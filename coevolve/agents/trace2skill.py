@@ -158,11 +158,13 @@ def distill_patches(
     patch_sets: list[PatchSet] = []
     usable = 0
     if traces:
-        # an analysis an endpoint refuses as too long (a long episode's transcript) found nothing: a failed
+        # an analysis the teacher refuses as too long (a long episode's transcript) found nothing: a failed
         # episode then teaches what the environment said (feedback_patch), as when an analyst finds nothing
+        conversations = [analyst_conversation(t, outline) for t in traces]
         completions = answered_or_empty(
-            lambda: teacher.chat([analyst_conversation(t, outline) for t in traces], settings.sampling,
-                                 seeds=[derive_seed(settings.seed, "analyst", i) for i in range(len(traces))]),
+            lambda asked: teacher.chat([conversations[i] for i in asked], settings.sampling,
+                                       seeds=[derive_seed(settings.seed, "analyst", i) for i in asked]),
+            len(traces),
             "every trajectory analysis was refused (an analyst reads a whole episode's transcript); "
             "keep fewer turns (agent.history_turns) or give the teacher a longer context")
         for trace, completion in zip(traces, completions):

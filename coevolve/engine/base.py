@@ -69,44 +69,65 @@ class ConstraintError(ValueError):
 class ContextLengthError(UsageError):
     """A prompt longer than the engine's context (one line; the caller may say what made it long).
     `index`: the request of the call whose prompt is the longest; `tokens` and `limit`, when the
-    engine measured them; `replies`, from a generator that answers requests one by one (an
-    endpoint): each request's reply, None for those refused as too long, so a caller can ask again
-    for those alone. (Its attributes survive pickling, as an engine pool's actors need.)"""
+    engine measured them; `too_long`, from an engine that refuses the whole call: every request it
+    measured too long, so a caller can ask again without those; `replies`, from a generator that
+    answers requests one by one (an endpoint): each request's reply, None for those refused as too
+    long, so a caller can ask again for those alone. (Its attributes survive pickling, as an engine
+    pool's actors need.)"""
 
     def __init__(self, message: str, index: int = 0, tokens: int | None = None, limit: int | None = None,
-                 replies: list[Completion | None] | None = None) -> None:
+                 replies: list[Completion | None] | None = None, too_long: Sequence[int] = ()) -> None:
         super().__init__(message)
         self.index, self.tokens, self.limit, self.replies = index, tokens, limit, replies
+        self.too_long = tuple(too_long)
 
     @classmethod
-    def prompt(cls, tokens: int, limit: int, index: int) -> ContextLengthError:
+    def prompt(cls, tokens: int, limit: int, index: int, too_long: Sequence[int] = ()) -> ContextLengthError:
         return cls(f"a prompt of {tokens} tokens does not fit the engine's context of {limit} tokens "
-                   f"(request {index} of the call)", index, tokens, limit)
+                   f"(request {index} of the call)", index, tokens, limit, too_long=too_long or (index,))
 
     def shifted(self, offset: int) -> ContextLengthError:
         """The same error for a call of which this one's was the part starting at request `offset`
         (an engine pool splits a call over its engines)."""
-        if self.tokens is None or self.limit is None:  # a caller's own wording: only the index moves
-            return ContextLengthError(str(self), self.index + offset)
-        return ContextLengthError.prompt(self.tokens, self.limit, self.index + offset)
+        too_long = [i + offset for i in self.too_long]
+        if self.tokens is None or self.limit is None:  # a caller's own wording: only the indices move
+            return ContextLengthError(str(self), self.index + offset, too_long=too_long)
+        return ContextLengthError.prompt(self.tokens, self.limit, self.index + offset, too_long)
 
 
 REFUSED_LONG = "context_length"  # the finish_reason of an empty reply standing in for a prompt refused as too long
 
 
-def answered_or_empty(chat: Callable[[], list[Completion]], none_answered: str) -> list[Completion]:
-    """`chat()`'s replies, for callers to whom a missing reply only means nothing found (skill analysts):
-    from a generator that answers requests one by one (an endpoint), a prompt refused as too long for
-    its model becomes an empty reply (finish_reason REFUSED_LONG) and the others stand. An engine's
-    refusal of the whole call, or every request refused, raises; the latter says `none_answered`."""
-    try:
-        return chat()
-    except ContextLengthError as exc:
-        if exc.replies is None:
-            raise
-        if not any(exc.replies):
-            raise ContextLengthError(f"{exc}: {none_answered}", exc.index) from None
-        return [c if c is not None else Completion("", finish_reason=REFUSED_LONG) for c in exc.replies]
+def answered_or_empty(chat: Callable[[list[int]], list[Completion]], count: int,
+                      none_answered: str) -> list[Completion]:
+    """The replies to a call of `count` requests, for callers to whom a missing reply only means
+    nothing found (skill analysts): a prompt refused as too long for the model becomes an empty reply
+    (finish_reason REFUSED_LONG) and the others stand. `chat(indices)` asks for those requests of the
+    call (each keeps its own seed, so its reply does not depend on who else is asked). An endpoint
+    answers the others in the same call (`replies`); an engine refuses the whole call naming the
+    requests it measured too long (`too_long`), so they are left out and the rest asked again (an
+    engine pool names one part's at a time). Every request refused raises, saying `none_answered`."""
+    out: list[Completion | None] = [None] * count
+    refused: set[int] = set()
+    while True:
+        asked = [i for i in range(count) if i not in refused]
+        try:
+            replies: list[Completion | None] = list(chat(asked))
+        except ContextLengthError as exc:
+            if exc.replies is not None:
+                replies = exc.replies
+            elif exc.too_long and all(0 <= i < len(asked) for i in exc.too_long):
+                refused.update(asked[i] for i in exc.too_long)
+                if len(refused) < count:
+                    continue
+                raise ContextLengthError(f"{exc}: {none_answered}", exc.index) from None
+            else:
+                raise
+            if not any(replies):
+                raise ContextLengthError(f"{exc}: {none_answered}", exc.index) from None
+        for i, reply in zip(asked, replies):
+            out[i] = reply
+        return [c if c is not None else Completion("", finish_reason=REFUSED_LONG) for c in out]
 
 
 @runtime_checkable

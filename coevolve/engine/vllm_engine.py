@@ -203,7 +203,8 @@ class Engine:
         lengths = self._token_counts(prompts)
         longest = max(range(len(lengths)), key=lengths.__getitem__, default=None)
         if longest is not None and lengths[longest] >= self.max_model_len:
-            raise ContextLengthError.prompt(lengths[longest], self.max_model_len, longest) from None
+            raise ContextLengthError.prompt(lengths[longest], self.max_model_len, longest,
+                                            [i for i, n in enumerate(lengths) if n >= self.max_model_len]) from None
 
     def chat(
         self,

@@ -201,6 +201,13 @@ class Batch:
             extra["on_each"] = on_each
         return generator.chat(self.conversations, sampling, seeds=self.seeds, **extra)
 
+    def part(self, indices: Sequence[int]) -> Batch:
+        """These requests of the batch alone, each with its own seed and pattern."""
+        if list(indices) == list(range(len(self.seeds))):
+            return self
+        return Batch([self.conversations[i] for i in indices], [self.seeds[i] for i in indices],
+                     None if self.constraints is None else [self.constraints[i] for i in indices])
+
     def job(self, member: dict, sampling: Sampling) -> MemberJob:
         """The batch under one ES member's perturbation."""
         return MemberJob(member["seed"], member["sigma"], self.conversations, sampling, self.seeds, self.constraints)
@@ -650,9 +657,9 @@ class SearchLoop:
 
     @staticmethod
     def _analyses(teacher: Generator, batch: Batch, sampling: Sampling) -> list[Completion]:
-        """The analysts' replies: one whose prompt an endpoint refused as too long found nothing (an
+        """The analysts' replies: one whose prompt the teacher refused as too long found nothing (an
         empty reply, recorded in the step event), and the refresh goes on with the others."""
-        return answered_or_empty(lambda: batch.chat(teacher, sampling),
+        return answered_or_empty(lambda asked: batch.part(asked).chat(teacher, sampling), len(batch.seeds),
                                  "every skill analyst's prompt was refused (an analyst reads its candidate's code "
                                  "and failure, cut to context.failure_chars, and the skill's outline); show less, "
                                  "or give the teacher a longer context")
