@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Protocol, runtime_checkable
 
@@ -104,18 +105,52 @@ def template_function(task: HeuristicTask) -> Callable[..., Any]:
     return namespace[task.function_name]
 
 
-def template_decisions(task: HeuristicTask) -> tuple[list[Any], Any]:
+# A program runs with `random` and numpy's legacy global generator seeded: children would otherwise
+# draw from fresh entropy (`random` reseeds after a fork) or from the worker's state, and a heuristic
+# that calls random.choice would score differently each time: a resumed run, a rerun or a test-set
+# rescore would not reproduce it. The sandbox seeds a candidate with PROGRAM_SEED, or with each of
+# 0..k-1 under [sandbox] seeds = k (a randomised heuristic scored under several: coevolve/sandbox/pool.py).
+PROGRAM_SEED = 0
+
+
+def seed_program_generators(seed: int = PROGRAM_SEED) -> None:
+    """`random` and numpy's legacy global generator, as a program finds them.
+    (`numpy.random.default_rng()` with no seed draws from the OS: docs/sandbox.md.)"""
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def template_decisions(task: HeuristicTask, seed: int = PROGRAM_SEED) -> tuple[list[Any], Any]:
     """The template's decisions on the training set and those instances, in this process (the task's
-    own code, as the loop scores the template for its summary)."""
+    own code, as the loop scores the template for its summary), its generators seeded as the sandbox
+    seeds a candidate's (this process's own draws are put back after)."""
     split, size = task.train
     instances = task.instances(split, size)
-    return list(task.decide(template_function(task), instances)), instances
+    saved = random.getstate(), np.random.get_state()
+    try:
+        seed_program_generators(seed)
+        return list(task.decide(template_function(task), instances)), instances
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
 
 
-def template_profile(task: HeuristicTask) -> list[float]:
-    """The template's per-instance train objectives (a task with `instance_scores`)."""
-    decisions, instances = template_decisions(task)
-    return [float(v) for v in task.instance_scores(decisions, instances)]
+def template_runs(task: HeuristicTask, seeds: int = 1) -> list[tuple[list[Any], Any]]:
+    """`template_decisions` under each of the seeds 0..seeds-1, as the sandbox scores a candidate under
+    [sandbox] seeds (a randomised template is then compared as a mean, as its candidates are)."""
+    return [template_decisions(task, seed) for seed in range(seeds)]
+
+
+def mean_profile(task: HeuristicTask, runs: list[tuple[list[Any], Any]]) -> list[float]:
+    """Each training instance's objective (`instance_scores`), its mean over `runs`."""
+    profiles = [[float(v) for v in task.instance_scores(*run)] for run in runs]
+    return [math.fsum(column) / len(runs) for column in zip(*profiles)]
+
+
+def template_profile(task: HeuristicTask, seeds: int = 1) -> list[float]:
+    """The template's per-instance train objectives (a task with `instance_scores`), each the mean over
+    `seeds` seeds."""
+    return mean_profile(task, template_runs(task, seeds))
 
 
 def evaluate_in_process(task: HeuristicTask, fn: Callable[..., Any], instances: Any) -> float:

@@ -189,6 +189,40 @@ def test_a_randomised_heuristic_is_judged_by_its_mean_over_the_seeds_and_fails_i
         Sandbox(seeds=0)
 
 
+class RollingTSP(TinyTSP):
+    """TinyTSP whose template draws its next node at random, with a per-instance profile."""
+
+    template = heuristic("return random.choice(list(unvisited_nodes))", "import random")
+
+    def instance_scores(self, decisions, instances) -> list[float]:
+        return [self.score([tour], [coords]) for tour, coords in zip(decisions, instances)]
+
+
+def test_the_template_scored_in_process_under_the_seeds_is_what_the_sandbox_gives_it():
+    """The search compares candidates with its template scored in-process (notes, "beat the template",
+    MAP-Elites' `wins`): under [sandbox] seeds = k its generators are seeded 0..k-1 as the sandbox seeds a
+    candidate's, so a randomised template's mean and profile are the sandbox's; the process's own draws
+    are put back."""
+    import random
+
+    from tasks.base import mean_profile, template_profile, template_runs
+
+    task = RollingTSP()
+    random.seed(123)
+    np.random.seed(123)
+    before = random.random(), np.random.rand()
+    random.seed(123)
+    np.random.seed(123)
+    runs = template_runs(task, 3)
+    assert (random.random(), np.random.rand()) == before
+    with Sandbox(workers=2, timeout_s=10, seeds=3) as three:
+        scored = three.evaluate(task.template, task)
+    objectives = [task.score(*run) for run in runs]
+    assert len(set(objectives)) > 1 and objectives == scored.seed_objectives
+    assert mean_profile(task, runs) == pytest.approx(scored.profile) == template_profile(task, 3)
+    assert template_profile(task, 1) == pytest.approx(mean_profile(task, runs[:1]))
+
+
 def hostile_battery(outside: str) -> list[tuple[str, str, object]]:
     """(label, code, expected failure or a tuple of acceptable ones); None =
     scores (prints are not a failure)."""

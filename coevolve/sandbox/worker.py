@@ -19,7 +19,6 @@ import inspect
 import linecache
 import math
 import os
-import random
 import select
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from coevolve.sandbox import cgroup, child, confine, wire  # noqa: E402
 from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa: E402
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
-from tasks.base import InvalidSolution, behaviour_of, feedback_of
+from tasks.base import PROGRAM_SEED, InvalidSolution, behaviour_of, feedback_of, seed_program_generators
 from tasks.loader import user_frame
 from tasks.registry import get_task
 
@@ -128,7 +127,7 @@ class Worker:
                         stages=(f"{split}{size}", instance_count(instances)),
                         decision_bytes=decision_bytes(task, size),
                         environment=_environment(job))
-        code, seed = job["code"], int(job.get("seed", CANDIDATE_SEED))
+        code, seed = job["code"], int(job.get("seed", PROGRAM_SEED))
 
         def body(emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
             return decide_in_child(code, task, parameters, instances, emit, seed)
@@ -286,35 +285,19 @@ def _fail(kind: FailureKind, message: str) -> dict[str, Any]:
     return {"failure": kind.value, "message": message}
 
 
-# The seed every candidate's global random generators start from. Forked
-# children would otherwise draw from fresh entropy (`random` reseeds after a
-# fork) or from the worker's state, and a heuristic that calls random.choice
-# would score differently each time: a resumed run, a rerun or a test-set
-# rescore would not reproduce it. A job may name another ([sandbox] seeds: a
-# randomised heuristic scored under several, coevolve/sandbox/pool.py).
-CANDIDATE_SEED = 0
-
-
-def seed_candidate_generators(seed: int = CANDIDATE_SEED) -> None:
-    """`random` and numpy's legacy global generator, as a candidate finds them.
-    (`numpy.random.default_rng()` with no seed draws from the OS: docs/sandbox.md.)"""
-    random.seed(seed)
-    numpy.random.seed(seed)
-
-
 def _start(code: str, module: str, mode_last_expression: bool = False,
-           seed: int = CANDIDATE_SEED) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
+           seed: int = PROGRAM_SEED) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
     """The compiled code and the fresh namespace it runs in (generators seeded), or its syntax failure."""
     try:
         compiled = _compile(code, mode_last_expression)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return _fail(FailureKind.SYNTAX, _syntax_message(exc))
-    seed_candidate_generators(seed)
+    seed_program_generators(seed)  # tasks/base.py: why
     return compiled, {"__name__": module, "__builtins__": builtins}
 
 
 def decide_in_child(code: str, task: Any, parameters: list[str], instances: Any,
-                    emit: Callable[[dict[str, Any]], None], seed: int = CANDIDATE_SEED) -> dict[str, Any]:
+                    emit: Callable[[dict[str, Any]], None], seed: int = PROGRAM_SEED) -> dict[str, Any]:
     """Compile and load the candidate (its generators seeded with `seed`), check its function, and
     send its decisions to the worker instance by instance (`emit`): what the worker received is
     final, and is the candidate's progress."""

@@ -76,7 +76,7 @@ from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.search.start_programs import START_OPERATOR, read_programs
-from tasks.base import starting_program, template_decisions
+from tasks.base import mean_profile, starting_program, template_runs
 
 EVENT_VERSION = 1
 REASKS = ("parse", "clone")  # why a reply may be asked again free of T ([accounting]); the event keys add "_retries"
@@ -580,22 +580,24 @@ class SearchLoop:
                      if p.valid else "" for p in request.parents)
 
     @cached_property
-    def template_run(self) -> tuple[list[Any], Any] | None:
-        """The template's decisions on the training set and those instances, computed here once (our
-        own code: no sandbox, no budget) for the parents' notes and the summary's template score;
-        None when the template cannot run in this process (the test fakes)."""
+    def template_runs(self) -> list[tuple[list[Any], Any]] | None:
+        """The template's decisions on the training set and those instances, under each scoring seed
+        ([sandbox] seeds, as its candidates are scored), computed here once (our own code: no sandbox,
+        no budget) for the parents' notes and the summary's template score; None when the template
+        cannot run in this process (the test fakes)."""
         try:
-            return template_decisions(self.task)
+            return template_runs(self.task, self.config.sandbox.seeds)
         except Exception:
             return None
 
     @cached_property
     def template_scores(self) -> list[float] | None:
-        """The template's per-instance train objectives; None for a task without instance_scores."""
-        if self.template_run is None or not callable(getattr(self.task, "instance_scores", None)):
+        """The template's per-instance train objectives (means over the seeds); None for a task without
+        instance_scores."""
+        if self.template_runs is None or not callable(getattr(self.task, "instance_scores", None)):
             return None
         try:
-            return [float(v) for v in self.task.instance_scores(*self.template_run)]
+            return mean_profile(self.task, self.template_runs)
         except Exception:  # notes without the comparison
             return None
 
@@ -1226,13 +1228,13 @@ class SearchLoop:
     def _template_objective(self) -> float | None:
         """The template's train objective, computed here (our own code, not a
         candidate: no sandbox, no budget); None for tasks that cannot say."""
-        if self.template_run is None:
+        if self.template_runs is None:
             return None
         try:
-            value = self.task.score(*self.template_run)
+            values = [self.task.score(*run) for run in self.template_runs]
         except Exception:  # a task without in-process scoring (the fakes)
             return None
-        value = float(getattr(value, "objective", value))
+        value = math.fsum(float(getattr(v, "objective", v)) for v in values) / len(values)
         return value if math.isfinite(value) else None
 
     def _reference(self, split: str, size: int) -> float | None:

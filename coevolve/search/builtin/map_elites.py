@@ -175,7 +175,7 @@ class MapElitesMethod(OverMethod):
         known = known_descriptors(task)
         self.ranges = [tuple(self.opts.ranges.get(n, known.get(n, (0.0, 1.0)))) for n in self.opts.descriptors]
         # the template's profile, when a descriptor compares with it (`wins`)
-        self.template = (template_profile(task) if "wins" in self.opts.descriptors and "wins" not in own
+        self.template = (template_profile(task, self.config.sandbox.seeds) if "wins" in self.opts.descriptors and "wins" not in own
                          else None)
         self.grid: dict[tuple[int, ...], Candidate] = {}
         self.values: dict[int, list[float]] = {}
