@@ -674,12 +674,46 @@ def test_a_run_table_that_cannot_be_made_leaves_the_page_without_it(tmp_path):
         assert answer.status_code == 200 and answer.json()["table"] is None
 
 
+def test_the_run_table_compares_the_best_with_the_dashboards_one_build_of_the_task(tmp_path, monkeypatch):
+    """The run table's "best is" row needs the task's template: it comes from the task the runs list, the
+    run page and the seeded template share (one build per name for the whole dashboard), never from a
+    build of the report's own; a task that cannot be built leaves the table out and is not built again."""
+    from coevolve.report import collecting
+
+    built: list[str] = []
+    again: list[str] = []  # builds of the report's own
+    build = reader.heuristic_task
+    monkeypatch.setattr(reader, "heuristic_task", lambda name: built.append(name) or build(name))
+    monkeypatch.setattr(collecting, "heuristic_task", lambda name: again.append(name) or build(name))
+    monkeypatch.setattr(reader, "_REFERENCES", {})
+    forget_built_tasks()
+    records = [candidate(1, 0, [0], 7.0), candidate(2, 0, [], None, "exception")]
+    done, other, gone = (make_run(tmp_path / name, records, end=True) for name in ("done", "other", "gone"))
+    for run in (done, other, gone):
+        seed_events(run)
+        finish(run)
+    missing = str(tmp_path / "gone.py")
+    (gone / "config.toml").write_text((gone / "config.toml").read_text().replace('"tsp_construct"', repr(missing)))
+    try:
+        with client(done, other, gone) as http:
+            for _ in range(2):  # the page polls
+                http.get("/api/runs")
+                pages = {name: http.get(f"/api/run/{name}").json() for name in ("done", "other", "gone")}
+                http.get("/api/run/done/candidate/0")
+        assert sorted(built) == sorted(["tsp_construct", missing]) and again == []
+        for name in ("done", "other"):
+            assert dict(pages[name]["table"])["best is"].startswith("the task template itself")
+        assert pages["gone"]["table"] is None
+    finally:
+        forget_built_tasks()  # the next test builds with the real registry
+
+
 def test_the_run_table_is_made_once_per_change_of_the_summary(tmp_path, monkeypatch):
     run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "exception")], end=True)
     summary = finish(run)
     made: list[int] = []
     make = reader.run_table_rows
-    monkeypatch.setattr(reader, "run_table_rows", lambda s, d: made.append(s.evaluations) or make(s, d))
+    monkeypatch.setattr(reader, "run_table_rows", lambda s, d, b: made.append(s.evaluations) or make(s, d, b))
     with client(run) as http:
         for _ in range(3):  # the page polls
             assert dict(http.get("/api/run/run").json()["table"])["evaluations"] == "3 / 20"

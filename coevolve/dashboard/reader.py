@@ -313,6 +313,15 @@ def built_task(name: str) -> tuple[HeuristicTask | None, str]:
         return _build(name)
 
 
+def cached_task(name: str) -> HeuristicTask:
+    """built_task as a builder for the report's functions (run_table_rows): the task, or the reason it
+    cannot be built raised, as building it there would raise; never a second build of the name."""
+    task, why = built_task(name)
+    if task is None:
+        raise UsageError(why)
+    return task
+
+
 def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
     """(direction, train set) of a heuristic task; ("min", None) for one that cannot be built here."""
     task, _ = built_task(name)
@@ -418,7 +427,7 @@ class HeuristicRun(RunDir):
                 summary = summary_file(path)
                 if not isinstance(summary, SearchSummary):
                     return None
-                rows = run_table_rows(summary, self.path)
+                rows = run_table_rows(summary, self.path, cached_task)
             # the task's own code runs here (the best is compared with its template), and a damaged candidate
             # line or a summary another version wrote can fail as anything: the page goes on without the table
             except Exception:

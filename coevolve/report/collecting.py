@@ -26,6 +26,7 @@ from coevolve.runstore import RunStore
 from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
                             summarise, welch_difference)
+from tasks.base import HeuristicTask
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
 
@@ -90,11 +91,15 @@ def _function_shape(code: str, name: str) -> str | None:
     return None
 
 
-def starting_point(code: str, task_name: str) -> str | None:
+TaskBuilder = Callable[[str], HeuristicTask]  # a task by its name or spec (tasks.registry.heuristic_task)
+
+
+def starting_point(code: str, task_name: str, build_task: TaskBuilder | None = None) -> str | None:
     """"template" when `code` is the task's template function (up to comments,
     docstring and layout), "seed" when it is one of the task's seed heuristics
-    (a task's optional `seeds`), else None."""
-    task = heuristic_task(task_name)
+    (a task's optional `seeds`), else None. `build_task`: a caller that keeps
+    its tasks built (the dashboard) hands them in, not built again here."""
+    task = (build_task or heuristic_task)(task_name)
     mine = _function_shape(code, task.function_name)
     if mine is None:
         return None
@@ -105,7 +110,7 @@ def starting_point(code: str, task_name: str) -> str | None:
     return None
 
 
-def best_starting_point(directory: str | Path, task_name: str) -> str | None:
+def best_starting_point(directory: str | Path, task_name: str, build_task: TaskBuilder | None = None) -> str | None:
     """starting_point of a run directory's best.py (None when it has none); "start" when its best is
     one of the run's [start] programs (a negative id in summary.json)."""
     best, summary = Path(directory) / "best.py", Path(directory) / "summary.json"
@@ -115,13 +120,13 @@ def best_starting_point(directory: str | Path, task_name: str) -> str | None:
         found = read_summary(summary)
         if isinstance(found, SearchSummary) and found.best is not None and found.best.id < 0:
             return "start"
-    return starting_point(best.read_text(encoding="utf-8"), task_name)
+    return starting_point(best.read_text(encoding="utf-8"), task_name, build_task)
 
 
-def run_starting_point(directory: str | Path, task_label: str) -> str | None:
+def run_starting_point(directory: str | Path, task_label: str, build_task: TaskBuilder | None = None) -> str | None:
     """best_starting_point of a run directory, its task found as the run found it (a user's file task
     is named in the summary only by its label)."""
-    return best_starting_point(directory, task_of_run(RunStore.open(directory)) or task_label)
+    return best_starting_point(directory, task_of_run(RunStore.open(directory)) or task_label, build_task)
 
 
 def task_of_run(store: RunStore) -> str | None:

@@ -27,7 +27,7 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, Comp
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
                                         failure_rows, heldout_change, run_rows, run_starting_point,
-                                        skill_rows)
+                                        skill_rows, TaskBuilder)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore
@@ -410,9 +410,12 @@ def run_table(summary: SearchSummary, directory: Path) -> str:
     return _table(run_table_rows(summary, directory))
 
 
-def run_table_rows(summary: SearchSummary, directory: Path) -> list[tuple[str, str]]:
-    """run_table's (name, value) rows, for a reader that lays them out itself (the dashboard)."""
-    found = run_starting_point(directory, summary.task) if summary.best else None
+def run_table_rows(summary: SearchSummary, directory: Path,
+                   build_task: TaskBuilder | None = None) -> list[tuple[str, str]]:
+    """run_table's (name, value) rows, for a reader that lays them out itself (the dashboard, which hands
+    in `build_task`, its own once-per-name builds: the task is built only when the best is compared with
+    its template)."""
+    found = run_starting_point(directory, summary.task, build_task) if summary.best else None
     return _run_rows(summary, directory, found)
 
 
