@@ -88,6 +88,21 @@ def test_eval_takes_the_task_settings_of_the_run(tmp_path, capsys, monkeypatch):
     assert "is a run on task 'sudoku9', not 'sudoku'" in capsys.readouterr().err
 
 
+def test_eval_of_an_agent_run_takes_no_seeds_from_its_config(tmp_path, capsys, monkeypatch):
+    """`--run DIR` alone finds the agent task in DIR's config.toml; its [sandbox] seeds are a heuristic
+    run's setting, so they are not taken (the run goes on to its own checks), and --seeds is refused."""
+    import coevolve.engine.vllm_engine as vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "Engine", lambda *a, **k: (_ for _ in ()).throw(AssertionError("engine")))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n[sandbox]\nseeds = 3\n')
+    assert main(["eval", "--run", str(run)]) == 2
+    assert "holds neither ES weights" in capsys.readouterr().err
+    assert main(["eval", "--run", str(run), "--seeds", "2"]) == 2
+    assert "--seeds is for heuristic tasks" in capsys.readouterr().err
+
+
 def test_each_trained_arm_is_paired_with_base_per_problem():
     from coevolve.agents.evaluate import ArmResult
     from coevolve.commands.agent_eval import against_base

@@ -38,7 +38,7 @@ def start(directory, cfg: RunConfig):
 def go_on(directory, budget: int):
     store = RunStore.open(directory)
     raw = read_toml(store.config_path)
-    larger = extend(store, build_config(RunConfig, raw), budget)
+    larger = extend(store, raw, build_config(RunConfig, raw), budget)
     return SearchLoop(larger, store, FakeEngine(), FakeEvaluator(), FakeTask()).run()
 
 
@@ -101,19 +101,21 @@ def test_refusals_are_one_line_and_change_nothing(tmp_path):
     start(tmp_path / "r", config("eoh", 16))
     before = {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()}
     store = RunStore.open(tmp_path / "r")
-    cfg = build_config(RunConfig, read_toml(store.config_path))
+    raw = read_toml(store.config_path)
+    cfg = build_config(RunConfig, raw)
     with pytest.raises(UsageError, match="--budget 10 is below the run's budget of 16"):
-        extend(store, cfg, 10)
+        extend(store, raw, cfg, 10)
     scaled = tmp_path / "scaled"
     start(scaled, config("eoh", 16, eoh={"population": 4, "offspring": 3, "m_multiplier": 0, "generations": 2}))
+    raw_scaled = read_toml(scaled / "config.toml")
     # the paper's k = T / (2 x offspring x generations) - 1: 16 / 12 - 1 = 0.33 -> m1 asks round(3 x 0.33) = 1;
     # at 40, 40 / 12 - 1 = 2.33 -> 7
     with pytest.raises(UsageError, match=r"cannot give .*scaled a budget of 40: its plan depends on the budget: step 3 "
                                          r"would be m1 x 7 .* where the run planned m1 x 1 .*m_multiplier = 0"):
-        extend(RunStore.open(scaled), build_config(RunConfig, read_toml(scaled / "config.toml")), 40)
+        extend(RunStore.open(scaled), raw_scaled, build_config(RunConfig, raw_scaled), 40)
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()} == before
     # the same budget again: nothing to add
-    extend(store, cfg, 16)
+    extend(store, raw, cfg, 16)
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()} == before
 
 
@@ -152,11 +154,33 @@ def test_the_cli_takes_budget_with_resume_only_for_heuristic_searches(tmp_path, 
     assert not [e for e in read_jsonl(tmp_path / "r" / "events.jsonl") if e["type"] == "extend"]
 
 
+
+
+def test_the_cli_reads_the_config_once_and_rewrites_it_in_its_own_shape(tmp_path, monkeypatch):
+    """`run --resume DIR --budget N` as the CLI resolves it: config.toml is read once, and written back as
+    it was but for the budget (a hand-edited `[task] name` stays there, not moved to run.task)."""
+    from coevolve.cli import build_parser
+    from coevolve.commands import run
+
+    start(tmp_path / "r", config("sample", 20))
+    path = tmp_path / "r" / "config.toml"
+    raw = read_toml(path)
+    by_name = {**raw, "run": {k: v for k, v in raw["run"].items() if k != "task"}, "task": {"name": "fake"}}
+    path.write_text(dump_toml(by_name))
+    reads = []
+    monkeypatch.setattr(run, "read_toml", lambda p: reads.append(p) or read_toml(p))
+    monkeypatch.setattr(run, "check_generators", lambda config: None)  # no engine here: the config is the point
+    args = build_parser().parse_args(["run", "--resume", str(tmp_path / "r"), "--budget", "30"])
+    larger, _, resuming = run.resolve_config(args)
+    assert resuming and larger.run.budget == 30 and larger.run.task == "fake"
+    assert reads == [path]
+    assert read_toml(path) == {**by_name, "run": {**by_name["run"], "budget": 30}}
 def test_a_run_that_never_started_takes_the_budget_in_its_config_alone(tmp_path):
     """A directory with its config.toml but no step yet (killed while loading the model): nothing to
     extend in its log, which must still begin with its start event."""
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config("sample", 20))))
-    larger = extend(store, build_config(RunConfig, read_toml(store.config_path)), 30)
+    raw = read_toml(store.config_path)
+    larger = extend(store, raw, build_config(RunConfig, raw), 30)
     assert larger.run.budget == 30 and not store.events_path.exists()
     summary = SearchLoop(larger, store, FakeEngine(), FakeEvaluator(), FakeTask()).run()
     assert summary.evaluations == 30 and read_jsonl(store.events_path)[0]["type"] == "start"
@@ -170,7 +194,8 @@ def test_a_comparisons_run_is_not_extended_behind_its_back(tmp_path):
     start(root / "runs" / "fake" / "sample-b20-s3", config("sample", 20))
     store = RunStore.open(root / "runs" / "fake" / "sample-b20-s3")
     before = store.config_path.read_text()
+    raw = read_toml(store.config_path)
     with pytest.raises(UsageError, match=r"is a run of the comparison in .*cmp, whose budgets are its arms': add 30 "
                                          r"to \[compare\] budgets there"):
-        extend(store, build_config(RunConfig, read_toml(store.config_path)), 30)
+        extend(store, raw, build_config(RunConfig, raw), 30)
     assert store.config_path.read_text() == before

@@ -124,6 +124,12 @@ def test_eval_seeds_scores_a_randomised_heuristic_by_its_mean(tmp_path, capsys):
     (run / "config.toml").write_text('[run]\ntask = "tsp_construct"\n[sandbox]\nseeds = "3"\n')
     assert main(["eval", "--run", str(run), "--split", "val", "--size", "20"]) == 2
     assert "sandbox.seeds must be an integer (got '3')" in capsys.readouterr().err
+    # --seeds overrides the run's (its bad value is not even looked at); no [sandbox] seeds: one draw
+    assert main(["eval", "--run", str(run), "--split", "val", "--size", "20", "--no-reference", "--seeds", "2"]) == 0
+    assert "the mean over 2 seeds" in capsys.readouterr().out
+    (run / "config.toml").write_text('[run]\ntask = "tsp_construct"\n')
+    assert main(["eval", "--run", str(run), "--split", "val", "--size", "20", "--no-reference"]) == 0
+    assert "the mean over" not in capsys.readouterr().out
     assert main(["eval", "--task", "sudoku", "--seeds", "2"]) == 2
     assert "--seeds is for heuristic tasks" in capsys.readouterr().err
 

@@ -79,7 +79,8 @@ def task_of_run(args: argparse.Namespace) -> None:
     from DIR, as `coevolve report` finds it), and for a heuristic run its
     best.py as the program."""
     store = RunStore.open(args.run)
-    task = run_task(store)  # a changed file: score on the source the run used
+    config = read_toml(store.config_path)  # once: the task here and, below, the seeds the run scored with
+    task = run_task(store, config)  # a changed file: score on the source the run used
     if task is None:
         raise UsageError(f"{store.config_path}: no run.task")
     args.task = task
@@ -88,7 +89,7 @@ def task_of_run(args: argparse.Namespace) -> None:
             raise UsageError(f"{store.dir} has no best.py yet (the run has not finished a step)")
         args.file = str(store.path("best.py"))
     if not is_agent_task(task) and args.seeds is None:  # scored as the run scored it
-        sandbox = read_toml(store.config_path).get("sandbox")
+        sandbox = config.get("sandbox")
         seeds = sandbox.get("seeds", 1) if isinstance(sandbox, dict) else 1
         if not isinstance(seeds, int) or isinstance(seeds, bool):  # a hand-edited config.toml
             raise UsageError(f"{store.config_path}: sandbox.seeds must be an integer (got {seeds!r}); "

@@ -135,10 +135,11 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         store = RunStore.open(args.resume)
         remember_task(store, args.task_changed)
         remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
-        raw = task_named(read_toml(store.config_path))  # its task is named as it was resolved at the start
-        config = build_config(config_class(raw), raw)
+        raw = read_toml(store.config_path)  # as written: what extend rewrites with the larger budget
+        named = task_named(raw)  # its task is named as it was resolved at the start
+        config = build_config(config_class(named), named)
         if budget is not None:
-            config = extend(store, config, budget)
+            config = extend(store, raw, config, budget)
         if isinstance(config, RunConfig):
             check_same_method(store, config)
         record_endpoint(store.dir, check_generators(config))
@@ -157,9 +158,10 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     return config, store, False
 
 
-def extend(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
-    """`--resume DIR --budget N`: the run in DIR, finished or not, goes on to N evaluations. Its
-    config.toml says N from now on and its log an "extend" event; the steps it took stay as they were.
+def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
+    """`--resume DIR --budget N`: the run in DIR (its config.toml as read, `raw`, and as built, `config`),
+    finished or not, goes on to N evaluations. Its config.toml says N from now on (`raw` with the new
+    budget: the file keeps its own shape) and its log an "extend" event; the steps it took stay as they were.
     Refused (one line, nothing changed) for agent runs, a smaller budget, and a method whose plan
     depends on the budget. A second call with the same N changes nothing more."""
     if not isinstance(config, RunConfig):
@@ -172,7 +174,6 @@ def extend(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> 
     if root is not None and (root / COMPARE_CONFIG).is_file() and store.dir.resolve().parent.parent.name == "runs":
         raise UsageError(f"{store.dir} is a run of the comparison in {root}, whose budgets are its arms': add "
                          f"{budget} to [compare] budgets there and rerun `coevolve compare`")
-    raw = read_toml(store.config_path)
     larger = build_config(RunConfig, task_named({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
     problem = extension_problem(config, larger)
     if problem is not None:

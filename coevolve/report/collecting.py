@@ -129,12 +129,13 @@ def run_starting_point(directory: str | Path, task_label: str, build_task: TaskB
     return best_starting_point(directory, task_of_run(RunStore.open(directory)) or task_label, build_task)
 
 
-def task_of_run(store: RunStore) -> str | None:
+def task_of_run(store: RunStore, config: dict | None = None) -> str | None:
     """The task spec a run's config names (a file task re-found from the run
     directory alone, tasks.loader.remember_tasks: a changed file reads as the
-    source the run used); None when its config names none."""
+    source the run used); None when its config names none. `config`: the run's
+    config.toml as a caller already read it."""
     remember_tasks(store.dir, "copy")
-    spec = read_toml(store.config_path).get("run", {}).get("task")
+    spec = (read_toml(store.config_path) if config is None else config).get("run", {}).get("task")
     return spec if isinstance(spec, str) and spec else None
 
 
