@@ -28,7 +28,8 @@ OLD = ROOT / "tests" / "data" / "old_configs"
 # keys added to an existing section after those files were written, at their defaults
 ADDED_SINCE = {"context": {"seed_template": False, "feedback": True}, "model": {"dtype": "auto", "max_len": 2048}, "accounting": {"clone_retries": 0},
                "skill": {"start": "", "keep": "latest"}, "endpoint": {"models": {}, "select": "fixed", "timeout_s": 300.0},
-               "sandbox": {"overlap": True, "seeds": 1}, "start": {"programs": []}, "test": {"seeds": 1}}
+               "sandbox": {"overlap": True, "seeds": 1}, "start": {"programs": []}, "test": {"seeds": 1},
+               "eoh": {"tie_break": []}}
 
 
 def with_added(raw: dict) -> dict:

@@ -161,7 +161,9 @@ ARCHIVES = [("islands", {"islands": {"islands": 4, "reset_every": 9}}, FakeTask)
             ("map_elites", {"map_elites": {"descriptors": ["spread", "wins"], "bins": 4}}, ProfiledTask),
             ("pareto", {}, TradeoffTask),
             ("pareto+esopt", {"pareto": {"size": 2}}, TradeoffTask),
-            ("pareto", {"pareto": {"over": "sample"}}, TradeoffTask)]
+            ("pareto", {"pareto": {"over": "sample"}}, TradeoffTask),
+            ("islands", {"islands": {"islands": 2, "reset_every": 9},
+                         "eoh": {"population": 3, "offspring": 3, "tie_break": ["min lines", "max seconds"]}}, FakeTask)]
 
 
 @pytest.mark.parametrize("method,sections,task", ARCHIVES)
@@ -601,3 +603,61 @@ def test_a_plugin_method_is_found_through_its_entry_point(tmp_path, monkeypatch)
         assert summary.evaluations == 8 and summary.es.updates >= 1
     finally:
         registry.unregister("hill")
+
+
+@pytest.mark.parametrize("way", ["min", "max"])
+def test_a_tie_break_picks_among_programs_of_equal_objective(tmp_path, monkeypatch, capsys, way):
+    """[eoh] tie_break through the CLI (the fake engine, the real sandbox, tsp_construct): two starting programs
+    that decide alike score alike; the one with fewer non-blank lines is the best under "min lines", the
+    other under "max lines", whichever was listed first; a measure the task lacks is one line, exit 2."""
+    from coevolve.cli import main
+    from coevolve.engine import pool
+    from tasks.registry import get_task
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: ClosingFakeEngine())
+    template = get_task("tsp_construct").template
+    longer = template.replace("    distances = ", "    unused = 0  # the same decisions, one line more\n    distances = ")
+    assert longer != template
+    (tmp_path / "long.py").write_text(longer)
+    (tmp_path / "short.py").write_text(template)
+    extra = f'[start]\nprograms = ["long.py", "short.py"]\n[eoh]\ntie_break = ["{way} lines"]\n'
+    run = tmp_path / "r"
+    assert main(["run", str(_toml(tmp_path, "eoh", extra, budget=4)), "--out", str(run), "--no-progress"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    starts = {Path(s["path"]).name: s for s in summary["context"]["start_programs"]}
+    assert starts["long.py"]["objective"] == starts["short.py"]["objective"] is not None
+    winner = "short.py" if way == "min" else "long.py"
+    assert summary["best"]["id"] == starts[winner]["id"]
+    assert ("unused = 0" in (run / "best.py").read_text()) == (way == "max")
+    capsys.readouterr()
+    assert main(["run", str(_toml(tmp_path, "eoh", '[eoh]\ntie_break = ["min fill"]\n', budget=4)),
+                 "--out", str(tmp_path / "no"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "config error: eoh.tie_break: 'fill' is neither measured on every program nor a decision descriptor of "
+        "task tsp_construct (known: seconds, lines, nearest, crossings)")
+    assert not (tmp_path / "no").exists()
+
+
+def test_tie_breaks_order_equal_objectives_and_replace_an_equal_member():
+    """Lower first under "min", higher under "max"; a candidate without the value after those with one; the
+    earlier id last of all; a population keeps one program per objective, the tie-breaks' winner."""
+    from coevolve.search.population import Population, sort_key, tie_value
+
+    def made(id, objective, lines, seconds=1.0, behaviour=None):
+        code = "def f(x):\n" + "    y = x\n" * (lines - 2) + "    return y\n"
+        return Candidate(id=id, step=0, operator="i1", parents=[], model_state={"kind": "base"}, code=code,
+                         objective=objective, seconds=seconds, behaviour=behaviour)
+
+    a, b, c = made(1, 5.0, 6, behaviour={"fill": 0.5}), made(2, 5.0, 4), made(3, 4.0, 9, behaviour={"fill": 0.9})
+    assert tie_value(a, "min lines") == 6 and tie_value(a, "max fill") == -0.5 and tie_value(b, "max fill") == math.inf
+    assert [x.id for x in sorted([a, b, c], key=sort_key("min"))] == [3, 1, 2]
+    assert [x.id for x in sorted([a, b, c], key=sort_key("min", ["min lines"]))] == [3, 2, 1]
+    assert [x.id for x in sorted([a, b, c], key=sort_key("max", ["max fill"]))] == [1, 2, 3]
+    plain, tied = Population(5, "min"), Population(5, "min", ties=("min lines",))
+    for population in (plain, tied):
+        assert population.add(a) and not population.add(made(4, 5.0, 6))  # no better on the tie-break: out
+    assert not plain.add(b) and [m.id for m in plain.members] == [1]
+    assert tied.add(b) and [m.id for m in tied.members] == [2]
+    slower = Population(5, "min", ties=("min seconds", "min lines"))
+    slower.add(made(5, 5.0, 3, seconds=2.0))
+    assert slower.add(made(6, 5.0, 9, seconds=1.0)) and slower.best().id == 6

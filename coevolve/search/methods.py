@@ -42,8 +42,9 @@ import numpy as np
 from coevolve.base.config import build_config, config_error, read_toml
 from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.search import operators
-from coevolve.search.population import Candidate, Population
+from coevolve.search.population import MEASURED, Candidate, Population, sort_key
 from coevolve.search.reward import paper_eoh_rewards
+from tasks.base import declared_behaviour
 from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file, looks_like_spec, record_files
 
 if TYPE_CHECKING:
@@ -129,7 +130,15 @@ class Method:
         """Rules across sections (e.g. against run.budget); raise config_error."""
 
     def check_task(self, task: Any) -> None:
-        """What the method needs of the task, checked before the run directory exists; raise UsageError."""
+        """What the method needs of the task, checked before the run directory exists; raise UsageError.
+        (A method that needs more calls this first: every tie-break names something candidates have.)"""
+        known = [*MEASURED, *declared_behaviour(task)]
+        for tie in self.config.eoh.tie_break:
+            name = tie.split(" ", 1)[1]
+            if name not in known:
+                raise UsageError(f"config error: eoh.tie_break: {name!r} is neither measured on every program nor "
+                                 f"a decision descriptor of task {getattr(task, 'name', task)} (known: "
+                                 f"{', '.join(known)})")
 
     def settings(self) -> Any:
         """This method's own section (`options`), validated; its defaults when the config has none."""
@@ -170,12 +179,13 @@ class Method:
     def new_population(self) -> Population:
         eoh = self.config.eoh
         return Population(self.population_size(), self.direction, decimals=eoh.dedup_decimals,
-                          with_replacement=eoh.parents_with_replacement)
+                          with_replacement=eoh.parents_with_replacement, ties=tuple(eoh.tie_break))
 
     def start(self, task: Any) -> None:
         """An empty archive for `task` (the loop calls this once, before the first step)."""
         self.task = task
         self.direction = task.direction
+        self.rank = sort_key(self.direction, self.config.eoh.tie_break)  # best first, ties broken as configured
         self.population = self.new_population()
 
     def parents(self, operator: str, population: Population, rng: np.random.Generator) -> list[Candidate]:
@@ -565,7 +575,9 @@ def run_plan(config: "RunConfig") -> dict:
         "skill_refreshes": sum(s.operator == DISTILL for s in steps),
         "distill_requests": sum(s.count for s in steps if s.operator == DISTILL),
         "directions": sorted({s.directions for s in updates}),
-        "notes": method.plan_lines(),
+        "notes": method.plan_lines() + ([f"equal objectives told apart by {', '.join(config.eoh.tie_break)} "
+                                          "(eoh.tie_break), then the earlier program"]
+                                         if config.eoh.tie_break else []),
         "skill_trials": judged_trials(config, steps),
         "warnings": plan_warnings(config, steps),
     }

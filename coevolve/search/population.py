@@ -1,10 +1,12 @@
 """Candidates and the population they compete in: prob-rank parent selection,
-survival of the best N, and removal of duplicates by objective (EoH's rules)."""
+survival of the best N, and removal of duplicates by objective (EoH's rules),
+equal objectives told apart by the run's tie-breaks ([eoh] tie_break)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -17,10 +19,31 @@ def better(a: float, b: float, direction: Direction) -> bool:
     return a < b if direction == "min" else a > b
 
 
-def sort_key(direction: Direction):
-    """Best first; ties go to the earlier candidate so the order is deterministic."""
+# What every candidate has to break a tie with: its scoring's time, and its program's non-blank
+# lines; a task's decision descriptors (Candidate.behaviour) are the others ([eoh] tie_break)
+MEASURED = ("seconds", "lines")
+
+
+def tie_value(candidate: Candidate, tie: str) -> float:
+    """`candidate`'s value of one tie-break ("min NAME" or "max NAME"), lower first; a candidate without
+    the value (a descriptor its task could not give) comes after those with one."""
+    way, name = tie.split(" ", 1)
+    if name == "seconds":
+        value: float | None = candidate.seconds
+    elif name == "lines":
+        value = sum(1 for line in (candidate.code or "").splitlines() if line.strip())
+    else:
+        value = (candidate.behaviour or {}).get(name)
+    if value is None or not math.isfinite(value):
+        return math.inf
+    return value if way == "min" else -value
+
+
+def sort_key(direction: Direction, ties: Sequence[str] = ()):
+    """Best first; equal objectives by the tie-breaks in order ([eoh] tie_break), then to the earlier
+    candidate so the order is deterministic."""
     sign = 1.0 if direction == "min" else -1.0
-    return lambda c: (sign * c.objective, c.id)
+    return lambda c: (sign * c.objective, *(tie_value(c, t) for t in ties), c.id)
 
 
 @dataclass
@@ -30,30 +53,39 @@ class Population:
     members: list[Candidate] = field(default_factory=list)
     decimals: int = -1  # >= 0: objectives equal after rounding to this many decimals are duplicates
     with_replacement: bool = False  # parent draws with replacement (the reference code's random.choices)
+    ties: tuple[str, ...] = ()  # [eoh] tie_break: what tells equal objectives apart
 
     def __len__(self) -> int:
         return len(self.members)
 
     def add(self, candidate: Candidate) -> bool:
-        """Admit a valid candidate unless one with the same objective is already in."""
+        """Admit a valid candidate unless one with the same objective is already in; under tie-breaks,
+        one that wins them takes that one's place."""
         if not candidate.valid:
             return False
         key = self._dedup_key(candidate.objective)
-        if any(self._dedup_key(m.objective) == key for m in self.members):
-            return False
+        for i, member in enumerate(self.members):
+            if self._dedup_key(member.objective) == key:
+                if not self.ties or not self._wins_tie(candidate, member):
+                    return False
+                self.members[i] = candidate
+                return True
         self.members.append(candidate)
         return True
+
+    def _wins_tie(self, candidate: Candidate, member: Candidate) -> bool:
+        return [tie_value(candidate, t) for t in self.ties] < [tie_value(member, t) for t in self.ties]
 
     def _dedup_key(self, objective: float) -> float:
         return objective if self.decimals < 0 else round(objective, self.decimals)
 
     def survive(self) -> None:
         """Keep the best `size`, ranked best first."""
-        self.members.sort(key=sort_key(self.direction))
+        self.members.sort(key=sort_key(self.direction, self.ties))
         del self.members[self.size:]
 
     def ranked(self) -> list[Candidate]:
-        return sorted(self.members, key=sort_key(self.direction))
+        return sorted(self.members, key=sort_key(self.direction, self.ties))
 
     def best(self) -> Candidate | None:
         ranked = self.ranked()

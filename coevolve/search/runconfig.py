@@ -43,8 +43,19 @@ class EohSection(Section):
     # >= 0: population duplicates by objective rounded to this many decimals (paper: 5)
     dedup_decimals: int = Field(-1, ge=-1, le=15, description="-1: exact")
     show_scores: bool = True  # operator prompts show parents' scores (ours); EoH's prompts do not
+    # equal objectives told apart, in order: NAME `seconds` (the scoring's), `lines` (the program's non-blank
+    # ones) or a task's decision descriptor (checked against the task when it is built: Method.check_task)
+    tie_break: list[Annotated[str, StringConstraints(pattern=r"^(min|max) [A-Za-z_][A-Za-z0-9_]*$")]] = Field(
+        [], description='"min NAME" or "max NAME" (NAME: seconds, lines or a decision descriptor of the task)')
 
     _check_ops = field_validator("operators")(classmethod(lambda cls, value: _operators(value, "eoh.operators")))
+
+    @field_validator("tie_break")
+    @classmethod
+    def _once_each(cls, value: list[str]) -> list[str]:
+        names = [tie.split(" ", 1)[1] for tie in value]
+        require(len(set(names)) == len(names), "eoh.tie_break", "must name each measure once", value)
+        return value
 
     @model_validator(mode="after")
     def _spread(self) -> EohSection:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from coevolve.base.config import config_error
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
-from coevolve.search.population import Candidate, Population, sort_key
+from coevolve.search.population import Candidate, Population
 
 
 class IslandsOptions(BaseModel):
@@ -123,13 +123,13 @@ class IslandsMethod(OverMethod):
         for island in self.islands:
             for candidate in island.members:
                 seen.setdefault(candidate.id, candidate)
-        return sorted(seen.values(), key=sort_key(self.direction))
+        return sorted(seen.values(), key=self.rank)
 
     def members(self) -> list[Candidate]:
         return self.ranked()
 
     def snapshot(self) -> dict:
-        merged = Population(len(self.ranked()) or 1, self.direction, members=self.ranked())
+        merged = Population(len(self.ranked()) or 1, self.direction, members=self.ranked(), ties=self.population.ties)
         return {"population": merged.snapshot(),
                 "islands": [[c.id for c in island.ranked()] for island in self.islands],
                 "resets": self.resets}

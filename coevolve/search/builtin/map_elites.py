@@ -46,7 +46,7 @@ from coevolve.base.errors import UsageError
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
-from coevolve.search.population import Candidate, Population, better, sort_key
+from coevolve.search.population import Candidate, Population, better
 from tasks.base import declared_behaviour, template_profile
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
@@ -137,6 +137,7 @@ class MapElitesMethod(OverMethod):
     def check_task(self, task: Any) -> None:
         """Every descriptor is generic or the task's, with a finite range, and the task's
         describe_decisions() and describe() give finite numbers for its template."""
+        super().check_task(task)
         declared = task_descriptors(task)
         decided = decision_descriptors(task)
         known = known_descriptors(task)
@@ -216,19 +217,20 @@ class MapElitesMethod(OverMethod):
             self.values[candidate.id] = values
             where = self.cell(values)
             held = self.grid.get(where)
-            if held is None or better(candidate.objective, held.objective, self.direction):
+            if held is None or self.rank(candidate) < self.rank(held):  # equal: the earlier, unless a tie-break says
                 self.grid[where] = candidate
 
     def elites(self) -> Population:
-        ranked = sorted(self.grid.values(), key=sort_key(self.direction))
+        ranked = sorted(self.grid.values(), key=self.rank)
         return Population(max(1, len(ranked)), self.direction, members=ranked,
-                          with_replacement=self.config.eoh.parents_with_replacement)
+                          with_replacement=self.config.eoh.parents_with_replacement,
+                          ties=tuple(self.config.eoh.tie_break))
 
     def pick(self, operator: str, rng: np.random.Generator, step: int, slot: int) -> list[Candidate]:
         return self.inner.parents(operator, self.elites(), rng)
 
     def ranked(self) -> list[Candidate]:
-        return sorted(self.grid.values(), key=sort_key(self.direction))
+        return sorted(self.grid.values(), key=self.rank)
 
     def members(self) -> list[Candidate]:
         return self.ranked()

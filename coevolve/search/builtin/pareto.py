@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coevolve.base.errors import UsageError
 from coevolve.search.builtin.over import OverMethod
-from coevolve.search.population import Candidate, Population, sort_key
+from coevolve.search.population import Candidate, Population
 
 
 class ParetoOptions(BaseModel):
@@ -84,6 +84,7 @@ class ParetoMethod(OverMethod):
     def check_task(self, task: Any) -> None:
         """The task gives per-instance objectives (that they are finite for its template is the task
         checker's, coevolve/commands/check_task.py, which `run` and `compare` call first)."""
+        super().check_task(task)
         if not callable(getattr(task, "instance_scores", None)):
             raise UsageError(f"config error: run.method: pareto draws parents by the instances they win; task "
                              f"{getattr(task, 'name', task)} gives no per-instance objectives (no instance_scores())")
@@ -124,8 +125,7 @@ class ParetoMethod(OverMethod):
         kept = [c for c in winners if not any(dominates(o.profile, c.profile, self.direction) for o in winners)]
         if self.opts.size and len(kept) > self.opts.size:
             counts = dict(zip((c.id for c in kept), instance_wins([c.profile for c in kept], self.direction)))
-            rank = sort_key(self.direction)
-            chosen = {c.id for c in sorted(kept, key=lambda c: (-counts[c.id], *rank(c)))[:self.opts.size]}
+            chosen = {c.id for c in sorted(kept, key=lambda c: (-counts[c.id], *self.rank(c)))[:self.opts.size]}
             kept = [c for c in kept if c.id in chosen]
         self.front = kept
         self.won = dict(zip((c.id for c in kept), instance_wins([c.profile for c in kept], self.direction)))
@@ -135,13 +135,14 @@ class ParetoMethod(OverMethod):
 
     def pool(self) -> WinsPopulation:
         return WinsPopulation(max(1, len(self.front)), self.direction, members=list(self.front),
-                              with_replacement=self.config.eoh.parents_with_replacement, wins=self.wins())
+                              with_replacement=self.config.eoh.parents_with_replacement, wins=self.wins(),
+                              ties=tuple(self.config.eoh.tie_break))
 
     def pick(self, operator: str, rng: np.random.Generator, step: int, slot: int) -> list[Candidate]:
         return self.inner.parents(operator, self.pool(), rng)
 
     def ranked(self) -> list[Candidate]:
-        return sorted(self.front, key=sort_key(self.direction))
+        return sorted(self.front, key=self.rank)
 
     def members(self) -> list[Candidate]:
         return self.ranked()
