@@ -724,3 +724,19 @@ def test_the_run_table_is_made_once_per_change_of_the_summary(tmp_path, monkeypa
         assert dict(http.get("/api/run/run").json()["table"])["evaluations"] == "4 / 30"
         http.get("/api/run/run")
     assert made == [3, 4]
+
+
+def test_the_best_of_equal_objectives_is_the_runs_tie_break_winner(tmp_path):
+    """[eoh] tie_break ranks equal objectives on the page as the run ranked them (the summary's best):
+    under "min lines" the shorter program; without, the earlier one; a repeat (score reused in no time)
+    never outranks its original, even under "min seconds"; one of a seeded program stands for it."""
+    longer = {**candidate(2, 0, [], 7.0), "code": candidate(2, 0, [], 7.0)["code"] + "    # more\n    pass\n"}
+    records = [longer, candidate(3, 0, [], 7.0), {**candidate(4, 1, [2], 7.0), "duplicate_of": 2, "seconds": 0.0}]
+    plain = make_run(tmp_path / "plain", records)
+    tied = make_run(tmp_path / "tied", records)
+    with open(tied / "config.toml", "a") as handle:
+        handle.write('[eoh]\ntie_break = ["min seconds", "min lines"]\n')
+    template_repeat = make_run(tmp_path / "again", [{**candidate(5, 0, [], 7.0), "duplicate_of": 0}])
+    with client(plain, tied, template_repeat) as http:
+        best = {name: http.get(f"/api/run/{name}").json()["best_id"] for name in ("plain", "tied", "again")}
+    assert best == {"plain": 2, "tied": 3, "again": 5}

@@ -42,6 +42,7 @@ from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line, run_table_rows
 from coevolve.runstore import PROMPTS, ended
 from coevolve.search.methods import uses_es
+from coevolve.search.population import sort_key
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
@@ -373,12 +374,20 @@ class HeuristicRun(RunDir):
     def valid(self) -> list[Candidate]:
         return [c for c in self.candidates if finite(c.objective) is not None]
 
+    def ranking(self) -> Callable[[Candidate], tuple]:
+        """Best first as the run ranks its programs: by objective, equal ones by its [eoh] tie_break."""
+        eoh = self.config.get("eoh")
+        ties = eoh.get("tie_break") if isinstance(eoh, dict) else None
+        well_formed = isinstance(ties, list) and all(isinstance(t, str) and t.split(" ")[0] in ("min", "max")
+                                                      and len(t.split(" ")) == 2 for t in ties)
+        return sort_key(self.direction, ties if well_formed else ())
+
     def best(self) -> Candidate | None:
-        best = None
-        for c in self.valid():
-            if best is None or self.better(c.objective, best.objective):
-                best = c
-        return best
+        # a repeat reuses its original's score in no time: it never outranks that original (a repeat of a
+        # seeded program, not in candidates.jsonl, stands for it)
+        valid = self.valid()
+        ids = {c.id for c in valid}
+        return min((c for c in valid if c.duplicate_of not in ids), key=self.ranking(), default=None)
 
     def caps(self) -> dict[str, Any]:
         """The limits the run was given ([caps] ones only where set)."""
@@ -466,8 +475,7 @@ class HeuristicRun(RunDir):
 
     def ranks(self) -> dict[int, int]:
         """Rank of each valid candidate by objective (1 = best)."""
-        sign = 1.0 if self.direction == "min" else -1.0
-        ordered = sorted(self.valid(), key=lambda c: (sign * c.objective, c.id))
+        ordered = sorted(self.valid(), key=self.ranking())
         return {c.id: rank for rank, c in enumerate(ordered, start=1)}
 
     def by_id(self) -> dict[int, Candidate]:
