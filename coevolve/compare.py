@@ -54,7 +54,7 @@ from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TES
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
-from coevolve.search.methods import es_population, make_method, record_methods
+from coevolve.search.methods import check_with_task, es_population, record_methods
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.base import SeededSets, gap, starting_program
@@ -200,7 +200,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     for spec, run_cfg in zip(runs, configs):  # what a method needs of its task (MAP-Elites', Pareto's), per arm
         if (spec.method, spec.task) not in checked:
             checked.add((spec.method, spec.task))
-            make_method(run_cfg).check_task(heuristic_task(run_cfg.run.task))
+            check_with_task(run_cfg, heuristic_task(run_cfg.run.task))
     if engine is None:  # refuse, before anything is written, a run the install or the model cannot run
         for run_cfg in configs:
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)

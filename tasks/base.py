@@ -15,7 +15,7 @@ import functools
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -120,12 +120,13 @@ def seed_program_generators(seed: int = PROGRAM_SEED) -> None:
     np.random.seed(seed)
 
 
-def template_decisions(task: HeuristicTask, seed: int = PROGRAM_SEED) -> tuple[list[Any], Any]:
-    """The template's decisions on the training set and those instances, in this process (the task's
-    own code, as the loop scores the template for its summary), its generators seeded as the sandbox
-    seeds a candidate's (this process's own draws are put back after)."""
-    split, size = task.train
-    instances = task.instances(split, size)
+def template_decisions(task: HeuristicTask, seed: int = PROGRAM_SEED, instances: Any = None) -> tuple[list[Any], Any]:
+    """The template's decisions on the training set (`instances`, when the caller has them built) and
+    those instances, in this process (the task's own code, as the loop scores the template for its
+    summary), its generators seeded as the sandbox seeds a candidate's (this process's own draws are
+    put back after)."""
+    if instances is None:
+        instances = task.instances(*task.train)
     saved = random.getstate(), np.random.get_state()
     try:
         seed_program_generators(seed)
@@ -138,16 +139,24 @@ def template_decisions(task: HeuristicTask, seed: int = PROGRAM_SEED) -> tuple[l
 def template_runs(task: HeuristicTask, seeds: int = 1) -> list[tuple[list[Any], Any]]:
     """`template_decisions` under each of the seeds 0..seeds-1, as the sandbox scores a candidate under
     [sandbox] seeds (a randomised template is then compared as a mean, as its candidates are)."""
-    return [template_decisions(task, seed) for seed in range(seeds)]
+    instances = task.instances(*task.train)  # built once: every seed decides on the same set
+    return [template_decisions(task, seed, instances) for seed in range(seeds)]
 
 
-def mean_profile(task: HeuristicTask, runs: list[tuple[list[Any], Any]]) -> list[float]:
+def column_means(rows: Sequence[Sequence[float] | None]) -> list[float] | None:
+    """Each position's mean over `rows` (per-instance objectives under several seeds); None when there
+    are none, or one is missing or of another length."""
+    if not rows or any(r is None or len(r) != len(rows[0]) for r in rows):
+        return None
+    return [math.fsum(column) / len(rows) for column in zip(*rows)]
+
+
+def mean_profile(task: HeuristicTask, runs: list[tuple[list[Any], Any]]) -> list[float] | None:
     """Each training instance's objective (`instance_scores`), its mean over `runs`."""
-    profiles = [[float(v) for v in task.instance_scores(*run)] for run in runs]
-    return [math.fsum(column) / len(runs) for column in zip(*profiles)]
+    return column_means([[float(v) for v in task.instance_scores(*run)] for run in runs])
 
 
-def template_profile(task: HeuristicTask, seeds: int = 1) -> list[float]:
+def template_profile(task: HeuristicTask, seeds: int = 1) -> list[float] | None:
     """The template's per-instance train objectives (a task with `instance_scores`), each the mean over
     `seeds` seeds."""
     return mean_profile(task, template_runs(task, seeds))

@@ -740,3 +740,4 @@ def test_the_best_of_equal_objectives_is_the_runs_tie_break_winner(tmp_path):
     with client(plain, tied, template_repeat) as http:
         best = {name: http.get(f"/api/run/{name}").json()["best_id"] for name in ("plain", "tied", "again")}
     assert best == {"plain": 2, "tied": 3, "again": 5}
+    assert reader.HeuristicRun(tied).ranks() == {3: 1, 2: 2, 4: 3}  # the repeat right after its original

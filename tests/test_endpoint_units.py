@@ -108,3 +108,29 @@ def test_each_reply_is_priced_at_its_own_models_price():
            "caps": {"money": 1.0, "prices": {"small": [1.0, 2.0]}}}
     with pytest.raises(UsageError, match="caps.prices has no price for the \\[endpoint\\] model 'big'"):
         build_config(RunConfig, raw)
+
+
+def test_answered_or_empty_asks_again_without_what_an_engine_measured_too_long():
+    """An engine refuses a whole call naming its too-long requests (`too_long`; an engine pool one part's at a
+    time): they become empty replies, the rest is asked again, each request with its own seed; when the rest is
+    refused too, the error names the request by its place in the whole call."""
+    from coevolve.engine.base import REFUSED_LONG, ContextLengthError, answered_or_empty
+
+    long = {1, 3}
+    calls = []
+
+    def chat(asked):
+        calls.append(list(asked))
+        too_long = [i for i, request in enumerate(asked) if request in long]
+        if too_long:
+            raise ContextLengthError.prompt(2100, 2048, too_long[0], too_long[:1])  # one part's at a time
+        return [Completion(f"reply {request}") for request in asked]
+
+    replies = answered_or_empty(chat, 4, "none fits")
+    assert calls == [[0, 1, 2, 3], [0, 2, 3], [0, 2]]
+    assert [r.text for r in replies] == ["reply 0", "", "reply 2", ""]
+    assert {r.finish_reason for r in replies[1::2]} == {REFUSED_LONG}
+    long.update({0, 2})
+    with pytest.raises(ContextLengthError, match=r"request 3 of the call\): none fits") as caught:
+        answered_or_empty(chat, 4, "none fits")
+    assert caught.value.index == 3  # the last asked alone: request 3, not 0 of its one-request call

@@ -630,11 +630,12 @@ def test_a_tie_break_picks_among_programs_of_equal_objective(tmp_path, monkeypat
     assert summary["best"]["id"] == starts[winner]["id"]
     assert ("unused = 0" in (run / "best.py").read_text()) == (way == "max")
     capsys.readouterr()
-    assert main(["run", str(_toml(tmp_path, "eoh", '[eoh]\ntie_break = ["min fill"]\n', budget=4)),
-                 "--out", str(tmp_path / "no"), "--no-progress"]) == 2
-    assert capsys.readouterr().err.strip().endswith(
-        "config error: eoh.tie_break: 'fill' is neither measured on every program nor a decision descriptor of "
-        "task tsp_construct (known: seconds, lines, nearest, crossings)")
+    wrong = _toml(tmp_path, "eoh", '[eoh]\ntie_break = ["max nearst"]\n', budget=4)
+    for plan in ([], ["--plan"]):  # the plan of a run that would be refused is refused
+        assert main(["run", str(wrong), "--out", str(tmp_path / "no"), "--no-progress", *plan]) == 2
+        assert capsys.readouterr().err.strip().endswith(
+            "config error: eoh.tie_break: 'nearst' is not measured on every program nor a decision descriptor of "
+            "task tsp_construct (known: seconds, lines, nearest, crossings); did you mean 'nearest'?")
     assert not (tmp_path / "no").exists()
 
 
@@ -661,3 +662,13 @@ def test_tie_breaks_order_equal_objectives_and_replace_an_equal_member():
     slower = Population(5, "min", ties=("min seconds", "min lines"))
     slower.add(made(5, 5.0, 3, seconds=2.0))
     assert slower.add(made(6, 5.0, 9, seconds=1.0)) and slower.best().id == 6
+    # objectives equal only once rounded (eoh.dedup_decimals): the better exact one stays, whatever the tie-break
+    rounded = Population(5, "min", decimals=5, ties=("min lines",))
+    rounded.add(made(7, 1.000001, 20))
+    assert not rounded.add(made(8, 1.000004, 3)) and rounded.best().id == 7
+    assert rounded.add(made(9, 1.0000001, 30)) and rounded.best().id == 9
+    # what replaces an archive's program (MAP-Elites' cells): a strict win, never an equal one by its id
+    from coevolve.search.population import outranks
+
+    key = sort_key("min")
+    assert not outranks(key, made(-2, 5.0, 4), made(0, 5.0, 4)) and outranks(key, made(11, 4.0, 4), made(0, 5.0, 4))

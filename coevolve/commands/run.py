@@ -41,7 +41,7 @@ from coevolve.runstore import RunStore, atomic_write_text, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
 from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_population, extension_problem,
-                                     format_plan, make_method, path_name, record_methods, remember_methods, run_plan)
+                                     check_with_task, format_plan, path_name, record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import absolute_start, start_skill
@@ -241,7 +241,7 @@ def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECON
     if isinstance(config, RunConfig):
         check_task(config.run.task, seconds)
         task = heuristic_task(config.run.task)
-        make_method(config).check_task(task)  # e.g. MAP-Elites' descriptors
+        check_with_task(config, task)  # e.g. MAP-Elites' descriptors, the tie-breaks' names
         if config.skill.start:
             start_skill(config.skill.start)
         read_programs(config.start.programs, task.function_name, task.template)
@@ -389,6 +389,8 @@ def handle_plan(args: argparse.Namespace) -> int:
         problem = extension_problem(load_run_config(path, {}, new=False), config)
         if problem is not None:
             raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
+    if not args.resume:  # a plan the run would refuse is refused (a resumed run passed these when it started)
+        check_with_task(config, heuristic_task(config.run.task))
     plan = run_plan(config)
     print(format_plan(plan))
     for line in context_lines(config, plan):

@@ -42,7 +42,7 @@ from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line, run_table_rows
 from coevolve.runstore import PROMPTS, ended
 from coevolve.search.methods import uses_es
-from coevolve.search.population import sort_key
+from coevolve.search.population import parse_tie, sort_key
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
@@ -374,20 +374,22 @@ class HeuristicRun(RunDir):
     def valid(self) -> list[Candidate]:
         return [c for c in self.candidates if finite(c.objective) is not None]
 
-    def ranking(self) -> Callable[[Candidate], tuple]:
-        """Best first as the run ranks its programs: by objective, equal ones by its [eoh] tie_break."""
+    def ranked(self) -> list[Candidate]:
+        """The valid candidates best first, as the run ranks its programs: by objective, equal ones by its
+        [eoh] tie_break, then the earlier. A repeat (its original's score reused in no time) ranks as its
+        original, right after it; one of a seeded program, not in candidates.jsonl, stands for it."""
         eoh = self.config.get("eoh")
         ties = eoh.get("tie_break") if isinstance(eoh, dict) else None
-        well_formed = isinstance(ties, list) and all(isinstance(t, str) and t.split(" ")[0] in ("min", "max")
-                                                      and len(t.split(" ")) == 2 for t in ties)
-        return sort_key(self.direction, ties if well_formed else ())
+        well_formed = isinstance(ties, list) and all(isinstance(t, str) and parse_tie(t)[0] in ("min", "max")
+                                                      for t in ties)
+        key = sort_key(self.direction, ties if well_formed else ())
+        valid = self.valid()
+        originals = {c.id: c for c in valid}
+        return sorted(valid, key=lambda c: (*key(originals.get(c.duplicate_of, c))[:-1], c.id))
 
     def best(self) -> Candidate | None:
-        # a repeat reuses its original's score in no time: it never outranks that original (a repeat of a
-        # seeded program, not in candidates.jsonl, stands for it)
-        valid = self.valid()
-        ids = {c.id for c in valid}
-        return min((c for c in valid if c.duplicate_of not in ids), key=self.ranking(), default=None)
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
 
     def caps(self) -> dict[str, Any]:
         """The limits the run was given ([caps] ones only where set)."""
@@ -474,9 +476,8 @@ class HeuristicRun(RunDir):
                 "budget": self.budget, "direction": self.direction}
 
     def ranks(self) -> dict[int, int]:
-        """Rank of each valid candidate by objective (1 = best)."""
-        ordered = sorted(self.valid(), key=self.ranking())
-        return {c.id: rank for rank, c in enumerate(ordered, start=1)}
+        """Rank of each valid candidate (1 = best; `ranked`)."""
+        return {c.id: rank for rank, c in enumerate(self.ranked(), start=1)}
 
     def by_id(self) -> dict[int, Candidate]:
         return {c.id: c for c in self.candidates}

@@ -95,6 +95,15 @@ class ContextLengthError(UsageError):
         return ContextLengthError.prompt(self.tokens, self.limit, self.index + offset, too_long)
 
 
+def _in_call(exc: ContextLengthError, asked: Sequence[int]) -> ContextLengthError:
+    """`exc`, raised by a call of the requests `asked` of a larger one, naming its request by its place in
+    the larger call."""
+    index = asked[exc.index] if 0 <= exc.index < len(asked) else exc.index
+    if exc.tokens is None or exc.limit is None:
+        return ContextLengthError(str(exc), index)
+    return ContextLengthError.prompt(exc.tokens, exc.limit, index)
+
+
 REFUSED_LONG = "context_length"  # the finish_reason of an empty reply standing in for a prompt refused as too long
 
 
@@ -120,7 +129,8 @@ def answered_or_empty(chat: Callable[[list[int]], list[Completion]], count: int,
                 refused.update(asked[i] for i in exc.too_long)
                 if len(refused) < count:
                     continue
-                raise ContextLengthError(f"{exc}: {none_answered}", exc.index) from None
+                whole = _in_call(exc, asked)
+                raise ContextLengthError(f"{whole}: {none_answered}", whole.index) from None
             else:
                 raise
             if not any(replies):

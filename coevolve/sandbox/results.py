@@ -13,7 +13,7 @@ from typing import Any
 
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
-from tasks.base import FEEDBACK_CHARS
+from tasks.base import FEEDBACK_CHARS, column_means
 
 
 class TaskError(UsageError):
@@ -98,11 +98,9 @@ def over_seeds(results: list[EvalResult]) -> EvalResult:
             return replace(result, seconds=seconds, message=result.message if seed == 0 else
                            f"with the program's random generators seeded {seed} (one of {len(results)} seeds): "
                            f"{result.message}")
-    profiles = [r.profile for r in results]
-    same_shape = all(p is not None and len(p) == len(profiles[0]) for p in profiles)
     objectives = [r.objective for r in results]
     return replace(first, objective=math.fsum(objectives) / len(results), seconds=seconds, seed_objectives=objectives,
-                   profile=[math.fsum(column) / len(column) for column in zip(*profiles)] if same_shape else None)
+                   profile=column_means([r.profile for r in results]))
 
 
 def finite_numbers(value: Any) -> list[float] | None:

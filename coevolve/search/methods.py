@@ -42,9 +42,8 @@ import numpy as np
 from coevolve.base.config import build_config, config_error, read_toml
 from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.search import operators
-from coevolve.search.population import MEASURED, Candidate, Population, sort_key
+from coevolve.search.population import Candidate, Population, check_ties, sort_key
 from coevolve.search.reward import paper_eoh_rewards
-from tasks.base import declared_behaviour
 from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file, looks_like_spec, record_files
 
 if TYPE_CHECKING:
@@ -131,14 +130,7 @@ class Method:
 
     def check_task(self, task: Any) -> None:
         """What the method needs of the task, checked before the run directory exists; raise UsageError.
-        (A method that needs more calls this first: every tie-break names something candidates have.)"""
-        known = [*MEASURED, *declared_behaviour(task)]
-        for tie in self.config.eoh.tie_break:
-            name = tie.split(" ", 1)[1]
-            if name not in known:
-                raise UsageError(f"config error: eoh.tie_break: {name!r} is neither measured on every program nor "
-                                 f"a decision descriptor of task {getattr(task, 'name', task)} (known: "
-                                 f"{', '.join(known)})")
+        (What every run needs of it, such as its tie-breaks, is checked outside: `check_with_task`.)"""
 
     def settings(self) -> Any:
         """This method's own section (`options`), validated; its defaults when the config has none."""
@@ -182,7 +174,8 @@ class Method:
                           with_replacement=eoh.parents_with_replacement, ties=tuple(eoh.tie_break))
 
     def start(self, task: Any) -> None:
-        """An empty archive for `task` (the loop calls this once, before the first step)."""
+        """An empty archive for `task` (the loop calls this once, before the first step; a method that
+        overrides it calls this first: it sets `rank`, the one ordering of the archive's programs)."""
         self.task = task
         self.direction = task.direction
         self.rank = sort_key(self.direction, self.config.eoh.tie_break)  # best first, ties broken as configured
@@ -471,6 +464,14 @@ def method_section(config: Any, section: str, model: "type[BaseModel] | None") -
 def make_method(config: "RunConfig") -> Method:
     name = parse_name(config.run.method)
     return method_class(name.base)(config, name)
+
+
+def check_with_task(config: "RunConfig", task: Any) -> None:
+    """What a run's config needs of its built task, before the run directory exists (run, compare and
+    their --plan): the method's needs (its `check_task`, e.g. MAP-Elites' descriptors) and the
+    tie-breaks' names, which no method can skip. Raises UsageError."""
+    make_method(config).check_task(task)
+    check_ties(config.eoh.tie_break, task)
 
 
 def outside_budget(config: "RunConfig") -> int:

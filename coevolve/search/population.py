@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
+from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.base.records import Candidate  # noqa: F401  (the population's members; re-exported)
+from tasks.base import declared_behaviour
 
 Direction = Literal["min", "max"]
 
@@ -24,10 +26,30 @@ def better(a: float, b: float, direction: Direction) -> bool:
 MEASURED = ("seconds", "lines")
 
 
+def parse_tie(tie: str) -> tuple[str, str]:
+    """("min" or "max", NAME) of one tie-break as [eoh] tie_break writes it ("min lines")."""
+    way, _, name = tie.partition(" ")
+    return way, name
+
+
+def check_ties(ties: Sequence[str], task: Any) -> None:
+    """Every tie-break names something each candidate has: a measure, or a decision descriptor the task
+    declares (checked once the task is built, before the run directory exists; raise UsageError)."""
+    if not ties:
+        return
+    known = [*MEASURED, *declared_behaviour(task)]
+    for tie in ties:
+        name = parse_tie(tie)[1]
+        if name not in known:
+            raise UsageError(f"config error: eoh.tie_break: {name!r} is not measured on every program nor a "
+                             f"decision descriptor of task {getattr(task, 'name', task)} (known: {', '.join(known)})"
+                             + did_you_mean(name, known))
+
+
 def tie_value(candidate: Candidate, tie: str) -> float:
     """`candidate`'s value of one tie-break ("min NAME" or "max NAME"), lower first; a candidate without
     the value (a descriptor its task could not give) comes after those with one."""
-    way, name = tie.split(" ", 1)
+    way, name = parse_tie(tie)
     if name == "seconds":
         value: float | None = candidate.seconds
     elif name == "lines":
@@ -39,11 +61,20 @@ def tie_value(candidate: Candidate, tie: str) -> float:
     return value if way == "min" else -value
 
 
-def sort_key(direction: Direction, ties: Sequence[str] = ()):
+RankKey = Callable[[Candidate], tuple]
+
+
+def sort_key(direction: Direction, ties: Sequence[str] = ()) -> RankKey:
     """Best first; equal objectives by the tie-breaks in order ([eoh] tie_break), then to the earlier
-    candidate so the order is deterministic."""
+    candidate (the id, last) so the order is deterministic."""
     sign = 1.0 if direction == "min" else -1.0
     return lambda c: (sign * c.objective, *(tie_value(c, t) for t in ties), c.id)
+
+
+def outranks(key: RankKey, a: Candidate, b: Candidate) -> bool:
+    """`a` ranks strictly above `b` by `key` before the id: a better objective, or an equal one that wins
+    the tie-breaks. What replaces an archive's program; an equal one never does, so the earlier stays."""
+    return key(a)[:-1] < key(b)[:-1]
 
 
 @dataclass
@@ -66,15 +97,13 @@ class Population:
         key = self._dedup_key(candidate.objective)
         for i, member in enumerate(self.members):
             if self._dedup_key(member.objective) == key:
-                if not self.ties or not self._wins_tie(candidate, member):
+                # (objectives equal only when rounded keep the better exact one before any tie-break)
+                if not self.ties or not outranks(sort_key(self.direction, self.ties), candidate, member):
                     return False
                 self.members[i] = candidate
                 return True
         self.members.append(candidate)
         return True
-
-    def _wins_tie(self, candidate: Candidate, member: Candidate) -> bool:
-        return [tie_value(candidate, t) for t in self.ties] < [tie_value(member, t) for t in self.ties]
 
     def _dedup_key(self, objective: float) -> float:
         return objective if self.decimals < 0 else round(objective, self.decimals)

@@ -12,6 +12,7 @@ from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig, ESSection
 from coevolve.sandbox.pool import MAX_SEEDS
+from coevolve.search.population import parse_tie
 from coevolve.search.methods import (check_method_name, check_operator_name, declared_sections, make_method,
                                      planned_refreshes, uses_es, uses_skill)
 from tasks.base import STARTS
@@ -53,7 +54,7 @@ class EohSection(Section):
     @field_validator("tie_break")
     @classmethod
     def _once_each(cls, value: list[str]) -> list[str]:
-        names = [tie.split(" ", 1)[1] for tie in value]
+        names = [parse_tie(tie)[1] for tie in value]
         require(len(set(names)) == len(names), "eoh.tie_break", "must name each measure once", value)
         return value
 

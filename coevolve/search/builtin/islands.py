@@ -98,11 +98,9 @@ class IslandsMethod(OverMethod):
         count = len(self.islands) // 2
         if count == 0:
             return
-        sign = 1.0 if self.direction == "min" else -1.0
-
         def rank(index: int) -> tuple:
             best = self.islands[index].best()
-            return (best is None, sign * best.objective if best else 0.0, index)
+            return (best is None, *(self.rank(best)[:-1] if best else ()), index)
 
         order = sorted(range(len(self.islands)), key=rank)
         keep, reset = order[:-count], order[-count:]

@@ -46,7 +46,7 @@ from coevolve.base.errors import UsageError
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
-from coevolve.search.population import Candidate, Population, better
+from coevolve.search.population import Candidate, Population, better, outranks
 from tasks.base import declared_behaviour, template_profile
 
 GENERIC: dict[str, tuple[float, float]] = {"lines": (1.0, 60.0), "branches": (0.0, 16.0), "calls": (0.0, 40.0),
@@ -217,7 +217,7 @@ class MapElitesMethod(OverMethod):
             self.values[candidate.id] = values
             where = self.cell(values)
             held = self.grid.get(where)
-            if held is None or self.rank(candidate) < self.rank(held):  # equal: the earlier, unless a tie-break says
+            if held is None or outranks(self.rank, candidate, held):  # equal: the earlier stays
                 self.grid[where] = candidate
 
     def elites(self) -> Population:
