@@ -629,6 +629,9 @@ def test_a_tie_break_picks_among_programs_of_equal_objective(tmp_path, monkeypat
     winner = "short.py" if way == "min" else "long.py"
     assert summary["best"]["id"] == starts[winner]["id"]
     assert ("unused = 0" in (run / "best.py").read_text()) == (way == "max")
+    assert summary["context"]["tie_break"] == {"ties": [f"{way} lines"], "tied": 1}
+    assert f"tie-break           {way} lines (eoh.tie_break): the best won it over 1 program of its objective" \
+        in capsys.readouterr().out
     capsys.readouterr()
     wrong = _toml(tmp_path, "eoh", '[eoh]\ntie_break = ["max nearst"]\n', budget=4)
     for plan in ([], ["--plan"]):  # the plan of a run that would be refused is refused

@@ -493,6 +493,12 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
                                           f"out to fit [model] max_len = {lean['max_len']}{endpoint} (as far as "
                                           "needed, in order: the failure report, the parents' notes, the skill, all "
                                           "parents but the first; each step event's requests say how far)"))
+    ties = context.get("tie_break")  # only under [eoh] tie_break
+    if ties:
+        tied = ties["tied"]
+        rows.append(("tie-break", f"{', '.join(ties['ties'])} (eoh.tie_break): " + (
+            f"the best won it over {tied} program{'s' if tied != 1 else ''} of its objective" if tied
+            else "no other program had the best's objective")))
     if context.get("scoring_seeds", 1) > 1:  # absent from older summaries
         rows.append(("scoring", f"each program under {context['scoring_seeds']} seeds of its random generators, "
                                 "the mean kept; one failing seed fails it ([sandbox] seeds)"))

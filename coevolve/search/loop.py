@@ -1179,7 +1179,21 @@ class SearchLoop:
                 "proposers": self._proposers(),
                 "edits": self._edits(),
                 "spend": round(self.spend, 6) if self.config.caps.prices else None,
+                **({"tie_break": self._ties()} if self.config.eoh.tie_break else {}),
                 **({"extended": self.extensions} if self.extensions else {})}
+
+    def _ties(self) -> dict[str, Any]:
+        """[eoh] tie_break: the tie-breaks, and how many other programs (proposed or seeded, repeats not
+        counted) had the best's objective: what the best won them over."""
+        best, decimals = self.method.best(), self.config.eoh.dedup_decimals
+
+        def rounded(value: float) -> float:
+            return value if decimals < 0 else round(value, decimals)
+
+        tied = 0 if best is None else sum(
+            1 for c in self._pool()
+            if c.valid and c.duplicate_of is None and c.id != best.id and rounded(c.objective) == rounded(best.objective))
+        return {"ties": list(self.config.eoh.tie_break), "tied": tied}
 
     def _edits(self) -> dict[str, int]:
         """Edit answers (the `diff` operator): how many were asked for, applied as blocks, answered with a
