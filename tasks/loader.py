@@ -91,14 +91,20 @@ def _split_file(spec: str) -> tuple[str, str | None] | None:
 
 _cache: dict[str, Resolved] = {}
 _entry_points: tuple[Any, ...] | None = None  # the coevolve.tasks group, scanned once per process
+# {(what, original path): the run's copy read instead}: files that changed since a run, read from the
+# run's copy (locate_files, on_change="copy") in this process, for the command that read them to say
+# so (copy_notes); kept here because those reads happen deep in report's and eval's machinery.
+_copied_for_changed: dict[tuple[str, str], str] = {}
 
 
 def clear_cache() -> None:
-    """Forget resolved specs and the scanned entry points (tests that install
-    or remove a plugin, or edit a task file, call it; a fresh process starts clear)."""
+    """Forget resolved specs, the scanned entry points and the changed files read from a run's
+    copy (tests that install or remove a plugin, or edit a task file, call it; a fresh process
+    starts clear)."""
     global _entry_points
     _cache.clear()
     _entry_points = None
+    _copied_for_changed.clear()
 
 
 def resolve(spec: str) -> Resolved:
@@ -375,14 +381,25 @@ def read_record(directory: str | Path, record: str = RECORD) -> dict[str, dict]:
     return entries
 
 
+def copy_notes() -> list[str]:
+    """One line per file that changed since its run and was read from the run's copy instead
+    (`locate_files(..., "copy")`) since the last call: `task file X changed since the run; using the
+    run's copy (DIR/task_files/...)`. `coevolve eval --run` and `coevolve report` print them."""
+    notes = [f"{what} file {path} changed since the run; using the run's copy ({copy})"
+             for (what, path), copy in _copied_for_changed.items()]
+    _copied_for_changed.clear()
+    return notes
+
+
 def locate_files(directory: str | Path, record: str, what: str,
                  on_change: Literal["refuse", "accept", "copy"] = "refuse",
                  flag: str | None = None) -> tuple[dict[str, str], list[dict]]:
     """Where each file spec recorded in `directory`'s `record` is read from in this process: the
     original file when it is unchanged, the run's copy when the original is gone. A changed original
     is a TaskSpecError (`refuse`, naming `flag` as the way on), the edited file (`accept`), or the
-    run's copy (`copy`: what report and eval read, the source the run used). Returns {spec: spec to
-    load} and one `{what}_changed` event per accepted change, for the caller to log."""
+    run's copy (`copy`: what report and eval read, the source the run used; noted for copy_notes).
+    Returns {spec: spec to load} and one `{what}_changed` event per accepted change, for the caller
+    to log."""
     directory = Path(directory)
     targets, changed = {}, []
     for spec, entry in read_record(directory, record).items():
@@ -402,6 +419,8 @@ def locate_files(directory: str | Path, record: str, what: str,
                             "sha256": digest})
         elif copy.is_file():
             target = from_copy
+            if path.is_file():  # changed, and on_change == "copy": the caller's command says so
+                _copied_for_changed.setdefault((what, str(path)), str(copy))
         else:
             raise TaskSpecError(f"{what} file {path} is gone and the run's copy {copy} too")
         targets[spec] = target

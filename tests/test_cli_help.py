@@ -56,6 +56,17 @@ def test_top_level_help_says_where_to_start():
     assert "register(subparsers)" not in text  # the developer's note stays in the source
 
 
+def test_tasks_help_says_what_specs_do_one_way():
+    """`coevolve tasks SPEC` lists every task and then the SPECs (tests/test_sandbox_cli.py); its
+    description and its argument's help say that, not "those tasks" only."""
+    parser = parsers()["coevolve tasks"]
+    description = " ".join(parser.description.split())
+    (specs,) = [action for action in parser._actions if action.dest == "specs"]
+    assert "every built-in and installed plugin task" in description
+    assert "are described too, after them" in description and "those tasks" not in description
+    assert specs.help == "a file or module task to describe too, after the built-in and plugin ones"
+
+
 def test_a_closed_pipe_ends_quietly():
     """`coevolve tasks | head -1`: the reader has left before the listing is written; no traceback,
     exit 141 as a shell reports a command its pipe's reader left."""

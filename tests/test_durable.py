@@ -206,6 +206,37 @@ def test_atomic_writes_replace_whole_files_and_leave_no_temp_files(tmp_path):
     assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["a.txt", "b.json"]
 
 
+@pytest.fixture
+def umask():
+    """Set the process's umask for one test; the old one is back afterwards."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700), (0o002, 0o664, 0o775)])
+def test_durable_files_take_the_mode_open_gives_under_the_umask(tmp_path, umask, mask, file_mode, dir_mode):
+    """Every file of a run directory is readable by whoever the umask lets read a plain
+    open()'s file: atomic writes (summary.json, best.py, config.toml) and appends
+    (events.jsonl) alike, a rewrite included; a whole directory as mkdir() makes one."""
+    umask(mask)
+    atomic_write_json(tmp_path / "summary.json", {"a": 1})
+    atomic_write_json(tmp_path / "summary.json", {"a": 2})  # replaced: the new file's mode too
+    atomic_write_text(tmp_path / "best.py", "x = 1\n")
+    with durable.atomic_path(tmp_path / "plot.png") as tmp:
+        tmp.write_bytes(b"png")
+    append_jsonl(tmp_path / "events.jsonl", {"i": 0})
+    with JsonlWriter(tmp_path / "candidates.jsonl", truncate=True, fsync=False) as log:
+        log.append({"i": 0})
+    with durable.atomic_directory(tmp_path / "model") as work:
+        (work / "config.json").write_text("{}")
+    open(tmp_path / "plain.txt", "w").close()
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"summary.json": file_mode, "best.py": file_mode, "plot.png": file_mode,
+                     "events.jsonl": file_mode, "candidates.jsonl": file_mode, "plain.txt": file_mode,
+                     "model": dir_mode}
+
+
 def test_the_base_layer_imports_nothing_from_the_rest_of_coevolve():
     """durable may use its own layer (coevolve.base.errors), nothing above it;
     tests/test_layers.py checks the same rule for every module."""

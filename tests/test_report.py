@@ -146,6 +146,34 @@ def test_render_a_single_run_and_bad_directories(comparison, tmp_path):
         render(tmp_path / "empty")
 
 
+def test_report_of_a_run_whose_task_file_changed_reads_the_runs_copy_and_says_so(comparison, tmp_path, capsys):
+    """`coevolve report RUN` after the run's task file was edited: the run's task_files/ copy is
+    read (the source the run used), and one note on stderr says so."""
+    from coevolve.base.config import read_toml
+    from coevolve.cli import main
+    from tasks.loader import absolute_spec, clear_cache, copy_notes, record_tasks
+
+    run = comparison / "runs/tsp_construct/sample-b10-s0"
+    mine = tmp_path / "mine.py"
+    mine.write_text("from tasks.tsp_construct import TSPConstruct\n\n\nclass Mine(TSPConstruct):\n    pass\n")
+    spec = absolute_spec(f"{mine}:Mine")
+    record_tasks(run, [spec])
+    config = read_toml(run / "config.toml")
+    config["run"]["task"] = spec
+    atomic_write_text(run / "config.toml", dump_toml(config))
+    clear_cache()
+    assert main(["report", str(run)]) == 0
+    assert "note:" not in capsys.readouterr().err  # unchanged: nothing to say
+    mine.write_text(mine.read_text() + "# edited since the run\n")
+    clear_cache()
+    assert main(["report", str(run)]) == 0
+    captured = capsys.readouterr()
+    (copy,) = (run / "task_files").glob("*.py")
+    assert captured.err.splitlines() == [f"note: task file {mine.resolve()} changed since the run; using the run's copy "
+                                         f"({copy})"], captured.err
+    assert "report.md" in captured.out and copy_notes() == []  # said once
+
+
 def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart(tmp_path):
     """The committed eoh vs eoh+esopt result's shape: every run's best is the task
     template, so every test score equals the template's and the arms tie."""

@@ -40,6 +40,61 @@ def test_tasks_lists_splits_and_sizes(capsys):
     assert "sudoku  (agent task" in out
 
 
+def test_tasks_with_specs_lists_every_task_and_then_those(tmp_path, capsys):
+    """`coevolve tasks SPEC`, as its --help says: the built-in (and plugin) tasks, then the SPECs."""
+    import inspect
+
+    from test_task_registry import ToyPick
+
+    mine = tmp_path / "mine.py"
+    mine.write_text("import numpy as np\nfrom tasks.base import InvalidSolution\n\n\n" + inspect.getsource(ToyPick))
+    assert main(["tasks", str(mine)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^tsp_construct\s+select_next_node\(\)", out, re.M) and "sudoku  (agent task" in out
+    blocks = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert blocks[-1] == f"{mine.resolve()}:ToyPick  [file]  pick()  maximise  train on train 5", out
+    assert sum(str(mine.resolve()) in line for line in blocks) == 1
+
+
+def test_eval_run_scores_an_edited_task_file_with_the_runs_copy_and_says_so(tmp_path, capsys):
+    """`coevolve eval --run` of a run whose task file was edited since: scored on the source the run
+    used (its task_files/ copy), with one note on stderr naming both files."""
+    import inspect
+
+    import numpy as np
+
+    from test_task_registry import ToyPick
+    from tasks.loader import absolute_spec, clear_cache, record_tasks
+
+    source = "import numpy as np\nfrom tasks.base import InvalidSolution\n\n\n" + inspect.getsource(ToyPick)
+    problem = tmp_path / "mine" / "problem.py"
+    problem.parent.mkdir()
+    problem.write_text(source)
+    run = tmp_path / "run"
+    run.mkdir()
+    spec = absolute_spec(str(problem))
+    record_tasks(run, [spec])  # as `coevolve run` records it: tasks.json and task_files/
+    (run / "config.toml").write_text(f'[run]\ntask = "{spec}"\n')
+    (run / "best.py").write_text("def pick(values):\n    return max(range(len(values)), key=values.__getitem__)\n")
+    edited = "return 1000.0 + total / len(instances)"
+    problem.write_text(source.replace("return total / len(instances)", edited))
+    assert edited in problem.read_text()
+    clear_cache()  # a fresh process's lookups
+    assert main(["eval", "--run", str(run), "--split", "test", "--size", "9", "--no-reference"]) == 0
+    captured = capsys.readouterr()
+    (copy,) = (run / "task_files").glob("*.py")
+    assert captured.err.splitlines() == [f"note: task file {problem.resolve()} changed since the run; "
+                                         f"using the run's copy ({copy})"], captured.err
+    best = np.mean([max(values) for values in ToyPick().instances("test", 9)])
+    row = re.search(r"^\s+9\s+([\d.]+)", captured.out, re.M)
+    assert row and float(row.group(1)) == pytest.approx(best, abs=1e-4), captured.out
+    # unchanged (restored): no note
+    problem.write_text(source)
+    clear_cache()
+    assert main(["eval", "--run", str(run), "--split", "test", "--size", "9", "--no-reference"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
 def test_eval_prints_objective_gap_valid_and_time(nearest_file, capsys):
     from tasks.base import evaluate_in_process, gap
     from tasks.registry import get_task

@@ -16,6 +16,10 @@ Two shapes, one rule each:
   itself survives a power cut. A reader sees the old file or the new one,
   never half of either.
 
+Both make files with the mode a plain open() gives a new one, 0o666 less the
+process's umask (0o644 under the usual 0o022), so everyone who may read one
+file of a run directory may read all of them.
+
 fsync policy: `fsync=True` (the default) makes every completed `append`
 durable against a crash of the machine, not only of the process. Pass
 `fsync=False` only for files that are cheap to recompute; a process kill
@@ -29,11 +33,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from coevolve.base.errors import CorruptFileError, UsageError
 
@@ -127,8 +132,9 @@ class JsonlWriter:
         else:
             repair_jsonl(self.path)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        # a raw descriptor: no userspace buffer can hold half a record
-        self._fd: int | None = os.open(self.path, flags, 0o644)
+        # a raw descriptor: no userspace buffer can hold half a record; 0o666 less
+        # the umask, as open() makes a file (and as the atomic writes below do)
+        self._fd: int | None = os.open(self.path, flags, 0o666)
         if created or truncate:
             _fsync_dir(self.path.parent)
 
@@ -199,16 +205,44 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _create_beside(path: Path, name: str, suffix: str, create: Callable[[Path], None]) -> Path:
+    """A new, uniquely named entry `.{name}.{random}{suffix}` in `path`'s folder, made by
+    `create` (which must fail with FileExistsError when the name is taken).
+
+    Not tempfile.mkstemp / mkdtemp: they make the entry 0o600 / 0o700 whatever the
+    umask, and the rename would publish that mode, so a colleague or a dashboard under
+    another account could read some files of a run and not others. Made here with the
+    mode a plain open() or mkdir() asks for (0o666 / 0o777), the kernel applies the
+    process's umask (or the folder's default ACL) itself, at creation: no umask is read,
+    so nothing has to set it (os.umask is the only way to read it, and it changes it for
+    every thread while it does)."""
+    for _ in range(100):
+        candidate = path.parent / f".{name}.{secrets.token_hex(4)}{suffix}"
+        try:
+            create(candidate)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
+
+
+def _create_file(path: Path) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+
+
+def _create_directory(path: Path) -> None:
+    os.mkdir(path, 0o777)
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path beside `path` for a writer that wants a file name
     (savefig, safetensors); on a clean exit it is fsynced and renamed over
-    `path`, on an exception removed."""
+    `path`, on an exception removed. The file gets the mode open() would give
+    it: 0o666 less the umask (0o644 under the usual 0o022)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _create_beside(path, path.stem, f".tmp{path.suffix}", _create_file)
     try:
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)
@@ -260,10 +294,11 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield an empty temp directory beside `path`; on a clean exit its files
     are fsynced and it replaces `path` (an old `path` is moved aside first and
     then deleted), on an exception it is removed. A crash never leaves a half
-    directory under the final name."""
+    directory under the final name. The directory gets the mode mkdir() would
+    give it: 0o777 less the umask."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    work = _create_beside(path, path.name, ".tmp", _create_directory)
     try:
         yield work
         for file in work.rglob("*"):

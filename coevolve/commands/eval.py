@@ -1,7 +1,8 @@
 """`coevolve eval FILE.py --task T [--split S] [--size N]`: score one program
 in the sandbox on a task's instance sets and compare with the reference.
 `coevolve eval --run DIR [--split S]`: the run's best.py on the run's own
-task (a file task is re-found from the run directory alone).
+task (a file task is re-found from the run directory alone; one edited since
+the run is read from the run's copy, with a note on stderr).
 
 Without --size every size of the split is scored, one row each. Exit code 0
 when every set scored, 1 when any failed (the typed failure is printed), 2
@@ -25,7 +26,7 @@ from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.sandbox.pool import MAX_SEEDS
 from tasks.base import gap
-from tasks.loader import absolute_spec
+from tasks.loader import absolute_spec, copy_notes
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
 _QUOTE = " " * 8 + FENCE
@@ -80,7 +81,9 @@ def task_of_run(args: argparse.Namespace) -> None:
     best.py as the program."""
     store = RunStore.open(args.run)
     config = read_toml(store.config_path)  # once: the task here and, below, the seeds the run scored with
-    task = run_task(store, config)  # a changed file: score on the source the run used
+    task = run_task(store, config)  # a changed file: score on the source the run used, and say so
+    for note in copy_notes():
+        print(f"note: {note}", file=sys.stderr)
     if task is None:
         raise UsageError(f"{store.config_path}: no run.task")
     args.task = task

@@ -1,11 +1,15 @@
 """`coevolve report DIR`: rebuild the tables and plots of a comparison or of
-one run from the files in DIR, without running or scoring anything."""
+one run from the files in DIR, without running or scoring anything. A task
+or method file edited since the run is read from the run's copy, with a note
+on stderr."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from coevolve.report import render
+from tasks.loader import copy_notes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,6 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    for name, path in render(args.directory).items():
+    written = render(args.directory)
+    for note in copy_notes():  # read as the run used them, not as edited since
+        print(f"note: {note}", file=sys.stderr)
+    for name, path in written.items():
         print(f"{name}: {path}")
     return 0

@@ -1,6 +1,7 @@
-"""`coevolve tasks [SPEC ...]`: the built-in and installed plugin tasks (entry
-points of the `coevolve.tasks` group), with their splits and sizes; with
-SPECs (path/to/problem.py[:Class], package.module:Class), those tasks."""
+"""`coevolve tasks [SPEC ...]`: every built-in and installed plugin task (entry
+points of the `coevolve.tasks` group), with its splits and sizes; SPECs
+(path/to/problem.py[:Class], package.module:Class) are described too, after
+them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tasks.registry import heuristic_task, kind, list_tasks, plugin_tasks
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tasks", help="list tasks with their splits and sizes", description=__doc__)
-    p.add_argument("specs", nargs="*", help="also describe these file or module tasks")
+    p.add_argument("specs", nargs="*", metavar="SPEC",
+                   help="a file or module task to describe too, after the built-in and plugin ones")
     p.set_defaults(handler=handle)
 
 
