@@ -50,14 +50,16 @@ from coevolve.es.optimizer import replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
                            agent_run_config, agent_runs, arm_method, arm_plan, base_directory, baseline_directory,
-                           check_structure, load_compare_config, planned_runs, run_config, run_state, scored_sets, _task_or_error)
+                           check_arms, check_structure, load_compare_config, planned_runs, run_config, run_state,
+                           scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
-from coevolve.search.methods import check_with_task, es_population, record_methods
+from coevolve.search.methods import es_population, record_methods
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.base import SeededSets, gap, starting_program
+from tasks.loader import record_tasks
 from tasks.registry import heuristic_task
 
 
@@ -80,21 +82,40 @@ def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
     return ""
 
 
-def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple[RunStore, Any]:
-    """The run's store and the config it runs under. An existing run keeps its own
-    config.toml (the loop replays against it); it must match the comparison's."""
-    if not RunStore(directory).config_path.exists():
-        store = RunStore.create(directory, dump_toml(as_dict(config)))
-        if isinstance(config, RunConfig):  # a method file's copy: the run directory resumes and reports alone
-            record_methods(directory, [config.run.method])
-        return store, config
-    store = RunStore.open(directory)
+def existing_config(config: RunConfig | AgentRunConfig, directory: Path) -> Any:
+    """The config an existing run in `directory` runs under (None: no run there yet); it must match the
+    comparison's: a run's settings changed since it started are refused, naming the first one."""
+    store = RunStore(directory)
+    if not store.config_path.exists():
+        return None
     existing = build_config(type(config), read_toml(store.config_path))
     if _settings(existing) != _settings(config):
         raise UsageError(f"{directory} holds a run under other settings: "
                          f"{_first_difference(_settings(existing), _settings(config))}; "
                          "use another --out, or delete that run to redo it")
-    return store, existing
+    return existing
+
+
+def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple[RunStore, Any]:
+    """The run's store and the config it runs under. An existing run keeps its own
+    config.toml (the loop replays against it); it must match the comparison's."""
+    existing = existing_config(config, directory)
+    if existing is None:
+        store = RunStore.create(directory, dump_toml(as_dict(config)))
+        if isinstance(config, RunConfig):  # a method file's copy: the run directory resumes and reports alone
+            record_methods(directory, [config.run.method])
+        return store, config
+    return RunStore.open(directory), existing
+
+
+def begin(config: CompareConfig | AgentCompareConfig, root: Path) -> None:
+    """The comparison directory, once every check passed: made (or found), its file tasks and method
+    files copied in (tasks.json, methods.json: a rerun refuses an edited one, the report reads the copy
+    when the original is gone), and the resolved config written (compare.toml)."""
+    make_directory(root, "the comparison directory (compare.out, --out)")
+    record_tasks(root, config.compare.tasks)
+    record_methods(root, [arm_method(config, m) for m in config.compare.methods])
+    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
 
 
 # ---------------------------------------------------------------- running
@@ -156,20 +177,25 @@ class _Resources:
             self._engine.close()
 
 
-def execute_run(config: RunConfig, store: RunStore, resources: _Resources) -> SearchSummary:
+def execute_run(config: RunConfig, store: RunStore, resources: _Resources, *, label: str = "",
+                progress: bool = True) -> SearchSummary:
     """One run through the search loop; the shared engine leaves it with the
-    checkpoint's weights, whatever ES did to them."""
+    checkpoint's weights, whatever ES did to them. `label`: what its progress bar
+    is called (the comparison's arm: a named arm's name, not its method's);
+    `progress` False: no bar."""
     endpoint = resources.endpoint(config.endpoint)
     record_endpoint(store.dir, resources.described(config.endpoint))
     # a context-only run against an endpoint never starts the engine
     engine = resources.engine() if needs_engine(config.uses_es, config.endpoint) else endpoint
-    bar = progress_bar(config, label=f"{config.run.method} {config.run.task} seed {config.run.seed}")
+    bar = progress_bar(config, label=label or f"{config.run.method} {config.run.task} seed {config.run.seed}") \
+        if progress else None
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
-                      endpoint=endpoint, on_progress=bar.update_from)
+                      endpoint=endpoint, on_progress=bar.update_from if bar else None)
     try:
         return loop.run()
     finally:
-        bar.close()
+        if bar:
+            bar.close()
         if config.uses_es:
             engine.reset()
 
@@ -178,16 +204,21 @@ Progress = Callable[[str], None]
 
 
 def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = None,
-                   log: Progress = print) -> Path:
+                   log: Progress = print, progress: bool = True) -> Path:
     """Run every planned run (skipping finished ones) and score each best
     heuristic on the test sets; `coevolve.report.render_comparison` renders
-    the result. Returns the comparison directory. Refuses (before anything
-    runs) arms that are not structurally matched, unless allowed.
+    the result. Returns the comparison directory. Every check that can refuse
+    runs before anything is written (a refused comparison leaves no directory
+    and no file behind): arms that are not structurally matched, unless
+    allowed; what each arm needs of each task (`plan.check_arms`); a planned
+    run's folder holding a run under other settings; the install, the model
+    and every endpoint. Then the directory is made (`begin`).
     `engine`: an already started engine to use (it is reset after ES runs and
     not closed); None starts the configured model when a run needs it.
+    `progress` False: no progress bars.
     An agent comparison goes to run_agent_comparison."""
     if isinstance(config, AgentCompareConfig):
-        return run_agent_comparison(config, root, engine=engine, log=log)
+        return run_agent_comparison(config, root, engine=engine, log=log, progress=progress)
     for difference in check_structure(config):
         log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
@@ -195,12 +226,10 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     for task, method, budget in dict.fromkeys((spec.task, spec.method, spec.budget) for spec in runs):
         for warning in arm_plan(config, task, method, budget)["warnings"]:
             log(f"warning: {task} {method}: {warning}")
+    check_arms(config)  # what a method needs of its task (MAP-Elites', Pareto's) and the tie-breaks, per arm
     configs = [run_config(config, spec, spec.directory(root)) for spec in runs]  # built once, used four times
-    checked = set()
-    for spec, run_cfg in zip(runs, configs):  # what a method needs of its task (MAP-Elites', Pareto's), per arm
-        if (spec.method, spec.task) not in checked:
-            checked.add((spec.method, spec.task))
-            check_with_task(run_cfg, heuristic_task(run_cfg.run.task))
+    for spec, run_cfg in zip(runs, configs):  # a rerun whose settings changed: refused before any run goes on
+        existing_config(run_cfg, spec.directory(root))
     if engine is None:  # refuse, before anything is written, a run the install or the model cannot run
         for run_cfg in configs:
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
@@ -209,8 +238,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     resources = _Resources(config, engine)
     for run_cfg in configs:  # every endpoint probed before anything is written (a named arm may have its own)
         resources.endpoint(run_cfg.endpoint)
-    make_directory(root, "the comparison directory (compare.out, --out)")
-    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
+    begin(config, root)
     try:
         for number, (spec, planned) in enumerate(zip(runs, configs), start=1):
             directory = spec.directory(root)
@@ -222,7 +250,8 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
                 continue
             log(f"{what}: {'resuming' if state == 'partial' else 'running'}")
             began = time.perf_counter()
-            summary = execute_run(run_cfg, store, resources)
+            summary = execute_run(run_cfg, store, resources, progress=progress,
+                                  label=f"{spec.method} {spec.task} seed {spec.seed}")
             best = summary.best.objective if summary.best else None
             log(f"{what}: done in {time.perf_counter() - began:.0f} s, best train objective "
                 f"{'-' if best is None else f'{best:.6g}'}, valid {summary.valid}/{summary.evaluations}")
@@ -383,32 +412,34 @@ HELDOUT_VERSION = 1
 
 
 def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine: Any = None,
-                         log: Progress = print) -> Path:
+                         log: Progress = print, progress: bool = True) -> Path:
     """Every arm of an agent comparison, seeds outermost: per task the base arm
     (the checkpoint) is scored, then each training run is run (or resumed) on the
     shared engine and its arm scored, on the same held-out set with the same
     sampling seeds (coevolve.agents.evaluate). Finished runs and arms whose
     heldout.json matches the settings and the run's outputs are skipped, so a
-    killed comparison continues where it stopped; `coevolve.report` renders it."""
+    killed comparison continues where it stopped; `coevolve.report` renders it.
+    What can refuse (the install, the model, each task's held-out set, a run's
+    folder under other settings) is checked before anything is written."""
     root = Path(root)
     c = config.compare
     if engine is None:  # the agents always play on the local engine
         methods = [arm_method(config, m) for m in c.methods]
         require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
         require_model(config.model)
-    make_directory(root, "the comparison directory (compare.out, --out)")
-    atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
-    resources = _Resources(config, engine)
+    for spec in agent_runs(config):  # a rerun whose settings changed: refused before any run goes on
+        existing_config(agent_run_config(config, spec, spec.directory(root)), spec.directory(root))
+    resources = _Resources(config, engine)  # starts nothing until a run asks
     tool = SandboxTool()
-    tasks: dict[str, tuple[Any, list[Any]]] = {}
     arms = len(c.seeds) * len(c.tasks) * (len(c.budgets) * sum(m != "base" for m in c.methods)
                                           + ("base" in c.methods))
     number = 0
     try:
+        # each task's held-out set, checked apart from training, before anything is written
+        tasks = {task_name: _heldout_task(config, task_name, tool) for task_name in c.tasks}
+        begin(config, root)
         for seed in c.seeds:
             for task_name in c.tasks:
-                if task_name not in tasks:
-                    tasks[task_name] = _heldout_task(config, task_name, tool)
                 for budget in c.budgets:
                     for method in c.methods:
                         if method == "base" and budget != c.budgets[0]:
@@ -417,7 +448,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
                         spec = RunSpec(task_name, method, budget, seed)
                         what = (f"[{number}/{arms}] {task_name} {method}"
                                 + ("" if method == "base" else f" budget {budget}") + f" seed {seed}")
-                        _agent_arm(config, root, spec, tasks[task_name], resources, what, log)
+                        _agent_arm(config, root, spec, tasks[task_name], resources, what, log, progress)
     finally:
         tool.close()
         resources.close()
@@ -438,7 +469,7 @@ def _heldout_task(config: AgentCompareConfig, name: str, tool: Any) -> tuple[Any
 
 
 def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: tuple[Any, list],
-               resources: _Resources, what: str, log: Progress) -> None:
+               resources: _Resources, what: str, log: Progress, progress: bool = True) -> None:
     """Train one arm's run (unless "base" or finished) and score it (unless scored)."""
     if spec.method == "base":
         directory, run_dir = base_directory(root, spec.task, spec.seed), None
@@ -453,7 +484,7 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: 
             began = time.perf_counter()
             try:
                 summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
-                                        label=f"{spec.method} {spec.task} seed {spec.seed}")
+                                        label=f"{spec.method} {spec.task} seed {spec.seed}", progress=progress)
             finally:
                 if run_cfg.uses_es:
                     resources.engine().reset()

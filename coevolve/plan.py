@@ -23,14 +23,14 @@ from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
 from coevolve.base.config import (Config, Section, as_dict, build_config, config_error, keys_under, merge_overrides,
                                   read_toml, require)
-from coevolve.base.errors import UsageError, did_you_mean
+from coevolve.base.errors import ConfigError, UsageError, did_you_mean
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.models import absolute_checkpoint
 from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search import methods as registry
-from coevolve.search.methods import check_method_name, run_plan
+from coevolve.search.methods import check_method_name, check_with_task, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
 from coevolve.search.skill import absolute_start, start_skill
 from coevolve.search.start_programs import absolute_programs, read_programs
@@ -460,6 +460,51 @@ def check_structure(config: CompareConfig) -> list[str]:
                          + "\nmake the plans equal, or pass --allow-unmatched (compare.allow_unmatched = true) "
                            "to compare them knowingly; the report will say so")
     return differences
+
+
+# ------------------------------------------------------ what each arm needs of its tasks
+def check_arms(config: CompareConfig) -> None:
+    """What each compared arm needs of each task it runs, checked as `coevolve run` checks it
+    (`check_with_task`: its method's needs, e.g. MAP-Elites' descriptors, and `[eoh] tie_break`'s names),
+    once per arm and task, before anything is written: `coevolve compare` and its `--plan` alike. A
+    refusal is one line (UsageError); a setting a named arm wrote is named where it wrote it
+    (`arm_error`)."""
+    c = config.compare
+    for task in c.tasks:
+        built = heuristic_task(task)
+        for name in c.methods:
+            try:
+                check_with_task(run_config(config, RunSpec(task, name, c.budgets[0], c.seeds[0]), Path("plan")),
+                                built)
+            except UsageError as exc:
+                raise arm_error(config, name, exc) from None
+
+
+_KEYED = re.compile(r"config error: (?P<key>[A-Za-z_][A-Za-z0-9_.]*)")
+
+
+def arm_error(config: CompareConfig, name: str, exc: UsageError) -> UsageError:
+    """A refusal of a named arm's run, named where the user wrote what was refused, as the config layer
+    names an arm's keys (`keys_under`): `config error: eoh.tie_break: ...` becomes
+    `config error: compare.arms.NAME.eoh.tie_break: ...` when the arm sets eoh.tie_break (run.method:
+    the arm's `method`). A key the arm does not set is the comparison's and stays as it is; a message
+    naming no key ends with the arm's name. A plain method's refusal is returned as it is."""
+    if name not in config.compare.arms:
+        return exc
+    message, head = str(exc), "config error: "
+    match = _KEYED.match(message)
+    kind = ConfigError if isinstance(exc, ConfigError) else UsageError
+    if match is None:
+        return kind(f"{message} (named arm {name})")
+    key = match.group("key")
+    section, _, field = key.partition(".")
+    if key == "run.method":
+        written = "method"
+    elif field.split(".")[0] in arm_settings(config, name).get(section, {}):
+        written = key
+    else:
+        return exc  # the comparison's own setting: named where it was written already
+    return kind(f"{head}compare.arms.{name}.{written}{message[match.end():]}")
 
 
 # ------------------------------------------------------------------ agent arms

@@ -347,3 +347,129 @@ def test_an_arms_starting_program_must_define_every_tasks_function_before_any_ru
     with pytest.raises(UsageError, match=r"^config error: compare.arms.eoh-warm.start.programs\[0\]: cannot read "
                                          r".*gone.py"):
         compare_config(raw, tmp_path)
+
+
+# ------------------------------------------- an arm's task checks: before anything is written
+def own_task(folder: Path) -> Path:
+    """A user's task file as `coevolve new-task mytask` writes it (no decision descriptors)."""
+    from coevolve.cli import main
+
+    assert main(["new-task", "mytask", "--dir", str(folder)]) == 0
+    return folder / "mytask" / "problem.py"
+
+
+def compare_toml(folder: Path, methods: list[str], arms: str, shared: str = "") -> Path:
+    """A small comparison of `folder`'s own task (mytask/problem.py), counted from the TOML's folder."""
+    path = folder / "cmp.toml"
+    path.write_text(f'[compare]\nmethods = {json.dumps(methods)}\ntasks = ["mytask/problem.py"]\nbudgets = [2]\n'
+                    f'seeds = [0]\n{shared}[sample]\nbatch = 2\npopulation = 2\n[test]\nlimit = 3\nworkers = 1\n'
+                    f'[sandbox]\nworkers = 1\n{arms}')
+    return path
+
+
+@pytest.mark.parametrize("methods, arms, shared, expected", [
+    (["eoh", "eoh-tb"], '[compare.arms.eoh-tb]\nmethod = "eoh"\neoh = { tie_break = ["max ontime"] }\n', "",
+     "config error: compare.arms.eoh-tb.eoh.tie_break: 'ontime' is not measured on every program nor a decision "
+     "descriptor of task mytask (known: seconds, lines"),
+    (["eoh", "me-bad"], '[compare.arms.me-bad]\nmethod = "map_elites"\nmap_elites = { descriptors = ["bogus"] }\n',
+     "", "config error: compare.arms.me-bad.map_elites.descriptors: 'bogus' is not a descriptor of task mytask"),
+    # the comparison's own [eoh] tie_break, met first in an arm that does not set it: named where it was written
+    (["eoh-nf", "eoh"], '[compare.arms.eoh-nf]\nmethod = "eoh"\ncontext = { feedback = false }\n',
+     '[eoh]\ntie_break = ["max ontime"]\n', "config error: eoh.tie_break: 'ontime' is not measured on every program"),
+])
+def test_an_arm_its_task_refuses_is_named_where_written_and_leaves_nothing_behind(tmp_path, capsys, monkeypatch,
+                                                                                  methods, arms, shared, expected):
+    """A comparison of a user's own task file that an arm's task check refuses (a tie-break or a MAP-Elites
+    descriptor the task lacks): one line naming the key where the user wrote it, exit 2, before the engine,
+    and no directory or file left: not the --out folder, not a runs/compare-<time> one. --plan refuses it
+    with the same line."""
+    from coevolve.cli import main
+    from coevolve.engine import pool
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: pytest.fail("a refused comparison started its engine"))
+    own_task(tmp_path)
+    path = compare_toml(tmp_path, methods, arms, shared)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    for flags in (["--out", str(tmp_path / "out")], [], ["--plan"]):
+        assert main(["compare", str(path), *flags]) == 2, flags
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert err.startswith("coevolve compare: error: ") and expected in err, (flags, err)
+        assert len(err.splitlines()) == 1, err
+        if flags == ["--plan"]:
+            assert captured.out == ""  # refused before the plan is printed
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_an_arm_its_method_cannot_run_on_a_task_is_named_by_its_method_key():
+    from coevolve.plan import check_arms
+
+    raw = with_arms({"par": {"method": "pareto"}}, ["eoh", "par"])
+    raw["compare"]["tasks"] = ["asp"]
+    with pytest.raises(UsageError) as info:
+        check_arms(compare_config(raw))
+    assert str(info.value).startswith("config error: compare.arms.par.method: pareto draws parents by the "
+                                      "instances they win; task asp gives no per-instance objectives")
+    raw["compare"]["methods"] = ["eoh", "pareto"]  # a plain method: named as `coevolve run` names it
+    with pytest.raises(UsageError, match=r"^config error: run.method: pareto draws parents"):
+        check_arms(compare_config(raw))
+
+
+def test_an_arms_refusal_naming_no_key_names_the_arm():
+    from coevolve.plan import arm_error
+
+    config = compare_config(with_arms({"eoh-nf": NO_FEEDBACK}, ["eoh", "eoh-nf"]))
+    refused = UsageError("task t: describe() of the template gave descriptors that are not finite numbers")
+    assert str(arm_error(config, "eoh-nf", refused)) == f"{refused} (named arm eoh-nf)"
+    assert arm_error(config, "eoh", refused) is refused  # a plain method's: as it is
+    # a key the arm sets is named under it; one it takes from the comparison stays the comparison's
+    assert str(arm_error(config, "eoh-nf", UsageError("config error: sampling.temperature: too hot"))) == \
+        "config error: compare.arms.eoh-nf.sampling.temperature: too hot"
+    assert str(arm_error(config, "eoh-nf", UsageError("config error: sampling.top_p: too wide"))) == \
+        "config error: sampling.top_p: too wide"
+
+
+def test_a_refused_comparison_fixed_runs_with_its_edited_task_and_bars_named_by_arm(tmp_path, capsys, monkeypatch):
+    """The newcomer's sequence, with the fake engine and the real sandbox: refused by an arm's tie-break,
+    the config fixed and the task file edited, the same --out runs (no 'changed since' from a record the
+    refused attempt left); each progress bar names its arm; --no-progress shows none; a rerun with an
+    arm's setting changed is refused before anything is written (compare.toml kept)."""
+    from coevolve.cli import main
+    from coevolve.engine import pool
+    from search_fakes import FakeEngine
+
+    class Engine(FakeEngine):
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: Engine())
+    problem = own_task(tmp_path)
+    arm = '[compare.arms.sample-tb]\nmethod = "sample"\neoh = {{ tie_break = ["{tie}"] }}\n'
+    path = compare_toml(tmp_path, ["sample", "sample-tb"], arm.format(tie="max ontime"))
+    out = tmp_path / "out"
+    assert main(["compare", str(path), "--out", str(out)]) == 2 and not out.exists()
+    compare_toml(tmp_path, ["sample", "sample-tb"], arm.format(tie="min lines"))
+    problem.write_text(problem.read_text() + "\n# edited after the refusal\n")
+    capsys.readouterr()
+    assert main(["compare", str(path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    spec = f"{problem.resolve()}:Mytask"
+    assert "changed since" not in err
+    assert f"sample-tb {spec} seed 0: " in err and f"sample {spec} seed 0: " in err  # each bar by its arm
+    (recorded,) = json.loads((out / "tasks.json").read_text()).values()
+    assert (out / recorded["copy"]).read_text() == problem.read_text()  # the edited file is the one run
+
+    quiet = tmp_path / "quiet"
+    assert main(["compare", str(path), "--out", str(quiet), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "eval/s" not in captured.err and "%|" not in captured.err, captured.err
+    assert "[2/2]" in captured.out and (quiet / "report.md").exists()
+
+    # the arm's settings changed under the same folder: refused before any run, compare.toml as it was
+    before = (out / "compare.toml").read_text()
+    (tmp_path / "cmp.toml").write_text(path.read_text().replace('"min lines"', '"max lines"'))
+    assert main(["compare", str(path), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a run under other settings: eoh.tie_break" in err and len(err.splitlines()) == 1, err
+    assert (out / "compare.toml").read_text() == before

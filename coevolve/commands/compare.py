@@ -1,9 +1,11 @@
-"""`coevolve compare CONFIG.toml [--out DIR] [--plan] [--allow-unmatched]`: run a
+"""`coevolve compare CONFIG.toml [--out DIR] [--plan] [--allow-unmatched] [--no-progress]`: run a
 budget-matched comparison (methods × tasks × budgets × seeds), score each run's
 best heuristic on the test sets (or, with `[compare] kind = "agent"`, each agent
 arm on the held-out problems) and write the report. Rerunning it continues
-where it stopped. `--plan` prints what would run, and checks that each +ESOpt
-arm spends its evaluations as its base method does, without running anything."""
+where it stopped. A comparison refused by a check writes nothing. `--plan`
+prints what would run, checks each arm against each task as the comparison
+would, and checks that each +ESOpt arm spends its evaluations as its base
+method does, without running or writing anything."""
 
 from __future__ import annotations
 
@@ -15,12 +17,11 @@ from typing import Any, Callable
 
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_task
 from coevolve.compare import run_comparison
-from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_method, arm_plan,
-                           load_compare_config, planned_runs, structural_differences, test_set_lines)
+from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_plan,
+                           check_arms, load_compare_config, planned_runs, structural_differences, test_set_lines)
 from coevolve.report import render_comparison
 from coevolve.search.methods import format_plan, record_methods, remember_methods
-from tasks.loader import record_tasks, remember_tasks
-
+from tasks.loader import remember_tasks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,39 +29,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__)
     p.add_argument("config", help="comparison TOML (see examples/paper/, examples/compare_*.toml, docs/compare.md)")
     p.add_argument("--out", help="comparison directory (default: compare.out, else runs/compare-<time>)")
-    p.add_argument("--plan", action="store_true", help="print each arm's plan and the structural check; run nothing")
+    p.add_argument("--plan", action="store_true",
+                   help="print each arm's plan and the structural check, after checking each arm against each task "
+                        "as the comparison would; run and write nothing")
     p.add_argument("--allow-unmatched", action="store_true",
                    help="compare +ESOpt arms with base methods whose plans differ (the report says so)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_check_seconds(p)
     p.set_defaults(handler=handle)
 
 
 def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
-                       log: Callable[[str], None] = print) -> Path:
+                       log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Run and score the comparison, then render its report."""
-    root = run_comparison(config, root, engine=engine, log=log)
+    root = run_comparison(config, root, engine=engine, log=log, progress=progress)
     render_comparison(root)
     return root
 
 
 def prepare_tasks(specs: list[str], root: Path, check: bool = True, seconds: float = CHECK_SECONDS) -> None:
-    """Before the LLM loads: check each heuristic task (the cheap part of
-    check-task), refuse a file task changed since this comparison started, and
-    record the file tasks (a copy and a hash) in the comparison directory."""
+    """Before the LLM loads: refuse a file task changed since this comparison started (when `root`
+    holds one already) and check each heuristic task (the cheap part of check-task). Writes nothing:
+    `run_comparison` records the file tasks (a copy and a hash) once every check has passed."""
     remember_tasks(root)
     for spec in specs if check else ():
         check_task(spec, seconds)
-    record_tasks(root, specs)
 
 
 def prepare_methods(names: list[str], root: Path) -> None:
     """Refuse a method file changed since this comparison started, and keep a copy of each in the
-    comparison directory (its report reads them from there when the originals are gone)."""
+    comparison directory (its report reads them from there when the originals are gone): both halves
+    of what a comparison does, which `coevolve compare` splits around its checks (remember_methods
+    before them, `run_comparison` records after them)."""
     remember_methods(root)
     record_methods(root, names)
 
 
 def print_plan(config: Any) -> None:
+    """What each arm would run, after the checks the comparison makes of each arm against each task
+    (`check_arms`: a refusal is the comparison's one line); nothing is written."""
+    check_arms(config)
     c = config.compare
     print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
           f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
@@ -118,10 +126,11 @@ def handle(args: argparse.Namespace) -> int:
     if agents:  # a user's environment through check-task's agent checks, once per task, before any file
         for spec in {s.task: s for s in agent_runs(config, seeds=config.compare.seeds[:1])}.values():
             check_agent_task(agent_run_config(config, spec, Path(out)), args.check_seconds)
+    # nothing is written until every check has passed: these only read a rerun's records
     prepare_tasks(config.compare.tasks, Path(out), check=not agents, seconds=args.check_seconds)
-    prepare_methods([arm_method(config, m) for m in config.compare.methods], Path(out))
+    remember_methods(Path(out))
     try:
-        root = compare_and_report(config, out)
+        root = compare_and_report(config, out, progress=not args.no_progress)
     except KeyboardInterrupt:  # the rerun must name the folder: without --out it would start a new one
         print(f"\ninterrupted\nevery finished run is in {out}: continue with "
               f"`coevolve compare {args.config} --out {out}`", file=sys.stderr)
