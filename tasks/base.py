@@ -72,8 +72,16 @@ class HeuristicTask(Protocol):
 
     # Optional, read by the sandbox when present (not part of the protocol check):
     #   instance_scores(decisions, instances) -> list[float]: each instance's objective, trusted side,
-    #     whose mean is score() (a task that has it keeps that promise; the sandbox then computes the
-    #     objective as that mean, once, and hands the profile back: MAP-Elites' `spread` and `wins`).
+    #     whose mean is score() (check-task holds the template to it). The sandbox calls score() for the
+    #     verdict and the objective, then this on the decisions score() accepted, and hands the profile
+    #     back (MAP-Elites' `spread` and `wins`, the notes against the template); what either raises is
+    #     the program's `invalid` verdict, naming the method. Where they disagree, score() is the objective.
+    #   score_is_instance_mean: bool (default False): True declares score() to be by definition the mean
+    #     of instance_scores() (every built-in task that has them: the ACO tasks' colony runs are too
+    #     costly to run twice); the sandbox then computes the profile once and takes its mean as the
+    #     objective WITHOUT calling score(), so a check that is only in score() is skipped. A subclass
+    #     overriding score() or instance_scores() below an inherited flag is not covered by it
+    #     (tasks.check.declared_instance_mean).
     #   decision_bytes(size) -> int: the most one decision's arrays weigh on the wire
     #     (default 8 * (size + 2) ** 2 + 4096: a tour, a pick list, a prior matrix);
     #     every frame a candidate sends is bounded by it.

@@ -79,6 +79,10 @@ class BPPACO:
         for items in instances.data:
             yield prior_matrix(fn(np.array(items), CAPACITY), len(items))
 
+    # score() is by definition the mean of instance_scores(): the sandbox computes the profile once and
+    # takes its mean as the objective, without calling score() (tasks/base.py)
+    score_is_instance_mean = True
+
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
         return colony_mean(self.colony, decisions, instances)
 

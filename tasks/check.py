@@ -98,6 +98,12 @@ def shape_problems(task: Any) -> list[str]:
         declared_behaviour(task)
     except ValueError as exc:
         problems.append(str(exc))
+    flag = getattr(task, "score_is_instance_mean", False)
+    if not isinstance(flag, bool):
+        problems.append(f"score_is_instance_mean: expected True or False, got {shown(flag)}")
+    elif flag and not callable(getattr(task, "instance_scores", None)):
+        problems.append("score_is_instance_mean: True, but the task has no instance_scores() whose mean score() "
+                        "would be; drop it or define instance_scores(decisions, instances)")
     if hasattr(task, "feedback") and not callable(task.feedback):
         problems.append(f"feedback: expected a method feedback(decisions, instances) -> str, got {shown(task.feedback)}")
     for split, sizes in splits.items():
@@ -111,6 +117,25 @@ def shape_problems(task: Any) -> list[str]:
                 problems.append(f"instance_seconds({size}): expected CPU seconds in (0, {MAX_INSTANCE_SECONDS:g}], "
                                 f"got {limit!r}")
     return problems
+
+
+def declared_instance_mean(task: Any) -> bool:
+    """Whether the sandbox scores `task` by the mean of its `instance_scores` without calling `score()`:
+    it declares `score_is_instance_mean = True` (score() is by definition that mean), has
+    instance_scores(), and the declaration stands beside or below both methods. A subclass that
+    overrides score() (to add a check) or instance_scores() under an inherited flag is not vouched for
+    by it: the sandbox then calls score() as for any task."""
+    if getattr(task, "score_is_instance_mean", False) is not True or not callable(getattr(task, "instance_scores", None)):
+        return False
+    mro = type(task).__mro__
+
+    def depth(name: str) -> int:  # how far up the class chain `name` is defined (-1: on the object itself)
+        if name in getattr(task, "__dict__", {}):
+            return -1
+        return next((i for i, cls in enumerate(mro) if name in vars(cls)), len(mro))
+
+    flag = depth("score_is_instance_mean")
+    return flag <= depth("score") and flag <= depth("instance_scores")
 
 
 def cascade_problems(task: Any, splits: dict[str, list[int]]) -> list[str]:

@@ -75,6 +75,10 @@ class TSPACO:
             np.fill_diagonal(shown, 1.0)  # the reference's convention: 1/d stays finite
             yield prior_matrix(fn(shown), len(coords))
 
+    # score() is by definition the mean of instance_scores(): the sandbox computes the profile once and
+    # takes its mean as the objective, without calling score() (tasks/base.py)
+    score_is_instance_mean = True
+
     def score(self, decisions: list[Any], instances: ACOSet) -> float:
         return colony_mean(self.colony, decisions, instances)
 

@@ -311,6 +311,85 @@ def test_every_built_in_heuristic_task_passes_check_task():
     assert not same_data(ACOSet(data, 5, 1), ACOSet(data, 5, 2))
 
 
+def test_every_built_in_task_with_a_profile_declares_score_the_mean_of_it():
+    """Their score() is by definition the mean of instance_scores(): the sandbox computes it once (the ACO
+    tasks' colony runs would otherwise run twice). asp has no profile and no declaration."""
+    from tasks.check import declared_instance_mean
+    from tasks.registry import HEURISTIC_TASKS, heuristic_task
+
+    declared = {name: declared_instance_mean(heuristic_task(name)) for name in HEURISTIC_TASKS}
+    with_profile = {name for name in HEURISTIC_TASKS if callable(getattr(heuristic_task(name), "instance_scores", None))}
+    assert {name for name, flag in declared.items() if flag} == with_profile, declared
+    assert {"tsp_construct", "kp_construct", "tsp_aco", "cvrp_aco", "bpp_aco"} <= with_profile
+
+
+# ToyPick with a per-instance profile that checks nothing: the checks stay in score()
+PROFILED = broken("    def instance_seconds(self, size):",
+                  "    def instance_scores(self, decisions, instances):\n"
+                  "        return [float(values[index]) for index, values in zip(decisions, instances)]\n\n"
+                  "    def instance_seconds(self, size):")
+
+
+def profiled(old: str, new: str) -> str:
+    assert old in PROFILED, old
+    return PROFILED.replace(old, new)
+
+
+def test_a_users_score_judges_even_with_instance_scores(tmp_path, capsys):
+    """The user's report: with instance_scores() defined, a check only score() made was skipped and
+    `coevolve eval` scored the program (exit 0). score() judges; instance_scores() gives the profile."""
+    refusing = profiled("total += values[index]", "if index == 3:\n"
+                        "                raise InvalidSolution('score() refuses index 3')\n"
+                        "            total += values[index]")
+    problem = write(tmp_path / "mine", "problem.py", refusing)
+    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    assert code == 0, err
+    program = write(tmp_path, "p.py", "def pick(values):\n    return 3\n")
+    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem))
+    assert code == 1 and "score() refuses index 3" in out + err, out + err
+    # instance_scores() raising on decisions score() accepted: the verdict names it and its line
+    raising = profiled("return [float(values[index]) for", "return [float({0: values[0]}[index]) for")
+    problem = write(tmp_path / "raising", "problem.py", raising)
+    line = raising[:raising.index("return [float({0: ")].count("\n") + 1
+    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem))
+    assert code == 1 and f"unusable decisions: instance_scores() raised KeyError: 3 (at {problem}:{line})" in out, \
+        out + err
+
+
+def declaring(text: str, value: str = "True") -> str:
+    """A task text with `score_is_instance_mean = value` on its class."""
+    return text.replace('train = ("train", 5)', f'train = ("train", 5)\n    score_is_instance_mean = {value}', 1)
+
+
+OTHER_MEAN = PROFILED.replace("return [float(values[index]) for", "return [1.0 + values[index] for")
+
+
+@pytest.mark.parametrize("case,text,expected", [
+    ("flag_not_bool", declaring(PROFILED, "'yes'"), "score_is_instance_mean: expected True or False, got 'yes'"),
+    ("flag_without_profile", declaring(PICK), "score_is_instance_mean: True, but the task has no instance_scores()"),
+    ("flag_and_other_mean", declaring(OTHER_MEAN),
+     "; score_is_instance_mean = True declares score() their mean, and the sandbox then scores every program by "
+     "that mean without calling score(): make score() their mean, or drop the declaration"),
+    ("other_mean", OTHER_MEAN, "; score() must be their mean (the sandbox's objective is score(), and the search "
+                               "compares programs instance by instance by these values)"),
+])
+def test_check_task_holds_score_to_the_mean_of_instance_scores(tmp_path, capsys, case, text, expected):
+    """check-task compares score() with the mean of instance_scores() on the template; with
+    score_is_instance_mean that is the declaration itself, and the message says so."""
+    problem = write(tmp_path / case, "problem.py", text)
+    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    assert code == 2 and expected in err, err
+    if case.endswith("other_mean"):
+        assert "instance_scores(): the template's 4 values for 4 instances average " in err, err
+
+
+def test_check_task_says_when_score_is_declared_the_mean(tmp_path, capsys):
+    problem = write(tmp_path / "flag", "problem.py", declaring(PROFILED))
+    code, out, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    assert code == 0, err
+    assert "twice, the mean of instance_scores() as score_is_instance_mean declares" in out, out
+
+
 # -- the sandbox holds for a user's decide() -------------------------------------------------------
 def test_hostile_user_decide_is_contained(tmp_path):
     from coevolve.sandbox import Sandbox

@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -221,6 +222,144 @@ def test_the_template_scored_in_process_under_the_seeds_is_what_the_sandbox_give
     assert len(set(objectives)) > 1 and objectives == scored.seed_objectives
     assert mean_profile(task, runs) == pytest.approx(scored.profile) == template_profile(task, 3)
     assert template_profile(task, 1) == pytest.approx(mean_profile(task, runs[:1]))
+
+
+def tour_lengths(decisions, instances) -> list[float]:
+    return [float(np.linalg.norm(coords[tour] - coords[np.roll(tour, -1)], axis=-1).sum())
+            for tour, coords in zip(decisions, instances)]
+
+
+def nearest_to_start(coords) -> int:
+    return int(np.argsort(np.linalg.norm(coords - coords[0], axis=-1))[1])
+
+
+class ProfiledTSP(TinyTSP):
+    """TinyTSP with a per-instance profile that checks nothing (its checks are all in score()), and no
+    score_is_instance_mean: the sandbox calls score() for the verdict and the objective."""
+
+    def instance_scores(self, decisions, instances) -> list[float]:
+        return tour_lengths(decisions, instances)
+
+
+class ScoreRefusesTSP(ProfiledTSP):
+    """A check only score() makes: a tour must go first to the city nearest the start."""
+
+    def score(self, decisions, instances) -> float:
+        for tour, coords in zip(decisions, instances):
+            if int(tour[1]) != nearest_to_start(coords):
+                raise InvalidSolution("score() refuses a first step to any city but the nearest")
+        return super().score(decisions, instances)
+
+
+class ScoreRaisesTSP(ProfiledTSP):
+    """A score() that breaks on tours its author did not expect (a KeyError)."""
+
+    def score(self, decisions, instances) -> float:
+        for tour, coords in zip(decisions, instances):
+            {nearest_to_start(coords): "nearest"}[int(tour[1])]  # score-raises-here
+        return super().score(decisions, instances)
+
+
+class ProfileRaisesTSP(ProfiledTSP):
+    """An instance_scores() that breaks on tours score() accepts."""
+
+    def instance_scores(self, decisions, instances) -> list[float]:
+        return [{nearest_to_start(coords): length}[int(tour[1])]  # profile-raises-here
+                for tour, coords, length in zip(decisions, instances, tour_lengths(decisions, instances))]
+
+
+class MeanOfProfileTSP(ProfileRaisesTSP):
+    """The scaffold's shape: score() is the mean of instance_scores(), which holds the checks."""
+
+    def score(self, decisions, instances) -> float:
+        return float(np.mean(self.instance_scores(decisions, instances)))
+
+
+class DoubledTSP(ProfiledTSP):
+    """score() and the profile's mean disagree (a bug in the task, not the program's)."""
+
+    def score(self, decisions, instances) -> float:
+        return 2 * super().score(decisions, instances)
+
+
+class FlaggedTSP(ProfiledTSP):
+    """score() is declared the mean of instance_scores(): the sandbox never calls it."""
+
+    score_is_instance_mean = True
+
+    def score(self, decisions, instances) -> float:
+        raise AssertionError("score() was called although score_is_instance_mean is declared")
+
+
+class OverriddenFlaggedTSP(FlaggedTSP):
+    """A subclass adds a check to score() under the inherited flag: the flag does not cover it."""
+
+    def score(self, decisions, instances) -> float:
+        for tour, coords in zip(decisions, instances):
+            if int(tour[1]) != nearest_to_start(coords):
+                raise InvalidSolution("the subclass's score() refuses a first step to any city but the nearest")
+        return float(np.mean(self.instance_scores(decisions, instances)))
+
+
+FARTHEST_FIRST = heuristic("return unvisited_nodes[-1] if len(unvisited_nodes) == len(distance_matrix) - 1 "
+                           "else unvisited_nodes[0]")
+
+
+def line_of(marker: str) -> int:
+    source = Path(__file__).read_text().splitlines()
+    return next(i for i, text in enumerate(source, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+def test_score_judges_and_instance_scores_gives_the_profile():
+    """Without score_is_instance_mean, score() gives the verdict and the objective (a check only it makes
+    counts), instance_scores() the profile; what either raises is an `invalid` verdict naming the method
+    that raised and the task's line, and where they disagree score() is the objective, the profile kept."""
+    instances = TinyTSP().instances("train", 8)
+    here = Path(__file__).resolve()
+    with Sandbox(workers=1, timeout_s=10) as sandbox:
+        good, refused, raised, profile_raised, through, doubled = sandbox.evaluate_many(
+            [(GOOD, ProfiledTSP(), None, None), (FARTHEST_FIRST, ScoreRefusesTSP(), None, None),
+             (FARTHEST_FIRST, ScoreRaisesTSP(), None, None), (FARTHEST_FIRST, ProfileRaisesTSP(), None, None),
+             (FARTHEST_FIRST, MeanOfProfileTSP(), None, None), (GOOD, DoubledTSP(), None, None)])
+        # the farthest-first tours are valid tours: only the checks above refuse them
+        assert sandbox.evaluate(FARTHEST_FIRST, ProfiledTSP()).ok
+        assert sandbox.evaluate(GOOD, ScoreRefusesTSP()).ok and sandbox.evaluate(GOOD, ScoreRaisesTSP()).ok
+    assert good.ok and good.objective == pytest.approx(GOOD_OBJECTIVE, rel=1e-12)
+    assert good.profile == pytest.approx(tour_lengths(list(TinyTSP().decide(nearest, instances)), instances))
+    assert refused.failure is FailureKind.INVALID, refused
+    assert refused.message == "invalid solution: score() refuses a first step to any city but the nearest"
+    assert raised.failure is FailureKind.INVALID and raised.message.startswith(
+        "unusable decisions: score() raised KeyError: "), raised
+    assert raised.message.endswith(f"(at {here}:{line_of('score-raises-here')})"), raised.message
+    assert profile_raised.failure is FailureKind.INVALID and profile_raised.message.startswith(
+        "unusable decisions: instance_scores() raised KeyError: "), profile_raised
+    assert profile_raised.message.endswith(f"(at {here}:{line_of('profile-raises-here')})"), profile_raised.message
+    # score() raised, on a line in instance_scores(): both are named
+    assert through.message.startswith("unusable decisions: score() raised KeyError: "), through
+    assert through.message.endswith(f"(at {here}:{line_of('profile-raises-here')}, in instance_scores)")
+    assert doubled.ok and doubled.objective == pytest.approx(2 * GOOD_OBJECTIVE, rel=1e-12)
+    assert np.mean(doubled.profile) == pytest.approx(GOOD_OBJECTIVE, rel=1e-12)
+
+
+def test_score_is_instance_mean_scores_by_the_profile_without_calling_score():
+    """A task declaring score_is_instance_mean (the ACO tasks: a colony run per instance, once) is scored
+    by the mean of its profile and its score() is never called; a subclass that overrides score() under
+    the inherited declaration is not covered by it, and its check counts."""
+    from tasks.check import declared_instance_mean
+
+    assert declared_instance_mean(FlaggedTSP()) and not declared_instance_mean(OverriddenFlaggedTSP())
+    assert not declared_instance_mean(ProfiledTSP())
+    with Sandbox(workers=1, timeout_s=10) as sandbox:
+        flagged, farthest, overridden, allowed = sandbox.evaluate_many(
+            [(GOOD, FlaggedTSP(), None, None), (FARTHEST_FIRST, FlaggedTSP(), None, None),
+             (FARTHEST_FIRST, OverriddenFlaggedTSP(), None, None), (GOOD, OverriddenFlaggedTSP(), None, None)])
+    for result in (flagged, farthest):
+        assert result.ok, result
+        assert result.objective == float(np.mean(result.profile)), result
+    assert flagged.objective == pytest.approx(GOOD_OBJECTIVE, rel=1e-12)
+    assert farthest.objective > flagged.objective
+    assert overridden.failure is FailureKind.INVALID and "the subclass's score() refuses" in overridden.message
+    assert allowed.ok and allowed.objective == pytest.approx(GOOD_OBJECTIVE, rel=1e-12)
 
 
 def hostile_battery(outside: str) -> list[tuple[str, str, object]]:

@@ -6,8 +6,10 @@ function_name, the splits and instance_seconds are sane (all cheap: `run`
 and `compare` check these too before loading the LLM); every split's
 smallest set is drawn twice and equal; the template's decide() yields data
 the sandbox wire carries; score() of the same decisions gives the same
-finite number twice; and the template scores that number on the training
-set through the real sandbox. A task that declares an evaluation cascade
+finite number twice, the mean of instance_scores() where the task has them
+(with score_is_instance_mean, what that declares: the sandbox then scores by
+that mean without calling score()); and the template scores that number on
+the training set through the real sandbox. A task that declares an evaluation cascade
 (cascade_stage, cascade_margin, cascade_against) has it checked too: well
 formed, its first stage one of splits(), drawn twice and equal, and scored by
 the template in this process and in the sandbox. A task that declares
@@ -41,7 +43,8 @@ from coevolve.sandbox import Sandbox, wire
 from tasks.agent_check import agent_problems
 from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
                         template_function)
-from tasks.check import LONGER, StillRunning, determinism_problems, overdue, shape_problems, time_limit
+from tasks.check import (LONGER, StillRunning, declared_instance_mean, determinism_problems, overdue,
+                         shape_problems, time_limit)
 from tasks.loader import absolute_spec, user_frame
 from tasks.registry import TaskOptionError, UnknownTask, agent_task, heuristic_task, kind
 
@@ -122,7 +125,8 @@ def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) 
         value, found = template_value(task)
     if found:
         return found
-    say(f"template: decide() yields wire data, score() = {value!r} twice")
+    mean = ", the mean of instance_scores() as score_is_instance_mean declares" if declared_instance_mean(task) else ""
+    say(f"template: decide() yields wire data, score() = {value!r} twice{mean}")
     with time_limit(seconds, f"feedback() on the template's decisions on {split} {size}"):
         note, found = template_note(task)
     if found:
@@ -189,7 +193,7 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
     if values[0] != values[1]:
         return None, [f"score(): not deterministic, the same decisions scored {values[0]!r} then {values[1]!r}"]
     per_instance = getattr(task, "instance_scores", None)
-    if callable(per_instance):  # the sandbox scores with them: their mean must be score()
+    if callable(per_instance):  # the per-instance profile the search compares programs by: its mean must be score()
         try:
             profile = [float(v) for v in per_instance(carried, instances)]
         except Exception as exc:
@@ -198,9 +202,13 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
 
         mean = float(np.mean(profile)) if profile else math.nan
         if len(profile) != count or mean != values[0]:
+            why = ("score_is_instance_mean = True declares score() their mean, and the sandbox then scores every "
+                   "program by that mean without calling score(): make score() their mean, or drop the declaration"
+                   if declared_instance_mean(task) else
+                   "score() must be their mean (the sandbox's objective is score(), and the search compares "
+                   "programs instance by instance by these values)")
             return None, [f"instance_scores(): the template's {len(profile)} values for {count} instances average "
-                          f"{mean!r}, but score() is {values[0]!r}; score() must be their mean (the sandbox scores "
-                          "with them)"]
+                          f"{mean!r}, but score() is {values[0]!r}; {why}"]
     named = declared_behaviour(task)  # shape_problems vouched for the declaration
     if named:  # the worker describes every program's decisions as it does the template's here
         try:

@@ -39,6 +39,7 @@ from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa:
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
 from tasks.base import PROGRAM_SEED, InvalidSolution, behaviour_of, feedback_of, seed_program_generators
+from tasks.check import declared_instance_mean
 from tasks.loader import user_frame
 from tasks.registry import get_task
 
@@ -214,22 +215,31 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = 
     if not isinstance(decisions, list) or len(decisions) != instance_count(instances):
         return _crash(f"the child reported {type(decisions).__name__} decisions, expected a list of "
                       f"{instance_count(instances)} (one per instance)")
+    # score() judges the decisions and gives the objective; instance_scores(), where the task has it, gives
+    # the per-instance profile (MAP-Elites' descriptors, the notes against the template), computed on the
+    # decisions score() accepted. A task that declares score_is_instance_mean (score() is by definition
+    # their mean: the ACO tasks' colony runs, too costly to run twice) is scored by the profile's mean,
+    # without calling score(). Where score() and the profile's mean disagree, score() is the objective
+    # and the profile is kept (check-task holds the template to their agreement).
+    per_instance = getattr(task, "instance_scores", None)
+    per_instance = per_instance if callable(per_instance) else None
+    by_profile = declared_instance_mean(task)  # not a flag a subclass inherits over its own score()
     profile = None
+    called = "score()"
     try:
-        per_instance = getattr(task, "instance_scores", None)
-        if callable(per_instance):  # score() is their mean: computed once, the profile handed back
-            profile = [float(v) for v in per_instance(decisions, instances)]
-            value = float(numpy.mean(profile)) if profile else math.nan
-        else:
+        if not by_profile:
             value = float(task.score(decisions, instances))
+        if per_instance is not None:
+            called = "instance_scores()"
+            profile = [float(v) for v in per_instance(decisions, instances)]
+        if by_profile:
+            value = float(numpy.mean(profile)) if profile else math.nan
     except InvalidSolution as exc:
         return {"failure": FailureKind.INVALID.value, "message": f"invalid solution: {exc}", "objective": None}
     except Exception as exc:  # decisions the checks did not anticipate: still the candidate's fault
-        # (the template passed the same score() in check-task); the message names the task's line
-        from tasks.loader import user_frame
-
+        # (the template passed the same code in check-task); the message names the task's line
         return {"failure": FailureKind.INVALID.value,
-                "message": f"unusable decisions: score() raised {user_frame(exc)}", "objective": None}
+                "message": f"unusable decisions: {called} raised {_raised_at(exc, called)}", "objective": None}
     if not math.isfinite(value):
         return {"failure": FailureKind.INVALID.value, "message": f"objective is {value}", "objective": None}
     result = {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
@@ -244,6 +254,25 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = 
     if note:
         result["feedback"] = note
     return result
+
+
+def _raised_at(exc: BaseException, called: str) -> str:
+    """`Type: message (at file:line)` of what the task's `called` method raised (tasks.loader.user_frame),
+    with the function that line is in when it is another one (score() calling instance_scores(), a
+    helper): `KeyError: 27 (at /me/task.py:99, in instance_scores)`."""
+    text = user_frame(exc)
+    _, found, where = text.rpartition(" (at ")
+    if not found or not text.endswith(")"):
+        return text
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = next((i for i in reversed(range(len(frames)))
+               if f"{frames[i].filename}:{frames[i].lineno}" == where[:-1]), None)
+    if at is None:
+        return text
+    while frames[at].name.startswith("<") and at > 0 and frames[at - 1].filename == frames[at].filename:
+        at -= 1  # a comprehension or a lambda: the function it is written in
+    name = frames[at].name
+    return text if name in (called.removesuffix("()"), "<module>") else f"{text[:-1]}, in {name})"
 
 
 # -- the untrusted side: runs in the candidate's child -----------------------

@@ -93,7 +93,12 @@ class __CLASS__:
             yield chosen
 
     def score(self, decisions: list[Any], instances: np.ndarray) -> float:
-        """Trusted side: recompute every load from the instances, never from the decisions' claims."""
+        """Trusted side: recompute every load from the instances, never from the decisions' claims.
+        The sandbox calls it on every program: its verdict (InvalidSolution) and its mean objective count.
+        Here it is the mean of instance_scores(), which holds the checks, so the two cannot disagree; a
+        check you add to either one always counts. (A task whose scoring is costly can declare
+        `score_is_instance_mean = True`: the sandbox then takes the mean of instance_scores() and never
+        calls score(), so every check must be in instance_scores(). Not worth it here.)"""
         return float(np.mean(self.instance_scores(decisions, instances)))
 
     def instance_scores(self, decisions: list[Any], instances: np.ndarray) -> list[float]:
