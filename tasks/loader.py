@@ -393,11 +393,12 @@ def copy_notes() -> list[str]:
 
 def locate_files(directory: str | Path, record: str, what: str,
                  on_change: Literal["refuse", "accept", "copy"] = "refuse",
-                 flag: str | None = None) -> tuple[dict[str, str], list[dict]]:
+                 flag: str | None = None, owner: str = "run") -> tuple[dict[str, str], list[dict]]:
     """Where each file spec recorded in `directory`'s `record` is read from in this process: the
     original file when it is unchanged, the run's copy when the original is gone. A changed original
     is a TaskSpecError (`refuse`, naming `flag` as the way on), the edited file (`accept`), or the
     run's copy (`copy`: what report and eval read, the source the run used; noted for copy_notes).
+    `owner`: what `directory` holds, as the refusal names it ("run", "comparison").
     Returns {spec: spec to load} and one `{what}_changed` event per accepted change, for the caller
     to log."""
     directory = Path(directory)
@@ -411,9 +412,12 @@ def locate_files(directory: str | Path, record: str, what: str,
         elif path.is_file() and on_change != "copy":
             digest = source_sha256(path)
             if on_change == "refuse":
-                way_on = f" or pass {flag} to go on with the edited file (recorded in the run's events)" if flag else ""
-                raise TaskSpecError(f"{what} file {path} changed since the run started (sha256 {entry['sha256'][:12]} "
-                                    f"-> {digest[:12]}); restore it (the run's copy: {copy}){way_on}")
+                way_on = (f" or pass {flag} to go on with the edited file (recorded in the run's events)" if flag
+                          else f", or {'compare' if owner == 'comparison' else 'run'} the edited file in a new "
+                               f"{owner} (another --out)")
+                raise TaskSpecError(f"{what} file {path} changed since the {owner} started (sha256 "
+                                    f"{entry['sha256'][:12]} -> {digest[:12]}); restore it (the {owner}'s copy: {copy})"
+                                    f"{way_on}")
             target = spec
             changed.append({"type": f"{what}_changed", "path": str(path), "recorded_sha256": entry["sha256"],
                             "sha256": digest})
@@ -428,11 +432,11 @@ def locate_files(directory: str | Path, record: str, what: str,
 
 
 def remember_tasks(directory: str | Path, on_change: Literal["refuse", "accept", "copy"] = "refuse",
-                   flag: str | None = None) -> list[dict]:
+                   flag: str | None = None, owner: str = "run") -> list[dict]:
     """Make the file tasks recorded in `directory` resolvable by their recorded
     specs in this process (locate_files: the original, or the run's copy).
     Returns one `task_changed` event per accepted change, for the caller to log."""
-    targets, changed = locate_files(directory, RECORD, "task", on_change, flag)
+    targets, changed = locate_files(directory, RECORD, "task", on_change, flag, owner)
     for spec, target in targets.items():
         _cache[spec] = resolve(target)
     return changed

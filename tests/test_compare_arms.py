@@ -473,3 +473,10 @@ def test_a_refused_comparison_fixed_runs_with_its_edited_task_and_bars_named_by_
     err = capsys.readouterr().err.strip()
     assert "holds a run under other settings: eoh.tie_break" in err and len(err.splitlines()) == 1, err
     assert (out / "compare.toml").read_text() == before
+    # the task file edited after the comparison ran: a rerun is refused in a comparison's words
+    (tmp_path / "cmp.toml").write_text(path.read_text().replace('"max lines"', '"min lines"'))
+    problem.write_text(problem.read_text() + "\n# edited after the comparison\n")
+    assert main(["compare", str(path), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"task file {problem.resolve()} changed since the comparison started" in err, err
+    assert "restore it (the comparison's copy: " in err and "compare the edited file in a new comparison" in err

@@ -187,8 +187,10 @@ def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
     root = compare_and_report(build_config(CompareConfig, json.loads(json.dumps(raw))), tmp_path / "cmp",
                               engine=engine, log=lambda line: None)
     assert engine.checksum() == before
-    copies = sorted(root.rglob("method_files/*.py"))  # each arm's directory keeps the method file it ran
-    assert len(copies) == 2 and all(c.read_text() == TOY for c in copies)
+    # the comparison's directory and each arm's keep the method file it ran (docs/search.md)
+    copies = sorted(root.rglob("method_files/*.py"))
+    assert len(copies) == 3 and all(c.read_text() == TOY for c in copies)
+    assert (root / "method_files").is_dir()
     results = json.loads((root / "results.json").read_text())
     assert [(r["method"], r["finished"]) for r in results["rows"] if r["kind"] == "method"] == [
         (toy, 1), (f"{toy}+esopt", 1)]

@@ -51,7 +51,7 @@ def prepare_tasks(specs: list[str], root: Path, check: bool = True, seconds: flo
     """Before the LLM loads: refuse a file task changed since this comparison started (when `root`
     holds one already) and check each heuristic task (the cheap part of check-task). Writes nothing:
     `run_comparison` records the file tasks (a copy and a hash) once every check has passed."""
-    remember_tasks(root)
+    remember_tasks(root, owner="comparison")
     for spec in specs if check else ():
         check_task(spec, seconds)
 
@@ -61,7 +61,7 @@ def prepare_methods(names: list[str], root: Path) -> None:
     comparison directory (its report reads them from there when the originals are gone): both halves
     of what a comparison does, which `coevolve compare` splits around its checks (remember_methods
     before them, `run_comparison` records after them)."""
-    remember_methods(root)
+    remember_methods(root, owner="comparison")
     record_methods(root, names)
 
 
@@ -128,7 +128,7 @@ def handle(args: argparse.Namespace) -> int:
             check_agent_task(agent_run_config(config, spec, Path(out)), args.check_seconds)
     # nothing is written until every check has passed: these only read a rerun's records
     prepare_tasks(config.compare.tasks, Path(out), check=not agents, seconds=args.check_seconds)
-    remember_methods(Path(out))
+    remember_methods(Path(out), owner="comparison")
     try:
         root = compare_and_report(config, out, progress=not args.no_progress)
     except KeyboardInterrupt:  # the rerun must name the folder: without --out it would start a new one

@@ -378,14 +378,15 @@ def record_methods(directory: str | Path, names: Sequence[str]) -> None:
     record_files(directory, [parse_name(n).base for n in names if isinstance(n, str)], RECORD, COPIES)
 
 
-def remember_methods(directory: str | Path, on_change: Literal["refuse", "copy"] = "refuse") -> None:
+def remember_methods(directory: str | Path, on_change: Literal["refuse", "copy"] = "refuse",
+                     owner: str = "run") -> None:
     """Make the method files recorded in `directory` load under their recorded names in this process:
     the original when it is unchanged, the run's copy when it is gone (or, `on_change="copy"`, edited).
     An edited original is refused (`refuse`: --resume), one line naming both files: a run goes on with
     the method it started with, or not at all."""
     from tasks.loader import locate_files  # its TaskSpecError is a UsageError: one line, exit status 2
 
-    targets, _ = locate_files(directory, RECORD, "method", on_change)
+    targets, _ = locate_files(directory, RECORD, "method", on_change, owner=owner)
     for spec, target in targets.items():
         _loaded[spec] = method_class(target)
 
