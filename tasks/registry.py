@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 from coevolve.base.errors import UsageError, did_you_mean
@@ -101,6 +102,19 @@ def is_agent_task(name: str) -> bool:
         return False
 
 
+def folder_hint(name: str) -> str:
+    """"; X is a folder: ..." when `name` is a folder holding Python files (`coevolve new-task X` makes
+    X/problem.py, and a newcomer names the folder), else ""."""
+    folder = Path(name)
+    if not folder.is_dir():
+        return ""
+    files = sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("test_"))
+    if not files:
+        return ""
+    first = next((f for f in ("problem.py", "env.py") if f in files), files[0])
+    return f"; {name} is a folder: give its task file, e.g. {folder / first}"
+
+
 def unknown_name(name: str) -> str | None:
     """What to say of a plain task name no registry or plugin holds, of either kind (before a run's
     kind is chosen by its task); None for a known name or a file/module spec."""
@@ -108,7 +122,7 @@ def unknown_name(name: str) -> str | None:
         return None
     return (f"unknown task {name!r} (heuristic design: {', '.join(sorted(HEURISTIC_TASKS))}; agent: "
             f"{', '.join(sorted(AGENT_TASKS))}; or path/to/problem.py, path/to/env.py, package.module:Class)"
-            f"{did_you_mean(name, [*HEURISTIC_TASKS, *AGENT_TASKS])}")
+            f"{folder_hint(name) or did_you_mean(name, [*HEURISTIC_TASKS, *AGENT_TASKS])}")
 
 
 def heuristic_task(name: str) -> HeuristicTask:
@@ -180,7 +194,7 @@ def _from_spec(name: str, known: list[str]) -> Any:
     name that is no plugin either is UnknownTask listing the known ones."""
     if not looks_like_spec(name) and name not in plugins():
         raise UnknownTask(f"unknown task {name!r} (known: {', '.join(known) or 'none'}; "
-                          f"or path/to/problem.py, package.module:Class){did_you_mean(name, known)}")
+                          f"or path/to/problem.py, package.module:Class){folder_hint(name) or did_you_mean(name, known)}")
     return resolve(name)
 
 

@@ -223,3 +223,14 @@ def test_an_unknown_descriptor_is_one_line_exit_2_before_any_engine(tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert "map_elites.descriptors: 'tangles' is not a descriptor of task tsp_construct" in err, err
     assert "nearest, crossings" in err and len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_check_task_says_the_descriptors_it_checked(capsys):
+    """A task's decision descriptors are checked on the template (check-task) and, once they pass, named."""
+    from coevolve.cli import main
+
+    assert main(["check-task", "--no-sandbox", "tsp_construct"]) == 0
+    out = capsys.readouterr().out
+    assert "ok  descriptors: describe_decisions() gives a finite nearest, crossings for the template's " in out
+    assert main(["check-task", "--no-sandbox", "tsp_aco"]) == 0
+    assert "descriptors:" not in capsys.readouterr().out  # declares none

@@ -77,9 +77,9 @@ def test_table_numbers(comparison):
 
     report = (comparison / "report.md").read_text()
     # distinct valid programs per run: seeds 0, 1, 2 -> 1, 2, 3 (sample); 1, 2 and none (sample+esopt)
-    assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 2.0000 ± 1.0000 | 3/3 |" in report
+    assert "| Sample | 4.6000 ± 0.2000 | 15.00% ± 5.00% | 40.00% ± 0.00% | 2 ± 1 | 3/3 |" in report
     assert variant["distinct_valid"] == {"n": 3, "mean": pytest.approx(1.0), "std": pytest.approx(1.0)}
-    assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 1.0000 ± 1.0000 | 2/3 |" in report
+    assert "| Sample+ESOpt | 4.3000 ± 0.1414 | 7.50% ± 3.54% | 26.67% ± 23.09% | 1 ± 1 | 2/3 |" in report
     # Welch by hand: shares 0.2²/3 = 0.01333 and 0.1414²/2 = 0.01, se 0.1528, df = 0.02333² / (0.01333²/2 +
     # 0.01²/1) = 2.88 -> t(2) = 4.303, half-width 0.657: -0.3 ± 0.657 includes 0. Seeds per arm for 80% power:
     # 0.3 / sqrt(0.06 / n) >= t(1.8 (n - 1)) + 0.8416 first holds at n = 7 (3.24 >= 3.07; n = 6: 3.00 < 3.10)
@@ -139,6 +139,7 @@ def test_render_a_single_run_and_bad_directories(comparison, tmp_path):
     written = render(run)
     text = written["report.md"].read_text()
     assert "| test20 | 1000 | 4.4000 | 4.0000 | 10.00% |  |" in text and "progress.png" in text
+    assert "This run's budget is 10 evaluations, counted by one ledger" in text and "Every run" not in text
     with pytest.raises(UsageError, match="not found"):
         render(tmp_path / "missing")
     (tmp_path / "empty").mkdir()

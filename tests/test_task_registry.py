@@ -214,3 +214,20 @@ def test_an_option_of_another_type_than_its_default_is_named(tmp_path):
         with pytest.raises(TaskOptionError) as caught:
             agent_task(str(env), options)
         assert str(caught.value) == message
+
+
+def test_a_folder_named_as_a_task_points_to_its_task_file(tmp_path, monkeypatch):
+    """`coevolve new-task mine` makes mine/problem.py; a newcomer then names the folder."""
+    from tasks.registry import UnknownTask, heuristic_task, unknown_name
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("test_problem.py", "helpers.py", "problem.py"):
+        (folder / name).write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert unknown_name("mine").endswith("; mine is a folder: give its task file, e.g. mine/problem.py")
+    with pytest.raises(UnknownTask, match=r"; mine is a folder: give its task file, e.g. mine/problem.py$"):
+        heuristic_task("mine")
+    (folder / "problem.py").unlink()
+    assert unknown_name("mine").endswith("e.g. mine/helpers.py")  # never the test file
+    assert "is a folder" not in unknown_name("tsp_constrct")

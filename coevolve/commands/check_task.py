@@ -127,6 +127,9 @@ def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) 
         return found
     mean = ", the mean of instance_scores() as score_is_instance_mean declares" if declared_instance_mean(task) else ""
     say(f"template: decide() yields wire data, score() = {value!r} twice{mean}")
+    if declared_behaviour(task):  # template_value checked them on the same decisions
+        say(f"descriptors: describe_decisions() gives a finite {', '.join(declared_behaviour(task))} for the "
+            "template's decisions (decision_descriptors: MAP-Elites' grid, [eoh] tie_break)")
     with time_limit(seconds, f"feedback() on the template's decisions on {split} {size}"):
         note, found = template_note(task)
     if found:

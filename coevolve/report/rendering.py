@@ -37,11 +37,13 @@ from tasks.loader import remember_tasks, task_label
 from tasks.registry import heuristic_task
 
 BUDGET_STATEMENT = (
-    "Every run has the same budget of {budget} evaluations, counted by one ledger "
+    "{whose} {budget} evaluations, counted by one ledger "
     "(coevolve/search/ledger.py) for every method: each candidate the LLM is asked for costs one "
     "evaluation whatever becomes of it — initial population, duplicates of earlier code and texts "
     "with no parseable code included. LLM requests and tokens are counted separately and consume no budget."
 )
+
+EVERY_RUN = "Every run has the same budget of"  # a comparison's; a single run's report says "This run's budget is"
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -78,10 +80,12 @@ def _table_rows_csv(rows: list[dict]) -> list[dict]:
 
 
 # ------------------------------------------------------------- formatting
-def fmt_mean_std(stats: dict, percent: bool = False) -> str:
+def fmt_mean_std(stats: dict, percent: bool = False, count: bool = False) -> str:
+    """`mean ± std`; a percentage, a count (mean over runs of a whole number: one decimal at most), or a
+    number in the report's format."""
     if stats["mean"] is None:
         return "–"
-    show = (lambda v: f"{100 * v:.2f}%") if percent else fmt_number
+    show = (lambda v: f"{100 * v:.2f}%") if percent else (lambda v: f"{round(v, 1):g}") if count else fmt_number
     return show(stats["mean"]) + ("" if stats["std"] is None else f" ± {show(stats['std'])}")
 
 
@@ -120,7 +124,7 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             cells += [fmt_mean_std(per_set[s]["objective"]), fmt_mean_std(per_set[s]["gap"], percent=True)]
         first = per_set[sets[0]]
         at = max(per_set[s]["at_template"] for s in sets)
-        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), fmt_mean_std(first["distinct_valid"]),
+        cells += [fmt_mean_std(first["train_valid_rate"], percent=True), fmt_mean_std(first["distinct_valid"], count=True),
                   f"{first['with_heuristic']}/{first['runs']}",
                   f"{at}/{first['finished']}", _links(first["dirs"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -228,7 +232,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} evaluations. "
              f"Seeds: {', '.join(map(str, c.seeds))}. Runs finished: {finished} of {len(records)}.",
              "",
-             " ".join(BUDGET_STATEMENT.format(budget=b) for b in c.budgets[:1]) +
+             " ".join(BUDGET_STATEMENT.format(whose=EVERY_RUN, budget=b) for b in c.budgets[:1]) +
              ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)") +
              (f" EoH's initial population ({config.eoh.init or config.eoh.population} candidates) is charged "
               "outside the budget, as the paper counts T (eoh.init_in_budget = false): EoH runs spend that many "
@@ -305,7 +309,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     written["results.json"] = root / "results.json"
     atomic_write_json(written["results.json"], {
         "config": {"compare": vars(c), "test": vars(t)},
-        "budget_counts": BUDGET_STATEMENT.format(budget="B"),
+        "budget_counts": BUDGET_STATEMENT.format(whose=EVERY_RUN, budget="B"),
         "rows": rows, "runs": run_rows(records), "conclusions": verdicts, "named_arms": arm_lines(config),
         "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
         "structurally_matched": not unmatched,
@@ -367,7 +371,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     found = run_starting_point(store.dir, summary.task) if summary.best else None
     parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
-             _table(_run_rows(summary, store.dir, found)), "```", "", BUDGET_STATEMENT.format(budget=summary.budget),
+             _table(_run_rows(summary, store.dir, found)), "```", "",
+             BUDGET_STATEMENT.format(whose="This run's budget is", budget=summary.budget),
              ""]
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
