@@ -43,6 +43,12 @@ timeout_s = 30
 # target = 1.02
 # patience = 4
 
+# Programs of equal objective told apart, in order (docs/search.md, "Equal
+# objectives"): "min lines" keeps the shorter; "min seconds" the faster; "max X"
+# or "min X" a decision descriptor X your task declares (decision_descriptors):
+# [eoh]
+# tie_break = ["min lines"]
+
 # What you know about the problem, shown in every prompt: a folder holding a
 # SKILL.md of "- rule" bullets (docs/own_problem.md; `coevolve distill` writes one
 # from a finished run):
