@@ -427,8 +427,11 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
         methods = [arm_method(config, m) for m in c.methods]
         require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
         require_model(config.model)
-    for spec in agent_runs(config):  # a rerun whose settings changed: refused before any run goes on
-        existing_config(agent_run_config(config, spec, spec.directory(root)), spec.directory(root))
+    for spec in agent_runs(config):  # a rerun whose settings changed, or a seed skill that does not read:
+        run_cfg = agent_run_config(config, spec, spec.directory(root))  # refused before anything is written
+        existing_config(run_cfg, spec.directory(root))
+        run_cfg.seed_skills()
+    AgentRunConfig(skills=config.skills).seed_skills()  # the base arm's
     resources = _Resources(config, engine)  # starts nothing until a run asks
     tool = SandboxTool()
     arms = len(c.seeds) * len(c.tasks) * (len(c.budgets) * sum(m != "base" for m in c.methods)

@@ -522,6 +522,7 @@ AGENT_SHARED = ("agent", "sampling", "es", "skills", "endpoint", "model", "distr
 
 
 class HeldoutEvalSection(Section):
+    NAME = "eval"  # the TOML's [eval], as errors name it
     problems: int = Field(100, ge=1)  # the fixed held-out split (eval split, seed 0), the same for every arm and seed
     k: int = Field(4, ge=1, le=MAX_K)  # attempts per problem (Mean@k, Pass@k)
     constrained: bool = True  # decode held-out turns under the task's action format

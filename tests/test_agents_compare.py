@@ -63,6 +63,7 @@ def test_the_example_loads_as_an_agent_comparison():
     ({"compare": {"bogus": 1}}, "compare.bogus"),
     ({"compare": {"budget": 8}}, "compare.budget"),
     ({"eval": {"k": 0}}, "eval.k"),
+    ({"eval": {"problem": 2}}, "eval.problem is not a known field"),  # named as the TOML names it
     ({"task": {"sudoku9": {"masked": 5}}}, "task.sudoku9"),
     ({"task": {"sudoku": {"masked": 99}}}, "sudoku masked must be in"),
     ({"compare": {"budgets": [3]}}, "run.budget"),  # less than one round of population x batch episodes
@@ -238,3 +239,16 @@ def test_the_comparison_flow_resumes_after_a_crash_with_a_fake_engine(tmp_path):
     lines.clear()
     run_comparison(config, tmp_path / "again", engine=Resettable(), log=lines.append)  # all done: nothing reruns
     assert all("earlier, skipped" in line for line in lines) and len(lines) == 3
+
+
+def test_a_seed_skill_that_does_not_read_is_refused_before_anything_is_written(tmp_path):
+    """[skills] paths are read when an arm is scored; a comparison checks them first: one line, exit 2, no
+    directory (it once left compare.toml behind)."""
+    raw = tiny_raw()
+    raw["skills"] = {"paths": [str(tmp_path / "nowhere")]}
+    path = tmp_path / "bad.toml"
+    path.write_text(dump_toml(raw))
+    done = subprocess.run([sys.executable, "-m", "coevolve.cli", "compare", str(path), "--out", str(tmp_path / "o")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "skills.paths[0] is not a valid skill" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

@@ -19,3 +19,26 @@ def test_usage_errors_name_the_bad_input(tmp_path, capsys):
     assert main(["distill", str(tmp_path), "--out", str(tmp_path / "s"), "--teacher-base-url", "http://x/v1"]) == 2
     assert "--endpoint-model is required with --endpoint-base-url" in capsys.readouterr().err  # old flag name still read
     assert not (tmp_path / "s").exists()
+
+
+def test_out_is_checked_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    """A skill folder name the SKILL.md could not carry, or a SKILL.md already in --out (a hand-written skill
+    the distillation would replace unasked), is refused before the teacher starts (it once loaded the engine,
+    distilled, then refused the name; or replaced the hand-written skill)."""
+    from coevolve.commands import distill as command
+
+    monkeypatch.setattr(command, "teacher", lambda args: (_ for _ in ()).throw(AssertionError("a teacher started")))
+    (tmp_path / "trajectories").mkdir()
+    assert main(["distill", str(tmp_path), "--out", str(tmp_path / "My_Skill")]) == 2
+    assert "--out " in (err := capsys.readouterr().err) and "name 'My_Skill' must be lowercase letters" in err
+    hints = tmp_path / "hints"
+    hints.mkdir()
+    (hints / "SKILL.md").write_text("---\nname: hints\ndescription: mine\n---\n## Moves\n- Guess the middle.\n")
+    assert main(["distill", str(tmp_path), "--out", str(hints)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a SKILL.md" in err and "--previous" in err and "--overwrite" in err
+    assert "Guess the middle" in (hints / "SKILL.md").read_text()
+    # patching it in place, or asking to replace it, goes on (to the trajectories check here)
+    for extra in (["--previous", str(hints)], ["--overwrite"]):
+        assert main(["distill", str(tmp_path), "--out", str(hints), *extra]) == 2
+        assert "no trajectory .jsonl files" in capsys.readouterr().err

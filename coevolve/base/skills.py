@@ -63,11 +63,16 @@ def parse_skill_text(text: str, source: str = "SKILL.md") -> Skill:
     return Skill(name=fields["name"], description=fields["description"], body=body)
 
 
+def name_problem(name: str) -> str | None:
+    """What is wrong with a skill's name (its folder's name), or None."""
+    if not NAME_PATTERN.match(name) or len(name) > MAX_NAME:
+        return f"name {name!r} must be lowercase letters, digits and single hyphens (<= {MAX_NAME})"
+    return None
+
+
 def validate_skill(skill: Skill, folder_name: str | None = None, max_lines: int = MAX_LINES) -> list[str]:
     """Every broken format rule, as readable messages (empty list = valid)."""
-    problems = []
-    if not NAME_PATTERN.match(skill.name) or len(skill.name) > MAX_NAME:
-        problems.append(f"name {skill.name!r} must be lowercase letters, digits and single hyphens (<= {MAX_NAME})")
+    problems = [p for p in [name_problem(skill.name)] if p]
     if folder_name is not None and skill.name != folder_name:
         problems.append(f"name {skill.name!r} must equal the folder name {folder_name!r}")
     if not skill.description.strip() or len(skill.description) > MAX_DESCRIPTION:

@@ -16,7 +16,7 @@ from coevolve.agents.rollout import load_trajectories
 from coevolve.agents.trace2skill import DistillSettings, distill
 from coevolve.base.config import read_toml
 from coevolve.base.errors import UsageError
-from coevolve.base.skills import SkillError, load_skill
+from coevolve.base.skills import SkillError, load_skill, name_problem
 from coevolve.engine.local import INSTALL, engine_installed
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--model", help="local HF checkpoint that distils (default: the embedded model)")
     p.add_argument("--previous", help="existing skill folder that the analysts patch (add / edit / delete sections)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a SKILL.md already in --out (by default refused, unless --out is --previous)")
     p.add_argument("--description", help="skill description (default: generated)")
     p.add_argument("--successes", type=int, default=4, help="success analysts: solved traces analysed next to the failures (default 4)")
     p.add_argument("--max-failed-per-case", type=int, default=1,
@@ -62,10 +64,24 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
     return files
 
 
+def check_out(args: argparse.Namespace) -> None:
+    """--out before any model loads: a folder name a skill may have, and no SKILL.md already there that the
+    distillation would replace unasked (a hand-written skill, lost; patching one in place is --previous)."""
+    out = Path(args.out)
+    problem = name_problem(out.name)
+    if problem is not None:
+        raise UsageError(f"--out {out}: the folder names the skill, and its {problem}")
+    patched = args.previous is not None and Path(args.previous).resolve() == out.resolve()
+    if (out / "SKILL.md").exists() and not (patched or args.overwrite):
+        raise UsageError(f"--out {out} already holds a SKILL.md: distil into another folder, patch it in place "
+                         f"(--previous {out}), or pass --overwrite to replace it")
+
+
 def handle(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.exists():
         raise UsageError(f"{run_dir}: no such run directory or file")
+    check_out(args)
     if args.endpoint_base_url and not args.endpoint_model:
         raise UsageError("--endpoint-model is required with --endpoint-base-url")
     if args.successes < 0 or args.max_failed_per_case < 1:
@@ -94,8 +110,8 @@ def handle(args: argparse.Namespace) -> int:
             engine.close()
     rules = sum(line.startswith("- ") for line in skill.body.splitlines())
     sections = sum(line.startswith("## ") for line in skill.body.splitlines())
-    print(f"wrote {Path(args.out) / 'SKILL.md'}: {rules} rules in {sections} sections from {len(trajectories)} "
-          "trajectories")
+    print(f"wrote {Path(args.out) / 'SKILL.md'}: {_count(rules, 'rule')} in {_count(sections, 'section')} from "
+          f"{_count(len(trajectories), 'trajectory', 'trajectories')}")
     return 0
 
 
@@ -145,6 +161,10 @@ def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
         if engine is not None:
             engine.close()
     rules = sum(line.startswith("- ") for line in skill.body.splitlines())
-    print(f"wrote {Path(args.out) / 'SKILL.md'}: {rules} rules from {analysts} analyses of {len(candidates)} "
+    print(f"wrote {Path(args.out) / 'SKILL.md'}: {_count(rules, 'rule')} from {analysts} analyses of {len(candidates)} "
           f"{task.name} candidates")
     return 0
+
+
+def _count(n: int, noun: str, plural: str = "") -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
