@@ -127,3 +127,13 @@ def test_models_list_shows_the_embedded_model_with_its_size_and_context(model_di
     row = next(line.split() for line in lines if line.startswith(models.DEFAULT_MODEL))
     assert row[1:4] == ["134,515,008", "8192", "ready"] and row[4] == str(model_dir)
     assert "max_len may be up to its context" in lines[-1]
+
+
+def test_vllms_logs_go_to_stderr_unless_the_user_chose(monkeypatch):
+    """coevolve's stdout is its results (a run table piped to a file); vLLM logs to stdout by default, so the
+    engine module sends its logs to stderr before vLLM is imported; a user's own VLLM_LOGGING_STREAM stands."""
+    code = "import coevolve.engine.vllm_engine, vllm.envs as e; print(e.VLLM_LOGGING_STREAM)"
+    monkeypatch.delenv("VLLM_LOGGING_STREAM", raising=False)  # the session's engine module set it here
+    assert run_python(code, timeout=120).stdout.strip().splitlines()[-1] == "ext://sys.stderr"
+    chosen = run_python(code, timeout=120, env={"VLLM_LOGGING_STREAM": "ext://sys.stdout"})
+    assert chosen.stdout.strip().splitlines()[-1] == "ext://sys.stdout"

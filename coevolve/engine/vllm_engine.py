@@ -22,6 +22,11 @@ from coevolve.engine import models
 from coevolve.engine.base import (check_requests, Completion, ConstraintError, ContextLengthError, MemberJob, Message,
                                   Sampling, generate_members_sequentially)
 
+# vLLM logs to stdout unless told otherwise; coevolve's stdout is its results (the run table a user pipes to a
+# file), so vLLM's diagnostics go to stderr, before vLLM is first imported (its logger reads this then; the
+# engine core and Ray workers it starts inherit it). A user's own VLLM_LOGGING_STREAM stands.
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+
 _EXTENSION = "coevolve.engine.worker_ext.WeightsExtension"
 NOISE_MODES = ("full", "lowrank")
 # vLLM allocates LoRA slots at one of these ranks; a rank in between is padded
