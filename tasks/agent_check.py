@@ -14,6 +14,9 @@ instead of raising, the episode ends within max_turns, reward is a number in
 [0, 1] and metrics a table of numbers (its "progress" in [0, 1]). The task's code runs in this process (it is trusted,
 unlike a model's actions), each check under the caller's time limit. Each
 problem is one line naming the attribute or method and what was expected.
+What each method's answer must be (`answer_problem`, `turns_problem`,
+`reward_problem`, `metrics_problem`) is also what every rollout holds the task
+to, turn by turn (coevolve/agents/rollout.py).
 """
 
 from __future__ import annotations
@@ -182,8 +185,9 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
         turns = task.max_turns(case)
     except Exception as exc:
         return "", [f"max_turns(): on case {case.id} raised {user_frame(exc)}"]
-    if not isinstance(turns, (int, np.integer)) or isinstance(turns, bool) or turns < 1:
-        return "", [f"max_turns(): expected an int >= 1, got {shown(turns)} on case {case.id}"]
+    problem = turns_problem(turns)
+    if problem:
+        return "", [f"max_turns(): {problem} on case {case.id}"]
     played, done, first_move = 0, False, None
     while not done and played < turns:
         action = move() if move else UNREADABLE
@@ -198,29 +202,61 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
             return "", [f"step(): with the move {cut(action)} (of action_pattern's form) raised {user_frame(exc)} on "
                         f"case {case.id}, turn {played + 1}; answer a move of the declared form with an observation "
                         "(a move out of range or against the rules is the model's mistake, not a crash)"]
-        if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], str)
-                and isinstance(answer[1], (bool, np.bool_))):
-            return "", [f"step(): expected (observation str, done bool), got {shown(answer)} on case {case.id}"]
+        problem = answer_problem(answer)
+        if problem:
+            return "", [f"step(): {problem} on case {case.id}"]
         played, done = played + 1, bool(answer[1])
     try:
         reward = task.reward(state)
     except Exception as exc:
         return "", [f"reward(): after an episode of case {case.id} raised {user_frame(exc)}"]
-    if not _number(reward) or not 0 <= reward <= 1:
-        return "", [f"reward(): expected a number in [0, 1], got {shown(reward)} on case {case.id}"]
+    problem = reward_problem(reward)
+    if problem:
+        return "", [f"reward(): {problem} on case {case.id}"]
     try:
         metrics = task.metrics(state)
     except Exception as exc:
         return "", [f"metrics(): after an episode of case {case.id} raised {user_frame(exc)}"]
-    if not isinstance(metrics, dict) or not all(isinstance(k, str) and _number(v) for k, v in metrics.items()):
-        return "", [f"metrics(): expected a dict of names to finite numbers, got {shown(metrics)} on case {case.id}"]
-    if "progress" in metrics and not 0 <= metrics["progress"] <= 1:
-        return "", [f"metrics(): progress must be in [0, 1] (agent.shaping adds it to the reward), got "
-                    f"{metrics['progress']!r} on case {case.id}"]
+    problem = metrics_problem(metrics)
+    if problem:
+        return "", [f"metrics(): {problem} on case {case.id}"]
     end = "done" if done else f"its turn budget of {turns}"
     acted = f"{kind} drawn from action_pattern (the first {cut(first_move)})" if move else "an unreadable action"
     return (f"case {case.id}: {played} turn{'s' * (played != 1)} of {acted} until {end}, reward "
             f"{float(reward):g}, metrics {', '.join(metrics) or 'none'}"), []
+
+
+# What each of the task's answers must be: "" when it is, else what was expected and what came. check-task's
+# episodes and every rollout (coevolve/agents/rollout.py, once per turn or episode) hold the task to these.
+
+
+def answer_problem(answer: Any) -> str:
+    """step()'s answer: (observation str, done bool)."""
+    if (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], str)
+            and isinstance(answer[1], (bool, np.bool_))):
+        return ""
+    return f"expected (observation str, done bool), got {shown(answer)}"
+
+
+def turns_problem(turns: Any) -> str:
+    """max_turns()'s answer: an int >= 1."""
+    if isinstance(turns, (int, np.integer)) and not isinstance(turns, bool) and turns >= 1:
+        return ""
+    return f"expected an int >= 1, got {shown(turns)}"
+
+
+def reward_problem(reward: Any) -> str:
+    """reward()'s answer: a finite number in [0, 1]."""
+    return "" if _number(reward) and 0 <= reward <= 1 else f"expected a number in [0, 1], got {shown(reward)}"
+
+
+def metrics_problem(metrics: Any) -> str:
+    """metrics()'s answer: names to finite numbers, its "progress" (when given) in [0, 1]."""
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) and _number(v) for k, v in metrics.items()):
+        return f"expected a dict of names to finite numbers, got {shown(metrics)}"
+    if "progress" in metrics and not 0 <= metrics["progress"] <= 1:
+        return f"progress must be in [0, 1] (agent.shaping adds it to the reward), got {metrics['progress']!r}"
+    return ""
 
 
 def cut(move: str, most: int = 40) -> str:

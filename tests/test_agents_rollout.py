@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from coevolve.agents.rollout import derive_seed, load_trajectories, mean_reward, rollout, save_trajectories
 from coevolve.agents.skills import Skill
 from coevolve.engine.base import Completion, Sampling
@@ -155,3 +157,128 @@ def test_an_episode_that_outgrows_the_context_is_named_with_its_turn_and_the_rem
         f"sudoku: an episode of case {cases[1].id} outgrew the engine's context at turn 2: a prompt of 2100 tokens "
         "does not fit the engine's context of 2048 tokens (request 1 of the call); keep fewer turns in the prompt "
         "(agent.history_turns = k keeps the last k) or shorten the task's observations, or raise [model] max_len")
+
+
+# ------------------------------------------------- the environment's own code failing during a rollout
+
+
+class Backend(Sudoku):
+    """Raises only on the solving move: check-task's unreadable and random moves never reach it."""
+
+    def step(self, state, action_text):
+        observation, done = super().step(state, action_text)
+        if done and self.reward(state) == 1.0:
+            raise RuntimeError("scoring backend unavailable")
+        return observation, done
+
+
+class Generous(Sudoku):
+    """reward() outside the contract once solved: `paid` where the real reward is 1."""
+
+    paid: object = 1.5
+
+    def reward(self, state):
+        return self.paid if super().reward(state) == 1.0 else 0.0
+
+
+class Terse(Sudoku):
+    """step() answering the observation alone."""
+
+    def step(self, state, action_text):
+        return super().step(state, action_text)[0]
+
+
+def _line(text):
+    """This file's line holding `text` (1-based)."""
+    return next(n for n, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
+
+
+def _failure(task, generator, cases, **kwargs):
+    from coevolve.agents.rollout import EnvironmentFailure
+    from coevolve.base.errors import UsageError
+
+    with pytest.raises(EnvironmentFailure) as caught:
+        rollout(generator, task, cases, Sampling(max_tokens=8), **kwargs)
+    message = str(caught.value)
+    assert isinstance(caught.value, UsageError) and "\n" not in message, message  # one line, exit status 2
+    return message
+
+
+def test_a_step_that_raises_mid_run_is_one_line_naming_it_the_users_line_the_case_and_the_turn():
+    task = Backend(masked=3)
+    cases = task.cases("train", 2, seed=0)
+    generator = ScriptedSolver(cases)
+    message = _failure(task, generator, cases, label="round 0")
+    # the third move solves the first case: step() raised there, before the other episode's turn
+    r, c = [(r, c) for r in range(4) for c in range(4) if cases[0].puzzle[r][c] == 0][2]  # filled in order
+    reply = f"set {r + 1} {c + 1} {cases[0].solution[r][c]}"
+    assert message == (f"task sudoku: step() raised RuntimeError: scoring backend unavailable (at {__file__}:"
+                       f"{_line('scoring backend unavailable')}) on case {cases[0].id} (round 0), turn 3, given the "
+                       f"reply {reply!r}")
+    assert len(generator.calls) == 3
+
+
+def test_a_step_failure_under_es_members_names_the_member():
+    from coevolve.es import Member
+
+    task = Backend(masked=3)
+    cases = task.cases("train", 2, seed=0)
+    members = [Member(0, 11, -0.1), Member(1, 12, 0.1)]  # member 0 fumbles every move; member 1 solves
+    message = _failure(task, MemberSolver(cases), cases, label="round 4", members=members)
+    assert f"on case {cases[0].id} (round 4 member 1), turn 3, given the reply 'set " in message, message
+
+
+@pytest.mark.parametrize("paid,shown", [(1.5, "1.5"), (float("nan"), "nan"), (-0.25, "-0.25"), ("1", "'1'"),
+                                        (None, "None"), (True, "True")])
+def test_a_reward_outside_0_1_is_one_line_naming_reward_the_value_and_the_case(paid, shown):
+    """Before the fix a reward of 1.5 was taken as it came: a held-out mean of 1.5 / 8 and exit status 0."""
+    task = Generous(masked=3)
+    task.paid = paid
+    cases = task.cases("eval", 2, seed=0)
+    message = _failure(task, ScriptedSolver(cases), cases)
+    defined = _line("def reward(self, state):")
+    assert message == (f"task sudoku: reward(): expected a number in [0, 1], got {shown} on case {cases[0].id}, at "
+                       f"the end of its episode (3 turns) (reward() is at {__file__}:{defined})")
+
+
+def test_a_step_answer_of_another_shape_is_one_line_naming_what_was_expected():
+    task = Terse(masked=2)
+    cases = task.cases("train", 1, seed=0)
+    message = _failure(task, ScriptedSolver(cases), cases)
+    assert message.startswith("task sudoku: step(): expected (observation str, done bool), got 'OK: placed ")
+    assert f"on case {cases[0].id}, turn 1, given the reply 'set " in message
+    assert message.endswith(f"(step() is at {__file__}:{_line('return super().step(state, action_text)[0]') - 1})")
+
+
+@pytest.mark.parametrize("method,where", [
+    ("reset", "before its first turn"), ("max_turns", "before its first turn"),
+    ("reward", "at the end of its episode (6 turns)"), ("metrics", "at the end of its episode (6 turns)"),
+])
+def test_every_method_a_rollout_calls_is_named_when_it_raises(method, where):
+    """Each named as itself (a step() that calls the broken method is step()'s failure, at the same line)."""
+    task = Sudoku(masked=2)
+    cases = task.cases("train", 1, seed=0)
+    assert task.max_turns(cases[0]) == 6
+
+    def broken(*args):
+        raise KeyError(f"no {method} here")
+
+    setattr(task, method, broken)
+    message = _failure(task, ScriptedSolver(cases, fumble=[cases[0].puzzle]), cases)  # to the turn budget
+    line = _line('raise KeyError(f"no {method} here")')
+    assert message == (f"task sudoku: {method}() raised KeyError: 'no {method} here' (at {__file__}:{line}) on case "
+                       f"{cases[0].id}, {where}")
+
+
+@pytest.mark.parametrize("method,value,problem", [
+    ("reset", "just text", "expected (state, first observation str), got 'just text'"),
+    ("max_turns", 0, "expected an int >= 1, got 0"),
+    ("metrics", {"progress": 2.0}, "progress must be in [0, 1] (agent.shaping adds it to the reward), got 2.0"),
+    ("metrics", {"moves": float("inf")}, "expected a dict of names to finite numbers, got {'moves': inf}"),
+])
+def test_other_answers_outside_the_contract_are_named(method, value, problem):
+    task = Sudoku(masked=2)
+    cases = task.cases("train", 1, seed=0)
+    setattr(task, method, lambda *args: value)
+    message = _failure(task, ScriptedSolver(cases), cases)
+    assert message.startswith(f"task sudoku: {method}(): {problem} on case {cases[0].id}, "), message

@@ -78,6 +78,28 @@ def test_a_scaffold_named_with_underscores_names_its_skill_with_hyphens(tmp_path
     assert config.agent.skill_name == "my-game-hints" and config.run.task.endswith("my_game/env.py:MyGame")
 
 
+def test_the_scaffolds_skill_line_uncommented_counts_from_its_folder(tmp_path, capsys, monkeypatch):
+    """The scaffold's config says its paths are relative to the file: its `# [skills] paths = ["hints"]`,
+    uncommented with a hints/SKILL.md beside it, loads from any folder, and is recorded absolute."""
+    from coevolve.agents.skills import write_skill
+    from coevolve.commands.run import load_run_config
+
+    code, _, err = cli(capsys, "new-task", "my_game", "--agent", "--dir", str(tmp_path))
+    assert code == 0, err
+    path = tmp_path / "my_game" / "config.toml"
+    text = path.read_text()
+    assert "the\n# task and skill paths below are relative to this file" in text
+    assert '# [skills]\n# paths = ["hints"]\n' in text
+    path.write_text(text.replace('# [skills]\n# paths = ["hints"]\n', '[skills]\npaths = ["hints"]\n'))
+    write_skill(tmp_path / "my_game" / "hints", "What I know", "# h\n\n## Moves\n- Halve the range each guess.")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_run_config(path, {})
+    assert config.skills.paths == [str(tmp_path / "my_game" / "hints")]
+    assert [s.name for s in config.seed_skills()] == ["hints"]
+
+
 def test_the_scaffolds_game_is_played_as_its_docstring_says(tmp_path):
     task = agent_task(str(environment(tmp_path)))
     train, held = task.cases("train", 300, 0), task.cases("eval", 80, 0)
@@ -260,3 +282,89 @@ def test_a_step_that_breaks_on_a_long_move_is_found_by_the_long_moves(tmp_path, 
     assert re.search(r"step\(\): with the move 'guess \d{34}'\.\.\. \(\d+ characters\) \(of action_pattern's form\) "
                      r"raised IndexError: tuple index out of range", last), last
     assert f"{path}:" in last and "case train-0-2" in last, last
+
+
+class Guesser:
+    """A fake engine that plays the scaffold's game by binary search, reading the conversation (ES moves
+    nothing here: every member plays alike)."""
+
+    device = "fake"
+
+    def __init__(self):
+        self.updates = 0
+
+    def perturbed(self, seed, sigma):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    def apply_update(self, seeds, coefficients, alpha):
+        self.updates += 1
+
+    def checksum(self):
+        return f"guesser-{self.updates}"
+
+    def noise_info(self):
+        return {"noise": "full", "rank": None}
+
+    def close(self):
+        pass
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        from coevolve.engine.base import Completion
+
+        out = []
+        for conversation in conversations:
+            low, high = 1, int(re.search(r"between 1 and (\d+)", conversation[1]["content"])[1])
+            for reply, answer in zip(conversation[2::2], conversation[3::2]):
+                guess = int(reply["content"].split()[1])
+                low, high = (guess + 1, high) if "too low" in answer["content"] else (low, guess - 1)
+            out.append(Completion(text=f"guess {(low + high) // 2}"))
+        return out
+
+
+@pytest.mark.parametrize("change,marker,failure,kept", [
+    # step() raising only on a right guess of a training case: check-task's episodes never guess right
+    (("                state.found = True\n",
+      '                if state.case.id.startswith("train"):\n'
+      '                    raise RuntimeError("scoring backend unavailable")\n                state.found = True\n'),
+     'raise RuntimeError("scoring backend unavailable")',
+     r"task guess: step\(\) raised RuntimeError: scoring backend unavailable \(at {path}:{line}\) on case "
+     r"train-\S+ \(round 0 member 0\), turn \d+, given the reply 'guess \d+'",
+     ["start", "eval"]),  # the held-out round before training was played and logged
+    # reward() outside [0, 1] once solved: before, a held-out mean of 1.5 x solved and exit status 0
+    (("return 1.0 if state.found else 0.0", "return 1.5 if state.found else 0.0"),
+     "def reward(self, state: State) -> float:",
+     r"task guess: reward\(\): expected a number in \[0, 1\], got 1\.5 on case eval-\S+ \(eval\), at the end "
+     r"of its episode \(\d turns?\) \(reward\(\) is at {path}:{line}\)",
+     ["start"]),
+])
+def test_an_environment_failing_during_a_run_is_one_line_and_a_resume_goes_on_once_fixed(
+        tmp_path, capsys, monkeypatch, change, marker, failure, kept):
+    """Past check-task (whose episodes do not reach it), the run stops at the environment's failure with one
+    line (exit status 2) naming the method, the file's line, the case and the turn; the run directory keeps
+    what was logged, and `--resume --task-changed` with the fixed file goes on to the end."""
+    from coevolve.engine import pool
+    from coevolve.runstore import RunStore
+    from tasks.loader import clear_cache, module_name
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: Guesser())
+    fixed = environment(tmp_path / "fixed").read_text()
+    path = environment(tmp_path, change)
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if marker in text)
+    run = tmp_path / "run"
+    code, _, err = cli(capsys, "run", str(path.with_name("config.toml")), "--method", "esopt", "--out", str(run),
+                       "--no-progress")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err, err
+    assert re.fullmatch("coevolve run: error: " + failure.format(path=re.escape(str(path)), line=line), last), last
+    assert [e["type"] for e in RunStore.open(run).events()] == kept
+    path.write_text(fixed)  # the fix; a fresh process would import it anew
+    clear_cache()
+    monkeypatch.delitem(sys.modules, module_name(path), raising=False)
+    code, out, err = cli(capsys, "run", "--resume", str(run), "--task-changed", "--no-progress")
+    assert code == 0, err
+    assert "episodes              32 / 32" in out and "held-out after        reward 1.000" in out, out
+    events = [e["type"] for e in RunStore.open(run).events()]
+    assert events[:len(kept)] == kept and events[len(kept)] == "task_changed" and events[-1] == "end", events
+    assert events.count("eval") == 3 and events.count("round") == 2, events

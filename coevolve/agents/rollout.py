@@ -4,6 +4,12 @@ Every live episode's next turn goes into one `generator.chat` call, so a
 batch of episodes costs about as many engine calls as its longest episode
 has turns. Sampling seeds are derived from (seed, episode, turn): a rollout
 is reproducible, and episodes differ from each other.
+
+The task's own code (reset, step, max_turns, reward, metrics) runs here, in
+the caller's process: what it raises, or an answer outside the AgentTask
+contract (tasks/base.py: step's (observation, done), reward in [0, 1], ...),
+stops the rollout with an EnvironmentFailure, one line naming the method, the
+task's file and line, the case and the turn.
 """
 
 from __future__ import annotations
@@ -14,8 +20,19 @@ from typing import Any, Sequence
 
 from coevolve.agents.skills import Skill, inject_skills
 from coevolve.base.durable import atomic_write_jsonl, atomic_write_text, read_jsonl
+from coevolve.base.errors import UsageError
 from coevolve.base.skillpatch import derive_seed  # noqa: F401  (re-exported: agents derive their seeds here)
 from coevolve.engine.base import ContextLengthError, Generator, MemberJob, Message, Sampling, shared_prefixes
+from tasks.agent_check import answer_problem, cut, metrics_problem, reward_problem, turns_problem
+from tasks.check import shown
+from tasks.loader import user_frame
+
+
+class EnvironmentFailure(UsageError):
+    """The task's own code failed during a rollout (a method raised, or answered outside the AgentTask
+    contract): no model's fault, so no episode's outcome. One line naming the method, the task's file
+    and line, the case and the turn; a command stops with exit status 2 (a run's directory keeps the
+    rounds it logged, and `--resume` goes on once the environment is fixed)."""
 
 
 @dataclass
@@ -73,21 +90,24 @@ def rollout(
     # episode e plays case e % len(cases) under member e // len(cases)
     owners = [None] if members is None else list(members)
     episodes = [(owner, k) for owner in owners for k in range(len(cases))]
-    states, trajectories = [], []
+    states, trajectories, budgets = [], [], []
     for owner, k in episodes:
         case = cases[k]
-        state, first = task.reset(case)
+        trajectory = Trajectory(task=task.name, case_id=str(case.id), messages=[], actions=[], observations=[],
+                                label=label if owner is None else f"{label} member {owner.index}".strip())
+        answer = _ask(task, "reset", trajectory, case)
+        if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str)):
+            raise _broken(task, "reset", f"expected (state, first observation str), got {shown(answer)}", trajectory)
+        state, first = answer
+        budget = _ask(task, "max_turns", trajectory, case)  # the case's turn budget: asked once per episode
+        problem = turns_problem(budget)
+        if problem:
+            raise _broken(task, "max_turns", problem, trajectory)
+        trajectory.messages += [{"role": "system", "content": system}, {"role": "user", "content": first}]
+        trajectory.observations.append(first)
         states.append(state)
-        trajectories.append(
-            Trajectory(
-                task=task.name,
-                case_id=str(case.id),
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": first}],
-                actions=[],
-                observations=[first],
-                label=label if owner is None else f"{label} member {owner.index}".strip(),
-            )
-        )
+        trajectories.append(trajectory)
+        budgets.append(budget)
     live = list(range(len(episodes)))
     # every turn sends the system prompt and the conversation so far again: reuse their KV within the rollout
     with shared_prefixes(generator):
@@ -117,22 +137,75 @@ def rollout(
             for i, completion in zip(live, completions):
                 trajectory, state = trajectories[i], states[i]
                 action = completion.text.strip()
-                observation, done = task.step(state, action)
+                answer = _ask(task, "step", trajectory, state, action, action=action)
+                problem = answer_problem(answer)
+                if problem:
+                    raise _broken(task, "step", problem, trajectory, action)
+                observation, done = answer
                 trajectory.turns += 1
                 trajectory.actions.append(action)
                 trajectory.observations.append(observation)
                 trajectory.messages.append({"role": "assistant", "content": action})
                 trajectory.messages.append({"role": "user", "content": observation})
-                if trajectory.turns >= task.max_turns(cases[episodes[i][1]]):
+                if trajectory.turns >= budgets[i]:
                     done = True
                     trajectory.finish = "turn_budget"
                 if done:
-                    trajectory.reward = float(task.reward(state))
-                    trajectory.metrics = dict(task.metrics(state))
+                    trajectory.reward, trajectory.metrics = _outcome(task, state, trajectory)
                 else:
                     still_live.append(i)
             live = still_live
     return trajectories
+
+
+def _outcome(task: Any, state: Any, trajectory: Trajectory) -> tuple[float, dict[str, float]]:
+    """An ended episode's reward and metrics, each held to its contract."""
+    reward = _ask(task, "reward", trajectory, state)
+    problem = reward_problem(reward)
+    if problem:
+        raise _broken(task, "reward", problem, trajectory)
+    metrics = _ask(task, "metrics", trajectory, state)
+    problem = metrics_problem(metrics)
+    if problem:
+        raise _broken(task, "metrics", problem, trajectory)
+    return float(reward), dict(metrics)
+
+
+def _ask(task: Any, method: str, trajectory: Trajectory, *args: Any, action: str | None = None) -> Any:
+    """The task's `method`(*args) for `trajectory`'s episode (`action`: the reply step() is given); what it
+    raises is an EnvironmentFailure naming the method and the user's line (a UsageError passes as it is)."""
+    try:
+        return getattr(task, method)(*args)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raised = " ".join(user_frame(exc).splitlines())  # one line, whatever the message holds
+        raise EnvironmentFailure(f"task {task.name}: {method}() raised {raised} {_where(trajectory, action)}") from exc
+
+
+def _where(trajectory: Trajectory, action: str | None) -> str:
+    """The case, who played it and the turn, as the failure lines name them."""
+    who = f" ({trajectory.label})" if trajectory.label else ""
+    if action is not None:
+        return f"on case {trajectory.case_id}{who}, turn {trajectory.turns + 1}, given the reply {cut(action)}"
+    if trajectory.messages:
+        turns = f"{trajectory.turns} turn{'s' * (trajectory.turns != 1)}"
+        return f"on case {trajectory.case_id}{who}, at the end of its episode ({turns})"
+    return f"on case {trajectory.case_id}{who}, before its first turn"
+
+
+def _broken(task: Any, method: str, problem: str, trajectory: Trajectory,
+            action: str | None = None) -> EnvironmentFailure:
+    """`method` answered outside the contract: what was expected, where, and where the method is defined."""
+    return EnvironmentFailure(f"task {task.name}: {method}(): {problem} {_where(trajectory, action)}"
+                              f"{_defined_at(task, method)}")
+
+
+def _defined_at(task: Any, method: str) -> str:
+    """` (reward() is at FILE:LINE)`, where the task's method is Python code; else ''."""
+    bound = getattr(task, method, None)
+    code = getattr(getattr(bound, "__func__", bound), "__code__", None)
+    return f" ({method}() is at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
 
 
 def action_constraint(task: Any) -> str:
