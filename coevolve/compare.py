@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.agents.es_agent import execute as execute_agent
+from coevolve.agents.es_agent import execute as execute_agent, run_seed_skills
 from coevolve.agents.evaluate import attempts_of, check_heldout, eval_sampling, evaluate_arm, run_inputs
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
@@ -495,7 +495,9 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: 
                 f"held-out mean reward {summary.eval_first.mean_reward:.3f} -> "
                 f"{summary.eval_last.mean_reward:.3f}")
     history, skills = run_inputs(run_dir) if run_dir is not None else (None, [])
-    seeded = run_cfg.seed_skills() if run_dir is not None else AgentRunConfig(skills=config.skills).seed_skills()
+    # a trained arm's seed skills as its run pinned them (the texts it played with), the base arm's read now
+    seeded = (run_seed_skills(run_dir, run_cfg.skills.paths) if run_dir is not None
+              else AgentRunConfig(skills=config.skills).seed_skills())
     skills = [*seeded, *skills]
     settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {})}
     source = {"history": None if history is None else file_digest(history.read_text(encoding="utf-8")),

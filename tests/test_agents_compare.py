@@ -252,3 +252,24 @@ def test_a_seed_skill_that_does_not_read_is_refused_before_anything_is_written(t
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "skills.paths[0] is not a valid skill" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_seed_skills_count_from_the_comparisons_folder_as_a_runs_do(tmp_path, monkeypatch):
+    """[skills] paths of an agent comparison and of its named arms count from its TOML's folder (as `coevolve
+    run`'s do), whatever the working directory; `coevolve run PRESET` runs its first arm with the same."""
+    folder = tmp_path / "conf"
+    for name in ("hints", "arm-hints"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: mine\n---\n## Moves\n- Think.\n")
+    raw = tiny_raw()
+    raw["skills"] = {"paths": ["hints"]}
+    raw["compare"]["methods"] = ["base", "mine"]
+    raw["compare"]["arms"] = {"mine": {"method": "trace2skill", "skills": {"paths": ["arm-hints"]}}}
+    path = folder / "cmp.toml"
+    path.write_text(dump_toml(raw))
+    monkeypatch.chdir(tmp_path)  # not the TOML's folder
+    config = load_compare_config(path)
+    assert config.skills.paths == [str((folder / "hints").resolve())]
+    assert config.compare.arms["mine"]["skills"]["paths"] == [str((folder / "arm-hints").resolve())]
+    run = comparison_run(read_toml(path), base=folder)
+    assert run["skills"]["paths"] == [str((folder / "arm-hints").resolve())]

@@ -231,3 +231,85 @@ def test_progress_reports_episodes_reward_solved_rate_and_sigma(tmp_path):
 def test_bad_configs_are_rejected_clearly(raw, message):
     with pytest.raises(UsageError, match=re.escape(f"config error: {message}")):
         build_config(AgentRunConfig, raw).build_task()  # the task's options are checked by building it
+
+
+class SkillReader(FakeEngine):
+    """Plays as FakeEngine only when the system prompt holds RULE (the seed skill as first written);
+    under any other seed skill every reply fumbles, so the skill played shows in every number."""
+
+    RULE = "Fill the first empty cell with the digit its row lacks."
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        out = []
+        for conversation in conversations:
+            if conversation[0]["content"].startswith("You are") or self.RULE in conversation[0]["content"]:
+                out += super().chat([conversation], sampling)
+            else:
+                self.system_prompts.append(conversation[0]["content"])
+                out.append(Completion(text="hmm"))
+        return out
+
+    def close(self):
+        pass
+
+
+def seed_skill(folder, rule=SkillReader.RULE):
+    from coevolve.agents.skills import write_skill
+
+    return write_skill(folder, "What the player knows", f"# moves\n\n## Moves\n- {rule}")
+
+
+def test_seed_skills_are_pinned_in_the_log_and_a_resume_plays_the_logged_text(tmp_path):
+    """[skills] is read once, at the run's start, into a seed_skills event; a run killed after a round and
+    resumed after its SKILL.md was edited plays the logged text and reaches the uninterrupted run's summary."""
+    seed = seed_skill(tmp_path / "sudoku-mine")
+
+    def config_of():
+        raw = as_dict(make_config(budget=24, batch=2, eval_cases=2))
+        return build_config(AgentRunConfig, {**raw, "skills": {"paths": [str(seed.path)]}})
+
+    config = config_of()
+    whole = play(config, start(tmp_path, config, "whole"), SkillReader())
+    assert whole.eval_first.mean_reward > 0  # the skill's rule makes the player play
+    store = start(tmp_path, config, "cut")
+    play(config, store, SkillReader())
+    events = store.events()
+    assert [e["type"] for e in events[:2]] == ["start", "seed_skills"]
+    assert events[1]["skills"] == [{"path": str(seed.path), "name": "sudoku-mine", "text": seed.text()}]
+    lines = store.events_path.read_text().splitlines(keepends=True)
+    first_round = next(i for i, line in enumerate(lines) if '"type": "round"' in line)
+    store.events_path.write_text("".join(lines[: first_round + 1]))  # killed after round 0's event
+    store.history_path.write_text(store.history_path.read_text().splitlines(keepends=True)[0])
+    (store.dir / "summary.json").unlink()
+    seed_skill(seed.path, "Answer with a bare digit.")  # edited after the run started
+    engine = SkillReader()
+    resumed = play(config_of(), RunStore.open(store.dir), engine)
+    assert resumed == whole
+    assert engine.system_prompts and all(SkillReader.RULE in p for p in engine.system_prompts
+                                         if not p.startswith("You are"))
+    assert [e["type"] for e in store.events()].count("seed_skills") == 1
+    # the folder is not read on resume: it may be gone
+    (seed.path / "SKILL.md").unlink()
+    seed.path.rmdir()
+    assert play(config_of(), RunStore.open(store.dir), SkillReader()) == whole
+
+
+def test_a_run_logged_before_seed_skills_were_pinned_reads_its_folders_and_pins_them(tmp_path):
+    """An old run directory (no seed_skills event) resumes from its [skills] folders as before; the texts
+    read then are logged, so a later resume plays them too."""
+    seed = seed_skill(tmp_path / "sudoku-mine")
+    raw = as_dict(make_config(budget=24, batch=2, eval_cases=2))
+    config = build_config(AgentRunConfig, {**raw, "skills": {"paths": [str(seed.path)]}})
+    store = start(tmp_path, config)
+    whole = play(config, store, SkillReader())
+    old = [line for line in store.events_path.read_text().splitlines(keepends=True) if "seed_skills" not in line]
+    store.events_path.write_text("".join(old))
+    assert play(config, RunStore.open(store.dir), SkillReader()) == whole
+    assert [e for e in store.events() if e["type"] == "seed_skills"][0]["skills"][0]["text"] == seed.text()
+
+
+def test_a_run_without_seed_skills_logs_no_seed_skills_event(tmp_path):
+    config = make_config(budget=12, batch=3)
+    store = start(tmp_path, config)
+    play(config, store, FakeEngine())
+    assert "seed_skills" not in [e["type"] for e in store.events()]

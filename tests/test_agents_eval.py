@@ -4,6 +4,7 @@ before any engine starts or episode runs (the engine path: test_agents_engine.py
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -200,3 +201,94 @@ def test_a_checkpoint_other_than_the_runs_is_found_before_any_episode(tmp_path, 
     assert code == 2 and "checksum mismatch after generation 0; the history replays only onto the weights it was " \
                           "recorded on: is /other the checkpoint the run trained (its [model] path)?" in err, err
     assert OtherWeights.resets == 1  # the engine put back to its checkpoint all the same
+
+
+class Recording:
+    """An engine for `coevolve eval` that plays every turn with one move and records each request's
+    system prompt and reply limit."""
+
+    asked: list[tuple[str, int]] = []
+
+    def __init__(self, model=None, **kwargs):
+        Recording.asked = []
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        from coevolve.engine.base import Completion
+
+        Recording.asked += [(c[0]["content"], sampling.max_tokens) for c in conversations]
+        return [Completion(text="set 1 1 1") for _ in conversations]
+
+    def reset(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_eval_of_a_run_plays_its_seed_and_distilled_skills_at_its_max_tokens(tmp_path, capsys, monkeypatch):
+    """The skill arms play with the skills the run played with: its seed skills (the texts its log pinned,
+    not the folder as edited since; an old run without that log reads its [skills] folder), then the one it
+    distilled, as `coevolve compare` scores the run; each turn at most the run's [sampling] max_tokens.
+    The header says both; the last line says what its number is."""
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.agents.es_agent import seed_skills_event
+    from coevolve.agents.skills import write_skill
+
+    monkeypatch.setattr(vllm_engine, "Engine", Recording)
+    seed = write_skill(tmp_path / "sudoku-mine", "Mine", "# m\n\n## Moves\n- Pinned rule of the seed skill.")
+    run = tmp_path / "run"
+    write_skill(run / "skills" / "distilled", "Distilled", "# d\n\n## Moves\n- Rule the run distilled.")
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n[task]\nmasked = 1\n\n'
+                                     f'[sampling]\nmax_tokens = 20\n\n[skills]\npaths = ["{seed.path}"]\n')
+    (run / "events.jsonl").write_text(json.dumps(seed_skills_event([str(seed.path)], [seed])) + "\n")
+    write_skill(seed.path, "Mine", "# m\n\n## Moves\n- Edited after the run started.")
+    assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--arms", "skill"]) == 0
+    out = capsys.readouterr().out
+    assert "at most 20 tokens per turn (the run's [sampling] max_tokens)" in out
+    assert "skills of the skill and both arms, in prompt order: sudoku-mine (seed), distilled (distilled)" in out
+    assert re.fullmatch(r"took \d+ s", out.strip().splitlines()[-1]), out
+    prompts = {prompt for prompt, _ in Recording.asked}
+    assert {tokens for _, tokens in Recording.asked} == {20} and len(prompts) == 1
+    prompt = prompts.pop()
+    assert "Edited after" not in prompt
+    assert prompt.index("Pinned rule of the seed skill.") < prompt.index("Rule the run distilled.")
+    # a run from before seed skills were logged: its [skills] folder, read now; --max-tokens still decides
+    (run / "events.jsonl").unlink()
+    assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--arms", "skill",
+                 "--max-tokens", "9"]) == 0
+    assert "at most 9 tokens per turn (--max-tokens)" in capsys.readouterr().out
+    assert {tokens for _, tokens in Recording.asked} == {9}
+    assert all("Edited after the run started." in prompt for prompt, _ in Recording.asked)
+    # a run that kept its default reply length (24, AgentRunConfig's) is evaluated at it
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n[task]\nmasked = 1\n')
+    assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--arms", "skill"]) == 0
+    out = capsys.readouterr().out
+    assert "at most 24 tokens per turn (the run's [sampling] max_tokens)" in out
+    assert "in prompt order: distilled (distilled)" in out
+
+
+def test_eval_without_a_run_keeps_its_default_reply_length(tmp_path, capsys, monkeypatch):
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.agents.skills import write_skill
+
+    monkeypatch.setattr(vllm_engine, "Engine", Recording)
+    skill = write_skill(tmp_path / "rules", "Rules", "# r\n\n## Moves\n- Fill the only empty cell.")
+    assert main(eval_args("--k", "1", "--skill", str(skill.path))) == 0
+    out = capsys.readouterr().out
+    assert "at most 12 tokens per turn (the default: 96 for react_math, else 12)" in out
+    assert "in prompt order: rules (--skill)" in out
+    assert {tokens for _, tokens in Recording.asked} == {12}
+
+
+def test_eval_of_a_run_names_its_broken_seed_skill(tmp_path, capsys, monkeypatch):
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.agents.skills import write_skill
+
+    monkeypatch.setattr(vllm_engine, "Engine", lambda *a, **k: (_ for _ in ()).throw(AssertionError("engine")))
+    run = tmp_path / "run"
+    write_skill(run / "skills" / "distilled", "Distilled", "# d\n\n## Moves\n- Rule the run distilled.")
+    (run / "config.toml").write_text('[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n'
+                                     f'[skills]\npaths = ["{tmp_path / "gone"}"]\n')
+    assert main(eval_args("--run", str(run))) == 2
+    assert (f"{run / 'config.toml'}: config error: skills.paths[0] is not a valid skill: {tmp_path / 'gone'}: "
+            "not found") in capsys.readouterr().err

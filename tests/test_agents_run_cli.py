@@ -57,8 +57,9 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[task]\nmasked = "2"\n', "task.masked must be an integer, as its default 4 is (got '2')"),
         ('[run]\ntask = "sudoku"\n[task]\nmasked = true\n', "task.masked must be an integer, as its default 4 is (got True)"),
         ('[run]\ntask = "react_math"\n[task]\nturns = 2.0\n', "task.turns must be an integer, as its default 4 is (got 2.0)"),
+        # counted from the config's folder (here tmp_path), as a task file is
         ('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/no-such-skill"]\n',
-         "skills.paths[0] is not a valid skill: skills/no-such-skill: not found (a skill is a folder holding a SKILL.md)"),
+         "skills.paths[0] is not a valid skill: /"),
         ('[run]\ntask = "sudoku"\n[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
         ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
         ('[run]\ntask = "sudoku"\n[distributed]\nengines = 0\n', "distributed.engines must be >= 1"),
@@ -66,10 +67,13 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
     ],
 )
 def test_config_errors_name_the_field_and_leave_no_run_dir(tmp_path, capsys, monkeypatch, body, message):
-    monkeypatch.chdir(ROOT)  # skill paths are relative to the working directory
+    monkeypatch.chdir(ROOT)
     rc, out = run_cli(tmp_path, body)
     assert rc == 2
-    assert f"config error: {message}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"config error: {message}" in err
+    if "no-such-skill" in body:
+        assert f"{tmp_path / 'skills' / 'no-such-skill'}: not found (a skill is a folder holding a SKILL.md)" in err
     assert not out.exists()
 
 
@@ -111,8 +115,10 @@ def test_resume_of_an_agent_run_from_before_events_is_refused_clearly(tmp_path, 
 
 @pytest.mark.parametrize("name", AGENT_EXAMPLES)
 def test_examples_build_their_run(name, monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)
-    config = load_config(AgentRunConfig, ROOT / "examples" / f"{name}.toml")
+    from coevolve.commands.run import load_run_config
+
+    monkeypatch.chdir(tmp_path)  # `coevolve run examples/NAME.toml` from any folder: its paths count from examples/
+    config = load_run_config(ROOT / "examples" / f"{name}.toml", {})
     task = config.build_task()
     assert task.name == config.run.task
     if config.run.task == "sudoku":
@@ -125,6 +131,7 @@ def test_examples_build_their_run(name, monkeypatch, tmp_path):
     else:
         assert es is None
     assert [s.name for s in config.seed_skills()] == [Path(p).name for p in config.skills.paths]
+    assert all(Path(p).is_absolute() and Path(p).parent == ROOT / "skills" for p in config.skills.paths)
     # what a run directory stores reads back as the same config
     written = tmp_path / "config.toml"
     written.write_text(dump_toml(as_dict(config)))
@@ -143,11 +150,13 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path):
     overrides = {"run": {"budget": 4, "out": str(tmp_path / "run")}, "task": {"masked": 1},
                  "agent": {"population": 2, "batch": 2, "eval_cases": 2}, "sampling": {"max_tokens": 8},
                  "es": {"sigma": 1e-2, "sigma_end": 5e-3, "alpha": 2e-3}}
-    config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml", overrides)
+    from coevolve.commands.run import load_run_config
+
+    config = load_run_config(ROOT / "examples" / "sudoku_esopt.toml", overrides)  # [skills] paths made absolute
     path = tmp_path / "config.toml"
     path.write_text(dump_toml(as_dict(config)))
     before = engine.checksum()
-    output = cli_in_process(engine, "run", str(path), cwd=ROOT)  # the example's [skills] paths are from ROOT
+    output = cli_in_process(engine, "run", str(path), cwd=tmp_path)
     assert engine.checksum() == before
     assert "episode" in output and "reward=" in output and "solved=" in output and "sigma=" in output  # the bar
     run_dir = tmp_path / "run"
@@ -248,3 +257,66 @@ def test_the_engines_context_is_the_configs_model_max_len(tmp_path, capsys, monk
     config.write_text('[run]\ntask = "sudoku"\n[model]\nmax_len = 100\n')
     assert main(["run", str(config)]) == 2
     assert "model.max_len must be in 256..1048576 (got 100)" in capsys.readouterr().err
+
+
+def test_skills_paths_count_from_the_configs_folder_and_are_recorded_absolute(tmp_path, monkeypatch):
+    """As `[skill] start`, a task file and `[model] path`: the run directory's config.toml names the folders
+    from anywhere. A relative path that names a folder only from the working directory (where configs
+    counted it before) is one line saying how to write it now."""
+    from coevolve.agents.skills import write_skill
+    from coevolve.base.errors import ConfigError
+    from coevolve.commands.run import load_run_config
+
+    folder = tmp_path / "game"
+    write_skill(folder / "hints", "Hints", "# h\n\n## Moves\n- Fill the only empty cell.")
+    (folder / "config.toml").write_text('[run]\ntask = "sudoku"\n[skills]\npaths = ["hints"]\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_run_config(folder / "config.toml", {})
+    assert config.skills.paths == [str(folder / "hints")]
+    assert [s.name for s in config.seed_skills()] == ["hints"]
+    # a run directory's config.toml written before (relative) reads as it did: from the working directory
+    assert load_config(AgentRunConfig, folder / "config.toml").skills.paths == ["hints"]
+    # written from the working directory (tmp_path): said, with the path that counts from the config's folder
+    write_skill(tmp_path / "skills" / "shared", "Shared", "# s\n\n## Moves\n- Fill the only empty cell.")
+    (folder / "config.toml").write_text('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/shared"]\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"skills.paths\[0\] counts from the config's folder .*game\), where "
+                                          r"'skills/shared' is not found; from the working directory it is: "
+                                          r"write '../skills/shared'"):
+        load_run_config(folder / "config.toml", {})
+
+
+def test_an_agent_run_resumes_from_another_folder_under_the_skill_it_started_with(tmp_path, monkeypatch, capsys):
+    """`coevolve run` in the config's folder, killed after a round; the seed skill's SKILL.md is edited and
+    `coevolve run --resume` is given from another folder: it resumes (the path is absolute in the run's
+    config.toml) and plays the text the run started with (its seed_skills event), to the uninterrupted
+    run's summary."""
+    from coevolve.engine import pool
+    from test_agents_es import SkillReader, seed_skill
+
+    folder = tmp_path / "game"
+    seed = seed_skill(folder / "sudoku-mine")
+    (folder / "config.toml").write_text(
+        '[run]\ntask = "sudoku"\nmethod = "esopt"\nbudget = 24\nseed = 3\n[task]\nmasked = 2\n'
+        '[agent]\npopulation = 4\nbatch = 2\neval_cases = 2\n[es]\nsigma = 1e-3\nalpha = 1e-3\ngenerations = 10\n'
+        '[skills]\npaths = ["sudoku-mine"]\n')
+    monkeypatch.setattr(pool, "build_engine", lambda model=None, section=None, **kwargs: SkillReader())
+    monkeypatch.chdir(folder)
+    for name in ("whole", "cut"):
+        assert main(["run", "config.toml", "--out", str(tmp_path / name), "--no-progress"]) == 0
+    whole, cut = read_summary(tmp_path / "whole" / "summary.json"), tmp_path / "cut"
+    events = (cut / "events.jsonl").read_text().splitlines(keepends=True)
+    first_round = next(i for i, line in enumerate(events) if '"type": "round"' in line)
+    (cut / "events.jsonl").write_text("".join(events[: first_round + 1]))
+    (cut / "history.jsonl").write_text((cut / "history.jsonl").read_text().splitlines(keepends=True)[0])
+    (cut / "summary.json").unlink()
+    seed_skill(seed.path, "Answer with a bare digit.")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["run", "--resume", str(cut), "--no-progress"]) == 0, capsys.readouterr().err
+    resumed = read_summary(cut / "summary.json")
+    assert resumed.config["skills"]["paths"] == [str(seed.path)]
+    assert resumed.model_dump(exclude={"config"}) == whole.model_dump(exclude={"config"})
+    assert resumed.eval_last.mean_reward > 0  # under the edited skill it would be 0

@@ -24,10 +24,13 @@ schedule's length). Budget = training episodes (coevolve.search.ledger.Ledger,
 one charge per episode). Held-out evaluation (greedy, `eval` split) runs every
 `eval_every` rounds and is not charged: it measures, it does not search.
 
-Events, in order within a round: `round` (the fitness of every member, written
-before the ES update, as the search loop writes a step), then `skill` (the
-distilled SKILL.md text) and `eval`. Every random choice derives from (seed,
-round), so resuming replays the logged rounds from the log, restores the
+Events: `start` (the config), `seed_skills` (the text of each [skills] folder,
+read once: a resume plays these, whatever the folders hold by then, as a
+heuristic run's `skill_start`), then, in order within a round: `round` (the
+fitness of every member, written before the ES update, as the search loop
+writes a step), then `skill` (the distilled SKILL.md text) and `eval`. Every
+random choice derives from (seed, round), so resuming replays the logged
+rounds from the log, restores the
 weights from history.jsonl (ESOpt.resume; an update lost to a kill is
 re-applied from the logged fitness) and goes on live: the result equals an
 uninterrupted run's. The run dir also holds history.jsonl (ES), eval.jsonl,
@@ -39,17 +42,18 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories, mean_metrics, mean_reward, rollout,
                                      save_trajectories)
-from coevolve.agents.runconfig import AgentRunConfig
-from coevolve.agents.skills import Skill, load_skill
+from coevolve.agents.runconfig import AgentRunConfig, read_seed_skills
+from coevolve.agents.skills import Skill, SkillError, load_skill, parse_skill_text
 from coevolve.agents.tools import SandboxTool
 from coevolve.agents.trace2skill import DEFAULT_SAMPLING, DistillSettings, distill, distill_best_of
 from coevolve.base.config import as_dict
 from coevolve.base.mirror import Mirroring
-from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
 from coevolve.base.records import AgentEvalRound, AgentSummary, write_record
 from coevolve.engine.base import Generator, WeightEngine
 from coevolve.engine.openai_client import open_endpoint
@@ -63,6 +67,7 @@ from coevolve.search.progress import progress_bar
 
 EVENT_VERSION = 1
 KIND = "agent"
+SEED_SKILLS = "seed_skills"  # the event pinning the [skills] texts a run plays with
 
 
 @dataclass
@@ -140,7 +145,7 @@ class _AgentRun:
         self.distiller = distiller
         self.on_progress = on_progress
         self.ledger = Ledger(budget=config.run.budget)
-        self.seed_skills = config.seed_skills()
+        self.seed_skills: list[Skill] = []  # [skills], as the run's log pinned them (run())
         self.distilled: Skill | None = None
         self.evals: list[dict[str, Any]] = []
         self.progress = AgentProgress()
@@ -160,9 +165,13 @@ class _AgentRun:
             check = getattr(self.engine, "check_constraints", None)
             if check is not None:
                 check([self.task.action_pattern])
+        pinned = logged_seed_skills(events, store.events_path)
+        self.seed_skills = config.seed_skills() if pinned is None else pinned
         with store.event_writer() as log:
             if not events:
                 log.append(start_event(KIND, EVENT_VERSION, as_dict(config)))
+            if pinned is None and config.skills.paths:  # read once; a resume plays these texts
+                log.append(seed_skills_event(config.skills.paths, self.seed_skills))
             self._eval(0, evals.get(0), log, started)
             round_index = 0
             online = config.agent.distill == "online"
@@ -382,6 +391,38 @@ def shaped_fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> 
     """Mean episode reward, plus `shaping` x the task's "progress" metric."""
     shaped = [t.reward + shaping * t.metrics.get("progress", 0.0) for t in trajectories]
     return sum(shaped) / len(shaped)
+
+
+def seed_skills_event(paths: Sequence[str], skills: Sequence[Skill]) -> dict[str, Any]:
+    """The event that pins a run's [skills]: each folder's SKILL.md text as the run read it at its start."""
+    return {"type": SEED_SKILLS,
+            "skills": [{"path": path, "name": skill.name, "text": skill.text()} for path, skill in zip(paths, skills)]}
+
+
+def logged_seed_skills(events: Sequence[dict], source: str | Path = "events.jsonl") -> list[Skill] | None:
+    """The seed skills a run's log pinned (its "seed_skills" event), in [skills] order; None when the
+    log holds none (a new run, one without [skills], or one started before the event existed: those
+    read their folders). A damaged text is a ResumeError naming `source`."""
+    logged = next((e for e in events if e.get("type") == SEED_SKILLS), None)
+    if logged is None:
+        return None
+    try:
+        return [parse_skill_text(entry["text"], f"{source}: seed skill {entry.get('path')}")
+                for entry in logged["skills"]]
+    except (KeyError, TypeError, SkillError) as exc:
+        raise ResumeError(f"{source}: the seed_skills event cannot be read ({exc})") from None
+
+
+def run_seed_skills(run_dir: str | Path, paths: Sequence[str]) -> list[Skill]:
+    """The seed skills the agent run in `run_dir` played with: the texts its log pinned, else (a run
+    from before they were logged) its [skills] `paths` read now, counted as the run counted them (an
+    absolute path; an old run's relative one from the working directory). A folder that is not a valid
+    skill is a ConfigError naming its skills.paths entry."""
+    events_path = Path(run_dir) / "events.jsonl"
+    pinned = logged_seed_skills(read_jsonl(events_path), events_path)
+    if pinned is not None:
+        return pinned
+    return read_seed_skills(list(paths))
 
 
 def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | None = None) -> None:

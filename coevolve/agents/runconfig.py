@@ -9,6 +9,7 @@ nothing: `build_task` and `seed_skills` build the task and read the skills, and
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -66,7 +67,28 @@ class AgentSection(Section):
 
 
 class SkillsSection(Section):
-    paths: list[str] = []  # skill folders, each holding a SKILL.md
+    # skill folders, each holding a SKILL.md: a new run counts them from its TOML's folder and
+    # records them absolute (`absolute_skill_paths`); an old run's config.toml may hold them
+    # relative, read from the working directory as when it started
+    paths: list[str] = []
+
+
+def absolute_skill_paths(raw: Any, base: str | Path) -> Any:
+    """`raw` (a config's tables, or a named arm's) with each relative [skills] path counted from
+    `base`, the folder of the TOML that names it (as `[skill] start`, a task file and `[model] path`
+    are), so the run directory's config.toml names the folders from anywhere."""
+    table = raw.get("skills") if isinstance(raw, dict) else None
+    paths = table.get("paths") if isinstance(table, dict) else None
+    if not isinstance(paths, list):
+        return raw
+
+    def absolute(path: Any) -> Any:
+        if not (isinstance(path, str) and path):
+            return path  # the section's validation names it
+        folder = Path(path).expanduser()
+        return str((folder if folder.is_absolute() else Path(base, folder)).resolve())
+
+    return {**raw, "skills": {**table, "paths": [absolute(p) for p in paths]}}
 
 
 class AgentRunConfig(Config):
@@ -138,11 +160,18 @@ class AgentRunConfig(Config):
             raise config_error("task", f"options do not build {self.run.task}: {exc}") from None
 
     def seed_skills(self) -> list[Skill]:
-        """The [skills] folders, read; a bad one is a config error naming it."""
-        skills = []
-        for i, path in enumerate(self.skills.paths):
-            try:
-                skills.append(load_skill(path))
-            except SkillError as exc:
-                raise config_error(f"skills.paths[{i}]", f"is not a valid skill: {exc}") from None
-        return skills
+        """The [skills] folders, read now (a run reads them once, at its start, and plays the texts its
+        log pinned from then on: es_agent.logged_seed_skills); a bad one is a config error naming it."""
+        return read_seed_skills(self.skills.paths)
+
+
+def read_seed_skills(paths: list[str]) -> list[Skill]:
+    """[skills] `paths` read (a relative one from the working directory); a bad one is a config error
+    naming its skills.paths entry."""
+    skills = []
+    for i, path in enumerate(paths):
+        try:
+            skills.append(load_skill(path))
+        except SkillError as exc:
+            raise config_error(f"skills.paths[{i}]", f"is not a valid skill: {exc}") from None
+    return skills

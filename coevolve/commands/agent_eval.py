@@ -8,8 +8,12 @@ Mean@k, Pass@k and Max@k (k = 4; up to 32) with 95% confidence intervals over
 for j = 1, 2, 4, ... up to k, sampled as the paper does for the task (Sudoku:
 temperature 0.7, top-p 0.8, top-k 20, presence penalty 1.5; math: temperature 1,
 top-p 1, top-k 40), for each arm: base weights, ES-tuned
-weights (the run's history.jsonl), the distilled skill (the run's skills/),
-and both. Replies are decoded under the task's action format unless --free.
+weights (the run's history.jsonl), the skills the run played with (its seed
+skills, `[skills]` as its log pinned them, then the ones it distilled, its
+skills/: what `coevolve compare` scores a run with), and both. Replies are
+decoded under the task's action format unless --free, each turn at most the
+run's `[sampling] max_tokens` (without --run: 12, 96 for react_math;
+--max-tokens sets it).
 Every input is checked before the first episode: the task and its options,
 the run directory, SKILL.md files, the held-out split against training, and
 the action pattern against the engine.
@@ -25,9 +29,11 @@ from typing import Any
 
 from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, check_arms, check_heldout,
                                       engine_options_for, eval_sampling, evaluate_arms, run_inputs, table)
+from coevolve.agents.es_agent import run_seed_skills
+from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import SkillError, load_skill
 from coevolve.base.durable import atomic_write_json
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import ConfigError, UsageError
 from coevolve.engine.base import ConstraintError
 from coevolve.es import ReplayError
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
@@ -39,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("agent tasks (sudoku, sudoku9, react_math, your env.py): held-out Mean@k / Pass@k")
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of the task, e.g. masked=1 (sudoku), turns=4 (react_math); repeatable")
-    g.add_argument("--run", help="agent run directory: its history.jsonl (ES-tuned weights) and skills/")
+    g.add_argument("--run", help="agent run directory: its history.jsonl (ES-tuned weights), and its seed "
+                                 "skills ([skills]) and distilled ones (skills/) for the skill arms")
     g.add_argument("--history", help="ES history.jsonl to replay for the esopt/both arms (instead of --run)")
     g.add_argument("--skill", action="append", default=[], metavar="DIR",
                    help="skill folder for the skill/both arms (instead of --run); repeatable")
@@ -48,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=int, default=4, help="attempts per problem, 1..32 (default 4); best-of-j is "
                                                     "reported for j = 1, 2, 4, ... up to k")
     g.add_argument("--free", action="store_true", help="decode freely instead of under the task's action format")
-    g.add_argument("--max-tokens", type=int, help="tokens per turn (default: 12 for sudoku, 96 for react_math)")
+    g.add_argument("--max-tokens", type=int, help="tokens per turn (default: with --run, the run's [sampling] "
+                                                  "max_tokens; else 12, or 96 for react_math)")
     g.add_argument("--seed", type=int, default=0, help="held-out split seed and sampling seed (default 0)")
     g.add_argument("--out", help="write the results as JSON here")
     g.add_argument("--model", help="HF checkpoint directory (default: the run's [model] path with --run, else the "
@@ -84,6 +92,8 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError("give --run, or --history/--skill, not both")
     options = parse_options(args.option)
     context: dict[str, Any] = {}  # the run's engine context, so its episodes fit here as they did there
+    seed_paths: list = []  # the run's [skills] paths: its seed skills, when its log did not pin their texts
+    run_tokens: int | None = None  # the run's [sampling] max_tokens: its episodes' replies were cut there
     if args.run and (Path(args.run) / "config.toml").is_file():
         # the run's own task settings, so the held-out problems are the run's kind of problem
         from coevolve.base.config import read_toml
@@ -92,6 +102,11 @@ def handle(args: argparse.Namespace) -> int:
         if raw.get("run", {}).get("task", args.task) != args.task:
             raise UsageError(f"{args.run} is a run on task {raw['run']['task']!r}, not {args.task!r}")
         options = {**{k: v for k, v in raw.get("task", {}).items() if v not in (0, "")}, **options}
+        skills_table = raw.get("skills") if isinstance(raw.get("skills"), dict) else {}
+        seed_paths = skills_table.get("paths") if isinstance(skills_table.get("paths"), list) else []
+        sampling = raw.get("sampling") if isinstance(raw.get("sampling"), dict) else {}
+        run_tokens = sampling.get("max_tokens") if isinstance(sampling.get("max_tokens"), int) else \
+            AgentRunConfig.model_fields["sampling"].default.max_tokens  # the agent default a run took
         model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
         if isinstance(model.get("max_len"), int):
             context = {"max_model_len": model["max_len"]}
@@ -101,14 +116,31 @@ def handle(args: argparse.Namespace) -> int:
             print(f"model: {args.model} (the run's [model] path; --model picks another)", flush=True)
     task = build_task(args.task, options)
     try:
-        history, skills = run_inputs(args.run) if args.run else (
-            Path(args.history) if args.history else None, [load_skill(s) for s in args.skill])
+        if args.run:
+            # the skills the run played with: its seed skills ([skills], as its log pinned them), then the
+            # ones it distilled (skills/), as `coevolve compare` scores an arm
+            history, distilled = run_inputs(args.run)
+            try:
+                seeds = run_seed_skills(args.run, seed_paths)
+            except ConfigError as exc:  # an old run's [skills] folder, read now
+                raise UsageError(f"{Path(args.run) / 'config.toml'}: {exc}") from None
+            skills = [*seeds, *distilled]
+            origins = ["seed"] * len(seeds) + ["distilled"] * len(distilled)
+        else:
+            history = Path(args.history) if args.history else None
+            skills = [load_skill(s) for s in args.skill]
+            origins = ["--skill"] * len(skills)
     except (SkillError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     arms = args.arms.split(",") if args.arms else [
         a for a in ARMS if (a not in ("esopt", "both") or history) and (a not in ("skill", "both") or skills)]
     constrained = not args.free and bool(getattr(task, "action_pattern", None))
-    max_tokens = args.max_tokens or (96 if args.task == "react_math" else 12)
+    if args.max_tokens:
+        max_tokens, said = args.max_tokens, "--max-tokens"
+    elif run_tokens:
+        max_tokens, said = run_tokens, "the run's [sampling] max_tokens"
+    else:
+        max_tokens, said = (96 if args.task == "react_math" else 12), "the default: 96 for react_math, else 12"
     try:
         check_arms(arms, history, skills)
         heldout = task.cases("eval", args.problems, seed=args.seed)
@@ -117,7 +149,11 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
-          f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding", flush=True)
+          f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding, "
+          f"at most {max_tokens} tokens per turn ({said})", flush=True)
+    if any(a in ("skill", "both") for a in arms):
+        print("skills of the skill and both arms, in prompt order: "
+              + ", ".join(f"{s.name} ({origin})" for s, origin in zip(skills, origins)), flush=True)
     weights = history if any(a in ("esopt", "both") for a in arms) else None
     engine = vllm_engine.Engine(args.model, **engine_options_for(weights), **context)
     began = time.monotonic()
@@ -139,11 +175,13 @@ def handle(args: argparse.Namespace) -> int:
     print(table(results))
     for line in against_base(results):
         print(line)
-    print(f"{time.monotonic() - began:.0f} s")
+    print(f"took {time.monotonic() - began:.0f} s")
     if args.out:
         atomic_write_json(args.out, {
             "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
-            "constrained": constrained, "run": args.run, "results": [r.to_dict() for r in results]})
+            "constrained": constrained, "max_tokens": max_tokens, "run": args.run,
+            "skills": [{"name": s.name, "origin": origin} for s, origin in zip(skills, origins)],
+            "results": [r.to_dict() for r in results]})
     return 0
 
 

@@ -57,7 +57,8 @@ timeout_s = 30
 '''
 
 AGENT_CONFIG = '''# A small agent run on {name}: `coevolve run config.toml` (from any folder: the
-# task path below is relative to this file). Raise run.budget for a real run.
+# task and skill paths below are relative to this file). Raise run.budget for
+# a real run.
 [run]
 method = "esopt+trace2skill"   # or "esopt" (weights only), "trace2skill" (skills only)
 task = "env.py"
@@ -86,8 +87,8 @@ sigma_end = 1e-3
 alpha = 1.5e-3
 
 # What you know about the environment, in the system prompt from the first
-# episode: folders each holding a SKILL.md (docs/agents.md; a finished run's
-# distilled skill is one, in RUN_DIR/skills/):
+# episode: folders each holding a SKILL.md, relative to this file (docs/agents.md;
+# a finished run's distilled skill is one, in RUN_DIR/skills/):
 # [skills]
 # paths = ["hints"]
 '''

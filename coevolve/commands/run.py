@@ -15,13 +15,14 @@ continues after a kill."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from coevolve.agents.es_agent import execute as execute_agent
-from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.agents.runconfig import AgentRunConfig, absolute_skill_paths
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
 from coevolve.base.errors import ConfigError, UsageError
@@ -195,7 +196,8 @@ def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budge
 def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = True) -> RunConfig | AgentRunConfig:
     """The run config in `path` with the flags' overrides laid over it. A file task or method is made absolute (so the run directory's config names it
     from anywhere): a --task / --method path counts from the working directory, a TOML one
-    from the TOML's folder. A comparison config (one with [compare], such as
+    from the TOML's folder, as do `[skill] start`, `[start] programs`, `[model] path` and an agent
+    run's `[skills] paths`. A comparison config (one with [compare], such as
     examples/paper/*.toml) runs one of its arms: the first method, task, budget
     and seed it lists unless flags pick another. A new run's (`new`) task must be one a registry,
     a file, a module or a plugin names; a resumed run's was when it started."""
@@ -207,6 +209,9 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
         if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
             overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
     raw = absolute_checkpoint(absolute_start(absolute_programs(raw, path.parent), path.parent), path.parent)
+    # an agent run's [skills] paths as the TOML wrote them (check_skills_moved), then counted from its folder
+    written = raw.get("skills", {}).get("paths") if isinstance(raw.get("skills"), dict) else None
+    raw = absolute_skill_paths(raw, path.parent)
     if "model" in overrides:  # --model counts from the working directory
         overrides["model"] = absolute_checkpoint({"model": overrides["model"]}, ".")["model"]
     if "skill" in overrides:  # --skill counts from the working directory
@@ -230,7 +235,22 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
         raise ConfigError(f"config error: run.task: {unknown}")
     if "skill" in overrides and config_class(raw) is AgentRunConfig:
         raise UsageError("--skill is for heuristic runs; an agent run names its skills in [skills] paths")
-    return build_config(config_class(raw), raw)
+    config = build_config(config_class(raw), raw)
+    if new and isinstance(config, AgentRunConfig) and isinstance(written, list):
+        check_skills_moved(written, config.skills.paths, path.parent)
+    return config
+
+
+def check_skills_moved(written: list, paths: list[str], base: Path) -> None:
+    """A relative [skills] path (as `written` in the TOML) that names no folder from the TOML's folder
+    `base`, where it counts (`paths`: as counted), but does from the working directory, where configs
+    counted it before: one line saying how to write it now."""
+    for index, (path, counted) in enumerate(zip(written, paths)):
+        if (isinstance(path, str) and path and not Path(path).expanduser().is_absolute()
+                and not Path(counted).exists() and Path(path).is_dir()):
+            now = os.path.relpath(Path(path).resolve(), base.resolve())
+            raise ConfigError(f"config error: skills.paths[{index}] counts from the config's folder ({base}), where "
+                              f"{path!r} is not found; from the working directory it is: write {now!r}")
 
 
 def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECONDS) -> None:
