@@ -64,9 +64,15 @@ from tasks.registry import heuristic_task
 
 
 def _settings(config: RunConfig) -> dict:
-    """A run's config without its directory, which may move with the comparison."""
+    """A run's config without its directory, which may move with the comparison. An agent run's seed
+    skills by the folders they name: a run from before they were recorded absolute holds them relative,
+    counted from the working directory (as it started), which names the same folders as the TOML's own
+    counting when the comparison is rerun from where it ran."""
     data = as_dict(config)
     data["run"] = {k: v for k, v in data["run"].items() if k != "out"}
+    if isinstance(data.get("skills"), dict):
+        data["skills"] = {**data["skills"], "paths": [str(Path(p).expanduser().resolve())
+                                                      for p in data["skills"].get("paths", [])]}
     return data
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_in_process, sigkill_after
-from coevolve.base.config import as_dict, dump_toml, read_toml
+from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, agent_runs, base_directory,
@@ -273,3 +273,22 @@ def test_seed_skills_count_from_the_comparisons_folder_as_a_runs_do(tmp_path, mo
     assert config.compare.arms["mine"]["skills"]["paths"] == [str((folder / "arm-hints").resolve())]
     run = comparison_run(read_toml(path), base=folder)
     assert run["skills"]["paths"] == [str((folder / "arm-hints").resolve())]
+
+
+def test_a_run_of_an_older_comparison_with_relative_seed_skills_is_the_same_run(tmp_path, monkeypatch):
+    """An agent comparison's runs recorded [skills] paths as written before they counted from the TOML's folder
+    (relative, from the working directory): rerun from where it ran, the same folders are the same settings;
+    other folders are refused as other settings."""
+    from coevolve.agents.runconfig import AgentRunConfig
+    from coevolve.compare import existing_config
+
+    monkeypatch.chdir(tmp_path)
+    raw = {"run": {"task": "sudoku", "method": "trace2skill", "budget": 64, "seed": 0}, "skills": {"paths": ["skills/x"]}}
+    old = tmp_path / "runs" / "old"
+    old.mkdir(parents=True)
+    (old / "config.toml").write_text(dump_toml(raw))
+    now = build_config(AgentRunConfig, {**raw, "skills": {"paths": [str(tmp_path / "skills" / "x")]}})
+    assert existing_config(now, old) is not None
+    elsewhere = build_config(AgentRunConfig, {**raw, "skills": {"paths": [str(tmp_path / "other" / "x")]}})
+    with pytest.raises(UsageError, match="holds a run under other settings: skills.paths"):
+        existing_config(elsewhere, old)
