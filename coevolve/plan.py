@@ -20,7 +20,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
-from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection, absolute_skill_paths
+from coevolve.agents.runconfig import (AgentRunConfig, AgentSection, SkillsSection, absolute_skill_paths,
+                                       absolute_task_files)
 from coevolve.base.config import (Config, Section, as_dict, build_config, config_error, keys_under, merge_overrides,
                                   read_toml, require)
 from coevolve.base.errors import ConfigError, UsageError, did_you_mean
@@ -221,6 +222,16 @@ def _absolute_arms(raw: dict, base: Path) -> dict:
                                                    for name, arm in compare["arms"].items()}}}
 
 
+def _absolute_agent_files(raw: dict, base: Path) -> dict:
+    """`raw` with what names files counted from `base`, the TOML's folder, as a run's are: the named arms'
+    (`_absolute_arms`), the [skills] paths, and each [task.<name>] table's file options."""
+    raw = absolute_skill_paths(_absolute_arms(raw, base), base)
+    tables = raw.get("task")
+    if not isinstance(tables, dict):
+        return raw
+    return {**raw, "task": {name: absolute_task_files(options, name, base) for name, options in tables.items()}}
+
+
 def _absolute_arm(arm: Any, base: Path) -> Any:
     """A named arm's method file, skill folder, starting programs and seed skills counted from the TOML's
     folder, as the comparison's."""
@@ -292,9 +303,8 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
     raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
     if config_class(raw) is AgentCompareConfig:
-        base = Path(path).parent  # [skills] paths, the arms' too, count from the TOML's folder, as a run's do
-        config = build_config(AgentCompareConfig, absolute_checkpoint(absolute_skill_paths(_absolute_arms(raw, base),
-                                                                                           base), base))
+        base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
+        config = build_config(AgentCompareConfig, absolute_checkpoint(_absolute_agent_files(raw, base), base))
         for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
             agent_run_config(config, spec, Path("plan")).build_task()
         return config
@@ -308,7 +318,7 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
     method under its own settings) or the first method, and the first task, budget
     and seed it lists (flags choose another). `base`, the TOML's folder: where a
     named arm's relative files (method, skill, starting programs) count from."""
-    raw = raw if base is None else absolute_skill_paths(_absolute_arms(raw, base), base)
+    raw = raw if base is None else _absolute_agent_files(raw, base)
     config = build_config(config_class(raw), raw)
     c = config.compare
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)

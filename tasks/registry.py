@@ -141,19 +141,7 @@ def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callab
     """The environment `name`, built with `options` (the run config's [task]
     table) as keyword arguments; an option the factory does not take is a
     ValueError naming it. `tool` goes to tasks that run Python."""
-    known = f"agent tasks: {', '.join(sorted(AGENT_TASKS))}"
-    if name in HEURISTIC_TASKS:
-        raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
-    if name in AGENT_TASKS:
-        factory = build = _resolve(AGENT_TASKS[name].target)
-        python_tool = AGENT_TASKS[name].python_tool
-    else:
-        resolved = _from_spec(name, sorted(AGENT_TASKS))
-        if resolved.kind != "agent":
-            raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
-        # a user's agent task gets the Python tool when its constructor takes `tool`
-        factory, build = resolved.factory, resolved.build
-        python_tool = "tool" in (_keywords(factory) or ())
+    factory, build, python_tool = _agent_factory(name)
     kwargs = dict(options or {})
     accepted = _keywords(factory)
     for key in kwargs:
@@ -164,6 +152,32 @@ def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callab
     if python_tool and tool is not None:
         kwargs["tool"] = tool
     return build(**kwargs)
+
+
+def _agent_factory(name: str) -> tuple[Callable[..., Any], Callable[..., Any], bool]:
+    """(the factory whose keywords are the task's options, what builds it, whether it takes the Python tool)."""
+    known = f"agent tasks: {', '.join(sorted(AGENT_TASKS))}"
+    if name in HEURISTIC_TASKS:
+        raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
+    if name in AGENT_TASKS:
+        factory = _resolve(AGENT_TASKS[name].target)
+        return factory, factory, AGENT_TASKS[name].python_tool
+    resolved = _from_spec(name, sorted(AGENT_TASKS))
+    if resolved.kind != "agent":
+        raise UnknownTask(f"{name!r} is a heuristic-design task, not an agent task ({known})")
+    # a user's agent task gets the Python tool when its constructor takes `tool`
+    return resolved.factory, resolved.build, "tool" in (_keywords(resolved.factory) or ())
+
+
+def path_options(name: str) -> tuple[str, ...]:
+    """The options of agent task `name` that name files (a parameter annotated with `Path`, as react_math's
+    `problems_file`): a config counts them from its TOML's folder, as its other paths. () for a heuristic
+    task, or one that cannot be resolved here (its own error comes when the run is checked)."""
+    try:
+        params = inspect.signature(_agent_factory(name)[0]).parameters.values()
+    except Exception:  # an unknown name, a broken file: said, with its line, by the checks that build it
+        return ()
+    return tuple(p.name for p in params if "Path" in str(p.annotation))
 
 
 def get_task(name: str) -> HeuristicTask | AgentTask:

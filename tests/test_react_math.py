@@ -192,3 +192,28 @@ def test_action_pattern_accepts_a_tool_block_or_a_boxed_answer_only():
     assert re.fullmatch(pattern, "```python\nprint(2 + 2)\n```")
     assert re.fullmatch(pattern, "\\boxed{-3/4}")
     assert not re.fullmatch(pattern, "The answer is 4.")
+
+
+def test_a_problems_file_counts_from_the_configs_folder(tmp_path: Path, monkeypatch):
+    """[task] problems_file (an option its factory annotates Path) counts from the TOML's folder, as a config's
+    other paths do, in a run and in an agent comparison's [task.<name>] table, whatever the working directory."""
+    from coevolve.commands.run import load_run_config
+    from coevolve.plan import load_compare_config
+    from tasks.registry import path_options
+
+    assert path_options("react_math") == ("problems_file",) and path_options("sudoku") == ()
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    lines = [{"question": f"q{i}", "answer": str(i), "split": s} for i, s in enumerate(["train"] * 4 + ["eval"] * 4)]
+    (folder / "mine.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    run = folder / "run.toml"
+    run.write_text('[run]\nmethod = "esopt"\ntask = "react_math"\nbudget = 64\n[task]\nproblems_file = "mine.jsonl"\n')
+    monkeypatch.chdir(tmp_path)  # not the TOML's folder
+    config = load_run_config(run, {})
+    assert config.task["problems_file"] == str((folder / "mine.jsonl").resolve())
+    assert {c.question for c in config.build_task().cases("train", 4)} == {"q0", "q1", "q2", "q3"}
+    compare = folder / "cmp.toml"
+    compare.write_text('[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["react_math"]\n'
+                       'budgets = [64]\nseeds = [0]\n[eval]\nproblems = 2\n'
+                       '[task.react_math]\nproblems_file = "mine.jsonl"\n')
+    assert load_compare_config(compare).task["react_math"]["problems_file"] == str((folder / "mine.jsonl").resolve())

@@ -22,7 +22,7 @@ from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig, ESSection
 from tasks.loader import looks_like_spec, plugins
-from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, TaskOptionError, agent_task
+from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, TaskOptionError, agent_task, path_options
 
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
 ES_METHODS = ("esopt", "esopt+trace2skill")
@@ -89,6 +89,22 @@ def absolute_skill_paths(raw: Any, base: str | Path) -> Any:
         return str((folder if folder.is_absolute() else Path(base, folder)).resolve())
 
     return {**raw, "skills": {**table, "paths": [absolute(p) for p in paths]}}
+
+
+def absolute_task_files(options: Any, task: Any, base: str | Path) -> Any:
+    """A [task] table (`options`) of agent task `task` with each relative file option (an option its
+    factory annotates `Path`, tasks.registry.path_options) counted from `base`, the TOML's folder."""
+    if not isinstance(options, dict) or not isinstance(task, str):
+        return options
+    files = path_options(task)
+
+    def absolute(value: Any) -> Any:
+        if not (isinstance(value, str) and value):
+            return value
+        path = Path(value).expanduser()
+        return str(path if path.is_absolute() else (Path(base) / path).resolve())
+
+    return {key: absolute(value) if key in files else value for key, value in options.items()}
 
 
 class AgentRunConfig(Config):

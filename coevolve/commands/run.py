@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from coevolve.agents.es_agent import execute as execute_agent
-from coevolve.agents.runconfig import AgentRunConfig, absolute_skill_paths
+from coevolve.agents.runconfig import AgentRunConfig, absolute_skill_paths, absolute_task_files
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
 from coevolve.base.errors import ConfigError, UsageError
@@ -212,6 +212,9 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     # an agent run's [skills] paths as the TOML wrote them (check_skills_moved), then counted from its folder
     written = raw.get("skills", {}).get("paths") if isinstance(raw.get("skills"), dict) else None
     raw = absolute_skill_paths(raw, path.parent)
+    if "compare" not in raw and "task" in raw:  # an agent task's file options (a comparison's: coevolve/plan.py)
+        task = overrides.get("run", {}).get("task") or run.get("task")
+        raw = {**raw, "task": absolute_task_files(raw["task"], task, path.parent)}
     if "model" in overrides:  # --model counts from the working directory
         overrides["model"] = absolute_checkpoint({"model": overrides["model"]}, ".")["model"]
     if "skill" in overrides:  # --skill counts from the working directory
