@@ -484,15 +484,14 @@ def test_agent_page_shows_mean_pass_at_k_and_the_skill(browser, engine, tmp_path
     tests/test_agents_run_cli.py runs them), then its page: the held-out
     Mean@k / Pass@k with their intervals per evaluation and the distilled
     skill's text; and its mirrors."""
-    from coevolve.agents.runconfig import AgentRunConfig
-    from coevolve.base.config import load_config
-    from coevolve.commands.run import create_store, execute_agent
+    from coevolve.commands.run import create_store, execute_agent, load_run_config
     from coevolve.dashboard.reader import AgentRun
     from test_trackers import mlflow_history
 
     monkeypatch.chdir(ROOT)
     overrides = {**AGENT_OVERRIDES, "run": {**AGENT_OVERRIDES["run"], "out": str(tmp_path / "agent-run")}}
-    config = load_config(AgentRunConfig, ROOT / "examples" / "sudoku_esopt.toml", overrides)
+    # as `coevolve run` reads it: its [skills] paths count from the example's folder
+    config = load_run_config(ROOT / "examples" / "sudoku_esopt.toml", overrides)
     try:
         execute_agent(config, create_store(config), engine=engine, progress=False)
     finally:

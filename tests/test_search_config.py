@@ -148,7 +148,9 @@ def test_a_context_past_the_models_own_is_one_line_before_any_directory(tmp_path
     heuristic = tmp_path / "h.toml"
     heuristic.write_text((ROOT / "examples" / "tsp_eoh_esopt.toml").read_text() + long)
     agent = tmp_path / "a.toml"
-    agent.write_text((ROOT / "examples" / "sudoku_esopt.toml").read_text() + long)
+    # (its seed skill named from anywhere: the copy is not beside ../skills)
+    agent.write_text((ROOT / "examples" / "sudoku_esopt.toml").read_text().replace('"../skills/', f'"{ROOT}/skills/')
+                     + long)
     compare = write(tmp_path, '[compare]\nmethods = ["sample"]\ntasks = ["tsp_construct"]\nbudgets = [4]\n'
                               'seeds = [0]' + long)
     for argv in (["run", str(heuristic), "--out", str(tmp_path / "r")], ["run", str(agent), "--out", str(tmp_path / "a")],
