@@ -217,3 +217,10 @@ def test_a_problems_file_counts_from_the_configs_folder(tmp_path: Path, monkeypa
                        'budgets = [64]\nseeds = [0]\n[eval]\nproblems = 2\n'
                        '[task.react_math]\nproblems_file = "mine.jsonl"\n')
     assert load_compare_config(compare).task["react_math"]["problems_file"] == str((folder / "mine.jsonl").resolve())
+    # a file option naming no file is named as written
+    from coevolve.base.errors import ConfigError
+
+    run.write_text(run.read_text().replace('"mine.jsonl"', '"gone.jsonl"'))
+    with pytest.raises(ConfigError, match=r"task\.problems_file names no file \(counted from the config's folder\) "
+                                          r"\(got '.*/conf/gone.jsonl'\)"):
+        load_run_config(run, {}).build_task()

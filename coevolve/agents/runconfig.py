@@ -169,6 +169,10 @@ class AgentRunConfig(Config):
         for tasks that run code (coevolve.agents.tools.SandboxTool)."""
         try:
             options = {k: v for k, v in self.task.items() if not (v == 0 or v == "") or isinstance(v, bool)}
+            for name in path_options(self.run.task):  # a file option naming no file, named as the TOML wrote it
+                if isinstance(options.get(name), str) and not Path(options[name]).expanduser().is_file():
+                    raise config_error(f"task.{name}", "names no file (counted from the config's folder)",
+                                       options[name])
             return agent_task(self.run.task, options, tool=tool)
         except TaskOptionError as exc:
             raise config_error(f"task.{exc.option}", exc.problem) from None
