@@ -433,11 +433,16 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
         methods = [arm_method(config, m) for m in c.methods]
         require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
         require_model(config.model)
+    read: set[tuple[str, ...]] = set()
     for spec in agent_runs(config):  # a rerun whose settings changed, or a seed skill that does not read:
         run_cfg = agent_run_config(config, spec, spec.directory(root))  # refused before anything is written
-        existing_config(run_cfg, spec.directory(root))
-        run_cfg.seed_skills()
-    AgentRunConfig(skills=config.skills).seed_skills()  # the base arm's
+        if existing_config(run_cfg, spec.directory(root)) is not None:
+            run_seed_skills(spec.directory(root), run_cfg.skills.paths)  # what its log pinned, if it did
+        elif tuple(run_cfg.skills.paths) not in read:  # a run still to start reads its folders (each set once)
+            read.add(tuple(run_cfg.skills.paths))
+            run_cfg.seed_skills()
+    if "base" in c.methods:
+        AgentRunConfig(skills=config.skills).seed_skills()  # the base arm's, read when it is scored
     resources = _Resources(config, engine)  # starts nothing until a run asks
     tool = SandboxTool()
     arms = len(c.seeds) * len(c.tasks) * (len(c.budgets) * sum(m != "base" for m in c.methods)

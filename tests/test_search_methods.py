@@ -426,16 +426,15 @@ def test_a_comparison_keeps_its_method_files_and_its_report_reads_the_copy(tmp_p
     import inspect
 
     from coevolve.base.errors import UsageError
-    from coevolve.commands.compare import prepare_methods
 
     toy = write_toy(tmp_path)
     root = tmp_path / "cmp"
-    prepare_methods([str(toy), f"{toy}+esopt", "eoh"], root)
+    registry.record_methods(root, [str(toy), f"{toy}+esopt", "eoh"])  # what a comparison keeps (compare.begin)
     record = json.loads((root / registry.RECORD).read_text())
     assert list(record) == [str(toy)] and (root / record[str(toy)]["copy"]).read_text() == TOY
     toy.write_text(TOY + "\n# edited\n")
-    with pytest.raises(UsageError, match=f"method file {toy} changed since"):  # rerunning the comparison
-        prepare_methods([str(toy)], root)
+    with pytest.raises(UsageError, match=f"method file {toy} changed since the comparison started"):  # a rerun
+        registry.remember_methods(root, owner="comparison")
     registry.remember_methods(root, "copy")  # what its report does
     assert inspect.getfile(registry.method_class(str(toy))) == str((root / record[str(toy)]["copy"]).resolve())
 

@@ -72,7 +72,8 @@ def name_problem(name: str) -> str | None:
 
 def validate_skill(skill: Skill, folder_name: str | None = None, max_lines: int = MAX_LINES) -> list[str]:
     """Every broken format rule, as readable messages (empty list = valid)."""
-    problems = [p for p in [name_problem(skill.name)] if p]
+    problem = name_problem(skill.name)
+    problems = [problem] if problem else []
     if folder_name is not None and skill.name != folder_name:
         problems.append(f"name {skill.name!r} must equal the folder name {folder_name!r}")
     if not skill.description.strip() or len(skill.description) > MAX_DESCRIPTION:

@@ -20,7 +20,7 @@ from coevolve.compare import run_comparison
 from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_plan,
                            check_arms, load_compare_config, planned_runs, structural_differences, test_set_lines)
 from coevolve.report import render_comparison
-from coevolve.search.methods import format_plan, record_methods, remember_methods
+from coevolve.search.methods import format_plan, remember_methods
 from tasks.loader import remember_tasks
 
 
@@ -54,15 +54,6 @@ def prepare_tasks(specs: list[str], root: Path, check: bool = True, seconds: flo
     remember_tasks(root, owner="comparison")
     for spec in specs if check else ():
         check_task(spec, seconds)
-
-
-def prepare_methods(names: list[str], root: Path) -> None:
-    """Refuse a method file changed since this comparison started, and keep a copy of each in the
-    comparison directory (its report reads them from there when the originals are gone): both halves
-    of what a comparison does, which `coevolve compare` splits around its checks (remember_methods
-    before them, `run_comparison` records after them)."""
-    remember_methods(root, owner="comparison")
-    record_methods(root, names)
 
 
 def print_plan(config: Any) -> None:

@@ -70,7 +70,7 @@ from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
                                      planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
-from coevolve.search.population import Candidate
+from coevolve.search.population import Candidate, dedup_key
 from coevolve.search.prompts import Context, describe_failure, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
@@ -1186,13 +1186,9 @@ class SearchLoop:
         """[eoh] tie_break: the tie-breaks, and how many other programs (proposed or seeded, repeats not
         counted) had the best's objective: what the best won them over."""
         best, decimals = self.method.best(), self.config.eoh.dedup_decimals
-
-        def rounded(value: float) -> float:
-            return value if decimals < 0 else round(value, decimals)
-
         tied = 0 if best is None else sum(
-            1 for c in self._pool()
-            if c.valid and c.duplicate_of is None and c.id != best.id and rounded(c.objective) == rounded(best.objective))
+            1 for c in self._pool() if c.valid and c.duplicate_of is None and c.id != best.id
+            and dedup_key(c.objective, decimals) == dedup_key(best.objective, decimals))
         return {"ties": list(self.config.eoh.tie_break), "tied": tied}
 
     def _edits(self) -> dict[str, int]:

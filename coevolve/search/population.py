@@ -61,6 +61,11 @@ def tie_value(candidate: Candidate, tie: str) -> float:
     return value if way == "min" else -value
 
 
+def dedup_key(objective: float, decimals: int) -> float:
+    """What makes two objectives the same ([eoh] dedup_decimals: -1 exact, else rounded to that many)."""
+    return objective if decimals < 0 else round(objective, decimals)
+
+
 RankKey = Callable[[Candidate], tuple]
 
 
@@ -106,7 +111,7 @@ class Population:
         return True
 
     def _dedup_key(self, objective: float) -> float:
-        return objective if self.decimals < 0 else round(objective, self.decimals)
+        return dedup_key(objective, self.decimals)
 
     def survive(self) -> None:
         """Keep the best `size`, ranked best first."""
