@@ -20,24 +20,24 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
-from coevolve.agents.runconfig import (AgentRunConfig, AgentSection, SkillsSection, absolute_skill_paths,
-                                       absolute_task_files)
+from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
 from coevolve.base.config import (Config, Section, as_dict, build_config, config_error, keys_under, merge_overrides,
                                   read_toml, require)
 from coevolve.base.errors import ConfigError, UsageError, did_you_mean
+from coevolve.base.paths import counted_from
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
-from coevolve.engine.models import absolute_checkpoint
+from coevolve.engine.models import EMBEDDED_NAMES
 from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, check_with_task, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
-from coevolve.search.skill import absolute_start, start_skill
-from coevolve.search.start_programs import absolute_programs, read_programs
+from coevolve.search.skill import start_skill
+from coevolve.search.start_programs import read_programs
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
-from tasks.registry import UnknownTask, heuristic_task, is_agent_task
+from tasks.registry import UnknownTask, heuristic_task, is_agent_task, path_options
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -195,7 +195,7 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         raw = {**raw, "compare": {**compare, "methods": [registry.absolute_method(m, base) if isinstance(m, str) else m
                                                          for m in compare["methods"]]}}
     if base is not None:
-        raw = absolute_checkpoint(absolute_start(absolute_programs(_absolute_arms(raw, base), base), base), base)
+        raw = files_counted(_arms_counted(raw, base), base)
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
@@ -213,33 +213,43 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
     return config
 
 
-def _absolute_arms(raw: dict, base: Path) -> dict:
-    """`raw` with each named arm's files counted from `base`, the TOML's folder (`_absolute_arm`)."""
+def files_counted(raw: Any, base: Path) -> Any:
+    """`raw` (a run's, a comparison's or a named arm's tables) with each file it names counted from `base`,
+    the TOML's folder (coevolve/base/paths.py): [start] programs, [skill] start, [skills] paths and
+    [model] path (the embedded model's names stay as written)."""
+    for section, key in (("start", "programs"), ("skill", "start"), ("skills", "paths")):
+        raw = counted_from(raw, base, section, key)
+    return counted_from(raw, base, "model", "path", keep=EMBEDDED_NAMES)
+
+
+def task_files_counted(options: Any, task: Any, base: Path) -> Any:
+    """An agent task's [task] table with each file option (one its factory annotates `Path`,
+    tasks.registry.path_options) counted from `base`, the TOML's folder."""
+    for option in path_options(task) if isinstance(task, str) else ():
+        options = counted_from({"task": options}, base, "task", option)["task"]
+    return options
+
+
+def _arms_counted(raw: dict, base: Path) -> dict:
+    """`raw` with each named arm's method file and files counted from `base`, the TOML's folder, as the
+    comparison's are."""
     compare = raw.get("compare")
     if not (isinstance(compare, dict) and isinstance(compare.get("arms"), dict)):
         return raw
-    return {**raw, "compare": {**compare, "arms": {name: _absolute_arm(arm, base)
-                                                   for name, arm in compare["arms"].items()}}}
+    arms = {name: files_counted({**arm, "method": registry.absolute_method(arm["method"], base)}
+                                if isinstance(arm, dict) and isinstance(arm.get("method"), str) else arm, base)
+            for name, arm in compare["arms"].items()}
+    return {**raw, "compare": {**compare, "arms": arms}}
 
 
-def _absolute_agent_files(raw: dict, base: Path) -> dict:
-    """`raw` with what names files counted from `base`, the TOML's folder, as a run's are: the named arms'
-    (`_absolute_arms`), the [skills] paths, and each [task.<name>] table's file options."""
-    raw = absolute_skill_paths(_absolute_arms(raw, base), base)
+def _agent_files_counted(raw: dict, base: Path) -> dict:
+    """An agent comparison's tables with its files counted from `base`, the TOML's folder, as a run's
+    are, each [task.<name>] table's file options too."""
+    raw = files_counted(_arms_counted(raw, base), base)
     tables = raw.get("task")
     if not isinstance(tables, dict):
         return raw
-    return {**raw, "task": {name: absolute_task_files(options, name, base) for name, options in tables.items()}}
-
-
-def _absolute_arm(arm: Any, base: Path) -> Any:
-    """A named arm's method file, skill folder, starting programs and seed skills counted from the TOML's
-    folder, as the comparison's."""
-    if not isinstance(arm, dict):
-        return arm
-    if isinstance(arm.get("method"), str):
-        arm = {**arm, "method": registry.absolute_method(arm["method"], base)}
-    return absolute_skill_paths(absolute_programs(absolute_start(arm, base), base), base)
+    return {**raw, "task": {name: task_files_counted(options, name, base) for name, options in tables.items()}}
 
 
 def _read_arm_programs(config: CompareConfig, name: str, task: Any) -> None:
@@ -304,7 +314,7 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
     if config_class(raw) is AgentCompareConfig:
         base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
-        config = build_config(AgentCompareConfig, absolute_checkpoint(_absolute_agent_files(raw, base), base))
+        config = build_config(AgentCompareConfig, _agent_files_counted(raw, base))
         for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
             agent_run_config(config, spec, Path("plan")).build_task()
         return config
@@ -318,7 +328,7 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
     method under its own settings) or the first method, and the first task, budget
     and seed it lists (flags choose another). `base`, the TOML's folder: where a
     named arm's relative files (method, skill, starting programs) count from."""
-    raw = raw if base is None else _absolute_agent_files(raw, base)
+    raw = raw if base is None else _agent_files_counted(raw, base)
     config = build_config(config_class(raw), raw)
     c = config.compare
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)

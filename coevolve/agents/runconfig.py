@@ -68,43 +68,9 @@ class AgentSection(Section):
 
 class SkillsSection(Section):
     # skill folders, each holding a SKILL.md: a new run counts them from its TOML's folder and
-    # records them absolute (`absolute_skill_paths`); an old run's config.toml may hold them
+    # records them absolute (coevolve/base/paths.py); an old run's config.toml may hold them
     # relative, read from the working directory as when it started
     paths: list[str] = []
-
-
-def absolute_skill_paths(raw: Any, base: str | Path) -> Any:
-    """`raw` (a config's tables, or a named arm's) with each relative [skills] path counted from
-    `base`, the folder of the TOML that names it (as `[skill] start`, a task file and `[model] path`
-    are), so the run directory's config.toml names the folders from anywhere."""
-    table = raw.get("skills") if isinstance(raw, dict) else None
-    paths = table.get("paths") if isinstance(table, dict) else None
-    if not isinstance(paths, list):
-        return raw
-
-    def absolute(path: Any) -> Any:
-        if not (isinstance(path, str) and path):
-            return path  # the section's validation names it
-        folder = Path(path).expanduser()
-        return str((folder if folder.is_absolute() else Path(base, folder)).resolve())
-
-    return {**raw, "skills": {**table, "paths": [absolute(p) for p in paths]}}
-
-
-def absolute_task_files(options: Any, task: Any, base: str | Path) -> Any:
-    """A [task] table (`options`) of agent task `task` with each relative file option (an option its
-    factory annotates `Path`, tasks.registry.path_options) counted from `base`, the TOML's folder."""
-    if not isinstance(options, dict) or not isinstance(task, str):
-        return options
-    files = path_options(task)
-
-    def absolute(value: Any) -> Any:
-        if not (isinstance(value, str) and value):
-            return value
-        path = Path(value).expanduser()
-        return str(path if path.is_absolute() else (Path(base) / path).resolve())
-
-    return {key: absolute(value) if key in files else value for key, value in options.items()}
 
 
 class AgentRunConfig(Config):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from coevolve.agents.es_agent import execute as execute_agent
-from coevolve.agents.runconfig import AgentRunConfig, absolute_skill_paths, absolute_task_files
+from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
 from coevolve.base.errors import ConfigError, UsageError
@@ -31,11 +31,10 @@ from coevolve.base.sections import task_named
 from coevolve.commands.check_task import fail, problems
 from coevolve.engine.base import ConstraintError
 from coevolve.engine.local import needs_engine, require_engine, require_model
-from coevolve.engine.models import absolute_checkpoint
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
-from coevolve.plan import COMPARE_CONFIG, comparison_run
+from coevolve.plan import COMPARE_CONFIG, comparison_run, files_counted, task_files_counted
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import RunSummary, SearchSummary
 from coevolve.runstore import RunStore, atomic_write_text, extended_budget
@@ -45,8 +44,8 @@ from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_popul
                                      check_with_task, format_plan, path_name, record_methods, remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
-from coevolve.search.skill import absolute_start, start_skill
-from coevolve.search.start_programs import absolute_programs, read_programs
+from coevolve.search.skill import start_skill
+from coevolve.search.start_programs import read_programs
 from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
 from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
@@ -208,17 +207,13 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
         flag = overrides.get("run", {}).get(key)
         if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
             overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
-    raw = absolute_checkpoint(absolute_start(absolute_programs(raw, path.parent), path.parent), path.parent)
     # an agent run's [skills] paths as the TOML wrote them (check_skills_moved), then counted from its folder
     written = raw.get("skills", {}).get("paths") if isinstance(raw.get("skills"), dict) else None
-    raw = absolute_skill_paths(raw, path.parent)
+    raw = files_counted(raw, path.parent)
     if "compare" not in raw and "task" in raw:  # an agent task's file options (a comparison's: coevolve/plan.py)
         task = overrides.get("run", {}).get("task") or run.get("task")
-        raw = {**raw, "task": absolute_task_files(raw["task"], task, path.parent)}
-    if "model" in overrides:  # --model counts from the working directory
-        overrides["model"] = absolute_checkpoint({"model": overrides["model"]}, ".")["model"]
-    if "skill" in overrides:  # --skill counts from the working directory
-        overrides["skill"] = absolute_start({"skill": overrides["skill"]}, ".")["skill"]
+        raw = {**raw, "task": task_files_counted(raw["task"], task, path.parent)}
+    overrides = files_counted(overrides, ".")  # --model and --skill count from the working directory
     if "compare" in raw and "run" not in raw:
         flag = overrides.get("run", {}).get("method")
         compared = raw["compare"].get("methods") if isinstance(raw["compare"], dict) else None

@@ -211,17 +211,6 @@ def _greedy_check(model_dir: Path, tokenizer) -> str:
     return text
 
 
-def absolute_checkpoint(raw: dict, base: str | Path) -> dict:
-    """A config's tables with its `[model] path` counted from `base` (the TOML's folder, or the working
-    directory for --model) and made absolute, as a task file is: a run's config.toml then finds it from
-    any folder (--resume, `coevolve eval --run`). The embedded model's names stay as they are."""
-    model = raw.get("model")
-    path = model.get("path") if isinstance(model, dict) else None
-    if not isinstance(path, str) or path in EMBEDDED_NAMES:
-        return raw
-    return {**raw, "model": {**model, "path": str((Path(base) / Path(path).expanduser()).resolve())}}
-
-
 def resolve(model: str | Path | None) -> Path:
     """Turn a --model value into a checkpoint directory, with errors that say why."""
     if model is None or str(model) in EMBEDDED_NAMES:

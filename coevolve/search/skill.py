@@ -172,16 +172,6 @@ def start_skill(folder: str) -> Skill:
     return skill
 
 
-def absolute_start(raw: Any, base: str | Path) -> Any:
-    """`raw` (a config's tables) with a relative skill.start counted from `base`, the folder of
-    the TOML that names it, so the run directory's config.toml names the folder from anywhere."""
-    table = raw.get("skill") if isinstance(raw, dict) else None
-    if not (isinstance(table, dict) and isinstance(table.get("start"), str) and table["start"]):
-        return raw
-    folder = Path(table["start"]).expanduser()
-    return {**raw, "skill": {**table, "start": str((folder if folder.is_absolute() else Path(base, folder)).resolve())}}
-
-
 def version_label(version: int | None) -> str:
     return "no skill" if version is None else f"v{version:03d}"
 

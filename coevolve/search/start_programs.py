@@ -14,23 +14,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from coevolve.base.errors import ConfigError
 from coevolve.codeparse import extract
 
 START_OPERATOR = "start"  # a starting program's operator and model kind in candidates and the genealogy
-
-
-def absolute_programs(raw: Any, base: str | Path) -> Any:
-    """`raw` (a config's tables) with each relative start.programs path counted from `base`, the folder
-    of the TOML that names it, so the run directory's config.toml names the files from anywhere."""
-    table = raw.get("start") if isinstance(raw, dict) else None
-    if not (isinstance(table, dict) and isinstance(table.get("programs"), list)):
-        return raw
-    paths = [str(Path(base, Path(p).expanduser()).resolve()) if isinstance(p, str) and p
-             and not Path(p).expanduser().is_absolute() else p for p in table["programs"]]
-    return {**raw, "start": {**table, "programs": paths}}
 
 
 def read_programs(paths: Sequence[str], function_name: str, template: str) -> list[tuple[str, str]]:
