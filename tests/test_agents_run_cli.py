@@ -188,8 +188,15 @@ def test_short_es_run_from_the_example_on_the_real_engine(engine, tmp_path):
     text = (run_dir / "report.md").read_text()
     assert "held-out mean reward" in text and "esopt" in text and "| 1 | 4 |" in text
 
-    # `--resume` of the finished run replays its round and update from the files: the summary it prints and
-    # writes again is the same (the table holds the rewards, rounds and the weights' checksum)
+    # `--resume` of the finished run has nothing to run: its table, from the files
+    finished = cli_in_process(engine, "run", "--resume", str(run_dir), cwd=ROOT)
+    assert f"{run_dir} has finished: nothing to resume\n" in finished and "resuming" not in finished
+    assert agent_table(summary, run_dir) in finished
+    # killed just before its end: `--resume` replays its round and update from the files; the summary it
+    # prints and writes again is the same (the table holds the rewards, rounds and the weights' checksum)
+    events = (run_dir / "events.jsonl").read_text().splitlines(keepends=True)
+    assert json.loads(events[-1])["type"] == "end"
+    (run_dir / "events.jsonl").write_text("".join(events[:-1]))
     resumed = cli_in_process(engine, "run", "--resume", str(run_dir), cwd=ROOT)
     assert "resuming" in resumed and agent_table(summary, run_dir) in resumed
     assert read_summary(run_dir / "summary.json") == summary

@@ -441,7 +441,7 @@ def test_a_comparison_keeps_its_method_files_and_its_report_reads_the_copy(tmp_p
 
 def test_a_run_says_before_it_starts_what_its_budget_leaves_out(tmp_path, monkeypatch, capsys):
     """The plan's warnings on stderr when a run starts (the fake engine, the real sandbox): islands in 4
-    evaluations only ever writes from the template; a resume does not say it again."""
+    evaluations only ever writes from the template; `--resume` of the finished run does not say it again."""
     from coevolve.cli import main
     from coevolve.engine import pool
 
@@ -450,8 +450,15 @@ def test_a_run_says_before_it_starts_what_its_budget_leaves_out(tmp_path, monkey
     assert main(["run", str(_toml(tmp_path, "islands", budget=4)), "--out", str(run), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "\nwarning: every step in run.budget = 4 writes from the template alone: no candidate builds on " in err
+    # a run that has ended: `--resume` shows its table, with no engine built
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: pytest.fail("an engine for a run that has ended"))
     assert main(["run", "--resume", str(run), "--no-progress"]) == 0
-    assert "warning" not in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "warning" not in err and "resuming" not in err
+    assert out.startswith(f"{run} has finished: nothing to resume; `--budget N` gives it more evaluations\n")
+    from coevolve.base.records import read_summary
+    from coevolve.report import run_table
+    assert run_table(read_summary(run / "summary.json"), run) in out
 
 
 def test_a_starting_program_counts_from_the_config_and_a_bad_one_is_refused_before_the_run(tmp_path, monkeypatch,

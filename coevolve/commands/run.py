@@ -36,8 +36,8 @@ from coevolve.engine import pool  # as a module: tests stand a fake engine in fo
 from coevolve.es import engine_dtype, engine_options
 from coevolve.plan import COMPARE_CONFIG, comparison_run, files_counted, task_files_counted
 from coevolve.report import agent_table, run_table
-from coevolve.base.records import RunSummary, SearchSummary
-from coevolve.runstore import RunStore, atomic_write_text, extended_budget
+from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
+from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
 from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_population, extension_problem,
@@ -142,7 +142,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
             config = extend(store, raw, config, budget)
         if isinstance(config, RunConfig):
             check_same_method(store, config)
-        record_endpoint(store.dir, check_generators(config))
+        if not has_ended(store):  # a run that has ended is only shown (handle)
+            record_endpoint(store.dir, check_generators(config))
         return config, store, True
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
@@ -335,10 +336,27 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     return RunStore.create(config.run.out, dump_toml(as_dict(config)))
 
 
+def has_ended(store: RunStore) -> bool:
+    """Whether the run's log ends with its end (and its summary is written): nothing is left to run."""
+    return store.path("summary.json").exists() and ended(store.events())
+
+
+def finished_table(store: RunStore) -> str:
+    """What `--resume` of a run that has ended prints: its table, read from its directory, with no engine
+    loaded and no [endpoint] asked."""
+    summary = read_summary(store.path("summary.json"))
+    table = agent_table(summary, store.dir) if isinstance(summary, AgentSummary) else run_table(summary, store.dir)
+    more = "" if isinstance(summary, AgentSummary) else "; `--budget N` gives it more evaluations"
+    return f"{store.dir} has finished: nothing to resume{more}\n{table}"
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.plan:
         return handle_plan(args)
     config, store, resuming = resolve_config(args)
+    if resuming and has_ended(store):
+        print(finished_table(store))
+        return 0
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
           file=sys.stderr, flush=True)
