@@ -248,9 +248,10 @@ def test_an_agent_comparison_refuses_a_broken_environment_before_any_file(tmp_pa
     config.write_text(f'[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["{path}"]\nseeds = [0]\n'
                       'budgets = [16]\n\n[eval]\nproblems = 4\nk = 1\n\n[agent]\npopulation = 4\nbatch = 4\n'
                       + NO_MODEL)
-    code, _, err = cli(capsys, "compare", str(config), "--out", str(tmp_path / "cmp"))
-    assert code == 2 and "Traceback" not in err, err
-    assert f"{path}" in err and "metrics(): progress must be in [0, 1]" in err and "got 2.0" in err
+    for flags in (["--out", str(tmp_path / "cmp")], ["--plan"]):  # its plan checks what it would
+        code, out, err = cli(capsys, "compare", str(config), *flags)
+        assert code == 2 and "Traceback" not in err and not out, err
+        assert f"{path}" in err and "metrics(): progress must be in [0, 1]" in err and "got 2.0" in err
     assert not (tmp_path / "cmp").exists()
 
 

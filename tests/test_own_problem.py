@@ -105,12 +105,13 @@ def test_bad_task_file_is_one_line_exit_2_nothing_written(tmp_path, monkeypatch,
     if text is not None:
         write(tmp_path, name, text)
     config = write(tmp_path, "c.toml", CONFIG.format(task=name, budget=2) + NO_MODEL)
-    code, out, err = cli(capsys, "run", str(config), "--no-progress")
-    assert code == 2, (out, err)
-    assert expected in err, err
-    assert err.strip().count("\n") == 0 or case in ("random_instances", "instances_raise"), err  # one line a problem
-    assert "Traceback" not in err and "bad.py" in err or case == "missing"
-    assert not (tmp_path / "runs").exists()
+    for plan in ([], ["--plan"]):  # the plan of a run that would be refused is refused
+        code, out, err = cli(capsys, "run", str(config), "--no-progress", *plan)
+        assert code == 2 and not out, (out, err)
+        assert expected in err, err
+        assert err.strip().count("\n") == 0 or case in ("random_instances", "instances_raise"), err  # a line a problem
+        assert "Traceback" not in err and "bad.py" in err or case == "missing"
+        assert not (tmp_path / "runs").exists()
     if text is not None:  # check-task names the same problem
         code, _, err2 = cli(capsys, "check-task", name, "--no-sandbox")
         assert code == 2 and expected in err2, err2

@@ -3,9 +3,10 @@ budget-matched comparison (methods × tasks × budgets × seeds), score each run
 best heuristic on the test sets (or, with `[compare] kind = "agent"`, each agent
 arm on the held-out problems) and write the report. Rerunning it continues
 where it stopped. A comparison refused by a check writes nothing. `--plan`
-prints what would run, checks each arm against each task as the comparison
-would, and checks that each +ESOpt arm spends its evaluations as its base
-method does, without running or writing anything."""
+prints what would run after the checks the comparison makes (its tasks, as
+check-task's cheap part; each arm against each task) and checks that each
++ESOpt arm spends its evaluations as its base method does, without running or
+writing anything."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("config", help="comparison TOML (see examples/paper/, examples/compare_*.toml, docs/compare.md)")
     p.add_argument("--out", help="comparison directory (default: compare.out, else runs/compare-<time>)")
     p.add_argument("--plan", action="store_true",
-                   help="print each arm's plan and the structural check, after checking each arm against each task "
-                        "as the comparison would; run and write nothing")
+                   help="print each arm's plan and the structural check, after the checks the comparison makes (its "
+                        "tasks; each arm against each task); run and write nothing")
     p.add_argument("--allow-unmatched", action="store_true",
                    help="compare +ESOpt arms with base methods whose plans differ (the report says so)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -47,13 +48,16 @@ def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
     return root
 
 
-def prepare_tasks(specs: list[str], root: Path, check: bool = True, seconds: float = CHECK_SECONDS) -> None:
-    """Before the LLM loads: refuse a file task changed since this comparison started (when `root`
-    holds one already) and check each heuristic task (the cheap part of check-task). Writes nothing:
-    `run_comparison` records the file tasks (a copy and a hash) once every check has passed."""
-    remember_tasks(root, owner="comparison")
-    for spec in specs if check else ():
-        check_task(spec, seconds)
+def check_tasks(config: Any, seconds: float = CHECK_SECONDS) -> None:
+    """What a comparison checks of its tasks before the LLM loads and before anything is written, and
+    its `--plan` alike: each heuristic task through the cheap part of check-task; a user's agent
+    environment through check-task's agent checks, with each task's [task.<name>] options."""
+    if not isinstance(config, AgentCompareConfig):
+        for spec in config.compare.tasks:
+            check_task(spec, seconds)
+        return
+    for spec in {s.task: s for s in agent_runs(config, seeds=config.compare.seeds[:1])}.values():
+        check_agent_task(agent_run_config(config, spec, Path("plan")), seconds)
 
 
 def print_plan(config: Any) -> None:
@@ -110,15 +114,15 @@ def handle(args: argparse.Namespace) -> int:
     if args.allow_unmatched:
         config.compare.allow_unmatched = True
     if args.plan:
+        check_tasks(config, args.check_seconds)
         print_agent_plan(config) if agents else print_plan(config)
         return 0
     out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
-    if agents:  # a user's environment through check-task's agent checks, once per task, before any file
-        for spec in {s.task: s for s in agent_runs(config, seeds=config.compare.seeds[:1])}.values():
-            check_agent_task(agent_run_config(config, spec, Path(out)), args.check_seconds)
-    # nothing is written until every check has passed: these only read a rerun's records
-    prepare_tasks(config.compare.tasks, Path(out), check=not agents, seconds=args.check_seconds)
+    # nothing is written until every check has passed: a rerun's file tasks and methods refused if changed
+    # since the comparison started (these read its records), then the tasks checked
+    remember_tasks(Path(out), owner="comparison")
+    check_tasks(config, args.check_seconds)
     remember_methods(Path(out), owner="comparison")
     try:
         root = compare_and_report(config, out, progress=not args.no_progress)

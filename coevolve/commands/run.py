@@ -425,8 +425,8 @@ def handle_plan(args: argparse.Namespace) -> int:
         problem = extension_problem(load_run_config(path, {}, new=False), config)
         if problem is not None:
             raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
-    if not args.resume:  # a plan the run would refuse is refused (a resumed run passed these when it started)
-        check_with_task(config, heuristic_task(config.run.task))
+    if not args.resume:  # what the run would refuse is refused (a resumed run passed these when it started)
+        check_built(config, args.check_seconds)
     plan = run_plan(config)
     print(format_plan(plan))
     for line in context_lines(config, plan):
