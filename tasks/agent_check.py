@@ -181,13 +181,18 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
         return "", [f"reset(): on case {case.id}, in a second instance, raised {user_frame(exc)}"]
     if again != first:
         return "", [f"reset(): not deterministic: case {case.id}'s first observation differs between two resets"]
-    try:
-        turns = task.max_turns(case)
-    except Exception as exc:
-        return "", [f"max_turns(): on case {case.id} raised {user_frame(exc)}"]
-    problem = turns_problem(turns)
+    def asked(method: str, of: Any, check: Callable[[Any], str], when: str) -> tuple[Any, str]:
+        """The environment's `method(of)`, or the line saying how it raised or what was wrong with it."""
+        try:
+            value = getattr(task, method)(of)
+        except Exception as exc:
+            return None, f"{method}(): {when} raised {user_frame(exc)}"
+        problem = check(value)
+        return value, f"{method}(): {problem} on case {case.id}" if problem else ""
+
+    turns, problem = asked("max_turns", case, turns_problem, f"on case {case.id}")
     if problem:
-        return "", [f"max_turns(): {problem} on case {case.id}"]
+        return "", [problem]
     played, done, first_move = 0, False, None
     while not done and played < turns:
         action = move() if move else UNREADABLE
@@ -206,20 +211,11 @@ def episode_problems(task: Any, factory: Callable[[], Any], case: Any,
         if problem:
             return "", [f"step(): {problem} on case {case.id}"]
         played, done = played + 1, bool(answer[1])
-    try:
-        reward = task.reward(state)
-    except Exception as exc:
-        return "", [f"reward(): after an episode of case {case.id} raised {user_frame(exc)}"]
-    problem = reward_problem(reward)
+    reward, problem = asked("reward", state, reward_problem, f"after an episode of case {case.id}")
+    if not problem:
+        metrics, problem = asked("metrics", state, metrics_problem, f"after an episode of case {case.id}")
     if problem:
-        return "", [f"reward(): {problem} on case {case.id}"]
-    try:
-        metrics = task.metrics(state)
-    except Exception as exc:
-        return "", [f"metrics(): after an episode of case {case.id} raised {user_frame(exc)}"]
-    problem = metrics_problem(metrics)
-    if problem:
-        return "", [f"metrics(): {problem} on case {case.id}"]
+        return "", [problem]
     end = "done" if done else f"its turn budget of {turns}"
     acted = f"{kind} drawn from action_pattern (the first {cut(first_move)})" if move else "an unreadable action"
     return (f"case {case.id}: {played} turn{'s' * (played != 1)} of {acted} until {end}, reward "
