@@ -339,17 +339,28 @@ class Guesser:
      r"task guess: reward\(\): expected a number in \[0, 1\], got 1\.5 on case eval-\S+ \(eval\), at the end "
      r"of its episode \(\d turns?\) \(reward\(\) is at {path}:{line}\)",
      ["start"]),
+    # step() never returning on a right guess of a training case: the rollout's limit on one call
+    # (rollout.CALL_SECONDS, 2 s here) names it and the user's line, where the run would hang with no word
+    (("                state.found = True\n",
+      '                while state.case.id.startswith("train"):\n                    pass\n'
+      '                state.found = True\n'),
+     'while state.case.id.startswith("train"):',
+     r"task guess: step\(\): still running after 2 s on case train-\S+ \(round 0 member 0\), turn \d+, given the "
+     r"reply 'guess \d+' \(at {path}:{line}\); a loop that never ends\?",
+     ["start", "eval"]),
 ])
 def test_an_environment_failing_during_a_run_is_one_line_and_a_resume_goes_on_once_fixed(
         tmp_path, capsys, monkeypatch, change, marker, failure, kept):
     """Past check-task (whose episodes do not reach it), the run stops at the environment's failure with one
     line (exit status 2) naming the method, the file's line, the case and the turn; the run directory keeps
     what was logged, and `--resume --task-changed` with the fixed file goes on to the end."""
+    from coevolve.agents import rollout
     from coevolve.engine import pool
     from coevolve.runstore import RunStore
     from tasks.loader import clear_cache, module_name
 
     monkeypatch.setattr(pool, "build_engine", lambda *a, **k: Guesser())
+    monkeypatch.setattr(rollout, "CALL_SECONDS", 2.0)
     fixed = environment(tmp_path / "fixed").read_text()
     path = environment(tmp_path, change)
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if marker in text)

@@ -24,8 +24,12 @@ from coevolve.base.errors import UsageError
 from coevolve.base.skillpatch import derive_seed  # noqa: F401  (re-exported: agents derive their seeds here)
 from coevolve.engine.base import ContextLengthError, Generator, MemberJob, Message, Sampling, shared_prefixes
 from tasks.agent_check import answer_problem, cut, metrics_problem, reward_problem, turns_problem
-from tasks.check import shown
+from tasks.check import StillRunning, shown, time_limit
 from tasks.loader import user_frame
+
+# the most one call of the environment's code (reset, step, reward, ...) may take in a rollout: one still running
+# is a loop that never ends (it runs in this process; check-task's episodes may not have reached it)
+CALL_SECONDS = 300.0
 
 
 class EnvironmentFailure(UsageError):
@@ -173,11 +177,17 @@ def _outcome(task: Any, state: Any, trajectory: Trajectory) -> tuple[float, dict
 
 def _ask(task: Any, method: str, trajectory: Trajectory, *args: Any, action: str | None = None) -> Any:
     """The task's `method`(*args) for `trajectory`'s episode (`action`: the reply step() is given); what it
-    raises is an EnvironmentFailure naming the method and the user's line (a UsageError passes as it is)."""
+    raises, or a call still running after CALL_SECONDS (a loop check-task's few episodes did not reach), is
+    an EnvironmentFailure naming the method and the user's line (a UsageError passes as it is)."""
     try:
-        return getattr(task, method)(*args)
+        with time_limit(CALL_SECONDS, f"{method}()"):
+            return getattr(task, method)(*args)
     except UsageError:
         raise
+    except StillRunning as exc:
+        at = user_frame(exc).partition(" (at ")[2]
+        raise EnvironmentFailure(f"task {task.name}: {exc} {_where(trajectory, action)}"
+                                 f"{f' (at {at}' if at else ''}; a loop that never ends?") from None
     except Exception as exc:
         raised = " ".join(user_frame(exc).splitlines())  # one line, whatever the message holds
         raise EnvironmentFailure(f"task {task.name}: {method}() raised {raised} {_where(trajectory, action)}") from exc
