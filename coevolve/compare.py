@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from coevolve.agents.es_agent import execute as execute_agent, run_seed_skills
 from coevolve.agents.evaluate import attempts_of, check_heldout, eval_sampling, evaluate_arm, run_inputs
+from coevolve.agents.rollout import drawn_cases
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
@@ -474,9 +475,9 @@ def _heldout_task(config: AgentCompareConfig, name: str, tool: Any) -> tuple[Any
     seed 0: the same problems for every arm and seed), checked apart from training."""
     options = {"run": {"task": name, "budget": AgentRunConfig().run.budget}, "task": dict(config.task.get(name, {}))}
     task = build_config(AgentRunConfig, options).build_task(tool=tool)
-    heldout = task.cases("eval", config.eval.problems, seed=0)
+    heldout = drawn_cases(task, "eval", config.eval.problems, 0, "eval.problems")
     try:
-        check_heldout(task, heldout, task.cases("train", min(len(heldout), 64), seed=0))
+        check_heldout(task, heldout, drawn_cases(task, "train", min(len(heldout), 64), 0, "eval.problems"))
     except ValueError as exc:
         raise UsageError(f"{name}: {exc}") from None
     return task, heldout

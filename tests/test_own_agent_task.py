@@ -255,6 +255,23 @@ def test_an_agent_comparison_refuses_a_broken_environment_before_any_file(tmp_pa
     assert not (tmp_path / "cmp").exists()
 
 
+def test_more_held_out_problems_than_an_environment_has_is_one_line_before_any_file(tmp_path, capsys):
+    """The scaffold's guessing game has about 124 distinct held-out problems (one in four of 496): a
+    comparison asking for 500 stops at the task's cases() with one line naming the setting that asked."""
+    path = environment(tmp_path)
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if "distinct {split} problems" in text)
+    config = tmp_path / "compare.toml"
+    config.write_text(f'[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["{path}"]\nseeds = [0]\n'
+                      'budgets = [16]\n\n[eval]\nproblems = 500\nk = 1\n\n[agent]\npopulation = 4\nbatch = 4\n')
+    code, _, err = cli(capsys, "compare", str(config), "--out", str(tmp_path / "cmp"), "--no-progress")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err, err
+    assert re.fullmatch(rf"coevolve compare: error: task guess: cases\('eval', 500\) raised ValueError: only \d+ distinct "
+                        rf"eval problems, 500 asked for \(at {re.escape(str(path))}:{line}\); eval.problems = 500 asked "
+                        r"for them: ask for fewer, or let the task draw more", last), last
+    assert not (tmp_path / "cmp").exists()
+
+
 def test_check_task_builds_an_agent_task_with_its_options(tmp_path, capsys):
     path = environment(tmp_path)
     code, out, err = cli(capsys, "check-task", str(path))

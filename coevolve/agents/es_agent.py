@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from coevolve.agents.rollout import (Trajectory, derive_seed, load_trajectories, mean_metrics, mean_reward, rollout,
-                                     save_trajectories)
+from coevolve.agents.rollout import (Trajectory, derive_seed, drawn_cases, load_trajectories, mean_metrics,
+                                     mean_reward, rollout, save_trajectories)
 from coevolve.agents.runconfig import AgentRunConfig, read_seed_skills
 from coevolve.agents.skills import Skill, SkillError, load_skill, parse_skill_text
 from coevolve.agents.tools import SandboxTool
@@ -84,7 +84,7 @@ class AgentProgress:
 def evaluate(generator: Generator, task: Any, config: AgentRunConfig,
              skills: Sequence[Skill] = ()) -> tuple[list[Trajectory], dict[str, float]]:
     """Greedy held-out evaluation on `agent.eval_cases` cases of the eval split."""
-    cases = task.cases("eval", config.agent.eval_cases, seed=config.run.seed)
+    cases = drawn_cases(task, "eval", config.agent.eval_cases, config.run.seed, "agent.eval_cases")
     constrained = config.agent.constrained and bool(getattr(task, "action_pattern", None))
     trajectories = rollout(
         generator, task, cases, config.eval_sampling(), seed=derive_seed(config.run.seed, "eval"),
@@ -254,7 +254,8 @@ class _AgentRun:
                       constrained=self.constrained)
         trajectories: list[Trajectory] = []
         fitness: list[float] = []
-        cases = self.task.cases("train", config.agent.batch, seed=derive_seed(config.run.seed, "train", index))
+        cases = drawn_cases(self.task, "train", config.agent.batch, derive_seed(config.run.seed, "train", index),
+                            "agent.batch")
         if members and self.es.cfg.noise == "lowrank":
             # the whole population in one batch per turn (one LoRA slot per member),
             # member-major (member i's episodes are trajectories[i * batch:(i + 1) * batch]);
@@ -309,8 +310,8 @@ class _AgentRun:
             return
         trajectories = [t for path in sorted(self.store.path("trajectories").glob("round_*.jsonl"))
                         for t in load_trajectories(path)]
-        validation = self.task.cases("train", config.agent.validation_cases,
-                                     seed=derive_seed(config.run.seed, "validation"))
+        validation = drawn_cases(self.task, "train", config.agent.validation_cases,
+                                 derive_seed(config.run.seed, "validation"), "agent.validation_cases")
 
         def score(skill: Skill) -> float:
             played = rollout(self.engine, self.task, validation, config.eval_sampling(),

@@ -193,6 +193,20 @@ def _ask(task: Any, method: str, trajectory: Trajectory, *args: Any, action: str
         raise EnvironmentFailure(f"task {task.name}: {method}() raised {raised} {_where(trajectory, action)}") from exc
 
 
+def drawn_cases(task: Any, split: str, n: int, seed: int, asked: str) -> list:
+    """The task's `n` cases of `split`; its cases() raising (an environment with fewer problems than were
+    asked for, say) is an EnvironmentFailure naming the user's line and `asked`, the setting that asked."""
+    try:
+        with time_limit(CALL_SECONDS, f"cases({split!r}, {n})"):
+            return task.cases(split, n, seed=seed)
+    except UsageError:
+        raise
+    except (Exception, StillRunning) as exc:
+        raised = " ".join(user_frame(exc).splitlines())
+        raise EnvironmentFailure(f"task {task.name}: cases({split!r}, {n}) raised {raised}; {asked} = {n} asked "
+                                 "for them: ask for fewer, or let the task draw more") from None
+
+
 def _where(trajectory: Trajectory, action: str | None) -> str:
     """The case, who played it and the turn, as the failure lines name them."""
     who = f" ({trajectory.label})" if trajectory.label else ""
