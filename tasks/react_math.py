@@ -21,6 +21,7 @@ from pathlib import Path
 
 from coevolve.base.sampling import PAPER_EVAL
 from tasks.base import PythonTool
+from tasks.registry import TaskOptionError
 
 SPLITS = ("train", "eval")
 
@@ -106,7 +107,13 @@ def load_problems(path: str | Path) -> list[dict]:
         raise ValueError(f"{path}: no such problems file")
     records = []
     seen_ids: dict[str, int] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -212,11 +219,14 @@ class ReactMath:
 
     def __init__(self, tool: PythonTool | None = None, turns: int = 4, problems_file: str | Path | None = None) -> None:
         if turns < 1:
-            raise ValueError(f"react_math turns must be >= 1, got {turns}")
+            raise TaskOptionError("turns", "must be >= 1", turns)
         self.turns = turns
         # the agent run hands in a sandboxed tool (coevolve.agents.tools.SandboxTool)
         self.tool = tool
-        self.problems = load_problems(problems_file) if problems_file is not None else None
+        try:
+            self.problems = load_problems(problems_file) if problems_file is not None else None
+        except ValueError as exc:  # the file and line in `exc`, the [task] key here
+            raise TaskOptionError("problems_file", f"is not a usable problems file: {exc}") from None
         self.system_prompt = (
             "You solve math problems step by step. You may use a Python tool: write code in a block\n"
             "```python\nprint(...)\n```\n"

@@ -54,12 +54,22 @@ AGENT_TASKS: dict[str, AgentEntry] = {
 }
 
 
-class TaskOptionError(ValueError):
-    """An option the agent task's factory does not take."""
+_UNSET: Any = object()
 
-    def __init__(self, option: str, problem: str) -> None:
+
+class TaskOptionError(ValueError):
+    """A bad option of an agent task: one its factory does not take, or a value it refuses. A task's
+    factory raises it for its own bounds, `TaskOptionError("masked", "must be in 1..15", masked)`, so a
+    run config names the key (`config error: task.masked must be in 1..15 (got -1)`) and check-task the
+    flag (`--option masked: ...`). `problem` is what the option must be, with the value and hint added."""
+
+    def __init__(self, option: str, problem: str, value: Any = _UNSET, hint: str = "") -> None:
+        problem = f"{problem}{'' if value is _UNSET else f' (got {value!r})'}{hint}"
         super().__init__(f"task.{option} {problem}")
         self.option, self.problem = option, problem
+
+    def __reduce__(self) -> tuple:  # the task may be built in a worker process: the error crosses back whole
+        return type(self), (self.option, self.problem)
 
 
 class UnknownTask(UsageError, KeyError):
@@ -139,15 +149,17 @@ def heuristic_task(name: str) -> HeuristicTask:
 
 def agent_task(name: str, options: Mapping[str, Any] | None = None, tool: Callable | None = None) -> AgentTask:
     """The environment `name`, built with `options` (the run config's [task]
-    table) as keyword arguments; an option the factory does not take is a
-    ValueError naming it. `tool` goes to tasks that run Python."""
+    table) as keyword arguments; an option the factory does not take, or of
+    another type than its default, is a TaskOptionError naming it (as is a
+    value the factory refuses with one). `tool` goes to tasks that run Python."""
     factory, build, python_tool = _agent_factory(name)
     kwargs = dict(options or {})
     accepted = _keywords(factory)
     for key in kwargs:
         if accepted is not None and key not in accepted:
-            known = ", ".join(sorted(k for k in accepted if k != "tool")) or "none"
-            raise TaskOptionError(key, f"is not an option of {name} (its options: {known})")
+            known = sorted(k for k in accepted if k != "tool")
+            raise TaskOptionError(key, f"is not an option of {name} (its options: {', '.join(known) or 'none'})",
+                                  hint=did_you_mean(key, known))
     _check_option_types(factory, kwargs)
     if python_tool and tool is not None:
         kwargs["tool"] = tool

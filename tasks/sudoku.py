@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from coevolve.base.sampling import PAPER_SUDOKU
+from tasks.registry import TaskOptionError
 
 Grid = list[list[int]]  # 0 = empty
 
@@ -49,11 +50,13 @@ class SudokuState:
     history: list[str] = field(default_factory=list)
 
 
+BOX_SHAPES = {4: (2, 2), 6: (2, 3), 9: (3, 3)}  # board size -> (rows, columns) of a box
+
+
 def box_shape(size: int) -> tuple[int, int]:
-    shapes = {4: (2, 2), 6: (2, 3), 9: (3, 3)}
-    if size not in shapes:
-        raise ValueError(f"sudoku size must be one of {sorted(shapes)}, got {size}")
-    return shapes[size]
+    if size not in BOX_SHAPES:
+        raise ValueError(f"sudoku size must be one of {sorted(BOX_SHAPES)}, got {size}")
+    return BOX_SHAPES[size]
 
 
 def conflicts(board: Grid, row: int, col: int, value: int) -> str | None:
@@ -205,9 +208,11 @@ class Sudoku:
     paper_sampling = PAPER_SUDOKU  # App. D.1.2: T 0.7, top-p 0.8, top-k 20, presence penalty 1.5
 
     def __init__(self, size: int = 4, masked: int = 4) -> None:
-        box_shape(size)
+        # the [task] options' own bounds, named as the config writes them (task.size, task.masked)
+        if size not in BOX_SHAPES:
+            raise TaskOptionError("size", f"must be one of {', '.join(map(str, sorted(BOX_SHAPES)))}", size)
         if not 1 <= masked < size * size:
-            raise ValueError(f"sudoku masked must be in 1..{size * size - 1}, got {masked}")
+            raise TaskOptionError("masked", f"must be in 1..{size * size - 1}", masked)
         self.size = size
         self.masked = masked
         self.name = "sudoku" if size == 4 else f"sudoku{size}"

@@ -224,7 +224,7 @@ def test_progress_reports_episodes_reward_solved_rate_and_sigma(tmp_path):
     ({"run": {"method": "magic"}}, "run.method must be one of"),
     ({"agent": {"shaping": -1}}, "agent.shaping must be >= 0"),
     ({"run": {"budget": 10}, "agent": {"population": 4, "batch": 3}}, "run.budget must pay at least one round"),
-    ({"task": {"masked": 16}}, "task options do not build sudoku: sudoku masked must be in 1..15"),
+    ({"task": {"masked": 16}}, "task.masked must be in 1..15 (got 16)"),
     ({"task": {"turns": 2}}, "task.turns is not an option of sudoku (its options: masked, size)"),
     ({"run": {"task": "tsp_construct"}}, "run.task must be one of"),
 ])

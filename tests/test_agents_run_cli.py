@@ -49,7 +49,7 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[es]\nantithetic = true\n[agent]\npopulation = 3\n',
          "agent.population must be even when es.antithetic"),
         ('[run]\ntask = "sudoku"\n[task]\nmasked = 16\n',
-         "task options do not build sudoku: sudoku masked must be in 1..15, got 16"),
+         "task.masked must be in 1..15 (got 16)"),
         ('[run]\ntask = "react_math"\n[task]\nmasked = 2\n',
          "task.masked is not an option of react_math (its options: problems_file, turns)"),
         ('[run]\ntask = "sudoku"\n[task]\nturns = 2\n', "task.turns is not an option of sudoku"),
@@ -83,7 +83,8 @@ def test_bad_problems_file_is_a_config_error(tmp_path, capsys):
     rc, out = run_cli(tmp_path, f'[run]\ntask = "react_math"\n[task]\nproblems_file = "{problems}"\n')
     assert rc == 2
     err = capsys.readouterr().err
-    assert "config error: task options do not build react_math" in err and "problems.jsonl:1: missing field 'answer'" in err
+    assert "config error: task.problems_file is not a usable problems file: " in err
+    assert "problems.jsonl:1: missing field 'answer'" in err
     assert not out.exists()
 
 

@@ -27,6 +27,12 @@ from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, TaskOptionError, agent_
 METHODS = ("esopt", "trace2skill", "esopt+trace2skill")
 ES_METHODS = ("esopt", "esopt+trace2skill")
 SKILL_NAME = NAME_PATTERN.pattern  # checked here, not when the first skill is written after a round
+# [task] values that configs written before the registry took options held for "the task's default" (the
+# built-in tasks' fixed fields then): left out when built, so old run directories still load; only
+# exactly these (an int 0, an empty string), so `masked = 0.0` is refused as a float, and a 0 of any other
+# option (a user task's `extra_turns = 0`) is passed on as written
+LEGACY_DEFAULTS: dict[str, Any] = {"masked": 0, "turns": 0, "problems_file": ""}
+LEGACY_TASKS = ("sudoku", "sudoku9", "react_math")
 
 
 class AgentRun(RunSection):
@@ -77,8 +83,8 @@ class AgentRunConfig(Config):
     RENAMED: ClassVar[dict[str, str]] = {"teacher": "endpoint"}
 
     run: AgentRun = AgentRun(task="sudoku", budget=256)  # budget: training episodes; evaluation is not charged
-    # keyword arguments of the task's factory; 0 and "" mean "the task's default"
-    # (what configs written before the registry took options said)
+    # keyword arguments of the task's factory; in the built-in tasks masked = 0, turns = 0 and
+    # problems_file = "" mean "the task's default" (what configs written before the registry took options said)
     task: dict[str, Any] = {}
     agent: AgentSection = AgentSection()
     # training rollouts; max_tokens is per turn (a Sudoku move is a few tokens)
@@ -122,6 +128,9 @@ class AgentRunConfig(Config):
                     self.agent.population)
             require(not self.es.antithetic or self.agent.population % 2 == 0, "agent.population",
                     "must be even when es.antithetic", self.agent.population)
+        require(self.sampling.max_tokens < self.model.max_len, "sampling.max_tokens",
+                f"must be < model.max_len ({self.model.max_len}): a prompt and its reply must fit",
+                self.sampling.max_tokens)
         return self
 
     # ------------------------------------------------------------ builders
@@ -134,7 +143,7 @@ class AgentRunConfig(Config):
         """The environment, with the [task] options; `tool` is the Python tool
         for tasks that run code (coevolve.agents.tools.SandboxTool)."""
         try:
-            options = {k: v for k, v in self.task.items() if not (v == 0 or v == "") or isinstance(v, bool)}
+            options = self.task_options()
             for name in path_options(self.run.task):  # a file option naming no file, named as the TOML wrote it
                 if isinstance(options.get(name), str) and not Path(options[name]).expanduser().is_file():
                     raise config_error(f"task.{name}", "names no file (counted from the config's folder)",
@@ -144,6 +153,13 @@ class AgentRunConfig(Config):
             raise config_error(f"task.{exc.option}", exc.problem) from None
         except (OSError, TypeError, ValueError) as exc:
             raise config_error("task", f"options do not build {self.run.task}: {exc}") from None
+
+    def task_options(self) -> dict[str, Any]:
+        """[task] as the factory's keyword arguments, less a built-in task's legacy "default" values."""
+        if self.run.task not in LEGACY_TASKS:
+            return dict(self.task)
+        return {k: v for k, v in self.task.items()
+                if not (k in LEGACY_DEFAULTS and type(v) is type(LEGACY_DEFAULTS[k]) and v == LEGACY_DEFAULTS[k])}
 
     def seed_skills(self) -> list[Skill]:
         """The [skills] folders, read now (a run reads them once, at its start, and plays the texts its
