@@ -418,7 +418,9 @@ class Sandbox:
     def _submit(self, job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         worker = self._checkout()
         try:
-            reply = worker.request(job, 2 * timeout_s + _WORKER_GRACE_S)
+            # the worker stops the task's own code (a score() that loops) before this, as the task's failure
+            answer_within = 2 * timeout_s + _WORKER_GRACE_S
+            reply = worker.request({**job, "answer_within_s": answer_within}, answer_within)
         except (wire.PeerGone, wire.WireTimeout, wire.BadMessage, OSError) as exc:
             self._forget(worker, graceful=False)
             self._idle.put(None)

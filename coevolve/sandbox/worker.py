@@ -20,11 +20,13 @@ import linecache
 import math
 import os
 import select
+import signal
 import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 # One BLAS thread: the pool already runs one worker per core, and a
 # single-threaded worker is safe to fork.
@@ -39,7 +41,7 @@ from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa:
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
 from tasks.base import PROGRAM_SEED, InvalidSolution, behaviour_of, feedback_of, seed_program_generators
-from tasks.check import declared_instance_mean
+from tasks.check import StillRunning, declared_instance_mean
 from tasks.loader import user_frame
 from tasks.registry import get_task
 
@@ -113,14 +115,17 @@ class Worker:
     # -- jobs -------------------------------------------------------------
     def evaluate(self, job: dict[str, Any]) -> dict[str, Any]:
         split, size = job["split"], job["size"]
+        due = time.monotonic() + float(job.get("answer_within_s", math.inf)) - _ANSWER_MARGIN_S
         # the task's own code, before any candidate runs: its failure is no candidate's
         try:
-            task = self.task(job["task"])
-        except Exception as exc:
+            with _watched(due):
+                task = self.task(job["task"])
+        except (Exception, StillRunning) as exc:
             return _task_error(job, "the task could not be built", exc)
         try:
-            instances = self.instance_set(task, split, size)
-        except Exception as exc:
+            with _watched(due):
+                instances = self.instance_set(task, split, size)
+        except (Exception, StillRunning) as exc:
             return _task_error(job, f"instances({split!r}, {size}) could not be drawn", exc)
         parameters = template_parameters(task.template, task.function_name)
         limits = Limits(job["timeout_s"], job["memory_mb"], job["output_limit"],
@@ -138,7 +143,14 @@ class Worker:
         # descriptors and the task's note guide the search, which sees training-set results only: a
         # test-set rescore (TSP1000: seconds of crossing counts) skips them
         on_train = (split, size) == tuple(getattr(task, "train", ()) or ())
-        result = _score(verdict, task, instances, describe=on_train)
+        try:
+            with _watched(due):
+                result = _score(verdict, task, instances, describe=on_train)
+        except StillRunning as exc:  # at the answer time: 2 x sandbox.timeout_s and a grace, from the Sandbox
+            within = float(job["answer_within_s"])
+            return _task_error(job, f"scoring the candidate's decisions (score(), instance_scores() or feedback()) "
+                               f"ran past the answer time, {within:g} s (2 x sandbox.timeout_s + "
+                               f"{within - 2 * float(job['timeout_s']):g} s)", exc)
         result["seconds"] = float(verdict.get("seconds", 0.0)) + (time.monotonic() - began)
         result["output"] = verdict.get("output", "")
         return result
@@ -160,6 +172,36 @@ class Worker:
         self._refresh_view()
         return run_in_child(body, scratch_root=self.scratch_root, limits=limits, fork=self.fork,
                             confinement=self.confinement)
+
+
+# The task's own code runs in the worker itself (building it, drawing instances, scoring decisions): trusted,
+# but it may loop. Watched once a second while it runs (SIGALRM; never around a child's run, whose supervisor
+# must not be interrupted): past the job's answer time it stops as the task's failure, named with its line,
+# where the Sandbox would have blamed the candidate ("stopped answering"); and once the owner has died it
+# stops at once, where it would have gone on as an orphan holding a core.
+_ANSWER_MARGIN_S = 2.0  # answer this long before the Sandbox gives up on the worker
+
+
+class _OwnerDied(BaseException):
+    """The Sandbox that owns this worker died while the task's code ran (a BaseException, as StillRunning:
+    the task's `except Exception` must not swallow it)."""
+
+
+@contextmanager
+def _watched(due: float) -> Iterator[None]:
+    def tick(signum: int, frame: Any) -> None:
+        if child._owner_changed():
+            raise _OwnerDied()
+        if time.monotonic() > due:
+            raise StillRunning("still running when the answer was due; a loop that never ends?")
+
+    previous = signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _task_error(job: dict[str, Any], what: str, exc: BaseException) -> dict[str, Any]:
@@ -446,7 +488,7 @@ def main() -> None:
             else:
                 try:
                     reply = handlers[op](job)
-                except child._OwnerGone:
+                except (child._OwnerGone, _OwnerDied):
                     return
                 except Exception:
                     reply = _crash("the sandbox worker failed outside the candidate:\n"
