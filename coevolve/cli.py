@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from coevolve.base.errors import UsageError
 
@@ -33,9 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # a `kill` (a scheduler's preemption) stops a run as Ctrl-C does: the resume line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
     try:
         return int(args.handler(args) or 0)
     except UsageError as exc:  # CorruptFileError and ConfigError included
@@ -49,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         # flushes stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # durable: /dev/null, not a file
         return 141
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
