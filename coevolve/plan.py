@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Iterator, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -37,7 +38,8 @@ from coevolve.search.skill import start_skill
 from coevolve.search.start_programs import read_programs
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
-from tasks.registry import UnknownTask, heuristic_task, is_agent_task, path_options
+from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, UnknownTask, heuristic_task, path_options
+from tasks.registry import kind as task_kind
 
 COMPARE_CONFIG = "compare.toml"
 TEST_SCORES = "test.json"
@@ -127,8 +129,10 @@ class CompareSection(Section):
             for key, table in arm.items():
                 if key == "method":
                     continue
-                require(key in settable, f"{where}.{key}", "is not a section an arm may set (it may set: "
-                        f"{', '.join(settable)}); every other section is the comparison's, the same for every arm")
+                if key not in settable:
+                    raise config_error(f"{where}.{key}", "is not a section an arm may set (it may set: "
+                                       f"{', '.join(settable)}); every other section is the comparison's, the same "
+                                       "for every arm", hint=did_you_mean(key, settable))
                 require(isinstance(table, dict), f"{where}.{key}", "must be a table", table)
             for key in ENGINE_KEYS:
                 require(key not in arm.get("es", {}), f"{where}.es.{key}", "is the comparison's: the shared "
@@ -137,6 +141,15 @@ class CompareSection(Section):
                     "starting program is the report's baseline, the same for every arm (an arm may set "
                     "start.programs)")
         return arms
+
+    @model_validator(mode="after")
+    def _arms_compared(self) -> CompareSection:
+        """A named arm runs only when compare.methods lists it: one it leaves out would be dropped
+        without a word."""
+        for name in self.arms:
+            require(name in self.methods, f"compare.arms.{name}", "is not listed in compare.methods "
+                    f"({', '.join(self.methods)}): list it in compare.methods or remove it")
+        return self
 
 
 class HoldoutSection(SandboxLimits):
@@ -200,17 +213,50 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
     if base is not None:
-        config.compare.tasks = [absolute_spec(t, base) for t in config.compare.tasks]
-    for index, name in enumerate(config.compare.tasks):
-        task = _task_or_error(name, f"compare.tasks[{index}]")
+        config.compare.tasks = [_absolute_task(task, base, f"compare.tasks[{index}]")
+                                for index, task in enumerate(config.compare.tasks)]
+    tasks = [_task_or_error(name, f"compare.tasks[{index}]") for index, name in enumerate(config.compare.tasks)]
+    for task in tasks:
         scored_sets(config, task)  # every task has the sets asked for
+    _check_sizes(config, tasks)
+    for task in tasks:
         read_programs(config.start.programs, task.function_name, task.template)  # each defines every task's function
         for arm in config.compare.arms:
             _read_arm_programs(config, arm, task)
-    arm_skills = [arm_settings(config, name).get("skill", {}).get("start") for name in config.compare.arms]
-    for skill in {config.skill.start, *arm_skills} - {"", None}:
-        start_skill(skill)
+    if config.skill.start:
+        start_skill(config.skill.start)
+    for name in config.compare.arms:  # an arm's own skill.start, named where the arm wrote it
+        skill = arm_settings(config, name).get("skill", {}).get("start")
+        if skill and skill != config.skill.start:
+            with keys_under(f"compare.arms.{name}"):
+                start_skill(skill)
     return config
+
+
+def _absolute_task(spec: str, base: Path, field_name: str) -> str:
+    """A compared task's spec with a file counted from `base` (`absolute_spec`); a file that is not
+    there is named by its place in compare.tasks."""
+    try:
+        return absolute_spec(spec, base)
+    except UsageError as exc:
+        raise config_error(f"{field_name}:", str(exc)) from None
+
+
+def _check_sizes(config: CompareConfig, tasks: list[Any]) -> None:
+    """Each test.sizes entry is a size of the test split of a compared task: one no task has would be
+    scored nowhere, without a word. (A size only some of the tasks have is scored on those: one [test]
+    table serves every task, and --plan lists each task's sets.)"""
+    split = config.test.split
+    for index, size in enumerate(config.test.sizes):
+        if any(size in task.splits()[split] for task in tasks):
+            continue
+        if len(tasks) == 1:
+            sizes = ", ".join(map(str, tasks[0].splits()[split]))
+            problem = f"is not a {split} size of {tasks[0].name} (its {split} sizes: {sizes})"
+        else:
+            each = "; ".join(f"{t.name}: {', '.join(map(str, t.splits()[split]))}" for t in tasks)
+            problem = f"is not a {split} size of any compared task ({split} sizes of {each})"
+        raise config_error(f"test.sizes[{index}]", problem, size)
 
 
 def files_counted(raw: Any, base: Path) -> Any:
@@ -262,10 +308,14 @@ def _read_arm_programs(config: CompareConfig, name: str, task: Any) -> None:
 
 
 def _task_or_error(name: str, field_name: str) -> Any:
+    """The heuristic task `name`; one that is unknown, or a file that is not there or holds no task, is
+    a config error naming `field_name` (its place in compare.tasks)."""
     try:
         return heuristic_task(name)
-    except UnknownTask as exc:
-        raise config_error(field_name, str(exc)) from None
+    except ConfigError:
+        raise
+    except UsageError as exc:  # UnknownTask, tasks.loader's TaskSpecError
+        raise config_error(f"{field_name}:", str(exc)) from None
 
 
 def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
@@ -274,7 +324,7 @@ def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
     available = task.splits()
     if split not in available:
         raise config_error("test.split", f"is not a split of task {task.name} (splits: {', '.join(available)})",
-                           split)
+                           split, did_you_mean(split, available))
     sizes = available[split]
     if config.test.sizes:
         chosen = [s for s in config.test.sizes if s in sizes]
@@ -316,7 +366,9 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
         base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
         config = build_config(AgentCompareConfig, _agent_files_counted(raw, base))
         for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
-            agent_run_config(config, spec, Path("plan")).build_task()
+            run = agent_run_config(config, spec, Path("plan"))
+            with run_keys(config, spec):
+                run.build_task()
         return config
     return compare_config(raw, Path(path).parent)
 
@@ -388,11 +440,55 @@ def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConf
     run = SearchRun(method=method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
     held = config.method_sections  # only the sections this run's method declares
     sections = {k: held[k] for k in registry.declared_sections([method]) if k in held}
-    shared = RunConfig(run=run, method_sections=sections, **{name: getattr(config, name) for name in SearchSections.model_fields})
+    with run_keys(config, spec):
+        shared = RunConfig(run=run, method_sections=sections,
+                           **{name: getattr(config, name) for name in SearchSections.model_fields})
     if spec.method not in config.compare.arms:
         return shared
-    with keys_under(f"compare.arms.{spec.method}"):  # as_dict's tables are fresh: laid over in place
+    with run_keys(config, spec):  # as_dict's tables are fresh: laid over in place
         return build_config(RunConfig, merge_overrides(as_dict(shared), arm_settings(config, spec.method)))
+
+
+# a run's [run] keys, as a comparison writes them: its methods, tasks, budgets and seeds
+_RUN_KEYS = {"run.budget": "compare.budgets", "run.seed": "compare.seeds", "run.task": "compare.tasks",
+             "run.method": "compare.methods"}
+
+
+@contextmanager
+def run_keys(config: ComparisonConfig, spec: RunSpec) -> Iterator[None]:
+    """Config errors of one of the comparison's runs (its config built, its task built, its files
+    read) named where the comparison's TOML wrote the key (`comparison_key`)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise comparison_key(config, spec, exc) from None
+
+
+def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) -> ConfigError:
+    """A run's config error named as the comparison wrote the key: the [run] keys as compare.budgets,
+    compare.seeds, compare.tasks and compare.methods (a named arm's method as compare.arms.NAME.method);
+    an agent task's options as task.TASK.OPTION ([task.TASK]); any other key of a named arm's run under
+    compare.arms.NAME (as `keys_under`: what the arm sets, or the setting of the comparison's that the
+    arm's fails with); a plain method's other keys are the comparison's, as they are. A [run] key of a
+    named arm's run says which arm."""
+    message, head = str(exc), "config error: "
+    match = _KEYED.match(message)
+    if match is None:
+        return exc
+    key, rest = match.group("key"), message[match.end():]
+    arm = spec.method if spec.method in config.compare.arms else None
+    section, _, field = key.partition(".")
+    if key == "run.method" and arm:
+        written = f"compare.arms.{arm}.method"
+    elif key in _RUN_KEYS:
+        written, rest = _RUN_KEYS[key], rest + (f" (named arm {arm})" if arm else "")
+    elif section == "task" and isinstance(config, AgentCompareConfig):
+        written = f"task.{spec.task}" + (f".{field}" if field else "")
+    elif arm:
+        written = f"compare.arms.{arm}.{key}"
+    else:
+        return exc
+    return ConfigError(f"{head}{written}{rest}")
 
 
 def arm_settings(config: CompareConfig, name: str) -> dict[str, dict[str, Any]]:
@@ -575,7 +671,7 @@ class AgentCompareConfig(Config):
     def _agent_runs(self) -> AgentCompareConfig:
         require(self.compare.kind == "agent", "compare.kind", 'must be "agent" for agent sections', self.compare.kind)
         for index, name in enumerate(self.compare.tasks):
-            require(is_agent_task(name), f"compare.tasks[{index}]", "is not an agent task", name)
+            _agent_task_named(name, f"compare.tasks[{index}]")
         for name in self.task:
             require(name in self.compare.tasks, f"task.{name}", "names a task that is not in compare.tasks", name)
         for spec in agent_runs(self, seeds=self.compare.seeds[:1]):
@@ -586,10 +682,41 @@ class AgentCompareConfig(Config):
 ComparisonConfig = CompareConfig | AgentCompareConfig
 
 
+def _agent_task_named(name: str, field_name: str) -> None:
+    """`name` (at `field_name`) is an agent task: a heuristic one, an unknown one or a file that does
+    not load is a config error saying which, with the agent tasks."""
+    known = f"agent tasks: {', '.join(sorted(AGENT_TASKS))}; or path/to/env.py, package.module:Class"
+    try:
+        if task_kind(name) == "agent":
+            return
+    except UnknownTask:
+        raise config_error(field_name, f"is not a known task ({known})", name,
+                           did_you_mean(name, [*AGENT_TASKS, *HEURISTIC_TASKS])) from None
+    except ConfigError:
+        raise
+    except UsageError as exc:  # a file or module spec that does not load
+        raise config_error(f"{field_name}:", str(exc)) from None
+    raise config_error(field_name, f"is a heuristic task, not an agent task ({known})", name)
+
+
 def config_class(raw: dict) -> type:
-    """The comparison config a parsed TOML declares by [compare] kind."""
+    """The comparison config a parsed TOML declares by [compare] kind, checked first (a misspelt kind
+    would otherwise be read as "heuristic", and [eval] refused as an unknown section); a section of the
+    other kind is named with the section this kind has instead."""
     compare = raw.get("compare")
-    return AgentCompareConfig if isinstance(compare, dict) and compare.get("kind") == "agent" else CompareConfig
+    kind = compare.get("kind", "heuristic") if isinstance(compare, dict) else "heuristic"
+    if kind not in KINDS:
+        raise config_error("compare.kind", f"must be one of {', '.join(KINDS)}", kind,
+                           did_you_mean(kind.lower() if isinstance(kind, str) else kind, KINDS))
+    if kind == "agent" and "test" in raw:
+        raise config_error("test", "is not a section of an agent comparison ([test] names a heuristic comparison's "
+                           "test sets): an agent comparison scores its arms as [eval] says (problems, k, "
+                           "constrained, max_tokens)")
+    if kind == "heuristic" and "eval" in raw:
+        raise config_error("eval", "is not a section of a heuristic comparison ([eval] is an agent comparison's, "
+                           "[compare] kind = \"agent\"): a heuristic comparison scores its runs on the test sets "
+                           "[test] names (split, sizes, limit)")
+    return AgentCompareConfig if kind == "agent" else CompareConfig
 
 
 def agent_runs(config: AgentCompareConfig, seeds: list[int] | None = None) -> list[RunSpec]:
@@ -604,9 +731,7 @@ def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path)
            "out": str(directory)}
     everything = as_dict(config)
     raw = {"run": run, "task": dict(config.task.get(spec.task, {})), **{name: everything[name] for name in AGENT_SHARED}}
-    if spec.method not in config.compare.arms:
-        return build_config(AgentRunConfig, raw)
-    with keys_under(f"compare.arms.{spec.method}"):  # a named arm's own settings over fresh tables
+    with run_keys(config, spec):  # a named arm's own settings over fresh tables
         return build_config(AgentRunConfig, merge_overrides(raw, arm_settings(config, spec.method)))
 
 

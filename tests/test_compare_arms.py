@@ -72,7 +72,9 @@ AGENT = {"compare": {"kind": "agent", "methods": ["esopt", "esopt-wide"], "tasks
     ({"method": "eoh"}, "compare.arms.esopt-wide.method must be one of esopt, trace2skill"),
     ({"method": "esopt", "model": {"path": "x"}}, "compare.arms.esopt-wide.model is not a section an arm may set"),
     ({"method": "esopt", "es": {"sigma": -1.0}}, "compare.arms.esopt-wide.es.sigma must be > 0"),
-    ({"method": "esopt", "agent": {"population": 3}}, "compare.arms.esopt-wide.run.budget"),  # 4 pays no round of 3 x 2
+    ({"method": "esopt", "agent": {"population": 3}},  # 4 pays no round of 3 x 2: named as the TOML wrote it
+     "compare.budgets must pay at least one round of agent.population x agent.batch = 6 episodes (got 4) "
+     "(named arm esopt-wide)"),
 ])
 def test_a_bad_agent_arm_names_its_key(arm, message):
     from coevolve.plan import AgentCompareConfig
@@ -411,7 +413,7 @@ def test_an_arm_its_method_cannot_run_on_a_task_is_named_by_its_method_key():
         check_arms(compare_config(raw))
     assert str(info.value).startswith("config error: compare.arms.par.method: pareto draws parents by the "
                                       "instances they win; task asp gives no per-instance objectives")
-    raw["compare"]["methods"] = ["eoh", "pareto"]  # a plain method: named as `coevolve run` names it
+    raw["compare"].update(methods=["eoh", "pareto"], arms={})  # a plain method: named as `coevolve run` names it
     with pytest.raises(UsageError, match=r"^config error: run.method: pareto draws parents"):
         check_arms(compare_config(raw))
 

@@ -13,13 +13,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve.agents.es_agent import run_seed_skills
+from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.base.config import keys_under
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_task
 from coevolve.compare import run_comparison
-from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_plan,
-                           check_arms, load_compare_config, planned_runs, structural_differences, test_set_lines)
+from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_plan, arm_settings,
+                           check_arms, load_compare_config, planned_runs, run_state, structural_differences,
+                           test_set_lines)
 from coevolve.report import render_comparison
 from coevolve.search.methods import format_plan, remember_methods
 from tasks.loader import remember_tasks
@@ -51,13 +56,37 @@ def compare_and_report(config: Any, root: str | Path, *, engine: Any = None,
 def check_tasks(config: Any, seconds: float = CHECK_SECONDS) -> None:
     """What a comparison checks of its tasks before the LLM loads and before anything is written, and
     its `--plan` alike: each heuristic task through the cheap part of check-task; a user's agent
-    environment through check-task's agent checks, with each task's [task.<name>] options."""
+    environment through check-task's agent checks, with each task's [task.<name>] options, and every
+    agent run's seed skills ([skills] paths, a named arm's own too: `check_seed_skills`)."""
     if not isinstance(config, AgentCompareConfig):
         for spec in config.compare.tasks:
             check_task(spec, seconds)
         return
     for spec in {s.task: s for s in agent_runs(config, seeds=config.compare.seeds[:1])}.values():
         check_agent_task(agent_run_config(config, spec, Path("plan")), seconds)
+    check_seed_skills(config)
+
+
+def check_seed_skills(config: AgentCompareConfig) -> None:
+    """Each agent run's [skills] folders read as the comparison reads them before anything is written
+    (coevolve.compare.run_agent_comparison: `seed_skills`, or for a run started already in
+    compare.out, the texts its log pinned, `run_seed_skills`), the base arm's too: a folder that is not
+    a valid skill refuses the comparison and its --plan alike, named where the TOML wrote it (a named
+    arm's skills.paths under compare.arms.NAME)."""
+    root = Path(config.compare.out) if config.compare.out else None
+    read: set[tuple[Any, ...]] = set()
+    for spec in agent_runs(config):
+        directory = spec.directory(root) if root is not None else None
+        run_cfg = agent_run_config(config, spec, directory or Path("plan"))
+        own = "paths" in arm_settings(config, spec.method).get("skills", {})  # else the comparison's [skills]
+        with keys_under(f"compare.arms.{spec.method}") if own else nullcontext():
+            if directory is not None and run_state(directory) != "new":
+                run_seed_skills(directory, run_cfg.skills.paths)  # what its log pinned, if it did
+            elif (tuple(run_cfg.skills.paths), own) not in read:  # each set of folders read once
+                read.add((tuple(run_cfg.skills.paths), own))
+                run_cfg.seed_skills()
+    if "base" in config.compare.methods:
+        AgentRunConfig(skills=config.skills).seed_skills()  # the base arm's, read when it is scored
 
 
 def print_plan(config: Any) -> None:
