@@ -26,7 +26,8 @@ def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name:
         runs = [c.summary for c in cells
                 if (c.task, c.method, c.budget) == (task_name, method, budget) and c.summary is not None]
         spread = band([s.best_so_far for s in runs], budget)
-        name = f"{label(method)} ({len(runs)} seeds)"
+        valid = spread.runs[-1] if spread.runs else 0  # the seeds with a valid program by the end
+        name = f"{label(method)} ({len(runs)} seeds" + (f", {valid} with a valid program)" if valid < len(runs) else ")")
         curves[name] = list(zip(spread.xs, spread.mean))
         bands[name] = (spread.xs, spread.low, spread.high)
     better = "lower" if direction == "min" else "higher"
@@ -36,9 +37,10 @@ def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name:
 
 
 def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[ComparisonCell], task_name: str,
-                     split: str, size: int, path: Path) -> Path:
-    """Final test objective per method: a bar at the mean, a std whisker, a dot per seed;
-    one group of bars per budget."""
+                     split: str, size: int, path: Path, template: float | None = None) -> Path:
+    """Final test objective per method: a bar at the mean, a std whisker, a dot per seed, and under each
+    bar how many of its runs gave a heuristic (a run with none has no dot: 1/2 is not 2/2); one group of
+    bars per budget; a dashed line at the task template's objective, the starting point to beat."""
     # matplotlib on first drawing (as coevolve.search.plot): `coevolve run`'s end table needs none of it
     import matplotlib
 
@@ -67,7 +69,12 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[Compar
                      if (c.task, c.method, c.budget) == (task_name, method, budget)]
             values = [s.objective for s in seeds if s is not None and s.objective is not None]
             ax.plot([x] * len(values), values, "o", color="black", markersize=3)
+            ax.annotate(f"{len(values)}/{len(seeds)}", (x, 0), xycoords=("data", "axes fraction"),
+                        xytext=(0, 3), textcoords="offset points", ha="center", fontsize="x-small")
             shown += values
+    if template is not None:
+        ax.axhline(template, color="black", linestyle="--", linewidth=1, label="task template")
+        shown.append(template)
     ax.set_xticks(range(len(budgets)), [f"budget {b}" for b in budgets])
     ax.set_ylabel(f"{split}{size} objective")
     ax.set_title(f"{task_name} {split}{size}: best heuristic by training score", fontsize="medium")

@@ -219,7 +219,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                                                        root / "plots" / f"progress-{task_label(task_name)}-b{budget}.png")
         for split, size in scored_sets(config, heuristic_task(task_name)):
             plots[(task_name, split, size)] = plot_test_scores(
-                config, rows, records, task_name, split, size, root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png")
+                config, rows, records, task_name, split, size,
+                root / "plots" / f"test-{task_label(task_name)}-{split}{size}.png", template.get((task_name, split, size)))
         if compared_pairs(config):
             plots[(task_name, "differences")] = plot_differences(
                 rows, task_name, heuristic_task(task_name).direction,

@@ -20,6 +20,9 @@ def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tup
 Band = tuple[Sequence[int], Sequence[float], Sequence[float]]  # (evaluations, low, high), a step function
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
 def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, *,
                      budget: int | None = None, title: str = "", ylabel: str = "best objective",
                      bands: Mapping[str, Band] | None = None) -> Path:
@@ -32,13 +35,15 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
     import matplotlib.pyplot as plt  # heavy, only when drawing
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    for label, curve in curves.items():
+    for index, (label, curve) in enumerate(curves.items()):
         if not curve:
             continue
         xs = [e for e, _ in curve]
         ys = [v for _, v in curve]
         end = max(budget or xs[-1], xs[-1])
-        ax.step(xs + [end], ys + [ys[-1]], where="post", label=label)
+        # a style of its own per curve: two arms that found the same programs draw one line over the
+        # other, and a dashed one over a solid one stays visible
+        ax.step(xs + [end], ys + [ys[-1]], where="post", label=label, linestyle=LINE_STYLES[index % len(LINE_STYLES)])
         color = ax.lines[-1].get_color()
         ax.plot(xs, ys, "o", markersize=3, color=color)
         if bands and bands.get(label) and len(bands[label][0]):
