@@ -61,7 +61,7 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[skills]\npaths = ["skills/no-such-skill"]\n',
          "skills.paths[0] is not a valid skill: /"),
         ('[run]\ntask = "sudoku"\n[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
-        ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
+        ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "teacher.model is required"),
         ('[run]\ntask = "sudoku"\n[distributed]\nengines = 0\n', "distributed.engines must be >= 1"),
         ('[run]\ntask = "sudoku"\n[eoh]\npopulation = 4\n', "eoh is not a known section"),
     ],

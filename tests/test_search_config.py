@@ -31,7 +31,8 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize("text, message", [
     ("[es]\nsigma = -1\n", "config error: es.sigma must be > 0 (got -1.0)"),
     ("[es]\nsigmaa = 1\n", "config error: es.sigmaa is not a known field"),
-    ("[run]\nbudget = 0\n", "config error: run.budget must be >= 1 (got 0)"),
+    ("[run]\nbudget = 0\n", "config error: run.budget must be in 1..1000000 (evaluations, or agent "
+                            "episodes) (got 0)"),
     ("[run]\nbudget = 'ten'\n", "config error: run.budget must be an integer (got 'ten')"),
     ("[run]\nmethod = 'evo'\n", "config error: run.method must be one of sample, eoh, sample+esopt, eoh+esopt"),
     ("[runn]\n", "config error: runn is not a known section (known: accounting, caps, context, distributed, endpoint, "
@@ -217,6 +218,30 @@ def test_ctrl_c_during_a_run_says_how_to_resume_and_exits_130(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert f"interrupted\nevery finished step is in {tmp_path / 'r'}: continue with `coevolve run --resume " \
            f"{tmp_path / 'r'}`" in err and "Traceback" not in err, err
+
+
+def test_a_kill_during_a_run_stops_it_as_ctrl_c_does(tmp_path, capsys, monkeypatch):
+    """SIGTERM (`kill`, a scheduler's preemption) inside the run: the same resume line and exit 130, and the
+    handler the process had before is back afterwards."""
+    import os
+    import signal
+    import time
+
+    from coevolve.commands import run as command
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal arrives here
+        raise AssertionError("SIGTERM did not stop the run")
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(command, "execute", killed)
+    config = write(tmp_path, '[run]\nmethod = "sample"\nbudget = 4\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted\nevery finished step is in {tmp_path / 'r'}: continue with `coevolve run --resume " \
+           f"{tmp_path / 'r'}`" in err and "Traceback" not in err, err
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_cli_refuses_an_existing_run_and_resume_of_nothing(tmp_path, capsys):

@@ -37,6 +37,22 @@ UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
+class RenamedSection(FutureWarning):
+    """A section read under its old name ([proposer], [teacher]): shown as one `warning:` line."""
+
+
+_format_warning = warnings.formatwarning
+
+
+def _one_line(message: Any, category: type, filename: str, lineno: int, line: str | None = None) -> str:
+    if issubclass(category, RenamedSection):  # the user's config, not a place in our code (or pydantic's)
+        return f"warning: {message}\n"
+    return _format_warning(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _one_line
+
+
 def config_error(field: str, problem: str, value: Any = _MISSING, hint: str = "") -> ConfigError:
     return ConfigError(f"config error: {field} {problem}{'' if value is _MISSING else f' (got {value!r})'}{hint}")
 
@@ -93,9 +109,14 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
     elif kind == "union_tag_invalid":  # a mode key naming no member (es.noise); the discriminator is named after it
         key = error["ctx"]["discriminator"].strip("_()")
         field, value = f"{field}.{key}", value.get(key) if isinstance(value, dict) else value
-        problem = f"must be one of {error['ctx']['expected_tags'].replace(chr(39), '')}"
-    elif kind in ("too_short", "too_long"):
-        problem = "must list at least one value" if kind == "too_short" else error["msg"].lower()
+        tags = [tag.strip(" '") for tag in error["ctx"]["expected_tags"].split(",")]
+        problem, hint = f"must be one of {', '.join(tags)}", did_you_mean(value, tags)
+    elif kind == "too_short":
+        problem = "must list at least one value"
+    elif kind == "too_long":  # a list (pydantic says "... after validation, not 4")
+        problem = f"must list at most {error['ctx']['max_length']} values"
+    elif kind == "string_too_long":
+        problem = f"must be at most {error['ctx']['max_length']} characters"
     else:
         problem = TYPES.get(kind, error["msg"].lower().replace("input should", "must"))
     if kind in BOUNDS + ("literal_error",) and info.description:
@@ -142,8 +163,17 @@ class Config(Section):
         for old, new in cls.RENAMED.items():
             if old in raw:
                 require(new not in raw, old, f"is the old name of [{new}]; give only [{new}]")
+                section = cls.model_fields[new].annotation
+                if isinstance(raw[old], dict) and isinstance(section, type) and issubclass(section, Section):
+                    try:  # its own errors named where the user wrote them: proposer.concurency
+                        section(**raw[old])
+                    except ConfigError as exc:
+                        head = f"config error: {new}."
+                        message = str(exc)
+                        raise ConfigError(message.replace(f"{new}.", f"{old}.")
+                                          if message.startswith(head) else message) from None
                 warnings.warn(f"config: [{old}] is deprecated, call it [{new}] (read as [{new}] this time)",
-                              FutureWarning, stacklevel=2)
+                              RenamedSection, stacklevel=1)  # shown once, as one line (_one_line)
                 raw[new] = raw.pop(old)
         for name, info in cls.model_fields.items():
             default = info.get_default(call_default_factory=True)
@@ -175,12 +205,20 @@ def keys_under(prefix: str) -> Iterator[None]:
                           else message) from None
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where a file stops being UTF-8, as people read it: `byte 0xe9 at position 5`."""
+    return f"byte {exc.object[exc.start]:#04x} at position {exc.start}"
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"config file not found: {path}") from None
+    except UnicodeDecodeError as exc:  # a ValueError, not an OSError: a Latin-1 comment, a binary file
+        raise UsageError(f"config error: {path} is not UTF-8 text ({not_utf8(exc)}); TOML files must be UTF-8") \
+            from None
     except OSError as exc:
         raise UsageError(f"cannot read config file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from coevolve.base.config import Section, require
 
 LOCAL = "local"
+MAX_BUDGET = 1_000_000  # run.budget at most (a comparison checks each arm's run.budget)
 
 
 class ModelSection(Section):
@@ -50,10 +51,15 @@ class EndpointSection(Section):
                 "give one of them")
         require(not self.base_url or bool(self.model or self.models), "endpoint.model",
                 "is required when endpoint.base_url is set (or endpoint.models, an ensemble)")
+        require(bool(self.base_url) or not (self.model or self.models), "endpoint.base_url",
+                "is required when endpoint.model or endpoint.models is set (without it the engine's own model "
+                "answers every request and the endpoint model is ignored)")
         require(self.select == "fixed" or len(self.models) >= 2, "endpoint.select",
                 '= "adaptive" chooses among the models of an ensemble; give two or more in endpoint.models')
         for name, weight in self.models.items():
-            require(bool(name) and weight > 0, f"endpoint.models.{name}", "must be a weight > 0", weight)
+            require(bool(name.strip()), "endpoint.models", "names a model with an empty name; give each model's "
+                    "name as the endpoint knows it", name)
+            require(weight > 0, f"endpoint.models.{name}", "must be a weight > 0", weight)
         return self
 
     @property
@@ -81,7 +87,9 @@ class RunSection(Section):
     NAME = "run"  # its subclasses' too
     method: str = "eoh+esopt"
     task: str = Field("tsp_construct", min_length=1)
-    budget: int = Field(100, ge=1)  # heuristic runs: evaluations; agent runs: training episodes
+    # heuristic runs: evaluations; agent runs: training episodes. The bound catches a typo (1_000_000 for
+    # 1000) before the plan lays out every step
+    budget: int = Field(100, ge=1, le=MAX_BUDGET, description="evaluations, or agent episodes")
     seed: int = Field(0, ge=0)
     out: str = ""  # empty: runs/<task>-<method>-seed<seed>-<time>
 

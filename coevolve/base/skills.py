@@ -98,7 +98,14 @@ def load_skill(folder: str | Path, max_lines: int = MAX_LINES) -> Skill:
         raise SkillError(f"{folder}: not found (a skill is a folder holding a SKILL.md)")
     if not file.is_file():
         raise SkillError(f"{folder}: no SKILL.md in this skill folder")
-    skill = parse_skill_text(file.read_text(), source=str(file))
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte {exc.object[exc.start]:#04x} at position {exc.start}"
+        raise SkillError(f"{file} is not UTF-8 text ({where}); SKILL.md files must be UTF-8") from None
+    except OSError as exc:
+        raise SkillError(f"{file}: cannot be read ({exc.strerror or exc})") from None
+    skill = parse_skill_text(text, source=str(file))
     problems = validate_skill(skill, folder_name=folder.name, max_lines=max_lines)
     if problems:
         raise SkillError(f"{file}: " + "; ".join(problems))

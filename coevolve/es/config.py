@@ -23,6 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from coevolve.base.config import Section, config_error, require
+from coevolve.base.errors import did_you_mean
 
 
 class ESConfig(Section):
@@ -100,7 +101,8 @@ class FullNoise(ESConfig):
     def _no_rank(cls, raw: Any) -> Any:
         # ESConfig(noise=...) with an unknown mode lands here; in a config the union says it
         if isinstance(raw, dict) and raw.get("noise", "full") not in NOISES:
-            raise config_error("es.noise", f"must be one of {', '.join(NOISES)}", raw["noise"])
+            raise config_error("es.noise", f"must be one of {', '.join(NOISES)}", raw["noise"],
+                               did_you_mean(raw["noise"], NOISES))
         # run directories written before the union recorded `rank = 1` under full noise too
         if isinstance(raw, dict) and raw.get("rank", 1) != 1:
             raise config_error("es.rank", 'is for es.noise = "lowrank" only', raw["rank"])

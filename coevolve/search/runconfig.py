@@ -254,7 +254,16 @@ class SearchSections(Config):
                         sorted(self.caps.prices))
         require(self.skill.teacher == "engine" or bool(self.endpoint.base_url), "skill.teacher",
                 '= "endpoint" needs [endpoint] base_url and model')
+        if not self.endpoint.base_url:  # the engine answers every request (with an endpoint: RunConfig, under ES)
+            self._replies_fit()
         return self
+
+    def _replies_fit(self) -> None:
+        """The replies the engine writes leave its context (model.max_len) room for their prompts."""
+        room = f"must be < model.max_len ({self.model.max_len}): a prompt and its reply must fit"
+        require(self.sampling.max_tokens < self.model.max_len, "sampling.max_tokens", room, self.sampling.max_tokens)
+        if self.skill.teacher == "engine":
+            require(self.skill.max_tokens < self.model.max_len, "skill.max_tokens", room, self.skill.max_tokens)
 
 
 def method_tables(raw: Any, methods: list) -> Any:
@@ -288,6 +297,16 @@ class RunConfig(SearchSections):
         method = run.method if isinstance(run, SearchRun) else (run or {}).get("method") if isinstance(run, dict) else None
         return method_tables(raw, [method or SearchRun.model_fields["method"].default])
 
+    def _es_operators_run(self, method: Any) -> None:
+        """Under EoH (or an archive over it) with +esopt, es.operators are the steps ES perturbs: at least
+        one must be an operator the plan runs (eoh.operators), or ES silently moves no weights. (One the
+        plan does not run is let be: the default m1, m2 stays right when a config drops m2.)"""
+        if not getattr(method, "perturbed_ops", ()):  # no ES, or a plan (Sample's) that es.operators do not name
+            return
+        require(any(op in method.operators for op in self.es.operators), "es.operators",
+                f"names no operator eoh.operators runs (it runs: {', '.join(method.operators)}): ES would move "
+                "no weights", self.es.operators)
+
     @property
     def uses_es(self) -> bool:
         return uses_es(self.run.method)
@@ -298,7 +317,11 @@ class RunConfig(SearchSections):
 
     @model_validator(mode="after")
     def _method_rules(self) -> RunConfig:
-        type(make_method(self)).check(self)  # the method's own rules across sections (e.g. against run.budget)
+        method = make_method(self)
+        type(method).check(self)  # the method's own rules across sections (e.g. against run.budget)
+        self._es_operators_run(getattr(method, "inner", method))
+        if self.uses_es:  # perturbed requests go to the engine even with an [endpoint]
+            self._replies_fit()
         require(self.skill.keep == "latest" or self.uses_skill or bool(self.skill.start), "skill.keep",
                 '= "judged" needs a skill to judge: a +trace2skill method or skill.start', self.skill.keep)
         if self.uses_skill:

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from coevolve.base.config import config_error
+from coevolve.base.config import STRICT, config_error
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.population import Candidate, Population
@@ -29,7 +29,7 @@ from coevolve.search.population import Candidate, Population
 class IslandsOptions(BaseModel):
     """[islands]"""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = STRICT  # as every section: nothing coerced ("4", 4.0 and true are not ints)
 
     over: Literal["eoh", "sample"] = "eoh"  # the method each island runs (its plan, parents and survival)
     islands: int = Field(4, ge=1, le=64)  # FunSearch: 10

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from coevolve.base.config import config_error
-from coevolve.base.errors import UsageError
+from coevolve.base.config import STRICT, config_error
+from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
@@ -73,7 +73,7 @@ def generic_descriptors(code: str) -> dict[str, float]:
 class MapElitesOptions(BaseModel):
     """[map_elites]"""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = STRICT  # as every section: nothing coerced ("4", 4.0 and true are not ints)
 
     over: Literal["eoh", "sample"] = "eoh"  # the method whose plan and parent rule run on the grid
     descriptors: list[str] = Field(default_factory=lambda: ["lines", "branches"], min_length=1, max_length=3)
@@ -85,8 +85,16 @@ class MapElitesOptions(BaseModel):
     def _ranges(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
         for name, pair in value.items():
             if len(pair) != 2 or not pair[0] < pair[1]:
-                raise ValueError(f"ranges.{name} must be [low, high] with low < high")
+                raise config_error(f"map_elites.ranges.{name}", "must be [low, high] with low < high", pair)
         return value
+
+    @model_validator(mode="after")
+    def _ranges_used(self) -> MapElitesOptions:
+        for name in self.ranges:  # a range no grid axis reads is a misspelt or forgotten descriptor
+            if name not in self.descriptors:
+                raise config_error(f"map_elites.ranges.{name}", "names no descriptor of map_elites.descriptors "
+                                   f"({', '.join(self.descriptors)})", hint=did_you_mean(name, self.descriptors))
+        return self
 
 
 def profile_descriptors(profile: Sequence[float] | None, template: Sequence[float] | None,

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from coevolve.base.config import STRICT
 from coevolve.base.errors import UsageError
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.population import Candidate, Population
@@ -36,7 +37,7 @@ from coevolve.search.population import Candidate, Population
 class ParetoOptions(BaseModel):
     """[pareto]"""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = STRICT  # as every section: nothing coerced ("4", 4.0 and true are not ints)
 
     over: Literal["eoh", "sample"] = "eoh"  # the method whose plan and parent counts run on the front
     size: int = Field(0, ge=0)  # programs kept at most (those best on the most instances); 0: every winner
