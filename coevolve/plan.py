@@ -365,12 +365,23 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     if config_class(raw) is AgentCompareConfig:
         base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
         config = build_config(AgentCompareConfig, _agent_files_counted(raw, base))
+        _agent_tasks_counted(config, base)
         for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
             run = agent_run_config(config, spec, Path("plan"))
             with run_keys(config, spec):
                 run.build_task()
         return config
     return compare_config(raw, Path(path).parent)
+
+
+def _agent_tasks_counted(config: AgentCompareConfig, base: Path) -> None:
+    """An agent comparison's file tasks counted from `base`, the TOML's folder, and named absolutely from
+    then on, as a heuristic comparison's are (its runs' config.toml, tasks.json, a rerun, `coevolve report`
+    and `coevolve eval --run` then find them from any folder); a [task.<spec>] table follows its task."""
+    named = {spec: _absolute_task(spec, base, f"compare.tasks[{index}]")
+             for index, spec in enumerate(config.compare.tasks)}
+    config.compare.tasks = [named[spec] for spec in config.compare.tasks]
+    config.task = {named.get(spec, spec): options for spec, options in config.task.items()}
 
 
 def comparison_run(raw: dict, method: str | None = None, base: Path | None = None) -> dict:
@@ -383,6 +394,16 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
     raw = raw if base is None else _agent_files_counted(raw, base)
     config = build_config(config_class(raw), raw)
     c = config.compare
+    if base is not None:  # file methods count from the TOML's folder, as the flag's from the working directory
+        c.methods = [registry.absolute_method(m, base) for m in c.methods]
+    if method is not None and method not in c.methods:
+        raise UsageError(f"--method {method} is not one of the comparison's methods ({', '.join(c.methods)}): "
+                         "a comparison config runs its own arms")
+    if base is not None:  # a file task counts from the TOML's folder, as the comparison counts it
+        if isinstance(config, AgentCompareConfig):
+            _agent_tasks_counted(config, base)
+        else:
+            c.tasks = [_absolute_task(spec, base, f"compare.tasks[{i}]") for i, spec in enumerate(c.tasks)]
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)
         spec = agent_runs(config)[0]
         chosen = method or spec.method

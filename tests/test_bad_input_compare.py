@@ -199,3 +199,25 @@ def test_valid_comparisons_still_plan(tmp_path, capsys, monkeypatch):
         before = _files(tmp_path)
         assert main(["compare", str(path), "--plan"]) == 0, capsys.readouterr().err
         assert _files(tmp_path) == before
+
+
+# ------------------------------------------------------------------ `coevolve run` of a comparison's arm
+def test_run_of_a_comparisons_arm_finds_its_file_task_from_anywhere_and_only_runs_its_arms(tmp_path, capsys,
+                                                                                             monkeypatch):
+    """`coevolve run cmp/compare.toml --method eoh` counts the comparison's relative task file from the TOML's
+    folder, as the comparison does; a method the comparison does not list is refused, not run as its arm."""
+    problem = tmp_path / "prob" / "problem.py"
+    problem.parent.mkdir()
+    problem.write_text((Path(__file__).resolve().parents[1] / "examples/problems/flow_shop/problem.py").read_text())
+    (tmp_path / "cmp").mkdir()
+    config = tmp_path / "cmp" / "compare.toml"
+    config.write_text('[compare]\nmethods = ["sample", "eoh"]\ntasks = ["../prob/problem.py"]\nbudgets = [8]\n'
+                      'seeds = [0]\n')
+    monkeypatch.chdir(tmp_path / "prob")
+    assert main(["run", str(config), "--method", "eoh", "--plan"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.startswith(f"plan: eoh on {problem.resolve()}:FlowShop, budget T = 8"), out
+    assert main(["run", str(config), "--method", "islands", "--plan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("coevolve run: error: --method islands is not one of the comparison's methods (sample, eoh): "
+                   "a comparison config runs its own arms"), err

@@ -272,6 +272,32 @@ def test_more_held_out_problems_than_an_environment_has_is_one_line_before_any_f
     assert not (tmp_path / "cmp").exists()
 
 
+def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, capsys, monkeypatch):
+    """compare.tasks = ["../game/env.py"] in cmp/compare.toml: the comparison, its --plan and `coevolve run`
+    of one of its arms find the file from any working directory, and name it absolutely from then on (its
+    [task."<spec>"] options with it)."""
+    import os
+
+    from coevolve.commands.run import load_run_config
+    from coevolve.plan import load_compare_config
+
+    path = environment(tmp_path / "game")
+    relative = os.path.relpath(path, tmp_path / "cmp")
+    (tmp_path / "cmp").mkdir()
+    config = tmp_path / "cmp" / "compare.toml"
+    config.write_text(f'[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["{relative}"]\n'
+                      f'seeds = [0]\nbudgets = [16]\n\n[eval]\nproblems = 4\nk = 1\n\n[agent]\npopulation = 4\n'
+                      f'batch = 4\n\n[task."{relative}"]\nextra_turns = 2\n' + NO_MODEL)
+    monkeypatch.chdir(tmp_path / "game")  # neither the TOML's folder nor the one the path counts from
+    loaded = load_compare_config(config)
+    spec = loaded.compare.tasks[0]
+    assert spec.startswith(str(path.resolve())) and loaded.task == {spec: {"extra_turns": 2}}, (spec, loaded.task)
+    code, out, err = cli(capsys, "compare", str(config), "--plan")
+    assert code == 0 and "training runs" in out, err
+    run = load_run_config(config, {"run": {"method": "esopt"}})
+    assert run.run.task == spec and run.task == {"extra_turns": 2}
+
+
 def test_check_task_builds_an_agent_task_with_its_options(tmp_path, capsys):
     path = environment(tmp_path)
     code, out, err = cli(capsys, "check-task", str(path))
