@@ -216,6 +216,7 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
         config.compare.tasks = [_absolute_task(task, base, f"compare.tasks[{index}]")
                                 for index, task in enumerate(config.compare.tasks)]
     tasks = [_task_or_error(name, f"compare.tasks[{index}]") for index, name in enumerate(config.compare.tasks)]
+    check_task_folders(config.compare.tasks)
     for task in tasks:
         scored_sets(config, task)  # every task has the sets asked for
     _check_sizes(config, tasks)
@@ -231,6 +232,18 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
             with keys_under(f"compare.arms.{name}"):
                 start_skill(skill)
     return config
+
+
+def check_task_folders(specs: list[str]) -> None:
+    """Two compared tasks whose runs would share a folder (runs/<name>/, baselines/<name>/: two versions of
+    one problem whose classes keep one `name`) are refused before anything runs, naming both."""
+    seen: dict[str, int] = {}
+    for index, spec in enumerate(specs):
+        label = task_label(spec)
+        if label in seen:
+            raise config_error(f"compare.tasks[{index}]", f"is named {label!r}, as compare.tasks[{seen[label]}] is: "
+                               f"their runs would share runs/{label}/; give one task class another `name`", spec)
+        seen[label] = index
 
 
 def _absolute_task(spec: str, base: Path, field_name: str) -> str:
@@ -382,6 +395,7 @@ def _agent_tasks_counted(config: AgentCompareConfig, base: Path) -> None:
              for index, spec in enumerate(config.compare.tasks)}
     config.compare.tasks = [named[spec] for spec in config.compare.tasks]
     config.task = {named.get(spec, spec): options for spec, options in config.task.items()}
+    check_task_folders(config.compare.tasks)
 
 
 def comparison_run(raw: dict, method: str | None = None, base: Path | None = None) -> dict:

@@ -221,3 +221,22 @@ def test_run_of_a_comparisons_arm_finds_its_file_task_from_anywhere_and_only_run
     err = capsys.readouterr().err.strip()
     assert err == ("coevolve run: error: --method islands is not one of the comparison's methods (sample, eoh): "
                    "a comparison config runs its own arms"), err
+
+
+def test_two_tasks_whose_runs_would_share_a_folder_are_refused_before_any_run(tmp_path, capsys, monkeypatch):
+    """Two versions of one problem (their classes keep one `name`) would write runs/<name>/ both: refused by
+    --plan and the comparison alike, before anything is written."""
+    source = (Path(__file__).resolve().parents[1] / "examples/problems/flow_shop/problem.py").read_text()
+    for version in ("v1", "v2"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "problem.py").write_text(source)
+    config = tmp_path / "compare.toml"
+    config.write_text('[compare]\nmethods = ["sample"]\ntasks = ["v1/problem.py", "v2/problem.py"]\nbudgets = [8]\n'
+                      'seeds = [0]\n')
+    for flags in (["--plan"], ["--out", str(tmp_path / "cmp")]):
+        assert main(["compare", str(config), *flags]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("coevolve compare: error: config error: compare.tasks[1] is named 'flow_shop', as "
+                              "compare.tasks[0] is: their runs would share runs/flow_shop/; give one task class "
+                              "another `name` (got "), err
+    assert not (tmp_path / "cmp").exists()
