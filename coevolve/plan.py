@@ -184,7 +184,7 @@ class CompareConfig(SearchSections):
         arms = compare.get("arms") if isinstance(compare.get("arms"), dict) else {}
         methods = [arms[m].get("method") if isinstance(arms.get(m), dict) else m
                    for m in (methods if isinstance(methods, list) else []) if isinstance(m, str)]
-        return method_tables(raw, methods)
+        return method_tables(raw, methods, "compare.methods")
 
     @model_validator(mode="after")
     def _same_budgets(self) -> CompareConfig:

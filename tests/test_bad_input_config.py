@@ -182,3 +182,14 @@ def test_a_map_elites_range_for_no_descriptor_is_refused(tmp_path, capsys):
     err = refused(tmp_path, capsys, '[run]\nmethod = "map_elites"\n[map_elites]\nranges = { brnaches = [0, 9] }\n')
     assert err.endswith("config error: map_elites.ranges.brnaches names no descriptor of map_elites.descriptors "
                         "(lines, branches); did you mean 'branches'?")
+
+
+# a method's own table left over from a config written for that method -----------------------------------
+@pytest.mark.parametrize("method, table", [("eoh", "[map_elites]\nbins = 4\n"), ("sample+esopt", "[islands]\nislands = 2\n"),
+                                           ("map_elites", "[pareto]\nsize = 3\n")])
+def test_a_table_only_another_method_reads_is_named_as_that(tmp_path, capsys, method, table):
+    section = owner = table[1:table.index("]")]
+    err = refused(tmp_path, capsys, f'[run]\nmethod = "{method}"\nbudget = 48\n{table}')
+    assert err == (f"coevolve run: error: config error: {section} is read by method {owner} only, which run.method does not name: "
+                   f"remove [{section}], or run {owner}"), err
+    planned(tmp_path, capsys, f'[run]\nmethod = "{owner}"\nbudget = 48\n{table}')  # its own method reads it

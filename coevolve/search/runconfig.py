@@ -13,7 +13,7 @@ from coevolve.base.sections import DistributedSection, EndpointSection, ModelSec
 from coevolve.es.config import ESConfig, ESSection
 from coevolve.sandbox.pool import MAX_SEEDS
 from coevolve.search.population import parse_tie
-from coevolve.search.methods import (check_method_name, check_operator_name, declared_sections, make_method,
+from coevolve.search.methods import (BUILTIN, check_method_name, check_operator_name, declared_sections, make_method,
                                      planned_refreshes, uses_es, uses_skill)
 from tasks.base import STARTS
 
@@ -266,10 +266,17 @@ class SearchSections(Config):
             require(self.skill.max_tokens < self.model.max_len, "skill.max_tokens", room, self.skill.max_tokens)
 
 
-def method_tables(raw: Any, methods: list) -> Any:
+def method_tables(raw: Any, methods: list, listed: str) -> Any:
     """`raw` with the tables the `methods` declare themselves (e.g. [islands]) taken out and validated by
-    their models into `method_sections`; as it is when none declares one or when that is done."""
+    their models into `method_sections`; as it is when none declares one or when that is done. A table
+    only a method the config does not run declares (`listed`: the key that lists its methods) is refused
+    as that, not as an unknown section: left over from a config written for that method."""
     declared = declared_sections(methods)
+    for name in BUILTIN:
+        for section in set(declared_sections([name])) - set(declared):
+            if isinstance(raw, dict) and section in raw:
+                raise config_error(section, f"is read by method {name} only, which {listed} does not name: remove "
+                                   f"[{section}], or run {name}")
     if not isinstance(raw, dict) or not declared or "method_sections" in raw:
         return raw
     return {**{k: v for k, v in raw.items() if k not in declared},
@@ -295,7 +302,7 @@ class RunConfig(SearchSections):
             raw = {k: v for k, v in raw.items() if k != "task"}
         run = raw.get("run") if isinstance(raw, dict) else None
         method = run.method if isinstance(run, SearchRun) else (run or {}).get("method") if isinstance(run, dict) else None
-        return method_tables(raw, [method or SearchRun.model_fields["method"].default])
+        return method_tables(raw, [method or SearchRun.model_fields["method"].default], "run.method")
 
     def _es_operators_run(self, method: Any) -> None:
         """Under EoH (or an archive over it) with +esopt, es.operators are the steps ES perturbs: at least
