@@ -152,14 +152,24 @@ def test_eval_of_a_run_builds_the_engine_with_the_runs_context(tmp_path, capsys,
     assert asked[0][1].get("max_model_len") == 4096 and "stop here" in capsys.readouterr().err
 
 
+def checkpoint(path):
+    """A folder that passes for an HF checkpoint (config.json, a weights file): what `coevolve eval` checks
+    of --model before it builds the engine (engine/local.require_model)."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    (path / "model.safetensors").write_bytes(b"")
+    return str(path)
+
+
 def test_eval_of_a_run_loads_the_runs_own_checkpoint(tmp_path, capsys, monkeypatch):
     """Its ES history replays only onto the weights it was recorded on: the run's [model] path is the
     default, said in one line; --model picks another."""
-    run, asked = skill_run(tmp_path, monkeypatch, 'path = "/checkpoints/tuned"\n')
+    tuned, other = checkpoint(tmp_path / "checkpoints" / "tuned"), checkpoint(tmp_path / "x")
+    run, asked = skill_run(tmp_path, monkeypatch, f'path = "{tuned}"\n')
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1"]) == 2
-    assert "model: /checkpoints/tuned (the run's [model] path; --model picks another)" in capsys.readouterr().out
-    assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", "/x"]) == 2
-    assert [model for model, _ in asked] == ["/checkpoints/tuned", "/x"]
+    assert f"model: {tuned} (the run's [model] path; --model picks another)" in capsys.readouterr().out
+    assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", other]) == 2
+    assert [model for model, _ in asked] == [tuned, other]
 
 
 def test_a_checkpoint_other_than_the_runs_is_found_before_any_episode(tmp_path, capsys, monkeypatch):
@@ -196,10 +206,11 @@ def test_a_checkpoint_other_than_the_runs_is_found_before_any_episode(tmp_path, 
     (run / "history.jsonl").write_text(json.dumps({
         "generation": 0, "seeds": [1, 2], "coefficients": [1.0, -1.0], "alpha": 0.001, "checksum": "the run's",
         "noise": "full", "noise_version": noise.NOISE_VERSION, "dtype": "bfloat16"}) + "\n")
-    code = main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", "/other"])
+    other = checkpoint(tmp_path / "other")
+    code = main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--model", other])
     err = capsys.readouterr().err
     assert code == 2 and "checksum mismatch after generation 0; the history replays only onto the weights it was " \
-                          "recorded on: is /other the checkpoint the run trained (its [model] path)?" in err, err
+                          f"recorded on: is {other} the checkpoint the run trained (its [model] path)?" in err, err
     assert OtherWeights.resets == 1  # the engine put back to its checkpoint all the same
 
 

@@ -32,13 +32,24 @@ from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, chec
 from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import SkillError, load_skill
+from coevolve.base.config import build_config, read_toml
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import ConfigError, UsageError
+from coevolve.base.sections import ModelSection, task_named
+from coevolve.engine.local import require_model
 from coevolve.engine.base import ConstraintError
 from coevolve.es import ReplayError
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 from coevolve.report.rendering import change_line
 from coevolve.stats import paired_change, problem_means
+
+
+# the defaults of --problems, --k and --seed; the flags default to None, so that eval of a heuristic program
+# can tell them given (and refuse them) from not
+PROBLEMS, K, SEED = 100, 4, 0
+ENGINE_CONTEXT = ModelSection.model_fields["max_len"].default  # the engine's context without a run's max_len
+# the flags of this group: eval of a heuristic program refuses them (coevolve/commands/eval.py)
+FLAGS = ("option", "run", "history", "skill", "arms", "problems", "k", "free", "max_tokens", "seed", "out", "model")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,13 +62,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--skill", action="append", default=[], metavar="DIR",
                    help="skill folder for the skill/both arms (instead of --run); repeatable")
     g.add_argument("--arms", help="comma-separated, of base,esopt,skill,both (default: every arm the inputs allow)")
-    g.add_argument("--problems", type=int, default=100, help="held-out problems (default 100, as in the paper)")
-    g.add_argument("--k", type=int, default=4, help="attempts per problem, 1..32 (default 4); best-of-j is "
-                                                    "reported for j = 1, 2, 4, ... up to k")
+    g.add_argument("--problems", type=int, help=f"held-out problems (default {PROBLEMS}, as in the paper)")
+    g.add_argument("--k", type=int, help=f"attempts per problem, 1..32 (default {K}); best-of-j is "
+                                         "reported for j = 1, 2, 4, ... up to k")
     g.add_argument("--free", action="store_true", help="decode freely instead of under the task's action format")
     g.add_argument("--max-tokens", type=int, help="tokens per turn (default: with --run, the run's [sampling] "
                                                   "max_tokens; else 12, or 96 for react_math)")
-    g.add_argument("--seed", type=int, default=0, help="held-out split seed and sampling seed (default 0)")
+    g.add_argument("--seed", type=int, help="held-out split seed and sampling seed, >= 0 (default 0)")
     g.add_argument("--out", help="write the results as JSON here")
     g.add_argument("--model", help="HF checkpoint directory (default: the run's [model] path with --run, else the "
                                    "embedded model)")
@@ -85,41 +96,94 @@ def build_task(name: str, options: dict[str, Any]) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def run_toml(run_dir: str | Path, task: str) -> Any:
+    """The agent run's config.toml in `run_dir` as read (a file that is not TOML or not UTF-8: one line),
+    its `[task] name` held as run.task; a run on another task than `task` is refused (its held-out problems
+    would be another kind of problem)."""
+    path = Path(run_dir) / "config.toml"
+    try:
+        raw = task_named(read_toml(path))
+    except ConfigError as exc:
+        raise UsageError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
+    run = raw.get("run") if isinstance(raw, dict) else None
+    if run is not None and not isinstance(run, dict):  # the table that names the task (the rest: run_config)
+        raise UsageError(f"{path}: config error: run must be a table (got {run!r})")
+    if isinstance(run, dict) and isinstance(run.get("task"), str) and run["task"] != task:
+        raise UsageError(f"{run_dir} is a run on task {run['task']!r}, not {task!r}")
+    return raw
+
+
+def run_config(run_dir: str | Path, raw: Any, task: str) -> AgentRunConfig:
+    """The run's config.toml (`raw`, run_toml's) validated and built as `coevolve run --resume` builds it:
+    a damaged one (not a table, a wrong type) is one line naming the file and key."""
+    run = raw.get("run") if isinstance(raw, dict) else None
+    if isinstance(run, dict):
+        raw = {**raw, "run": {"task": task, **run}}  # a config that names no task: the one evaluated
+    try:
+        return build_config(AgentRunConfig, raw)
+    except ConfigError as exc:
+        raise UsageError(f"{Path(run_dir) / 'config.toml'}: {exc}") from None
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """The numbers given as flags, before anything is read: one line naming the flag and its value."""
+    if args.problems is not None and args.problems < 1:
+        raise UsageError(f"--problems must be >= 1 (got {args.problems})")
+    if args.k is not None and not 1 <= args.k <= 32:
+        raise UsageError(f"--k must be in 1..32 (got {args.k})")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be >= 1 (got {args.max_tokens})")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must be >= 0 (got {args.seed})")
+    args.problems = PROBLEMS if args.problems is None else args.problems
+    args.k = K if args.k is None else args.k
+    args.seed = SEED if args.seed is None else args.seed
+
+
+def check_model(model: str | None, said: str, context: int) -> None:
+    """The checkpoint the engine would load (`said`: the flag or key that named it) is one, and its own
+    context holds `context` tokens, checked as `coevolve run` checks its [model] (engine/local.require_model)
+    before any engine is built; none given: the embedded model, which the engine prepares."""
+    if model is None:
+        return
+    try:
+        require_model(ModelSection.model_construct(path=model, max_len=context))
+    except UsageError as exc:
+        raise UsageError(f"{said}: {str(exc).removeprefix('config error: model.path: ')}") from None
+
+
 def handle(args: argparse.Namespace) -> int:
-    if args.problems < 1 or not 1 <= args.k <= 32:
-        raise UsageError(f"--problems must be >= 1 and --k in 1..32 (got {args.problems}, {args.k})")
+    check_flags(args)
     if args.run and (args.history or args.skill):
         raise UsageError("give --run, or --history/--skill, not both")
     options = parse_options(args.option)
     context: dict[str, Any] = {}  # the run's engine context, so its episodes fit here as they did there
     seed_paths: list = []  # the run's [skills] paths: its seed skills, when its log did not pin their texts
     run_tokens: int | None = None  # the run's [sampling] max_tokens: its episodes' replies were cut there
-    if args.run and (Path(args.run) / "config.toml").is_file():
+    model_said = "--model"
+    raw = run_toml(args.run, args.task) if args.run and (Path(args.run) / "config.toml").is_file() else None
+    history, distilled = None, []
+    if args.run:  # what the run left to evaluate: ES weights, distilled skills
+        try:
+            history, distilled = run_inputs(args.run)
+        except (SkillError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+    if raw is not None:
         # the run's own task settings, so the held-out problems are the run's kind of problem
-        from coevolve.base.config import read_toml
-
-        raw = read_toml(Path(args.run) / "config.toml")
-        if raw.get("run", {}).get("task", args.task) != args.task:
-            raise UsageError(f"{args.run} is a run on task {raw['run']['task']!r}, not {args.task!r}")
-        options = {**{k: v for k, v in raw.get("task", {}).items() if v not in (0, "")}, **options}
-        skills_table = raw.get("skills") if isinstance(raw.get("skills"), dict) else {}
-        seed_paths = skills_table.get("paths") if isinstance(skills_table.get("paths"), list) else []
-        sampling = raw.get("sampling") if isinstance(raw.get("sampling"), dict) else {}
-        run_tokens = sampling.get("max_tokens") if isinstance(sampling.get("max_tokens"), int) else \
-            AgentRunConfig.model_fields["sampling"].default.max_tokens  # the agent default a run took
-        model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
-        if isinstance(model.get("max_len"), int):
-            context = {"max_model_len": model["max_len"]}
-        if not args.model and isinstance(model.get("path"), str) and model["path"]:
+        config = run_config(args.run, raw, args.task)
+        options = {**config.task_options(), **options}
+        seed_paths = list(config.skills.paths)
+        run_tokens = config.sampling.max_tokens
+        context = {"max_model_len": config.model.max_len}
+        if not args.model and config.model.path:
             # the run's own checkpoint: its ES history replays only onto the weights it was recorded on
-            args.model = model["path"]
+            args.model, model_said = config.model.path, f"{Path(args.run) / 'config.toml'}: model.path"
             print(f"model: {args.model} (the run's [model] path; --model picks another)", flush=True)
     task = build_task(args.task, options)
     try:
         if args.run:
             # the skills the run played with: its seed skills ([skills], as its log pinned them), then the
             # ones it distilled (skills/), as `coevolve compare` scores an arm
-            history, distilled = run_inputs(args.run)
             try:
                 seeds = run_seed_skills(args.run, seed_paths)
             except ConfigError as exc:  # an old run's [skills] folder, read now
@@ -147,6 +211,12 @@ def handle(args: argparse.Namespace) -> int:
         check_heldout(task, heldout, _train_cases(task, len(heldout), args.seed))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    length = context.get("max_model_len", ENGINE_CONTEXT)
+    if max_tokens >= length:  # (a run's own max_tokens was checked against its max_len when it started)
+        whose = "the run's" if args.run else "the default"
+        raise UsageError(f"--max-tokens must be < {length}, the engine's context ({whose} model.max_len): a prompt "
+                         f"and its reply must fit (got {max_tokens})")
+    check_model(args.model, model_said, length)
 
     print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding, "

@@ -50,6 +50,15 @@ from tasks.registry import TaskOptionError, UnknownTask, agent_task, heuristic_t
 
 
 STAGE_SECONDS = 120.0
+# the longest limit a check may be given: an alarm further off than this is past what the timer takes
+MAX_SECONDS = 1_000_000.0
+
+
+def check_seconds(flag: str, seconds: float) -> None:
+    """A check's time limit given by `flag` (--stage-seconds, --check-seconds): seconds in
+    0..MAX_SECONDS, 0 for none; a negative one, nan or inf is refused with one line."""
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS):
+        raise UsageError(f"{flag} must be a number of seconds in 0..{MAX_SECONDS:.0f} (0: no limit) (got {seconds:g})")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -273,6 +282,7 @@ def passed(line: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_seconds("--stage-seconds", args.stage_seconds)
     tool = SandboxTool()  # an agent task that runs Python gets the real tool (started on first use only)
     try:
         options = parse_options(args.option)

@@ -11,6 +11,7 @@ for usage errors (unknown task, split or size, missing file)."""
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -30,6 +31,9 @@ from tasks.loader import absolute_spec, copy_notes
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
 _QUOTE = " " * 8 + FENCE
+MIN_MEMORY_MB = 16  # the least memory the sandbox runs a program in (coevolve/sandbox/pool.py)
+# the heuristic flags with no default, which eval of an agent refuses when given
+HEURISTIC_FLAGS = ("split", "size", "workers", "no_reference")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,6 +85,8 @@ def task_of_run(args: argparse.Namespace) -> None:
     best.py as the program."""
     store = RunStore.open(args.run)
     config = read_toml(store.config_path)  # once: the task here and, below, the seeds the run scored with
+    if not isinstance(config.get("run", {}), dict):  # a hand-edited config.toml
+        raise UsageError(f"{store.config_path}: config error: run must be a table (got {config['run']!r})")
     task = run_task(store, config)  # a changed file: score on the source the run used, and say so
     for note in copy_notes():
         print(f"note: {note}", file=sys.stderr)
@@ -100,6 +106,16 @@ def task_of_run(args: argparse.Namespace) -> None:
         args.seeds = seeds
 
 
+def flag_words(args: argparse.Namespace, dests: list[str]) -> str:
+    """The flags given (their argparse dests), as the user wrote them with their values: `--k 2, --free`."""
+    words = []
+    for dest in dests:
+        value, flag = getattr(args, dest), "--" + dest.replace("_", "-")
+        values = value if isinstance(value, list) else [] if value is True else [value]
+        words += [f"{flag} {v}" for v in values] or [flag]
+    return ", ".join(words)
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.task is None:
         if not args.run:
@@ -115,7 +131,16 @@ def handle(args: argparse.Namespace) -> int:
         if args.seeds is not None:
             raise UsageError("--seeds is for heuristic tasks (a program's random generators); agent episodes "
                              "are sampled by the model")
+        given = [flag for flag in HEURISTIC_FLAGS if getattr(args, flag) not in (None, False)]
+        if given:
+            raise UsageError(f"{flag_words(args, given)}: for heuristic tasks (a program scored on instance sets); "
+                             f"{args.task!r} is an agent task, evaluated on held-out problems (--problems, --k)")
         return agent_eval.handle(args)
+    # an agent evaluation's flags (but --run, which names a heuristic run too), refused rather than ignored
+    given = [flag for flag in agent_eval.FLAGS if flag != "run" and getattr(args, flag) not in (None, False, [])]
+    if given:
+        raise UsageError(f"{flag_words(args, given)}: for agent tasks (held-out Mean@k / Pass@k); {args.task!r} is "
+                         "a heuristic task, whose program eval scores on its instance sets")
     if not args.file:
         raise UsageError("heuristic tasks: give the Python file to score")
     path = Path(args.file)
@@ -126,8 +151,10 @@ def handle(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     task, split, sizes = resolve(args.task, args.split, args.size)
-    if args.timeout <= 0:
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError(f"--timeout must be > 0, got {args.timeout}")
+    if args.memory_mb < MIN_MEMORY_MB:
+        raise UsageError(f"--memory-mb must be >= {MIN_MEMORY_MB} (megabytes), got {args.memory_mb}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     args.seeds = 1 if args.seeds is None else args.seeds

@@ -18,19 +18,21 @@ import argparse
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from coevolve.agents.es_agent import execute as execute_agent
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
-from coevolve.base.config import as_dict, build_config, dump_toml, merge_overrides, read_toml
+from coevolve.base.config import as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml
 from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
-from coevolve.commands.check_task import fail, problems
+from coevolve.commands.check_task import check_seconds, fail, problems
 from coevolve.engine.base import ConstraintError
 from coevolve.engine.local import needs_engine, require_engine, require_model
+from coevolve.engine.models import EMBEDDED_NAMES, list_models
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
@@ -117,10 +119,28 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def config_class(raw: dict) -> type[RunConfig] | type[AgentRunConfig]:
-    """AgentRunConfig when the run's task (run.task or [task] name) is an agent task, else RunConfig."""
+    """AgentRunConfig when the run's task (run.task or [task] name) is an agent task, else RunConfig.
+    A run.task that is not a name is refused here, before a kind is chosen by it: the heuristic kind's
+    checks would otherwise name the agent task's [task] options instead."""
     run = raw.get("run")
     task = run.get("task") if isinstance(run, dict) else None
+    if isinstance(run, dict) and "task" in run and not (isinstance(task, str) and task):
+        raise config_error("run.task", "must not be empty" if task == "" else "must be a string", task)
     return AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
+
+
+@contextmanager
+def task_key(key: str) -> Iterator[None]:
+    """Config errors about run.task named `key`, where the user wrote the task: `[task] name` is held as
+    run.task (base/sections.py task_named), but its errors are the user's task.name."""
+    head = "config error: run.task"
+    try:
+        yield
+    except ConfigError as exc:
+        message = str(exc)
+        if key == "run.task" or not message.startswith(head) or message[len(head):][:1] not in (" ", ":"):
+            raise
+        raise ConfigError(f"config error: {key}{message[len(head):]}") from None
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, RunStore, bool]:
@@ -202,12 +222,26 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     and seed it lists unless flags pick another. A new run's (`new`) task must be one a registry,
     a file, a module or a plugin names; a resumed run's was when it started."""
     path = Path(path)
-    raw = task_named(read_toml(path))
+    written = read_toml(path)
+    # the task as the user wrote it: `[task] name` (held as run.task from here on), unless --task overrides it
+    named = (isinstance(written, dict) and isinstance(written.get("task"), dict) and "name" in written["task"]
+             and not overrides.get("run", {}).get("task"))
+    with task_key("task.name" if named else "run.task"):
+        return _load_run_config(path, task_named(written), overrides, new)
+
+
+def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: bool) -> RunConfig | AgentRunConfig:
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
     for key, absolute in (("task", absolute_spec), ("method", absolute_method)):
         flag = overrides.get("run", {}).get(key)
-        if isinstance(flag or run.get(key), str) and (flag or run.get(key)):
-            overrides.setdefault("run", {})[key] = absolute(flag or run[key], "." if flag else path.parent)
+        value = flag or run.get(key)
+        if isinstance(value, str) and value:
+            try:
+                overrides.setdefault("run", {})[key] = absolute(value, "." if flag else path.parent)
+            except UsageError as exc:  # a file that is not there: named with the flag or key that gave it
+                message = str(exc).removeprefix("config error: ")
+                raise (UsageError(f"--{key} {value}: {message}") if flag else
+                       ConfigError(f"config error: run.{key}: {message}")) from None
     # an agent run's [skills] paths as the TOML wrote them (check_skills_moved), then counted from its folder
     written = raw.get("skills", {}).get("paths") if isinstance(raw.get("skills"), dict) else None
     raw = files_counted(raw, path.parent)
@@ -218,7 +252,10 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     if "compare" in raw and "run" not in raw:
         flag = overrides.get("run", {}).get("method")
         compared = raw["compare"].get("methods") if isinstance(raw["compare"], dict) else None
-        name = flag or (compared[0] if isinstance(compared, list) and compared else None)
+        agents = isinstance(raw["compare"], dict) and raw["compare"].get("kind") == "agent"
+        # the arm comparison_run picks: the first listed (an agent comparison's first that trains: not "base")
+        trained = [m for m in compared if not (agents and m == "base")] if isinstance(compared, list) else []
+        name = flag or (trained[0] if trained else None)
         raw = comparison_run(raw, flag, path.parent)
         if flag:  # a named arm: the method it runs (its settings are in raw now)
             overrides["run"]["method"] = raw["run"]["method"]
@@ -275,6 +312,7 @@ def check_agent_task(config: AgentRunConfig, seconds: float = CHECK_SECONDS) -> 
     milliseconds, so a broken environment is one line before any directory or engine exists. Each
     check gets `seconds` (--check-seconds): a `step` that never returns on some move is named with its
     line instead of hanging the run before it starts."""
+    check_seconds("--check-seconds", seconds)  # compare's flag too: it checks its tasks through here
     tool = SandboxTool()  # a task that runs Python gets the real tool, started on first use only
     try:
         task = config.build_task(tool)
@@ -292,6 +330,7 @@ def check_task(spec: str, seconds: float = CHECK_SECONDS) -> None:
     engine exists: the task's shape; for a user's task (file, module,
     plugin) also its determinism and the template's decide/score in this
     process (no sandbox), each check under `seconds` (--check-seconds; 0: none)."""
+    check_seconds("--check-seconds", seconds)  # compare's flag too: it checks its tasks through here
     try:
         task = heuristic_task(spec)
     except UnknownTask as exc:
@@ -319,11 +358,21 @@ def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     served); what the run records of it (endpoint.json), or None without one."""
     students = not isinstance(config, RunConfig)
     require_engine(config.run.method, config.uses_es, config.endpoint, students=students)
-    if students or needs_engine(config.uses_es, config.endpoint):
-        require_model(config.model)
+    check_model(config)
     require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
     endpoint = open_endpoint(config.endpoint)
     return None if endpoint is None else endpoint.describe(endpoint.probe())
+
+
+def check_model(config: RunConfig | AgentRunConfig, plan: bool = False) -> None:
+    """A run whose engine would load a [model] path (--model) that names no checkpoint, or a max_len past
+    its context, is refused (require_model), as the run and its --plan (`plan`) refuse it. --plan prepares
+    nothing: the embedded model is checked only when it is prepared already."""
+    if isinstance(config, RunConfig) and not needs_engine(config.uses_es, config.endpoint):
+        return  # the endpoint answers every request: no checkpoint is loaded
+    if plan and config.model.path in EMBEDDED_NAMES and not list_models()[0].prepared:
+        return
+    require_model(config.model)
 
 
 def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
@@ -351,6 +400,7 @@ def finished_table(store: RunStore) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_seconds("--check-seconds", args.check_seconds)
     if args.plan:
         return handle_plan(args)
     config, store, resuming = resolve_config(args)
@@ -417,6 +467,8 @@ def handle_plan(args: argparse.Namespace) -> int:
         path, overrides = args.config, overrides_from(args)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
+    if args.task_changed and not args.resume:
+        raise UsageError("--task-changed goes with --resume")
     config = load_run_config(path, overrides, new=not args.resume)
     if not isinstance(config, RunConfig):
         raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
@@ -427,6 +479,7 @@ def handle_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
     if not args.resume:  # what the run would refuse is refused (a resumed run passed these when it started)
         check_built(config, args.check_seconds)
+        check_model(config, plan=True)  # not the endpoint's probe: --plan asks no server
     plan = run_plan(config)
     print(format_plan(plan))
     for line in context_lines(config, plan):

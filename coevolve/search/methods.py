@@ -299,7 +299,8 @@ def method_class(base: str) -> type[Method]:
     elif (file_spec := _split_file(base)) is not None:
         path = Path(file_spec[0]).expanduser()
         if not path.is_file():
-            raise UsageError(f"method file not found: {file_spec[0]}")
+            where = "" if path.is_absolute() else f" (looked in {Path.cwd()})"
+            raise UsageError(f"method file not found: {file_spec[0]}{where}")
         try:
             module = load_file(path.resolve())
         except TaskSpecError as exc:
@@ -362,7 +363,8 @@ def absolute_method(value: str, base: str | Path = ".") -> str:
         return value
     full = Path(base, file_spec[0]).expanduser().resolve()
     if not full.is_file():
-        raise UsageError(f"method file not found: {file_spec[0]}")
+        where = "" if Path(file_spec[0]).expanduser().is_absolute() else f" (looked in {Path(base).resolve()})"
+        raise UsageError(f"method file not found: {file_spec[0]}{where}")
     spec = f"{full}:{file_spec[1]}" if file_spec[1] else str(full)
     return dataclasses.replace(name, base=spec).full
 
@@ -481,12 +483,17 @@ def outside_budget(config: "RunConfig") -> int:
 
 
 def planned_refreshes(config: "RunConfig") -> tuple[int, int]:
-    """(skill refreshes, proposal steps) the run's budget allows."""
+    """(skill refreshes, proposal steps) the run's budget allows, counted up to the first refresh: (0, every
+    proposal step) when none fits, else (1, the proposal steps before it). Whether one fits is what a
+    config's validation asks; it walks no further than that, however large run.budget is."""
     method = make_method(config)
     budget = config.run.budget + method.outside_budget()
-    steps = planned_steps(method, budget, config.es.proposals_per_member)
-    refreshes = sum(s.operator == DISTILL for s in steps)
-    return refreshes, len(steps) - refreshes
+    proposals = 0
+    for step in iter_planned_steps(method, budget, config.es.proposals_per_member):
+        if step.operator == DISTILL:
+            return 1, proposals
+        proposals += 1
+    return 0, proposals
 
 
 def members_for(count: int, per_member: int) -> int:
@@ -508,7 +515,11 @@ class PlannedStep:
 
 def planned_steps(method: Method, budget: int, per_member: int) -> list[PlannedStep]:
     """The steps the loop will run under `budget` evaluations, in order."""
-    steps = []
+    return list(iter_planned_steps(method, budget, per_member))
+
+
+def iter_planned_steps(method: Method, budget: int, per_member: int) -> Iterator[PlannedStep]:
+    """planned_steps one at a time, for a caller that may stop early. Time linear in the steps."""
     left = budget
     for index, spec in enumerate(method.plan()):
         if left <= 0:
@@ -517,9 +528,7 @@ def planned_steps(method: Method, budget: int, per_member: int) -> list[PlannedS
         left -= granted
         members = members_for(granted, per_member) if spec.perturbed else 0
         perturbed = spec.perturbed and members >= 2
-        steps.append(PlannedStep(index, spec.generation, spec.operator, granted, perturbed,
-                                 members if perturbed else 0))
-    return steps
+        yield PlannedStep(index, spec.generation, spec.operator, granted, perturbed, members if perturbed else 0)
 
 
 def planned_es_generations(method: Method, budget: int, per_member: int) -> int:
@@ -570,7 +579,7 @@ def run_plan(config: "RunConfig") -> dict:
         "method": config.run.method, "task": config.run.task, "budget": config.run.budget,
         "outside_budget": extra, "unit": method.unit,
         "m_multiplier": None, **method.plan_notes(),
-        "steps": [dataclasses.asdict(s) for s in steps],
+        "steps": [dict(vars(s)) for s in steps],  # flat: asdict's deep copy is slow for large plans
         "evaluations": sum(s.count for s in steps),
         "generations": max((s.generation for s in steps), default=0),
         "es_updates": len(updates),
@@ -585,6 +594,9 @@ def run_plan(config: "RunConfig") -> dict:
     }
 
 
+LOOKAHEAD = 100_000  # evaluations plan_warnings looks past the budget for a step that builds on a candidate
+
+
 def plan_warnings(config: "RunConfig", steps: list) -> list[str]:
     """What the budget leaves out of what the method's name promises, said before the run rather
     than found in its results: no ES update, no skill refresh, or no step that shows a parent (a
@@ -595,17 +607,22 @@ def plan_warnings(config: "RunConfig", steps: list) -> list[str]:
     if name.skill and not any(s.operator == DISTILL for s in steps):
         warnings.append(f"no skill refresh fits in run.budget = {budget}: {config.run.method} distils no skill here")
 
-    def parented(planned: list) -> bool:
-        return any(s.operator != DISTILL and not operators.get(s.operator).parentless for s in planned)
+    def parented(step: PlannedStep) -> bool:
+        return step.operator != DISTILL and not operators.get(step.operator).parentless
 
-    if not parented(steps):
-        longer = planned_steps(make_method(config), 10 * budget + 1000, config.es.proposals_per_member)
-        if parented(longer):
-            first = next(i for i, s in enumerate(longer) if s.operator != DISTILL
-                         and not operators.get(s.operator).parentless)
-            warnings.append(f"every step in run.budget = {budget} writes from the template alone: no candidate "
-                            f"builds on another (the first step that does would need run.budget >= "
-                            f"{sum(s.count for s in longer[:first]) + 1})")
+    if not any(parented(s) for s in steps):
+        # the first step that builds on a candidate, looked for a little past the budget (at most
+        # LOOKAHEAD evaluations past it: a method that never builds on one, e.g. sample, is not walked
+        # for ten times a large budget)
+        further = min(10 * budget, budget + LOOKAHEAD) + 1000
+        spent = 0
+        for step in iter_planned_steps(make_method(config), further, config.es.proposals_per_member):
+            if parented(step):
+                warnings.append(f"every step in run.budget = {budget} writes from the template alone: no "
+                                f"candidate builds on another (the first step that does would need run.budget "
+                                f">= {spent + 1})")
+                break
+            spent += step.count
     return warnings
 
 
@@ -633,7 +650,9 @@ def format_plan(plan: dict) -> str:
     if plan.get("m_multiplier") is not None:
         lines.append(f"  m1/m2 offspring multiplier k = {plan['m_multiplier']:g}")
     lines += [f"  {note}" for note in plan.get("notes", [])]
-    groups: list[tuple[str, list[int]]] = []
+    # (shape, its generations, their evaluations): one pass over the steps, so a large budget plans in
+    # time linear in its steps
+    groups: list[tuple[str, list[int], int]] = []
     by_generation: dict[int, list[dict]] = {}
     for step in plan["steps"]:
         by_generation.setdefault(step["generation"], []).append(step)
@@ -642,13 +661,14 @@ def format_plan(plan: dict) -> str:
                           f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
                                                              if s["perturbed"] else "")
                           for s in steps)
+        count = sum(s["count"] for s in steps)
         if groups and groups[-1][0] == shape:
             groups[-1][1].append(generation)
+            groups[-1] = (shape, groups[-1][1], groups[-1][2] + count)
         else:
-            groups.append((shape, [generation]))
+            groups.append((shape, [generation], count))
     what = plan.get("unit", "generation")
-    for shape, generations in groups:
-        total = sum(s["count"] for s in plan["steps"] if s["generation"] in generations)
+    for shape, generations, total in groups:
         if generations == [0] and what == "generation":
             label_ = "initial population"
         elif len(generations) == 1:
