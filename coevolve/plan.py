@@ -42,6 +42,7 @@ from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, UnknownTask, heuristic_
 from tasks.registry import kind as task_kind
 
 COMPARE_CONFIG = "compare.toml"
+SAMPLE = "sample"  # the baseline every other compared method is set against
 TEST_SCORES = "test.json"
 
 # Table 5's six test columns: TSP20, TSP50 (1000 instances each, the reference's
@@ -545,16 +546,23 @@ def arm_lines(config: CompareConfig) -> list[str]:
 
 def compared_pairs(config: CompareConfig) -> list[tuple[str, str]]:
     """(base, variant) for each Δ row: a +ESOpt method and its base method, and a named arm and the
-    method it runs, where both are compared."""
+    method it runs, where both are compared; and, where Sample is compared, every other method that is
+    no one's variant against it (independent sampling: the baseline a search method must beat)."""
     methods, arms = config.compare.methods, config.compare.arms
-    return registry.pairs(methods) + [(arm_method(config, n), n) for n in methods
-                                      if n in arms and arm_method(config, n) in methods]
+    pairs = registry.pairs(methods) + [(arm_method(config, n), n) for n in methods
+                                       if n in arms and arm_method(config, n) in methods]
+    if SAMPLE in methods:
+        variants = {variant for _, variant in pairs}
+        pairs += [(SAMPLE, m) for m in methods if m != SAMPLE and m not in variants]
+    return pairs
 
 
 def ordered_arms(config: CompareConfig) -> list[str]:
-    """The compared arms for tables and plots: each base followed by what is compared with it, then the rest."""
+    """The compared arms for tables and plots: Sample (the baseline) first, each base followed by what is
+    compared with it, then the rest."""
     order = [m for pair in compared_pairs(config) for m in pair]
-    return list(dict.fromkeys(order + list(config.compare.methods)))
+    first = [SAMPLE] if SAMPLE in config.compare.methods else []
+    return list(dict.fromkeys(first + order + list(config.compare.methods)))
 
 
 def run_state(directory: Path) -> str:

@@ -110,6 +110,12 @@ def test_each_arm_runs_its_method_under_its_own_settings_in_its_own_folders(tmp_
     assert compared_pairs(config) == [("eoh", "eoh+esopt"), ("eoh", "eoh-no-feedback")]
     assert ordered_arms(config) == ["eoh", "eoh+esopt", "eoh-no-feedback"]
     assert arm_lines(config) == ["eoh-no-feedback: EoH with context.feedback = false, sampling.temperature = 1.0"]
+    # with Sample compared, every method that is no one's variant is also set against it
+    config = compare_config(with_arms({"eoh-no-feedback": NO_FEEDBACK},
+                                      ["sample", "eoh", "eoh-no-feedback", "eoh+esopt", "map_elites"]))
+    assert compared_pairs(config) == [("eoh", "eoh+esopt"), ("eoh", "eoh-no-feedback"), ("sample", "eoh"),
+                                      ("sample", "map_elites")]
+    assert ordered_arms(config) == ["sample", "eoh", "eoh+esopt", "eoh-no-feedback", "map_elites"]
     # compare.toml keeps the arms: the report and a rerun read the same comparison
     again = build_config(CompareConfig, tomllib.loads(dump_toml(as_dict(config))))
     assert again.compare.arms == config.compare.arms

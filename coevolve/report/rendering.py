@@ -22,7 +22,7 @@ from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.base.config import read_toml
-from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
+from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
                            compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
@@ -245,9 +245,12 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              "score exists); it is scored on the test sets below with the same sandbox scoring as "
              "`coevolve eval`. Objective and gap are mean ± sample std over the seeds whose run produced "
              "a heuristic; gap = relative distance to the reference, positive when worse. "
-             "Δ = gap of the base method / gap of its +ESOpt variant − 1, from the mean gaps (the "
-             "paper's gain, §6: +22.96% means the base method's gap is 22.96% larger); results.json "
-             "also holds gap_closed = (base gap − variant gap) / base gap.",
+             + (("Δ = gap of the base method / gap of its +ESOpt variant − 1, from the mean gaps (the "
+                 "paper's gain, §6: +22.96% means the base method's gap is 22.96% larger); results.json "
+                 "also holds gap_closed = (base gap − variant gap) / base gap."
+                 + (" Every other method is set against Sample the same way (Sample's gap / its gap − 1)."
+                    if SAMPLE in c.methods else ""))
+                if compared_pairs(config) else ""),
              ""]
     if c.arms:
         parts += ["Named arms run a method with some settings otherwise; every other setting is the comparison's, "
