@@ -91,6 +91,11 @@ def test_a_step_the_old_budget_cut_short_stays_short_and_a_killed_extension_resu
     (killed / "summary.json").write_text((tmp_path / "grown" / "summary.json").read_text())  # the first end's
     assert dashboard_state(killed, read_jsonl(killed / "events.jsonl"), 0.0) == "stopped"
     assert compare_state(killed) == "partial"  # a comparison would resume it, not skip it
+    # its report says the summary it shows is the first end's, and how to go on
+    from coevolve.report.rendering import render_run
+    report = render_run(killed)["report.md"].read_text()
+    assert (f"**This run is not finished: its extension to 25 evaluations (`--resume --budget`) has not finished; "
+            f"the table is the summary it last wrote. `coevolve run --resume {killed}` goes on.**") in report, report
     resumed = SearchLoop(build_config(RunConfig, read_toml(killed / "config.toml")), RunStore.open(killed),
                          FakeEngine(), FakeEvaluator(), FakeTask()).run()
     assert resumed.model_dump(exclude={"timing"}) == grown.model_dump(exclude={"timing"})

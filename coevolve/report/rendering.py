@@ -30,7 +30,7 @@ from coevolve.report.collecting import (aggregate, at_template, baselines, colle
                                         skill_rows, TaskBuilder)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
-from coevolve.runstore import RunStore
+from coevolve.runstore import RunStore, ended, extended_budget
 from coevolve.search.plot import plot_best_so_far
 from coevolve.search.skill import trial_line, version_label
 from tasks.loader import remember_tasks, task_label
@@ -378,6 +378,13 @@ def render_run(directory: str | Path) -> dict[str, Path]:
              _table(_run_rows(summary, store.dir, found)), "```", "",
              BUDGET_STATEMENT.format(whose="This run's budget is", budget=summary.budget),
              ""]
+    events = store.events()
+    if not ended(events) and summary.stopped is None:  # given more budget, or killed, after this summary
+        more = extended_budget(events)
+        going = f"its extension to {more} evaluations (`--resume --budget`) has not finished" if more else \
+            "its log goes on past this summary (it was killed before its end)"
+        parts += [f"**This run is not finished: {going}; the table is the summary it last wrote. "
+                  f"`coevolve run --resume {store.dir}` goes on.**", ""]
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
