@@ -681,3 +681,35 @@ def test_tie_breaks_order_equal_objectives_and_replace_an_equal_member():
 
     key = sort_key("min")
     assert not outranks(key, made(-2, 5.0, 4), made(0, 5.0, 4)) and outranks(key, made(11, 4.0, 4), made(0, 5.0, 4))
+
+
+class FailingEvaluator(FakeEvaluator):
+    """Every program raises: the archive never holds a parent."""
+
+    def evaluate_many(self, items):
+        from coevolve.sandbox.results import EvalResult, FailureKind
+
+        self.evaluated += len(items)
+        return [EvalResult(None, FailureKind.EXCEPTION, "ValueError: boom", seconds=0.01) for _ in items]
+
+
+@pytest.mark.parametrize("method", ["eoh", "map_elites"])
+def test_a_run_that_never_had_a_parent_says_it_searched_as_sample(tmp_path, method):
+    """EoH (or MAP-Elites over it) whose programs all fail asks every e1/e2/m1/m2 request as i1: its
+    summary counts them, its table says so, and a comparison's conclusions name the runs (walk1, s50)."""
+    from coevolve.report import run_table
+
+    sections = {"map_elites": {"descriptors": ["lines"], "bins": 4}} if method == "map_elites" else {}
+    config = fake_config(method, 12, **sections)
+    store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
+    summary = SearchLoop(config, store, FakeEngine(), FailingEvaluator(), FakeTask()).run()
+    parentless = summary.context["parentless"]
+    assert parentless["asked"] >= 6 and parentless["requests"] == parentless["asked"], parentless
+    table = run_table(summary, tmp_path / "r")
+    assert (f"no parent yet       {parentless['asked']} of {parentless['asked']} requests for an operator that "
+            "builds on parents were asked as i1") in table and "(all of them: the run searched as Sample does)" in table
+    found, _ = fake_run(tmp_path / "ok", fake_config(method, 12, **sections))  # valid parents soon
+    some = found.context["parentless"]
+    from coevolve.report.rendering import context_rows
+    assert some["requests"] < some["asked"], some
+    assert all("(all of them" not in value for _, value in context_rows(found.context, None))

@@ -158,6 +158,14 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
         if starts:
             out.append(f"{task_name}: {len(starts)} of {len(mine)} finished runs returned one of their starting "
                        "programs ([start] programs) as their best: they found nothing better than where they began.")
+        for method in config.compare.methods:  # runs whose method never had a parent to build on
+            runs = [r for r in mine if r.method == method]
+            alone = [r for r in runs if (r.summary.context or {}).get("parentless", {}).get("asked", 0) > 0 and
+                     r.summary.context["parentless"]["requests"] == r.summary.context["parentless"]["asked"]]
+            if alone:
+                out.append(f"{task_name}: in {len(alone)} of {len(runs)} finished {_label(method)} runs every request "
+                           "for an operator that builds on parents was asked as i1 (no valid program to build on): "
+                           "those runs searched as Sample does.")
         for split, size in list(dict.fromkeys(k[1:] for k in template if k[0] == task_name)):
             same = [r for r in mine if r.best_is is None and at_template(r, split, size, template[(task_name, split, size)])]
             if same:
@@ -500,6 +508,12 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
                                         "template)"))
     if context["parser_repairs"]:
         rows.append(("parser repairs", ", ".join(f"{k} {v}" for k, v in context["parser_repairs"].items())))
+    parentless = context.get("parentless")  # absent from older summaries
+    if parentless and parentless["requests"]:
+        n, asked = parentless["requests"], parentless["asked"]
+        rows.append(("no parent yet", f"{n} of {asked} requests for an operator that builds on parents were asked "
+                                      "as i1: the archive held no valid program to build on"
+                                      + (" (all of them: the run searched as Sample does)" if n == asked else "")))
     lean = context.get("leaned")  # absent from older summaries
     if lean and lean["requests"]:
         refused = lean.get("refused", 0)

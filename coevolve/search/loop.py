@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import math
 import time
@@ -1148,12 +1149,21 @@ class SearchLoop:
             beat = best is not None and (best.objective < template if self.task.direction == "min"
                                          else best.objective > template)
         repaired = Counter(r.split(" ")[0] for c in self.candidates for r in c.repairs if r != CUT_OFF)
+        # requests the plan gave an operator that builds on parents, asked parentless (i1) for want of any:
+        # all of them means the run searched as Sample does, whatever its method
+        start = operators.start_operator()
+        steps = max((c.step for c in self.candidates), default=-1) + 1  # a plan may go on past the budget
+        planned = {step: spec.operator for step, spec in enumerate(itertools.islice(self.method.plan(), steps))}
+        with_parents = [c for c in self.candidates
+                        if c.id > 0 and not operators.get(planned.get(c.step, start)).parentless]
         # a program from a cut-off reply carries the repair; a reply that gave none says so in its message
         cut = [c for c in self.candidates if CUT_OFF in c.repairs or (c.failure == "parse" and CUT_OFF in c.message)]
         return {"constrain": self.constrain_state, "fingerprint": self.reject_clones,
                 "rejected": sum(c.failure == "duplicate" for c in self.candidates),
                 "rejected_template": sum(c.failure == "duplicate" and c.duplicate_of == 0 for c in self.candidates),
                 "parser_repairs": dict(sorted(repaired.items())),
+                "parentless": {"requests": sum(c.operator == start for c in with_parents),
+                               "asked": len(with_parents)},
                 # requests whose prompt left parts out to fit the engine's context (LEAN), of the run's
                 "leaned": {"requests": self.leaned, "max_len": self.config.model.max_len,
                            "refused": self.refused_long},  # (the endpoint's refusals of prompts it led to)
