@@ -20,11 +20,11 @@ from typing import Any, Callable
 from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import keys_under
-from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_task
+from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
 from coevolve.compare import run_comparison
-from coevolve.plan import (AgentCompareConfig, agent_run_config, agent_runs, arm_lines, arm_plan, arm_settings,
-                           check_arms, load_compare_config, planned_runs, run_state, structural_differences,
-                           test_set_lines)
+from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plan,
+                           arm_settings, check_arms, load_compare_config, planned_runs, run_config, run_state,
+                           structural_differences, test_set_lines)
 from coevolve.report import render_comparison
 from coevolve.search.methods import format_plan, remember_methods
 from tasks.loader import remember_tasks
@@ -137,6 +137,20 @@ def print_agent_plan(config: Any) -> None:
         print(f"named arm {line}")
 
 
+def check_models(config: Any) -> None:
+    """The [model] path each run would load, checked as `coevolve run --plan` checks it (check_model):
+    the comparison refuses a missing checkpoint when it starts its engine, and its plan says so first."""
+    if isinstance(config, AgentCompareConfig):
+        specs = agent_runs(config, seeds=config.compare.seeds[:1])
+        runs = [agent_run_config(config, spec, Path("plan")) for spec in specs]
+    else:
+        c = config.compare
+        runs = [run_config(config, RunSpec(c.tasks[0], method, c.budgets[0], c.seeds[0]), Path("plan"))
+                for method in c.methods]
+    for run in runs:
+        check_model(run, plan=True)
+
+
 def handle(args: argparse.Namespace) -> int:
     config = load_compare_config(args.config, args.out)
     agents = isinstance(config, AgentCompareConfig)
@@ -144,6 +158,7 @@ def handle(args: argparse.Namespace) -> int:
         config.compare.allow_unmatched = True
     if args.plan:
         check_tasks(config, args.check_seconds)
+        check_models(config)
         print_agent_plan(config) if agents else print_plan(config)
         return 0
     out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
