@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -122,7 +123,25 @@ def begin(config: CompareConfig | AgentCompareConfig, root: Path) -> None:
     make_directory(root, "the comparison directory (compare.out, --out)")
     record_tasks(root, config.compare.tasks)
     record_methods(root, [arm_method(config, m) for m in config.compare.methods])
+    for line in dropped_lines(root, config):
+        print(f"note: {line}", file=sys.stderr)
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
+
+
+def dropped_lines(root: Path, config: CompareConfig | AgentCompareConfig) -> list[str]:
+    """What a rerun's config no longer lists that the comparison's compare.toml did (a method, task,
+    budget or seed): its runs stay on disk but leave every table, said rather than done silently."""
+    path = root / COMPARE_CONFIG
+    earlier = read_toml(path).get("compare", {}) if path.exists() else {}
+    lines = []
+    for key in ("methods", "tasks", "budgets", "seeds"):
+        now = getattr(config.compare, key)
+        gone = [v for v in earlier.get(key, []) if v not in now] if isinstance(earlier.get(key), list) else []
+        if gone:
+            lines.append(f"compare.{key} no longer lists {', '.join(map(str, gone))}: the runs made for "
+                         f"{'it' if len(gone) == 1 else 'them'} stay under {root / 'runs'} but leave the report "
+                         "(list them again to bring them back)")
+    return lines
 
 
 # ---------------------------------------------------------------- running

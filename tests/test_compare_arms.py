@@ -488,3 +488,24 @@ def test_a_refused_comparison_fixed_runs_with_its_edited_task_and_bars_named_by_
     err = capsys.readouterr().err.strip()
     assert f"task file {problem.resolve()} changed since the comparison started" in err, err
     assert "restore it (the comparison's copy: " in err and "compare the edited file in a new comparison" in err
+
+
+def test_a_rerun_that_lists_less_says_what_leaves_the_report(tmp_path):
+    """compare.toml listed sample, eoh and seeds 0, 1; the rerun lists sample and seed 0: both said (their
+    runs stay on disk); listing more, or the same, says nothing."""
+    from coevolve.base.config import as_dict, dump_toml
+    from coevolve.compare import dropped_lines
+
+    def config(methods, seeds):
+        return compare_config({"compare": {"methods": methods, "tasks": ["tsp_construct"], "budgets": [8],
+                                           "seeds": seeds}})
+
+    (tmp_path / "compare.toml").write_text(dump_toml(as_dict(config(["sample", "eoh"], [0, 1]))))
+    runs = tmp_path / "runs"
+    assert dropped_lines(tmp_path, config(["sample"], [0])) == [
+        f"compare.methods no longer lists eoh: the runs made for it stay under {runs} but leave the report (list "
+        "them again to bring them back)",
+        f"compare.seeds no longer lists 1: the runs made for it stay under {runs} but leave the report (list them "
+        "again to bring them back)"]
+    assert dropped_lines(tmp_path, config(["sample", "eoh", "map_elites"], [0, 1])) == []
+    assert dropped_lines(tmp_path / "new", config(["sample"], [0])) == []  # a first run: nothing before
