@@ -404,8 +404,10 @@ def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress =
         return
     jobs = [(code, task, split, size) for _, task, sets, code, _ in pending for split, size in sets]
     runs = sum(1 for *_, what in pending if what == "best.py")
-    log(f"scoring {runs} best heuristics and {len(pending) - runs} task templates on {len(jobs)} test sets"
-        + (f" (first {config.test.limit} instances each)" if config.test.limit else ""))
+    sets = len({(task, split, size) for _, task, task_sets, _, _ in pending for split, size in task_sets})
+    log(f"scoring {runs} best heuristics and {len(pending) - runs} task templates on {sets} test "
+        f"set{'s' * (sets != 1)} ({len(jobs)} scorings"
+        + (f", the first {config.test.limit} instances each)" if config.test.limit else ")"))
     t = config.test
     with Sandbox.from_section(t) as sandbox:
         scores = score_files(jobs, t.limit, sandbox)

@@ -509,3 +509,14 @@ def test_a_rerun_that_lists_less_says_what_leaves_the_report(tmp_path):
         "again to bring them back)"]
     assert dropped_lines(tmp_path, config(["sample", "eoh", "map_elites"], [0, 1])) == []
     assert dropped_lines(tmp_path / "new", config(["sample"], [0])) == []  # a first run: nothing before
+
+
+def test_a_plan_with_no_esopt_arm_does_not_claim_one_matched(tmp_path, capsys):
+    from coevolve.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text('[compare]\nmethods = ["sample", "eoh"]\ntasks = ["tsp_construct"]\nbudgets = [8]\nseeds = [0]\n')
+    assert main(["compare", str(config), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("structural check: no +ESOpt arm here, nothing to match (each arm's plan is above)")
+    assert "every +ESOpt arm" not in out

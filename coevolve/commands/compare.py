@@ -26,6 +26,7 @@ from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_
                            arm_settings, check_arms, load_compare_config, planned_runs, run_config, run_state,
                            structural_differences, test_set_lines)
 from coevolve.report import render_comparison
+from coevolve.search import methods as registry
 from coevolve.search.methods import format_plan, remember_methods
 from tasks.loader import remember_tasks
 
@@ -121,9 +122,11 @@ def print_plan(config: Any) -> None:
         print("structural check: NOT matched" + (" (allowed)" if c.allow_unmatched else ""))
         for difference in differences:
             print(f"  {difference}")
-    else:
+    elif registry.pairs(c.methods):
         print("structural check: every +ESOpt arm spends the same evaluations per generation and per operator "
               "as its base method")
+    else:
+        print("structural check: no +ESOpt arm here, nothing to match (each arm's plan is above)")
 
 
 def print_agent_plan(config: Any) -> None:

@@ -10,6 +10,7 @@ from coevolve.plan import CompareConfig, ordered_arms
 from coevolve.search import methods as registry
 from coevolve.search.plot import plot_best_so_far, save_figure
 from coevolve.stats import band
+from tasks.loader import task_label
 from tasks.registry import heuristic_task
 
 def label(method: str) -> str:
@@ -32,7 +33,7 @@ def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name:
         bands[name] = (spread.xs, spread.low, spread.high)
     better = "lower" if direction == "min" else "higher"
     return plot_best_so_far(curves, path, budget=budget, bands=bands,
-                            title=f"{task_name}, budget {budget}: mean ± std over seeds",
+                            title=f"{task_label(task_name)}, budget {budget}: mean ± std over seeds",
                             ylabel=f"best train objective ({better} is better)")
 
 
@@ -77,7 +78,7 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[Compar
         shown.append(template)
     ax.set_xticks(range(len(budgets)), [f"budget {b}" for b in budgets])
     ax.set_ylabel(f"{split}{size} objective")
-    ax.set_title(f"{task_name} {split}{size}: best heuristic by training score", fontsize="medium")
+    ax.set_title(f"{task_label(task_name)} {split}{size}: best heuristic by training score", fontsize="medium")
     if shown:  # zoom in: differences between methods are small next to the objective itself
         low, high = min(shown), max(shown)
         pad = max((high - low) * 0.15, abs(high) * 0.005, 1e-9)
@@ -126,7 +127,7 @@ def plot_differences(rows: list[dict], task_name: str, direction: str, path: Pat
     ax.set_yticks(range(len(points)), [p[0] for p in reversed(points)], fontsize="small")
     better = "left" if direction == "min" else "right"
     ax.set_xlabel(f"variant − base, % of the base's mean ({better} of 0: variant better)", fontsize="small")
-    ax.set_title(f"{task_name}: Welch's 95% intervals (grey: crosses 0, not told apart)", fontsize="medium")
+    ax.set_title(f"{task_label(task_name)}: Welch's 95% intervals (grey: crosses 0, not told apart)", fontsize="medium")
     if not points:
         ax.text(0.5, 0.5, "no pair has two scored seeds in each arm", ha="center", va="center",
                 transform=ax.transAxes)
