@@ -298,6 +298,39 @@ def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, c
     assert run.run.task == spec and run.task == {"extra_turns": 2}
 
 
+@pytest.mark.parametrize("method, distill", [("esopt", "posthoc"), ("esopt+trace2skill", "online"),
+                                           ("trace2skill", "posthoc")])
+def test_an_agent_runs_plan_is_what_the_run_plays(tmp_path, capsys, monkeypatch, method, distill):
+    """`coevolve run --plan` of an agent run (the scaffold's game, the Guesser engine for the run): its
+    rounds, skill distillations and held-out rounds are the ones the run's log then holds."""
+    from coevolve.engine import pool
+    from coevolve.runstore import RunStore
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: Guesser())
+    path = environment(tmp_path)
+    config = path.with_name("config.toml")
+    flags = ["--method", method, "--budget", "48"]
+    text = config.read_text()
+    assert 'distill = "online"' in text and "skill_every = 1\n" in text
+    config.write_text(text.replace('distill = "online"', f'distill = "{distill}"')
+                      .replace("skill_every = 1\n", "skill_every = 2\neval_every = 2\n"))
+    code, plan, err = cli(capsys, "run", str(config), *flags, "--plan")
+    assert code == 0 and not (tmp_path / "run").exists(), err
+    rounds = int(re.search(r"budget 48 training episodes: (\d+) rounds", plan)[1])
+    evals = [int(r) for r in re.search(r"eval cases at rounds? ([\d, ]+) \(not charged\)", plan)[1].split(", ")]
+    code, _, err = cli(capsys, "run", str(config), *flags, "--out", str(tmp_path / "run"), "--no-progress")
+    assert code == 0, err
+    events = RunStore.open(tmp_path / "run").events()
+    assert sum(e["type"] == "round" for e in events) == rounds, plan
+    assert [e["round"] for e in events if e["type"] == "eval"] == evals, plan
+    distilled = [e["round"] for e in events if e["type"] == "skill"]
+    if "trace2skill" in method:
+        said = re.search(r"skill: distilled (?:online after rounds? ([\d, ]+),|once after round (\d+))", plan)
+        assert distilled == [int(r) for r in (said[1] or said[2]).split(", ")], (plan, distilled)
+    else:
+        assert "skill:" not in plan and not distilled
+
+
 def test_check_task_builds_an_agent_task_with_its_options(tmp_path, capsys):
     path = environment(tmp_path)
     code, out, err = cli(capsys, "check-task", str(path))

@@ -388,6 +388,37 @@ def resolved_es(config: AgentRunConfig) -> ESConfig | None:
                              generations=config.run.budget // config.episodes_per_round)
 
 
+def plan_lines(config: AgentRunConfig) -> list[str]:
+    """What an agent run will play, as `coevolve run --plan` prints it: the rounds the budget pays (and the
+    σ schedule allows), ES, skill distillation and the held-out evaluations, by the loop's own rules
+    (AgentRun.run: `_can_play`, the distil and eval conditions)."""
+    a, per_round = config.agent, config.episodes_per_round
+    es = resolved_es(config)
+    rounds = config.run.budget // per_round if es is None else min(config.run.budget // per_round, es.generations)
+    lines = [f"plan: {config.run.method} on {config.run.task}, budget {config.run.budget} training episodes: "
+             f"{rounds} round{'s' * (rounds != 1)} of agent.population {a.population} x agent.batch {a.batch} = "
+             f"{per_round} episodes" + (f" ({config.run.budget - rounds * per_round} left unspent)"
+                                        if config.run.budget > rounds * per_round else "")]
+    if es is not None:
+        lines.append(f"  ES: {rounds} generation{'s' * (rounds != 1)} of {es.population} members, {es.noise} noise, "
+                     f"σ {es.sigma:g} -> {es.sigma_end:g} ({es.schedule}) over {es.generations} generations, α {es.alpha:g}")
+    if config.uses_skills:
+        if a.distill == "online":
+            every = 1 if config.run.method == "trace2skill" else a.skill_every
+            at = [r for r in range(1, rounds + 1) if r % every == 0]
+            lines.append(f"  skill: distilled online after round{'s' * (len(at) != 1)} {', '.join(map(str, at)) or 'none'}"
+                         ", each patching the last")
+        else:
+            lines.append(f"  skill: distilled once after round {rounds} from all its trajectories, the best of "
+                         f"{a.distill_seeds} on {a.validation_cases} validation cases (agent.distill = \"posthoc\")")
+    evals = sorted({0, rounds, *range(a.eval_every, rounds + 1, a.eval_every)})
+    lines.append(f"  held-out: {a.eval_cases} eval cases at round{'s' * (len(evals) != 1)} "
+                 f"{', '.join(map(str, evals))} (not charged)")
+    if config.skills.paths:
+        lines.append(f"  every prompt shows the seed skills {', '.join(config.skills.paths)} ([skills] paths)")
+    return lines
+
+
 def shaped_fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> float:
     """Mean episode reward, plus `shaping` x the task's "progress" metric."""
     shaped = [t.reward + shaping * t.metrics.get("progress", 0.0) for t in trajectories]

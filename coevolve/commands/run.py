@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from coevolve.agents.es_agent import execute as execute_agent
+from coevolve.agents.es_agent import execute as execute_agent, plan_lines as agent_plan_lines
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml
@@ -179,6 +179,10 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     return config, store, False
 
 
+AGENT_BUDGET = ("--budget with --resume gives a heuristic search more evaluations; an agent run's ES schedule is "
+                "fixed by its budget: start a new run")
+
+
 def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
     """`--resume DIR --budget N`: the run in DIR (its config.toml as read, `raw`, and as built, `config`),
     finished or not, goes on to N evaluations. Its config.toml says N from now on (`raw` with the new
@@ -186,8 +190,7 @@ def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budge
     Refused (one line, nothing changed) for agent runs, a smaller budget, and a method whose plan
     depends on the budget. A second call with the same N changes nothing more."""
     if not isinstance(config, RunConfig):
-        raise UsageError("--budget with --resume gives a heuristic search more evaluations; an agent run's "
-                         "ES schedule is fixed by its budget: start a new run")
+        raise UsageError(AGENT_BUDGET)
     if budget < config.run.budget:
         raise UsageError(f"--budget {budget} is below the run's budget of {config.run.budget}: --resume --budget "
                          "only raises it")
@@ -457,7 +460,7 @@ def _interrupted(store: RunStore, why: str = "once the endpoint answers", code: 
 
 
 def handle_plan(args: argparse.Namespace) -> int:
-    """Print the plan of a heuristic run without creating its directory."""
+    """Print the plan of a run (heuristic or agent) without creating its directory."""
     if args.resume:
         store = RunStore.open(args.resume)
         remember_methods(store.dir)  # what --resume will run: the method file's original, or the run's copy
@@ -470,9 +473,14 @@ def handle_plan(args: argparse.Namespace) -> int:
     if args.task_changed and not args.resume:
         raise UsageError("--task-changed goes with --resume")
     config = load_run_config(path, overrides, new=not args.resume)
-    if not isinstance(config, RunConfig):
-        raise UsageError("--plan is for heuristic runs; an agent run plays agent.population x agent.batch "
-                         "episodes per round until run.budget is spent")
+    if not isinstance(config, RunConfig):  # an agent run: its rounds, after the checks the run makes
+        if args.resume and args.budget is not None:
+            raise UsageError(AGENT_BUDGET)
+        if not args.resume:
+            check_built(config, args.check_seconds)
+            check_model(config, plan=True)
+        print("\n".join(agent_plan_lines(config)))
+        return 0
     if args.resume and args.budget is not None:
         problem = extension_problem(load_run_config(path, {}, new=False), config)
         if problem is not None:
