@@ -242,14 +242,22 @@ def turns_problem(turns: Any) -> str:
 
 
 def reward_problem(reward: Any) -> str:
-    """reward()'s answer: a finite number in [0, 1]."""
-    return "" if _number(reward) and 0 <= reward <= 1 else f"expected a number in [0, 1], got {shown(reward)}"
+    """reward()'s answer: a finite number in [0, 1] (a bool is not one: it says so, as `True` reads like 1)."""
+    if _number(reward) and 0 <= reward <= 1:
+        return ""
+    return f"expected a number in [0, 1], got {shown(reward)}" + (" (a bool: return 1.0 or 0.0)"
+                                                                 if isinstance(reward, bool) else "")
 
 
 def metrics_problem(metrics: Any) -> str:
-    """metrics()'s answer: names to finite numbers, its "progress" (when given) in [0, 1]."""
-    if not isinstance(metrics, dict) or not all(isinstance(k, str) and _number(v) for k, v in metrics.items()):
+    """metrics()'s answer: names to finite numbers, its "progress" (when given) in [0, 1]; the first entry
+    that is not one is named, as a long dict is cut when shown."""
+    if not isinstance(metrics, dict):
         return f"expected a dict of names to finite numbers, got {shown(metrics)}"
+    for key, value in metrics.items():
+        if not (isinstance(key, str) and _number(value)):
+            return (f"expected a dict of names to finite numbers; its entry {key!r} is {shown(value)}"
+                    + (" (a bool: give 1.0 or 0.0)" if isinstance(value, bool) else ""))
     if "progress" in metrics and not 0 <= metrics["progress"] <= 1:
         return f"progress must be in [0, 1] (agent.shaping adds it to the reward), got {metrics['progress']!r}"
     return ""

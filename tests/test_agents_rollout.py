@@ -229,7 +229,7 @@ def test_a_step_failure_under_es_members_names_the_member():
 
 
 @pytest.mark.parametrize("paid,shown", [(1.5, "1.5"), (float("nan"), "nan"), (-0.25, "-0.25"), ("1", "'1'"),
-                                        (None, "None"), (True, "True")])
+                                        (None, "None"), (True, "True (a bool: return 1.0 or 0.0)")])
 def test_a_reward_outside_0_1_is_one_line_naming_reward_the_value_and_the_case(paid, shown):
     """Before the fix a reward of 1.5 was taken as it came: a held-out mean of 1.5 / 8 and exit status 0."""
     task = Generous(masked=3)
@@ -274,7 +274,9 @@ def test_every_method_a_rollout_calls_is_named_when_it_raises(method, where):
     ("reset", "just text", "expected (state, first observation str), got 'just text'"),
     ("max_turns", 0, "expected an int >= 1, got 0"),
     ("metrics", {"progress": 2.0}, "progress must be in [0, 1] (agent.shaping adds it to the reward), got 2.0"),
-    ("metrics", {"moves": float("inf")}, "expected a dict of names to finite numbers, got {'moves': inf}"),
+    ("metrics", {"moves": float("inf")}, "expected a dict of names to finite numbers; its entry 'moves' is inf"),
+    ("metrics", {**{f"m{i}": 1.0 for i in range(30)}, "solved": True},  # named, though the dict is long
+     "expected a dict of names to finite numbers; its entry 'solved' is True (a bool: give 1.0 or 0.0)"),
 ])
 def test_other_answers_outside_the_contract_are_named(method, value, problem):
     task = Sudoku(masked=2)

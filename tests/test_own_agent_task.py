@@ -287,7 +287,7 @@ def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, c
     config = tmp_path / "cmp" / "compare.toml"
     config.write_text(f'[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["{relative}"]\n'
                       f'seeds = [0]\nbudgets = [16]\n\n[eval]\nproblems = 4\nk = 1\n\n[agent]\npopulation = 4\n'
-                      f'batch = 4\n\n[task."{relative}"]\nextra_turns = 2\n' + NO_MODEL)
+                      f'batch = 4\n\n[task."{relative}"]\nextra_turns = 2\n')
     monkeypatch.chdir(tmp_path / "game")  # neither the TOML's folder nor the one the path counts from
     loaded = load_compare_config(config)
     spec = loaded.compare.tasks[0]
