@@ -713,3 +713,14 @@ def test_a_run_that_never_had_a_parent_says_it_searched_as_sample(tmp_path, meth
     from coevolve.report.rendering import context_rows
     assert some["requests"] < some["asked"], some
     assert all("(all of them" not in value for _, value in context_rows(found.context, None))
+
+
+def test_islands_reset_more_often_than_a_step_is_said_before_the_run():
+    """islands.reset_every below a step's evaluations resets the worse half several times in a row at the
+    step's end (walk1, s50): the plan warns; the default period at a larger budget does not."""
+    from coevolve.search.methods import run_plan
+
+    short = fake_config("islands", 40, islands={"islands": 4, "reset_every": 2})
+    assert any(w.startswith("islands.reset_every = 2 evaluations is shorter than a step (3): the worse half is "
+                            "reset several times") for w in run_plan(short)["warnings"]), run_plan(short)["warnings"]
+    assert not [w for w in run_plan(fake_config("islands", 40))["warnings"] if "reset_every" in w]

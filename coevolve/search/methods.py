@@ -164,6 +164,11 @@ class Method:
         """Extra lines of the printed plan, after its head line."""
         return []
 
+    def plan_warnings(self, steps: list) -> list[str]:
+        """What this method's own settings undo under the plan's `steps` (said before the run, with the
+        budget's warnings: plan_warnings)."""
+        return []
+
     # -- archive ---------------------------------------------------------------------------
     def population_size(self) -> int:
         return self.config.eoh.population
@@ -623,7 +628,7 @@ def plan_warnings(config: "RunConfig", steps: list) -> list[str]:
                                 f">= {spent + 1})")
                 break
             spent += step.count
-    return warnings
+    return warnings + make_method(config).plan_warnings(steps)
 
 
 def judged_trials(config: "RunConfig", steps: list) -> list[int]:

@@ -61,6 +61,13 @@ class IslandsMethod(OverMethod):
         return [f"islands: {self.opts.islands} over {self.opts.over}, the worse half reset every "
                 f"{self.period} evaluations"]
 
+    def plan_warnings(self, steps: list) -> list[str]:
+        largest = max((s.count for s in steps), default=0)
+        if self.period >= largest:
+            return []
+        return [f"islands.reset_every = {self.period} evaluations is shorter than a step ({largest}): the worse "
+                "half is reset several times at one step's end, with no new program between resets"]
+
     # archive
     def population_size(self) -> int:
         return self.opts.size or self.inner.population_size()
