@@ -60,6 +60,8 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 def _csv_value(value: Any) -> Any:
     if isinstance(value, dict) and "mean" in value:
         return "" if value["mean"] is None else value["mean"]
+    if isinstance(value, list):  # e.g. a row's run directories: one cell, ";"-separated, not Python's repr
+        return ";".join(map(str, value))
     return "" if value is None else value
 
 
