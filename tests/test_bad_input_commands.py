@@ -241,3 +241,17 @@ def test_a_missing_method_file_names_the_flag_and_folder(tmp_path, capsys):
     line = refused(capsys, ["run", config, "--plan", "--method", "nomethod.py"])
     assert line == ("coevolve run: error: --method nomethod.py: method file not found: nomethod.py "
                     f"(looked in {tmp_path})")
+
+
+# ------------------------------------------------------------------ report on a folder that is no run
+def test_report_on_a_task_folder_says_it_is_not_a_run(tmp_path, capsys):
+    """`coevolve new-task` writes a config.toml beside the problem: report names the folder as no run,
+    not as a run to finish with --resume; a run killed before its summary is still told to resume."""
+    assert main(["new-task", "mine", "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    line = refused(capsys, ["report", str(tmp_path / "mine")])
+    assert line == (f"coevolve report: error: {tmp_path / 'mine'} is not a run directory (no events.jsonl, no "
+                    "summary.json): give a run's or a comparison's directory"), line
+    (tmp_path / "mine" / "events.jsonl").write_text('{"type": "start"}\n')
+    assert "has no summary.json yet: finish it with `coevolve run --resume" in refused(capsys, ["report",
+                                                                                             str(tmp_path / "mine")])

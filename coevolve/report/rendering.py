@@ -374,6 +374,9 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     table (the one `coevolve run` prints) and any test scores."""
     store = RunStore.open(directory)
     summary = read_summary(store.path("summary.json"))
+    if summary is None and not store.events_path.exists():  # e.g. the folder `coevolve new-task` wrote
+        raise UsageError(f"{store.dir} is not a run directory (no events.jsonl, no summary.json): give a run's "
+                         "or a comparison's directory")
     if summary is None:
         raise UsageError(f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
     if isinstance(summary, AgentSummary):
