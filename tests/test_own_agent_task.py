@@ -270,6 +270,9 @@ def test_more_held_out_problems_than_an_environment_has_is_one_line_before_any_f
                         rf"eval problems, 500 asked for \(at {re.escape(str(path))}:{line}\); eval.problems = 500 asked "
                         r"for them: ask for fewer, or let the task draw more", last), last
     assert not (tmp_path / "cmp").exists()
+    code, _, err = cli(capsys, "eval", "--task", str(path), "--problems", "500", "--arms", "base")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "task guess: cases('eval', 500) raised ValueError: only " in err and "--problems = 500 asked for them" in err
 
 
 def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, capsys, monkeypatch):

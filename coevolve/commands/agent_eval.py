@@ -30,6 +30,7 @@ from typing import Any
 from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, check_arms, check_heldout,
                                       engine_options_for, eval_sampling, evaluate_arms, run_inputs, table)
 from coevolve.agents.es_agent import run_seed_skills
+from coevolve.agents.rollout import drawn_cases
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.skills import SkillError, load_skill
 from coevolve.base.config import build_config, read_toml
@@ -207,7 +208,7 @@ def handle(args: argparse.Namespace) -> int:
         max_tokens, said = (96 if args.task == "react_math" else 12), "the default: 96 for react_math, else 12"
     try:
         check_arms(arms, history, skills)
-        heldout = task.cases("eval", args.problems, seed=args.seed)
+        heldout = drawn_cases(task, "eval", args.problems, args.seed, "--problems")
         check_heldout(task, heldout, _train_cases(task, len(heldout), args.seed))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
