@@ -25,13 +25,12 @@ from coevolve.commands import agent_eval
 from coevolve.report.collecting import task_of_run as run_task
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
-from coevolve.sandbox.pool import MAX_SEEDS
+from coevolve.sandbox.pool import MAX_SEEDS, MIN_MEMORY_MB
 from tasks.base import gap
 from tasks.loader import absolute_spec, copy_notes
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
 _QUOTE = " " * 8 + FENCE
-MIN_MEMORY_MB = 16  # the least memory the sandbox runs a program in (coevolve/sandbox/pool.py)
 # the heuristic flags with no default, which eval of an agent refuses when given
 HEURISTIC_FLAGS = ("split", "size", "workers", "no_reference")
 

@@ -36,6 +36,7 @@ MAX_SEEDS = 64  # scorings of one program under seeds of its generators ([sandbo
 # trusted scoring after the candidate (an ACO colony) gets the candidate's
 # limit again: before the evaluator was split, it ran inside that limit.
 _WORKER_GRACE_S = 120.0
+MIN_MEMORY_MB = 16  # the least memory a program is run in
 
 
 # What a worker (and so every candidate, whose /proc/self/environ is the
@@ -209,8 +210,8 @@ class Sandbox:
             raise ValueError(f"sandbox workers must be >= 1, got {workers}")
         if timeout_s <= 0:
             raise ValueError(f"sandbox timeout_s must be > 0, got {timeout_s}")
-        if memory_mb < 16:
-            raise ValueError(f"sandbox memory_mb must be >= 16, got {memory_mb}")
+        if memory_mb < MIN_MEMORY_MB:
+            raise ValueError(f"sandbox memory_mb must be >= {MIN_MEMORY_MB}, got {memory_mb}")
         if not 1 <= seeds <= MAX_SEEDS:
             raise ValueError(f"sandbox seeds must be in 1..{MAX_SEEDS}, got {seeds}")
         self.seeds = seeds
