@@ -165,6 +165,10 @@ def test_a_renamed_section_warns_in_one_clean_line(tmp_path):
      "endpoint.base_url is required when endpoint.model or endpoint.models is set (without it the engine's own "
      "model answers every request and the endpoint model is ignored)"),
     ('[endpoint]\nmodels = { a = 1.0, b = 2.0 }\n', "endpoint.base_url is required when endpoint.model"),
+    # a URL without its scheme was read, then failed as "cannot reach ...; is the server running?"
+    ('[endpoint]\nbase_url = "localhost:8000/v1"\nmodel = "m"\n', "endpoint.base_url must be an http:// or "
+     "https:// URL, such as http://127.0.0.1:8000/v1 (got 'localhost:8000/v1')"),
+    ('[endpoint]\nbase_url = "http://"\nmodel = "m"\n', "endpoint.base_url must be an http:// or https:// URL"),
 ])
 def test_error_lines_read_as_ours(tmp_path, capsys, text, message):
     assert f"config error: {message}" in refused(tmp_path, capsys, text)

@@ -30,7 +30,10 @@ class EndpointSection(Section):
     heuristic runs it answers the base-weight requests; in agent runs it
     distils skills. Formerly `[proposer]` (heuristic) and `[teacher]` (agent)."""
 
-    base_url: str = ""  # empty: the engine's own model does everything
+    # empty: the engine's own model does everything. A URL without its scheme would fail only when the
+    # run first asks the server, as "cannot reach"
+    base_url: str = Field("", pattern=r"(?i)^(https?://[^/\s]+\S*)?$",
+                          description="an http:// or https:// URL, such as http://127.0.0.1:8000/v1")
     model: str = ""
     # an ensemble instead of one model, {name = weight}: each request goes to one of them, drawn from the
     # request's own seed by weight (a resumed run asks the same models); each candidate records its model
