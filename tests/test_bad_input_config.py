@@ -197,3 +197,27 @@ def test_a_table_only_another_method_reads_is_named_as_that(tmp_path, capsys, me
     assert err == (f"coevolve run: error: config error: {section} is read by method {owner} only, which run.method does not name: "
                    f"remove [{section}], or run {owner}"), err
     planned(tmp_path, capsys, f'[run]\nmethod = "{owner}"\nbudget = 48\n{table}')  # its own method reads it
+
+
+# an [es] written for a method without ES was read silently: the user believed the weights were trained
+@pytest.mark.parametrize("text, note", [
+    ('[run]\nmethod = "eoh"\nbudget = 20\n[es]\nsigma = 0.01\n[reward]\ngain = 3.0\n',
+     "note: [es] and [reward] are not read: run.method = 'eoh' trains no weights (ES runs under eoh+esopt)"),
+    ('[run]\nmethod = "eoh+trace2skill"\nbudget = 200\n[es]\nsigma = 0.01\n',
+     "note: [es] is not read: run.method = 'eoh+trace2skill' trains no weights (ES runs under "
+     "eoh+esopt+trace2skill)"),
+    ('[run]\ntask = "sudoku"\nmethod = "trace2skill"\nbudget = 16\n[agent]\npopulation = 2\nbatch = 2\n'
+     '[es]\nsigma = 0.01\n',
+     "note: [es] is not read: run.method = 'trace2skill' trains no weights (ES runs under esopt or "
+     "esopt+trace2skill)"),
+])
+def test_es_sections_a_method_without_es_never_reads_are_noted(tmp_path, capsys, text, note):
+    assert main(["run", str(write(tmp_path, text)), "--plan"]) == 0
+    assert note in capsys.readouterr().err.splitlines()
+
+
+@pytest.mark.parametrize("text", ['[run]\nmethod = "eoh+esopt"\nbudget = 20\n[es]\nsigma = 0.01\n',
+                                  '[run]\nmethod = "eoh"\nbudget = 20\n'])
+def test_no_note_where_es_reads_its_section_or_none_is_given(tmp_path, capsys, text):
+    assert main(["run", str(write(tmp_path, text)), "--plan"]) == 0
+    assert "note:" not in capsys.readouterr().err

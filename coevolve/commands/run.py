@@ -15,6 +15,7 @@ continues after a kill."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -43,7 +44,8 @@ from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budge
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop, check_same_method
 from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_population, extension_problem,
-                                     check_with_task, format_plan, path_name, record_methods, remember_methods, run_plan)
+                                     check_with_task, format_plan, method_class, parse_name, path_name, record_methods,
+                                     remember_methods, run_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import start_skill
@@ -277,7 +279,28 @@ def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: boo
     config = build_config(config_class(raw), raw)
     if new and isinstance(config, AgentRunConfig) and isinstance(written, list):
         check_skills_moved(written, config.skills.paths, path.parent)
+    if new and "compare" not in raw:  # (a comparison's file holds the sections of all its arms)
+        for line in unread_sections(raw, config):
+            print(f"note: {line}", file=sys.stderr, flush=True)
     return config
+
+
+def unread_sections(raw: dict, config: RunConfig | AgentRunConfig) -> list[str]:
+    """The ES sections a config gives that its method never reads: a user who wrote [es] for a method
+    without ES would otherwise believe the weights are trained."""
+    if config.uses_es:
+        return []
+    given = [name for name in ("es", "reward") if name in raw and (name == "es" or isinstance(config, RunConfig))]
+    if not given:
+        return []
+    if isinstance(config, AgentRunConfig):
+        runs_es = "ES runs under esopt or esopt+trace2skill"
+    elif method_class(parse_name(config.run.method).base).perturbable:
+        runs_es = f"ES runs under {dataclasses.replace(parse_name(config.run.method), esopt=True).full}"
+    else:
+        runs_es = "the method takes no +esopt"
+    return [f"{' and '.join(f'[{name}]' for name in given)} {'is' if len(given) == 1 else 'are'} not read: "
+            f"run.method = {config.run.method!r} trains no weights ({runs_es})"]
 
 
 def check_skills_moved(written: list, paths: list[str], base: Path) -> None:
