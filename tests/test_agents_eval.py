@@ -117,9 +117,11 @@ def test_each_trained_arm_is_paired_with_base_per_problem():
     base = arm("base", {f"p{i}": [0.0, 0.0] for i in range(7)})
     skill = arm("skill", {**{f"p{i}": [1.0, 1.0] for i in range(6)}, "p6": [0.0, 0.0]})
     worse = arm("esopt", {**{f"p{i}": [0.0, 0.0] for i in range(6)}, "p6": [0.0, 0.0]})
-    assert against_base([base, skill, worse]) == [
+    assert against_base([base, skill, worse]) == [  # (Max@2 is Pass@2 with 0/1 rewards: not said twice)
         "skill vs base: +0.857: 6 of 7 problems better, 0 worse; told apart (sign test p = 0.031)",
-        "esopt vs base: +0.000: 0 of 7 problems better, 0 worse; cannot be told apart (sign test p = 1)"]
+        "skill vs base (Pass@2): +0.857: 6 of 7 problems better, 0 worse; told apart (sign test p = 0.031)",
+        "esopt vs base: +0.000: 0 of 7 problems better, 0 worse; cannot be told apart (sign test p = 1)",
+        "esopt vs base (Pass@2): +0.000: 0 of 7 problems better, 0 worse; cannot be told apart (sign test p = 1)"]
     assert against_base([skill, worse]) == []  # no base arm: nothing to pair with
 
 
@@ -256,7 +258,7 @@ def test_eval_of_a_run_plays_its_seed_and_distilled_skills_at_its_max_tokens(tmp
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--arms", "skill"]) == 0
     out = capsys.readouterr().out
     assert "at most 20 tokens per turn (the run's [sampling] max_tokens)" in out
-    assert "skills of the skill and both arms, in prompt order: sudoku-mine (seed), distilled (distilled)" in out
+    assert "skills in prompt order: skill: sudoku-mine (seed), distilled (distilled)\n" in out
     assert re.fullmatch(r"took \d+ s", out.strip().splitlines()[-1]), out
     prompts = {prompt for prompt, _ in Recording.asked}
     assert {tokens for _, tokens in Recording.asked} == {20} and len(prompts) == 1
@@ -275,7 +277,7 @@ def test_eval_of_a_run_plays_its_seed_and_distilled_skills_at_its_max_tokens(tmp
     assert main(["eval", "--task", "sudoku", "--run", str(run), "--problems", "2", "--k", "1", "--arms", "skill"]) == 0
     out = capsys.readouterr().out
     assert "at most 24 tokens per turn (the run's [sampling] max_tokens)" in out
-    assert "in prompt order: distilled (distilled)" in out
+    assert "skills in prompt order: skill: distilled (distilled)\n" in out
 
 
 def test_eval_without_a_run_keeps_its_default_reply_length(tmp_path, capsys, monkeypatch):
@@ -287,7 +289,7 @@ def test_eval_without_a_run_keeps_its_default_reply_length(tmp_path, capsys, mon
     assert main(eval_args("--k", "1", "--skill", str(skill.path))) == 0
     out = capsys.readouterr().out
     assert "at most 12 tokens per turn (the default: 96 for react_math, else 12)" in out
-    assert "in prompt order: rules (--skill)" in out
+    assert "skills in prompt order: base: none; skill: rules (--skill)\n" in out
     assert {tokens for _, tokens in Recording.asked} == {12}
 
 

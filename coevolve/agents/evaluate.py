@@ -14,16 +14,17 @@ the k; all are reported over problems with a 95% confidence interval
 The four arms of an agent comparison share one engine and one held-out set:
 `base` (the checkpoint), `esopt` (ES-tuned weights, replayed from a run's
 history.jsonl), `skill` (base weights with the distilled skill in the system
-prompt) and `both`. Everything that can be wrong with the inputs (overlapping
-splits, a missing history or skill, an action pattern the engine rejects) is
-checked before the first episode.
+prompt) and `both`; seed skills are shown to every arm, before the arm's
+own (as `coevolve compare` scores them). Everything that can be wrong with
+the inputs (overlapping splits, a missing history or skill, an action pattern
+the engine rejects) is checked before the first episode.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from coevolve.agents.rollout import Trajectory, action_constraint, derive_seed, rollout
 from coevolve.agents.skills import Skill, load_skill
@@ -31,13 +32,14 @@ from coevolve.agents.tools import SandboxTool
 from coevolve.base.sampling import PAPER_EVAL, Sampling
 from coevolve.es.history import read as read_history
 from coevolve.es.optimizer import dtype_for, dtype_of, engine_options, replay
-from coevolve.stats import Interval, best_of_k, max_at_k, mean_at_k, pass_at_k
+from coevolve.stats import Interval, best_of_k, max_at_k, mean_at_k, paired_change, pass_at_k, problem_means
 from tasks.base import case_content
 from tasks.registry import AGENT_TASKS, TaskOptionError, UnknownTask, agent_task
 
 ARMS = ("base", "esopt", "skill", "both")
 WEIGHT_ARMS = {"esopt", "both"}  # need ES-tuned weights
 SKILL_ARMS = {"skill", "both"}
+T = TypeVar("T")
 
 
 @dataclass
@@ -145,11 +147,13 @@ def evaluate_arms(
     train: Sequence[Any] = (),
     history_turns: int | None = None,
     on_arm: Any = None,
+    seed_skills: Sequence[Skill] = (),
 ) -> list[ArmResult]:
-    """Mean@k / Pass@k of each arm on one held-out set. The tuned arms run
-    first: replaying the ES history checks its checksums against this engine
-    before any episode, so weights other than the ones it was recorded on
-    (another checkpoint) are found at once; the engine is then reset to the
+    """Mean@k / Pass@k of each arm on one held-out set, each arm showing
+    shown_skills (`seed_skills` to all, `skills` to the skill arms). The tuned
+    arms run first: replaying the ES history checks its checksums against this
+    engine before any episode, so weights other than the ones it was recorded
+    on (another checkpoint) are found at once; the engine is then reset to the
     checkpoint for the base-weight arms."""
     check_arms(arms, history, skills)
     check_heldout(task, heldout, train)
@@ -173,7 +177,7 @@ def evaluate_arms(
                 engine.reset()
                 tuned = False
             result = evaluate_arm(engine, task, heldout, arm, k, sampling, seed,
-                                  skills if arm in SKILL_ARMS else (), constrained, history_turns)
+                                  shown_skills(arm, skills, seed_skills), constrained, history_turns)
             results.append(result)
             if on_arm is not None:
                 on_arm(result)
@@ -181,6 +185,13 @@ def evaluate_arms(
         if tuned:
             engine.reset()
     return sorted(results, key=lambda r: ARMS.index(r.arm))
+
+
+def shown_skills(arm: str, skills: Sequence[T], seed_skills: Sequence[T] = ()) -> list[T]:
+    """The skills `arm` shows, in prompt order: the seed skills, which `coevolve compare` shows every arm
+    (the run started from them, whatever it trained), then, for the skill arms, their own (a run's
+    distilled skills, --skill folders). Any items: the command passes (skill, origin) pairs to say them."""
+    return [*seed_skills, *(skills if arm in SKILL_ARMS else ())]
 
 
 def check_arms(arms: Sequence[str], history: str | Path | None, skills: Sequence[Skill]) -> None:
@@ -193,7 +204,38 @@ def check_arms(arms: Sequence[str], history: str | Path | None, skills: Sequence
         if not Path(history).is_file():
             raise ValueError(f"{history}: no such ES history file")
     if any(a in SKILL_ARMS for a in arms) and not skills:
-        raise ValueError("the skill and both arms need a skill: give a skill folder")
+        raise ValueError("the skill and both arms need a skill of their own: a run's distilled skills/ or a "
+                         "skill folder (seed skills go to every arm)")
+
+
+def problem_scores(result: ArmResult) -> dict[str, dict[str, float]]:
+    """Each measure of an arm per held-out problem (measure -> problem -> score), what pairing two arms
+    pairs: Mean@k, Pass@k and Max@k of the problem's k attempts, each the stats measure on that one
+    problem (so the pairing scores a problem as the table does), and, for a task that reports it, the
+    problem's well-formed action rate."""
+    attempts: dict[str, list[float]] = {}
+    for t in result.trajectories:
+        attempts.setdefault(t.case_id, []).append(t.reward)
+    scores = {f"{name}@{result.k}": {problem: measure([a]).mean for problem, a in attempts.items()}
+              for name, measure in (("Mean", mean_at_k), ("Pass", pass_at_k), ("Max", max_at_k))}
+    formed = problem_means((t.case_id, t.metrics["well_formed"]) for t in result.trajectories
+                           if "well_formed" in t.metrics)
+    return {**scores, **({"well-formed": formed} if formed else {})}
+
+
+def paired_changes(before: ArmResult, after: ArmResult) -> list[tuple[str, dict[str, Any]]]:
+    """`after` against `before` on the same problems, per measure of problem_scores (Mean@k first):
+    (measure, stats.paired_change). Max@k is left out where it is Pass@k in both arms (0/1 rewards)."""
+    scores = [problem_scores(before), problem_scores(after)]
+    high, solved = f"Max@{after.k}", f"Pass@{after.k}"
+    changes = []
+    for measure in scores[1]:
+        if measure not in scores[0] or (measure == high and all(s[high] == s[solved] for s in scores)):
+            continue
+        change = paired_change(scores[0][measure], scores[1][measure])
+        if change is not None:
+            changes.append((measure, change))
+    return changes
 
 
 def table(results: Sequence[ArmResult]) -> str:

@@ -8,9 +8,11 @@ Mean@k, Pass@k and Max@k (k = 4; up to 32) with 95% confidence intervals over
 for j = 1, 2, 4, ... up to k, sampled as the paper does for the task (Sudoku:
 temperature 0.7, top-p 0.8, top-k 20, presence penalty 1.5; math: temperature 1,
 top-p 1, top-k 40), for each arm: base weights, ES-tuned
-weights (the run's history.jsonl), the skills the run played with (its seed
-skills, `[skills]` as its log pinned them, then the ones it distilled, its
-skills/: what `coevolve compare` scores a run with), and both. Replies are
+weights (the run's history.jsonl), the skills the run distilled (its skills/),
+and both. The run's seed skills (`[skills]`, as its log pinned them) go first
+in every arm's prompt, base and esopt too, as `coevolve compare` scores the
+arms; the header says which skills each arm shows. Each trained arm is then
+paired with base per problem, measure by measure. Replies are
 decoded under the task's action format unless --free, each turn at most the
 run's `[sampling] max_tokens` (without --run: 12, 96 for react_math;
 --max-tokens sets it).
@@ -28,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, check_arms, check_heldout,
-                                      engine_options_for, eval_sampling, evaluate_arms, run_inputs, table)
+                                      engine_options_for, eval_sampling, evaluate_arms, paired_changes,
+                                      run_inputs, shown_skills, table)
 from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.rollout import drawn_cases
 from coevolve.agents.runconfig import AgentRunConfig
@@ -42,7 +45,6 @@ from coevolve.engine.base import ConstraintError
 from coevolve.es import ReplayError
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 from coevolve.report.rendering import change_line
-from coevolve.stats import paired_change, problem_means
 
 
 # the defaults of --problems, --k and --seed; the flags default to None, so that eval of a heuristic program
@@ -141,18 +143,6 @@ def check_flags(args: argparse.Namespace) -> None:
     args.seed = SEED if args.seed is None else args.seed
 
 
-def check_model(model: str | None, said: str, context: int) -> None:
-    """The checkpoint the engine would load (`said`: the flag or key that named it) is one, and its own
-    context holds `context` tokens, checked as `coevolve run` checks its [model] (engine/local.require_model)
-    before any engine is built; none given: the embedded model, which the engine prepares."""
-    if model is None:
-        return
-    try:
-        require_model(ModelSection.model_construct(path=model, max_len=context))
-    except UsageError as exc:
-        raise UsageError(f"{said}: {str(exc).removeprefix('config error: model.path: ')}") from None
-
-
 def handle(args: argparse.Namespace) -> int:
     check_flags(args)
     if args.run and (args.history or args.skill):
@@ -163,7 +153,7 @@ def handle(args: argparse.Namespace) -> int:
     run_tokens: int | None = None  # the run's [sampling] max_tokens: its episodes' replies were cut there
     model_said = "--model"
     raw = run_toml(args.run, args.task) if args.run and (Path(args.run) / "config.toml").is_file() else None
-    history, distilled = None, []
+    history, distilled, seeds = None, [], []
     if args.run:  # what the run left to evaluate: ES weights, distilled skills
         try:
             history, distilled = run_inputs(args.run)
@@ -183,18 +173,16 @@ def handle(args: argparse.Namespace) -> int:
     task = build_task(args.task, options)
     try:
         if args.run:
-            # the skills the run played with: its seed skills ([skills], as its log pinned them), then the
-            # ones it distilled (skills/), as `coevolve compare` scores an arm
+            # the run's seed skills ([skills], as its log pinned them), shown to every arm, and the ones it
+            # distilled (skills/), shown to the skill arms after them, as `coevolve compare` scores its arms
             try:
                 seeds = run_seed_skills(args.run, seed_paths)
             except ConfigError as exc:  # an old run's [skills] folder, read now
                 raise UsageError(f"{Path(args.run) / 'config.toml'}: {exc}") from None
-            skills = [*seeds, *distilled]
-            origins = ["seed"] * len(seeds) + ["distilled"] * len(distilled)
+            skills, origin = distilled, "distilled"
         else:
             history = Path(args.history) if args.history else None
-            skills = [load_skill(s) for s in args.skill]
-            origins = ["--skill"] * len(skills)
+            skills, origin = [load_skill(s) for s in args.skill], "--skill"
     except (SkillError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     arms = args.arms.split(",") if args.arms else [
@@ -217,20 +205,26 @@ def handle(args: argparse.Namespace) -> int:
         whose = "the run's" if args.run else "the default"
         raise UsageError(f"--max-tokens must be < {length}, the engine's context ({whose} model.max_len): a prompt "
                          f"and its reply must fit (got {max_tokens})")
-    check_model(args.model, model_said, length)
+    if args.model is not None:  # (none: the embedded model, which the engine prepares)
+        require_model(ModelSection.model_construct(path=args.model, max_len=length), said=model_said)
 
     print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding, "
           f"at most {max_tokens} tokens per turn ({said})", flush=True)
-    if any(a in ("skill", "both") for a in arms):
-        print("skills of the skill and both arms, in prompt order: "
-              + ", ".join(f"{s.name} ({origin})" for s, origin in zip(skills, origins)), flush=True)
+    # what each arm shows, named with where it came from (shown_skills over (skill, origin) pairs: the
+    # same selection evaluate_arms makes)
+    seeded, own = [(s, "seed") for s in seeds], [(s, origin) for s in skills]
+    shown = {arm: shown_skills(arm, own, seeded) for arm in arms}
+    if any(shown.values()):
+        print("skills in prompt order: " + "; ".join(
+            f"{arm}: " + (", ".join(f"{s.name} ({o})" for s, o in pairs) or "none") for arm, pairs in shown.items()),
+            flush=True)
     weights = history if any(a in ("esopt", "both") for a in arms) else None
     engine = vllm_engine.Engine(args.model, **engine_options_for(weights), **context)
     began = time.monotonic()
     try:
         results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens, task), args.seed,
-                                history=history, skills=skills, constrained=constrained,
+                                history=history, skills=skills, seed_skills=seeds, constrained=constrained,
                                 on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}  Pass@{r.k} "
                                                        f"{r.pass_at_k}", flush=True))
     except ConstraintError as exc:
@@ -251,23 +245,27 @@ def handle(args: argparse.Namespace) -> int:
         atomic_write_json(args.out, {
             "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
             "constrained": constrained, "max_tokens": max_tokens, "run": args.run,
-            "skills": [{"name": s.name, "origin": origin} for s, origin in zip(skills, origins)],
+            "skills": [{"name": s.name, "origin": o} for s, o in [*seeded, *own]],
+            "arm_skills": {arm: [s.name for s, _ in pairs] for arm, pairs in shown.items()},
             "results": [r.to_dict() for r in results]})
     return 0
 
 
 def against_base(results: list[ArmResult]) -> list[str]:
     """Each trained arm against the base weights on the same problems and sampling seeds, paired per
-    problem (stats.paired_change) with the sign test's verdict; [] without a base arm."""
+    problem measure by measure (evaluate.paired_changes) with the sign test's verdict, in the run table's
+    words (change_line): Mean@k, the mean reward, unnamed as it always was (`skill vs base: +0.250: ...`),
+    then the others named (`skill vs base (Pass@4): ...`); [] without a base arm."""
     base = next((r for r in results if r.arm == "base"), None)
     if base is None:
         return []
     lines = []
     for result in results:
-        change = (paired_change(*(problem_means((t.case_id, t.reward) for t in arm.trajectories)
-                                  for arm in (base, result))) if result is not base else None)
-        if change is not None:
-            lines.append(f"{result.arm} vs base: {change_line(change)}")
+        if result is base:
+            continue
+        for measure, change in paired_changes(base, result):
+            named = "" if measure == f"Mean@{result.k}" else f" ({measure})"
+            lines.append(f"{result.arm} vs base{named}: {change_line(change)}")
     return lines
 
 

@@ -44,12 +44,14 @@ def require_engine(method: str, uses_es: bool, endpoint: EndpointSection, *, stu
     raise UsageError(f"{why}, and vLLM is not installed here; {INSTALL}")
 
 
-def require_model(model: ModelSection) -> None:
+def require_model(model: ModelSection, said: str = "config error: model.path") -> None:
     """Refuse, before a run directory exists, a [model] path (--model) that
     names no checkpoint (an empty one is the embedded model, prepared here
-    on first use, as the engine would), or a max_len past its context."""
+    on first use, as the engine would), or a max_len past its context: the one
+    check of a checkpoint, for configs (`coevolve run`, comparisons) and for
+    `coevolve eval`, whose `said` names the flag or run file that gave the path."""
     try:
         found = resolve(model.path or None)
     except ModelError as exc:
-        raise UsageError(f"config error: model.path: {exc}") from None
+        raise UsageError(f"{said}: {exc}") from None
     check_context(found, model.max_len)
