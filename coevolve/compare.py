@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -51,9 +52,9 @@ from coevolve.es import engine_options
 from coevolve.es.optimizer import replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
-                           agent_run_config, agent_runs, arm_method, arm_plan, base_directory, baseline_directory,
-                           check_arms, check_structure, load_compare_config, planned_runs, run_config, run_state,
-                           scored_sets, _task_or_error)
+                           agent_run_config, agent_runs, arm_method, arm_plans, arm_warnings, base_directory,
+                           baseline_directory, check_arms, check_structure, load_compare_config, planned_runs,
+                           run_config, run_state, scored_sets, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
@@ -104,10 +105,10 @@ def existing_config(config: RunConfig | AgentRunConfig, directory: Path) -> Any:
     return existing
 
 
-def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple[RunStore, Any]:
-    """The run's store and the config it runs under. An existing run keeps its own
-    config.toml (the loop replays against it); it must match the comparison's."""
-    existing = existing_config(config, directory)
+def open_or_create(config: RunConfig | AgentRunConfig, directory: Path, existing: Any) -> tuple[RunStore, Any]:
+    """The run's store and the config it runs under. An existing run keeps its own config.toml (the
+    loop replays against it): `existing`, as `existing_config` read it while the comparison was
+    checked (None: no run there yet, so `config` starts one)."""
     if existing is None:
         store = RunStore.create(directory, dump_toml(as_dict(config)))
         if isinstance(config, RunConfig):  # a method file's copy: the run directory resumes and reports alone
@@ -116,11 +117,31 @@ def open_or_create(config: RunConfig | AgentRunConfig, directory: Path) -> tuple
     return RunStore.open(directory), existing
 
 
+ROOT = "the comparison directory (compare.out, --out)"  # as its refusals name it
+
+
+def default_root(agents: bool) -> Path:
+    """Where a comparison goes when neither compare.out nor --out names a folder: a new one under runs/."""
+    return Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_root(root: Path) -> None:
+    """The comparison directory can be made at `root`: a file there, or at a folder above it, refuses the
+    comparison and its --plan alike with one line naming that file, before any other check (else the
+    comparison would pass them all, probe its endpoints and load nothing, then fail in `begin`). Nothing
+    is made; `begin` makes it."""
+    for path in (root, *root.parents):
+        if path.is_dir():
+            return
+        if os.path.lexists(path):  # a dangling link is in the way too
+            raise UsageError(f"{ROOT}: cannot make the directory {root}: a file is in the way ({path})")
+
+
 def begin(config: CompareConfig | AgentCompareConfig, root: Path) -> None:
     """The comparison directory, once every check passed: made (or found), its file tasks and method
     files copied in (tasks.json, methods.json: a rerun refuses an edited one, the report reads the copy
     when the original is gone), and the resolved config written (compare.toml)."""
-    make_directory(root, "the comparison directory (compare.out, --out)")
+    make_directory(root, ROOT)
     record_tasks(root, config.compare.tasks)
     record_methods(root, [arm_method(config, m) for m in config.compare.methods])
     for line in dropped_lines(root, config):
@@ -248,29 +269,28 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     for difference in check_structure(config):
         log(f"warning (allowed by compare.allow_unmatched): {difference}")
     root = Path(root)
-    runs = planned_runs(config)
-    for task, method, budget in dict.fromkeys((spec.task, spec.method, spec.budget) for spec in runs):
-        for warning in arm_plan(config, task, method, budget)["warnings"]:
-            log(f"warning: {task} {method}: {warning}")
-    check_arms(config)  # what a method needs of its task (MAP-Elites', Pareto's) and the tie-breaks, per arm
-    configs = [run_config(config, spec, spec.directory(root)) for spec in runs]  # built once, used four times
-    for spec, run_cfg in zip(runs, configs):  # a rerun whose settings changed: refused before any run goes on
-        existing_config(run_cfg, spec.directory(root))
+    # each run's config built once, used throughout
+    planned = {spec: run_config(config, spec, spec.directory(root)) for spec in planned_runs(config)}
+    for warning in arm_warnings(arm_plans(planned)):  # what --plan prints too
+        log(f"warning: {warning}")
+    check_arms(config, planned)  # what a method needs of its task (MAP-Elites', Pareto's) and the tie-breaks, per arm
+    # a rerun whose settings changed: refused before any run goes on (each config.toml read once)
+    existing = {spec: existing_config(run_cfg, spec.directory(root)) for spec, run_cfg in planned.items()}
     if engine is None:  # refuse, before anything is written, a run the install or the model cannot run
-        for run_cfg in configs:
+        for run_cfg in planned.values():
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
             if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
                 require_model(run_cfg.model)
     resources = _Resources(config, engine)
-    for run_cfg in configs:  # every endpoint probed before anything is written (a named arm may have its own)
+    for run_cfg in planned.values():  # every endpoint probed before anything is written (a named arm may have its own)
         resources.endpoint(run_cfg.endpoint)
     begin(config, root)
     try:
-        for number, (spec, planned) in enumerate(zip(runs, configs), start=1):
+        for number, (spec, run_cfg) in enumerate(planned.items(), start=1):
             directory = spec.directory(root)
             state = run_state(directory)
-            what = f"[{number}/{len(runs)}] {spec.task} {spec.method} budget {spec.budget} seed {spec.seed}"
-            store, run_cfg = open_or_create(planned, directory)
+            what = f"[{number}/{len(planned)}] {spec.task} {spec.method} budget {spec.budget} seed {spec.seed}"
+            store, run_cfg = open_or_create(run_cfg, directory, existing[spec])
             if state == "finished":
                 log(f"{what}: finished earlier, skipped")
                 continue
@@ -456,9 +476,15 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
         require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
         require_model(config.model)
     read: set[tuple[str, ...]] = set()
-    for spec in agent_runs(config):  # a rerun whose settings changed, or a seed skill that does not read:
-        run_cfg = agent_run_config(config, spec, spec.directory(root))  # refused before anything is written
-        if existing_config(run_cfg, spec.directory(root)) is not None:
+    # each training run's config, and the one a run already in its folder runs under (None: none there
+    # yet), built and read once: a rerun whose settings changed, or a seed skill that does not read, is
+    # refused before anything is written
+    planned: dict[RunSpec, tuple[AgentRunConfig, Any]] = {}
+    for spec in agent_runs(config):
+        run_cfg = agent_run_config(config, spec, spec.directory(root))
+        existing = existing_config(run_cfg, spec.directory(root))
+        planned[spec] = run_cfg, existing
+        if existing is not None:
             run_seed_skills(spec.directory(root), run_cfg.skills.paths)  # what its log pinned, if it did
         elif tuple(run_cfg.skills.paths) not in read:  # a run still to start reads its folders (each set once)
             read.add(tuple(run_cfg.skills.paths))
@@ -484,7 +510,8 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
                         spec = RunSpec(task_name, method, budget, seed)
                         what = (f"[{number}/{arms}] {task_name} {method}"
                                 + ("" if method == "base" else f" budget {budget}") + f" seed {seed}")
-                        _agent_arm(config, root, spec, tasks[task_name], resources, what, log, progress)
+                        _agent_arm(config, root, spec, planned.get(spec), tasks[task_name], resources, what,
+                                   log, progress)
     finally:
         tool.close()
         resources.close()
@@ -504,15 +531,19 @@ def _heldout_task(config: AgentCompareConfig, name: str, tool: Any) -> tuple[Any
     return task, heldout
 
 
-def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, task_set: tuple[Any, list],
-               resources: _Resources, what: str, log: Progress, progress: bool = True) -> None:
-    """Train one arm's run (unless "base" or finished) and score it (unless scored)."""
-    if spec.method == "base":
+def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: tuple[AgentRunConfig, Any] | None,
+               task_set: tuple[Any, list], resources: _Resources, what: str, log: Progress,
+               progress: bool = True) -> None:
+    """Train one arm's run (unless "base" or finished) and score it (unless scored). `planned`: the run's
+    config and the config of the run already in its folder, as the comparison's checks built and read
+    them (None for "base", which has no run)."""
+    if planned is None:
         directory, run_dir = base_directory(root, spec.task, spec.seed), None
     else:
         directory = run_dir = spec.directory(root)
         state = run_state(directory)
-        store, run_cfg = open_or_create(agent_run_config(config, spec, directory), directory)
+        run_cfg, existing = planned
+        store, run_cfg = open_or_create(run_cfg, directory, existing)
         if state == "finished":
             log(f"{what}: trained earlier, skipped")
         else:

@@ -15,7 +15,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Literal
+from typing import Any, ClassVar, Iterator, Literal, Mapping
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -580,6 +580,32 @@ def arm_plan(config: CompareConfig, task: str, method: str, budget: int) -> dict
     return run_plan(run_config(config, RunSpec(task, method, budget, 0), Path("plan")))
 
 
+def arm_runs(config: CompareConfig) -> dict[RunSpec, RunConfig]:
+    """The runs of the comparison's first seed, each arm on each task at each budget (a plan, and what
+    the checks read, is the same for every seed), their configs built once: what `--plan` checks
+    (check_arms, the model) and plans (arm_plans), in the order it prints the plans."""
+    first = config.compare.seeds[0]
+    return {spec: run_config(config, spec, Path("plan")) for spec in planned_runs(config) if spec.seed == first}
+
+
+def arm_plans(runs: Mapping[RunSpec, RunConfig]) -> dict[tuple[str, str, int], dict]:
+    """The plan of each (task, arm, budget) of `runs` (a comparison's run configs, already built), from
+    the first run of each: every plan made before the comparison runs or its `--plan` prints a line."""
+    plans: dict[tuple[str, str, int], dict] = {}
+    for spec, run in runs.items():
+        key = (spec.task, spec.method, spec.budget)
+        if key not in plans:
+            plans[key] = run_plan(run)
+    return plans
+
+
+def arm_warnings(plans: Mapping[tuple[str, str, int], dict]) -> list[str]:
+    """What each arm's budget leaves out of what its method promises (its plan's warnings: e.g. an EoH
+    budget within the initial population, so no candidate builds on another), one line per task, arm
+    and warning: the comparison logs these before it runs anything, and its `--plan` prints the same."""
+    return [f"{task} {method}: {warning}" for (task, method, _), plan in plans.items() for warning in plan["warnings"]]
+
+
 def _why(config: CompareConfig, method: str) -> str:
     es = config.es
     if registry.uses_es(method) and es.population:
@@ -624,21 +650,24 @@ def check_structure(config: CompareConfig) -> list[str]:
 
 
 # ------------------------------------------------------ what each arm needs of its tasks
-def check_arms(config: CompareConfig) -> None:
+def check_arms(config: CompareConfig, runs: Mapping[RunSpec, RunConfig]) -> None:
     """What each compared arm needs of each task it runs, checked as `coevolve run` checks it
     (`check_with_task`: its method's needs, e.g. MAP-Elites' descriptors, and `[eoh] tie_break`'s names),
-    once per arm and task, before anything is written: `coevolve compare` and its `--plan` alike. A
-    refusal is one line (UsageError); a setting a named arm wrote is named where it wrote it
-    (`arm_error`)."""
-    c = config.compare
-    for task in c.tasks:
-        built = heuristic_task(task)
-        for name in c.methods:
-            try:
-                check_with_task(run_config(config, RunSpec(task, name, c.budgets[0], c.seeds[0]), Path("plan")),
-                                built)
-            except UsageError as exc:
-                raise arm_error(config, name, exc) from None
+    once per arm and task, on the first of its `runs` (the run configs the caller built already),
+    before anything is written: `coevolve compare` and its `--plan` alike. A refusal is one line
+    (UsageError); a setting a named arm wrote is named where it wrote it (`arm_error`)."""
+    built: dict[str, Any] = {}  # each task built once
+    checked: set[tuple[str, str]] = set()
+    for spec, run in runs.items():
+        if (spec.task, spec.method) in checked:
+            continue
+        checked.add((spec.task, spec.method))
+        if spec.task not in built:
+            built[spec.task] = heuristic_task(spec.task)
+        try:
+            check_with_task(run, built[spec.task])
+        except UsageError as exc:
+            raise arm_error(config, spec.method, exc) from None
 
 
 _KEYED = re.compile(r"config error: (?P<key>[A-Za-z_][A-Za-z0-9_.]*)")

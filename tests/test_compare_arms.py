@@ -150,11 +150,12 @@ def test_an_arms_file_method_and_skill_count_from_the_toml_folder(tmp_path):
 
 def test_the_example_ablation_loads_and_plans():
     from coevolve.commands.compare import print_plan
+    from coevolve.plan import arm_runs
 
     config = load_compare_config(ROOT / "examples" / "compare_context_ablation.toml")
     assert [m for m in config.compare.methods if m in config.compare.arms] == ["eoh-no-feedback", "eoh-no-failures"]
     assert all(a == "eoh" for a, _ in compared_pairs(config))
-    print_plan(config)  # every arm's plan; raises if an arm's run config does not build
+    print_plan(config, arm_runs(config))  # every arm's plan; raises if an arm's run config does not build
 
 
 def test_coevolve_run_on_the_comparison_runs_the_arm_it_is_given(capsys):
@@ -411,17 +412,21 @@ def test_an_arm_its_task_refuses_is_named_where_written_and_leaves_nothing_behin
 
 
 def test_an_arm_its_method_cannot_run_on_a_task_is_named_by_its_method_key():
-    from coevolve.plan import check_arms
+    from coevolve.plan import arm_runs, check_arms
+
+    def check(raw: dict) -> None:
+        config = compare_config(raw)
+        check_arms(config, arm_runs(config))
 
     raw = with_arms({"par": {"method": "pareto"}}, ["eoh", "par"])
     raw["compare"]["tasks"] = ["asp"]
     with pytest.raises(UsageError) as info:
-        check_arms(compare_config(raw))
+        check(raw)
     assert str(info.value).startswith("config error: compare.arms.par.method: pareto draws parents by the "
                                       "instances they win; task asp gives no per-instance objectives")
     raw["compare"].update(methods=["eoh", "pareto"], arms={})  # a plain method: named as `coevolve run` names it
     with pytest.raises(UsageError, match=r"^config error: run.method: pareto draws parents"):
-        check_arms(compare_config(raw))
+        check(raw)
 
 
 def test_an_arms_refusal_naming_no_key_names_the_arm():

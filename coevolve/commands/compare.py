@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import keys_under
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
-from coevolve.compare import run_comparison
-from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plan,
-                           arm_settings, check_arms, load_compare_config, planned_runs, run_config, run_state,
+from coevolve.compare import check_root, default_root, run_comparison
+from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
+                           arm_settings, check_arms, load_compare_config, planned_runs, run_state,
                            structural_differences, test_set_lines)
 from coevolve.report import render_comparison
 from coevolve.search import methods as registry
@@ -90,10 +89,14 @@ def check_seed_skills(config: AgentCompareConfig) -> None:
         AgentRunConfig(skills=config.skills).seed_skills()  # the base arm's, read when it is scored
 
 
-def print_plan(config: Any) -> None:
+def print_plan(config: Any, runs: Mapping[RunSpec, Any]) -> None:
     """What each arm would run, after the checks the comparison makes of each arm against each task
-    (`check_arms`: a refusal is the comparison's one line); nothing is written."""
-    check_arms(config)
+    (`check_arms`) on `runs`, each arm's run config at each task and budget (`plan_runs`: all built
+    before a line is printed, so a budget the comparison refuses, such as one too small for a generation
+    under eoh.m_multiplier = 0, is refused with its one line and no plan); the warnings the
+    comparison logs before it runs are in them (format_plan); nothing is written."""
+    check_arms(config, runs)
+    plans = arm_plans(runs)
     c = config.compare
     print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
           f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
@@ -109,15 +112,13 @@ def print_plan(config: Any) -> None:
         print("named arms:")
         for line in lines:
             print(f"  {line}")
-    for task in c.tasks:
-        for budget in c.budgets:
-            for method in c.methods:
-                print()
-                if method in c.arms:
-                    print(f"named arm {method}:")
-                print(format_plan(arm_plan(config, task, method, budget)))
-    differences = structural_differences(config)
+    for (_, method, _), plan in plans.items():
+        print()
+        if method in c.arms:
+            print(f"named arm {method}:")
+        print(format_plan(plan))
     print()
+    differences = structural_differences(config)
     if differences:
         print("structural check: NOT matched" + (" (allowed)" if c.allow_unmatched else ""))
         for difference in differences:
@@ -140,16 +141,18 @@ def print_agent_plan(config: Any) -> None:
         print(f"named arm {line}")
 
 
-def check_models(config: Any) -> None:
+def plan_runs(config: Any) -> dict[RunSpec, Any]:
+    """The run configs `--plan` checks, each built once: a heuristic comparison's arms on each task at
+    each budget (`arm_runs`), an agent comparison's training runs of its first seed."""
+    if isinstance(config, AgentCompareConfig):
+        return {spec: agent_run_config(config, spec, Path("plan"))
+                for spec in agent_runs(config, seeds=config.compare.seeds[:1])}
+    return arm_runs(config)
+
+
+def check_models(runs: Iterable[Any]) -> None:
     """The [model] path each run would load, checked as `coevolve run --plan` checks it (check_model):
     the comparison refuses a missing checkpoint when it starts its engine, and its plan says so first."""
-    if isinstance(config, AgentCompareConfig):
-        specs = agent_runs(config, seeds=config.compare.seeds[:1])
-        runs = [agent_run_config(config, spec, Path("plan")) for spec in specs]
-    else:
-        c = config.compare
-        runs = [run_config(config, RunSpec(c.tasks[0], method, c.budgets[0], c.seeds[0]), Path("plan"))
-                for method in c.methods]
     for run in runs:
         check_model(run, plan=True)
 
@@ -159,12 +162,15 @@ def handle(args: argparse.Namespace) -> int:
     agents = isinstance(config, AgentCompareConfig)
     if args.allow_unmatched:
         config.compare.allow_unmatched = True
+    # the folder the comparison would be made in, checked first by the run and its --plan alike
+    out = config.compare.out or str(default_root(agents))
+    check_root(Path(out))
     if args.plan:
         check_tasks(config, args.check_seconds)
-        check_models(config)
-        print_agent_plan(config) if agents else print_plan(config)
+        runs = plan_runs(config)
+        check_models(runs.values())
+        print_agent_plan(config) if agents else print_plan(config, runs)
         return 0
-    out = config.compare.out or str(Path("runs") / f"compare{'-agents' if agents else ''}-{time.strftime('%Y%m%d-%H%M%S')}")
     config.compare.out = out
     # nothing is written until every check has passed: a rerun's file tasks and methods refused if changed
     # since the comparison started (these read its records), then the tasks checked

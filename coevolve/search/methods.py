@@ -595,17 +595,20 @@ def run_plan(config: "RunConfig") -> dict:
                                           "(eoh.tie_break), then the earlier program"]
                                          if config.eoh.tie_break else []),
         "skill_trials": judged_trials(config, steps),
-        "warnings": plan_warnings(config, steps),
+        "warnings": plan_warnings(method, steps),
     }
 
 
 LOOKAHEAD = 100_000  # evaluations plan_warnings looks past the budget for a step that builds on a candidate
 
 
-def plan_warnings(config: "RunConfig", steps: list) -> list[str]:
+def plan_warnings(method: Method, steps: list) -> list[str]:
     """What the budget leaves out of what the method's name promises, said before the run rather
     than found in its results: no ES update, no skill refresh, or no step that shows a parent (a
-    method that evolves only after its initial population then samples independently)."""
+    method that evolves only after its initial population then samples independently); then the
+    method's own warnings. `method`: the one run_plan built, whose plan `steps` are (its plan is
+    fixed by its config, so walking it again past the budget needs no second one)."""
+    config = method.config
     name, budget, warnings = parse_name(config.run.method), config.run.budget, []
     if name.esopt and not any(s.perturbed for s in steps):
         warnings.append(f"no ES update fits in run.budget = {budget}: {config.run.method} moves no weights here")
@@ -621,14 +624,14 @@ def plan_warnings(config: "RunConfig", steps: list) -> list[str]:
         # for ten times a large budget)
         further = min(10 * budget, budget + LOOKAHEAD) + 1000
         spent = 0
-        for step in iter_planned_steps(make_method(config), further, config.es.proposals_per_member):
+        for step in iter_planned_steps(method, further, config.es.proposals_per_member):
             if parented(step):
                 warnings.append(f"every step in run.budget = {budget} writes from the template alone: no "
                                 f"candidate builds on another (the first step that does would need run.budget "
                                 f">= {spent + 1})")
                 break
             spent += step.count
-    return warnings + make_method(config).plan_warnings(steps)
+    return warnings + method.plan_warnings(steps)
 
 
 def judged_trials(config: "RunConfig", steps: list) -> list[int]:
