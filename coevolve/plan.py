@@ -22,8 +22,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
-from coevolve.base.config import (Config, Section, as_dict, build_config, config_error, keys_under, merge_overrides,
-                                  read_toml, require)
+from coevolve.base.config import (HEAD, Config, Section, as_dict, build_config, config_error, error_key, keys_under,
+                                  merge_overrides, read_toml, require)
 from coevolve.base.errors import ConfigError, UsageError, did_you_mean
 from coevolve.base.paths import counted_from
 from coevolve.base.sampling import Sampling
@@ -507,11 +507,10 @@ def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) ->
     compare.arms.NAME (as `keys_under`: what the arm sets, or the setting of the comparison's that the
     arm's fails with); a plain method's other keys are the comparison's, as they are. A [run] key of a
     named arm's run says which arm."""
-    message, head = str(exc), "config error: "
-    match = _KEYED.match(message)
-    if match is None:
+    named = error_key(str(exc))
+    if named is None:
         return exc
-    key, rest = match.group("key"), message[match.end():]
+    key, rest = named
     arm = spec.method if spec.method in config.compare.arms else None
     section, _, field = key.partition(".")
     if key == "run.method" and arm:
@@ -524,7 +523,7 @@ def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) ->
         written = f"compare.arms.{arm}.{key}"
     else:
         return exc
-    return ConfigError(f"{head}{written}{rest}")
+    return ConfigError(f"{HEAD}{written}{rest}")
 
 
 def arm_settings(config: CompareConfig, name: str) -> dict[str, dict[str, Any]]:
@@ -670,9 +669,6 @@ def check_arms(config: CompareConfig, runs: Mapping[RunSpec, RunConfig]) -> None
             raise arm_error(config, spec.method, exc) from None
 
 
-_KEYED = re.compile(r"config error: (?P<key>[A-Za-z_][A-Za-z0-9_.]*)")
-
-
 def arm_error(config: CompareConfig, name: str, exc: UsageError) -> UsageError:
     """A refusal of a named arm's run, named where the user wrote what was refused, as the config layer
     names an arm's keys (`keys_under`): `config error: eoh.tie_break: ...` becomes
@@ -681,12 +677,11 @@ def arm_error(config: CompareConfig, name: str, exc: UsageError) -> UsageError:
     naming no key ends with the arm's name. A plain method's refusal is returned as it is."""
     if name not in config.compare.arms:
         return exc
-    message, head = str(exc), "config error: "
-    match = _KEYED.match(message)
+    named = error_key(str(exc))
     kind = ConfigError if isinstance(exc, ConfigError) else UsageError
-    if match is None:
-        return kind(f"{message} (named arm {name})")
-    key = match.group("key")
+    if named is None:
+        return kind(f"{exc} (named arm {name})")
+    key, rest = named
     section, _, field = key.partition(".")
     if key == "run.method":
         written = "method"
@@ -694,7 +689,7 @@ def arm_error(config: CompareConfig, name: str, exc: UsageError) -> UsageError:
         written = key
     else:
         return exc  # the comparison's own setting: named where it was written already
-    return kind(f"{head}compare.arms.{name}.{written}{message[match.end():]}")
+    return kind(f"{HEAD}compare.arms.{name}.{written}{rest}")
 
 
 # ------------------------------------------------------------------ agent arms

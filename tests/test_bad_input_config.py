@@ -221,3 +221,20 @@ def test_es_sections_a_method_without_es_never_reads_are_noted(tmp_path, capsys,
 def test_no_note_where_es_reads_its_section_or_none_is_given(tmp_path, capsys, text):
     assert main(["run", str(write(tmp_path, text)), "--plan"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_config_errors_key_is_read_once_for_every_holder():
+    """`error_key` splits the line `config_error` makes; `keys_under` names the key under its holder,
+    a list index and all, and leaves a line naming no key as it is."""
+    from coevolve.base.config import config_error, error_key, keys_under
+    from coevolve.base.errors import ConfigError
+
+    assert error_key("config error: es.sigma must be > 0 (got -1.0)") == ("es.sigma", " must be > 0 (got -1.0)")
+    assert error_key("config error: compare.methods[1] must be") == ("compare.methods", "[1] must be")
+    assert error_key("task t: describe() failed") is None
+    with pytest.raises(ConfigError, match=r"^config error: compare\.arms\.a\.skills\.paths\[0\] is not a folder$"):
+        with keys_under("compare.arms.a"):
+            raise config_error("skills.paths[0]", "is not a folder")
+    with pytest.raises(ConfigError, match=r"^no key here$"):
+        with keys_under("compare.arms.a"):
+            raise ConfigError("no key here")

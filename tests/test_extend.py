@@ -180,6 +180,32 @@ def test_the_cli_reads_the_config_once_and_rewrites_it_in_its_own_shape(tmp_path
     assert resuming and larger.run.budget == 30 and larger.run.task == "fake"
     assert reads == [path]
     assert read_toml(path) == {**by_name, "run": {**by_name["run"], "budget": 30}}
+
+
+def test_the_plan_of_an_extension_reads_the_config_once(tmp_path, capsys, monkeypatch):
+    """`run --resume DIR --budget N --plan`: the stored config is read and built once and the larger one
+    derived from it; a plan that depends on the budget is refused as the run refuses it."""
+    from coevolve.cli import main
+    from coevolve.commands import run
+
+    start(tmp_path / "r", config("sample", 20))
+    start(tmp_path / "scaled", config("eoh", 16, eoh={"population": 4, "offspring": 3, "m_multiplier": 0,
+                                                   "generations": 2}))
+    reads = []
+    monkeypatch.setattr(run, "read_toml", lambda p: reads.append(p) or read_toml(p))
+    assert main(["run", "--resume", str(tmp_path / "r"), "--budget", "30", "--plan"]) == 0
+    assert "budget T = 30" in capsys.readouterr().out
+    assert reads == [tmp_path / "r" / "config.toml"]
+    assert main(["run", "--resume", str(tmp_path / "scaled"), "--budget", "40", "--plan"]) == 2
+    assert "scaled a budget of 40: its plan depends on the budget" in capsys.readouterr().err
+    # an agent run's plan is refused a budget as the run is
+    from coevolve.agents.runconfig import AgentRunConfig
+
+    RunStore.create(tmp_path / "agent", dump_toml(as_dict(AgentRunConfig())))
+    assert main(["run", "--resume", str(tmp_path / "agent"), "--budget", "512", "--plan"]) == 2
+    assert "an agent run's ES schedule is fixed by its budget" in capsys.readouterr().err
+
+
 def test_a_run_that_never_started_takes_the_budget_in_its_config_alone(tmp_path):
     """A directory with its config.toml but no step yet (killed while loading the model): nothing to
     extend in its log, which must still begin with its start event."""

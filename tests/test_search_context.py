@@ -15,6 +15,7 @@ from coevolve.base.config import as_dict, build_config, dump_toml
 from coevolve.base.errors import UsageError
 from coevolve.base.records import read_summary
 from coevolve.codeparse import answer_pattern, extract, template_signature
+from coevolve.engine.base import Completion
 from coevolve.base.skills import parse_skill_text
 from coevolve.es.start import ResumeError
 from coevolve.runstore import RunStore, read_jsonl
@@ -937,6 +938,27 @@ def test_target_and_patience_stop_on_the_search_itself_and_resume_to_the_uncappe
         resumed, *_ = run(tmp_path / directory, config, resume=True)
         assert resumed.stopped is None
         assert resumed.model_dump(exclude={"context"}) == full.model_dump(exclude={"context"}), directory
+
+
+class ShorterEachCall(FakeEngine):
+    """Every program scores 30.0; each call's are one line shorter than the last call's: under
+    tie_break = ["min lines"] every step wins the tie-break and improves nothing."""
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        pads = max(0, 12 - len(self.calls))
+        self.calls.append(len(conversations))
+        padding = ["".join(f"    pad{i} = {seed}\n" for i in range(pads)) for seed in seeds]
+        return [Completion(text=f"```python\ndef heuristic(x):\n{lines}    SCORE = 30.0\n    return SCORE\n```",
+                           prompt_tokens=1, completion_tokens=1) for lines in padding]
+
+
+def test_patience_counts_steps_since_the_best_objective_not_since_a_tie_break_win(tmp_path):
+    """caps.patience: a later program of the best's objective that wins only the tie-break (fewer lines)
+    becomes the best but is no better: the steps after the objective was first reached count."""
+    config = make_config("sample", 40, caps={"patience": 2}, eoh={"tie_break": ["min lines"]})
+    summary, *_ = run(tmp_path / "r", config, engine=ShorterEachCall())
+    assert summary.best.objective == 30.0 and summary.best.step == 2  # the tie-break winner of the last step run
+    assert summary.stopped == {"cap": "patience", "used": 2, "limit": 2, "step": 3, "evaluations": 12}
 
 
 def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ after it (coevolve.commands.run, coevolve.plan.compare_config).
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 import typing
 import warnings
@@ -53,8 +54,20 @@ def _one_line(message: Any, category: type, filename: str, lineno: int, line: st
 warnings.formatwarning = _one_line
 
 
+HEAD = "config error: "
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # a dotted TOML key, up to a list index or the problem
+
+
 def config_error(field: str, problem: str, value: Any = _MISSING, hint: str = "") -> ConfigError:
-    return ConfigError(f"config error: {field} {problem}{'' if value is _MISSING else f' (got {value!r})'}{hint}")
+    return ConfigError(f"{HEAD}{field} {problem}{'' if value is _MISSING else f' (got {value!r})'}{hint}")
+
+
+def error_key(message: str) -> tuple[str, str] | None:
+    """The key a config error's line names and the rest of the line, so a holder can name it where
+    its user wrote it (`keys_under`, coevolve.plan's comparison keys): `config error: es.sigma must be
+    > 0` gives ("es.sigma", " must be > 0"); None for any other line."""
+    match = _KEY.match(message, len(HEAD)) if message.startswith(HEAD) else None
+    return (match.group(), message[match.end():]) if match else None
 
 
 def require(condition: bool, field: str, problem: str, value: Any = _MISSING) -> None:
@@ -200,9 +213,11 @@ def keys_under(prefix: str) -> Iterator[None]:
     try:
         yield
     except ConfigError as exc:
-        head, message = "config error: ", str(exc)
-        raise ConfigError(f"{head}{prefix}.{message.removeprefix(head)}" if message.startswith(head)
-                          else message) from None
+        named = error_key(str(exc))
+        if named is None:
+            raise
+        key, rest = named
+        raise ConfigError(f"{HEAD}{prefix}.{key}{rest}") from None
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:

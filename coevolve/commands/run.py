@@ -185,12 +185,10 @@ AGENT_BUDGET = ("--budget with --resume gives a heuristic search more evaluation
                 "fixed by its budget: start a new run")
 
 
-def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
-    """`--resume DIR --budget N`: the run in DIR (its config.toml as read, `raw`, and as built, `config`),
-    finished or not, goes on to N evaluations. Its config.toml says N from now on (`raw` with the new
-    budget: the file keeps its own shape) and its log an "extend" event; the steps it took stay as they were.
-    Refused (one line, nothing changed) for agent runs, a smaller budget, and a method whose plan
-    depends on the budget. A second call with the same N changes nothing more."""
+def extended(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
+    """The config the run in `store` goes on with under `--resume --budget N` (`--plan` too): refused (one
+    line) for agent runs, a smaller budget, a comparison's run, and a method whose plan depends on the
+    budget."""
     if not isinstance(config, RunConfig):
         raise UsageError(AGENT_BUDGET)
     if budget < config.run.budget:
@@ -200,10 +198,20 @@ def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budge
     if root is not None and (root / COMPARE_CONFIG).is_file() and store.dir.resolve().parent.parent.name == "runs":
         raise UsageError(f"{store.dir} is a run of the comparison in {root}, whose budgets are its arms': add "
                          f"{budget} to [compare] budgets there and rerun `coevolve compare`")
-    larger = build_config(RunConfig, task_named({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
+    raw = as_dict(config)  # validated as its config.toml saying N would be: rules that read the budget see N
+    larger = build_config(RunConfig, {**raw, "run": {**raw["run"], "budget": budget}})
     problem = extension_problem(config, larger)
     if problem is not None:
         raise UsageError(f"cannot give {store.dir} a budget of {budget}: {problem}")
+    return larger
+
+
+def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
+    """`--resume DIR --budget N`: the run in DIR (its config.toml as read, `raw`, and as built, `config`),
+    finished or not, goes on to N evaluations (`extended`'s checks). Its config.toml says N from now on
+    (`raw` with the new budget: the file keeps its own shape) and its log an "extend" event; the steps it
+    took stay as they were. A second call with the same N changes nothing more."""
+    larger = extended(store, config, budget)
     events = store.events()
     logged = next((e.get("config", {}).get("run", {}).get("budget") for e in events if e.get("type") == "start"),
                   None)
@@ -487,8 +495,7 @@ def handle_plan(args: argparse.Namespace) -> int:
     if args.resume:
         store = RunStore.open(args.resume)
         remember_methods(store.dir)  # what --resume will run: the method file's original, or the run's copy
-        # with --budget N: the plan the run would go on with, nothing written
-        path, overrides = store.config_path, {"run": {"budget": args.budget}} if args.budget is not None else {}
+        path, overrides = store.config_path, {}
     elif args.config:
         path, overrides = args.config, overrides_from(args)
     else:
@@ -496,18 +503,14 @@ def handle_plan(args: argparse.Namespace) -> int:
     if args.task_changed and not args.resume:
         raise UsageError("--task-changed goes with --resume")
     config = load_run_config(path, overrides, new=not args.resume)
+    if args.resume and args.budget is not None:  # the plan the run would go on with, nothing written
+        config = extended(store, config, args.budget)
     if not isinstance(config, RunConfig):  # an agent run: its rounds, after the checks the run makes
-        if args.resume and args.budget is not None:
-            raise UsageError(AGENT_BUDGET)
         if not args.resume:
             check_built(config, args.check_seconds)
             check_model(config, plan=True)
         print("\n".join(agent_plan_lines(config)))
         return 0
-    if args.resume and args.budget is not None:
-        problem = extension_problem(load_run_config(path, {}, new=False), config)
-        if problem is not None:
-            raise UsageError(f"cannot give {store.dir} a budget of {args.budget}: {problem}")
     if not args.resume:  # what the run would refuse is refused (a resumed run passed these when it started)
         check_built(config, args.check_seconds)
         check_model(config, plan=True)  # not the endpoint's probe: --plan asks no server

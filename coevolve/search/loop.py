@@ -683,8 +683,8 @@ class SearchLoop:
         """The cap that stops the run before plan step `step`, if one does. All but wall_s
         depend on the run's own log only, so a resumed run stops where the first would have."""
         caps, best = self.config.caps, self.method.best()
-        # plan steps since the best was found (all of them while there is none; the seeded template's step is -1)
-        stale = step - 1 - best.step if best is not None else step
+        # plan steps since the best objective was reached (all of them while there is none)
+        stale = step if best is None or caps.patience is None else step - 1 - self._reached(best)
         reached = best is not None and caps.target is not None and (
             best.objective <= caps.target if self.task.direction == "min" else best.objective >= caps.target)
         for name, used, limit in (("completion_tokens", self.ledger.completion_tokens, caps.completion_tokens),
@@ -697,6 +697,13 @@ class SearchLoop:
             return {"cap": "target", "used": best.objective, "limit": caps.target, "step": step,
                     "evaluations": self.ledger.used, "direction": self.task.direction}
         return None
+
+    def _reached(self, best: Candidate) -> int:
+        """The plan step that first reached `best`'s objective (a seed's is -1). A later program that
+        only wins a tie-break ([eoh] tie_break: same objective, fewer lines, less time) is no better for
+        caps.patience: under `min seconds` timing noise alone would otherwise keep a stuck run going."""
+        return min(c.step for c in [best, *self._seeds(), *self.candidates]
+                   if c.valid and c.objective == best.objective)
 
     def _check_logged(self, step: int, logged: dict, requests: list[Request]) -> None:
         # the skill version shown (None: none) is compared where the log says it (not in logs written before)

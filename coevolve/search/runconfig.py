@@ -204,7 +204,8 @@ class CapsSection(Section):
     prices: dict[str, list[float]] = {}
     # Stop early on the search itself (good enough, or stuck). target: the best train objective is at or
     # beyond it (<= for a task that minimises, >= for one that maximises). patience: this many plan steps
-    # in a row (skill refreshes included) have not improved the best, or found none.
+    # in a row (skill refreshes included) have not improved the best objective, or found none (a program
+    # that only wins an [eoh] tie_break is no improvement: timing noise alone would keep a run going).
     target: float | None = None
     patience: int | None = Field(None, gt=0, description=NO_CAP)
 
