@@ -198,6 +198,9 @@ def test_the_plan_of_an_extension_reads_the_config_once(tmp_path, capsys, monkey
     assert reads == [tmp_path / "r" / "config.toml"]
     assert main(["run", "--resume", str(tmp_path / "scaled"), "--budget", "40", "--plan"]) == 2
     assert "scaled a budget of 40: its plan depends on the budget" in capsys.readouterr().err
+    # a smaller budget: the plan says what the run says, not a plan the run would refuse
+    assert main(["run", "--resume", str(tmp_path / "r"), "--budget", "10", "--plan"]) == 2
+    assert "--budget 10 is below the run's budget of 20: --resume --budget only raises it" in capsys.readouterr().err
     # an agent run's plan is refused a budget as the run is
     from coevolve.agents.runconfig import AgentRunConfig
 
