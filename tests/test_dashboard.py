@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -403,7 +404,47 @@ def test_a_folder_of_runs_is_searched_and_followed(tmp_path):
     assert sorted(registry.entries) == ["a"]
     make_run(tmp_path / "runs" / "task" / "b", [candidate(1, 0, [], 7.0)])  # started later
     registry.scan()
-    assert sorted(registry.entries) == ["a", "b"]
+    assert sorted(registry.entries) == ["a", "task~b"]
+
+
+def test_an_id_is_the_runs_path_and_an_unknown_one_is_a_404_that_says_why(tmp_path):
+    """Ids come from the directory's path under the folder served, not from the order runs were found: a
+    run that appears earlier in the listing (found first after a restart) takes no other run's id, and an
+    id no directory has (a name with the old discovery-order suffix) is a 404 saying why, not another run."""
+    runs = tmp_path / "runs"
+    zeta = make_run(runs / "zeta" / "eoh-b12-s0", [candidate(1, 0, [], 7.0)])
+    with client(runs) as http:
+        before = {r["label"]: r["id"] for r in http.get("/api/runs").json()["runs"]}
+    alpha = make_run(runs / "alpha" / "eoh-b12-s0", [candidate(1, 0, [], 5.0)])  # listed before zeta
+    odd = make_run(runs / "my run #1", [candidate(1, 0, [], 6.0)])
+    with client(runs) as http:  # a restart: alpha is found first
+        after = {r["label"]: r["id"] for r in http.get("/api/runs").json()["runs"]}
+        opened = http.get(f"/api/run/{after[str(zeta)]}").json()
+        odd_page = http.get(f"/api/run/{after[str(odd)]}")
+        stale = [http.get(f"/api/run/{ident}") for ident in ("eoh-b12-s0", "eoh-b12-s0-2")]
+        wrong_kind = http.get(f"/api/compare/{after[str(zeta)]}")
+    assert before == {str(zeta): "zeta~eoh-b12-s0"}
+    assert after[str(zeta)] == "zeta~eoh-b12-s0" and after[str(alpha)] == "alpha~eoh-b12-s0"
+    assert opened["label"] == str(zeta) and opened["best"] == 7.0
+    # URL-safe: other characters replaced, and a digest of the path keeps the id its own
+    assert re.fullmatch(r"my-run--1-[0-9a-f]{8}", after[str(odd)]) and odd_page.json()["best"] == 6.0
+    for answer, ident in zip(stale, ("eoh-b12-s0", "eoh-b12-s0-2")):
+        assert answer.status_code == 404
+        assert answer.json()["error"].startswith(f"not found: no run or comparison here has the id '{ident}': an "
+                                                 "id is the directory's path under the folder served")
+    assert wrong_kind.status_code == 404
+    assert wrong_kind.json()["error"] == "not found: 'zeta~eoh-b12-s0' is a heuristic run, not a comparison"
+
+
+def test_directories_served_together_are_told_apart_by_their_names(tmp_path):
+    """Two folders given that hold the same task/run: each id starts with its folder's name, with the
+    folders above it where the names alone are the same; a run given itself is its name."""
+    first, second = (make_run(tmp_path / side / "runs" / "tsp" / "eoh-b12-s0", [candidate(1, 0, [], 7.0)])
+                     for side in ("a", "b"))
+    single = make_run(tmp_path / "c" / "one", [candidate(1, 0, [], 7.0)])
+    registry = reader.Registry.open([tmp_path / "a" / "runs", tmp_path / "b" / "runs", single])
+    assert {e.path: e.id for e in registry.entries.values()} == {
+        first: "a~runs~tsp~eoh-b12-s0", second: "b~runs~tsp~eoh-b12-s0", single: "one"}
 
 
 def test_ten_thousand_candidates_stay_responsive(tmp_path, monkeypatch):
@@ -465,8 +506,33 @@ def test_a_comparison_shows_the_report_verdicts(tmp_path):
                  "causes": []}]
     (root / "results.json").write_text(json.dumps({"rows": [delta], "failures": failures}))
     assert reader.comparison(root, reader.Registry.open([root]))["failures"] == [
-        {"task": "tsp_construct", "method": "eoh", "budget": "36", "failed": "70 of 108",
-         "causes": [{"cause": "NameError: name 'd' is not defined", "count": "40"}, {"cause": "<b>x</b>", "count": "3"}]}]
+        {"task": "tsp_construct", "method": "eoh", "budget": 36, "failed": "70 of 108",
+         "causes": [{"cause": "NameError: name 'd' is not defined", "count": 40}, {"cause": "<b>x</b>", "count": 3}]}]
+
+
+def test_a_comparisons_numbers_are_numbers_and_missing_ones_null(tmp_path):
+    """The compare JSON gives table.csv's and runs.csv's numbers as numbers (an API client sorts and plots
+    them), an empty cell as null, and text as text."""
+    import csv
+
+    with client(COMPARISON) as http:
+        data = http.get("/api/compare/pipeline_check_eoh_esopt_tsp").json()
+    with open(COMPARISON / "table.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    method, delta = data["rows"][0], data["rows"][-1]
+    assert (method["budget"], method["size"], method["runs"], method["instances"]) == (36, 50, 3, 200)
+    assert method["objective_mean"] == float(table[0]["objective_mean"]) and method["objective_std"] == 0.0
+    assert method["gap_std"] == float(table[0]["gap_std"])  # 3.39...e-17: an exponent too
+    assert (method["kind"], method["method"], method["base"]) == ("method", "eoh", None)
+    assert isinstance(delta["delta"], float) and delta["variant"] == "eoh+esopt"
+    run = data["runs"][0]
+    assert (run["budget"], run["seed"], run["state"]) == (36, 0, "finished")
+    assert isinstance(run["objective"], float) and isinstance(run["gap"], float)
+    # cell by cell, a number where the CSV wrote one and text where it did not
+    for row, raw in zip(data["rows"], table):
+        for key, value in raw.items():
+            assert row[key] == (None if value == "" else float(value) if reader.NUMBER.fullmatch(value) else value)
+    assert reader.csv_value("1e999") is None and reader.csv_value("inf") == "inf"  # JSON holds no inf
 
 
 def test_plots_are_served_only_from_the_plots_folder(tmp_path):

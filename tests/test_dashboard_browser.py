@@ -5,7 +5,9 @@ One short real `coevolve run` (eoh+esopt, 14 evaluations, 2 ES generations,
 real engine and sandbox) is started first; the dashboard is started on its
 directory while it is still being written, next to the committed comparison
 benchmarks/results/pipeline_check_eoh_esopt_tsp and a hand-made run holding
-hostile text and a torn last line. Set COEVOLVE_DASHBOARD_SCREENSHOTS=docs/img
+hostile text and a torn last line. A second dashboard, without the engine,
+serves the comparison beside a folder of two runs of one name (ids and the
+comparison's numbers). Set COEVOLVE_DASHBOARD_SCREENSHOTS=docs/img
 to refresh the screenshots docs/dashboard.md shows.
 """
 
@@ -170,18 +172,38 @@ def live(tmp_path_factory):
     while not (run_dir / "config.toml").exists():
         assert run.poll() is None and time.time() < deadline, run.stdout.read() if run.poll() is not None else "no config.toml"
         time.sleep(0.2)
-    dashboard = subprocess.Popen(
-        [sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), str(COMPARISON), str(root / "hostile-run"),
-         str(root / "arms-compare"), str(root / "seeded-run"), "--port", "0", "--refresh", "1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = dashboard.stdout.readline()
-    match = re.search(r"http://\S+/", line)
-    assert match, line + dashboard.stdout.read() if dashboard.poll() is not None else line
-    yield {"url": match.group(0), "dir": run_dir, "run": run, "root": root}
+    dashboard, url = start_dashboard(run_dir, COMPARISON, root / "hostile-run", root / "arms-compare",
+                                     root / "seeded-run")
+    yield {"url": url, "dir": run_dir, "run": run, "root": root}
     for process in (run, dashboard):
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=30)
+
+
+def start_dashboard(*directories: Path, refresh: float = 1.0) -> tuple[subprocess.Popen, str]:
+    """`coevolve dashboard DIRECTORIES` on a free port, and the address it announced."""
+    dashboard = subprocess.Popen([sys.executable, "-m", "coevolve.cli", "dashboard", *map(str, directories),
+                                  "--port", "0", "--refresh", str(refresh)],
+                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = dashboard.stdout.readline()
+    match = re.search(r"http://\S+/", line)
+    assert match, line + dashboard.stdout.read() if dashboard.poll() is not None else line
+    return dashboard, match.group(0)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A dashboard on the committed comparison and on a folder of two runs of one name (runs/zeta/eoh-b12-s0,
+    then runs/alpha/eoh-b12-s0, listed before it); no engine."""
+    root = tmp_path_factory.mktemp("served")
+    for task in ("zeta", "alpha"):
+        (root / "runs" / task).mkdir(parents=True)
+        seeded_run(root / "runs" / task / "eoh-b12-s0")
+    dashboard, url = start_dashboard(COMPARISON, root / "runs")
+    yield {"url": url, "runs": root / "runs"}
+    dashboard.terminate()
+    dashboard.wait(timeout=30)
 
 
 def wait(driver, condition, timeout: float = 60.0, what: str = ""):
@@ -191,8 +213,8 @@ def wait(driver, condition, timeout: float = 60.0, what: str = ""):
     return WebDriverWait(driver, timeout, poll_frequency=0.5).until(lambda d: condition(d), message=what)
 
 
-def js(driver, script: str):
-    return driver.execute_script(script)
+def js(driver, script: str, *args):
+    return driver.execute_script(script, *args)
 
 
 def shoot(driver, live: dict, name: str) -> None:
@@ -372,6 +394,53 @@ def test_a_comparison_renders_its_table(browser, live):
     shoot(browser, live, "dashboard-runs")
 
 
+def test_a_comparisons_numbers_render_as_its_csv_cells_did(browser, served):
+    """The compare JSON gives numbers as numbers: the page shows each cell as it showed the CSV's text
+    (a number to five significant digits, an empty cell empty), the arm runs too."""
+    import csv
+
+    def read(name: str) -> list[dict[str, str]]:
+        with open(COMPARISON / name, newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    table, runs = read("table.csv"), read("runs.csv")
+    browser.get(served["url"] + "#/compare/pipeline_check_eoh_esopt_tsp")
+    cells = ("return [...document.querySelectorAll(arguments[0] + ' tbody tr')]"
+             ".map((tr) => [...tr.cells].map((td) => td.textContent))")
+    shown = wait(browser, lambda d: js(d, cells, "#compare-table"), what="the table")
+    # what the page made of a CSV cell's text before the API gave numbers, with the page's own fmt
+    before = "return arguments[0].map((row) => row.map((s) => (s === '' || isNaN(Number(s)) ? s : fmt(Number(s)))))"
+    assert shown == js(browser, before, [list(row.values()) for row in table])
+    assert shown[0][list(table[0]).index("objective_mean")] == "6.9542"  # five significant digits
+    raw = [[r[k] for k in ("task", "method", "budget", "seed", "state", "objective", "gap", "dir")] for r in runs]
+    expected = [row[:5] + formatted + row[7:] for row, formatted in
+                zip(raw, js(browser, before, [row[5:7] for row in raw]))]
+    assert js(browser, cells, "#compare-runs") == expected
+
+
+def test_an_id_is_the_runs_path_and_an_old_link_says_not_found(browser, served):
+    """A run opens by the id its path gives, whatever was found before it; a link with an id no directory
+    has (the old discovery-order one of the second run named eoh-b12-s0) says so on the page."""
+    runs = served["runs"]
+    browser.get(served["url"] + "#/")
+    ids = ("return [...document.querySelectorAll('#runs-table tbody tr')]"
+           ".map((tr) => [tr.dataset.id, tr.cells[0].title])")
+    listed = dict(wait(browser, lambda d: (rows := js(d, ids)) and len(rows) == 3 and rows, what="the runs list"))
+    assert listed == {"pipeline_check_eoh_esopt_tsp": str(COMPARISON),
+                      "runs~alpha~eoh-b12-s0": str(runs / "alpha" / "eoh-b12-s0"),
+                      "runs~zeta~eoh-b12-s0": str(runs / "zeta" / "eoh-b12-s0")}
+    browser.get(served["url"] + "#/run/runs~zeta~eoh-b12-s0")
+    title = "return (document.getElementById('run-title') || {}).textContent"
+    wait(browser, lambda d: js(d, title) == str(runs / "zeta" / "eoh-b12-s0"), what="the run its id names")
+    browser.get(served["url"] + "#/run/eoh-b12-s0-2")
+    said = "return (document.getElementById('not-found') || {}).textContent"
+    message = wait(browser, lambda d: js(d, said), what="the not-found message")
+    assert message.startswith("not found: no run or comparison here has the id 'eoh-b12-s0-2'")
+    assert not browser.find_elements("id", "run-title")  # no run shown in its place
+    browser.find_element("link text", "all runs and comparisons").click()
+    wait(browser, lambda d: d.find_elements("css selector", "#runs-table tbody tr"), what="back to the runs list")
+
+
 def test_a_comparisons_named_arms_are_listed_as_text(browser, live):
     browser.get(live["url"] + "#/compare/arms-compare")
     items = wait(browser, lambda d: d.find_elements("css selector", "#compare-arms li"), what="the named arms")
@@ -502,14 +571,9 @@ def test_agent_page_shows_mean_pass_at_k_and_the_skill(browser, engine, tmp_path
     expected = {e["round"]: e["metrics"] for e in AgentRun(run_dir).detail()["evals"]}
     assert sorted(expected) == [0, 1] and all({"Mean@1", "Pass@1"} <= set(m) for m in expected.values())
 
-    dashboard = subprocess.Popen([sys.executable, "-m", "coevolve.cli", "dashboard", str(run_dir), "--port", "0",
-                                  "--refresh", "0.5"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 text=True)
+    dashboard, url = start_dashboard(run_dir, refresh=0.5)
     try:
-        line = dashboard.stdout.readline()
-        url = re.search(r"http://\S+/", line)
-        assert url, line
-        browser.get(url.group(0) + "#/agent/agent-run")
+        browser.get(url + "#/agent/agent-run")
         traces = ("const g = document.getElementById('eval-chart');"
                   "return g && g.data ? g.data.map((t) => [t.name, t.x, t.y, t.error_y.array]) : null")
         shown = {name: (x, y, up) for name, x, y, up in wait(browser, lambda d: js(d, traces), what="the eval chart")}

@@ -61,8 +61,8 @@ def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
         def endpoint(request: Request) -> Response:
             try:
                 body = handler(request)
-            except KeyError as exc:
-                return JSONResponse({"error": f"not found: {reader.text(exc.args[0] if exc.args else '', 200)}"},
+            except KeyError as exc:  # its message names what the URL asked for (Registry.get says why)
+                return JSONResponse({"error": f"not found: {reader.text(exc.args[0] if exc.args else '', 600)}"},
                                     status_code=404)
             except (CorruptFileError, UsageError, OSError, ValueError) as exc:
                 return JSONResponse({"error": reader.text(exc, 1000)}, status_code=422)

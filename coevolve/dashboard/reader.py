@@ -22,8 +22,10 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
+import hashlib
 import json
 import math
+import re
 import threading
 import time
 import tomllib
@@ -174,6 +176,37 @@ def kind_of(path: Path) -> str | None:
     return None
 
 
+KINDS = {"run": "a heuristic run", "agent": "an agent run", "comparison": "a comparison"}
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]")  # a URL path segment keeps these as they are
+
+
+def url_id(place: tuple[str, ...]) -> str:
+    """A directory's id from its place (the folder names from the served folder down): the names joined
+    by "~", so the id is the same whatever else is found and whenever. A name with other characters has
+    them replaced by "-" and the id ends with a digest of the place, so two places never share an id."""
+    safe = [UNSAFE.sub("-", name) for name in place]
+    ident = "~".join(safe)
+    if safe != list(place):
+        ident += "-" + digest("/".join(place))
+    return ident
+
+
+def digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def root_labels(roots: list[Path]) -> dict[Path, tuple[str, ...]]:
+    """Each served directory's name, with as many of the folders above it as tell it from the others'
+    (a/runs and b/runs)."""
+    labels = {}
+    for root in roots:
+        n = 1
+        while n < len(root.parts) and any(o != root and o.parts[-n:] == root.parts[-n:] for o in roots):
+            n += 1
+        labels[root] = root.parts[-n:]
+    return labels
+
+
 @dataclass
 class Entry:
     id: str
@@ -214,31 +247,34 @@ class Registry:
                                  f"(no {' or '.join(COMPARE_MARKERS)}) and no run below it")
         return registry
 
-    def _add(self, path: Path, kind: str, parent: str | None = None) -> str:
+    def _add(self, path: Path, kind: str, parent: str | None, place: tuple[str, ...]) -> str:
         with self._lock:
             if path in self._by_path:
                 return self._by_path[path]
-            base = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in path.name) or "run"
-            ident, n = base, 2
-            while ident in self.entries:
-                ident, n = f"{base}-{n}", n + 1
-            label = str(path)
-            self.entries[ident] = Entry(ident, kind, path, label, parent)
+            ident = url_id(place)
+            if ident in self.entries:  # two places spelt alike (given directories nested oddly): its own id,
+                ident += "-" + digest(str(path))  # never the other's
+            self.entries[ident] = Entry(ident, kind, path, str(path), parent)
             self._by_path[path] = ident
             return ident
 
     def scan(self) -> None:
+        labels = root_labels(self.roots)
         for root in self.roots:
-            self._scan(root, 0, None)
+            # the runs of a folder served alone are named from inside it (tsp_construct~eoh-b12-s0); a run
+            # or comparison given itself goes by its name, and beside other directories every id starts
+            # with its directory's label: two given folders may hold the same tsp_construct/eoh-b12-s0
+            named = len(self.roots) > 1 or kind_of(root) is not None
+            self._scan(root, 0, None, labels[root] if named else ())
 
-    def _scan(self, path: Path, depth: int, parent: str | None) -> None:
+    def _scan(self, path: Path, depth: int, parent: str | None, place: tuple[str, ...]) -> None:
         kind = kind_of(path)
         if kind is not None:
-            ident = self._add(path, kind, parent)
+            ident = self._add(path, kind, parent, place)
             if kind == "comparison":  # its arm runs live under runs/
                 runs = path / "runs"
                 if runs.is_dir():
-                    self._scan(runs, 1, ident)
+                    self._scan(runs, 1, ident, (*place, runs.name))
             return
         if depth >= SCAN_DEPTH:
             return
@@ -247,12 +283,18 @@ class Registry:
         except OSError:
             return
         for child in children:
-            self._scan(child, depth + 1, parent)
+            self._scan(child, depth + 1, parent, (*place, child.name))
 
     def get(self, ident: str, kinds: tuple[str, ...] = ("run", "agent", "comparison")) -> Entry:
+        """The entry of `ident`; a KeyError that says why there is none (the API's 404 message)."""
         entry = self.entries.get(ident)
-        if entry is None or entry.kind not in kinds:
-            raise KeyError(ident)
+        shown = text(ident, 200)  # from the URL
+        if entry is None:
+            raise KeyError(f"no run or comparison here has the id {shown!r}: an id is the directory's path under "
+                           "the folder served, so a link to a directory that was moved or removed, or one from "
+                           "a dashboard that served other folders, finds none (the runs list has every id)")
+        if entry.kind not in kinds:
+            raise KeyError(f"{shown!r} is {KINDS[entry.kind]}, not {' or '.join(KINDS[k] for k in kinds)}")
         return entry
 
     def id_of(self, path: Path) -> str | None:
@@ -284,6 +326,25 @@ def run_state(path: Path, events: list[dict], stale_after: float) -> str:
 
 def finite(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def number(value: Any) -> int | float | None:
+    """A count or score as JSON gives it: a whole number stays whole, a float is `finite`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else finite(value)
+
+
+# what Python's csv module writes for an int or a finite float (repr: 7, -0.5, 1e-05)
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def csv_value(raw: str | None, limit: int = 300) -> int | float | str | None:
+    """A CSV cell as the page and API clients want it: a number as a number, an empty cell as None, any
+    other text cleaned (inf and nan too: JSON has no such number, and the text says what it was)."""
+    if raw is None or raw == "":
+        return None
+    if NUMBER.fullmatch(raw):
+        return number(int(raw) if raw.lstrip("+-").isdigit() else float(raw))  # 1e999: None, as JSON has no inf
+    return text(raw, limit)
 
 
 # ------------------------------------------------------------------ heuristic runs
@@ -813,7 +874,7 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
     results = json_file(path / "results.json") if (path / "results.json").exists() else None
     table = csv_file(path / "table.csv")
     columns = list(table[0].keys()) if table else []
-    rows = [{text(k, 60): text(v, 300) for k, v in row.items()} for row in table]
+    rows = [{text(k, 60): csv_value(v) for k, v in row.items()} for row in table]
     if results and isinstance(results.get("rows"), list):  # verdicts of the Δ rows, in table order
         deltas = [r for r in results["rows"] if r.get("kind") == "delta"]
         verdicts = iter(deltas)
@@ -835,15 +896,16 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
     for r in csv_file(path / "runs.csv"):
         directory = path / r.get("dir", "")
         ident = registry.id_of(directory) if r.get("dir") and directory.is_dir() else None
-        runs.append({"task": text(r.get("task"), 60), "method": text(r.get("method"), 60), "seed": text(r.get("seed"), 20),
-                     "budget": text(r.get("budget"), 20), "state": text(r.get("state"), 20), "dir": text(r.get("dir"), 300),
-                     "objective": text(r.get("objective"), 40), "gap": text(r.get("gap"), 40), "id": ident})
+        runs.append({"task": text(r.get("task"), 60), "method": text(r.get("method"), 60),
+                     "seed": csv_value(r.get("seed"), 20), "budget": csv_value(r.get("budget"), 20),
+                     "state": text(r.get("state"), 20), "dir": text(r.get("dir"), 300),
+                     "objective": csv_value(r.get("objective"), 40), "gap": csv_value(r.get("gap"), 40), "id": ident})
     plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
     conclusions = [text(c, 1000) for c in (results or {}).get("conclusions", [])]
     arms = [text(a, 1000) for a in (results or {}).get("named_arms", [])]  # what each sets (older: none)
     failures = [{"task": text(f.get("task"), 60), "method": text(f.get("method"), 60),
-                 "budget": text(f.get("budget"), 20), "failed": text(f"{f.get('failed')} of {f.get('candidates')}", 40),
-                 "causes": [{"cause": text(c[0], 100), "count": text(c[1], 20)} for c in f.get("causes", [])]}
+                 "budget": number(f.get("budget")), "failed": text(f"{f.get('failed')} of {f.get('candidates')}", 40),
+                 "causes": [{"cause": text(c[0], 100), "count": number(c[1])} for c in f.get("causes", [])]}
                 for f in (results or {}).get("failures", []) if f.get("failed")]  # older reports: none
     return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions, "arms": arms,
             "failures": failures}

@@ -31,7 +31,8 @@ async function getJSON(url) {
   const response = await fetch(url, { cache: "no-store" });
   let body;
   try { body = await response.json(); } catch (e) { body = { error: response.statusText }; }
-  if (!response.ok || body.error) throw new Error(body.error || response.statusText);
+  // the status goes with the message: a 404 (an id no directory has) ends the page's polling
+  if (!response.ok || body.error) throw Object.assign(new Error(body.error || response.statusText), { status: response.status });
   return body;
 }
 
@@ -68,11 +69,8 @@ function table(id, headers, rows) {
   return el("div", { class: "scroll" }, el("table", { id }, el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
 }
 
-// a number written in a CSV cell, shown to five significant digits
-function cell(value) {
-  if (typeof value !== "string" || value === "" || isNaN(Number(value))) return value;
-  return fmt(Number(value));
-}
+// a table cell from the API (a CSV cell there): a number to five significant digits, a missing one empty
+const cell = (value) => (value === null || value === undefined ? "" : fmt(value));
 
 // ------------------------------------------------------------------ routing
 function parseHash() {
@@ -96,6 +94,13 @@ async function route() {
   if (S.view && S.view.onRoute) S.view.onRoute(r);
 }
 
+// a link to an id no directory has here (moved, removed, or an older dashboard's): said on the page, not polled
+function notFound(message) {
+  S.view = null;
+  main(el("h1", {}, "Not found"), el("p", { id: "not-found", class: "error" }, message),
+    el("p", {}, el("a", { href: "#/" }, "all runs and comparisons")));
+}
+
 async function tick() {
   if (!S.view) return;
   if (S.busy) { S.again = true; return; }  // a new page waits for the poll in flight, not for the next interval
@@ -106,6 +111,7 @@ async function tick() {
     if (view === S.view) status("updated " + new Date().toLocaleTimeString());
   } catch (e) {
     status(e.message, true);
+    if (e.status === 404 && view === S.view) notFound(e.message);
   } finally {
     S.busy = false;
   }
@@ -522,7 +528,7 @@ function compareView(r) {
       const head = d.columns.filter((c) => !["why"].includes(c));
       const rows = d.rows.map((row) => el("tr", { class: row.kind === "delta" ? "delta" : "" },
         head.map((c) => el("td", { class: c === "verdict" ? (row.verdict === "cannot be told apart" ? "error verdict" : "verdict") : "",
-          title: c === "verdict" ? row.why || "" : null }, row[c] === undefined ? "" : cell(row[c])))));
+          title: c === "verdict" ? row.why || "" : null }, cell(row[c])))));
       main(el("h1", {}, d.label),
         el("section", { class: "card" }, el("h2", {}, "Table"), table("compare-table", head, rows)),
         d.arms.length ? el("section", { class: "card" }, el("h2", {}, "Named arms"),
@@ -531,12 +537,12 @@ function compareView(r) {
           el("ul", {}, d.conclusions.map((c) => el("li", {}, c)))) : null,
         d.failures.length ? el("section", { class: "card" }, el("h2", {}, "Why candidates failed"),
           table("compare-failures", ["task", "method", "budget", "failed", "commonest causes"],
-            d.failures.map((f) => el("tr", {}, el("td", {}, f.task), el("td", {}, f.method), el("td", {}, f.budget),
-              el("td", {}, f.failed), el("td", {}, ...f.causes.flatMap((c, i) => [i ? "; " : "", el("code", {}, c.cause), ` (${c.count})`])))))) : null,
+            d.failures.map((f) => el("tr", {}, el("td", {}, f.task), el("td", {}, f.method), el("td", {}, cell(f.budget)),
+              el("td", {}, f.failed), el("td", {}, ...f.causes.flatMap((c, i) => [i ? "; " : "", el("code", {}, c.cause), ` (${cell(c.count)})`])))))) : null,
         el("section", { class: "card" }, el("h2", {}, "Plots"), d.plots.length ? d.plots.map((p) =>
           el("img", { class: "plot", alt: p, src: `/api/compare/${encodeURIComponent(id)}/plot/${encodeURIComponent(p)}` })) : el("p", { class: "muted" }, "no plots")),
         el("section", { class: "card" }, el("h2", {}, "Arm runs"), table("compare-runs", ["task", "method", "budget", "seed", "state", "test objective", "gap", "directory"],
-          d.runs.map((x) => el("tr", {}, el("td", {}, x.task), el("td", {}, x.method), el("td", {}, x.budget), el("td", {}, x.seed),
+          d.runs.map((x) => el("tr", {}, el("td", {}, x.task), el("td", {}, x.method), el("td", {}, cell(x.budget)), el("td", {}, cell(x.seed)),
             el("td", {}, x.state), el("td", {}, cell(x.objective)), el("td", {}, cell(x.gap)),
             el("td", {}, x.id ? el("a", { href: `#/run/${encodeURIComponent(x.id)}` }, x.dir) : el("span", { class: "muted", title: "not on this machine" }, x.dir)))))));
     },
