@@ -199,6 +199,10 @@ def test_report_says_when_runs_return_the_template_and_arms_cannot_be_told_apart
     report = (root / "report.md").read_text()
     assert "4 of 6 finished runs returned the task template itself" in report
     assert "2 more runs' best scores exactly what the template scores (6.9542)" in report
+    # the Runs table says so of those two too, where their "best is" was blank (read as a better program)
+    runs = [line for line in report.splitlines() if line.startswith("| tsp_construct |")]
+    assert [line.split(" | ")[7] for line in runs if "-s2/" in line] == ["a program scoring as the task template"] * 2
+    assert all(line.split(" | ")[7] == "the task template" for line in runs if "-s2/" not in line), runs
     assert "EoH vs EoH+ESOpt on tsp_construct test20 at budget 36: cannot be told apart" in report
     assert "| Task template (starting point) | 6.9542 |" in report
     assert "+0.0% (cannot be told apart)" in report

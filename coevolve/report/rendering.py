@@ -312,7 +312,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
             valid += f" ({s.distinct_valid} distinct)"
         parts.append(f"| {r.task} | {_label(r.method)} | {r.budget} | {r.seed} | {r.state} | "
                      f"{valid} | {fmt_number(s.best.objective if s and s.best else None)} | "
-                     f"{STARTING_POINT.get(r.best_is, '')}"
+                     f"{best_is_cell(r, template)}"
                      f" | [{r.dir}]({r.dir}/) |")
     written["report.md"] = root / "report.md"
     atomic_write_text(written["report.md"], "\n".join(parts) + "\n")
@@ -420,6 +420,19 @@ def render_run(directory: str | Path) -> dict[str, Path]:
 
 STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic",
                   "start": "a starting program ([start] programs)"}
+SCORES_AS_TEMPLATE = "a program scoring as the task template"
+
+
+def best_is_cell(cell: ComparisonCell, template: dict) -> str:
+    """The Runs table's "best is": a starting point the run returned, or a program of its own that
+    scores exactly as the template on every test set (left blank, it read as a better program; the
+    conclusions count it among the runs whose best scores what the template scores)."""
+    if cell.best_is is not None:
+        return STARTING_POINT.get(cell.best_is, "")
+    sets = [(split, size) for (task, split, size) in template if task == cell.task]
+    if sets and all(at_template(cell, split, size, template[(cell.task, split, size)]) for split, size in sets):
+        return SCORES_AS_TEMPLATE
+    return ""
 
 
 def es_updates(es: ESCounts) -> str:
