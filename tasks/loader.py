@@ -286,18 +286,24 @@ def _agent_like(target: Any) -> bool:
     return hasattr(target, "reset") and hasattr(target, "step")
 
 
+def user_frame_index(frames: traceback.StackSummary) -> int | None:
+    """Where in `frames` (traceback.extract_tb's) the deepest frame of the user's code is: outside
+    coevolve, the standard library and installed packages; None when there is none."""
+    root = Path(__file__).resolve().parents[1]
+    ours = tuple(str(root / package) + os.sep for package in ("coevolve", "tasks")) + (os.path.dirname(os.__file__),)
+    return next((i for i in reversed(range(len(frames))) if not frames[i].filename.startswith(ours)
+                 and "<frozen" not in frames[i].filename and "site-packages" not in frames[i].filename), None)
+
+
 def user_frame(exc: BaseException) -> str:
     """`Type: message` of an exception raised while importing or calling a
     user's task, with the deepest frame outside coevolve and the standard
     library (file:line), so the error names the user's line."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    root = Path(__file__).resolve().parents[1]
-    ours = tuple(str(root / package) + os.sep for package in ("coevolve", "tasks")) + (os.path.dirname(os.__file__),)
-    mine = [f for f in frames if not f.filename.startswith(ours) and "<frozen" not in f.filename
-            and "site-packages" not in f.filename]
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
-    where = f" (at {mine[-1].filename}:{mine[-1].lineno})" if mine else ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = user_frame_index(frames)
+    where = f" (at {frames[at].filename}:{frames[at].lineno})" if at is not None else ""
     return f"{type(exc).__name__}: {str(exc)[:300]}{where}"
 
 

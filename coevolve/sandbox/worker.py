@@ -42,7 +42,7 @@ from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
 from tasks.base import PROGRAM_SEED, InvalidSolution, behaviour_of, feedback_of, seed_program_generators
 from tasks.check import StillRunning, declared_instance_mean
-from tasks.loader import user_frame
+from tasks.loader import user_frame, user_frame_index
 from tasks.registry import get_task
 
 CANDIDATE_FILE = "<candidate>"
@@ -303,13 +303,9 @@ def _raised_at(exc: BaseException, called: str) -> str:
     with the function that line is in when it is another one (score() calling instance_scores(), a
     helper): `KeyError: 27 (at /me/task.py:99, in instance_scores)`."""
     text = user_frame(exc)
-    _, found, where = text.rpartition(" (at ")
-    if not found or not text.endswith(")"):
-        return text
     frames = traceback.extract_tb(exc.__traceback__)
-    at = next((i for i in reversed(range(len(frames)))
-               if f"{frames[i].filename}:{frames[i].lineno}" == where[:-1]), None)
-    if at is None:
+    at = user_frame_index(frames)  # the frame user_frame named
+    if at is None or isinstance(exc, SyntaxError) and exc.filename:  # named by its file, not a frame
         return text
     while frames[at].name.startswith("<") and at > 0 and frames[at - 1].filename == frames[at].filename:
         at -= 1  # a comprehension or a lambda: the function it is written in
