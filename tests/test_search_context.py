@@ -931,7 +931,7 @@ def test_target_and_patience_stop_on_the_search_itself_and_resume_to_the_uncappe
     made = [c for c in read_jsonl(tmp_path / "p" / "candidates.jsonl") if c["objective"] is not None]
     best_step = min(made, key=lambda c: c["objective"])["step"]
     assert stop["step"] == best_step + 2  # the step after the best's improved nothing; then it stopped
-    assert "cap patience reached (no better candidate for 1 plan step)" in dict(
+    assert "cap patience reached (no better objective for 1 plan step)" in dict(
         context_rows(patient.context, stop))["stopped early"]
     for directory in ("t", "p"):
         (tmp_path / directory / "config.toml").write_text(dump_toml(as_dict(config)))

@@ -608,7 +608,7 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         if cap == "target":
             reached = f"the best {used:.6g} {'<=' if stopped.get('direction') == 'min' else '>='} {limit:g}"
         elif cap == "patience":
-            reached = f"no better candidate for {used:g} plan step{'' if used == 1 else 's'}"
+            reached = f"no better objective for {used:g} plan step{'' if used == 1 else 's'}"
         else:
             reached = f"{used:g} >= {limit:g}"
         rows.append(("stopped early", f"cap {cap} reached ({reached}) after {stopped['evaluations']} evaluations; "
