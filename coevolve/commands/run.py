@@ -103,7 +103,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_check_seconds(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plan", action="store_true",
-                   help="heuristic runs: print the plan (steps, operators, evaluations, ES updates) and exit")
+                   help="print the plan (a search's steps, operators, evaluations, ES updates; an agent run's rounds) "
+                        "after the checks the run makes, and exit")
     p.set_defaults(handler=handle)
 
 
