@@ -641,11 +641,16 @@ def check_structure(config: CompareConfig) -> list[str]:
     compare.allow_unmatched says so knowingly; returns the differences allowed."""
     differences = structural_differences(config)
     if differences and not config.compare.allow_unmatched:
-        raise UsageError("the +ESOpt arms are not structurally matched to their base methods:\n  "
-                         + "\n  ".join(differences)
-                         + "\nmake the plans equal, or pass --allow-unmatched (compare.allow_unmatched = true) "
-                           "to compare them knowingly; the report will say so")
+        raise unmatched(differences)
     return differences
+
+
+def unmatched(differences: list[str]) -> UsageError:
+    """The refusal of a comparison whose paired arms are planned differently (its run and --plan alike)."""
+    return UsageError("the +ESOpt arms are not structurally matched to their base methods:\n  "
+                      + "\n  ".join(differences)
+                      + "\nmake the plans equal, or pass --allow-unmatched (compare.allow_unmatched = true) "
+                        "to compare them knowingly; the report will say so")
 
 
 # ------------------------------------------------------ what each arm needs of its tasks

@@ -171,3 +171,22 @@ def test_a_rerun_reads_each_runs_config_toml_once(tmp_path, monkeypatch):
     configs = [p for p in read if p.name == "config.toml"]
     assert sorted(configs) == sorted(RunSpec("tsp_construct", m, 5, 0).directory(root) / "config.toml"
                                      for m in ("sample", "eoh"))
+
+
+UNMATCHED = ('[compare]\nmethods = ["sample", "sample+esopt"]\ntasks = ["tsp_construct"]\nbudgets = [40]\n'
+             'seeds = [0]\n[es]\npopulation = 4\n')
+
+
+def test_a_plan_the_comparison_refuses_as_unmatched_exits_2_after_showing_why(tmp_path, capsys, monkeypatch):
+    """--plan of structurally unmatched arms printed "NOT matched" and exited 0, while the comparison
+    refuses them: a script gating on the plan passed. It now shows the plans and differences, then
+    refuses with the comparison's line; --allow-unmatched plans them (exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "c.toml"
+    path.write_text(UNMATCHED)
+    assert main(["compare", str(path), "--plan"]) == 2
+    captured = capsys.readouterr()
+    assert "structural check: NOT matched\n  tsp_construct budget 40: sample and sample+esopt differ" in captured.out
+    assert "error: the +ESOpt arms are not structurally matched to their base methods" in captured.err
+    assert main(["compare", str(path), "--plan", "--allow-unmatched"]) == 0
+    assert "structural check: NOT matched (allowed)" in capsys.readouterr().out

@@ -23,7 +23,7 @@ from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_
 from coevolve.compare import check_root, default_root, run_comparison
 from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
                            arm_settings, check_arms, load_compare_config, planned_runs, run_state,
-                           structural_differences, test_set_lines)
+                           structural_differences, test_set_lines, unmatched)
 from coevolve.report import render_comparison
 from coevolve.search import methods as registry
 from coevolve.search.methods import format_plan, remember_methods
@@ -123,6 +123,9 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any]) -> None:
         print("structural check: NOT matched" + (" (allowed)" if c.allow_unmatched else ""))
         for difference in differences:
             print(f"  {difference}")
+        if not c.allow_unmatched:  # the comparison would refuse it: so does its plan, after showing why
+            sys.stdout.flush()
+            raise unmatched(differences)
     elif registry.pairs(c.methods):
         print("structural check: every +ESOpt arm spends the same evaluations per generation and per operator "
               "as its base method")
