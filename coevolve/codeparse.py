@@ -6,7 +6,8 @@ the code, keeps its helpers and imports, renames the function that matches
 the template to the template's name, adds the template's imports, and drops
 top-level statements that would run at import time. The idea is the first
 sentence in braces outside the code (EoH's convention), else the function's
-docstring, else the first line of prose.
+docstring, else the first line of prose; text that echoes the prompt's own
+instructions (the caller hands them in) is no idea and is passed over.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import re
 import textwrap
 import tokenize
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator, Sequence
 
 from coevolve.base.untrusted import clean, without_reasoning
 
@@ -93,17 +96,19 @@ def pattern_literal(text: str) -> str:
     return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", text)
 
 
-def extract(text: str, function_name: str, template: str) -> Extracted | None:
+def extract(text: str, function_name: str, template: str, instructions: Sequence[str] = ()) -> Extracted | None:
     """Best-effort program from LLM output; None when the text holds no code.
 
     Code that is present but cannot be repaired into valid Python is still
     returned, so the sandbox reports it as a syntax failure rather than a
-    parse failure: the two mean different things to a reward."""
+    parse failure: the two mean different things to a reward. `instructions`:
+    the prompt's instruction texts, which an idea must not echo (`echoes`)."""
     text = text.replace("\r\n", "\n")
     text, thoughts = without_reasoning(text)
     from_json = _from_json(text)
     if from_json is not None:
         code, idea = from_json
+        idea = "" if echoes(idea, instructions) else idea
         prose, complete = "", True
     else:
         code, prose, complete = _find_code(text, function_name)
@@ -121,13 +126,14 @@ def extract(text: str, function_name: str, template: str) -> Extracted | None:
     if tree is None:
         if "def " not in code:
             return None
-        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None), repairs=tuple(repairs))
+        return Extracted(code=code + "\n", idea=idea or _idea_from_prose(prose, None, instructions),
+                         repairs=tuple(repairs))
     code, tree = tree
     shaped = _shape(code, tree, function_name, template, repairs)
     if shaped is None:
         return None
     code, docstring = shaped
-    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring), repairs=tuple(repairs))
+    return Extracted(code=code, idea=idea or _idea_from_prose(prose, docstring, instructions), repairs=tuple(repairs))
 
 
 # -- finding the code ---------------------------------------------------------
@@ -386,16 +392,40 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()).strip()
 
 
-def _idea_from_prose(prose: str, docstring: str | None) -> str:
+def _ideas(prose: str, docstring: str | None) -> Iterator[str]:
+    """Where an idea may stand, in order: a sentence in braces, the docstring's first paragraph, a line of prose."""
     for match in _BRACED.finditer(prose):
         idea = _one_line(match.group(1))
         if len(idea) >= 10 and " " in idea and not re.fullmatch(r"[\w\s:,'\"]+:[\w\s,'\"]+", idea):
-            return idea
+            yield idea
     if docstring:
-        return _one_line(docstring.split("\n\n")[0])
+        yield _one_line(docstring.split("\n\n")[0])
     for line in prose.split("\n"):
         line = _one_line(line.strip("#*>-` "))
         # skip "Sure! Here is the function:" and the like: they say nothing
         if len(line) >= 10 and not line.endswith(":") and not _PREAMBLE.match(line):
-            return line[:300]
-    return ""
+            yield line[:300]
+
+
+def _idea_from_prose(prose: str, docstring: str | None, instructions: Sequence[str] = ()) -> str:
+    return next((idea for idea in _ideas(prose, docstring) if not echoes(idea, instructions)), "")
+
+
+ECHO_WORDS = 5  # "your idea in one sentence": the shortest echo seen, and longer than phrases ideas share with prompts
+
+
+def _word_runs(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
+
+
+@lru_cache(maxsize=64)
+def _instruction_runs(instructions: tuple[str, ...]) -> set[tuple[str, ...]]:
+    return set().union(*map(_word_runs, instructions))
+
+
+def echoes(idea: str, instructions: Sequence[str]) -> bool:
+    """Whether `idea` repeats the prompt's instructions rather than saying what the program does: it shares
+    a run of ECHO_WORDS words with them, case and punctuation aside (a small model answers "{Your idea in
+    one sentence, then the complete function f in one ```python block, ...}")."""
+    return bool(instructions) and not _word_runs(idea).isdisjoint(_instruction_runs(tuple(instructions)))

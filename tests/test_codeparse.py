@@ -144,6 +144,30 @@ def test_idea_ignores_braces_inside_code_and_dict_like_prose():
     assert extract(text, "score", TEMPLATE).idea == "Weigh a against b and c."
 
 
+# replies of the embedded model in the demo run: the prompt's answer format sent back inside the braces
+ECHOED = ["{your idea in one sentence, then the complete function score in one ```python block, with the same "
+          "signature. The function must start with exactly: score in a}",
+          "{Your answer in one sentence, then the complete function score in one ```python block}",
+          "{your idea in one sentence}"]
+
+
+@pytest.mark.parametrize("braced", ECHOED)
+def test_an_idea_that_echoes_the_prompts_instructions_is_no_idea(braced):
+    """The echo is passed over for the next place an idea may stand (here the docstring), and with none
+    the idea is empty (best.py's header then says `# idea: -`); without the instructions it stays."""
+    from coevolve.search.prompts import instructions
+
+    told = instructions("score")
+    body = "def score(a, b, c):\n    return a * b + c\n```"
+    documented = "def score(a, b, c):\n    \"\"\"Multiply a by b, then add c.\"\"\"\n    return a * b + c\n```"
+    assert extract(f"{braced}\n```python\n{body}", "score", TEMPLATE, told).idea == ""
+    assert extract(f"{braced}\n```python\n{documented}", "score", TEMPLATE, told).idea == "Multiply a by b, then add c."
+    assert extract(f"{braced}\n```python\n{body}", "score", TEMPLATE).idea != ""
+    # an idea of its own is kept, one that only shares a few words with the instructions included
+    own = "{Weigh the same signature of a against b, then add c.}"
+    assert extract(f"{own}\n```python\n{body}", "score", TEMPLATE, told).idea == own.strip("{}")
+
+
 def test_template_parameters():
     assert template_parameters(TEMPLATE, "score") == ["a", "b", "c"]
     with pytest.raises(ValueError, match="does not define 'missing'"):

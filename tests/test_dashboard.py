@@ -807,3 +807,35 @@ def test_the_best_of_equal_objectives_is_the_runs_tie_break_winner(tmp_path):
         best = {name: http.get(f"/api/run/{name}").json()["best_id"] for name in ("plain", "tied", "again")}
     assert best == {"plain": 2, "tied": 3, "again": 5}
     assert reader.HeuristicRun(tied).ranks() == {3: 1, 2: 2, 4: 3}  # the repeat right after its original
+
+
+def test_a_trace2skill_runs_counts_are_the_run_tables_while_it_runs_and_once_it_ended(tmp_path):
+    """The skill analysts' requests are charged evaluations that make no candidate: the runs list and the
+    run page count them, as the run table does (48 / 48 and valid 25.0%, not 44/48 and 27.3%)."""
+    from test_search_loop import make_config, run as search_run
+
+    summary, _, _ = search_run(tmp_path / "run", make_config("eoh+esopt+trace2skill", 31, seed=3))
+    directory = tmp_path / "run"
+    assert len((directory / "candidates.jsonl").read_text().splitlines()) < summary.evaluations == 31
+    ended = reader.HeuristicRun(directory).row()
+    assert (ended["used"], ended["valid"], ended["valid_rate"]) == (31, summary.valid, summary.valid_rate)
+    # the same run before its end: no summary, no end event; its log and candidates count the same
+    (directory / "summary.json").unlink()
+    events = (directory / "events.jsonl").read_text().splitlines()
+    (directory / "events.jsonl").write_text("\n".join(e for e in events if '"type": "end"' not in e) + "\n")
+    running = reader.HeuristicRun(directory).row()
+    assert running["state"] == "running"
+    assert (running["used"], running["valid_rate"]) == (31, summary.valid_rate)
+
+
+def test_a_comparisons_row_counts_runs_not_runs_csv_rows(tmp_path):
+    """runs.csv has a row per run and test set: 2 runs scored on 2 sets are 2 runs, 1 of them finished."""
+    root = tmp_path / "cmp"
+    root.mkdir()
+    (root / "table.csv").write_text("kind,task,method\nmethod,tsp_construct,eoh\n")
+    (root / "runs.csv").write_text(
+        "task,method,budget,seed,state,dir,split,size\n"
+        + "".join(f"tsp_construct,eoh,10,{seed},{state},runs/tsp_construct/eoh-b10-s{seed},test,{size}\n"
+                  for seed, state in ((0, "finished"), (1, "running")) for size in (20, 50)))
+    row = reader.summarise(reader.Entry("cmp", "comparison", root, "cmp"), 600.0)
+    assert (row["used"], row["budget"], row["state"]) == (1, 2, "partial")

@@ -97,6 +97,15 @@ def test_a_search_that_matches_several_places_asks_for_more_lines():
         edited(edit(block("    x = 1", "    x = 0")), doubled, "f", START)
 
 
+def test_an_edit_whose_idea_echoes_the_answer_format_has_none():
+    from coevolve.search.prompts import instructions
+
+    echoed = edit(block("    x = 1", "    x = 2"), idea="{your idea in one sentence, then one or more edit blocks}")
+    assert edited(echoed, PARENT, "f", START, instructions("f")).idea == ""
+    assert edited(edit(block("    x = 1", "    x = 2")), PARENT, "f", START, instructions("f")).idea == \
+        "count the loop twice as fast"
+
+
 def test_a_reply_with_a_whole_function_and_no_blocks_is_taken_as_a_program():
     out = edited("{a constant answer is enough}\n```python\ndef f(a, b):\n    return 3\n```", PARENT, "f", START)
     assert out.code == "import numpy as np\n\ndef f(a, b):\n    return 3\n" and out.repairs == (WHOLE,)

@@ -68,6 +68,27 @@ def test_the_agent_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys)
     assert test.returncode == 0 and "1 passed" in test.stdout, test.stdout + test.stderr
 
 
+def test_the_agent_scaffold_reports_its_well_formed_share(tmp_path):
+    """The scaffold's metrics carry "well_formed", the share of turns with a readable guess, so `coevolve
+    eval` of a user's first environment fills its well-formed column rather than showing `-`."""
+    from coevolve.agents.evaluate import eval_sampling, evaluate_arm, table
+    from coevolve.engine.base import Completion
+
+    class FirstTurnUnreadable:
+        """Answers prose on each episode's first turn, then a guess."""
+
+        def chat(self, conversations, sampling, seeds=None, **_):
+            return [Completion(text="let me think" if len(c) == 2 else "guess 1") for c in conversations]
+
+    task = agent_task(str(environment(tmp_path)))
+    result = evaluate_arm(FirstTurnUnreadable(), task, task.cases("eval", 3, seed=0), "base", k=1,
+                          sampling=eval_sampling(8), seed=0)
+    shares = [1 - 1 / t.turns for t in result.trajectories]
+    assert [t.metrics["well_formed"] for t in result.trajectories] == pytest.approx(shares)
+    assert result.well_formed == pytest.approx(sum(shares) / 3) and 0 < result.well_formed < 1
+    assert f"{result.well_formed:.2f}" in table([result])
+
+
 def test_a_scaffold_named_with_underscores_names_its_skill_with_hyphens(tmp_path, capsys):
     """A skill's name (its folder, its SKILL.md) takes hyphens only: the config the scaffold writes loads."""
     from coevolve.commands.run import load_run_config

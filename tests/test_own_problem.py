@@ -247,6 +247,22 @@ def test_examples_check_and_eval_through_the_cli(tmp_path, capsys, example, temp
     assert "reference: best-known" in out
 
 
+def test_eval_says_a_reference_shared_by_every_size_once(tmp_path, capsys):
+    """The scaffold's test split has two sizes, each with its own reference value but one kind and source:
+    one `reference:` line, not one per size."""
+    from tasks.registry import heuristic_task
+
+    assert cli(capsys, "new-task", "my_problem", "--dir", str(tmp_path))[0] == 0
+    problem = tmp_path / "my_problem" / "problem.py"
+    program = write(tmp_path, "template.py", heuristic_task(str(problem)).template)
+    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem), "--split", "test")
+    assert code == 0, err
+    sizes = [line.split()[0] for line in out.splitlines() if line.split()[:1] in (["50"], ["200"])]
+    assert sizes == ["50", "200"], out
+    assert [line for line in out.splitlines() if line.startswith("reference:")] == [
+        "reference: best-known, offline LPT (computed)"], out
+
+
 @pytest.mark.parametrize("where,old,new,step", [
     ("import", "import numpy as np\n", "import numpy as np\nimport time\nwhile True: time.sleep(0.05)\n",
      "loading "),

@@ -394,3 +394,33 @@ def test_report_says_when_a_runs_best_is_one_of_its_starting_programs(tmp_path):
     assert "tsp_construct: 1 of 1 finished runs returned one of their starting programs ([start] programs) as " \
            "their best: they found nothing better than where they began." in report
     assert "| a starting program ([start] programs) |" in report
+
+
+def baseline(root: Path, objective: float) -> None:
+    """The task template's test score, as `coevolve compare` leaves it under baselines/."""
+    atomic_write_json(root / "baselines" / "tsp_construct" / "test.json", {"file": "template", "scores": [{
+        "split": "test", "size": 20, "objective": objective, "failure": None, "instances": 1000,
+        "reference": REFERENCE, "reference_kind": "best-known", "gap": (objective - REFERENCE) / REFERENCE}]})
+
+
+def test_the_conclusions_name_an_arm_that_ended_worse_than_the_template(comparison):
+    """An arm whose mean test objective is worse than the starting-point row (lower is better here) gets
+    a line: "every seed" only when every seed's best is worse, else the mean and how many seeds."""
+    def lines() -> list[str]:
+        render_comparison(comparison)
+        return [c for c in json.loads((comparison / "results.json").read_text())["conclusions"]
+                if "worse than the task template" in c]
+
+    baseline(comparison, 4.5)  # Sample 4.4, 4.6, 4.8 (mean 4.6): worse on average; Sample+ESOpt (4.3) better
+    assert lines() == ["tsp_construct test20 at budget 10: Sample's mean test objective is worse than the task "
+                       "template's (mean 4.6000 vs 4.5000; 2 of 3 scored seeds worse): on average its best heuristic "
+                       "is worse than the program its runs started from."]
+    baseline(comparison, 4.1)  # now every seed of both; Sample+ESOpt's third run has no heuristic
+    sample, variant = lines()
+    assert sample == ("tsp_construct test20 at budget 10: every seed of Sample ended worse than the task template "
+                      "(mean 4.6000 vs 4.1000): its best heuristics are worse than the program its runs started from.")
+    assert variant.startswith("tsp_construct test20 at budget 10: Sample+ESOpt's mean test objective is worse") \
+        and "(mean 4.3000 vs 4.1000; 2 of 2 scored seeds worse)" in variant
+    assert f"- {sample}" in (comparison / "report.md").read_text()
+    baseline(comparison, 4.9)  # both arms better than the template: no such line
+    assert lines() == []

@@ -215,3 +215,23 @@ def test_a_run_written_before_proposer_became_endpoint_still_resumes(tmp_path):
         old = build_config(RunConfig, tomllib.loads(store.config_path.read_text()))
     resumed, engine, evaluator = run(tmp_path / "r", old, resume=True)
     assert resumed == finished and sum(engine.calls) == 0 and evaluator.evaluated == 0  # all served from the log
+
+
+def test_an_idea_that_echoes_the_prompts_answer_format_is_left_out_of_best_py(tmp_path):
+    """The embedded model sends the answer format back inside the braces; that is no idea: the candidates
+    hold none and best.py's header says so, where it showed the prompt's own words."""
+    import dataclasses
+    import re
+
+    echo = "{your idea in one sentence, then the complete function heuristic in one ```python block}"
+
+    class EchoingEngine(FakeEngine):
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            return [dataclasses.replace(c, text=re.sub(r"^\{idea \d+\}", echo, c.text))
+                    for c in super().chat(conversations, sampling, seeds, constraints)]
+
+    summary, _, _ = run(tmp_path / "r", make_config("sample", budget=10), EchoingEngine())
+    candidates = read_jsonl(tmp_path / "r" / "candidates.jsonl")
+    assert summary.best is not None and summary.best.idea == ""
+    assert not any("in one sentence" in (c["idea"] or "") for c in candidates)
+    assert "\n# idea: -\n" in (tmp_path / "r" / "best.py").read_text()

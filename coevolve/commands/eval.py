@@ -200,9 +200,10 @@ def handle(args: argparse.Namespace) -> int:
         if result.feedback:  # the task's note on the training set: what the proposer reads under this program
             print(fence(f"the task's note: {result.feedback}", prefix=_QUOTE))
     if not args.no_reference:
-        kinds = {task.reference(split, size) for size, result in zip(sizes, results) if result.ok} - {None}
-        for reference in sorted(kinds, key=lambda r: r.source):
-            print(f"reference: {reference.kind}, {reference.source}")
+        # what each size's reference is, once: sizes share their kind and source, not their value
+        references = [task.reference(split, size) for size, result in zip(sizes, results) if result.ok]
+        for kind, source in sorted({(r.kind, r.source) for r in references if r is not None}, key=lambda k: k[1]):
+            print(f"reference: {kind}, {source}")
     print(f"total {time.monotonic() - began:.1f} s")
     if failed:
         print(f"{failed} of {len(sizes)} sets failed", file=sys.stderr)

@@ -43,7 +43,7 @@ from coevolve.base.untrusted import clean
 from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line, run_table_rows
 from coevolve.runstore import PROMPTS, ended
-from coevolve.search.methods import uses_es
+from coevolve.search.methods import DISTILL, uses_es
 from coevolve.search.population import parse_tie, sort_key
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
@@ -460,9 +460,19 @@ class HeuristicRun(RunDir):
                 "max_tokens": self.config.get("sampling", {}).get("max_tokens"),
                 **{k: v for k, v in caps.items() if k != "prices"}}
 
+    def used(self) -> int:
+        """The evaluations the run's ledger charged, as the run table counts them: the summary's once the
+        run has ended; while it runs, its candidates and the skill analysts' requests of its refresh steps,
+        each of which the ledger charges too (coevolve/search/loop.py) but which make no candidate."""
+        if isinstance(self.summary, SearchSummary) and ended(self.events):
+            return self.summary.evaluations
+        analysts = sum(len(e.get("completions") or []) for e in self.events
+                       if e.get("type") == "step" and e.get("operator") == DISTILL)
+        return len(self.candidates) + analysts
+
     def row(self) -> dict[str, Any]:
         best = self.best()
-        used = len(self.candidates)
+        used = self.used()
         ref = None
         if self.summary:
             ref = finite(self.summary.train.reference)
@@ -911,6 +921,13 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
             "failures": failures}
 
 
+def run_states(rows: list[dict[str, str]]) -> dict[tuple, str]:
+    """Each run's state from runs.csv, which has one row per run and test set: a comparison of 8 runs
+    scored on 2 sets is 8 runs, not 16."""
+    return {tuple(r.get(key) for key in ("dir", "task", "method", "budget", "seed")): r.get("state", "")
+            for r in rows}
+
+
 def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
     """The runs-list row of any entry; a damaged file makes a row that says so."""
     base = {"id": entry.id, "label": entry.label, "name": entry.path.name, "kind": entry.kind, "parent": entry.parent}
@@ -920,11 +937,11 @@ def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
         if entry.kind == "agent":
             return {**base, **AgentRun(entry.path, stale_after).row(), "kind": "agent"}
         table = csv_file(entry.path / "table.csv")
-        runs = csv_file(entry.path / "runs.csv")
+        runs = run_states(csv_file(entry.path / "runs.csv"))
         return {**base, "task": ", ".join(sorted({r.get("task", "") for r in table if r.get("task")})),
                 "method": ", ".join(sorted({r.get("method", "") for r in table if r.get("kind") == "method"})),
-                "seed": None, "used": sum(1 for r in runs if r.get("state") == "finished"), "budget": len(runs),
-                "state": "finished" if runs and all(r.get("state") == "finished" for r in runs) else "partial",
+                "seed": None, "used": sum(1 for state in runs.values() if state == "finished"), "budget": len(runs),
+                "state": "finished" if runs and all(state == "finished" for state in runs.values()) else "partial",
                 "best": None, "gap": None, "valid_rate": None, "caps": {}}
     except (CorruptFileError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return {**base, "state": "unreadable", "error": text(exc, 500)}

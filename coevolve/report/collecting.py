@@ -23,10 +23,11 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_
                            planned_runs, run_state, scored_sets)
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore
+from coevolve.search.population import better
 from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
                             summarise, welch_difference)
-from tasks.base import HeuristicTask
+from tasks.base import Direction, HeuristicTask
 from tasks.loader import remember_tasks
 from tasks.registry import heuristic_task
 
@@ -139,13 +140,34 @@ def task_of_run(store: RunStore, config: dict | None = None) -> str | None:
     return spec if isinstance(spec, str) and spec else None
 
 
+def _scores_as(objective: float, template: float) -> bool:
+    # equal up to the rounding two scorings of one program may differ by
+    return abs(objective - template) <= 1e-9 * max(1.0, abs(template))
+
+
 def at_template(cell: ComparisonCell, split: str, size: int, template: float | None) -> bool:
     """Whether a run's best is, or scores exactly as, the task's starting point."""
     if cell.best_is is not None:
         return True
     score = cell.scores.get((split, size))
     objective = score.objective if score else None
-    return template is not None and objective is not None and abs(objective - template) <= 1e-9 * max(1.0, abs(template))
+    return template is not None and objective is not None and _scores_as(objective, template)
+
+
+def worse_than_template(objective: float, template: float, direction: Direction) -> bool:
+    """Whether a test objective is worse than the template's in the task's direction (a run's best can
+    be: with [context] seed_template off the template is not in its archive)."""
+    return better(template, objective, direction) and not _scores_as(objective, template)
+
+
+def seeds_worse(cells: list[ComparisonCell], row: dict, template: float, direction: Direction) -> tuple[int, int]:
+    """(seeds whose best scored worse than the template, seeds scored) on an aggregate row's task, budget
+    and test set, for the row's method."""
+    mine = [c for c in cells if (c.task, c.method, c.budget) == (row["task"], row["method"], row["budget"])
+            and c.summary is not None]
+    scores = [c.scores.get((row["split"], row["size"])) for c in mine]
+    objectives = [s.objective for s in scores if s is not None and s.objective is not None]
+    return sum(worse_than_template(o, template, direction) for o in objectives), len(objectives)
 
 
 # ---------------------------------------------------------- aggregating

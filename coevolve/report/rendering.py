@@ -26,13 +26,14 @@ from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConf
                            compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
-                                        failure_rows, heldout_change, run_rows, run_starting_point,
-                                        skill_rows, TaskBuilder)
+                                        failure_rows, heldout_change, run_rows, run_starting_point, seeds_worse,
+                                        skill_rows, TaskBuilder, worse_than_template)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore, ended, extended_budget
 from coevolve.search.plot import plot_best_so_far
 from coevolve.search.skill import trial_line, version_label
+from tasks.base import Direction
 from tasks.loader import remember_tasks, task_label
 from tasks.registry import heuristic_task
 
@@ -141,6 +142,25 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
     return "\n".join(lines)
 
 
+def _worse_than_template(row: dict, records: list[ComparisonCell], template: float | None,
+                         direction: Direction) -> list[str]:
+    """The line for an arm whose mean test objective is worse than the task template's (the table's
+    starting-point row), saying whether every seed or only the mean is: the runs ended below where they
+    started, which the template rows alone leave the reader to notice."""
+    mean = row["objective"]["mean"]
+    if template is None or mean is None or not worse_than_template(mean, template, direction):
+        return []
+    worse, scored = seeds_worse(records, row, template, direction)
+    where = f"{row['task']} {row['split']}{row['size']} at budget {row['budget']}"
+    numbers = f"mean {fmt_number(mean)} vs {fmt_number(template)}"
+    if worse == scored == row["runs"]:
+        return [f"{where}: every seed of {_label(row['method'])} ended worse than the task template ({numbers}): "
+                "its best heuristics are worse than the program its runs started from."]
+    return [f"{where}: {_label(row['method'])}'s mean test objective is worse than the task template's ({numbers}; "
+            f"{worse} of {scored} scored seeds worse): on average its best heuristic is worse than the program its "
+            "runs started from."]
+
+
 def conclusions(config: CompareConfig, rows: list[dict], records: list[ComparisonCell],
                 template: dict[tuple[str, str, int], float], unmatched: list[str]) -> list[str]:
     """What the comparison can and cannot conclude, in plain sentences."""
@@ -173,6 +193,11 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
             if same:
                 out.append(f"{task_name} {split}{size}: {len(same)} more runs' best scores exactly what the template "
                            f"scores ({fmt_number(template[(task_name, split, size)])}).")
+        direction = heuristic_task(task_name).direction
+        for row in rows:
+            if row["kind"] == "method" and row["task"] == task_name:
+                out += _worse_than_template(row, records, template.get((task_name, row["split"], row["size"])),
+                                            direction)
     for row in rows:
         if row["kind"] != "delta":
             continue

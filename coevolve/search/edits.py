@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Sequence
 
 from coevolve.codeparse import Extracted, extract, pattern_literal
 
@@ -127,19 +128,20 @@ def apply_blocks(code: str, blocks: list[tuple[list[str], list[str]]]) -> tuple[
     return "\n".join(parent).strip("\n") + "\n", repairs
 
 
-def edited(text: str, parent: str, function_name: str, template: str) -> Extracted:
+def edited(text: str, parent: str, function_name: str, template: str, instructions: Sequence[str] = ()) -> Extracted:
     """The program an edit reply makes of `parent`: its blocks applied, then read as any
-    reply's program is (the template's imports, the function's name); a reply with no blocks
-    is read as a whole program. EditError says why no program came of it."""
+    reply's program is (the template's imports, the function's name, an idea that is no echo of
+    `instructions`); a reply with no blocks is read as a whole program. EditError says why no
+    program came of it."""
     blocks = parse_blocks(text)
     if not blocks:
-        whole = extract(text, function_name, template)
+        whole = extract(text, function_name, template, instructions)
         if whole is None:
             raise EditError(f"the answer had no {SEARCH} ... {REPLACE} blocks (and no whole function either)")
         return Extracted(whole.code, whole.idea, whole.repairs + (WHOLE,))
     code, repairs = apply_blocks(parent, blocks)
     prose = text[:_OPENED.search(text).start()]  # the idea in braces stands before the first block
-    program = extract(f"{prose.strip()}\n```python\n{code}```\n", function_name, template)
+    program = extract(f"{prose.strip()}\n```python\n{code}```\n", function_name, template, instructions)
     if program is None:
         raise EditError(f"the edited heuristic no longer defines {function_name}")
     return Extracted(program.code, program.idea, program.repairs + tuple(repairs))

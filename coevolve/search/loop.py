@@ -72,7 +72,7 @@ from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, m
                                      planned_es_generations, planned_steps)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, dedup_key
-from coevolve.search.prompts import Context, describe_failure, operator_messages
+from coevolve.search.prompts import Context, describe_failure, instructions as prompt_instructions, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill_versions import SkillVersions
@@ -925,10 +925,16 @@ class SearchLoop:
         t = self.task
         if _answers(request) == "blocks":
             try:
-                return edited(completion.text, request.parents[0].code or "", t.function_name, t.template)
+                return edited(completion.text, request.parents[0].code or "", t.function_name, t.template,
+                              self.instructions)
             except EditError as exc:
                 return f"the edit did not apply: {exc}"
-        return extract(completion.text, t.function_name, t.template) or NO_CODE
+        return extract(completion.text, t.function_name, t.template, self.instructions) or NO_CODE
+
+    @cached_property
+    def instructions(self) -> tuple[str, ...]:
+        # the prompts' own instructions: a small model echoes "{your idea in one sentence}, then ..." as its idea
+        return prompt_instructions(self.task.function_name)
 
     def _reask(self, step: int, requests: list[Request], members: list[dict], sampling: Sampling,
                completions: list[Completion], parsed: list[Extracted | str]) -> dict[str, list[dict]]:

@@ -39,6 +39,12 @@ EDIT_SHAPE = ("Answer format: {{your idea in one sentence}}, then one or more ed
               "signature.")
 
 
+def instructions(function_name: str) -> tuple[str, ...]:
+    """Every instruction the prompts give, as sent for `function_name`: what a reply's idea must not
+    merely echo back (coevolve.codeparse.echoes)."""
+    return (SYSTEM, EDIT_SYSTEM, ANSWER_SHAPE.format(name=function_name), EDIT_SHAPE.format(name=function_name),
+            *(operators.get(name).instruction for name in operators.proposal_names()))
+
 
 class Parent(Protocol):
     code: str | None

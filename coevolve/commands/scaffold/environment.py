@@ -16,9 +16,10 @@ How coevolve uses this file (docs/own_problem.md, "Your own agent environment"):
   whatever the model wrote: read them leniently and answer an unreadable one
   with an observation saying so, never an exception.
 - `reward(state)` in [0, 1] is read when the episode ends (done, or
-  `max_turns`); `metrics(state)` are numbers for logs and reports, and its
+  `max_turns`); `metrics(state)` are numbers for logs and reports: its
   "progress" in [0, 1] is a dense signal ES can add to the reward
-  (`agent.shaping`).
+  (`agent.shaping`), its "well_formed" (the share of turns that were readable
+  actions) the well-formed column of `coevolve eval` and agent comparisons.
 - Optional: `action_pattern`, a regular expression every reply must match
   when `agent.constrained` (decoded under it: it fixes the form, the model
   still chooses the move; check-task also plays random replies of that form,
@@ -145,5 +146,7 @@ class __CLASS__:
         # progress: how far the answers narrowed the range (1: found)
         span = state.high - state.low + 1
         progress = 1.0 if state.found else 1.0 - math.log2(max(span, 1)) / math.log2(state.case.high)
-        return {"solved": self.reward(state), "progress": progress, "turns": float(state.turns),
-                "unreadable": float(state.unreadable), "wasted": float(state.wasted)}
+        # well_formed: the share of turns whose reply held a readable guess (coevolve eval's well-formed column)
+        well_formed = 1.0 - state.unreadable / state.turns if state.turns else 0.0
+        return {"solved": self.reward(state), "progress": progress, "well_formed": well_formed,
+                "turns": float(state.turns), "unreadable": float(state.unreadable), "wasted": float(state.wasted)}
