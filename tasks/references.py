@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -22,6 +23,7 @@ import numpy as np
 from coevolve.base.durable import atomic_write_json
 
 SAVE_EVERY_SECONDS = 10.0
+SAY_EVERY_SECONDS = 60.0  # how often a long solve says how far it is
 
 
 def cache_dir() -> Path:
@@ -53,18 +55,28 @@ def cached_values(
             raise ValueError(f"reference cache {path} is not valid JSON ({error}); delete it to recompute") from None
         if stored.get("fingerprint") == fingerprint and len(stored.get("values", [])) == len(instances):
             values = stored["values"]
-    last_save = time.monotonic()
+    missing = [index for index, value in enumerate(values) if value is None]
+    if missing:  # LKH on a large set takes hours: say so before the first solve, not after
+        print(f"reference {key}: solving {len(missing)} of {len(instances)} instances, cached in {path.parent} as "
+              "it goes (an interrupted solve keeps what it solved)", file=sys.stderr, flush=True)
+    last_save = last_said = began = time.monotonic()
     dirty = False
-    for index, instance in enumerate(instances):
-        if values[index] is not None:
-            continue
-        values[index] = float(solve_one(instance))
-        dirty = True
-        if time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+    try:
+        for done, index in enumerate(missing, start=1):
+            values[index] = float(solve_one(instances[index]))
+            dirty = True
+            now = time.monotonic()
+            if now - last_save > SAVE_EVERY_SECONDS:
+                _save(path, fingerprint, values)
+                last_save, dirty = now, False
+            if now - last_said > SAY_EVERY_SECONDS and done < len(missing):
+                left = (now - began) / done * (len(missing) - done)
+                print(f"reference {key}: {done} of {len(missing)} solved, about {left / 60:.0f} min left",
+                      file=sys.stderr, flush=True)
+                last_said = now
+    finally:  # Ctrl-C included: what was solved is kept
+        if dirty:
             _save(path, fingerprint, values)
-            last_save, dirty = time.monotonic(), False
-    if dirty:
-        _save(path, fingerprint, values)
     return np.asarray(values, dtype=float)
 
 

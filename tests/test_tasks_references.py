@@ -75,6 +75,34 @@ def test_cache_resumes_and_invalidates(tmp_path, monkeypatch):
     assert len(solved) == 3
 
 
+def test_a_long_solve_says_so_first_and_an_interrupted_one_keeps_what_it_solved(tmp_path, monkeypatch, capsys):
+    """`eval` of every tsp test size solved LKH on 1000 instances of 1000 cities (hours) without a word,
+    and a Ctrl-C lost up to SAVE_EVERY_SECONDS of it: the solve says what it starts, how far it is, and
+    keeps every value solved before the interrupt."""
+    import tasks.references as references
+
+    monkeypatch.setenv("COEVOLVE_CACHE", str(tmp_path))
+    monkeypatch.setattr(references, "SAY_EVERY_SECONDS", 0.0)
+    instances = np.arange(8.0).reshape(4, 2)
+
+    def solve(row):
+        if row[0] == 4.0:  # the third instance: the user presses Ctrl-C
+            raise KeyboardInterrupt
+        return row.sum()
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_values("demo-test-4", instances, solve, "fp")
+    err = capsys.readouterr().err
+    assert f"reference demo-test-4: solving 4 of 4 instances, cached in {tmp_path / 'references'}" in err
+    assert "reference demo-test-4: 1 of 4 solved, about 0 min left" in err
+    kept = json.loads((tmp_path / "references" / "demo-test-4.json").read_text())["values"]
+    assert kept == [1.0, 5.0, None, None]
+    assert cached_values("demo-test-4", instances, lambda row: row.sum(), "fp").tolist() == [1.0, 5.0, 9.0, 13.0]
+    assert "solving 2 of 4" in capsys.readouterr().err
+    cached_values("demo-test-4", instances, solve, "fp")  # all cached: nothing said
+    assert capsys.readouterr().err == ""
+
+
 def test_corrupt_cache_names_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("COEVOLVE_CACHE", str(tmp_path))
     (tmp_path / "references").mkdir()
