@@ -41,9 +41,9 @@ from coevolve.agents.rollout import Trajectory
 # The patch machinery is shared with heuristic search; these names stay importable from here.
 from coevolve.base.skillpatch import (CONDENSE_SYSTEM, DEFAULT_SAMPLING, LESSON_MAX_CHARS,  # noqa: F401
                                       LESSON_MIN_CHARS, MAX_RULES, MAX_SECTIONS, OPS, SKILL_CHARS, Patch, PatchSet,
-                                      apply_patches, clean_title, condense_conversation, derive_seed,
-                                      merge_hierarchically, merge_two, parse_lessons, parse_patches, parse_sections,
-                                      render_skill_body, section_key, skill_outline)
+                                      RuleOrigins, apply_patches, clean_title, condense_conversation, count_origins,
+                                      derive_seed, merge_hierarchically, merge_two, parse_lessons, parse_patches,
+                                      parse_sections, render_skill_body, section_key, skill_outline)
 from coevolve.base.skills import Skill, SkillError, validate_skill, write_skill
 from coevolve.engine.base import Generator, Message, Sampling, answered_or_empty
 
@@ -142,13 +142,16 @@ def analyst_conversation(trajectory: Trajectory, outline: str) -> list[Message]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+STAND_INS = "from the environment's own error lines"  # what feedback_patch's rules are, in RuleOrigins
+
+
 def distill_patches(
     teacher: Generator,
     trajectories: Sequence[Trajectory],
     previous: Skill | None = None,
     settings: DistillSettings = DistillSettings(),
-) -> tuple[dict[str, tuple[str, list[str]]], PatchSet, dict[str, int]]:
-    """Analysts -> patches -> merged patch -> sections (nothing written)."""
+) -> tuple[dict[str, tuple[str, list[str]]], PatchSet, RuleOrigins]:
+    """Analysts -> patches -> merged patch -> sections (nothing written), and where their rules came from."""
     if not trajectories:
         raise ValueError("distill needs at least one trajectory")
     traces = select_traces(trajectories, max_failed_per_case=settings.max_failed_per_case,
@@ -156,7 +159,8 @@ def distill_patches(
     sections = parse_sections(previous)
     outline = skill_outline(sections)
     patch_sets: list[PatchSet] = []
-    usable = 0
+    analysed: list[PatchSet] = []  # of them, the analysts' own
+    stand_ins: list[PatchSet] = []  # and those made of the environment's error lines
     if traces:
         # an analysis the teacher refuses as too long (a long episode's transcript) found nothing: a failed
         # episode then teaches what the environment said (feedback_patch), as when an analyst finds nothing
@@ -169,16 +173,20 @@ def distill_patches(
             "keep fewer turns (agent.history_turns) or give the teacher a longer context")
         for trace, completion in zip(traces, completions):
             patch = parse_patches(completion.text)
-            usable += bool(patch)
-            if not patch and trace.reward < 1.0:
+            if patch:
+                analysed.append(patch)
+            elif trace.reward < 1.0:
                 patch = feedback_patch(trace)
+                stand_ins.append(patch)
             patch_sets.append(patch)
     merged = merge_hierarchically(teacher, patch_sets, settings.group_size, settings.sampling, settings.seed)
     new_sections = apply_patches(sections, merged)
     if not new_sections:  # nothing survived: the environment's feedback is the skill
-        new_sections = apply_patches({}, feedback_patch_all(traces or list(trajectories)))
+        stand_ins.append(feedback_patch_all(traces or list(trajectories)))
+        new_sections = apply_patches({}, stand_ins[-1])
     errors = sum(t.reward < 1.0 for t in traces)
-    return new_sections, merged, {"error": errors, "success": len(traces) - errors, "usable": usable}
+    return new_sections, merged, RuleOrigins(len(traces), errors, len(analysed), STAND_INS,
+                                             **count_origins(new_sections, analysed, stand_ins, sections))
 
 
 def feedback_patch_all(trajectories: Sequence[Trajectory]) -> PatchSet:
@@ -186,11 +194,32 @@ def feedback_patch_all(trajectories: Sequence[Trajectory]) -> PatchSet:
     return {"mistakes to avoid": Patch("add", "Mistakes to avoid", tuple((lesson, 1) for lesson in lessons))}
 
 
-def _skill_text(folder_name: str, task: str, sections: dict, source: str, description: str | None) -> tuple[str, str]:
+def _skill_text(folder_name: str, task: str, sections: dict, source: str, origins: RuleOrigins,
+                description: str | None) -> tuple[str, str]:
     if description is None:
         description = f"Rules for the {task} agent task, distilled from its trajectories with Trace2Skill."
-    body = render_skill_body(f"{folder_name} (Trace2Skill)", sections, source)
+    body = render_skill_body(f"{folder_name} (Trace2Skill)", sections, source, origins)
     return description, body
+
+
+def _source(origins: RuleOrigins, trajectories: Sequence[Trajectory]) -> str:
+    return f"{origins.analyses_text()} of {len(trajectories)} {trajectories[0].task} trajectories"
+
+
+def distill_counted(
+    teacher: Generator,
+    trajectories: Sequence[Trajectory],
+    out_dir: str | Path,
+    description: str | None = None,
+    previous: Skill | None = None,
+    settings: DistillSettings = DistillSettings(),
+) -> tuple[Skill, RuleOrigins]:
+    """`distill`, and where the written skill's rules came from (what `coevolve distill` prints)."""
+    out_dir = Path(out_dir)
+    sections, _, origins = distill_patches(teacher, trajectories, previous, settings)
+    description, body = _skill_text(out_dir.name, trajectories[0].task, sections, _source(origins, trajectories),
+                                    origins, description)
+    return write_skill(out_dir, description, body), origins
 
 
 def distill(
@@ -203,12 +232,7 @@ def distill(
 ) -> Skill:
     """One distillation of `trajectories` into `out_dir/SKILL.md`, patching
     `previous` when given; returns the written, valid skill."""
-    out_dir = Path(out_dir)
-    sections, _, counts = distill_patches(teacher, trajectories, previous, settings)
-    source = (f"{counts['error']} error and {counts['success']} success analyses of {len(trajectories)} "
-              f"{trajectories[0].task} trajectories")
-    description, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, description)
-    return write_skill(out_dir, description, body)
+    return distill_counted(teacher, trajectories, out_dir, description, previous, settings)[0]
 
 
 def distill_best_of(
@@ -231,10 +255,9 @@ def distill_best_of(
     candidates = []
     for i in range(n):
         seeded = replace(settings, seed=derive_seed(settings.seed, "distill-seed", i))
-        sections, _, counts = distill_patches(teacher, trajectories, previous, seeded)
-        source = (f"{counts['error']} error and {counts['success']} success analyses of {len(trajectories)} "
-                  f"{trajectories[0].task} trajectories (best of {n} seeds on validation)")
-        text, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, description)
+        sections, _, origins = distill_patches(teacher, trajectories, previous, seeded)
+        source = f"{_source(origins, trajectories)} (best of {n} seeds on validation)"
+        text, body = _skill_text(out_dir.name, trajectories[0].task, sections, source, origins, description)
         skill = Skill(out_dir.name, " ".join(text.split()), body.strip())
         problems = validate_skill(skill, folder_name=out_dir.name)
         if problems:

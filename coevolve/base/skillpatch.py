@@ -85,7 +85,7 @@ def parse_lessons(text: str, limit: int = 20) -> list[str]:
             continue
         if len(lesson) > LESSON_MAX_CHARS:
             lesson = lesson[: LESSON_MAX_CHARS - 3].rsplit(" ", 1)[0] + "..."
-        key = re.sub(r"\W+", " ", lesson.lower()).strip()
+        key = rule_key(lesson)
         if key in seen:
             continue
         seen.add(key)
@@ -94,6 +94,11 @@ def parse_lessons(text: str, limit: int = 20) -> list[str]:
             break
     return lessons
 
+
+
+def rule_key(rule: str) -> str:
+    """What makes two rules the same rule: case and punctuation aside."""
+    return re.sub(r"\W+", " ", rule.lower()).strip()
 
 
 def section_key(title: str) -> str:
@@ -168,7 +173,7 @@ def _resolve(x: Patch, y: Patch) -> Patch:
         if p.op == "delete":
             continue
         for rule, support in p.rules:
-            key = re.sub(r"\W+", " ", rule.lower()).strip()
+            key = rule_key(rule)
             order.setdefault(key, rule)
             counts[key] += support
     ranked = tuple((order[k], n) for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
@@ -263,16 +268,70 @@ def apply_patches(sections: dict[str, tuple[str, list[str]]], patches: PatchSet)
         elif patch.op == "edit" or key not in out:
             out[key] = (out.get(key, (patch.section, []))[0], rules[:MAX_RULES])
         else:
-            seen = {re.sub(r"\W+", " ", r.lower()).strip() for r in out[key][1]}
-            extra = [r for r in rules if re.sub(r"\W+", " ", r.lower()).strip() not in seen]
+            seen = {rule_key(r) for r in out[key][1]}
+            extra = [r for r in rules if rule_key(r) not in seen]
             out[key] = (out[key][0], (out[key][1] + extra)[:MAX_RULES])
     # the best-supported sections first when there are too many to keep
     return dict(list(out.items())[:MAX_SECTIONS])
 
 
-def render_skill_body(title: str, sections: dict[str, tuple[str, list[str]]], source: str,
+def plural(n: int, noun: str, many: str = "") -> str:
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+@dataclass(frozen=True)
+class RuleOrigins:
+    """Where a distilled skill's rules came from, counted as the skill is built (never read back from its
+    text), so the line a command prints and the SKILL.md's intro claim only what the analyses gave.
+    `stand_in` names the rules made without an analyst where none wrote a usable line; what they are
+    made of differs by run kind (a heuristic run's failure kinds, an agent's environment error lines)."""
+
+    analyses: int  # analyst requests made
+    errors: int  # of them, error analyses (the rest read successes)
+    usable: int  # of them, replies holding a usable patch
+    stand_in: str  # where the stand-in rules came from, as words after their count
+    contract: int = 0  # written by code from the task (a heuristic's signature and answer shape)
+    analysed: int = 0  # proposed by the analysts
+    condensed: int = 0  # rewritten by the teacher when a section grew past MAX_RULES
+    stand_ins: int = 0
+    kept: int = 0  # the patched skill's own rules that stayed
+
+    @property
+    def rules(self) -> int:
+        return self.contract + self.analysed + self.condensed + self.stand_ins + self.kept
+
+    def analyses_text(self) -> str:
+        return f"{self.errors} error and {self.analyses - self.errors} success analyses"
+
+    def summary(self) -> str:
+        """`7 rules (3 contract, 4 from the failures' own kinds; 0 of 8 analyses gave a usable rule)`"""
+        parts = [f"{n} {what}" for n, what in ((self.contract, "contract"), (self.analysed, "from the analyses"),
+                                                (self.condensed, "condensed by the teacher"),
+                                                (self.stand_ins, self.stand_in),
+                                                (self.kept, "kept from the previous skill")) if n]
+        usable = f"{self.usable} of {plural(self.analyses, 'analysis', 'analyses')} gave a usable rule"
+        return f"{plural(self.rules, 'rule')} ({', '.join(parts)}{'; ' if parts else ''}{usable})"
+
+
+def count_origins(sections: dict[str, tuple[str, list[str]]], analysed: Sequence[PatchSet],
+                  stand_ins: Sequence[PatchSet], previous: dict[str, tuple[str, list[str]]]) -> dict[str, int]:
+    """RuleOrigins' counts of the rules in `sections` (the contract aside): an analyst's rule, else a
+    stand-in's, else one the patched skill held; a rule in none of them the teacher wrote condensing."""
+    def keys(patch_sets: Sequence[PatchSet]) -> set[str]:
+        return {rule_key(r) for s in patch_sets for p in s.values() for r, _ in p.rules}
+
+    sources = (("analysed", keys(analysed)), ("stand_ins", keys(stand_ins)),
+               ("kept", {rule_key(r) for _, rules in previous.values() for r in rules}))
+    counts = dict.fromkeys(["analysed", "condensed", "stand_ins", "kept"], 0)
+    for _, rules in sections.values():
+        for rule in rules:
+            counts[next((name for name, known in sources if rule_key(rule) in known), "condensed")] += 1
+    return counts
+
+
+def render_skill_body(title: str, sections: dict[str, tuple[str, list[str]]], source: str, origins: RuleOrigins,
                       closing: str = "Apply these rules on every turn.") -> str:
-    lines = [f"# {title}", "", f"Distilled from {source}. {closing}"]
+    lines = [f"# {title}", "", f"From {source}: {origins.summary()}. {closing}"]
     for section_title, rules in sections.values():
         lines += ["", f"## {section_title}"] + [f"- {rule}" for rule in rules]
     return "\n".join(lines)

@@ -10,18 +10,23 @@ embedded model or --model) or by any OpenAI-compatible endpoint
 from __future__ import annotations
 
 import argparse
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 from coevolve.agents.rollout import load_trajectories
-from coevolve.agents.trace2skill import DistillSettings, distill
+from coevolve.agents.trace2skill import DistillSettings, distill_counted, select_traces
 from coevolve.base.config import read_toml
 from coevolve.base.errors import UsageError
+from coevolve.base.skillpatch import RuleOrigins, plural
 from coevolve.base.skills import SkillError, load_skill, name_problem
 from coevolve.engine.local import INSTALL, engine_installed
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
 from coevolve.runstore import read_jsonl
 from coevolve.search.population import Candidate
+from coevolve.search.progress import ProgressBar
 from coevolve.search.skill import distill_candidates
 from tasks.registry import UnknownTask, heuristic_task
 
@@ -48,11 +53,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="agent runs: failed trajectories analysed per case (default 1)")
     p.add_argument("--include-eval", action="store_true", help="also use held-out evaluation trajectories")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of the analysts' requests (default 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar over the teacher's requests")
     p.set_defaults(handler=handle)
 
 
 def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
     if run_dir.is_file():
+        if run_dir.name == "candidates.jsonl":  # read as trajectories, its records fail on Python's terms
+            raise UsageError(f"{run_dir}: this is a heuristic run's candidates.jsonl: give its run directory "
+                             f"({run_dir.parent})")
         return [run_dir]
     folder = run_dir / "trajectories"
     if not folder.is_dir():
@@ -95,24 +104,81 @@ def handle(args: argparse.Namespace) -> int:
     if not trajectories:
         raise UsageError(f"{run_dir}: the trajectory files hold no episodes")
     previous = previous_skill(args)
-
+    settings = DistillSettings(max_failed_per_case=args.max_failed_per_case, successes=args.successes,
+                               seed=args.seed)
+    analysts = len(select_traces(trajectories, settings.max_failed_per_case, settings.successes))
     generator, engine = teacher(args)
     try:
-        skill = distill(
-            generator, trajectories, args.out, description=args.description, previous=previous,
-            settings=DistillSettings(max_failed_per_case=args.max_failed_per_case, successes=args.successes,
-                                     seed=args.seed),
-        )
+        with watched(generator, analysts, f"distill {trajectories[0].task}", args.no_progress) as watched_teacher:
+            _, origins = distill_counted(watched_teacher, trajectories, args.out, description=args.description,
+                                         previous=previous, settings=settings)
     except (SkillError, EndpointError) as exc:  # EndpointError: the endpoint stopped answering
         raise UsageError(str(exc)) from None
     finally:
         if engine is not None:
             engine.close()
-    rules = sum(line.startswith("- ") for line in skill.body.splitlines())
-    sections = sum(line.startswith("## ") for line in skill.body.splitlines())
-    print(f"wrote {Path(args.out) / 'SKILL.md'}: {_count(rules, 'rule')} in {_count(sections, 'section')} from "
-          f"{_count(len(trajectories), 'trajectory', 'trajectories')}")
+    report(args.out, origins, plural(len(trajectories), "trajectory", "trajectories"))
     return 0
+
+
+def report(out: str, origins: RuleOrigins, what: str) -> None:
+    """The one line both run kinds end with: where the rules came from, counted as they were made."""
+    print(f"wrote {Path(out) / 'SKILL.md'}: {origins.summary()} from {what}")
+
+
+class WatchedTeacher:
+    """The teacher behind a bar over its requests, on stderr like a run's. An endpoint's replies arrive
+    one by one (`streams`), and the bar counts each; the engine answers the analysts' batch at once
+    (asked one at a time, it would lose its batching), so there the bar moves when the call returns,
+    and meanwhile a ticker redraws it, so that its clock shows the wait is the teacher's."""
+
+    def __init__(self, generator: Any, bar: ProgressBar) -> None:
+        self.generator, self.bar = generator, bar
+        self.lock = threading.Lock()  # an endpoint's replies arrive on its request threads
+
+    def chat(self, conversations: list, sampling: Any, seeds: list[int] | None = None,
+             constraints: Any = None) -> list:
+        streams = getattr(self.generator, "streams", False)
+        extra: dict[str, Any] = {"constraints": constraints} if constraints else {}
+        if streams:
+            extra["on_each"] = lambda index, completion: self.advance(1)
+        done = threading.Event()
+        ticker = threading.Thread(target=self.tick, args=(done,), daemon=True)
+        ticker.start()
+        try:
+            completions = self.generator.chat(conversations, sampling, seeds=seeds, **extra)
+        finally:
+            done.set()
+            ticker.join()
+        if not streams:
+            self.advance(len(conversations))
+        return completions
+
+    def advance(self, requests: int) -> None:
+        with self.lock:
+            used = self.bar.tqdm.n + requests
+            # condensing calls come after the analysts: the total grows to count them
+            self.bar.tqdm.total = max(self.bar.tqdm.total, used)
+            self.bar.update(used, {})
+
+    def tick(self, done: threading.Event) -> None:
+        while not done.wait(1.0):
+            with self.lock:
+                self.bar.tqdm.refresh()
+
+
+@contextmanager
+def watched(generator: Any, analysts: int, label: str, quiet: bool) -> Iterator[Any]:
+    """The generator behind a bar over its requests, closed afterwards (`quiet`, --no-progress: the
+    generator itself)."""
+    if quiet:
+        yield generator
+        return
+    bar = ProgressBar(analysts, label, unit="request")
+    try:
+        yield WatchedTeacher(generator, bar)
+    finally:
+        bar.close()
 
 
 def previous_skill(args: argparse.Namespace):
@@ -153,18 +219,14 @@ def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
     analysts = min(len(candidates), args.successes + max(1, min(failures, 4)))
     generator, engine = teacher(args)
     try:
-        skill = distill_candidates(generator, candidates, task, args.out, previous=previous, analysts=analysts,
-                                   successes=args.successes, seed=args.seed)
+        with watched(generator, analysts, f"distill {task.name}", args.no_progress) as watched_teacher:
+            _, origins = distill_candidates(watched_teacher, candidates, task, args.out, previous=previous,
+                                            analysts=analysts, successes=args.successes, seed=args.seed,
+                                            description=args.description)
     except (SkillError, ValueError, EndpointError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         if engine is not None:
             engine.close()
-    rules = sum(line.startswith("- ") for line in skill.body.splitlines())
-    print(f"wrote {Path(args.out) / 'SKILL.md'}: {_count(rules, 'rule')} from {analysts} analyses of {len(candidates)} "
-          f"{task.name} candidates")
+    report(args.out, origins, f"{len(candidates)} {task.name} candidates")
     return 0
-
-
-def _count(n: int, noun: str, plural: str = "") -> str:
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"

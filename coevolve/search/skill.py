@@ -22,8 +22,9 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from coevolve.base.skillpatch import (Patch, PatchSet, apply_patches, derive_seed, merge_hierarchically,
-                                      parse_patches, parse_sections, render_skill_body, skill_outline)
+from coevolve.base.skillpatch import (Patch, PatchSet, RuleOrigins, apply_patches, count_origins, derive_seed,
+                                      merge_hierarchically, parse_patches, parse_sections, render_skill_body,
+                                      skill_outline)
 from coevolve.base.config import config_error
 from coevolve.base.skills import Skill, SkillError, load_skill, write_skill
 from coevolve.base.untrusted import fence
@@ -142,20 +143,36 @@ def fallback_patch(cases: Sequence[Candidate]) -> PatchSet:
     return {"pitfalls": Patch("add", "Pitfalls", tuple((r, 1) for r in rules[:5]))} if rules else {}
 
 
-def refresh(previous: Skill | None, replies: Sequence[str], cases: Sequence[Candidate], contract: list[str],
-            name: str, source: str) -> tuple[str, str]:
-    """(description, body) of the next version from the analysts' replies."""
+STAND_INS = "from the failures' own kinds"  # what fallback_patch's rules are, in RuleOrigins
+
+
+def refreshed(previous: Skill | None, replies: Sequence[str], cases: Sequence[Candidate], contract: list[str],
+              subject: str, title: str, source: str) -> tuple[str, str, RuleOrigins]:
+    """(description, body, where its rules came from) of the next version from the analysts' replies;
+    `subject` is what the rules are for (the task), `title` the skill's heading."""
     sections = parse_sections(previous)
     patches = [parse_patches(text) for text in replies]
     patches = [{k: p for k, p in patch.items() if k != CONTRACT} for patch in patches]  # the contract is code's
-    merged = merge_hierarchically(None, patches) if any(patches) else fallback_patch(cases)
-    sections = apply_patches(sections, merged)
-    sections.pop(CONTRACT, None)
-    sections = {CONTRACT: ("Contract", contract), **sections}
-    description = (f"Rules for writing {name.removesuffix('-heuristics')} heuristics, distilled with Trace2Skill "
+    stand_ins = [] if any(patches) else [fallback_patch(cases)]
+    merged = merge_hierarchically(None, patches) if any(patches) else stand_ins[0]
+    learnt = apply_patches(sections, merged)
+    learnt.pop(CONTRACT, None)
+    sections.pop(CONTRACT, None)  # the previous version's contract is rewritten, not kept
+    errors = sum(not c.valid for c in cases)
+    origins = RuleOrigins(len(replies), errors, sum(map(bool, patches)), STAND_INS, contract=len(contract),
+                          **count_origins(learnt, patches, stand_ins, sections))
+    description = (f"Rules for writing {subject} heuristics, distilled with Trace2Skill "
                    "from this run's own candidates.")
-    body = render_skill_body(f"{name} (Trace2Skill)", sections, source,
+    body = render_skill_body(f"{title} (Trace2Skill)", {CONTRACT: ("Contract", contract), **learnt}, source, origins,
                              closing="Follow these rules in every program you write.")
+    return description, body, origins
+
+
+def refresh(previous: Skill | None, replies: Sequence[str], cases: Sequence[Candidate], contract: list[str],
+            name: str, source: str) -> tuple[str, str]:
+    """(description, body) of a run's next version: its skill's name is made from the task's (skill_name)."""
+    description, body, _ = refreshed(previous, replies, cases, contract, name.removesuffix("-heuristics"), name,
+                                     source)
     return description, body
 
 
@@ -266,9 +283,9 @@ def write_version(run_dir: Path, version: int, name: str, description: str, body
 def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any, out_dir: str | Path,
                        previous: Skill | None = None, analysts: int = 4, successes: int = 1, seed: int = 0,
                        sampling: Sampling = Sampling(temperature=0.3, max_tokens=160),
-                       failure_chars: int = 300) -> Skill:
+                       failure_chars: int = 300, description: str | None = None) -> tuple[Skill, RuleOrigins]:
     """`coevolve distill` on a heuristic run: one refresh over all its candidates,
-    written to `out_dir/SKILL.md` (patching `previous` when given)."""
+    written to `out_dir/SKILL.md` (patching `previous` when given), and where its rules came from."""
     cases = pick_cases(candidates, analysts, successes, len(candidates), task.direction)
     if not cases:
         raise ValueError("the run has no candidates to distil")
@@ -277,8 +294,9 @@ def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any,
     signature, _ = template_signature(task.template, task.function_name)
     errors = sum(not c.valid for c in cases)
     out_dir = Path(out_dir)
-    description, body = refresh(previous, [c.text for c in completions], cases,
-                                contract_rules(task.template, task.function_name, signature or ""), out_dir.name,
-                                f"{errors} error and {len(cases) - errors} success analyses of {len(candidates)} "
-                                f"{task.name} candidates")
-    return write_skill(out_dir, description, body)
+    written, body, origins = refreshed(previous, [c.text for c in completions], cases,
+                                       contract_rules(task.template, task.function_name, signature or ""),
+                                       task.name, out_dir.name,
+                                       f"{errors} error and {len(cases) - errors} success analyses of "
+                                       f"{len(candidates)} {task.name} candidates")
+    return write_skill(out_dir, description or written, body), origins
