@@ -15,12 +15,15 @@ from typing import Any, Iterator
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, make_directory, read_jsonl
 from coevolve.base.errors import UsageError
 
-__all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget", "read_jsonl",
-           "same_settings"]
+__all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget",
+           "first_difference", "read_jsonl", "same_settings"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
 PROMPTS = "prompts.jsonl"  # a heuristic run's requests as sent ([log] prompts; coevolve.search.loop)
+# what agent runs wrote before they kept events.jsonl: such a directory is a run (es_agent says it cannot resume)
+BEFORE_EVENTS = ("history.jsonl", "eval.jsonl", "summary.json")
+ABSENT = "(absent)"  # first_difference's value of a setting one side lacks
 
 
 class RunStore:
@@ -62,6 +65,9 @@ class RunStore:
                              " or choose another --out")
         make_directory(store.dir, "run.out (--out)")
         atomic_write_text(store.config_path, config_toml)
+        # the run log, empty until the run's start event: it tells a run killed before that event (which
+        # --resume continues) from a folder that only holds a config.toml (open_run refuses it)
+        atomic_write_text(store.events_path, "")
         return store
 
     @classmethod
@@ -72,6 +78,16 @@ class RunStore:
                              else f"run directory not found: {store.dir}")
         if not store.config_path.exists():
             raise UsageError(f"{store.dir} is not a run directory (no {CONFIG})")
+        return store
+
+    @classmethod
+    def open_run(cls, directory: str | Path) -> "RunStore":
+        """`open`, for a directory a run wrote: one holding a config.toml but no run log (a task folder
+        `coevolve new-task` made, a config copied there) is refused, so nothing is written into it."""
+        store = cls.open(directory)
+        if not store.events_path.exists() and not any(store.path(n).exists() for n in BEFORE_EVENTS):
+            raise UsageError(f"{store.dir} holds a {CONFIG} but no run log ({EVENTS}): it is not a run; start one "
+                             f"with `coevolve run {store.config_path}`")
         return store
 
     def events(self) -> list[dict]:
@@ -102,6 +118,17 @@ def same_settings(logged: Any, current: Any) -> bool:
     `--resume`. A setting added to the code since the run started is absent
     from the log and takes its default, which keeps the old behaviour, so it
     does not count as a change."""
+    return first_difference(logged, current) is None
+
+
+def first_difference(logged: Any, current: Any, key: str = "") -> tuple[str, Any, Any] | None:
+    """The first setting (dotted key, logged value, current value) where `current` is not `logged`
+    (same_settings' rule: a key only `current` has does not count; one only `logged` has is ABSENT now)."""
     if isinstance(logged, dict) and isinstance(current, dict):
-        return set(logged) <= set(current) and all(same_settings(logged[k], current[k]) for k in logged)
-    return logged == current
+        for name, value in logged.items():
+            dotted = f"{key}.{name}" if key else str(name)
+            found = first_difference(value, current[name], dotted) if name in current else (dotted, value, ABSENT)
+            if found is not None:
+                return found
+        return None
+    return None if logged == current else (key, logged, current)

@@ -241,7 +241,7 @@ def test_an_agent_run_logged_before_es_settings_were_shared_still_resumes(tmp_pa
     changed = RunStore.create(tmp_path / "changed", dump_toml(as_dict(config)))
     with changed.event_writer() as log:
         log.append({"type": "start", "kind": KIND, "version": 1, "config": logged})
-    with pytest.raises(UsageError, match="written under another config"):
+    with pytest.raises(UsageError, match="edited since the run started: es.sigma was 0.006, is now 0.003"):
         check_run_dir(changed, config)
 
 

@@ -131,7 +131,7 @@ def test_a_half_done_extension_is_mended_by_asking_again(tmp_path):
     store = RunStore.open(tmp_path / "r")
     raw = read_toml(store.config_path)
     store.config_path.write_text(dump_toml({**raw, "run": {**raw["run"], "budget": 30}}))  # the config alone
-    with pytest.raises(UsageError, match="written under another config"):
+    with pytest.raises(UsageError, match=r"run.budget was 20, is now 30; .* --budget 30`"):
         SearchLoop(build_config(RunConfig, read_toml(store.config_path)), store, FakeEngine(), FakeEvaluator(),
                    FakeTask()).run()
     summary = go_on(tmp_path / "r", 30)
@@ -206,7 +206,7 @@ def test_the_plan_of_an_extension_reads_the_config_once(tmp_path, capsys, monkey
 
     RunStore.create(tmp_path / "agent", dump_toml(as_dict(AgentRunConfig())))
     assert main(["run", "--resume", str(tmp_path / "agent"), "--budget", "512", "--plan"]) == 2
-    assert "an agent run's ES schedule is fixed by its budget" in capsys.readouterr().err
+    assert "an agent run's rounds and its ES schedule are planned from its budget" in capsys.readouterr().err
 
 
 def test_a_run_that_never_started_takes_the_budget_in_its_config_alone(tmp_path):
@@ -215,7 +215,7 @@ def test_a_run_that_never_started_takes_the_budget_in_its_config_alone(tmp_path)
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config("sample", 20))))
     raw = read_toml(store.config_path)
     larger = extend(store, raw, build_config(RunConfig, raw), 30)
-    assert larger.run.budget == 30 and not store.events_path.exists()
+    assert larger.run.budget == 30 and store.events() == []
     summary = SearchLoop(larger, store, FakeEngine(), FakeEvaluator(), FakeTask()).run()
     assert summary.evaluations == 30 and read_jsonl(store.events_path)[0]["type"] == "start"
 

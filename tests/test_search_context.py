@@ -336,6 +336,25 @@ def test_trace2skill_refreshes_are_planned_charged_versioned_injected_and_resume
     assert [(d / v["path"]).read_text() for v in resumed.context["skill_versions"]] == texts
 
 
+def test_a_run_killed_under_older_skill_wording_resumes_with_the_version_it_logged(tmp_path):
+    """A +trace2skill run killed under code whose skill text read otherwise (s51 changed the intro line)
+    refused --resume ("rebuilds another skill than it logged"), losing the run: its prompts showed the
+    logged version, so the run goes on with that one."""
+    config = make_config("eoh+trace2skill", 30, skill={"every": 2, "analysts": 2})
+    run(tmp_path / "full", config)
+    events = read_jsonl(tmp_path / "full" / "events.jsonl")
+    cut = next(i for i, e in enumerate(events) if e.get("operator") == "distill") + 1
+    logged = events[cut - 1]["skill"]["text"]
+    older = logged.replace("\nFrom ", "\nDistilled from ", 1)  # the wording before s51
+    assert older != logged
+    events[cut - 1] = {**events[cut - 1], "skill": {**events[cut - 1]["skill"], "text": older}}
+    d = cut_run(tmp_path / "full", tmp_path / "killed", events[:cut])
+    resumed, *_ = run(d, config, resume=True)
+    assert resumed.evaluations == 30
+    first = resumed.context["skill_versions"][0]
+    assert (d / first["path"]).read_text() == older
+
+
 # -- a starting skill (skill.start) -------------------------------------------------------------------------------
 START_RULE = "Keep SCORE a plain float constant below 50."
 
@@ -978,7 +997,7 @@ def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
     args = argparse.Namespace(run_dir=str(tmp_path / "r"), out=str(tmp_path / "skills" / "tsp-learnt"),
                               endpoint_base_url=None, endpoint_model=None, api_key_env="X", model=None,
                               previous=None, description=None, successes=1, max_failed_per_case=1,
-                              include_eval=False, seed=0)
+                              include_eval=False, seed=0, no_progress=True)
     assert command.handle(args) == 0
     skill = load_skill(tmp_path / "skills" / "tsp-learnt")
     assert "## Contract" in skill.body and "def select_next_node(current_node" in skill.body

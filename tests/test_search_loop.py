@@ -135,7 +135,7 @@ def test_resume_after_a_kill_at_any_step_matches_an_uninterrupted_run(tmp_path, 
 def test_resume_refuses_a_log_from_another_config(tmp_path):
     run(tmp_path / "r", make_config("eoh", 12))
     other = make_config("eoh", 12, seed=9)
-    with pytest.raises(ResumeError, match="another config"):
+    with pytest.raises(ResumeError, match=r"run.seed was 0, is now 9; .*put back run.seed = 0$"):
         SearchLoop(other, RunStore.open(tmp_path / "r"), FakeEngine(), FakeEvaluator(), FakeTask()).run()
 
 
@@ -197,7 +197,7 @@ def test_a_run_started_before_a_setting_existed_still_resumes(tmp_path):
     assert again == first
     events[0]["config"]["eoh"]["offspring"] = 99
     events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
-    with pytest.raises(ResumeError, match="another config"):
+    with pytest.raises(ResumeError, match="eoh.offspring was 99, is now 3"):
         run(tmp_path / "r", config, resume=True)
 
 

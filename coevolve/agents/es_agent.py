@@ -465,7 +465,7 @@ def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | 
         if earlier:
             raise ResumeError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
                               f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
-    check_start(store, events, as_dict(config), kind=KIND, version=EVENT_VERSION)
+    check_start(store, events, as_dict(config), kind=KIND, version=EVENT_VERSION, renamed=type(config).RENAMED)
 
 
 def _check_logged(store: RunStore, index: int, logged: dict, members: Sequence[Any]) -> None:

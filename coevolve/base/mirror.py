@@ -52,13 +52,14 @@ FOLLOWED = ("candidates.jsonl", "history.jsonl", "events.jsonl")
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics a call
 
 
-def require(trackers: list[str]) -> None:
+def require(trackers: list[str], asked: str = "[log] {name} = true") -> None:
     """A one-line UsageError when a tracker's package is not installed (checked
-    before a run directory or an engine exists)."""
+    before a run directory or an engine exists). `asked` names what asked for the
+    tracker `{name}`, as the user wrote it: a run's [log] key, `coevolve mirror`'s --to."""
     for name in trackers:
         module, label = TRACKERS[name]
         if importlib.util.find_spec(module) is None:
-            raise UsageError(f"[log] {name} = true needs {label}, which is not installed: "
+            raise UsageError(f"{asked.format(name=name)} needs {label}, which is not installed: "
                              f"pip install 'coevolve[{name}]'")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from coevolve.base.config import read_toml
 from coevolve.base.errors import UsageError
+from coevolve.base.records import SearchSummary, read_summary
 from coevolve.base.untrusted import FENCE, fence
 from coevolve.commands import agent_eval
 from coevolve.report.collecting import task_of_run as run_task
@@ -33,6 +34,19 @@ from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_task
 _QUOTE = " " * 8 + FENCE
 # the heuristic flags with no default, which eval of an agent refuses when given
 HEURISTIC_FLAGS = ("split", "size", "workers", "no_reference")
+
+
+def no_best(store: RunStore) -> str:
+    """Why a heuristic run has no best.py (written when the run ends, of its best valid candidate): none
+    of its candidates was valid, it has not ended, or it has not finished a step."""
+    summary = read_summary(store.path("summary.json"))
+    if isinstance(summary, SearchSummary) and summary.valid == 0:
+        return (f"{store.dir} produced no valid heuristic (0 of {summary.evaluations} valid): "
+                "nothing to evaluate")
+    if any(e.get("type") == "step" for e in store.events()):
+        return (f"{store.dir} has no best.py yet (the run has not finished: `coevolve run --resume "
+                f"{store.dir}` finishes it)")
+    return f"{store.dir} has no best.py yet (the run has not finished a step)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -94,7 +108,7 @@ def task_of_run(args: argparse.Namespace) -> None:
     args.task = task
     if not is_agent_task(task) and not args.file:
         if not store.path("best.py").is_file():
-            raise UsageError(f"{store.dir} has no best.py yet (the run has not finished a step)")
+            raise UsageError(no_best(store))
         args.file = str(store.path("best.py"))
     if not is_agent_task(task) and args.seeds is None:  # scored as the run scored it
         sandbox = config.get("sandbox")

@@ -6,7 +6,6 @@ Again on the same run adds only what is new (RUN_DIR/mirror.json)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -14,6 +13,7 @@ from coevolve.base.errors import UsageError
 from coevolve.base.logsection import LogSection
 from coevolve.base.mirror import Mirror, require
 from coevolve.dashboard.reader import kind_of, task_info, toml_file
+from coevolve.runstore import RunStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,10 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir)
-    if kind_of(run_dir) not in ("run", "agent"):
-        raise UsageError(f"{args.run_dir}: not a run directory (no config.toml)")
-    require(sorted(set(args.to)))
+    run_dir = RunStore.open_run(args.run_dir).dir  # run --resume's refusals: nothing is written elsewhere
+    if kind_of(run_dir) not in ("run", "agent"):  # e.g. a comparison's folder, which holds a config.toml too
+        raise UsageError(f"{run_dir} is not a run directory: give one of its runs")
+    require(sorted(set(args.to)), asked="--to {name}")
     logged = toml_file(run_dir / "config.toml").get("log", {})
     flags = {"mlflow_uri": args.mlflow_uri, "experiment": args.experiment, "tensorboard_dir": args.tensorboard_dir}
     try:

@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from coevolve.agents.es_agent import execute as execute_agent, plan_lines as agent_plan_lines
+from coevolve.agents.es_agent import (EVENT_VERSION as AGENT_EVENTS, KIND as AGENT_KIND, execute as execute_agent,
+                                      plan_lines as agent_plan_lines)
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml
@@ -37,15 +38,16 @@ from coevolve.engine.models import EMBEDDED_NAMES, list_models
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
+from coevolve.es.start import HEURISTIC, check_same_config, config_difference, edited_line, logged_config
 from coevolve.plan import COMPARE_CONFIG, comparison_run, files_counted, task_files_counted
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
 from coevolve.sandbox import Sandbox
-from coevolve.search.loop import SearchLoop, check_same_method
+from coevolve.search.loop import EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method
 from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_population, extension_problem,
                                      check_with_task, format_plan, method_class, parse_name, path_name, record_methods,
-                                     remember_methods, run_plan)
+                                     remember_methods, run_plan, extension_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import start_skill
@@ -155,16 +157,18 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         if args.config or any(overrides.values()):
             raise UsageError("--resume takes only the run directory (and --budget N, to give a heuristic search "
                              "more evaluations); its config.toml is the config")
-        store = RunStore.open(args.resume)
+        store = RunStore.open_run(args.resume)
         remember_task(store, args.task_changed)
         remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
         raw = read_toml(store.config_path)  # as written: what extend rewrites with the larger budget
         named = task_named(raw)  # its task is named as it was resolved at the start
         config = build_config(config_class(named), named)
-        if budget is not None:
-            config = extend(store, raw, config, budget)
         if isinstance(config, RunConfig):
             check_same_method(store, config)
+        if budget is not None or not has_ended(store):  # one that has ended is only shown, with a note (handle)
+            check_unedited(store, config, budget)
+        if budget is not None:
+            config = extend(store, raw, config, budget)
         if not has_ended(store):  # a run that has ended is only shown (handle)
             record_endpoint(store.dir, check_generators(config))
         return config, store, True
@@ -182,8 +186,32 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     return config, store, False
 
 
-AGENT_BUDGET = ("--budget with --resume gives a heuristic search more evaluations; an agent run's ES schedule is "
-                "fixed by its budget: start a new run")
+def resumed_configs(store: RunStore, config: RunConfig | AgentRunConfig,
+                    budget: int | None = None) -> tuple[dict | None, dict]:
+    """The config the run in `store` goes on under (its start event's, es/start.py logged_config; None
+    before the run's first step) and its config.toml's (`config`): `--budget N` (`budget`) sets both."""
+    events, current = store.events(), as_dict(config)
+    if budget is not None and events:  # as extend will log it
+        events = [*events, {"type": "extend", "budget": budget}]
+        current = {**current, "run": {**current["run"], "budget": budget}}
+    kind, version = (HEURISTIC, SEARCH_EVENTS) if isinstance(config, RunConfig) else (AGENT_KIND, AGENT_EVENTS)
+    return logged_config(store, events, kind=kind, version=version, renamed=type(config).RENAMED), current
+
+
+def check_unedited(store: RunStore, config: RunConfig | AgentRunConfig, budget: int | None = None) -> None:
+    """A resume refused, before anything is written or any engine loads, when its config.toml was edited
+    since the run started: one line naming the first setting that differs and the way out. The loop and
+    the agent run check again, for a comparison's resumes."""
+    logged, current = resumed_configs(store, config, budget)
+    if logged is not None:
+        check_same_config(store, logged, current)
+
+
+def edited_note(store: RunStore, config: RunConfig | AgentRunConfig) -> str | None:
+    """What `--resume` of a run that has ended says of a config.toml edited since: nothing will read it."""
+    logged, current = resumed_configs(store, config)
+    difference = None if logged is None else config_difference(logged, current)
+    return None if difference is None else f"note: {edited_line(store, difference)}; its edits are not read"
 
 
 def extended(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
@@ -191,7 +219,11 @@ def extended(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -
     line) for agent runs, a smaller budget, a comparison's run, and a method whose plan depends on the
     budget."""
     if not isinstance(config, RunConfig):
-        raise UsageError(AGENT_BUDGET)
+        # an agent run's rounds are planned whole from its budget (a trace2skill run distils once, after
+        # all of them); with ES its σ schedule is too
+        planned = "rounds and its ES schedule are" if config.uses_es else "rounds are"
+        raise UsageError(f"--budget with --resume gives a heuristic search more evaluations; an agent run's "
+                         f"{planned} planned from its budget: start a new run")
     if budget < config.run.budget:
         raise UsageError(f"--budget {budget} is below the run's budget of {config.run.budget}: --resume --budget "
                          "only raises it")
@@ -425,13 +457,20 @@ def has_ended(store: RunStore) -> bool:
     return store.path("summary.json").exists() and ended(store.events())
 
 
-def finished_table(store: RunStore) -> str:
+def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, budget: int | None = None) -> str:
     """What `--resume` of a run that has ended prints: its table, read from its directory, with no engine
-    loaded and no [endpoint] asked."""
+    loaded and no [endpoint] asked; a note when its config.toml was edited since. `budget`: the
+    `--budget N` given, which is the run's budget already (a larger one extends the run)."""
     summary = read_summary(store.path("summary.json"))
     table = agent_table(summary, store.dir) if isinstance(summary, AgentSummary) else run_table(summary, store.dir)
-    more = "" if isinstance(summary, AgentSummary) else "; `--budget N` gives it more evaluations"
-    return f"{store.dir} has finished: nothing to resume{more}\n{table}"
+    if isinstance(summary, AgentSummary):
+        more = ""
+    elif budget is not None:
+        more = f"; --budget {budget} is already the run's budget; give a larger N"
+    else:
+        more = "; `--budget N` gives it more evaluations"
+    note = edited_note(store, config)
+    return "\n".join([f"{store.dir} has finished: nothing to resume{more}", *([note] if note else []), table])
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -440,7 +479,7 @@ def handle(args: argparse.Namespace) -> int:
         return handle_plan(args)
     config, store, resuming = resolve_config(args)
     if resuming and has_ended(store):
-        print(finished_table(store))
+        print(finished_table(store, config, args.budget))
         return 0
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
@@ -494,7 +533,7 @@ def _interrupted(store: RunStore, why: str = "once the endpoint answers", code: 
 def handle_plan(args: argparse.Namespace) -> int:
     """Print the plan of a run (heuristic or agent) without creating its directory."""
     if args.resume:
-        store = RunStore.open(args.resume)
+        store = RunStore.open_run(args.resume)
         remember_methods(store.dir)  # what --resume will run: the method file's original, or the run's copy
         path, overrides = store.config_path, {}
     elif args.config:
@@ -504,8 +543,18 @@ def handle_plan(args: argparse.Namespace) -> int:
     if args.task_changed and not args.resume:
         raise UsageError("--task-changed goes with --resume")
     config = load_run_config(path, overrides, new=not args.resume)
+    if args.resume and (args.budget is not None or not has_ended(store)):  # the run's refusal (resolve_config)
+        check_unedited(store, config, args.budget)
+    require_trackers(config.log.trackers)  # as the run does (check_generators), before it would print a plan
     if args.resume and args.budget is not None:  # the plan the run would go on with, nothing written
+        before = config.run.budget
         config = extended(store, config, args.budget)
+        # the steps it logged as done, then the ones it will take: the loop's rule (methods.step_count)
+        plan = extension_plan(config, store.events(), before)
+        print(format_plan(plan))
+        for line in context_lines(config, plan):
+            print(f"  {line}")
+        return 0
     if not isinstance(config, RunConfig):  # an agent run: its rounds, after the checks the run makes
         if not args.resume:
             check_built(config, args.check_seconds)

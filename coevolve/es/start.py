@@ -9,13 +9,14 @@ continue: `coevolve run --resume` and `coevolve compare` report it as one line
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from coevolve.base.errors import UsageError
 from coevolve.es.config import ESConfig, upgraded
 from coevolve.es.optimizer import ESOpt, ReplayError
-from coevolve.runstore import RunStore, same_settings
+from coevolve.runstore import ABSENT, RunStore, extended_budget, first_difference
 
 HEURISTIC = "heuristic"  # start events written before runs logged their kind are heuristic runs
 
@@ -31,46 +32,85 @@ def start_event(kind: str, version: int, config: dict[str, Any]) -> dict[str, An
     return {"type": "start", "kind": kind, "version": version, "config": config}
 
 
-def logged_config(store: RunStore, events: list[dict], *, kind: str, version: int) -> dict | None:
-    """The config a run's start event logged; None for a new run (no events).
-    ResumeError when the first event is not a version-`version` start of `kind`."""
+def logged_config(store: RunStore, events: list[dict], *, kind: str, version: int,
+                  renamed: dict[str, str] | None = None) -> dict | None:
+    """The config a run's start event logged, as the run goes on under it: sections renamed since
+    (`renamed`, the config class's RENAMED) under today's names, and the budget `--resume DIR --budget N`
+    last gave it. None for a new run (no events). ResumeError when the first event is not a
+    version-`version` start of `kind`."""
     if not events:
         return None
     start = events[0]
     if start.get("type") != "start" or start.get("kind", HEURISTIC) != kind or start.get("version") != version:
         raise ResumeError(f"{store.events_path}: first event is not a version-{version} {kind} start")
-    return start.get("config")
+    logged = start.get("config")
+    if not isinstance(logged, dict):
+        return logged
+    for old, new in (renamed or {}).items():  # runs written before [proposer]/[teacher] became [endpoint]
+        if old in logged and new not in logged:
+            logged = {(new if k == old else k): v for k, v in logged.items()}
+    budget = extended_budget(events)
+    if budget is not None and isinstance(logged.get("run"), dict):
+        logged = {**logged, "run": {**logged["run"], "budget": budget}}
+    return logged
 
 
 # how requests reach the endpoint, not what they ask: a run that died of timeouts resumes with more time
 TRANSPORT = ("timeout_s", "retries", "concurrency")
+RAISABLE = ("caps",)  # limits a run may be given more of between sessions: not what it is
 
 
-def _without_transport(config: Any) -> Any:
-    if isinstance(config, dict) and isinstance(config.get("endpoint"), dict):
-        return {**config, "endpoint": {k: v for k, v in config["endpoint"].items() if k not in TRANSPORT}}
+def _comparable(config: Any) -> Any:
+    """A config less what may change between sessions (TRANSPORT, RAISABLE), [es] in today's shape."""
+    if not isinstance(config, dict):
+        return config
+    config = {k: v for k, v in config.items() if k not in RAISABLE}
+    if isinstance(config.get("endpoint"), dict):
+        config["endpoint"] = {k: v for k, v in config["endpoint"].items() if k not in TRANSPORT}
     return config
 
 
-def same_run_settings(logged: Any, current: dict[str, Any]) -> bool:
-    """Whether a start event's config is `current`, read in today's shape (runstore.same_settings);
-    the endpoint's transport settings (TRANSPORT) may differ."""
+def config_difference(logged: Any, current: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first setting where a start event's config is not `current` (runstore.first_difference: one
+    added to the code since takes its default), read in today's shape; None: the same run."""
     if isinstance(logged, dict) and "es" in logged:
         logged = {**logged, "es": upgraded(logged["es"])}
-    return same_settings(_without_transport(logged), _without_transport(current))
+    return first_difference(_comparable(logged), _comparable(current))
+
+
+def same_run_settings(logged: Any, current: dict[str, Any]) -> bool:
+    """Whether a start event's config is `current` (config_difference)."""
+    return config_difference(logged, current) is None
+
+
+def _shown(value: Any) -> str:
+    return value if value is ABSENT else json.dumps(value)
+
+
+def edited_line(store: RunStore, difference: tuple[str, Any, Any]) -> str:
+    """What config_difference found, as a user reads it: config.toml edited since the run started."""
+    key, was, now = difference
+    return f"{store.config_path} was edited since the run started: {key} was {_shown(was)}, is now {_shown(now)}"
 
 
 def check_same_config(store: RunStore, logged: Any, current: dict[str, Any]) -> None:
-    """Refuse to continue a log written under another config (settings added
-    to the code since it started take their defaults: runstore.same_settings)."""
-    if not same_run_settings(logged, current):
-        raise ResumeError(f"{store.events_path} was written under another config than "
-                          f"{store.config_path}; refusing to mix them")
+    """Refuse to continue a log written under another config, naming the first setting that differs and
+    the way out (settings added to the code since it started take their defaults: first_difference)."""
+    difference = config_difference(logged, current)
+    if difference is None:
+        return
+    key, was, now = difference
+    way = f"put back {key} = {_shown(was)}"
+    # only a heuristic search takes more budget (an agent run's config has an [agent] section)
+    if key == "run.budget" and "agent" not in current and isinstance(was, int) and isinstance(now, int) and now > was:
+        way += f", or give the run more evaluations with `coevolve run --resume {store.dir} --budget {now}`"
+    raise ResumeError(f"{edited_line(store, difference)}; a run goes on under the config it started with: {way}")
 
 
-def check_start(store: RunStore, events: list[dict], current: dict[str, Any], *, kind: str, version: int) -> None:
+def check_start(store: RunStore, events: list[dict], current: dict[str, Any], *, kind: str, version: int,
+                renamed: dict[str, str] | None = None) -> None:
     """Both checks: the log is this kind's and was written under `current`."""
-    logged = logged_config(store, events, kind=kind, version=version)
+    logged = logged_config(store, events, kind=kind, version=version, renamed=renamed)
     if logged is not None:
         check_same_config(store, logged, current)
 

@@ -174,7 +174,14 @@ def seeds_worse(cells: list[ComparisonCell], row: dict, template: float, directi
 def verdict(base: dict, variant: dict) -> dict:
     """Can the two arms be told apart on this set? Only when Welch's 95% interval for the difference
     of their mean test objectives excludes 0 (coevolve/stats.py); and, when it does not, about how many
-    seeds per arm would resolve a true difference of the size seen (80% power)."""
+    seeds per arm would resolve a true difference of the size seen (80% power). Not judged while an
+    arm's runs have not all finished (`unfinished`)."""
+    unfinished = [row for row in (base, variant) if row.get("finished", 0) < row.get("runs", 0)]
+    if unfinished:  # a killed comparison: its missing seeds are not a result to compare
+        return {"distinct": None, "unfinished": True,
+                "why": "; ".join(f"{row['method']}'s run{'s have' if row['runs'] - row['finished'] > 1 else ' has'} "
+                                 f"not finished ({row['finished']} of {row['runs']} done)" for row in unfinished)
+                + ": rerun coevolve compare"}
     a, b = base["objective"], variant["objective"]
     if a["mean"] is None or b["mean"] is None:
         return {"distinct": None, "why": "a method has no scored heuristic"}

@@ -17,6 +17,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from coevolve.agents.es_agent import SEED_SKILLS, logged_seed_skills
+from coevolve.es.start import ResumeError
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
@@ -32,7 +34,7 @@ from coevolve.report.plots import label as _label, plot_differences, plot_progre
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore, ended, extended_budget
 from coevolve.search.plot import plot_best_so_far
-from coevolve.search.skill import trial_line, version_label
+from coevolve.search.skill import rule_count, trial_line, version_label
 from tasks.base import Direction
 from tasks.loader import remember_tasks, task_label
 from tasks.registry import heuristic_task
@@ -203,7 +205,9 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
             continue
         where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {row['task']} {row['split']}{row['size']} "
                  f"at budget {row['budget']}")
-        if row["distinct"] is True:
+        if row.get("unfinished"):
+            out.append(f"{where}: not compared yet: {row['why']}.")
+        elif row["distinct"] is True:
             out.append(f"{where}: the arms differ: {row['why']}.")
         else:
             out.append(f"{where}: cannot be told apart: {row['why']}.")
@@ -661,6 +665,7 @@ def agent_table(summary: AgentSummary, directory: Path) -> str:
         *([("held-out change", change_line(change))] if (change := heldout_change(directory, first.round, last.round))
           and first.round != last.round else []),
         ("best held-out reward", f"{summary.best_eval_reward:.3f}"),
+        *seed_skill_rows(directory),
         ("distilled skill", summary.skill or "-"),
     ]
     if summary.es:
@@ -669,6 +674,23 @@ def agent_table(summary: AgentSummary, directory: Path) -> str:
         rows.append(("weights checksum", summary.checksum))
     rows.append(("run directory", str(directory)))
     return _table(rows)
+
+
+def seed_skill_rows(directory: Path) -> list[tuple[str, str]]:
+    """The `seed skills` row of an agent run's table: each [skills] folder as the run's log pinned it (its
+    seed_skills event), named with its rules as the heuristic table's `starting skill` row; none for a run
+    without seed skills, or one written before the event existed."""
+    events_path = Path(directory) / "events.jsonl"
+    events = read_jsonl(events_path)
+    try:
+        skills = logged_seed_skills(events, events_path)
+    except ResumeError:
+        return []  # a damaged event: the run's resume says so, the table goes without the row
+    if not skills:
+        return []
+    paths = [entry.get("path") for e in events if e.get("type") == SEED_SKILLS for entry in e["skills"]]
+    return [("seed skills", "; ".join(f"{skill.name} ({rule_count(skill.body)} rules) from {path}"
+                                      for skill, path in zip(skills, paths)))]
 
 
 def change_line(change: dict) -> str:

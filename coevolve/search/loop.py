@@ -49,7 +49,7 @@ import numpy as np
 from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
-from coevolve.base.skills import parse_skill_text
+from coevolve.base.skills import load_skill, parse_skill_text
 from coevolve.codeparse import (CUT_OFF, NO_CODE, NO_CODE_CUT_OFF, Extracted, answer_pattern, extract,
                                 template_signature)
 from coevolve.engine.base import (Completion, ConstraintError, ContextLengthError, Generator, MemberJob, Message,
@@ -57,8 +57,7 @@ from coevolve.engine.base import (Completion, ConstraintError, ContextLengthErro
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
-from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
-                               extended_budget)
+from coevolve.runstore import PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended
 from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
@@ -69,7 +68,8 @@ from coevolve.base.errors import UsageError
 from coevolve.search import operators
 from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
-                                     planned_es_generations, planned_steps)
+                                     planned_es_generations, planned_steps, step_count,
+                                     taken_counts)
 from coevolve.search.plot import best_so_far, plot_best_so_far
 from coevolve.search.population import Candidate, dedup_key
 from coevolve.search.prompts import Context, describe_failure, instructions as prompt_instructions, operator_messages
@@ -87,14 +87,6 @@ class Evaluator(Protocol):
     """coevolve.sandbox.Sandbox: scores (code, task, split, size) items in order."""
 
     def evaluate_many(self, items: Sequence[tuple[str, Any, str, int]]) -> list[EvalResult]: ...
-
-
-def _renamed_sections(config: Any) -> Any:
-    """A start event's config as today's sections name it: runs written before
-    [proposer] became [endpoint] resume unchanged."""
-    if isinstance(config, dict) and "proposer" in config and "endpoint" not in config:
-        config = {("endpoint" if k == "proposer" else k): v for k, v in config.items()}
-    return config
 
 
 def _answers(request: Request) -> str:
@@ -138,11 +130,6 @@ def logged_result(result: EvalResult) -> Evaluation:
 
 
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
-
-
-def _to_match(config: Any) -> Any:
-    """Caps may be raised between sessions: they are not part of what must match on resume."""
-    return {k: v for k, v in config.items() if k != "caps"} if isinstance(config, dict) else config
 
 
 @dataclass
@@ -222,6 +209,7 @@ class Progress:
     valid: int = 0
     best: float | None = None
     sigma: float | None = None
+    replayed: bool = False  # the step reported was replayed from the log: an earlier session's work
 
     @property
     def valid_rate(self) -> float:
@@ -256,6 +244,7 @@ class SearchLoop:
 
         events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
+        taken = taken_counts(events)  # what each logged step took, kept (methods.step_count)
         # budgets raised by `--resume DIR --budget N`, for the summary
         self.extensions = [{"from": e.get("from"), "budget": e.get("budget")} for e in events if e.get("type") == "extend"]
         self._check_start(events)
@@ -293,7 +282,7 @@ class SearchLoop:
                         break
                 # a logged step takes what it took: the last step of a run since given more budget
                 # (`--resume DIR --budget N`) may have been cut short by the old one
-                granted = self.ledger.grant(len(logged[step]["requests"]) if step in logged else spec.count)
+                granted = self.ledger.grant(step_count(step, spec, taken))
                 if granted == 0:
                     break
                 event, made = self._step(step, spec, granted, sampling, logged.get(step), event_log)
@@ -303,7 +292,7 @@ class SearchLoop:
                 atomic_write_json(self.store.population_path(step), {
                     "step": step, "operator": spec.operator, "evaluations": self.ledger.used,
                     **self.method.snapshot()})
-                self._report(event)
+                self._report(event, replayed=step in logged)
             summary = self._finish()
             if self.stopped is None and not ended(events):
                 event_log.append({"type": "end", "evaluations": self.ledger.used})
@@ -349,7 +338,8 @@ class SearchLoop:
         self.spend = 0.0
 
     def _check_start(self, events: list[dict]) -> None:
-        logged = _renamed_sections(logged_config(self.store, events, kind=HEURISTIC, version=EVENT_VERSION))
+        renamed = type(self.config).RENAMED  # [proposer] is read as [endpoint]
+        logged = logged_config(self.store, events, kind=HEURISTIC, version=EVENT_VERSION, renamed=renamed)
         if logged is None:
             return
         check_same_method(self.store, self.config, events)
@@ -366,10 +356,8 @@ class SearchLoop:
                 self.config.context.seed_template = False
             if isinstance(logged, dict) and "feedback" not in logged["context"]:
                 self.config.context.feedback = False  # its prompts showed scores alone: they go on so
-        budget = extended_budget(events)
-        if budget is not None and isinstance(logged, dict) and isinstance(logged.get("run"), dict):
-            logged = {**logged, "run": {**logged["run"], "budget": budget}}  # given more budget since it started
-        check_same_config(self.store, _to_match(logged), _to_match(as_dict(self.config)))
+        # `coevolve run --resume` made this check before the engine loaded; a comparison's resume meets it here
+        check_same_config(self.store, logged, as_dict(self.config))
 
     def _start_skill(self, events: list[dict], event_log: JsonlWriter) -> None:
         """skill.start: the skill every prompt shows from the first request, kept as the run's
@@ -640,14 +628,17 @@ class SearchLoop:
             description, body = skills.refresh(self.versions.skill, [c.text for c in completions], cases, contract,
                                                self.skill_name, source)
             written = skills.write_version(self.store.dir, version, self.skill_name, description, body)
+            shown = (logged or {}).get("skill", {}).get("text")
+            if logged is not None and isinstance(shown, str) and shown != written.text():
+                # a run resumed by newer code (a skill's wording changed since): its prompts showed the logged
+                # version, so the run goes on with that one
+                atomic_write_text(written.path / "SKILL.md", shown)
+                written = load_skill(written.path)
             patched = self.versions.current
             self.versions.add(version, written, step)
             record = {"version": version, "text": written.text(), "step": step}
-            if logged is not None and logged.get("skill", {}).get("text") != record["text"]:
-                raise ResumeError(f"{self.store.events_path}: step {step} rebuilds another skill than it logged; "
-                                   "the run directory was written by different code")
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
-                                        "rules": skills.rule_count(body), "patched": patched,
+                                        "rules": skills.rule_count(written.body), "patched": patched,
                                         "path": str((written.path / "SKILL.md").relative_to(self.store.dir))})
         event = {"type": "step", "step": step, "operator": DISTILL,
                  "requests": [request_record(r) for r in requests],
@@ -1088,7 +1079,8 @@ class SearchLoop:
         self.timing["es_update_s"] += time.perf_counter() - began
 
     # reporting --------------------------------------------------------------------
-    def _report(self, event: dict) -> None:
+    def _report(self, event: dict, replayed: bool = False) -> None:
+        self.progress.replayed = replayed
         if self.on_progress is not None:
             self.on_progress(self.progress)
 

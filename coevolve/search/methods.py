@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -518,18 +518,33 @@ class PlannedStep:
     directions: int  # ES members (perturbations) in that update; 0 when not perturbed
 
 
-def planned_steps(method: Method, budget: int, per_member: int) -> list[PlannedStep]:
-    """The steps the loop will run under `budget` evaluations, in order."""
-    return list(iter_planned_steps(method, budget, per_member))
+def taken_counts(events: list[dict]) -> dict[int, int]:
+    """The candidates each logged step of a run took, by step: what step_count keeps."""
+    return {e["step"]: len(e["requests"]) for e in events if e.get("type") == "step"}
 
 
-def iter_planned_steps(method: Method, budget: int, per_member: int) -> Iterator[PlannedStep]:
+def step_count(index: int, spec: StepSpec, taken: Mapping[int, int] | None = None) -> int:
+    """The candidates step `index` asks for: what it took when it is logged (`taken`), else the plan's
+    count. A step an old budget cut short stays short when the run is given more (`--resume DIR
+    --budget N`), so the loop (going on) and an extension's --plan (saying what it will do) ask this."""
+    return taken.get(index, spec.count) if taken else spec.count
+
+
+def planned_steps(method: Method, budget: int, per_member: int,
+                  taken: Mapping[int, int] | None = None) -> list[PlannedStep]:
+    """The steps the loop will run under `budget` evaluations, in order (`taken`: a run's logged steps,
+    step_count)."""
+    return list(iter_planned_steps(method, budget, per_member, taken))
+
+
+def iter_planned_steps(method: Method, budget: int, per_member: int,
+                       taken: Mapping[int, int] | None = None) -> Iterator[PlannedStep]:
     """planned_steps one at a time, for a caller that may stop early. Time linear in the steps."""
     left = budget
     for index, spec in enumerate(method.plan()):
         if left <= 0:
             break
-        granted = min(spec.count, left)
+        granted = min(step_count(index, spec, taken), left)
         left -= granted
         members = members_for(granted, per_member) if spec.perturbed else 0
         perturbed = spec.perturbed and members >= 2
@@ -573,12 +588,13 @@ def extension_problem(before: "RunConfig", after: "RunConfig") -> str | None:
     return None
 
 
-def run_plan(config: "RunConfig") -> dict:
+def run_plan(config: "RunConfig", taken: Mapping[int, int] | None = None) -> dict:
     """The plan of a run as data: what `coevolve run --plan` prints and what
-    `coevolve compare` checks arms against each other with."""
+    `coevolve compare` checks arms against each other with. `taken`: the steps a run
+    already logged, which it keeps as they were (step_count)."""
     method = make_method(config)
     extra = method.outside_budget()
-    steps = planned_steps(method, config.run.budget + extra, config.es.proposals_per_member)
+    steps = planned_steps(method, config.run.budget + extra, config.es.proposals_per_member, taken)
     updates = [s for s in steps if s.perturbed]
     return {
         "method": config.run.method, "task": config.run.task, "budget": config.run.budget,
@@ -650,32 +666,27 @@ def judged_trials(config: "RunConfig", steps: list) -> list[int]:
     return trials + ([] if current is None else [current])
 
 
-def format_plan(plan: dict) -> str:
-    """A plan for people: one line per distinct generation, repeats folded."""
-    lines = [f"plan: {plan['method']} on {plan['task']}, budget T = {plan['budget']}"
-             + (f" (+ {plan['outside_budget']} initial candidates outside T, as the paper counts)"
-                if plan["outside_budget"] else "")]
-    if plan.get("m_multiplier") is not None:
-        lines.append(f"  m1/m2 offspring multiplier k = {plan['m_multiplier']:g}")
-    lines += [f"  {note}" for note in plan.get("notes", [])]
+def step_lines(steps: list[dict], what: str = "generation", prefix: str = "") -> list[str]:
+    """Plan steps for people: one line per distinct generation, repeats folded, each line after
+    `prefix` (an extension's "done: " and "to run: ")."""
     # (shape, its generations, their evaluations): one pass over the steps, so a large budget plans in
     # time linear in its steps
     groups: list[tuple[str, list[int], int]] = []
     by_generation: dict[int, list[dict]] = {}
-    for step in plan["steps"]:
+    for step in steps:
         by_generation.setdefault(step["generation"], []).append(step)
-    for generation, steps in by_generation.items():
+    for generation, steps_ in by_generation.items():
         shape = ", ".join(f"skill refresh ({s['count']} analysts)" if s["operator"] == DISTILL else
                           f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
                                                              if s["perturbed"] else "")
-                          for s in steps)
-        count = sum(s["count"] for s in steps)
+                          for s in steps_)
+        count = sum(s["count"] for s in steps_)
         if groups and groups[-1][0] == shape:
             groups[-1][1].append(generation)
             groups[-1] = (shape, groups[-1][1], groups[-1][2] + count)
         else:
             groups.append((shape, [generation], count))
-    what = plan.get("unit", "generation")
+    lines = []
     for shape, generations, total in groups:
         if generations == [0] and what == "generation":
             label_ = "initial population"
@@ -683,7 +694,44 @@ def format_plan(plan: dict) -> str:
             label_ = f"{what} {generations[0]}"
         else:
             label_ = f"{what}{'es' if what.endswith('h') else 's'} {generations[0]}-{generations[-1]} ({len(generations)}x)"
-        lines.append(f"  {label_}: {shape}  [{total} evaluations]")
+        lines.append(f"  {prefix}{label_}: {shape}  [{total} evaluations]")
+    return lines
+
+
+def extension_plan(config: "RunConfig", events: list[dict], before: int) -> dict:
+    """The plan of `--resume DIR --budget N` (`config`: the run's config with budget N, `events`: its log,
+    `before`: its budget until now): run_plan over the steps it logged, kept as they were, then the
+    steps it will take, as the loop goes on (step_count); `done` counts the logged ones."""
+    taken = taken_counts(events)
+    plan = run_plan(config, taken)
+    done = sum(1 for step in plan["steps"] if step["index"] in taken)
+    ahead = plan["steps"][done:]
+    return {**plan, "extended_from": before, "done": done,
+            "es_restart": config.uses_es and any(step["perturbed"] for step in ahead)}
+
+
+def format_plan(plan: dict) -> str:
+    """A plan for people: one line per distinct generation, repeats folded; an extension's
+    (extension_plan) the steps done, then the steps to run."""
+    lines = [f"plan: {plan['method']} on {plan['task']}, budget T = {plan['budget']}"
+             + (f" (+ {plan['outside_budget']} initial candidates outside T, as the paper counts)"
+                if plan["outside_budget"] else "")]
+    if plan.get("m_multiplier") is not None:
+        lines.append(f"  m1/m2 offspring multiplier k = {plan['m_multiplier']:g}")
+    lines += [f"  {note}" for note in plan.get("notes", [])]
+    what = plan.get("unit", "generation")
+    if plan.get("extended_from") is not None:
+        done, ahead = plan["steps"][:plan["done"]], plan["steps"][plan["done"]:]
+        lines.append(f"  budget raised {plan['extended_from']} -> {plan['budget']}: the {len(done)} logged "
+                     "step(s) stay as they were (one the old budget cut short stays short)")
+        lines += step_lines(done, what, "done: ")
+        lines += step_lines(ahead, what, "to run: ") or ["  to run: nothing"]
+        if plan.get("es_restart"):
+            lines.append("  σ: the updates made keep the σ of the shorter schedule; the schedule of the updates "
+                         "to come is laid over the longer plan, so σ rises again here (a warm restart) "
+                         "instead of staying at es.sigma_end")
+    else:
+        lines += step_lines(plan["steps"], what)
     lines.append(f"  steps: {len(plan['steps'])}, ES updates: {plan['es_updates']}, directions per update: "
                  f"{', '.join(map(str, plan['directions'])) or '-'}")
     if plan.get("skill_refreshes"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -66,7 +67,11 @@ def save_figure(fig, path: str | Path) -> Path:
     """Write a PNG atomically (a reader never sees half a file) and free the figure."""
     import matplotlib.pyplot as plt  # heavy, only when drawing
 
-    fig.tight_layout()
+    with warnings.catch_warnings():
+        # a figure whose labels cannot fit (many arms, a long title) keeps its layout and is still
+        # written: matplotlib's warning would only reach the terminal
+        warnings.filterwarnings("ignore", message="Tight layout not applied", category=UserWarning)
+        fig.tight_layout()
     path = Path(path)
     try:
         with atomic_path(path) as tmp:

@@ -7,21 +7,41 @@ import sys
 from typing import Any
 
 
+RESUMED = " (resumed)"  # the label's mark of a run that goes on from its log
+
+
 class ProgressBar:
     """tqdm over the budget; `update_from` is the search loop's on_progress
     callback, `update_agent` the agent run's."""
 
     def __init__(self, total: int, description: str, unit: str = "eval") -> None:
+        self.unit = unit
+        self.tqdm = self._bar(total, description)
+
+    def _bar(self, total: int, description: str, initial: int = 0) -> Any:
         from tqdm import tqdm  # only when a bar is shown: the CLI's other commands need none of it
 
-        self.tqdm = tqdm(total=total, desc=description, unit=unit, file=sys.stderr, dynamic_ncols=True)
+        return tqdm(total=total, desc=description, unit=self.unit, initial=initial, file=sys.stderr,
+                    dynamic_ncols=True)
 
     def update(self, used: int, postfix: dict[str, str]) -> None:
         self.tqdm.update(used - self.tqdm.n)
         self.tqdm.set_postfix(postfix, refresh=True)
 
+    def start_after(self, used: int) -> None:
+        """The budget a resumed run replays from its log was spent in earlier sessions: the bar starts
+        at it (tqdm's `initial`), so its rate and ETA cover this session's work only; and says
+        "(resumed)", whoever made it (a comparison's arm as well as `coevolve run --resume`)."""
+        total, description = self.tqdm.total, self.tqdm.desc
+        self.tqdm.leave = False  # the bar before the replay gives its line to the one after it
+        self.tqdm.close()
+        self.tqdm = self._bar(total, description if description.endswith(RESUMED) else description + RESUMED, used)
+
     def update_from(self, progress: Any) -> None:
-        """coevolve.search.loop.Progress: best objective, valid rate, σ."""
+        """coevolve.search.loop.Progress: best objective, valid rate, σ; a step replayed from the
+        log (`progress.replayed`) moves where the bar starts rather than its rate."""
+        if progress.replayed:
+            self.start_after(progress.used)
         postfix = {"best": "-" if progress.best is None else f"{progress.best:.4g}",
                    "valid": f"{progress.valid_rate:.0%}"}
         if progress.sigma is not None:
@@ -46,5 +66,5 @@ class ProgressBar:
 def progress_bar(config: Any, resuming: bool = False, label: str = "", unit: str = "eval") -> ProgressBar:
     """The bar of a run config (RunConfig, or AgentRunConfig with unit="episode":
     both have [run] budget, method, task)."""
-    what = (label or f"{config.run.method} {config.run.task}") + (" (resumed)" if resuming else "")
+    what = (label or f"{config.run.method} {config.run.task}") + (RESUMED if resuming else "")
     return ProgressBar(config.run.budget, what, unit)
