@@ -142,8 +142,8 @@ def test_error_and_success_analysts_run_in_one_batch_and_patch_the_skill(tmp_pat
     teacher = Teacher(reply)
     previous = write_skill(tmp_path / "prev", "d", "# t\n\n## Luck\n- Guess boldly when unsure.")
     traces = [trace(str(i), 0) for i in range(4)] + [trace("9", 1.0)]
-    skill = distill(teacher, traces, tmp_path / "sudoku-distilled", previous=previous,
-                    settings=DistillSettings(successes=1))
+    skill, _ = distill(teacher, traces, tmp_path / "sudoku-distilled", previous=previous,
+                       settings=DistillSettings(successes=1))
     first = teacher.calls[0]
     assert len(first) == 5  # 4 error analysts and 1 success analyst, one batched call
     assert sum("error analyst" in c[0]["content"] for c in first) == 4

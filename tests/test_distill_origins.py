@@ -144,7 +144,7 @@ def test_an_endpoints_replies_move_the_bar_one_by_one(tmp_path, monkeypatch, cap
 
 
 def test_rules_the_teacher_wrote_condensing_are_counted_as_such(tmp_path):
-    from coevolve.agents.trace2skill import distill_counted
+    from coevolve.agents.trace2skill import distill
 
     def reply(user: str) -> str:
         if "Merged rules:" in user:
@@ -157,5 +157,5 @@ def test_rules_the_teacher_wrote_condensing_are_counted_as_such(tmp_path):
             return [Completion(text=reply(c[-1]["content"])) for c in conversations]
 
     traces = [trace(str(i), f"Illegal: {i} is already in row 1.") for i in range(6)]
-    _, origins = distill_counted(Scripted(), traces, tmp_path / "condensed")
+    _, origins = distill(Scripted(), traces, tmp_path / "condensed")
     assert origins.summary() == "2 rules (2 condensed by the teacher; 6 of 6 analyses gave a usable rule)"

@@ -293,8 +293,8 @@ class _AgentRun:
             atomic_write_text(folder / "SKILL.md", logged["text"])
             self.distilled = load_skill(folder)
             return
-        self.distilled = distill(self.distiller, trajectories, folder, previous=self.distilled,
-                                 settings=self._distill_settings(round_index))
+        self.distilled, _ = distill(self.distiller, trajectories, folder, previous=self.distilled,
+                                    settings=self._distill_settings(round_index))
         log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
                     "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
 

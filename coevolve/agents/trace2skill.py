@@ -206,22 +206,6 @@ def _source(origins: RuleOrigins, trajectories: Sequence[Trajectory]) -> str:
     return f"{origins.analyses_text()} of {len(trajectories)} {trajectories[0].task} trajectories"
 
 
-def distill_counted(
-    teacher: Generator,
-    trajectories: Sequence[Trajectory],
-    out_dir: str | Path,
-    description: str | None = None,
-    previous: Skill | None = None,
-    settings: DistillSettings = DistillSettings(),
-) -> tuple[Skill, RuleOrigins]:
-    """`distill`, and where the written skill's rules came from (what `coevolve distill` prints)."""
-    out_dir = Path(out_dir)
-    sections, _, origins = distill_patches(teacher, trajectories, previous, settings)
-    description, body = _skill_text(out_dir.name, trajectories[0].task, sections, _source(origins, trajectories),
-                                    origins, description)
-    return write_skill(out_dir, description, body), origins
-
-
 def distill(
     teacher: Generator,
     trajectories: Sequence[Trajectory],
@@ -229,10 +213,14 @@ def distill(
     description: str | None = None,
     previous: Skill | None = None,
     settings: DistillSettings = DistillSettings(),
-) -> Skill:
-    """One distillation of `trajectories` into `out_dir/SKILL.md`, patching
-    `previous` when given; returns the written, valid skill."""
-    return distill_counted(teacher, trajectories, out_dir, description, previous, settings)[0]
+) -> tuple[Skill, RuleOrigins]:
+    """One distillation of `trajectories` into `out_dir/SKILL.md`, patching `previous` when given: the
+    written, valid skill and where its rules came from (what `coevolve distill` prints)."""
+    out_dir = Path(out_dir)
+    sections, _, origins = distill_patches(teacher, trajectories, previous, settings)
+    description, body = _skill_text(out_dir.name, trajectories[0].task, sections, _source(origins, trajectories),
+                                    origins, description)
+    return write_skill(out_dir, description, body), origins
 
 
 def distill_best_of(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from coevolve.agents.rollout import load_trajectories
-from coevolve.agents.trace2skill import DistillSettings, distill_counted, select_traces
+from coevolve.agents.trace2skill import DistillSettings, distill, select_traces
 from coevolve.base.config import read_toml
 from coevolve.base.errors import UsageError
 from coevolve.base.skillpatch import RuleOrigins, plural
@@ -110,7 +110,7 @@ def handle(args: argparse.Namespace) -> int:
     generator, engine = teacher(args)
     try:
         with watched(generator, analysts, f"distill {trajectories[0].task}", args.no_progress) as watched_teacher:
-            _, origins = distill_counted(watched_teacher, trajectories, args.out, description=args.description,
+            _, origins = distill(watched_teacher, trajectories, args.out, description=args.description,
                                          previous=previous, settings=settings)
     except (SkillError, EndpointError) as exc:  # EndpointError: the endpoint stopped answering
         raise UsageError(str(exc)) from None
