@@ -111,7 +111,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         with watched(generator, analysts, f"distill {trajectories[0].task}", args.no_progress) as watched_teacher:
             _, origins = distill(watched_teacher, trajectories, args.out, description=args.description,
-                                         previous=previous, settings=settings)
+                                 previous=previous, settings=settings)
     except (SkillError, EndpointError) as exc:  # EndpointError: the endpoint stopped answering
         raise UsageError(str(exc)) from None
     finally:
