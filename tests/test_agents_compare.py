@@ -293,3 +293,29 @@ def test_a_run_of_an_older_comparison_with_relative_seed_skills_is_the_same_run(
     elsewhere = build_config(AgentRunConfig, {**raw, "skills": {"paths": [str(tmp_path / "other" / "x")]}})
     with pytest.raises(UsageError, match="holds a run under other settings: skills.paths"):
         existing_config(elsewhere, old)
+
+
+def test_a_comparison_recording_its_task_file_relative_renders_from_its_copy(tmp_path, monkeypatch):
+    """Agent comparisons written before s50 recorded a file task as given, relative to where `coevolve
+    compare` ran (`../game/env.py`): `coevolve report` refused them from anywhere else ("task file not
+    found") though tasks.json held the copy. The copy is read, as for a heuristic comparison."""
+    from coevolve.cli import main
+    from tasks.loader import record_tasks
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-task", "game", "--agent", "--dir", "work"]) == 0
+    monkeypatch.chdir(tmp_path / "work")  # where the comparison ran
+    spec = "game/env.py"
+    raw = tiny_raw()
+    raw["compare"]["tasks"] = [spec]
+    raw.pop("task", None)
+    root = tmp_path / "work" / "cmp"
+    root.mkdir()
+    (root / COMPARE_CONFIG).write_text(dump_toml(raw))  # the spec as given, relative to work/
+    record_tasks(root, [spec])
+    moved = tmp_path / "moved"
+    (tmp_path / "work" / "cmp").rename(moved)
+    (tmp_path / "work" / "game" / "env.py").unlink()  # the original gone too
+    monkeypatch.chdir(tmp_path)
+    written = render(moved)
+    assert "Arms scored: 0 of 2" in (moved / "report.md").read_text() and written["report.md"].exists()

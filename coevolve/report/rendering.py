@@ -242,10 +242,13 @@ def ledger_table(config: CompareConfig, records: list[ComparisonCell]) -> str:
 def render_comparison(root: str | Path) -> dict[str, Path]:
     """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
     root = Path(root)
+    # file tasks from the comparison's own copies when the originals are gone or changed (an agent
+    # comparison's too: one written before its task paths were recorded absolute names them relative to
+    # where it was run); method files likewise
+    remember_tasks(root, "copy")
+    registry.remember_methods(root, "copy")
     if config_class(read_toml(root / COMPARE_CONFIG)) is AgentCompareConfig:  # agent arms: their own tables
         return render_agent_comparison(root)
-    remember_tasks(root, "copy")  # file tasks from the comparison's own copies when the originals are gone or changed
-    registry.remember_methods(root, "copy")  # method files likewise
     config, records = collect(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
