@@ -220,6 +220,23 @@ def test_progress_reports_episodes_reward_solved_rate_and_sigma(tmp_path):
     assert all(p.sigma is not None and p.sigma > 0 for p in seen)
 
 
+def test_a_resumed_run_marks_its_replayed_rounds_so_the_bar_starts_after_them(tmp_path):
+    """A resumed agent run's bar counted its replayed rounds as this session's episodes (its rate and
+    ETA as if they took no time), as a heuristic run's did: the rounds read from the log are marked."""
+    config = make_config(budget=36, batch=3)
+    store = start(tmp_path, config)
+    play(config, store, FakeEngine())
+    events = store.events_path.read_text().splitlines(keepends=True)
+    rounds = [i for i, line in enumerate(events) if '"type": "round"' in line]
+    store.events_path.write_text("".join(events[: rounds[1] + 1]))  # killed after round 1
+    store.history_path.write_text("".join(store.history_path.read_text().splitlines(keepends=True)[:2]))
+    (store.dir / "summary.json").unlink()
+    seen = []
+    run_agent(config, RunStore.open(store.dir), FakeEngine(), config.build_task(),
+              on_progress=lambda p: seen.append((p.used, p.replayed)))
+    assert seen == [(12, True), (24, True), (36, False)]
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"run": {"method": "magic"}}, "run.method must be one of"),
     ({"agent": {"shaping": -1}}, "agent.shaping must be >= 0"),

@@ -84,6 +84,13 @@ def test_a_resumed_bar_starts_at_the_replayed_evaluations_and_says_resumed():
         fresh.update_from(SimpleNamespace(used=6, replayed=True, best=None, valid_rate=0.0, sigma=None))
         assert fresh.tqdm.desc == "eoh fake (resumed)"  # said once
         fresh.close()
+        agent = ProgressBar(36, "esopt sudoku (resumed)", unit="episode")  # an agent run's rounds alike
+        agent.update_agent(SimpleNamespace(used=24, replayed=True, mean_reward=0.5, solved_rate=0.5, sigma=None,
+                                           eval_reward=None))
+        agent.update_agent(SimpleNamespace(used=36, replayed=False, mean_reward=0.5, solved_rate=0.5, sigma=None,
+                                           eval_reward=None))
+        assert (agent.tqdm.initial, agent.tqdm.n) == (24, 36)
+        agent.close()
     finally:
         bar.close()
 

@@ -79,6 +79,7 @@ class AgentProgress:
     solved_rate: float | None = None
     sigma: float | None = None
     eval_reward: float | None = None  # the latest held-out evaluation
+    replayed: bool = False  # the round reported was replayed from the log: an earlier session's episodes
 
 
 def evaluate(generator: Generator, task: Any, config: AgentRunConfig,
@@ -177,6 +178,7 @@ class _AgentRun:
             online = config.agent.distill == "online"
             while self._can_play(round_index):
                 trajectories = self._round(round_index, rounds.get(round_index), log)
+                self.progress.replayed = round_index in rounds  # the bar starts after the replayed rounds
                 round_index += 1
                 if config.uses_skills and online and (config.run.method == "trace2skill"
                                                       or round_index % config.agent.skill_every == 0):

@@ -50,7 +50,10 @@ class ProgressBar:
 
     def update_agent(self, progress: Any) -> None:
         """coevolve.agents.es_agent.AgentProgress: the round's mean reward and
-        solved rate, σ, and the latest held-out reward."""
+        solved rate, σ, and the latest held-out reward; a replayed round moves where the bar
+        starts, as a replayed search step does (update_from)."""
+        if progress.replayed:
+            self.start_after(progress.used)
         postfix = {"reward": "-" if progress.mean_reward is None else f"{progress.mean_reward:.3f}",
                    "solved": "-" if progress.solved_rate is None else f"{progress.solved_rate:.0%}"}
         if progress.sigma is not None:
