@@ -828,6 +828,23 @@ def test_a_trace2skill_runs_counts_are_the_run_tables_while_it_runs_and_once_it_
     assert (running["used"], running["valid_rate"]) == (31, summary.valid_rate)
 
 
+def test_a_trace2skill_runs_curves_are_against_the_evaluations_charged(tmp_path):
+    """The curves' x is the budget axis: a refresh's analysts are charged between candidates (ids 15-17) and
+    after the last one (32-34), so the valid rate at a candidate is the valid ones over its evaluation number,
+    and the curves end at the 34 evaluations spent with the run table's valid rate, not at candidate 31."""
+    from test_search_loop import make_config, run as search_run
+
+    summary, _, _ = search_run(tmp_path / "run", make_config("eoh+esopt+trace2skill", 34, seed=3))
+    records = [json.loads(line) for line in (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()]
+    ids = [c["id"] for c in records]
+    assert 15 not in ids and ids[-1] == 31 < summary.evaluations == 34
+    curves = reader.HeuristicRun(tmp_path / "run").curves()
+    valid_so_far = [sum(c["objective"] is not None for c in records[:n]) for n in range(1, len(records) + 1)]
+    assert curves["x"] == [*ids, 34]
+    assert curves["valid_rate"] == [*(v / i for v, i in zip(valid_so_far, ids)), summary.valid_rate]
+    assert curves["best"][-1] == curves["best"][-2]  # no candidate at 34: the best so far stays
+
+
 def test_a_comparisons_row_counts_runs_not_runs_csv_rows(tmp_path):
     """runs.csv has a row per run and test set: 2 runs scored on 2 sets are 2 runs, 1 of them finished."""
     root = tmp_path / "cmp"

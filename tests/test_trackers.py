@@ -76,6 +76,23 @@ def tensorboard_scalars(folder: Path) -> tuple[object, dict[str, list[tuple[int,
     return acc, {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def test_the_mirrors_valid_rate_is_over_the_evaluations_charged(tmp_path):
+    """A +trace2skill run's analysts are charged between candidates (ids 1, 2, then 6 after three analyst
+    requests): the valid rate at 6 is 2 valid of 6 evaluations, as the dashboard and summary count it."""
+    from coevolve.base.logsection import LogSection
+    from coevolve.base.mirror import Mirror
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.toml").write_text(CONFIG)
+    write_lines(run_dir / "events.jsonl", [{"type": "start", "version": 1, "config": {}}])
+    write_lines(run_dir / "candidates.jsonl", [candidate(1, 9.0), candidate(2, None), candidate(6, 7.0)])
+    mirror = Mirror(run_dir, LogSection(mlflow=True), "min")
+    mirror.update()
+    mirror.close()
+    assert mlflow_history(run_dir)[2]["valid_rate"] == [(1, 1.0), (2, 0.5), (6, 2 / 6)]
+
+
 def test_mirror_follows_a_run_and_adds_each_point_once(tmp_path):
     from coevolve.base.logsection import LogSection
     from coevolve.base.mirror import Mirror

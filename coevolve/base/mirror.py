@@ -161,7 +161,9 @@ class Follower:
             return
         if self.best is not None:
             points.append(Point("best_so_far", self.best, step, now))
-        points.append(Point("valid_rate", self.valid / self.count, step, now))
+        # over the evaluations charged, as the dashboard plots it: a candidate's id is its evaluation number,
+        # and skill analysts' requests (charged, no candidate) fall between ids
+        points.append(Point("valid_rate", self.valid / max(step, self.count), step, now))
         if improved and record.get("code"):
             header = f"# candidate {record.get('id')}, objective {objective!r}\n"
             texts.append(Text("best_program.py", header + str(record["code"]), step, now))

@@ -518,14 +518,17 @@ class HeuristicRun(RunDir):
         return CACHE.get(self.path / "summary.json", make, kind="run_table")
 
     def curves(self) -> dict[str, Any]:
-        """Best-so-far and cumulative valid rate against evaluations; failures per step."""
+        """Best-so-far and cumulative valid rate against evaluations as the ledger charged them: a
+        candidate's id is its evaluation number, and skill analysts' requests (charged, no candidate) fall
+        between ids, so the rate is over the id, not the candidates so far, and a refresh after the last
+        candidate extends the curves to `used`. Failures per step."""
         xs, best_y, valid_rate = [], [], []
         best: float | None = None
         valid = 0
         failures_by_step: dict[str, Counter] = {}
         by_operator: dict[str, Counter] = {}
         steps: list[int] = []
-        for n, c in enumerate(self.candidates, start=1):
+        for c in self.candidates:
             objective = finite(c.objective)
             if objective is not None:
                 valid += 1
@@ -533,12 +536,17 @@ class HeuristicRun(RunDir):
                     best = objective
             xs.append(c.id)
             best_y.append(best)
-            valid_rate.append(valid / n)
+            valid_rate.append(valid / c.id)
             outcome = outcome_of(c)
             if c.step not in steps:
                 steps.append(c.step)
             failures_by_step.setdefault(outcome, Counter())[c.step] += 1
             by_operator.setdefault(outcome, Counter())[c.operator] += 1
+        used = self.used()
+        if xs and used > xs[-1]:
+            xs.append(used)
+            best_y.append(best)
+            valid_rate.append(valid / used)
         operators = sorted({op for counts in by_operator.values() for op in counts})
         return {"x": xs, "best": best_y, "valid_rate": valid_rate, "steps": steps,
                 "outcomes_by_step": {k: [v[s] for s in steps] for k, v in sorted(failures_by_step.items())},
