@@ -106,3 +106,35 @@ def test_an_agent_run_without_es_is_refused_more_budget_without_naming_an_es_sch
     assert main(["run", "--resume", str(tmp_path / "agent"), "--budget", "512", "--plan"]) == 2
     err = capsys.readouterr().err
     assert "an agent run's rounds are planned from its budget: start a new run" in err and "ES" not in err
+
+
+def test_a_resumed_bar_is_started_once_however_many_steps_it_replays():
+    """A bar was closed and made anew for every step replayed (a long run's resume drew hundreds): it is
+    started once, after the replay, at its first live step; or at its close when none came (a run killed
+    after its last step), ending where the replay did."""
+    made = []
+
+    class Counted(ProgressBar):
+        def _bar(self, *args):
+            made.append(args)
+            return super()._bar(*args)
+
+    def step(used: int, replayed: bool) -> SimpleNamespace:
+        return SimpleNamespace(used=used, replayed=replayed, best=1.0, valid_rate=0.5, sigma=None)
+
+    bar = Counted(100, "sample fake")
+    try:
+        for used in range(5, 55, 5):
+            bar.update_from(step(used, True))
+        bar.update_from(step(55, False))
+        bar.update_from(step(60, False))
+        assert made == [(100, "sample fake"), (100, "sample fake (resumed)", 50)]
+        assert (bar.tqdm.initial, bar.tqdm.n) == (50, 60)
+    finally:
+        bar.close()
+    made.clear()
+    replayed_only = Counted(100, "sample fake")
+    for used in (5, 10):
+        replayed_only.update_from(step(used, True))
+    replayed_only.close()
+    assert made == [(100, "sample fake"), (100, "sample fake (resumed)", 10)] and replayed_only.tqdm.n == 10

@@ -50,7 +50,7 @@ from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_popul
                                      remember_methods, run_plan, extension_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
-from coevolve.search.skill import start_skill
+from coevolve.search.skill import other_task, start_skill
 from coevolve.search.start_programs import read_programs
 from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
@@ -151,6 +151,13 @@ def task_key(key: str) -> Iterator[None]:
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, RunStore, bool]:
     """The validated and built config (heuristic or agent), its run directory
     (holding what the [endpoint] said when probed) and True when resuming."""
+    config, store, events = resolve_run(args)
+    return config, store, events is not None
+
+
+def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, RunStore, list[dict] | None]:
+    """resolve_config's, with a resumed run's log for `handle` (None: a new run): read once for the checks
+    here and handle's, again only after `--budget N` logged an extension to it."""
     if args.resume:
         overrides = overrides_from(args)
         budget = overrides.get("run", {}).pop("budget", None)
@@ -163,15 +170,17 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
         raw = read_toml(store.config_path)  # as written: what extend rewrites with the larger budget
         named = task_named(raw)  # its task is named as it was resolved at the start
         config = build_config(config_class(named), named)
+        events = store.events()  # after remember_task, which may log a task_changed event
         if isinstance(config, RunConfig):
-            check_same_method(store, config)
-        if budget is not None or not has_ended(store):  # one that has ended is only shown, with a note (handle)
-            check_unedited(store, config, budget)
+            check_same_method(store, config, events)
+        if budget is not None or not has_ended(store, events):  # one that has ended is only shown, with a note
+            check_unedited(store, config, events, budget)
         if budget is not None:
-            config = extend(store, raw, config, budget)
-        if not has_ended(store):  # a run that has ended is only shown (handle)
+            config = extend(store, raw, config, budget, events)
+            events = store.events()  # with the "extend" event it may have logged: the run goes on again
+        if not has_ended(store, events):  # a run that has ended is only shown (handle)
             record_endpoint(store.dir, check_generators(config))
-        return config, store, True
+        return config, store, events
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     if args.task_changed:
@@ -183,14 +192,15 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig
     record_tasks(store.dir, [config.run.task])
     record_methods(store.dir, [config.run.method])
     record_endpoint(store.dir, endpoint)
-    return config, store, False
+    return config, store, None
 
 
-def resumed_configs(store: RunStore, config: RunConfig | AgentRunConfig,
+def resumed_configs(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
                     budget: int | None = None) -> tuple[dict | None, dict]:
-    """The config the run in `store` goes on under (its start event's, es/start.py logged_config; None
-    before the run's first step) and its config.toml's (`config`): `--budget N` (`budget`) sets both."""
-    events, current = store.events(), as_dict(config)
+    """The config the run in `store` (its log: `events`) goes on under (its start event's, es/start.py
+    logged_config; None before the run's first step) and its config.toml's (`config`): `--budget N`
+    (`budget`) sets both."""
+    current = as_dict(config)
     if budget is not None and events:  # as extend will log it
         events = [*events, {"type": "extend", "budget": budget}]
         current = {**current, "run": {**current["run"], "budget": budget}}
@@ -198,18 +208,20 @@ def resumed_configs(store: RunStore, config: RunConfig | AgentRunConfig,
     return logged_config(store, events, kind=kind, version=version, renamed=type(config).RENAMED), current
 
 
-def check_unedited(store: RunStore, config: RunConfig | AgentRunConfig, budget: int | None = None) -> None:
+def check_unedited(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
+                   budget: int | None = None) -> None:
     """A resume refused, before anything is written or any engine loads, when its config.toml was edited
-    since the run started: one line naming the first setting that differs and the way out. The loop and
-    the agent run check again, for a comparison's resumes."""
-    logged, current = resumed_configs(store, config, budget)
+    since the run started (its log: `events`): one line naming the first setting that differs and the way
+    out. The loop and the agent run check again, for a comparison's resumes."""
+    logged, current = resumed_configs(store, config, events, budget)
     if logged is not None:
         check_same_config(store, logged, current)
 
 
-def edited_note(store: RunStore, config: RunConfig | AgentRunConfig) -> str | None:
-    """What `--resume` of a run that has ended says of a config.toml edited since: nothing will read it."""
-    logged, current = resumed_configs(store, config)
+def edited_note(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict]) -> str | None:
+    """What `--resume` of a run that has ended (its log: `events`) says of a config.toml edited since:
+    nothing will read it."""
+    logged, current = resumed_configs(store, config, events)
     difference = None if logged is None else config_difference(logged, current)
     return None if difference is None else f"note: {edited_line(store, difference)}; its edits are not read"
 
@@ -239,13 +251,15 @@ def extended(store: RunStore, config: RunConfig | AgentRunConfig, budget: int) -
     return larger
 
 
-def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budget: int) -> RunConfig:
-    """`--resume DIR --budget N`: the run in DIR (its config.toml as read, `raw`, and as built, `config`),
-    finished or not, goes on to N evaluations (`extended`'s checks). Its config.toml says N from now on
-    (`raw` with the new budget: the file keeps its own shape) and its log an "extend" event; the steps it
-    took stay as they were. A second call with the same N changes nothing more."""
+def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budget: int,
+           events: list[dict] | None = None) -> RunConfig:
+    """`--resume DIR --budget N`: the run in DIR (its config.toml as read, `raw`, and as built, `config`;
+    its log as read, `events`, else read here), finished or not, goes on to N evaluations (`extended`'s
+    checks). Its config.toml says N from now on (`raw` with the new budget: the file keeps its own shape)
+    and its log an "extend" event; the steps it took stay as they were. A second call with the same N
+    changes nothing more."""
     larger = extended(store, config, budget)
-    events = store.events()
+    events = store.events() if events is None else events
     logged = next((e.get("config", {}).get("run", {}).get("budget") for e in events if e.get("type") == "start"),
                   None)
     if budget != config.run.budget:
@@ -365,8 +379,12 @@ def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECON
         check_task(config.run.task, seconds)
         task = heuristic_task(config.run.task)
         check_with_task(config, task)  # e.g. MAP-Elites' descriptors, the tie-breaks' names
-        if config.skill.start:
-            start_skill(config.skill.start)
+        if config.skill.start:  # --skill and [skill] start alike
+            other = other_task(start_skill(config.skill.start), task.name)
+            if other is not None:  # not refused: one task's skill tried on another may be the experiment
+                print(f"warning: skill.start {config.skill.start} was distilled for {other}, and this run's task "
+                      f"is {task.name}: its rules, its Contract's function included, are {other}'s",
+                      file=sys.stderr, flush=True)
         read_programs(config.start.programs, task.function_name, task.template)
     else:
         check_agent_task(config, seconds)
@@ -452,15 +470,17 @@ def create_store(config: RunConfig | AgentRunConfig) -> RunStore:
     return RunStore.create(config.run.out, dump_toml(as_dict(config)))
 
 
-def has_ended(store: RunStore) -> bool:
-    """Whether the run's log ends with its end (and its summary is written): nothing is left to run."""
-    return store.path("summary.json").exists() and ended(store.events())
+def has_ended(store: RunStore, events: list[dict] | None = None) -> bool:
+    """Whether the run's log (`events`, else read when its summary is written) ends with its end and its
+    summary is written: nothing is left to run."""
+    return store.path("summary.json").exists() and ended(store.events() if events is None else events)
 
 
-def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, budget: int | None = None) -> str:
-    """What `--resume` of a run that has ended prints: its table, read from its directory, with no engine
-    loaded and no [endpoint] asked; a note when its config.toml was edited since. `budget`: the
-    `--budget N` given, which is the run's budget already (a larger one extends the run)."""
+def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
+                   budget: int | None = None) -> str:
+    """What `--resume` of a run that has ended (its log: `events`) prints: its table, read from its
+    directory, with no engine loaded and no [endpoint] asked; a note when its config.toml was edited since.
+    `budget`: the `--budget N` given, which is the run's budget already (a larger one extends the run)."""
     summary = read_summary(store.path("summary.json"))
     table = agent_table(summary, store.dir) if isinstance(summary, AgentSummary) else run_table(summary, store.dir)
     if isinstance(summary, AgentSummary):
@@ -469,7 +489,7 @@ def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, budget: 
         more = f"; --budget {budget} is already the run's budget; give a larger N"
     else:
         more = "; `--budget N` gives it more evaluations"
-    note = edited_note(store, config)
+    note = edited_note(store, config, events)
     return "\n".join([f"{store.dir} has finished: nothing to resume{more}", *([note] if note else []), table])
 
 
@@ -477,9 +497,10 @@ def handle(args: argparse.Namespace) -> int:
     check_seconds("--check-seconds", args.check_seconds)
     if args.plan:
         return handle_plan(args)
-    config, store, resuming = resolve_config(args)
-    if resuming and has_ended(store):
-        print(finished_table(store, config, args.budget))
+    config, store, events = resolve_run(args)
+    resuming = events is not None
+    if resuming and has_ended(store, events):
+        print(finished_table(store, config, events, args.budget))
         return 0
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
@@ -543,14 +564,15 @@ def handle_plan(args: argparse.Namespace) -> int:
     if args.task_changed and not args.resume:
         raise UsageError("--task-changed goes with --resume")
     config = load_run_config(path, overrides, new=not args.resume)
-    if args.resume and (args.budget is not None or not has_ended(store)):  # the run's refusal (resolve_config)
-        check_unedited(store, config, args.budget)
+    events = store.events() if args.resume else []  # --plan writes nothing: one read stays the log
+    if args.resume and (args.budget is not None or not has_ended(store, events)):  # the run's refusal (resolve_run)
+        check_unedited(store, config, events, args.budget)
     require_trackers(config.log.trackers)  # as the run does (check_generators), before it would print a plan
     if args.resume and args.budget is not None:  # the plan the run would go on with, nothing written
         before = config.run.budget
         config = extended(store, config, args.budget)
         # the steps it logged as done, then the ones it will take: the loop's rule (methods.step_count)
-        plan = extension_plan(config, store.events(), before)
+        plan = extension_plan(config, events, before)
         print(format_plan(plan))
         for line in context_lines(config, plan):
             print(f"  {line}")

@@ -17,6 +17,7 @@ class ProgressBar:
     def __init__(self, total: int, description: str, unit: str = "eval") -> None:
         self.unit = unit
         self.tqdm = self._bar(total, description)
+        self.replayed: tuple[int, dict[str, str]] | None = None  # (budget used, postfix) the replay reached
 
     def _bar(self, total: int, description: str, initial: int = 0) -> Any:
         from tqdm import tqdm  # only when a bar is shown: the CLI's other commands need none of it
@@ -31,38 +32,53 @@ class ProgressBar:
     def start_after(self, used: int) -> None:
         """The budget a resumed run replays from its log was spent in earlier sessions: the bar starts
         at it (tqdm's `initial`), so its rate and ETA cover this session's work only; and says
-        "(resumed)", whoever made it (a comparison's arm as well as `coevolve run --resume`)."""
+        "(resumed)", whoever made it (a comparison's arm as well as `coevolve run --resume`). Called once,
+        when the replay is over (_advance)."""
         total, description = self.tqdm.total, self.tqdm.desc
         self.tqdm.leave = False  # the bar before the replay gives its line to the one after it
         self.tqdm.close()
         self.tqdm = self._bar(total, description if description.endswith(RESUMED) else description + RESUMED, used)
 
+    def _advance(self, used: int, replayed: bool, postfix: dict[str, str]) -> None:
+        """A step (or round) done; one replayed from the log moves where the bar starts rather than its
+        rate: the replay's last is kept, and the bar is started after it once, at the first live step
+        (or at close, when none came), not made anew for each step replayed."""
+        if replayed:
+            self.replayed = (used, postfix)
+            return
+        self._end_replay()
+        self.update(used, postfix)
+
+    def _end_replay(self) -> None:
+        if self.replayed is not None:
+            used, postfix = self.replayed
+            self.replayed = None
+            self.start_after(used)
+            self.update(used, postfix)
+
     def update_from(self, progress: Any) -> None:
         """coevolve.search.loop.Progress: best objective, valid rate, σ; a step replayed from the
-        log (`progress.replayed`) moves where the bar starts rather than its rate."""
-        if progress.replayed:
-            self.start_after(progress.used)
+        log (`progress.replayed`) moves where the bar starts rather than its rate (_advance)."""
         postfix = {"best": "-" if progress.best is None else f"{progress.best:.4g}",
                    "valid": f"{progress.valid_rate:.0%}"}
         if progress.sigma is not None:
             postfix["sigma"] = f"{progress.sigma:.2e}"
-        self.update(progress.used, postfix)
+        self._advance(progress.used, progress.replayed, postfix)
 
     def update_agent(self, progress: Any) -> None:
         """coevolve.agents.es_agent.AgentProgress: the round's mean reward and
         solved rate, σ, and the latest held-out reward; a replayed round moves where the bar
-        starts, as a replayed search step does (update_from)."""
-        if progress.replayed:
-            self.start_after(progress.used)
+        starts, as a replayed search step does (_advance)."""
         postfix = {"reward": "-" if progress.mean_reward is None else f"{progress.mean_reward:.3f}",
                    "solved": "-" if progress.solved_rate is None else f"{progress.solved_rate:.0%}"}
         if progress.sigma is not None:
             postfix["sigma"] = f"{progress.sigma:.2e}"
         if progress.eval_reward is not None:
             postfix["held-out"] = f"{progress.eval_reward:.3f}"
-        self.update(progress.used, postfix)
+        self._advance(progress.used, progress.replayed, postfix)
 
     def close(self) -> None:
+        self._end_replay()  # a run that only replayed (killed after its last step) ends showing where it was
         self.tqdm.close()
 
 

@@ -44,10 +44,28 @@ SUCCESS_ANALYST = ("You are a success analyst. A program written for the heurist
                    "it work. " + _FORMAT)
 CODE_CHARS = 900  # the candidate's code shown to an analyst (the end is cut)
 CONTRACT = "contract"
+# a distilled skill's description: the one record of the task it was made for (distilled_for reads it back)
+DISTILLED = "Rules for writing {} heuristics, distilled with Trace2Skill from this run's own candidates."
 
 
 def skill_name(task: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-") + "-heuristics"
+
+
+def distilled_for(skill: Skill) -> str | None:
+    """The task a skill was distilled for, as its description names it (`coevolve distill` of a heuristic
+    run, or a +trace2skill run's versions); None for a description someone wrote (by hand, or distill's
+    --description), which records no task."""
+    head, _, tail = DISTILLED.partition("{}")
+    found = re.fullmatch(re.escape(head) + "(.+)" + re.escape(tail), skill.description)
+    return found.group(1) if found else None
+
+
+def other_task(skill: Skill, task: str) -> str | None:
+    """The task `skill` was distilled for when it is not `task`, else None. Names are compared as skill
+    names are made of them (a run's own versions write kp-construct for kp_construct)."""
+    made_for = distilled_for(skill)
+    return made_for if made_for is not None and skill_name(made_for) != skill_name(task) else None
 
 
 def contract_rules(template: str, function_name: str, signature: str) -> list[str]:
@@ -161,8 +179,7 @@ def refreshed(previous: Skill | None, replies: Sequence[str], cases: Sequence[Ca
     errors = sum(not c.valid for c in cases)
     origins = RuleOrigins(len(replies), errors, sum(map(bool, patches)), STAND_INS, contract=len(contract),
                           **count_origins(learnt, patches, stand_ins, sections))
-    description = (f"Rules for writing {subject} heuristics, distilled with Trace2Skill "
-                   "from this run's own candidates.")
+    description = DISTILLED.format(subject)
     body = render_skill_body(f"{title} (Trace2Skill)", {CONTRACT: ("Contract", contract), **learnt}, source, origins,
                              closing="Follow these rules in every program you write.")
     return description, body, origins

@@ -1,0 +1,91 @@
+"""A starting skill (`--skill DIR`, `[skill] start`) distilled for another task is named in one warning line
+before the run: a skill `coevolve distill` wrote from a kp_construct run, given to a tsp_construct run, was
+taken silently. Its description is what records the task (search/skill.py DISTILLED); a hand-written skill
+records none and passes. Fake teachers: no engine."""
+
+from __future__ import annotations
+
+import json
+
+from coevolve.base.skills import load_skill
+from coevolve.cli import main
+from coevolve.commands import distill as command
+from coevolve.engine.base import Completion
+from coevolve.search.population import Candidate
+from coevolve.search.skill import refresh, write_version
+
+WARNING = "warning: skill.start"
+
+
+class Teacher:
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        return [Completion(text="ADD Ideas: Prefer the item with the best value per unit of weight.")
+                for _ in conversations]
+
+
+def distilled(tmp_path, monkeypatch, task: str, name: str, *extra: str):
+    """The skill `coevolve distill` writes from a `task` run of two failed candidates."""
+    run = tmp_path / f"run-{name}"
+    run.mkdir()
+    (run / "config.toml").write_text(f'[run]\ntask = "{task}"\nmethod = "eoh"\nbudget = 8\n')
+    failed = [Candidate(id=i, step=1, operator="i1", parents=[], model_state={"kind": "base"}, code="def f():\n"
+                        "    return x", failure="exception", message=f"line {i}: NameError") for i in (1, 2)]
+    (run / "candidates.jsonl").write_text("".join(json.dumps(c.model_dump(mode="json")) + "\n" for c in failed))
+    monkeypatch.setattr(command, "teacher", lambda args: (Teacher(), None))
+    assert main(["distill", str(run), "--out", str(tmp_path / name), "--no-progress", *extra]) == 0
+    return tmp_path / name
+
+
+def tsp_config(tmp_path, skill=None) -> str:
+    path = tmp_path / "tsp.toml"
+    start = f'[skill]\nstart = "{skill}"\n' if skill else ""
+    path.write_text(f'[run]\ntask = "tsp_construct"\nmethod = "sample"\nbudget = 4\n{start}')
+    return str(path)
+
+
+def test_a_skill_distilled_for_another_task_is_one_warning_naming_both_and_the_folder(tmp_path, monkeypatch,
+                                                                                      capsys):
+    kp = distilled(tmp_path, monkeypatch, "kp_construct", "kp-learnt")
+    capsys.readouterr()
+    assert main(["run", tsp_config(tmp_path), "--skill", str(kp), "--plan"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(WARNING)]
+    assert lines == [f"{WARNING} {kp.resolve()} was distilled for kp_construct, and this run's task is "
+                     "tsp_construct: its rules, its Contract's function included, are kp_construct's"], err
+    # [skill] start goes the same way, and the run itself (not only --plan) says it once, before anything
+    # is written: here the missing checkpoint stops it after the checks
+    config = tsp_config(tmp_path, kp)
+    with open(config, "a") as f:
+        f.write('[model]\npath = "/nonexistent/model"\n')
+    assert main(["run", config, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count(WARNING) == 1 and "distilled for kp_construct" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_same_task_and_a_hand_written_skill_pass_silently(tmp_path, monkeypatch, capsys):
+    from coevolve.search.skill import distilled_for
+
+    tsp = distilled(tmp_path, monkeypatch, "tsp_construct", "tsp-learnt")
+    mine = distilled(tmp_path, monkeypatch, "kp_construct", "kp-mine", "--description", "My own rules.")
+    hand = tmp_path / "hints"
+    hand.mkdir()
+    (hand / "SKILL.md").write_text("---\nname: hints\ndescription: Short programs.\n---\n## Ideas\n- Go near.\n")
+    capsys.readouterr()
+    for skill in (tsp, mine, hand):
+        assert main(["run", tsp_config(tmp_path), "--skill", str(skill), "--plan"]) == 0
+        assert WARNING not in capsys.readouterr().err, skill
+    assert distilled_for(load_skill(mine)) is None  # --description: the user's words record no task
+
+
+def test_a_runs_own_version_names_its_task_as_the_folder_does(tmp_path):
+    """A +trace2skill run's versions (RUN_DIR/skills/vNNN/kp-construct-heuristics, what --skill is told to
+    carry on) name the task as their folder does: kp-construct is kp_construct's."""
+    from coevolve.search.skill import distilled_for, other_task
+
+    description, body = refresh(None, ["ADD Ideas: Prefer light items with a high value."], [], ["Define f."],
+                                "kp-construct-heuristics", "1 error and 0 success analyses")
+    version = write_version(tmp_path, 1, "kp-construct-heuristics", description, body)
+    assert distilled_for(version) == "kp-construct"
+    assert other_task(version, "kp_construct") is None
+    assert other_task(version, "tsp_construct") == "kp-construct"
