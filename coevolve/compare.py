@@ -54,7 +54,7 @@ from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TES
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
                            agent_run_config, agent_runs, arm_method, arm_plans, arm_warnings, base_directory,
                            baseline_directory, check_arms, check_structure, load_compare_config, planned_runs,
-                           run_config, run_state, scored_sets, _task_or_error)
+                           run_config, run_state, scored_sets, skill_warnings, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
@@ -271,7 +271,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     root = Path(root)
     # each run's config built once, used throughout
     planned = {spec: run_config(config, spec, spec.directory(root)) for spec in planned_runs(config)}
-    for warning in arm_warnings(arm_plans(planned)):  # what --plan prints too
+    for warning in arm_warnings(arm_plans(planned)) + skill_warnings(planned):  # what --plan prints too
         log(f"warning: {warning}")
     check_arms(config, planned)  # what a method needs of its task (MAP-Elites', Pareto's) and the tie-breaks, per arm
     # a rerun whose settings changed: refused before any run goes on (each config.toml read once)

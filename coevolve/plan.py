@@ -34,7 +34,7 @@ from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, check_with_task, run_plan
 from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
-from coevolve.search.skill import start_skill
+from coevolve.search.skill import start_skill, task_warning
 from coevolve.search.start_programs import read_programs
 from tasks.base import SeededSets, instance_count
 from tasks.loader import absolute_spec, task_label
@@ -596,6 +596,19 @@ def arm_plans(runs: Mapping[RunSpec, RunConfig]) -> dict[tuple[str, str, int], d
         if key not in plans:
             plans[key] = run_plan(run)
     return plans
+
+
+def skill_warnings(runs: Mapping[RunSpec, RunConfig]) -> list[str]:
+    """Each arm's starting skill (skill.start) distilled for another task than the one it runs on, one
+    line per task and arm, as `coevolve run` warns of it: the comparison logs these with the plans'
+    warnings, and its `--plan` prints the same."""
+    found: dict[tuple[str, str], str | None] = {}
+    lines = []
+    for spec, run in runs.items():
+        if run.skill.start and (spec.task, spec.method) not in found:
+            found[spec.task, spec.method] = warning = task_warning(run.skill.start, run.run.task)
+            lines += [f"{spec.task} {spec.method}: {warning}"] if warning else []
+    return lines
 
 
 def arm_warnings(plans: Mapping[tuple[str, str, int], dict]) -> list[str]:

@@ -89,3 +89,25 @@ def test_a_runs_own_version_names_its_task_as_the_folder_does(tmp_path):
     assert distilled_for(version) == "kp-construct"
     assert other_task(version, "kp_construct") is None
     assert other_task(version, "tsp_construct") == "kp-construct"
+
+
+def test_a_comparison_warns_of_it_per_task_and_arm_as_its_plan_does(tmp_path, monkeypatch, capsys):
+    """`coevolve compare --plan` says it for each task the skill was not distilled for (kp_construct's skill
+    on tsp_construct and kp_construct: tsp_construct's line only), and a named arm's own skill.start too;
+    the comparison logs the same lines (plan.skill_warnings)."""
+    from coevolve.plan import arm_runs, load_compare_config, skill_warnings
+
+    kp = distilled(tmp_path, monkeypatch, "kp_construct", "kp-learnt")
+    tsp = distilled(tmp_path, monkeypatch, "tsp_construct", "tsp-learnt")
+    path = tmp_path / "compare.toml"
+    path.write_text('[compare]\nmethods = ["sample", "mine"]\ntasks = ["tsp_construct", "kp_construct"]\n'
+                    'budgets = [8]\nseeds = [0]\n[test]\nlimit = 4\n[sample]\nbatch = 4\n'
+                    f'[skill]\nstart = "{kp}"\n[compare.arms.mine]\nmethod = "sample"\nskill = {{ start = "{tsp}" }}\n')
+    capsys.readouterr()
+    assert main(["compare", str(path), "--plan"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: ")]
+    assert lines == [f"warning: tsp_construct sample: skill.start {kp} was distilled for kp_construct, and this run's "
+                     "task is tsp_construct: its rules, its Contract's function included, are kp_construct's",
+                     f"warning: kp_construct mine: skill.start {tsp} was distilled for tsp_construct, and this run's "
+                     "task is kp_construct: its rules, its Contract's function included, are tsp_construct's"]
+    assert [f"warning: {w}" for w in skill_warnings(arm_runs(load_compare_config(path)))] == lines

@@ -22,7 +22,7 @@ from coevolve.base.config import keys_under
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
 from coevolve.compare import check_root, default_root, run_comparison
 from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
-                           arm_settings, check_arms, load_compare_config, planned_runs, run_state,
+                           arm_settings, check_arms, load_compare_config, planned_runs, run_state, skill_warnings,
                            structural_differences, test_set_lines, unmatched)
 from coevolve.report import render_comparison
 from coevolve.search import methods as registry
@@ -118,6 +118,8 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any]) -> None:
             print(f"named arm {method}:")
         print(format_plan(plan))
     print()
+    for warning in skill_warnings(runs):  # as the comparison logs them
+        print(f"warning: {warning}")
     differences = structural_differences(config)
     if differences:
         print("structural check: NOT matched" + (" (allowed)" if c.allow_unmatched else ""))

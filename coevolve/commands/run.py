@@ -50,7 +50,7 @@ from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_popul
                                      remember_methods, run_plan, extension_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
-from coevolve.search.skill import other_task, start_skill
+from coevolve.search.skill import task_warning
 from coevolve.search.start_programs import read_programs
 from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
@@ -380,11 +380,9 @@ def check_built(config: RunConfig | AgentRunConfig, seconds: float = CHECK_SECON
         task = heuristic_task(config.run.task)
         check_with_task(config, task)  # e.g. MAP-Elites' descriptors, the tie-breaks' names
         if config.skill.start:  # --skill and [skill] start alike
-            other = other_task(start_skill(config.skill.start), task.name)
-            if other is not None:  # not refused: one task's skill tried on another may be the experiment
-                print(f"warning: skill.start {config.skill.start} was distilled for {other}, and this run's task "
-                      f"is {task.name}: its rules, its Contract's function included, are {other}'s",
-                      file=sys.stderr, flush=True)
+            warning = task_warning(config.skill.start, task.name)
+            if warning is not None:
+                print(f"warning: {warning}", file=sys.stderr, flush=True)
         read_programs(config.start.programs, task.function_name, task.template)
     else:
         check_agent_task(config, seconds)

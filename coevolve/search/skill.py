@@ -68,6 +68,14 @@ def other_task(skill: Skill, task: str) -> str | None:
     return made_for if made_for is not None and skill_name(made_for) != skill_name(task) else None
 
 
+def task_warning(folder: str, task: str) -> str | None:
+    """What a run on `task` says of a skill.start folder distilled for another task (None: not so). Not
+    refused: one task's skill tried on another may be the experiment."""
+    other = other_task(start_skill(folder), task)
+    return None if other is None else (f"skill.start {folder} was distilled for {other}, and this run's task is "
+                                       f"{task}: its rules, its Contract's function included, are {other}'s")
+
+
 def contract_rules(template: str, function_name: str, signature: str) -> list[str]:
     """What the function receives and must return, from the template's def line and docstring."""
     rules = [f"Define exactly {signature.rstrip(':')} and keep every parameter." if signature
