@@ -724,3 +724,39 @@ def test_islands_reset_more_often_than_a_step_is_said_before_the_run():
     assert any(w.startswith("islands.reset_every = 2 evaluations is shorter than a step (3): the worse half is "
                             "reset several times") for w in run_plan(short)["warnings"]), run_plan(short)["warnings"]
     assert not [w for w in run_plan(fake_config("islands", 40))["warnings"] if "reset_every" in w]
+
+
+# -- a misspelt method with a method's own table: the name's error first --------------------------------
+@pytest.mark.parametrize("example, typo, meant", [("tsp_aco_map_elites", "map_elite", "map_elites"),
+                                                  ("tsp_aco_islands", "islnds", "islands"),
+                                                  ("tsp_aco_pareto", "pareto+esop", "pareto+esopt")])
+def test_a_misspelt_method_is_named_before_the_table_it_meant_to_read(capsys, example, typo, meant):
+    """`--method map_elite` on a config with [map_elites] says the name is unknown and which it may mean, as a
+    config without the table does, rather than telling the user to remove the table the method needs."""
+    from coevolve.cli import main
+
+    assert main(["run", str(ROOT / "examples" / f"{example}.toml"), "--method", typo, "--budget", "12",
+                 "--plan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("coevolve run: error: config error: run.method must be one of sample, eoh, ") and \
+        err.endswith(f"(got {typo!r}); did you mean {meant!r}?"), err
+    # a known method that reads no such table is still told the table is another's
+    assert main(["run", str(ROOT / "examples" / f"{example}.toml"), "--method", "eoh", "--budget", "12",
+                 "--plan"]) == 2
+    assert f"is read by method {meant.split('+')[0]} only, which run.method does not name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("compare, field", [('methods = ["sample", "map_elite"]', "compare.methods[1]"),
+                                            ('methods = ["sample", "grid"]\n[compare.arms.grid]\nmethod = "map_elite"',
+                                             "compare.arms.grid.method")])
+def test_a_comparisons_misspelt_method_is_named_before_the_table_it_meant_to_read(compare, field):
+    """The comparison's path (coevolve/plan.py, through method_tables): its own field's message."""
+    from coevolve.plan import CompareConfig
+
+    raw = tomllib.loads(f'[compare]\ntasks = ["tsp_construct"]\nbudgets = [12]\nseeds = [0]\n{compare}\n'
+                        '[map_elites]\nbins = 4\n')
+    with pytest.raises(UsageError) as refused:
+        build_config(CompareConfig, raw)
+    message = str(refused.value)
+    assert message.startswith(f"config error: {field} must be one of sample, eoh, ") and \
+        message.endswith("(got 'map_elite'); did you mean 'map_elites'?"), message

@@ -164,6 +164,14 @@ class Method:
         """Extra lines of the printed plan, after its head line."""
         return []
 
+    def budget_scaled(self) -> dict[str, Any]:
+        """This method's settings that follow run.budget here, each as the config gives it with its rule
+        (e.g. "islands.reset_every = 0 (a quarter of run.budget)"), with what it comes to under this
+        config's budget (6). `--resume DIR --budget N` is refused when one comes to something else under
+        N (extension_problem): the run's logged steps are replayed under it, and what they logged would
+        be rewritten. {} when none does (a setting given a number of its own does not follow it)."""
+        return {}
+
     def plan_warnings(self, steps: list) -> list[str]:
         """What this method's own settings undo under the plan's `steps` (said before the run, with the
         budget's warnings: plan_warnings)."""
@@ -575,16 +583,28 @@ def es_population(config: "RunConfig") -> int:
 def extension_problem(before: "RunConfig", after: "RunConfig") -> str | None:
     """Why a run planned under `before` cannot go on under `after`, the same config with a larger
     run.budget (`coevolve run --resume DIR --budget N`): the larger plan must begin with every step of
-    the smaller one (its last step may have been cut short by the smaller budget). None when it does."""
+    the smaller one (its last step may have been cut short by the smaller budget), and what the
+    method's budget-scaled settings come to (Method.budget_scaled, e.g. the islands' reset period) must
+    not change, since the logged steps are replayed under them. None when both hold."""
+    was, now = make_method(before).budget_scaled(), make_method(after).budget_scaled()
+    changed = [setting for setting, value in now.items() if was.get(setting) != value]
+    way_out = "start a new run with the larger budget (with the setting given a number of its own, a later " \
+              "--budget can extend that run)"
     old, new = run_plan(before)["steps"], run_plan(after)["steps"]
     for a, b in zip(old, new):
         last = a["index"] == old[-1]["index"]
         if (a["operator"], a["generation"]) != (b["operator"], b["generation"]) or not (
                 a["count"] == b["count"] or last and a["count"] < b["count"]):
+            cause = f"; {' and '.join(changed)} follows the budget" if changed else ""
             return (f"its plan depends on the budget: step {a['index']} would be {b['operator']} x {b['count']} "
                     f"(generation {b['generation']}) where the run planned {a['operator']} x {a['count']} "
-                    f"(generation {a['generation']}); e.g. eoh.m_multiplier = 0 scales every generation to the "
-                    "budget. Start a new run with the larger budget")
+                    f"(generation {a['generation']}){cause}: "
+                    + (way_out if changed else "start a new run with the larger budget"))
+    if changed:  # the same steps, but the archive they fill would be rebuilt under another setting
+        setting = changed[0]
+        return (f"its plan depends on the budget: {setting} comes to {now[setting]} at run.budget = "
+                f"{after.run.budget} where the run had {was.get(setting)}, and its logged steps would be replayed "
+                f"under it: {way_out}")
     return None
 
 

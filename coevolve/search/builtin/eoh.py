@@ -62,3 +62,11 @@ class EohMethod(Method):
 
     def plan_notes(self) -> dict:
         return {"m_multiplier": self.k}
+
+    def budget_scaled(self) -> dict[str, int]:
+        # what k sizes, not k itself: a budget whose k rounds to the same steps replays them as they were
+        scaled = [op for op in self.operators if operators.get(op).scaled]
+        if self.config.eoh.m_multiplier > 0 or not scaled:
+            return {}
+        return {f"eoh.m_multiplier = 0 ({', '.join(scaled)} candidates per step from run.budget)":
+                self.counts[scaled[0]]}

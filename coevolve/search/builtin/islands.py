@@ -51,11 +51,20 @@ class IslandsMethod(OverMethod):
         opts = method_section(config, cls.section, cls.options)
         if opts.reset_every > config.run.budget:
             raise config_error("islands.reset_every", f"is longer than the budget (run.budget = {config.run.budget}): "
-                               "no island would ever be reset", opts.reset_every)
+                               "no island would ever be reset", opts.reset_every,
+                               # no flag sets it: `--budget N` under a config's period needs the file edited
+                               f"; set islands.reset_every <= {config.run.budget} in the config, or 0: a quarter "
+                               "of run.budget")
 
     # plan: the inner method's
     def plan_notes(self) -> dict:
         return {**self.inner.plan_notes(), "islands": self.opts.islands, "reset_every": self.period}
+
+    def budget_scaled(self) -> dict[str, Any]:
+        # the reset period decides which logged steps end in a reset, so a replay under another one
+        # would rebuild the islands the run logged (population/gen_NNNN.json) differently
+        own = {} if self.opts.reset_every else {"islands.reset_every = 0 (a quarter of run.budget)": self.period}
+        return {**super().budget_scaled(), **own}
 
     def plan_lines(self) -> list[str]:
         return [f"islands: {self.opts.islands} over {self.opts.over}, the worse half reset every "

@@ -23,6 +23,9 @@ class OverMethod(Method):
     def outside_budget(self) -> int:
         return self.inner.outside_budget()
 
+    def budget_scaled(self) -> dict[str, Any]:
+        return self.inner.budget_scaled()  # the inner plan's (EoH's m_multiplier = 0) are this method's too
+
     def start(self, task: Any) -> None:
         super().start(task)
         self.inner.start(task)
