@@ -4,6 +4,7 @@ evaluations it replays (walkthrough s51, findings 2 and 5)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 from coevolve.base.config import build_config, read_toml
@@ -138,3 +139,19 @@ def test_a_resumed_bar_is_started_once_however_many_steps_it_replays():
         replayed_only.update_from(step(used, True))
     replayed_only.close()
     assert made == [(100, "sample fake"), (100, "sample fake (resumed)", 10)] and replayed_only.tqdm.n == 10
+
+
+def test_a_resumed_bar_times_its_first_live_step_from_the_sessions_start():
+    """The bar after the replay is made when the first live step has ended: timed from its own making, that
+    step's evaluations were done in no time (a walkthrough saw 16448 evals/s). It keeps the session's start."""
+    bar = ProgressBar(16, "sample fake")
+    try:
+        began = bar.tqdm.start_t
+        bar.update_from(SimpleNamespace(used=10, replayed=True, best=1.0, valid_rate=0.5, sigma=None))
+        time.sleep(0.2)  # the first live step's work
+        bar.update_from(SimpleNamespace(used=16, replayed=False, best=1.0, valid_rate=0.5, sigma=None))
+        assert bar.tqdm.start_t == began
+        rate = bar.tqdm.format_dict["rate"] or (bar.tqdm.n - bar.tqdm.initial) / (time.time() - began)
+        assert rate < 6 / 0.2 + 1, rate
+    finally:
+        bar.close()

@@ -34,10 +34,13 @@ class ProgressBar:
         at it (tqdm's `initial`), so its rate and ETA cover this session's work only; and says
         "(resumed)", whoever made it (a comparison's arm as well as `coevolve run --resume`). Called once,
         when the replay is over (_advance)."""
-        total, description = self.tqdm.total, self.tqdm.desc
+        total, description, began = self.tqdm.total, self.tqdm.desc, self.tqdm.start_t
         self.tqdm.leave = False  # the bar before the replay gives its line to the one after it
         self.tqdm.close()
         self.tqdm = self._bar(total, description if description.endswith(RESUMED) else description + RESUMED, used)
+        # made when the first live step has ended: timed from the session's start, so that step's
+        # evaluations are not counted as done in no time (a burst of thousands of evals/s)
+        self.tqdm.start_t = self.tqdm.last_print_t = began
 
     def _advance(self, used: int, replayed: bool, postfix: dict[str, str]) -> None:
         """A step (or round) done; one replayed from the log moves where the bar starts rather than its
