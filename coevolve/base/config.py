@@ -280,11 +280,20 @@ def _toml_value(value: Any, where: str) -> str:
     raise ValueError(f"{where}: cannot write {type(value).__name__} to TOML")
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: str) -> str:
+    """A key as TOML reads it back: bare where it may be, else quoted (a file task's spec,
+    `[task."/path/env.py:Game"]`, holds / . and :)."""
+    return key if _BARE_KEY.fullmatch(key) else _toml_value(key, key)
+
+
 def dump_toml(data: dict[str, Any]) -> str:
     """Sections of scalars and lists (what our configs hold) as TOML. None values
     are left out: TOML has no null, and every None field defaults to None."""
-    top = [f"{k} = {_toml_value(v, k)}" for k, v in data.items() if not isinstance(v, dict) and v is not None]
-    sections = ["\n".join([f"[{key}]"] + [f"{k} = {_toml_value(v, f'{key}.{k}')}" for k, v in table.items()
-                                          if v is not None])
+    top = [f"{_toml_key(k)} = {_toml_value(v, k)}" for k, v in data.items() if not isinstance(v, dict) and v is not None]
+    sections = ["\n".join([f"[{_toml_key(key)}]"] + [f"{_toml_key(k)} = {_toml_value(v, f'{key}.{k}')}"
+                                                     for k, v in table.items() if v is not None])
                 for key, table in data.items() if isinstance(table, dict)]
     return "\n\n".join((["\n".join(top)] if top else []) + sections) + "\n"
