@@ -856,3 +856,121 @@ def test_a_comparisons_row_counts_runs_not_runs_csv_rows(tmp_path):
                   for seed, state in ((0, "finished"), (1, "running")) for size in (20, 50)))
     row = reader.summarise(reader.Entry("cmp", "comparison", root, "cmp"), 600.0)
     assert (row["used"], row["budget"], row["state"]) == (1, 2, "partial")
+
+
+def interrupted_comparison(root: Path) -> None:
+    """A real comparison (fake engine, real sandbox) of 4 planned runs interrupted as its second run
+    started: run 1 finished, run 2's folder made, runs 3 and 4 not begun, no report written."""
+    from coevolve.base.config import build_config
+    from coevolve.compare import CompareConfig, run_comparison
+    from search_fakes import FakeEngine
+
+    config = build_config(CompareConfig, {"compare": {"methods": ["sample", "eoh"], "budgets": [3], "seeds": [0, 1]},
+                                          "test": {"sizes": [20], "limit": 5}})
+
+    def log(line: str) -> None:
+        if line.startswith("[2/4]"):  # Ctrl-C as the second run starts
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_comparison(config, root, engine=FakeEngine(), log=log, progress=False)
+
+
+def test_a_running_or_interrupted_comparison_counts_its_finished_runs_of_its_planned_runs(tmp_path):
+    """While a comparison runs, and after it was interrupted, it has no report (runs.csv, table.csv):
+    its progress is its runs finished (plan.run_state, as the comparison tells them) of its planned runs
+    (compare.toml's plan), its arm runs are listed from their folders, and the page says when its table
+    and plots come and how to render them (walkthrough s52, finding 3)."""
+    root = tmp_path / "cmp"
+    interrupted_comparison(root)
+    assert not (root / "runs.csv").exists() and not (root / "table.csv").exists()
+    with client(root) as http:
+        row = next(r for r in http.get("/api/runs").json()["runs"] if r["kind"] == "comparison")
+        data = http.get("/api/compare/cmp").json()
+    assert (row["used"], row["budget"], row["state"]) == (1, 4, "partial")
+    assert (row["task"], row["method"]) == ("tsp_construct", "eoh, sample")
+    assert [(r["method"], r["seed"], r["state"]) for r in data["runs"]] == [
+        ("sample", 0, "finished"), ("eoh", 0, "running"), ("sample", 1, "new"), ("eoh", 1, "new")]
+    assert data["runs"][0]["id"] == "cmp~runs~tsp_construct~sample-b3-s0" and data["runs"][2]["id"] is None
+    assert data["runs"][1]["dir"] == "runs/tsp_construct/eoh-b3-s0"
+    assert (data["columns"], data["rows"], data["plots"]) == ([], [], [])
+    assert data["note"] == (f"1 of 4 runs finished. The table, verdicts and plots come when the report is rendered: "
+                            f"`coevolve compare` renders it once every run has finished; `coevolve report {root}` "
+                            "renders it now from the runs finished.")
+    # rendered now, as the note says: the report's runs are the plan's, and the note is gone
+    from coevolve.report import render
+    render(root)
+    with client(root) as http:
+        row = next(r for r in http.get("/api/runs").json()["runs"] if r["kind"] == "comparison")
+        data = http.get("/api/compare/cmp").json()
+    assert (row["used"], row["budget"], row["state"]) == (1, 4, "partial")
+    assert [(r["method"], r["seed"], r["state"]) for r in data["runs"]] == [
+        ("sample", 0, "finished"), ("eoh", 0, "running"), ("sample", 1, "new"), ("eoh", 1, "new")]
+    assert data["rows"] and data["note"] is None
+
+
+def test_a_report_rendered_before_more_runs_finished_says_so(tmp_path):
+    """runs.csv is the report's: a run finished since then counts now, and the page says to render again."""
+    root = tmp_path / "cmp"
+    interrupted_comparison(root)
+    from coevolve.report import render
+    render(root)
+    done = root / "runs" / "tsp_construct" / "sample-b3-s0"
+    later = root / "runs" / "tsp_construct" / "sample-b3-s1"  # as if the rerun had finished it since
+    later.mkdir()
+    for name in ("config.toml", "events.jsonl", "summary.json"):
+        (later / name).write_bytes((done / name).read_bytes())
+    with client(root) as http:
+        row = next(r for r in http.get("/api/runs").json()["runs"] if r["kind"] == "comparison")
+        data = http.get("/api/compare/cmp").json()
+    assert (row["used"], row["budget"]) == (2, 4)
+    assert data["note"] == (f"2 of 4 runs finished. The report was rendered when 1 had finished: "
+                            f"`coevolve report {root}` renders it again.")
+
+
+def test_a_comparisons_table_lists_each_column_once_and_fractions_as_the_report_shows_them(tmp_path):
+    """table.csv has a `why` and no `verdict`: the verdict is added once, `why` kept once; the gap, the
+    valid rate and Δ are shown as report.md shows them (23.33%, +1.0%), and stay numbers in `rows`
+    (walkthrough s52, finding 10)."""
+    from coevolve.report import _table_rows_csv, _write_csv, verdict
+
+    def arm(method: str, mean: float, gap: float) -> dict:
+        return {"kind": "method", "task": "tsp_construct", "budget": 36, "split": "test", "size": 50,
+                "method": method, "objective": {"mean": mean, "std": 0.1, "n": 3},
+                "gap": {"mean": gap, "std": 0.01, "n": 3}, "train_valid_rate": {"mean": 0.5, "std": None, "n": 3}}
+
+    base, variant = arm("eoh", 6.95, 0.23333), arm("eoh+esopt", 6.90, 0.231)
+    delta = {"kind": "delta", "task": "tsp_construct", "budget": 36, "split": "test", "size": 50,
+             "method": "eoh -> eoh+esopt", "base": "eoh", "variant": "eoh+esopt", "delta": 0.01,
+             **verdict(base, variant)}
+    root = tmp_path / "cmp"
+    root.mkdir()
+    _write_csv(root / "table.csv", _table_rows_csv([base, variant, delta]))
+    (root / "results.json").write_text(json.dumps({"rows": [delta]}))
+    data = reader.comparison(root, reader.Registry.open([root]))
+    assert data["columns"].count("why") == 1 and data["columns"].count("verdict") == 1
+    first, last = data["rows"][0], data["rows"][2]
+    assert first["gap_mean"] == 0.23333 and first["shown"]["gap_mean"] == "23.33%"
+    assert first["shown"]["gap_std"] == "1.00%" and first["shown"]["train_valid_rate_mean"] == "50.00%"
+    assert last["delta"] == 0.01 and last["shown"]["delta"] == "+1.0%"
+    assert "objective_mean" not in first["shown"]  # not a fraction: a number as it is
+
+
+def test_a_valid_repeat_is_a_valid_outcome_as_the_run_table_counts_it(tmp_path):
+    """A repeat of a valid program scores valid (the run table's valid counts it, `N repeats`): its outcome
+    is `valid repeat`, not `duplicate`; a repeat of a failed program is its failure, as the run table's
+    failures count it; a rejected clone stays `duplicate` (walkthrough s52, finding 11)."""
+    repeat = {**candidate(3, 1, [1], 7.0), "duplicate_of": 1}
+    failed_repeat = {**candidate(4, 1, [1], None, "exception"), "duplicate_of": 2}
+    clone = {**candidate(5, 1, [1], None, "duplicate"), "duplicate_of": 1}
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 7.0), candidate(2, 0, [], None, "exception"), repeat,
+                                      failed_repeat, clone])
+    loaded = reader.HeuristicRun(run)
+    curves = loaded.curves()
+    assert curves["outcomes_by_step"] == {"duplicate": [0, 1], "exception": [1, 1], "valid": [1, 0],
+                                          "valid repeat": [0, 1]}
+    valid = curves["outcomes_by_step"]["valid"] + curves["outcomes_by_step"]["valid repeat"]
+    assert sum(valid) == loaded.row()["valid"] == 2
+    assert [r["outcome"] for r in loaded.page(0, 10)["rows"]] == ["valid", "exception", "valid repeat", "exception",
+                                                                   "duplicate"]
+    assert loaded.page(0, 10, outcome="valid repeat")["total"] == 1

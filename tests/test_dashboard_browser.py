@@ -396,8 +396,11 @@ def test_a_comparison_renders_its_table(browser, live):
 
 def test_a_comparisons_numbers_render_as_its_csv_cells_did(browser, served):
     """The compare JSON gives numbers as numbers: the page shows each cell as it showed the CSV's text
-    (a number to five significant digits, an empty cell empty), the arm runs too."""
+    (a number to five significant digits, an empty cell empty), the arm runs too; a fraction (gap, valid
+    rate, Δ) as report.md shows it (22.17%), as the API's `shown` says."""
     import csv
+
+    from coevolve.dashboard import reader
 
     def read(name: str) -> list[dict[str, str]]:
         with open(COMPARISON / name, newline="") as handle:
@@ -410,12 +413,41 @@ def test_a_comparisons_numbers_render_as_its_csv_cells_did(browser, served):
     shown = wait(browser, lambda d: js(d, cells, "#compare-table"), what="the table")
     # what the page made of a CSV cell's text before the API gave numbers, with the page's own fmt
     before = "return arguments[0].map((row) => row.map((s) => (s === '' || isNaN(Number(s)) ? s : fmt(Number(s)))))"
-    assert shown == js(browser, before, [list(row.values()) for row in table])
+    api = reader.comparison(COMPARISON, reader.Registry.open([COMPARISON]))
+    assert shown == [[row["shown"].get(key, value) for key, value in zip(raw, formatted)]
+                     for row, raw, formatted in zip(api["rows"], table, js(browser, before, [list(r.values()) for r in table]))]
     assert shown[0][list(table[0]).index("objective_mean")] == "6.9542"  # five significant digits
+    assert shown[0][list(table[0]).index("gap_mean")] == "22.17%"  # report.md: 22.17% ± 0.00%
     raw = [[r[k] for k in ("task", "method", "budget", "seed", "state", "objective", "gap", "dir")] for r in runs]
-    expected = [row[:5] + formatted + row[7:] for row, formatted in
+    expected = [row[:5] + [formatted[0], f"{100 * float(row[6]):.2f}%"] + row[7:] for row, formatted in
                 zip(raw, js(browser, before, [row[5:7] for row in raw]))]
     assert js(browser, cells, "#compare-runs") == expected
+
+
+def test_an_interrupted_comparison_lists_its_runs_and_a_valid_repeat_is_drawn_valid(browser, tmp_path):
+    """Walkthrough s52: an interrupted comparison (no report) lists its planned runs as they stand and says
+    when its table and plots come (finding 3); a valid repeat is a bar of its own, in the valid green's
+    lighter shade, not the duplicates' grey (finding 11)."""
+    from test_dashboard import candidate, interrupted_comparison, make_run
+
+    interrupted_comparison(tmp_path / "cmp")
+    make_run(tmp_path / "repeats", [candidate(1, 0, [], 7.0), {**candidate(2, 1, [1], 7.0), "duplicate_of": 1}])
+    dashboard, url = start_dashboard(tmp_path / "cmp", tmp_path / "repeats")
+    try:
+        browser.get(url + "#/compare/cmp")
+        note = "return (document.getElementById('compare-note') || {}).textContent"
+        said = wait(browser, lambda d: js(d, note), what="the note on the report")
+        assert said.startswith("1 of 4 runs finished. The table, verdicts and plots come when the report is rendered")
+        states = "return [...document.querySelectorAll('#compare-runs tbody tr')].map((tr) => tr.cells[4].textContent)"
+        assert wait(browser, lambda d: js(d, states), what="the arm runs") == ["finished", "running", "new", "new"]
+        browser.get(url + "#/run/repeats")
+        bars = ("const g = document.getElementById('outcome-step-chart');"
+                "return g && g.data ? g.data.map((t) => [t.name, t.y, t.marker.color]) : null")
+        assert wait(browser, lambda d: js(d, bars), what="the outcome bars") == [
+            ["valid", [1, 0], "#1a9850"], ["valid repeat", [0, 1], "#91cf60"]]
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
 
 
 def test_an_id_is_the_runs_path_and_an_old_link_says_not_found(browser, served):

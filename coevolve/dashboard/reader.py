@@ -35,14 +35,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve.agents.runconfig import ES_METHODS
+from coevolve.base.config import build_config
 from coevolve.base.durable import read_jsonl
 from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, SearchSummary, Versioned, parse,
                                    parse_summary, summary_kind)
 from coevolve.base.untrusted import clean
+from coevolve.plan import COMPARE_CONFIG, AgentCompareConfig, RunSpec, agent_runs, config_class, planned_runs
+from coevolve.plan import run_state as planned_run_state
 from coevolve.report.collecting import failure_causes, heldout_change
-from coevolve.report.rendering import change_line, run_table_rows
-from coevolve.runstore import PROMPTS, ended
+from coevolve.report.rendering import change_line, fmt_delta, fmt_mean_std, run_table_rows
+from coevolve.runstore import PROMPTS, RunStore, ended
 from coevolve.search.methods import DISTILL, uses_es
 from coevolve.search.population import parse_tie, sort_key
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
@@ -52,7 +55,7 @@ from tasks.base import HeuristicTask, gap as task_gap
 from tasks.registry import heuristic_task
 
 RUN_MARKER = "config.toml"
-COMPARE_MARKERS = ("compare.toml", "table.csv")
+COMPARE_MARKERS = (COMPARE_CONFIG, "table.csv")
 SCAN_DEPTH = 3  # how deep a folder of runs is searched (runs/<task>/<method>-b<budget>-s<seed>)
 MESSAGE_LIMIT = 4000  # characters of a failure message shown (its end: where errors say what went wrong)
 PROMPT_LIMIT = 40_000  # characters of one prompt message shown (the skill, parents and failures fit)
@@ -769,13 +772,14 @@ class HeuristicRun(RunDir):
 
 
 def outcome_of(c: Candidate) -> str:
-    """seeded, valid, duplicate or the failure kind (parse, timeout, bad_signature, ...)."""
+    """seeded, valid, valid repeat or the failure kind (parse, timeout, bad_signature, duplicate: a clone
+    rejected unscored, ...), as the run table counts them: a repeat of earlier code takes its original's
+    score, so a repeat of a valid program is valid ("N repeats" of its valid ones) and a repeat of a failed
+    one is that failure."""
     if c.step < 0:  # scored before the first step, not proposed (its failure, if any, is in its detail)
         return "seeded"
-    if c.duplicate_of is not None:
-        return "duplicate"
     if finite(c.objective) is not None:
-        return "valid"
+        return "valid" if c.duplicate_of is None else "valid repeat"
     return (c.failure or "invalid")[:40]
 
 
@@ -887,8 +891,88 @@ def at_k(path: Path) -> dict[str, dict[str, float | None]]:
 
 
 # ------------------------------------------------------------------ comparisons
+def comparison_plan(path: Path) -> list[tuple[RunSpec, Path]] | None:
+    """The runs a comparison plans, each with its folder, as the comparison lists them itself: its
+    compare.toml through plan.planned_runs (an agent comparison's training runs, plan.agent_runs: its base
+    arm has no run); made once per change of compare.toml. None for a comparison written before
+    compare.toml was (its runs.csv is all there is)."""
+    def read(toml: Path) -> list[tuple[RunSpec, Path]]:
+        raw = toml_file(toml)
+        try:
+            kind = config_class(raw)
+            config = build_config(kind, raw)
+            specs = agent_runs(config) if kind is AgentCompareConfig else planned_runs(config)
+            return [(spec, spec.directory(path)) for spec in specs]  # a file task's folder is named by its task
+        except UsageError as exc:  # a config another version wrote, a file task gone: said, not a crash
+            raise CorruptFileError(f"{toml}: its runs cannot be planned here ({exc})") from None
+    return CACHE.get(path / COMPARE_CONFIG, read, kind="plan")
+
+
+def planned_state(directory: Path) -> str:
+    """A planned run's state as the comparison tells it (plan.run_state: "new", "partial" or "finished").
+    That reads the whole event log, so a poll asks again only when the log changed, or when a file it
+    looks at besides (config.toml, summary.json, written after the end event) appeared."""
+    store = RunStore(directory)
+    seen = (store.config_path.exists(), store.path("summary.json").exists())
+    state = CACHE.get(store.events_path, lambda _: planned_run_state(directory), kind=f"planned_state {seen}")
+    return state or planned_run_state(directory)  # no log yet: nothing to read twice
+
+
+def run_states(rows: list[dict[str, str]]) -> dict[tuple, str]:
+    """Each run's state from runs.csv, which has one row per run and test set: a comparison of 8 runs
+    scored on 2 sets is 8 runs, not 16."""
+    return {tuple(r.get(key) for key in ("dir", "task", "method", "budget", "seed")): r.get("state", "")
+            for r in rows}
+
+
+def comparison_progress(path: Path) -> tuple[int, int]:
+    """(runs finished, runs planned): from the plan and the run folders as the comparison goes on, so
+    before any report; from runs.csv (the report's) for a comparison without compare.toml."""
+    plan = comparison_plan(path)
+    if plan is None:
+        states = list(run_states(csv_file(path / "runs.csv")).values())
+    else:
+        states = [planned_state(directory) for _, directory in plan]
+    return sum(1 for state in states if state == "finished"), len(states)
+
+
+def report_note(path: Path, finished: int, planned: int) -> str | None:
+    """What the page says of the report while it is missing or behind the runs: the table, verdicts and
+    plots are the report's (`coevolve compare` renders it at its end; `coevolve report DIR` renders one
+    from the runs finished, an interrupted comparison's too)."""
+    if not (path / "table.csv").is_file():
+        return (f"{finished} of {planned} runs finished. The table, verdicts and plots come when the report is "
+                "rendered: `coevolve compare` renders it once every run has finished; "
+                f"`coevolve report {text(path, 1000)}` renders it now from the runs finished.")
+    reported = sum(1 for state in run_states(csv_file(path / "runs.csv")).values() if state == "finished")
+    if comparison_plan(path) is not None and reported < finished:
+        return (f"{finished} of {planned} runs finished. The report was rendered when {reported} had finished: "
+                f"`coevolve report {text(path, 1000)}` renders it again.")
+    return None
+
+
+def percent(value: float) -> str:
+    """A fraction as report.md's tables write a gap or a valid rate (22.17%): its mean ± std format, one value."""
+    return fmt_mean_std({"mean": value, "std": None}, percent=True)
+
+
+# a table.csv column that is a fraction by definition (its _mean and _std too), shown as report.md shows it
+PERCENT = {"gap": percent, "train_valid_rate": percent, "delta": fmt_delta, "gap_closed": fmt_delta}
+
+
+def shown(row: dict[str, Any]) -> dict[str, str]:
+    """A table row's fractions as report.md writes them (23.33%, Δ +1.0%); the row keeps the numbers."""
+    out = {}
+    for column, value in row.items():
+        show = PERCENT.get(re.sub(r"_(mean|std)$", "", column))
+        if show is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[column] = show(value)
+    return out
+
+
 def comparison(path: Path, registry: Registry) -> dict[str, Any]:
-    """A comparison's table with its verdicts, its plots and its arm runs."""
+    """A comparison's table with its verdicts, its plots and its arm runs; while it runs (no report yet)
+    its planned runs from their folders, and a note on when the report comes."""
     results = json_file(path / "results.json") if (path / "results.json").exists() else None
     table = csv_file(path / "table.csv")
     columns = list(table[0].keys()) if table else []
@@ -902,22 +986,45 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
                 row["verdict"] = ("can be told apart" if d.get("distinct") else
                                   "cannot be told apart" if d.get("distinct") is False else "no verdict")
                 row["why"] = text(d.get("why") or "", 300)
-        if deltas and "verdict" not in columns:
-            columns += ["verdict", "why"]
+        if deltas:  # table.csv holds the Δ rows' `why` itself: each column once
+            columns += [c for c in ("verdict", "why") if c not in columns]
     elif "distinct" in columns:
         for row in rows:
             if row.get("kind") == "delta":
                 row["verdict"] = {"True": "can be told apart", "False": "cannot be told apart"}.get(
                     row.get("distinct", ""), "no verdict")
         columns.append("verdict")
-    runs = []
+    for row in rows:
+        row["shown"] = shown(row)
+    reported: dict[str, list[dict[str, str]]] = {}  # runs.csv: a row per run and test set, by folder
     for r in csv_file(path / "runs.csv"):
+        reported.setdefault(r.get("dir", ""), []).append(r)
+    plan = comparison_plan(path)
+    if plan is None:  # a comparison without compare.toml: its report's runs
+        listed = [(r, r.get("state")) for found in reported.values() for r in found]
+    else:  # every planned run, in the plan's order, as it stands now; its test scores where the report has them
+        listed = []
+        for spec, directory in plan:
+            where = directory.relative_to(path).as_posix()
+            state = planned_state(directory)
+            if state == "partial":  # not finished: running or stopped, as its own page says (--stale-after)
+                live = run_state(directory, jsonl(directory / "events.jsonl"), registry.stale_after)
+                state = "partial" if live == "finished" else live  # ended, its summary about to be written
+            for r in reported.pop(where, None) or [{"task": spec.task, "method": spec.method,
+                                                    "budget": str(spec.budget), "seed": str(spec.seed), "dir": where}]:
+                listed.append((r, state))
+        # what the report lists besides (an agent comparison's base arm: a checkpoint scored, no run), as it says
+        listed += [(r, r.get("state")) for found in reported.values() for r in found]
+    runs = []
+    for r, state in listed:
         directory = path / r.get("dir", "")
         ident = registry.id_of(directory) if r.get("dir") and directory.is_dir() else None
+        gap_value = csv_value(r.get("gap"), 40)
         runs.append({"task": text(r.get("task"), 60), "method": text(r.get("method"), 60),
                      "seed": csv_value(r.get("seed"), 20), "budget": csv_value(r.get("budget"), 20),
-                     "state": text(r.get("state"), 20), "dir": text(r.get("dir"), 300),
-                     "objective": csv_value(r.get("objective"), 40), "gap": csv_value(r.get("gap"), 40), "id": ident})
+                     "state": text(state, 20), "dir": text(r.get("dir"), 300),
+                     "objective": csv_value(r.get("objective"), 40), "gap": gap_value, "id": ident,
+                     "shown": shown({"gap": gap_value})})
     plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
     conclusions = [text(c, 1000) for c in (results or {}).get("conclusions", [])]
     arms = [text(a, 1000) for a in (results or {}).get("named_arms", [])]  # what each sets (older: none)
@@ -926,14 +1033,7 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
                  "causes": [{"cause": text(c[0], 100), "count": number(c[1])} for c in f.get("causes", [])]}
                 for f in (results or {}).get("failures", []) if f.get("failed")]  # older reports: none
     return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions, "arms": arms,
-            "failures": failures}
-
-
-def run_states(rows: list[dict[str, str]]) -> dict[tuple, str]:
-    """Each run's state from runs.csv, which has one row per run and test set: a comparison of 8 runs
-    scored on 2 sets is 8 runs, not 16."""
-    return {tuple(r.get(key) for key in ("dir", "task", "method", "budget", "seed")): r.get("state", "")
-            for r in rows}
+            "failures": failures, "note": report_note(path, *comparison_progress(path))}
 
 
 def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
@@ -944,13 +1044,18 @@ def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
             return {**base, **HeuristicRun(entry.path, stale_after).row()}
         if entry.kind == "agent":
             return {**base, **AgentRun(entry.path, stale_after).row(), "kind": "agent"}
-        table = csv_file(entry.path / "table.csv")
-        runs = run_states(csv_file(entry.path / "runs.csv"))
-        return {**base, "task": ", ".join(sorted({r.get("task", "") for r in table if r.get("task")})),
-                "method": ", ".join(sorted({r.get("method", "") for r in table if r.get("kind") == "method"})),
-                "seed": None, "used": sum(1 for state in runs.values() if state == "finished"), "budget": len(runs),
-                "state": "finished" if runs and all(state == "finished" for state in runs.values()) else "partial",
+        plan = comparison_plan(entry.path)
+        if plan is None:  # no compare.toml: its report's table names them
+            table = csv_file(entry.path / "table.csv")
+            tasks = {r.get("task", "") for r in table if r.get("task")}
+            methods = {r.get("method", "") for r in table if r.get("kind") == "method"}
+        else:
+            tasks = {directory.parent.name for _, directory in plan}  # a file task by its name, not its path
+            methods = {spec.method for spec, _ in plan}
+        finished, planned = comparison_progress(entry.path)
+        return {**base, "task": ", ".join(sorted(tasks)), "method": ", ".join(sorted(methods)),
+                "seed": None, "used": finished, "budget": planned,
+                "state": "finished" if planned and finished == planned else "partial",
                 "best": None, "gap": None, "valid_rate": None, "caps": {}}
     except (CorruptFileError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return {**base, "state": "unreadable", "error": text(exc, 500)}
-

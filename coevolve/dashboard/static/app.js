@@ -5,7 +5,8 @@
 "use strict";
 
 const S = { refresh: 2000, timer: null, view: null, busy: false, again: false };
-const COLORS = { valid: "#1a9850", duplicate: "#999999", parse: "#d73027", timeout: "#fdae61", syntax: "#f46d43",
+// a valid repeat (earlier code, its score reused) is valid as the run table counts it: a lighter green
+const COLORS = { valid: "#1a9850", "valid repeat": "#91cf60", duplicate: "#999999", parse: "#d73027", timeout: "#fdae61", syntax: "#f46d43",
   exception: "#e34a33", invalid: "#fc8d59", bad_signature: "#b2182b", seeded: "#2c7fb8" };
 const PAGE = 50;
 // a seeded program ([context] seed_template, [start] programs) was scored, not proposed
@@ -71,6 +72,8 @@ function table(id, headers, rows) {
 
 // a table cell from the API (a CSV cell there): a number to five significant digits, a missing one empty
 const cell = (value) => (value === null || value === undefined ? "" : fmt(value));
+// a comparison's cell as report.md writes it where the API says (`shown`: a fraction as 23.33%), else `cell`
+const shownCell = (row, key) => (row.shown && row.shown[key] !== undefined ? row.shown[key] : cell(row[key]));
 
 // ------------------------------------------------------------------ routing
 function parseHash() {
@@ -528,8 +531,10 @@ function compareView(r) {
       const head = d.columns.filter((c) => !["why"].includes(c));
       const rows = d.rows.map((row) => el("tr", { class: row.kind === "delta" ? "delta" : "" },
         head.map((c) => el("td", { class: c === "verdict" ? (row.verdict === "cannot be told apart" ? "error verdict" : "verdict") : "",
-          title: c === "verdict" ? row.why || "" : null }, cell(row[c])))));
+          title: c === "verdict" ? row.why || "" : null }, shownCell(row, c)))));
       main(el("h1", {}, d.label),
+        // no report yet (running, interrupted) or one rendered before more runs finished: when it comes, and how
+        d.note ? el("p", { class: "muted", id: "compare-note" }, d.note) : null,
         el("section", { class: "card" }, el("h2", {}, "Table"), table("compare-table", head, rows)),
         d.arms.length ? el("section", { class: "card" }, el("h2", {}, "Named arms"),
           el("ul", { id: "compare-arms" }, d.arms.map((a) => el("li", {}, a)))) : null,
@@ -543,7 +548,7 @@ function compareView(r) {
           el("img", { class: "plot", alt: p, src: `/api/compare/${encodeURIComponent(id)}/plot/${encodeURIComponent(p)}` })) : el("p", { class: "muted" }, "no plots")),
         el("section", { class: "card" }, el("h2", {}, "Arm runs"), table("compare-runs", ["task", "method", "budget", "seed", "state", "test objective", "gap", "directory"],
           d.runs.map((x) => el("tr", {}, el("td", {}, x.task), el("td", {}, x.method), el("td", {}, cell(x.budget)), el("td", {}, cell(x.seed)),
-            el("td", {}, x.state), el("td", {}, cell(x.objective)), el("td", {}, cell(x.gap)),
+            el("td", { class: "state-" + stateClass(x.state) }, x.state), el("td", {}, cell(x.objective)), el("td", {}, shownCell(x, "gap")),
             el("td", {}, x.id ? el("a", { href: `#/run/${encodeURIComponent(x.id)}` }, x.dir) : el("span", { class: "muted", title: "not on this machine" }, x.dir)))))));
     },
   };
