@@ -52,10 +52,11 @@ from coevolve.es import engine_options
 from coevolve.es.optimizer import replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
-                           agent_run_config, agent_runs, arm_method, arm_plans, arm_warnings, base_directory,
-                           baseline_directory, check_arms, check_structure, load_compare_config, planned_runs,
-                           run_config, run_state, scored_sets, skill_warnings, _task_or_error)
-from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text
+                           agent_run_config, agent_runs, arm_method, arm_plans, arm_spend, arm_warnings,
+                           base_directory, baseline_directory, check_arms, check_structure, load_compare_config,
+                           planned_runs, run_config, run_state, scored_sets, skill_warnings, spend_warnings,
+                           _task_or_error)
+from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, hold_directory
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
 from coevolve.search.methods import es_population, record_methods
@@ -105,6 +106,23 @@ def existing_config(config: RunConfig | AgentRunConfig, directory: Path) -> Any:
     return existing
 
 
+def runs_held(config: CompareConfig | AgentCompareConfig, root: Path) -> dict[RunSpec, str]:
+    """The planned runs `root` holds already, each checked as the comparison checks it before it runs
+    (`existing_config`: a run under other settings refuses, with the comparison's line), with its state
+    (`run_state`: "partial" or "finished"): what `--plan` says of an existing --out. Only a folder that
+    holds a run has its config built, so a new --out costs nothing."""
+    agents = isinstance(config, AgentCompareConfig)
+    held = {}
+    for spec in agent_runs(config) if agents else planned_runs(config):
+        directory = spec.directory(root)
+        if not RunStore(directory).config_path.exists():
+            continue
+        run_cfg = agent_run_config(config, spec, directory) if agents else run_config(config, spec, directory)
+        existing_config(run_cfg, directory)
+        held[spec] = run_state(directory)
+    return held
+
+
 def open_or_create(config: RunConfig | AgentRunConfig, directory: Path, existing: Any) -> tuple[RunStore, Any]:
     """The run's store and the config it runs under. An existing run keeps its own config.toml (the
     loop replays against it): `existing`, as `existing_config` read it while the comparison was
@@ -114,7 +132,7 @@ def open_or_create(config: RunConfig | AgentRunConfig, directory: Path, existing
         if isinstance(config, RunConfig):  # a method file's copy: the run directory resumes and reports alone
             record_methods(directory, [config.run.method])
         return store, config
-    return RunStore.open(directory), existing
+    return RunStore.open(directory, write=True), existing
 
 
 ROOT = "the comparison directory (compare.out, --out)"  # as its refusals name it
@@ -142,6 +160,7 @@ def begin(config: CompareConfig | AgentCompareConfig, root: Path) -> None:
     files copied in (tasks.json, methods.json: a rerun refuses an edited one, the report reads the copy
     when the original is gone), and the resolved config written (compare.toml)."""
     make_directory(root, ROOT)
+    hold_directory(root, "run the comparison again")  # held until this process ends: one comparison writes it
     record_tasks(root, config.compare.tasks)
     record_methods(root, [arm_method(config, m) for m in config.compare.methods])
     for line in dropped_lines(root, config):
@@ -271,7 +290,10 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
     root = Path(root)
     # each run's config built once, used throughout
     planned = {spec: run_config(config, spec, spec.directory(root)) for spec in planned_runs(config)}
-    for warning in arm_warnings(arm_plans(planned)) + skill_warnings(planned):  # what --plan prints too
+    plans = arm_plans(planned)
+    # what --plan prints too; an arm that spends more than the others (its initial population charged
+    # outside T) is said here, before anything runs, not only in the report
+    for warning in arm_warnings(plans) + spend_warnings(plans, arm_spend(config, plans)) + skill_warnings(planned):
         log(f"warning: {warning}")
     check_arms(config, planned)  # what a method needs of its task (MAP-Elites', Pareto's) and the tie-breaks, per arm
     # a rerun whose settings changed: refused before any run goes on (each config.toml read once)

@@ -618,6 +618,59 @@ def arm_warnings(plans: Mapping[tuple[str, str, int], dict]) -> list[str]:
     return [f"{task} {method}: {warning}" for (task, method, _), plan in plans.items() for warning in plan["warnings"]]
 
 
+# ------------------------------------------------------- what each arm spends
+def arm_spend(config: CompareConfig, plans: Mapping[tuple[str, str, int], dict]) -> list[dict]:
+    """Each arm that spends other than T evaluations at a task and budget, read from its plan (`arm_plans`,
+    the numbers `--plan` prints as `total: 16 evaluations = T 12 + 4 initial`): "evaluations", the plan's
+    total; "outside_budget", what it charges outside T (EoH's initial population under
+    eoh.init_in_budget = false); "setting", the key the TOML wrote that for (a named arm's own, else the
+    comparison's; "" for none); "unequal", whether some other arm spends otherwise at that task and budget.
+    An unequal entry is a comparison whose arms are not budget-matched: warned of before it runs, said in
+    its report, and results.json's structurally_matched is false (docs/compare.md)."""
+    totals: dict[tuple[str, int], set[int]] = {}
+    for (task, _, budget), plan in plans.items():
+        totals.setdefault((task, budget), set()).add(plan["evaluations"])
+    return [{"task": task, "budget": budget, "arm": arm, "evaluations": plan["evaluations"],
+             "outside_budget": plan["outside_budget"],
+             "setting": _outside_setting(config, arm) if plan["outside_budget"] else "",
+             "unequal": len(totals[task, budget]) > 1}
+            for (task, arm, budget), plan in plans.items() if plan["evaluations"] != budget]
+
+
+def _outside_setting(config: CompareConfig, arm: str) -> str:
+    """Where the TOML charged `arm`'s initial population outside T: the arm's own eoh table, else the
+    comparison's [eoh] ("" when neither did: a method file's own accounting)."""
+    if arm_settings(config, arm).get("eoh", {}).get("init_in_budget") is False:
+        return f"compare.arms.{arm}.eoh.init_in_budget = false"
+    return "" if config.eoh.init_in_budget else "eoh.init_in_budget = false"
+
+
+def spend_reason(entry: dict) -> str:
+    """Why an `arm_spend` entry spends other than T, in the plan's words."""
+    budget, outside = entry["budget"], entry["outside_budget"]
+    if outside and entry["evaluations"] == budget + outside:
+        return f"T {budget} + {outside} initial outside T" + (f": {entry['setting']}" if entry["setting"] else "")
+    return f"its plan ends before T = {budget}" + (f" + {outside} initial" if outside else "")
+
+
+def spend_warnings(plans: Mapping[tuple[str, str, int], dict], spend: list[dict]) -> list[str]:
+    """One line per task and budget whose arms spend different evaluations (`spend`: `arm_spend` of
+    `plans`), naming each arm that spends other than T with its total and why, then the arms that spend T:
+    the comparison logs these before it runs anything, and its `--plan` prints the same."""
+    lines = []
+    for task, budget in dict.fromkeys((e["task"], e["budget"]) for e in spend if e["unequal"]):
+        off = [e for e in spend if (e["task"], e["budget"]) == (task, budget)]
+        named = {e["arm"] for e in off}
+        at_t = [arm for (t, arm, b) in plans if (t, b) == (task, budget) and arm not in named]
+        parts = [f"{e['arm']} {e['evaluations']} ({spend_reason(e)})" for e in off]
+        if at_t:
+            names = at_t[0] if len(at_t) == 1 else ", ".join(at_t[:-1]) + " and " + at_t[-1]
+            parts.append(f"{names} {budget}")
+        lines.append(f"{task} budget {budget}: the arms spend different evaluations: {', '.join(parts)}; a "
+                     "difference between them may come from the evaluations, not the method")
+    return lines
+
+
 def _why(config: CompareConfig, method: str) -> str:
     es = config.es
     if registry.uses_es(method) and es.population:

@@ -5,18 +5,30 @@ files derived from it.
 file (candidates, snapshots, summary) is derived and replaced atomically. Both
 follow coevolve.base.durable's rules (the torn-line rule, fsync, atomic
 replace); the names are re-exported here for the modules that use a run store.
+
+One process writes a run directory: `create` and `open(..., write=True)` hold its
+lock (`hold_directory`), and a second writer is refused before it writes anything.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
+import os
+import secrets
+import socket
+import time
+import weakref
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_text, make_directory, read_jsonl
 from coevolve.base.errors import UsageError
 
 __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget",
-           "first_difference", "read_jsonl", "same_settings"]
+           "first_difference", "hold_directory", "read_jsonl", "same_settings", "writer_of"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
@@ -24,6 +36,166 @@ PROMPTS = "prompts.jsonl"  # a heuristic run's requests as sent ([log] prompts; 
 # what agent runs wrote before they kept events.jsonl: such a directory is a run (es_agent says it cannot resume)
 BEFORE_EVENTS = ("history.jsonl", "eval.jsonl", "summary.json")
 ABSENT = "(absent)"  # first_difference's value of a setting one side lacks
+LOCK = ".writer.lock"  # hold_directory's lock file, in the run (or comparison) directory it guards
+
+
+# ------------------------------------------------------------ one writer per directory
+# An advisory flock on LOCK, held open while this process writes the directory: the kernel drops it when
+# the process dies by any means (SIGKILL included), so a killed run never leaves a stale lock behind. The
+# file's text (pid, host, since) only names the holder in the refusal; the lock itself decides. The file
+# is written in place and never replaced (atomic_write_* renames): the lock belongs to its inode.
+_TOKEN = secrets.token_hex(8)  # this process, in its lock records (a pid is not unique across hosts)
+_HELD: dict[tuple[int, int], "_Lock"] = {}  # the lock files this process holds, by (device, inode)
+_UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS)
+
+
+class _Lock:
+    """One held lock file, shared by every holder in this process: flock conflicts between two
+    descriptors of one process too, and a run that raised (a test's "kill") may still be referenced by
+    its traceback when the same process resumes it."""
+
+    def __init__(self, fd: int, key: tuple[int, int]) -> None:
+        self.fd: int | None = fd
+        self.key = key
+        self.holders = 0
+
+    def release(self) -> None:
+        self.holders -= 1
+        if self.holders <= 0 and self.fd is not None:
+            _HELD.pop(self.key, None)
+            os.close(self.fd)  # drops the flock
+            self.fd = None
+
+
+def _forget_after_fork() -> None:
+    # a forked child (a multiprocessing worker) shares the parent's lock through the inherited
+    # descriptor: closed here, so a child outliving a killed parent does not keep the run locked
+    global _TOKEN
+    for lock in list(_HELD.values()):
+        if lock.fd is not None:
+            try:
+                os.close(lock.fd)
+            except OSError:
+                pass
+            lock.fd = None
+    _HELD.clear()
+    _TOKEN = secrets.token_hex(8)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _record(fd: int) -> dict:
+    """The holder's record in a lock file ({} when unreadable or not written yet)."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _holder(record: dict) -> str:
+    """A lock record as the refusal says it: "pid 1234 on HOST, since 03:41" ("" when unknown)."""
+    if not record.get("pid"):
+        return ""
+    since = ""
+    try:
+        started = datetime.fromisoformat(str(record.get("since")))
+        today = started.date() == datetime.now(started.tzinfo).date()
+        since = f", since {started.strftime('%H:%M' if today else '%Y-%m-%d %H:%M')}"
+    except ValueError:
+        pass
+    return f"pid {record['pid']} on {record.get('host', '?')}{since}"
+
+
+def hold_directory(directory: str | Path, again: str) -> Callable[[], None]:
+    """Hold `directory`'s writer lock for this process; returns its release (until called, the lock is
+    held as long as the process lives). A lock another process holds is refused with one line naming
+    it and `again`, what to do once it is gone. Where the file system has no flock (some NFS or FUSE
+    mounts) or the lock file cannot be made, the directory goes unguarded rather than unusable."""
+    directory = Path(directory)
+    try:
+        # durable: a lock and its holder's name, written in place (the lock is the inode's), never read back
+        fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return lambda: None  # e.g. a read-only directory: its own writes fail, with their own error
+    try:
+        info = os.fstat(fd)
+        key = (info.st_dev, info.st_ino)
+        lock = _HELD.get(key)
+        if lock is not None:  # this process holds it already: share that descriptor
+            os.close(fd)
+        else:
+            _take(fd, directory, again)
+            lock = _HELD[key] = _Lock(fd, key)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in _UNSUPPORTED:
+            return lambda: None
+        raise
+    except BaseException:
+        os.close(fd)
+        raise
+    lock.holders += 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            lock.release()
+
+    return release
+
+
+def _take(fd: int, directory: Path, again: str) -> None:
+    """flock `fd` exclusively, then record this process in it (a UsageError when another holds it)."""
+    for attempt in range(5):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            # a reader's test (writer_of) holds a shared lock for an instant: wait it out
+            if attempt == 4:
+                raise UsageError(_refusal(directory, _record(fd), again)) from None
+            time.sleep(0.05)
+    if _record(fd).get("token") != _TOKEN:  # taken again by the same process (a test's resume): left as it is
+        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "token": _TOKEN,
+                           "since": datetime.now().astimezone().isoformat(timespec="seconds")})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (text + "\n").encode("utf-8"), 0)
+
+
+def _refusal(directory: Path, record: dict, again: str) -> str:
+    holder = _holder(record)
+    return (f"{directory} is being written by another process{f' ({holder})' if holder else ''}: wait for it, "
+            f"or stop it, then {again}")
+
+
+def writer_of(directory: str | Path) -> str | None:
+    """Who writes `directory` now ("pid 1234 on HOST, since 03:41", or "another process" when it left no
+    record), or None when no other process holds its lock. For readers (`coevolve report`): the lock is
+    only tested, a shared lock taken and dropped at once (a writer starting then retries), never held,
+    and a directory without a lock file is left without one."""
+    try:
+        fd = os.open(Path(directory) / LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) in _HELD:
+            return None  # this process writes it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(_record(fd)) or "another process"
+        except OSError:
+            return None  # no flock here: nothing to tell
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class RunStore:
@@ -31,6 +203,7 @@ class RunStore:
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
+        self._release: Callable[[], None] | None = None  # the writer lock's, while this store holds it
 
     # layout -----------------------------------------------------------------
     @property
@@ -58,37 +231,77 @@ class RunStore:
     # lifecycle --------------------------------------------------------------
     @classmethod
     def create(cls, directory: str | Path, config_toml: str) -> "RunStore":
-        """A new run: refuses a directory that already holds one (resume it instead)."""
+        """A new run, held for writing (`hold`): refuses a directory that already holds one (resume it
+        instead), checked again once held, for a second `coevolve run --out` racing for the same folder."""
         store = cls(directory)
-        if store.events_path.exists() or store.config_path.exists():
-            raise UsageError(f"{store.dir} already holds a run; continue it with `coevolve run --resume {store.dir}`"
-                             " or choose another --out")
+        store._refuse_a_run()
         make_directory(store.dir, "run.out (--out)")
-        atomic_write_text(store.config_path, config_toml)
-        # the run log, empty until the run's start event: it tells a run killed before that event (which
-        # --resume continues) from a folder that only holds a config.toml (open_run refuses it)
-        atomic_write_text(store.events_path, "")
+        store.hold()
+        try:
+            store._refuse_a_run()
+            atomic_write_text(store.config_path, config_toml)
+            # the run log, empty until the run's start event: it tells a run killed before that event (which
+            # --resume continues) from a folder that only holds a config.toml (open_run refuses it)
+            atomic_write_text(store.events_path, "")
+        except BaseException:
+            store.close()
+            raise
         return store
 
+    def _refuse_a_run(self) -> None:
+        if self.events_path.exists() or self.config_path.exists():
+            raise UsageError(f"{self.dir} already holds a run; continue it with `coevolve run --resume {self.dir}`"
+                             " or choose another --out")
+
     @classmethod
-    def open(cls, directory: str | Path) -> "RunStore":
+    def open(cls, directory: str | Path, *, write: bool = False) -> "RunStore":
+        """An existing run directory; `write`: this process goes on writing it, so it holds it (`hold`)."""
         store = cls(directory)
         if not store.dir.is_dir():
             raise UsageError(f"{store.dir} is a file; give the run's directory" if store.dir.exists()
                              else f"run directory not found: {store.dir}")
         if not store.config_path.exists():
             raise UsageError(f"{store.dir} is not a run directory (no {CONFIG})")
+        if write:
+            store.hold()
         return store
 
     @classmethod
-    def open_run(cls, directory: str | Path) -> "RunStore":
+    def open_run(cls, directory: str | Path, *, write: bool = False) -> "RunStore":
         """`open`, for a directory a run wrote: one holding a config.toml but no run log (a task folder
-        `coevolve new-task` made, a config copied there) is refused, so nothing is written into it."""
+        `coevolve new-task` made, a config copied there) is refused, so nothing is written into it.
+        `write`: as `open`'s, taken once the directory is known to be a run."""
         store = cls.open(directory)
         if not store.events_path.exists() and not any(store.path(n).exists() for n in BEFORE_EVENTS):
             raise UsageError(f"{store.dir} holds a {CONFIG} but no run log ({EVENTS}): it is not a run; start one "
                              f"with `coevolve run {store.config_path}`")
+        if write:
+            store.hold()
         return store
+
+    def hold(self) -> None:
+        """Hold the directory for writing until `close` (or until this store is collected, or the process
+        ends): a second process's `hold` is refused with one line naming this one. Stores of one process
+        share the hold, so a run resumed in the process that ran it (a test) is not refused."""
+        if self._release is None:
+            release = hold_directory(self.dir, f"`coevolve run --resume {self.dir}`")
+            self._release = weakref.finalize(self, release)
+
+    def close(self) -> None:
+        """Release the directory's writer lock, if this store holds it."""
+        if self._release is not None:
+            self._release()
+            self._release = None
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def writer(self) -> str | None:
+        """Who else is writing this run now (`writer_of`), for readers such as `coevolve report`."""
+        return writer_of(self.dir)
 
     def events(self) -> list[dict]:
         return read_jsonl(self.events_path)

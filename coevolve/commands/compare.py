@@ -20,10 +20,10 @@ from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import keys_under
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
-from coevolve.compare import check_root, default_root, run_comparison
+from coevolve.compare import check_root, default_root, run_comparison, runs_held
 from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
-                           arm_settings, check_arms, load_compare_config, planned_runs, run_state, skill_warnings,
-                           structural_differences, test_set_lines, unmatched)
+                           arm_settings, arm_spend, check_arms, load_compare_config, planned_runs, run_state,
+                           skill_warnings, spend_warnings, structural_differences, test_set_lines, unmatched)
 from coevolve.report import render_comparison
 from coevolve.search import methods as registry
 from coevolve.search.methods import format_plan, remember_methods
@@ -89,17 +89,35 @@ def check_seed_skills(config: AgentCompareConfig) -> None:
         AgentRunConfig(skills=config.skills).seed_skills()  # the base arm's, read when it is scored
 
 
-def print_plan(config: Any, runs: Mapping[RunSpec, Any]) -> None:
+def held_line(root: Path | None, held: Mapping[RunSpec, str], planned: int) -> str | None:
+    """What `--plan` says of the `planned` runs an existing --out (`root`) holds already (`held`, as
+    `runs_held` found them, the run's own check); None: it holds none."""
+    if not held:
+        return None
+    finished = sum(state == "finished" for state in held.values())
+    partial = len(held) - finished
+    return (f"{root} holds {finished} of them finished (skipped)"
+            + (f" and {partial} started (resumed)" if partial else "") + f"; {planned - len(held)} to run")
+
+
+def print_plan(config: Any, runs: Mapping[RunSpec, Any], root: Path | None = None) -> None:
     """What each arm would run, after the checks the comparison makes of each arm against each task
     (`check_arms`) on `runs`, each arm's run config at each task and budget (`plan_runs`: all built
     before a line is printed, so a budget the comparison refuses, such as one too small for a generation
-    under eoh.m_multiplier = 0, is refused with its one line and no plan); the warnings the
-    comparison logs before it runs are in them (format_plan); nothing is written."""
+    under eoh.m_multiplier = 0, is refused with its one line and no plan), and of the runs `root` (the
+    comparison directory; None: none checked) holds already (`runs_held`: one under other settings
+    refuses, as the run does); the warnings the comparison logs before it runs are in them (format_plan,
+    spend_warnings); nothing is written."""
     check_arms(config, runs)
+    held = runs_held(config, root) if root is not None else {}
     plans = arm_plans(runs)
     c = config.compare
-    print(f"{len(planned_runs(config))} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
+    planned = len(planned_runs(config))
+    print(f"{planned} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
           f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
+    line = held_line(root, held, planned)
+    if line:
+        print(line)
     print("test sets:")
     for line in test_set_lines(config):
         print(f"  {line}")
@@ -118,7 +136,8 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any]) -> None:
             print(f"named arm {method}:")
         print(format_plan(plan))
     print()
-    for warning in skill_warnings(runs):  # as the comparison logs them
+    # as the comparison logs them: arms that spend different evaluations, each arm's starting skill
+    for warning in spend_warnings(plans, arm_spend(config, plans)) + skill_warnings(runs):
         print(f"warning: {warning}")
     differences = structural_differences(config)
     if differences:
@@ -135,11 +154,18 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any]) -> None:
         print("structural check: no +ESOpt arm here, nothing to match (each arm's plan is above)")
 
 
-def print_agent_plan(config: Any) -> None:
+def print_agent_plan(config: Any, root: Path) -> None:
+    """An agent comparison's plan, after the check of the runs `root` holds already (`runs_held`), as
+    its run checks them."""
+    held = runs_held(config, root)
     c, e = config.compare, config.eval
-    print(f"{len(agent_runs(config))} training runs: {sum(m != 'base' for m in c.methods)} methods x "
+    planned = len(agent_runs(config))
+    print(f"{planned} training runs: {sum(m != 'base' for m in c.methods)} methods x "
           f"{len(c.tasks)} tasks x {len(c.budgets)} budgets x {len(c.seeds)} seeds; episodes per run: "
           f"{', '.join(map(str, c.budgets))}")
+    line = held_line(root, held, planned)
+    if line:
+        print(line)
     print(f"every arm ({', '.join(c.methods)}) scored on {e.problems} held-out problems x k = {e.k} attempts "
           f"per task and seed ({'constrained' if e.constrained else 'free'} decoding, {e.max_tokens} tokens a turn)")
     for line in arm_lines(config):
@@ -174,7 +200,7 @@ def handle(args: argparse.Namespace) -> int:
         check_tasks(config, args.check_seconds)
         runs = plan_runs(config)
         check_models(runs.values())
-        print_agent_plan(config) if agents else print_plan(config, runs)
+        print_agent_plan(config, Path(out)) if agents else print_plan(config, runs, Path(out))
         return 0
     config.compare.out = out
     # nothing is written until every check has passed: a rerun's file tasks and methods refused if changed

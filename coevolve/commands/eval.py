@@ -43,6 +43,9 @@ def no_best(store: RunStore) -> str:
     if isinstance(summary, SearchSummary) and summary.valid == 0:
         return (f"{store.dir} produced no valid heuristic (0 of {summary.evaluations} valid): "
                 "nothing to evaluate")
+    writer = store.writer()
+    if writer:  # resuming it would make two writers (refused)
+        return f"{store.dir} has no best.py yet (the run is still running: {writer})"
     if any(e.get("type") == "step" for e in store.events()):
         return (f"{store.dir} has no best.py yet (the run has not finished: `coevolve run --resume "
                 f"{store.dir}` finishes it)")

@@ -164,7 +164,7 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
         if args.config or any(overrides.values()):
             raise UsageError("--resume takes only the run directory (and --budget N, to give a heuristic search "
                              "more evaluations); its config.toml is the config")
-        store = RunStore.open_run(args.resume)
+        store = RunStore.open_run(args.resume, write=True)  # a second writer is refused here
         remember_task(store, args.task_changed)
         remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
         raw = read_toml(store.config_path)  # as written: what extend rewrites with the larger budget

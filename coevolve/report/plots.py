@@ -20,20 +20,26 @@ def label(method: str) -> str:
 def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name: str, budget: int,
                   path: Path) -> Path:
     """Best-so-far training objective vs evaluations: per method the mean over
-    seeds, shaded ± one std (from the evaluation where some seed has a valid candidate)."""
+    seeds, shaded ± one std (from the evaluation where some seed has a valid candidate),
+    each as far as its runs spent (T, plus what a run charged outside T: EoH's initial
+    population under eoh.init_in_budget = false), the axis to the most any arm spent."""
     direction = heuristic_task(task_name).direction
     curves, bands = {}, {}
+    end = budget
     for method in ordered_arms(config):
         runs = [c.summary for c in cells
                 if (c.task, c.method, c.budget) == (task_name, method, budget) and c.summary is not None]
-        spread = band([s.best_so_far for s in runs], budget)
+        spent = budget + max((s.outside_budget for s in runs), default=0)
+        end = max(end, spent)
+        spread = band([s.best_so_far for s in runs], spent)
         valid = spread.runs[-1] if spread.runs else 0  # the seeds with a valid program by the end
         name = f"{label(method)} ({len(runs)} seeds" + (f", {valid} with a valid program)" if valid < len(runs) else ")")
         curves[name] = list(zip(spread.xs, spread.mean))
         bands[name] = (spread.xs, spread.low, spread.high)
     better = "lower" if direction == "min" else "higher"
-    return plot_best_so_far(curves, path, budget=budget, bands=bands,
-                            title=f"{task_label(task_name)}, budget {budget}: mean ± std over seeds",
+    return plot_best_so_far(curves, path, budget=end, bands=bands,
+                            title=f"{task_label(task_name)}, budget {budget}: mean ± std over seeds"
+                            + (f" (some arms spend up to {end})" if end > budget else ""),
                             ylabel=f"best train objective ({better} is better)")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from coevolve.agents.es_agent import SEED_SKILLS, logged_seed_skills
 from coevolve.es.start import ResumeError
@@ -24,8 +24,9 @@ from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.base.config import read_toml
-from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines, arm_plan,
-                           compared_pairs, config_class, ordered_arms, scored_sets, structural_differences)
+from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines,
+                           arm_plans, arm_runs, arm_spend, compared_pairs, config_class, ordered_arms, scored_sets,
+                           spend_reason, structural_differences)
 from coevolve.report.agents import render_agent_comparison
 from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
                                         failure_rows, heldout_change, run_rows, run_starting_point, seeds_worse,
@@ -164,9 +165,12 @@ def _worse_than_template(row: dict, records: list[ComparisonCell], template: flo
 
 
 def conclusions(config: CompareConfig, rows: list[dict], records: list[ComparisonCell],
-                template: dict[tuple[str, str, int], float], unmatched: list[str]) -> list[str]:
-    """What the comparison can and cannot conclude, in plain sentences."""
+                template: dict[tuple[str, str, int], float], unmatched: list[str],
+                spend: Sequence[dict] = ()) -> list[str]:
+    """What the comparison can and cannot conclude, in plain sentences. `spend`: the arms that spend
+    other than T (plan.arm_spend); a Δ whose two arms spend differently says so."""
     out = []
+    spent = {(e["task"], e["budget"], e["arm"]): e["evaluations"] for e in spend}
     finished = [r for r in records if r.summary is not None]
     for task_name in config.compare.tasks:
         mine = [r for r in finished if r.task == task_name]
@@ -205,17 +209,44 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
             continue
         where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {row['task']} {row['split']}{row['size']} "
                  f"at budget {row['budget']}")
+        base, variant = (spent.get((row["task"], row["budget"], row[k]), row["budget"]) for k in ("base", "variant"))
+        unequal = (f" (not budget-matched: {_label(row['variant'])} spent {variant} evaluations a run, "
+                   f"{_label(row['base'])} {base})" if base != variant else "")
         if row.get("unfinished"):
             out.append(f"{where}: not compared yet: {row['why']}.")
         elif row["distinct"] is True:
-            out.append(f"{where}: the arms differ: {row['why']}.")
+            out.append(f"{where}: the arms differ: {row['why']}{unequal}.")
         else:
-            out.append(f"{where}: cannot be told apart: {row['why']}.")
+            out.append(f"{where}: cannot be told apart: {row['why']}{unequal}.")
     if unmatched:
         out.append("The +ESOpt arms are NOT structurally matched to their base methods (allowed knowingly with "
                    "compare.allow_unmatched): " + "; ".join(unmatched) + ". Differences may come from the plans, "
                    "not from ESOpt.")
     return out
+
+
+def budget_sentence(config: CompareConfig, spend: list[dict], budget: int | str) -> str:
+    """The report's (and results.json's) sentence on the budget: every run's T (`budget`: the first, or
+    "B") and how the ledger counts it, then each arm that spends other than T (`spend`, plan.arm_spend)
+    and why, and whether the arms therefore spend unequally."""
+    c = config.compare
+    same = "" if len(c.budgets) == 1 else " (The same holds for each budget listed.)"
+    if not spend:
+        return BUDGET_STATEMENT.format(whose=EVERY_RUN, budget=budget) + same
+    cells = {(task, b) for task in c.tasks for b in c.budgets}
+    groups: dict[tuple[str, int, str], list[tuple[str, int]]] = {}  # (arm, its spend - T, why) -> where
+    for e in spend:
+        outside = e["outside_budget"] and e["evaluations"] == e["budget"] + e["outside_budget"]
+        why = ("its initial population, charged outside T as the paper counts T"
+               + (f" ({e['setting']})" if e["setting"] else "")) if outside else spend_reason(e)
+        groups.setdefault((e["arm"], e["evaluations"] - e["budget"], why), []).append((e["task"], e["budget"]))
+    said = [f"{_label(arm)} spends {abs(more)} {'more' if more > 0 else 'fewer'} evaluations than T: {why}"
+            + ("" if set(where) == cells else " (at " + ", ".join(f"{t} budget {b}" for t, b in where) + ")")
+            for (arm, more, why), where in groups.items()]
+    return (BUDGET_STATEMENT.format(whose="Every run's budget T is", budget=budget) + same
+            + " " + "; ".join(said) + "."
+            + (" So the arms do not spend the same evaluations: a difference between them may come from the "
+               "evaluations, not the method." if any(e["unequal"] for e in spend) else ""))
 
 
 def ledger_table(config: CompareConfig, records: list[ComparisonCell]) -> str:
@@ -253,6 +284,8 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     template = baselines(config, root)
     rows = aggregate(config, records, template)
     unmatched = structural_differences(config)
+    # what each arm spends, from the plans `--plan` prints and the comparison warned of before it ran
+    spend = arm_spend(config, arm_plans(arm_runs(config)))
     written: dict[str, Path] = {}
     plots: dict[tuple, Path] = {}
     for task_name in config.compare.tasks:
@@ -275,13 +308,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} evaluations. "
              f"Seeds: {', '.join(map(str, c.seeds))}. Runs finished: {finished} of {len(records)}.",
              "",
-             " ".join(BUDGET_STATEMENT.format(whose=EVERY_RUN, budget=b) for b in c.budgets[:1]) +
-             ("" if len(c.budgets) == 1 else " (The same holds for each budget listed.)") +
-             (f" EoH's initial population ({config.eoh.init or config.eoh.population} candidates) is charged "
-              "outside the budget, as the paper counts T (eoh.init_in_budget = false): EoH runs spend that many "
-              "more evaluations." if not config.eoh.init_in_budget and any(
-                  arm_plan(config, c.tasks[0], m, c.budgets[0])["outside_budget"] for m in c.methods)
-              else ""),
+             budget_sentence(config, spend, c.budgets[0]),
              "",
              "Each run's heuristic is its best by training objective (best.py, chosen before any test "
              "score exists); it is scored on the test sets below with the same sandbox scoring as "
@@ -298,7 +325,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         parts += ["Named arms run a method with some settings otherwise; every other setting is the comparison's, "
                   "the same for every arm, and a named arm's Δ row compares it with the method it runs, as a "
                   "+ESOpt variant's with its base:", ""] + [f"- {line}" for line in arm_lines(config)] + [""]
-    verdicts = conclusions(config, rows, records, template, unmatched)
+    verdicts = conclusions(config, rows, records, template, unmatched, spend)
     if verdicts:
         parts += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
     if t.limit:
@@ -355,10 +382,13 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     written["results.json"] = root / "results.json"
     atomic_write_json(written["results.json"], {
         "config": {"compare": vars(c), "test": vars(t)},
-        "budget_counts": BUDGET_STATEMENT.format(whose=EVERY_RUN, budget="B"),
+        "budget_counts": budget_sentence(config, spend, "B"),
         "rows": rows, "runs": run_rows(records), "conclusions": verdicts, "named_arms": arm_lines(config),
         "template": [{"task": k[0], "split": k[1], "size": k[2], "objective": v} for k, v in template.items()],
-        "structurally_matched": not unmatched,
+        # matched: each +ESOpt arm plans the steps its base method does, and every arm spends the same
+        # evaluations at each task and budget (docs/compare.md, "What is compared, and how fairly")
+        "structurally_matched": not unmatched and not any(e["unequal"] for e in spend),
+        "off_budget_arms": spend,  # each arm that spends other than T (plan.arm_spend)
         "skill": skill,  # what the skill's requests did, per arm (collecting.skill_rows; [] without a skill)
         "failures": failures})  # why each arm's candidates failed (collecting.failure_rows)
     for key, path in plots.items():
@@ -409,8 +439,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     if summary is None and not store.events_path.exists():  # e.g. the folder `coevolve new-task` wrote
         raise UsageError(f"{store.dir} is not a run directory (no events.jsonl, no summary.json): give a run's "
                          "or a comparison's directory")
+    writer = store.writer()  # a run still going: resuming it would make two writers (refused)
     if summary is None:
-        raise UsageError(f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
+        raise UsageError(f"{store.dir} is still running ({writer}): report it once it has finished" if writer else
+                         f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
     if isinstance(summary, AgentSummary):
         return render_agent_run(store, summary)
     direction = summary.train.direction
@@ -428,8 +460,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
         more = extended_budget(events)
         going = f"its extension to {more} evaluations (`--resume --budget`) has not finished" if more else \
             "its log goes on past this summary (it was killed before its end)"
-        parts += [f"**This run is not finished: {going}; the table is the summary it last wrote. "
-                  f"`coevolve run --resume {store.dir}` goes on.**", ""]
+        then = f"it is still running ({writer})" if writer else f"`coevolve run --resume {store.dir}` goes on"
+        parts += [f"**This run is not finished: {going}; the table is the summary it last wrote. {then}.**", ""]
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
@@ -502,7 +534,9 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
     rows = [
         ("method", summary.method),
         ("task", f"{summary.task} ({train.split}{train.size}, {train.direction})"),
-        ("evaluations", f"{summary.evaluations} / {summary.budget}"),
+        # as the run's plan says it (`total: 16 evaluations = T 12 + 4 initial`): 16 / 12 alone reads as overspent
+        ("evaluations", f"{summary.evaluations} / {summary.budget}"
+                        + (f" (+ {summary.outside_budget} initial outside T)" if summary.outside_budget else "")),
         ("valid", f"{summary.valid} ({summary.valid_rate:.1%})" + _distinct(summary)),
         ("failures", ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "-"),
         *([("commonest failures", "; ".join(f"{cause} ({n})" for cause, n in commonest_failures(directory)))]
