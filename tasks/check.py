@@ -1,7 +1,7 @@
 """Checks of a heuristic task's contract (tasks/base.py) that need no sandbox.
 
-`shape_problems` is cheap (attributes, types, the template's function,
-splits, limits): `coevolve run` and `compare` run it before they load the
+`shape_problems` is cheap (attributes, types, method signatures, the
+template's function, splits, limits): `coevolve run` and `compare` run it before they load the
 LLM. `determinism_problems` draws instance sets twice; `coevolve
 check-task` adds it and the checks that go through the real sandbox.
 Each problem is one line naming the attribute or function and what was expected.
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copyreg
 import dataclasses
+import inspect
 import math
 import signal
 import threading
@@ -95,6 +97,9 @@ def shape_problems(task: Any) -> list[str]:
     if not task.function_name.isidentifier():
         problems.append(f"function_name: {task.function_name!r} is not a Python identifier")
     problems += template_problems(task.template, task.function_name)
+    calls = signature_problems(task)
+    if calls:  # calling splits() and instance_seconds() below would only repeat them as bare TypeErrors
+        return problems + calls
     try:
         splits = task.splits()
     except Exception as exc:
@@ -133,6 +138,68 @@ def shape_problems(task: Any) -> list[str]:
                 problems.append(f"instance_seconds({size}): expected CPU seconds in (0, {MAX_INSTANCE_SECONDS:g}], "
                                 f"got {limit!r}")
     return problems
+
+
+# How the framework calls a heuristic task's methods, every argument by position (tasks/base.py
+# HeuristicTask; the optional methods listed under it where the task defines them). A signature that
+# cannot take its call fails later as a bare TypeError naming neither the file nor the expected call.
+PROTOCOL_CALLS: dict[str, tuple[str, ...]] = {
+    "splits": (), "instances": ("split", "size"), "decide": ("fn", "instances"),
+    "score": ("decisions", "instances"), "instance_seconds": ("size",), "reference": ("split", "size"),
+    "instance_scores": ("decisions", "instances"), "describe_decisions": ("decisions", "instances"),
+    "feedback": ("decisions", "instances"), "decision_bytes": ("size",),
+}
+
+
+def signature_problems(task: Any) -> list[str]:
+    """One line per method of `task` whose signature cannot take the framework's call (PROTOCOL_CALLS):
+    too many or too few positional parameters, or a keyword-only one without a default; *args,
+    **kwargs and defaults are fine. A method that is missing is the loader's to name."""
+    problems = []
+    for name, arguments in PROTOCOL_CALLS.items():
+        method = getattr(task, name, None)
+        if not callable(method):
+            continue
+        try:
+            signature = inspect.signature(method)  # bound: without self
+        except (TypeError, ValueError):
+            continue  # a C callable with no readable signature: its call will tell
+        try:
+            signature.bind(*arguments)
+        except TypeError:
+            problems.append(f"{_written(name, method)} {_takes(signature, len(arguments))}; "
+                            f"the framework calls {name}({', '.join(arguments)})")
+    return problems
+
+
+def _written(name: str, method: Any) -> str:
+    """`name(self, a, b) at file:line` as the user wrote it (annotations left out: the count matters)."""
+    function = inspect.unwrap(getattr(method, "__func__", method))
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        signature = inspect.signature(method)
+    bare = signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                             return_annotation=signature.empty)
+    code = getattr(function, "__code__", None)
+    return f"{name}{bare}" + (f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else "")
+
+
+def _takes(signature: inspect.Signature, given: int) -> str:
+    """What `signature` (a bound method's) takes, in words, when a call with `given` positional arguments fails."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = list(signature.parameters.values())
+    positional = [p for p in parameters if p.kind in kinds]
+    required = sum(p.default is p.empty for p in positional)
+    spread = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    if required <= given and (spread or given <= len(positional)):  # the count fits: a keyword-only one does not
+        keywords = [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is p.empty]
+        return f"needs the keyword argument{'s' * (len(keywords) > 1)} {', '.join(keywords)}"
+    if spread:
+        return f"takes at least {required} argument{'s' * (required != 1)}"
+    if required == len(positional):
+        return f"takes {required or 'no'} argument{'s' * (required != 1)}"
+    return f"takes {required} to {len(positional)} arguments"
 
 
 def declared_instance_mean(task: Any) -> bool:
@@ -195,34 +262,95 @@ def determinism_problems(factory: Callable[[], Any], split: str, size: int) -> l
         second = factory().instances(split, size)
     except Exception as exc:
         return [f"instances({split!r}, {size}): raised {_error(exc)}"]
-    if not same_data(first, second):
+    try:
+        same = same_data(first, second)
+    except Incomparable as exc:  # not a verdict on randomness: say what cannot be compared
+        return [f"instances({split!r}, {size}): cannot tell whether two draws are equal: {exc}"]
+    if not same:
         return [f"instances({split!r}, {size}): two draws differ; draw from a fixed seed "
                 "(e.g. tasks.base.SeededSets or np.random.RandomState(seed)), never from global randomness"]
     return []
 
 
+class Incomparable(Exception):
+    """Two draws hold a value whose content cannot be compared; the message names where and what."""
+
+
+# what a task whose instances cannot be compared can do instead
+COMPARABLE = ("give your instance class an __eq__ (e.g. make it a dataclass), or hold the data in arrays, lists, "
+              "dicts and numbers")
+
+
 def same_data(a: Any, b: Any) -> bool:
-    """Equality of nested lists, tuples, dicts, numbers and numpy arrays (NaN equals NaN)."""
+    """Equality of nested lists, tuples, dicts, numbers and numpy arrays (NaN equals NaN), dataclasses
+    field by field, and objects without an __eq__ of their own (for which `==` is identity, so two equal
+    draws would always differ) by what they hold: what pickle would save of them, their __dict__ or
+    __slots__. Incomparable when a value's content cannot be seen (a generator, a lock) or its `==`
+    cannot say True or False."""
+    return _same(a, b, "", set())
+
+
+def _same(a: Any, b: Any, where: str, seen: set[tuple[int, int]]) -> bool:
+    if a is b:  # one object shared by both draws (a module-level cache): equal, whatever it is
+        return True
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         if a.dtype.kind in "fc":
             return bool(np.array_equal(a, b, equal_nan=True))
+        if a.dtype.kind == "O":  # objects inside: element by element, as a list of them
+            return all(_same(x, y, f"{where}[{i}]", seen) for i, (x, y) in enumerate(zip(a.flat, b.flat)))
         return bool(np.array_equal(a, b))
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same_data(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(
+            _same(x, y, f"{where}[{i}]", seen) for i, (x, y) in enumerate(zip(a, b)))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_data(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same(a[k], b[k], f"{where}[{k!r}]", seen) for k in a)
     if dataclasses.is_dataclass(a) and not isinstance(a, type) and type(a) is type(b):
         # field by field: a generated __eq__ compares array fields with ==, which cannot say True or False
-        return all(same_data(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+        return all(_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}", seen)
+                   for f in dataclasses.fields(a))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
+    if type(a).__eq__ is object.__eq__:  # == is identity: compare what the two objects hold
+        if type(a) is not type(b):
+            return False
+        if (id(a), id(b)) in seen:  # a cycle (a node that points back): equal as far as it goes
+            return True
+        seen.add((id(a), id(b)))
+        first, second = _content(a, where), _content(b, where)
+        if isinstance(first, dict) and isinstance(second, dict):  # attributes: named in `where`
+            return first.keys() == second.keys() and all(
+                _same(first[k], second[k], f"{where}.{k}", seen) for k in first)
+        return _same(first, second, where, seen)
     try:
         return bool(a == b)
-    except Exception:
-        return False
+    except Exception as exc:
+        raise Incomparable(f"{where or 'the set'} is a {type(a).__name__}: its == raised {type(exc).__name__} "
+                           f"({str(exc)[:120]}) instead of True or False; {COMPARABLE}") from None
+
+
+def _content(value: Any, where: str) -> Any:
+    """What an object that compares by identity holds: its attributes ({name: value}, from __dict__ and
+    __slots__) where its pickling is the default one, else the parts its own pickling saves (a C type's
+    fields); Incomparable when pickle cannot save it either (nothing else tells two of them apart)."""
+    try:
+        reduced = type(value).__reduce_ex__(value, 4)  # by its type: a class's own attribute is another thing
+    except Exception as exc:
+        raise Incomparable(f"{where or 'the set'} is a {type(value).__name__}, which compares by identity and has "
+                           f"no content to compare ({str(exc)[:120]}); {COMPARABLE}") from None
+    if isinstance(reduced, str):  # a module-level name pickled by reference: the same one, or not
+        return reduced
+    parts = list(reduced) + [None] * (5 - len(reduced))
+    state = parts[2]
+    if isinstance(state, tuple) and len(state) == 2 and all(s is None or isinstance(s, dict) for s in state):
+        state = {**(state[0] or {}), **(state[1] or {})}  # (__dict__, __slots__ values)
+    if (isinstance(state, dict) and parts[0] is copyreg.__newobj__ and parts[1] == (type(value),)
+            and parts[3] is None and parts[4] is None):  # the default pickling: the attributes are all of it
+        return {str(k): v for k, v in state.items()}
+    # the items of a list or dict subclass come as iterators: listed, to be compared
+    return (parts[0], parts[1], state, list(parts[3] or ()), list(parts[4] or ()))
 
 
 def _is_int(value: Any) -> bool:

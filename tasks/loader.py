@@ -307,6 +307,21 @@ def user_frame(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}{where}"
 
 
+def raised_in(exc: BaseException, called: str) -> str:
+    """`Type: message (at file:line)` of what the task's `called` method raised (user_frame),
+    with the function that line is in when it is another one (score() calling instance_scores(), a
+    helper): `KeyError: 27 (at /me/task.py:99, in instance_scores)`."""
+    text = user_frame(exc)
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = user_frame_index(frames)  # the frame user_frame named
+    if at is None or isinstance(exc, SyntaxError) and exc.filename:  # named by its file, not a frame
+        return text
+    while frames[at].name.startswith("<") and at > 0 and frames[at - 1].filename == frames[at].filename:
+        at -= 1  # a comprehension or a lambda: the function it is written in
+    name = frames[at].name
+    return text if name in (called.removesuffix("()"), "<module>") else f"{text[:-1]}, in {name})"
+
+
 def task_label(spec: str) -> str:
     """A short, path-free name for a spec (run directory names): a file or
     module task's class attribute `name` when it has one, else the file's

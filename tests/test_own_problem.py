@@ -90,6 +90,8 @@ BAD_FILES = {
     "instances_raise": (broken("return [rng.integers(0, 100, size).tolist() for _ in range(4)]",
                                      "raise ValueError('no data for ' + split)"),
                         "instances('test', 5): raised ValueError: no data for test (at "),
+    "score_signature": (broken("def score(self, decisions, instances):", "def score(self, decisions):"),
+                        "score(self, decisions) at "),  # with the file: test_check_task_shapes.py has the rest
     "score_crashes": (broken("total += values[index]", "total += values[index] / 0"),
                       "score(): with the template's decisions raised ZeroDivisionError: division by zero (at "),
     "import_error": ("import numpy\nraise RuntimeError('broken on purpose')\n",

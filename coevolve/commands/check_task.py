@@ -1,10 +1,12 @@
 """`coevolve check-task SPEC`: check a task before any engine starts.
 
 SPEC is a task name, path/to/problem.py[:Class] or package.module:Class.
-Checked, in order: the attributes and their types, the template defines
+Checked, in order: the attributes and their types, each method's signature
+takes the call the framework makes (score(decisions, instances), ...), the template defines
 function_name, the splits and instance_seconds are sane (all cheap: `run`
 and `compare` check these too before loading the LLM); every split's
-smallest set is drawn twice and equal; the template's decide() yields data
+smallest set is drawn twice and equal by content (objects without __eq__ by
+their attributes); the template's decide() yields data
 the sandbox wire carries; score() of the same decisions gives the same
 finite number twice, the mean of instance_scores() where the task has them
 (with score_is_instance_mean, what that declares: the sandbox then scores by
@@ -45,7 +47,7 @@ from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, i
                         template_function)
 from tasks.check import (LONGER, StillRunning, declared_instance_mean, determinism_problems, overdue,
                          shape_problems, time_limit)
-from tasks.loader import absolute_spec, user_frame
+from tasks.loader import absolute_spec, raised_in, user_frame
 from tasks.registry import TaskOptionError, UnknownTask, agent_task, heuristic_task, kind
 
 
@@ -118,7 +120,8 @@ def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) 
         found = shape_problems(task)
     if found:
         return found
-    say(f"shape: attributes, template defines {task.function_name}(), splits, instance_seconds")
+    say(f"shape: attributes, method signatures, template defines {task.function_name}(), splits, "
+        "instance_seconds")
     split, size = task.train
     cascade = declared_cascade(task)
     stages = [(split, size)] + ([cascade.stage] if cascade is not None else [])
@@ -179,9 +182,9 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
         decisions = list(task.decide(function, instances))
     except InvalidSolution as exc:
         return None, [f"template: fails its own evaluation on {split} {size}: decide() found an invalid "
-                      f"solution: {user_frame(exc)}"]
+                      f"solution: {raised_in(exc, 'decide()')}"]
     except Exception as exc:
-        return None, [f"decide(): with the template on {split} {size} raised {user_frame(exc)}"]
+        return None, [f"decide(): with the template on {split} {size} raised {raised_in(exc, 'decide()')}"]
     count = instance_count(instances)
     if len(decisions) != count:
         return None, [f"decide(): yielded {len(decisions)} decisions for {count} instances (expected one per instance)"]
@@ -197,9 +200,9 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
             values.append(float(task.score(wire.decode(wire.encode({"d": carried}))["d"], instances)))
         except InvalidSolution as exc:
             return None, [f"template: fails its own evaluation on {split} {size}: score() rejected its decisions: "
-                          f"{user_frame(exc)}"]
+                          f"{raised_in(exc, 'score()')}"]
         except Exception as exc:
-            return None, [f"score(): with the template's decisions raised {user_frame(exc)}"]
+            return None, [f"score(): with the template's decisions raised {raised_in(exc, 'score()')}"]
     if not math.isfinite(values[0]):
         return None, [f"score(): the template's objective is {values[0]}, expected a finite number"]
     if values[0] != values[1]:
@@ -209,7 +212,8 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
         try:
             profile = [float(v) for v in per_instance(carried, instances)]
         except Exception as exc:
-            return None, [f"instance_scores(): with the template's decisions raised {user_frame(exc)}"]
+            return None, [f"instance_scores(): with the template's decisions raised "
+                          f"{raised_in(exc, 'instance_scores()')}"]
         import numpy as np
 
         mean = float(np.mean(profile)) if profile else math.nan
@@ -226,7 +230,8 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
         try:
             described = dict(task.describe_decisions(carried, instances))
         except Exception as exc:
-            return None, [f"describe_decisions(): with the template's decisions raised {user_frame(exc)}"]
+            return None, [f"describe_decisions(): with the template's decisions raised "
+                          f"{raised_in(exc, 'describe_decisions()')}"]
         missing = [name for name in named if not isinstance(described.get(name), (int, float))
                    or isinstance(described.get(name), bool) or not math.isfinite(described[name])]
         if missing:
@@ -244,7 +249,8 @@ def template_note(task: Any) -> tuple[str, list[str]]:
     try:
         note = task.feedback(wire.decode(wire.encode({"d": decisions}))["d"], instances)
     except Exception as exc:
-        return "", [f"feedback(): with the template's decisions raised {user_frame(exc)}"]
+        return "", [f"feedback(): with the template's decisions raised "
+                    f"{raised_in(exc, 'feedback()')}"]
     if not isinstance(note, str):
         return "", [f"feedback(): returned {type(note).__name__}, expected a str (\"\" for no note)"]
     return clean(note).strip(), []

@@ -42,7 +42,7 @@ from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
 from tasks.base import PROGRAM_SEED, InvalidSolution, behaviour_of, feedback_of, seed_program_generators
 from tasks.check import StillRunning, declared_instance_mean
-from tasks.loader import user_frame, user_frame_index
+from tasks.loader import raised_in, user_frame
 from tasks.registry import get_task
 
 CANDIDATE_FILE = "<candidate>"
@@ -281,7 +281,7 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = 
     except Exception as exc:  # decisions the checks did not anticipate: still the candidate's fault
         # (the template passed the same code in check-task); the message names the task's line
         return {"failure": FailureKind.INVALID.value,
-                "message": f"unusable decisions: {called} raised {_raised_at(exc, called)}", "objective": None}
+                "message": f"unusable decisions: {called} raised {raised_in(exc, called)}", "objective": None}
     if not math.isfinite(value):
         return {"failure": FailureKind.INVALID.value, "message": f"objective is {value}", "objective": None}
     result = {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
@@ -296,21 +296,6 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = 
     if note:
         result["feedback"] = note
     return result
-
-
-def _raised_at(exc: BaseException, called: str) -> str:
-    """`Type: message (at file:line)` of what the task's `called` method raised (tasks.loader.user_frame),
-    with the function that line is in when it is another one (score() calling instance_scores(), a
-    helper): `KeyError: 27 (at /me/task.py:99, in instance_scores)`."""
-    text = user_frame(exc)
-    frames = traceback.extract_tb(exc.__traceback__)
-    at = user_frame_index(frames)  # the frame user_frame named
-    if at is None or isinstance(exc, SyntaxError) and exc.filename:  # named by its file, not a frame
-        return text
-    while frames[at].name.startswith("<") and at > 0 and frames[at - 1].filename == frames[at].filename:
-        at -= 1  # a comprehension or a lambda: the function it is written in
-    name = frames[at].name
-    return text if name in (called.removesuffix("()"), "<module>") else f"{text[:-1]}, in {name})"
 
 
 # -- the untrusted side: runs in the candidate's child -----------------------
