@@ -318,4 +318,8 @@ def test_a_comparison_recording_its_task_file_relative_renders_from_its_copy(tmp
     (tmp_path / "work" / "game" / "env.py").unlink()  # the original gone too
     monkeypatch.chdir(tmp_path)
     written = render(moved)
-    assert "Arms scored: 0 of 2" in (moved / "report.md").read_text() and written["report.md"].exists()
+    report = (moved / "report.md").read_text()
+    assert "Arms scored: 0 of 2" in report and written["report.md"].exists()
+    # titled by the task's name, as its runs' folder is; its file said once, under the heading
+    assert "Tasks: game. " in report and "\n## game\n\nTask: `game/env.py`\n" in report, report
+    assert report.count("game/env.py") == 1, report

@@ -27,6 +27,7 @@ from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, R
                            base_directory, run_state)
 from coevolve.search.plot import save_figure
 from coevolve.stats import Interval, mean_at_k, paired_change, pass_at_k, problem_means
+from tasks.loader import task_label
 
 PLOT = "agents.png"
 
@@ -96,7 +97,7 @@ def conclusions(config: AgentCompareConfig, rows: list[dict], records: list[dict
             if row["method"] == other or base is None:
                 continue
             a, b = row["mean"], base["mean"]
-            where = f"{row['task']}, budget {row['budget']}: {row['method']} vs {other}"
+            where = f"{task_label(row['task'])}, budget {row['budget']}: {row['method']} vs {other}"
             change = paired_change(problem_scores(records, row["task"], other, row["budget"]),
                                    problem_scores(records, row["task"], row["method"], row["budget"]))
             if change is None:
@@ -121,7 +122,7 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
     c, e, k = config.compare, config.eval, config.eval.k
     scored = sum(r["attempts"] is not None for r in records)
     lines = [f"# Agent comparison: held-out Mean@{k} / Pass@{k}", "",
-             f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} training episodes per run. "
+             f"Tasks: {', '.join(map(task_label, c.tasks))}. Budgets: {', '.join(map(str, c.budgets))} training episodes per run. "
              f"Seeds: {', '.join(map(str, c.seeds))}. Arms scored: {scored} of {len(records)}.", "",
              f"Every arm plays the same {e.problems} held-out problems per task (eval split), k = {k} attempts each "
              f"with the same sampling seeds, {'constrained' if e.constrained else 'free'} decoding, "
@@ -135,7 +136,10 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
         lines += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
     for task in c.tasks:
         options = config.task.get(task, {})
-        lines += [f"## {task}" + (f" ({', '.join(f'{key}={v}' for key, v in options.items())})" if options else ""), ""]
+        name = task_label(task)  # a file task by its name (its runs' folder), not its path
+        lines += [f"## {name}" + (f" ({', '.join(f'{key}={v}' for key, v in options.items())})" if options else ""), ""]
+        if name != task:  # ... and one line says which file it is
+            lines += [f"Task: `{task}`", ""]
         for budget in c.budgets:
             lines += [f"### Budget {budget}", "",
                       f"| method | Mean@{k} [95% CI] | Pass@{k} [95% CI] | Mean@{k} per seed | well-formed |",
@@ -148,7 +152,7 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
     lines += [f"![Mean@{k} / Pass@{k}]({PLOT})", "", "## Arms", "",
               "| task | method | budget | seed | state | scored | directory |", "|---|---|---|---|---|---|---|"]
     for r in records:
-        lines.append(f"| {r['task']} | {r['method']} | {'-' if r['method'] == 'base' else r['budget']} | {r['seed']} | "
+        lines.append(f"| {task_label(r['task'])} | {r['method']} | {'-' if r['method'] == 'base' else r['budget']} | {r['seed']} | "
                      f"{r['state']} | {'yes' if r['attempts'] is not None else 'no'} | [{r['dir']}]({r['dir']}/) |")
     return "\n".join(lines) + "\n"
 
@@ -192,7 +196,7 @@ def plot(config: AgentCompareConfig, rows: list[dict], path: Path) -> Path:
             ax.bar([x + offset for x in xs], means, width=0.34, yerr=errors, capsize=3, label=label)
         ax.set_xticks(list(xs), [r["method"] for r in mine], rotation=20, fontsize=8)
         ax.set_ylim(0, 1)
-        ax.set_title(f"{task}, budget {budget}")
+        ax.set_title(f"{task_label(task)}, budget {budget}")
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
