@@ -63,7 +63,7 @@ from coevolve.search.methods import es_population, record_methods
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.base import SeededSets, gap, starting_program
-from tasks.loader import record_tasks
+from tasks.loader import record_tasks, task_label
 from tasks.registry import heuristic_task
 
 
@@ -311,7 +311,9 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
         for number, (spec, run_cfg) in enumerate(planned.items(), start=1):
             directory = spec.directory(root)
             state = run_state(directory)
-            what = f"[{number}/{len(planned)}] {spec.task} {spec.method} budget {spec.budget} seed {spec.seed}"
+            # a file task by its name, as its folder runs/<name>/ is, not by its path
+            task = task_label(spec.task)
+            what = f"[{number}/{len(planned)}] {task} {spec.method} budget {spec.budget} seed {spec.seed}"
             store, run_cfg = open_or_create(run_cfg, directory, existing[spec])
             if state == "finished":
                 log(f"{what}: finished earlier, skipped")
@@ -319,7 +321,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
             log(f"{what}: {'resuming' if state == 'partial' else 'running'}")
             began = time.perf_counter()
             summary = execute_run(run_cfg, store, resources, progress=progress,
-                                  label=f"{spec.method} {spec.task} seed {spec.seed}")
+                                  label=f"{spec.method} {task} seed {spec.seed}")
             best = summary.best.objective if summary.best else None
             log(f"{what}: done in {time.perf_counter() - began:.0f} s, best train objective "
                 f"{'-' if best is None else f'{best:.6g}'}, valid {summary.valid}/{summary.evaluations}")
@@ -530,7 +532,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
                             continue  # the checkpoint is the same arm at every budget
                         number += 1
                         spec = RunSpec(task_name, method, budget, seed)
-                        what = (f"[{number}/{arms}] {task_name} {method}"
+                        what = (f"[{number}/{arms}] {task_label(task_name)} {method}"
                                 + ("" if method == "base" else f" budget {budget}") + f" seed {seed}")
                         _agent_arm(config, root, spec, planned.get(spec), tasks[task_name], resources, what,
                                    log, progress)
@@ -573,7 +575,8 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
             began = time.perf_counter()
             try:
                 summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
-                                        label=f"{spec.method} {spec.task} seed {spec.seed}", progress=progress)
+                                        label=f"{spec.method} {task_label(spec.task)} seed {spec.seed}",
+                                        progress=progress)
             finally:
                 if run_cfg.uses_es:
                     resources.engine().reset()

@@ -378,8 +378,8 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
     if config_class(raw) is AgentCompareConfig:
         base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
-        config = build_config(AgentCompareConfig, _agent_files_counted(raw, base))
-        _agent_tasks_counted(config, base)
+        config = build_config(AgentCompareConfig, _agent_files_counted(_agent_tasks_counted(raw, base), base))
+        check_task_folders(config.compare.tasks)
         for spec in agent_runs(config, seeds=config.compare.seeds[:1]):  # built after validation: task options
             run = agent_run_config(config, spec, Path("plan"))
             with run_keys(config, spec):
@@ -388,15 +388,24 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     return compare_config(raw, Path(path).parent)
 
 
-def _agent_tasks_counted(config: AgentCompareConfig, base: Path) -> None:
-    """An agent comparison's file tasks counted from `base`, the TOML's folder, and named absolutely from
-    then on, as a heuristic comparison's are (its runs' config.toml, tasks.json, a rerun, `coevolve report`
-    and `coevolve eval --run` then find them from any folder); a [task.<spec>] table follows its task."""
+def _agent_tasks_counted(raw: dict, base: Path) -> dict:
+    """An agent comparison's tables with its file tasks counted from `base`, the TOML's folder, and named
+    absolutely from then on, as a heuristic comparison's are (its runs' config.toml, tasks.json, a rerun,
+    `coevolve report` and `coevolve eval --run` then find them from any folder); a [task.<spec>] table
+    follows its task. Done on the raw tables: AgentCompareConfig's validator loads every task, and a
+    relative path it saw would count from the working directory. A file that is not there is named by its
+    place in compare.tasks and the folder looked in."""
+    compare = raw.get("compare")
+    tasks = compare.get("tasks") if isinstance(compare, dict) else None
+    if not isinstance(tasks, list):  # a malformed [compare]: the validator names it
+        return raw
     named = {spec: _absolute_task(spec, base, f"compare.tasks[{index}]")
-             for index, spec in enumerate(config.compare.tasks)}
-    config.compare.tasks = [named[spec] for spec in config.compare.tasks]
-    config.task = {named.get(spec, spec): options for spec, options in config.task.items()}
-    check_task_folders(config.compare.tasks)
+             for index, spec in enumerate(tasks) if isinstance(spec, str)}
+    raw = {**raw, "compare": {**compare, "tasks": [named.get(s, s) if isinstance(s, str) else s for s in tasks]}}
+    tables = raw.get("task")
+    if isinstance(tables, dict):
+        raw = {**raw, "task": {named.get(spec, spec): options for spec, options in tables.items()}}
+    return raw
 
 
 def comparison_run(raw: dict, method: str | None = None, base: Path | None = None) -> dict:
@@ -406,8 +415,12 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
     method under its own settings) or the first method, and the first task, budget
     and seed it lists (flags choose another). `base`, the TOML's folder: where a
     named arm's relative files (method, skill, starting programs) count from."""
-    raw = raw if base is None else _agent_files_counted(raw, base)
-    config = build_config(config_class(raw), raw)
+    kind = config_class(raw)
+    if base is not None and kind is AgentCompareConfig:  # its tasks counted before its validator loads them
+        raw = _agent_files_counted(_agent_tasks_counted(raw, base), base)
+    elif base is not None:
+        raw = _agent_files_counted(raw, base)
+    config = build_config(kind, raw)
     c = config.compare
     if base is not None:  # file methods count from the TOML's folder, as the flag's from the working directory
         c.methods = [registry.absolute_method(m, base) for m in c.methods]
@@ -416,7 +429,7 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
                          "a comparison config runs its own arms")
     if base is not None:  # a file task counts from the TOML's folder, as the comparison counts it
         if isinstance(config, AgentCompareConfig):
-            _agent_tasks_counted(config, base)
+            check_task_folders(c.tasks)  # counted above, before validation
         else:
             c.tasks = [_absolute_task(spec, base, f"compare.tasks[{i}]") for i, spec in enumerate(c.tasks)]
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)

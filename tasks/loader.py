@@ -91,10 +91,10 @@ def _split_file(spec: str) -> tuple[str, str | None] | None:
 
 _cache: dict[str, Resolved] = {}
 _entry_points: tuple[Any, ...] | None = None  # the coevolve.tasks group, scanned once per process
-# {(what, original path): the run's copy read instead}: files that changed since a run, read from the
-# run's copy (locate_files, on_change="copy") in this process, for the command that read them to say
-# so (copy_notes); kept here because those reads happen deep in report's and eval's machinery.
-_copied_for_changed: dict[tuple[str, str], str] = {}
+# {(what, original path): the note saying so}: files read from the run's copy in this process
+# (locate_files: gone since the run, or changed and on_change="copy"), for the command that read them to
+# say so (copy_notes); kept here because those reads happen deep in report's and eval's machinery.
+_copy_notes: dict[tuple[str, str], str] = {}
 
 
 def clear_cache() -> None:
@@ -104,7 +104,7 @@ def clear_cache() -> None:
     global _entry_points
     _cache.clear()
     _entry_points = None
-    _copied_for_changed.clear()
+    _copy_notes.clear()
 
 
 def resolve(spec: str) -> Resolved:
@@ -403,12 +403,12 @@ def read_record(directory: str | Path, record: str = RECORD) -> dict[str, dict]:
 
 
 def copy_notes() -> list[str]:
-    """One line per file that changed since its run and was read from the run's copy instead
-    (`locate_files(..., "copy")`) since the last call: `task file X changed since the run; using the
-    run's copy (DIR/task_files/...)`. `coevolve eval --run` and `coevolve report` print them."""
-    notes = [f"{what} file {path} changed since the run; using the run's copy ({copy})"
-             for (what, path), copy in _copied_for_changed.items()]
-    _copied_for_changed.clear()
+    """One line per file read from the run's copy instead of its original since the last call
+    (locate_files): `task file X changed since the run; using the run's copy (DIR/task_files/...)`, or
+    `task file X is gone; using the run's copy (...)`. `coevolve eval --run`, `coevolve report` and
+    `coevolve run --resume` (its --plan too) print them: a user is told which source was read."""
+    notes = list(_copy_notes.values())
+    _copy_notes.clear()
     return notes
 
 
@@ -416,9 +416,10 @@ def locate_files(directory: str | Path, record: str, what: str,
                  on_change: Literal["refuse", "accept", "copy"] = "refuse",
                  flag: str | None = None, owner: str = "run") -> tuple[dict[str, str], list[dict]]:
     """Where each file spec recorded in `directory`'s `record` is read from in this process: the
-    original file when it is unchanged, the run's copy when the original is gone. A changed original
-    is a TaskSpecError (`refuse`, naming `flag` as the way on), the edited file (`accept`), or the
-    run's copy (`copy`: what report and eval read, the source the run used; noted for copy_notes).
+    original file when it is unchanged, the run's copy when the original is gone (noted for copy_notes,
+    whatever `on_change`). A changed original is a TaskSpecError (`refuse`, naming `flag` as the way
+    on), the edited file (`accept`), or the run's copy (`copy`: what report and eval read, the source
+    the run used; noted for copy_notes).
     `owner`: what `directory` holds, as the refusal names it ("run", "comparison").
     Returns {spec: spec to load} and one `{what}_changed` event per accepted change, for the caller
     to log."""
@@ -442,10 +443,10 @@ def locate_files(directory: str | Path, record: str, what: str,
             target = spec
             changed.append({"type": f"{what}_changed", "path": str(path), "recorded_sha256": entry["sha256"],
                             "sha256": digest})
-        elif copy.is_file():
+        elif copy.is_file():  # changed (on_change == "copy") or gone: the caller's command says so
             target = from_copy
-            if path.is_file():  # changed, and on_change == "copy": the caller's command says so
-                _copied_for_changed.setdefault((what, str(path)), str(copy))
+            why = "changed since the run" if path.is_file() else "is gone"
+            _copy_notes.setdefault((what, str(path)), f"{what} file {path} {why}; using the run's copy ({copy})")
         else:
             raise TaskSpecError(f"{what} file {path} is gone and the run's copy {copy} too")
         targets[spec] = target

@@ -82,6 +82,15 @@ def test_every_arm_of_a_run_shows_its_seed_skills_as_compare_scores_it(tmp_path,
     for arm in ("esopt", "skill", "both"):  # every arm played the same move: nothing changed, per measure
         for measure in ("", " (Pass@1)", " (well-formed)"):
             assert f"{arm} vs base{measure}: +0.000: 0 of 2 problems better, 0 worse; cannot be told apart" in printed
+    # each arm's line as it ends reads as progress, numbered in the order played (the tuned arms first: it
+    # printed `  esopt: ...`, `  both: ...`, `  base: ...`, `  skill: ...` before a table in another order)
+    lines = printed.splitlines()
+    played = [line.split()[1] for line in lines if line.startswith("  [") and " played: Mean@1 " in line]
+    assert "arms in playing order (the ES-tuned first): esopt, both, base, skill" in lines, printed
+    assert [line.split("]")[0] for line in lines if line.startswith("  [")] == ["  [1/4", "  [2/4", "  [3/4", "  [4/4"]
+    assert played == ["esopt", "both", "base", "skill"], printed
+    assert [line.split()[1] for line in lines if line.startswith("| ") and "Mean@" not in line] == \
+        ["base", "esopt", "skill", "both"]  # the table: its own order, after the progress lines
 
 
 def arm(name: str, played: dict[str, list[tuple[float, float]]]) -> ArmResult:

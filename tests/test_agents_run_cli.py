@@ -24,10 +24,16 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
     return main(["run", str(config), "--out", str(out), *flags]), out
 
 
+AGENT_TASK = ("run.task sudoku is an agent task: its methods are esopt, trace2skill, esopt+trace2skill; this config is "
+              "for a heuristic search")
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
-        ('[run]\ntask = "sudoku"\nmethod = "eoh"\n', "run.method must be one of esopt, trace2skill, esopt+trace2skill"),
+        # a heuristic method or section with an agent task: the kinds named first (s52 walkthrough finding 6)
+        ('[run]\ntask = "sudoku"\nmethod = "eoh"\n', f"{AGENT_TASK} (method eoh)"),
+        ('[run]\ntask = "sudoku"\nmethod = "eho"\n', "run.method must be one of esopt, trace2skill, esopt+trace2skill"),
         ('[run]\ntask = "sudoku"\nbudget = 10\n', "run.budget must pay at least one round of agent.population x "
                                                    "agent.batch = 64 episodes (got 10)"),
         ('[run]\ntask = "sudoku"\n[agent]\npopulation = 0\n', "agent.population must be >= 1 (got 0)"),
@@ -63,7 +69,8 @@ def run_cli(tmp_path, body: str, *flags: str) -> tuple[int, Path]:
         ('[run]\ntask = "sudoku"\n[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\n', "endpoint.model is required"),
         ('[run]\ntask = "sudoku"\n[teacher]\nbase_url = "http://127.0.0.1:9/v1"\n', "teacher.model is required"),
         ('[run]\ntask = "sudoku"\n[distributed]\nengines = 0\n', "distributed.engines must be >= 1"),
-        ('[run]\ntask = "sudoku"\n[eoh]\npopulation = 4\n', "eoh is not a known section"),
+        ('[run]\ntask = "sudoku"\n[eoh]\npopulation = 4\n', f"{AGENT_TASK} ([eoh])"),
+        ('[run]\ntask = "sudoku"\nmethod = "esopt"\n[eoh]\npopulation = 4\n', "eoh is not a known section"),
     ],
 )
 def test_config_errors_name_the_field_and_leave_no_run_dir(tmp_path, capsys, monkeypatch, body, message):
@@ -92,10 +99,12 @@ def test_flags_choose_and_override_like_heuristic_runs(tmp_path, capsys):
     # --task turns a heuristic example into an agent run, whose config has no [sample]
     # (its [sampling] is the one both kinds of run share)
     rc = main(["run", str(ROOT / "examples" / "tsp_sample.toml"), "--task", "sudoku", "--out", str(tmp_path / "a")])
-    assert rc == 2 and "config error: sample is not a known section" in capsys.readouterr().err
+    assert rc == 2 and f"config error: {AGENT_TASK} (method sample, [sample], [sandbox])" in capsys.readouterr().err
     # --method is checked against the agent methods; --budget against one round
     example = str(ROOT / "examples" / "sudoku_esopt.toml")
     assert main(["run", example, "--method", "eoh+esopt", "--out", str(tmp_path / "b")]) == 2
+    assert f"{AGENT_TASK} (method eoh+esopt)" in capsys.readouterr().err
+    assert main(["run", example, "--method", "esopr", "--out", str(tmp_path / "b")]) == 2
     assert "run.method must be one of esopt" in capsys.readouterr().err
     assert main(["run", example, "--budget", "4", "--out", str(tmp_path / "c")]) == 2
     assert "run.budget must pay at least one round" in capsys.readouterr().err

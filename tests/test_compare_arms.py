@@ -469,7 +469,7 @@ def test_a_refused_comparison_fixed_runs_with_its_edited_task_and_bars_named_by_
     err = capsys.readouterr().err
     spec = f"{problem.resolve()}:Mytask"
     assert "changed since" not in err
-    assert f"sample-tb {spec} seed 0: " in err and f"sample {spec} seed 0: " in err  # each bar by its arm
+    assert "sample-tb mytask seed 0: " in err and "sample mytask seed 0: " in err  # each bar by its arm
     (recorded,) = json.loads((out / "tasks.json").read_text()).values()
     assert (out / recorded["copy"]).read_text() == problem.read_text()  # the edited file is the one run
 
@@ -525,3 +525,37 @@ def test_a_plan_with_no_esopt_arm_does_not_claim_one_matched(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.rstrip().endswith("structural check: no +ESOpt arm here, nothing to match (each arm's plan is above)")
     assert "every +ESOpt arm" not in out
+
+
+def test_a_users_task_is_titled_by_its_name_and_its_file_said_once(tmp_path, capsys, monkeypatch):
+    """A comparison of a user's task file (the fake engine, the real sandbox): the progress lines, the bars,
+    report.md's heading and rows name it `mytask`, as its folder runs/mytask/ does (they named it by its full
+    spec, `/tmp/.../mytask/problem.py:Mytask`); one line under the heading says which file it is, and the
+    files the dashboard and `coevolve report` read back keep the spec."""
+    import csv
+
+    from coevolve.cli import main
+    from coevolve.engine import pool
+    from search_fakes import FakeEngine
+
+    class Engine(FakeEngine):
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: Engine())
+    spec = f"{own_task(tmp_path).resolve()}:Mytask"
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["compare", str(compare_toml(tmp_path, ["sample"], "")), "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "[1/1] mytask sample budget 2 seed 0: running\n" in printed.out, printed.out
+    assert "sample mytask seed 0: " in printed.err and spec not in printed.out + printed.err
+    for rendered in (False, True):  # as the comparison wrote it, then re-rendered by `coevolve report`
+        report = (out / "report.md").read_text()
+        assert "Tasks: mytask. " in report and f"## mytask (lower is better)\n\nTask: `{spec}`\n" in report, report
+        assert "| mytask | Sample | 2 | 0 | finished |" in report
+        assert report.count(spec) == 1, report  # the file, said once
+        with open(out / "runs.csv", newline="") as f:
+            assert [row["task"] for row in csv.DictReader(f)] == [spec]  # what readers match on: kept
+        if not rendered:
+            assert main(["report", str(out)]) == 0

@@ -208,3 +208,25 @@ def test_a_runs_table_says_the_evaluations_charged_outside_t(tmp_path):
         table = run_table(read_summary(directory / "summary.json"), directory)
         (line,) = [line for line in table.splitlines() if line.startswith("evaluations")]
         assert line.split(None, 1)[1] == says, table
+
+
+def test_the_progress_bar_of_an_arm_that_spends_outside_t_ends_at_its_whole_spend(tmp_path):
+    """EoH with its 4 initial candidates charged outside T 12: the loop reports the ledger's 16, and the
+    bar's total is 16 (it was T: 12/12, then a bare `16eval`); an arm within T keeps T."""
+    from coevolve.runstore import RunStore
+    from coevolve.search.loop import SearchLoop
+    from coevolve.search.progress import progress_bar
+    from search_fakes import FakeEngine, FakeEvaluator, FakeTask
+
+    config = _config(ARM, tmp_path)
+    for method, total in (("eoh-free-init", 16), ("eoh", 12)):
+        spec = next(s for s in planned_runs(config) if s.method == method)
+        run_cfg = run_config(config, spec, spec.directory(tmp_path / "out"))
+        run_cfg.run.task = "fake"  # the fake task the fake evaluator scores
+        bar = progress_bar(run_cfg, label=method)
+        store = RunStore.create(tmp_path / method, dump_toml(as_dict(run_cfg)))
+        try:
+            SearchLoop(run_cfg, store, FakeEngine(), FakeEvaluator(), FakeTask(), on_progress=bar.update_from).run()
+            assert (bar.tqdm.n, bar.tqdm.total) == (total, total), method
+        finally:
+            bar.close()

@@ -190,3 +190,19 @@ def test_a_plan_the_comparison_refuses_as_unmatched_exits_2_after_showing_why(tm
     assert "error: the +ESOpt arms are not structurally matched to their base methods" in captured.err
     assert main(["compare", str(path), "--plan", "--allow-unmatched"]) == 0
     assert "structural check: NOT matched (allowed)" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ what the plan says of every arm
+def test_the_plan_gives_sigmas_schedule_only_when_an_arm_uses_es(tmp_path, capsys, monkeypatch):
+    """Sample vs EoH: no arm perturbs weights, so no `sigma:` (it printed `sigma: cosine 0.001 -> 0.0001,
+    one step per update` all the same); with an +ESOpt arm, the schedule it follows."""
+    _no_engine(monkeypatch)
+    path = tmp_path / "c.toml"
+    path.write_text(WITHIN_INIT.replace("budgets = [5]", "budgets = [12]"))
+    assert main(["compare", str(path), "--plan"]) == 0
+    shared = next(line for line in capsys.readouterr().out.splitlines() if "free re-asks" in line)
+    assert shared.startswith("free re-asks: ") and "sigma" not in shared, shared
+    path.write_text(WITHIN_INIT.replace("budgets = [5]", "budgets = [12]").replace('"eoh"]', '"sample+esopt"]'))
+    assert main(["compare", str(path), "--plan"]) == 0
+    shared = next(line for line in capsys.readouterr().out.splitlines() if "free re-asks" in line)
+    assert shared.startswith("sigma: cosine ") and "one step per " in shared, shared

@@ -314,7 +314,10 @@ def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, c
     config.write_text(f'[compare]\nkind = "agent"\nmethods = ["base", "esopt"]\ntasks = ["{relative}"]\n'
                       f'seeds = [0]\nbudgets = [16]\n\n[eval]\nproblems = 4\nk = 1\n\n[agent]\npopulation = 4\n'
                       f'batch = 4\n\n[task."{relative}"]\nextra_turns = 2\n')
-    monkeypatch.chdir(tmp_path / "game")  # neither the TOML's folder nor the one the path counts from
+    # neither the TOML's folder nor a sibling of it, from where "../game/..." would name the same file (the
+    # validator once loaded the task from the working directory: tmp_path / "game" let that pass)
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "elsewhere" / "deeper")
     loaded = load_compare_config(config)
     spec = loaded.compare.tasks[0]
     assert spec.startswith(str(path.resolve())) and loaded.task == {spec: {"extra_turns": 2}}, (spec, loaded.task)
@@ -326,6 +329,11 @@ def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, c
     assert code == 0 and "training runs" in out, err
     run = load_run_config(config, {"run": {"method": "esopt"}})
     assert run.run.task == spec and run.task == {"extra_turns": 2}
+    # a file that is not there from the TOML's folder is named with the folder it was looked for in
+    config.write_text(config.read_text().replace(relative, "../game/gone/env.py"))
+    code, _, err = cli(capsys, "compare", str(config), "--plan")
+    assert code == 2 and err.strip().endswith("config error: compare.tasks[0]: task file not found: "
+                                              f"../game/gone/env.py (looked in {config.parent})"), err
 
 
 @pytest.mark.parametrize("method, distill", [("esopt", "posthoc"), ("esopt+trace2skill", "online"),
@@ -359,6 +367,20 @@ def test_an_agent_runs_plan_is_what_the_run_plays(tmp_path, capsys, monkeypatch,
         assert distilled == [int(r) for r in (said[1] or said[2]).split(", ")], (plan, distilled)
     else:
         assert "skill:" not in plan and not distilled
+
+
+def test_an_agent_runs_plan_says_its_product_is_one_rounds_episodes(tmp_path, capsys):
+    """`coevolve run --plan` of the scaffold's game (budget 32, 2 rounds of 4 x 4): the product is the
+    episodes of each round, not the budget's (it read `... = 16 episodes` after `budget 32`)."""
+    config = environment(tmp_path).with_name("config.toml")
+    code, plan, err = cli(capsys, "run", str(config), "--plan")
+    assert code == 0, err
+    assert ("budget 32 training episodes: 2 rounds of agent.population 4 x agent.batch 4 = 16 episodes each\n"
+            in plan), plan
+    code, plan, err = cli(capsys, "run", str(config), "--budget", "20", "--plan")  # one round: no "each"
+    assert code == 0, err
+    assert ("budget 20 training episodes: 1 round of agent.population 4 x agent.batch 4 = 16 episodes "
+            "(4 left unspent)\n" in plan), plan
 
 
 def test_check_task_builds_an_agent_task_with_its_options(tmp_path, capsys):

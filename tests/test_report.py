@@ -348,6 +348,23 @@ def test_report_of_a_folder_that_is_neither_says_what_it_looked_for(tmp_path, ca
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["report.md"]  # nothing written
 
 
+def test_report_of_a_folder_of_runs_names_the_ones_it_takes(comparison, capsys):
+    """`coevolve report runs` on a folder of runs (which the dashboard takes) said only that it is neither
+    kind: it names the run or comparison folders below it (a comparison's, not its runs), up to four."""
+    from coevolve.cli import main
+
+    runs = comparison / "runs"
+    assert main(["report", str(runs)]) == 2
+    err = capsys.readouterr().err
+    listed = ", ".join(str(runs / "tsp_construct" / name) for name in
+                       ("sample-b10-s0", "sample-b10-s1", "sample-b10-s2", "sample_esopt-b10-s0"))
+    assert (f"{runs} is neither a comparison directory (no compare.toml) nor a run directory (no config.toml); "
+            f"below it: {listed} and more: give one of them") in err, err
+    assert main(["report", str(comparison.parent)]) == 2  # the folder that holds the comparison: just it
+    assert f"; below it: {comparison}: give one of them" in capsys.readouterr().err
+    assert not (runs / "report.md").exists()
+
+
 def test_the_comparison_says_why_each_arms_candidates_failed(comparison):
     """Per arm, over its finished runs: how many candidates failed and the commonest causes, as text
     (a candidate's message is cleaned: no escape sequence, no table-breaking bar)."""

@@ -127,13 +127,18 @@ def test_the_run_table_counts_a_repeated_valid_program_once_and_says_how_much_co
     assert summary.valid == len(valid_codes) and summary.distinct_valid == len(set(valid_codes))
     table = dict(_run_rows(summary, tmp_path / "r", None))  # run_table's rows (no starting point to look up)
     distinct = len(set(valid_codes))
+    repeats_valid = len(valid_codes) - distinct
     assert table["valid"].endswith(f"; {distinct} distinct program{'s' * (distinct != 1)}, "
-                                   f"{len(valid_codes) - distinct} repeats")
+                                   f"{repeats_valid} repeat{'s' * (repeats_valid != 1)}")
     assert table["repeated code"].startswith(f"{repeats} of 24 evaluations repeated")
     # the repeated crash is the commonest failure, counted with its repeats as the failures row counts it
     crashes = [c for c in candidates if c["failure"] is not None]
     assert summary.failures and table["commonest failures"].endswith(f"({len(crashes)})") == (
         len({c["message"].strip().splitlines()[-1] for c in crashes}) == 1)
+    # one repeat is said as one (it said `1 repeats`)
+    summary.distinct_valid = summary.valid - 1
+    assert dict(_run_rows(summary, tmp_path / "r", None))["valid"].endswith(
+        f"; {summary.valid - 1} distinct programs, 1 repeat")
     # a run whose valid candidates are all different says nothing more
     summary.distinct_valid = summary.valid
     assert "distinct" not in dict(_run_rows(summary, tmp_path / "r", None))["valid"]

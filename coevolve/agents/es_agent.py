@@ -399,8 +399,10 @@ def plan_lines(config: AgentRunConfig) -> list[str]:
     rounds = config.run.budget // per_round if es is None else min(config.run.budget // per_round, es.generations)
     lines = [f"plan: {config.run.method} on {config.run.task}, budget {config.run.budget} training episodes: "
              f"{rounds} round{'s' * (rounds != 1)} of agent.population {a.population} x agent.batch {a.batch} = "
-             f"{per_round} episodes" + (f" ({config.run.budget - rounds * per_round} left unspent)"
-                                        if config.run.budget > rounds * per_round else "")]
+             # "each": the product is one round's episodes, not the budget's (which reads as if 32 were 16)
+             f"{per_round} episodes{' each' * (rounds != 1)}"
+             + (f" ({config.run.budget - rounds * per_round} left unspent)"
+                if config.run.budget > rounds * per_round else "")]
     if es is not None:
         lines.append(f"  ES: {rounds} generation{'s' * (rounds != 1)} of {es.population} members, {es.noise} noise, "
                      f"σ {es.sigma:g} -> {es.sigma_end:g} ({es.schedule}) over {es.generations} generations, α {es.alpha:g}")

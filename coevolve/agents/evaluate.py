@@ -166,10 +166,9 @@ def evaluate_arms(
         if not read_history(history):
             raise ValueError(f"{history}: no ES generations recorded; the esopt arms would equal base")
     results: list[ArmResult] = []
-    ordered = [a for a in ARMS if a in arms and a in WEIGHT_ARMS] + [a for a in ARMS if a in arms and a not in WEIGHT_ARMS]
     tuned = False
     try:
-        for arm in ordered:
+        for arm in play_order(arms):
             if arm in WEIGHT_ARMS and not tuned:
                 tuned = True  # before: a replay that fails part-way has moved the weights too
                 replay(history, engine)
@@ -185,6 +184,12 @@ def evaluate_arms(
         if tuned:
             engine.reset()
     return sorted(results, key=lambda r: ARMS.index(r.arm))
+
+
+def play_order(arms: Sequence[str]) -> list[str]:
+    """The order evaluate_arms plays `arms` in (its results come back in ARMS order): the ES-tuned arms
+    first, so the history is replayed once and checked against the engine before any episode."""
+    return [a for a in ARMS if a in arms and a in WEIGHT_ARMS] + [a for a in ARMS if a in arms and a not in WEIGHT_ARMS]
 
 
 def shown_skills(arm: str, skills: Sequence[T], seed_skills: Sequence[T] = ()) -> list[T]:

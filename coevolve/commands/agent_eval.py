@@ -29,9 +29,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from coevolve.agents.evaluate import (ARMS, ArmResult, build_task as build, check_arms, check_heldout,
+from coevolve.agents.evaluate import (ARMS, WEIGHT_ARMS, ArmResult, build_task as build, check_arms, check_heldout,
                                       engine_options_for, eval_sampling, evaluate_arms, paired_changes,
-                                      run_inputs, shown_skills, table)
+                                      play_order, run_inputs, shown_skills, table)
 from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.rollout import drawn_cases
 from coevolve.agents.runconfig import AgentRunConfig
@@ -222,11 +222,18 @@ def handle(args: argparse.Namespace) -> int:
     weights = history if any(a in ("esopt", "both") for a in arms) else None
     engine = vllm_engine.Engine(args.model, **engine_options_for(weights), **context)
     began = time.monotonic()
+    # each arm's line as it ends, numbered in playing order (tuned arms first), so that they read as
+    # progress: the table after them lists the arms in their own order (they read as a second, shuffled one)
+    order = play_order(arms)
+    if len(order) > 1:
+        moved = WEIGHT_ARMS & set(order) and set(order) - WEIGHT_ARMS
+        print(f"arms in playing order{' (the ES-tuned first)' if moved else ''}: {', '.join(order)}", flush=True)
     try:
         results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens, task), args.seed,
                                 history=history, skills=skills, seed_skills=seeds, constrained=constrained,
-                                on_arm=lambda r: print(f"  {r.arm}: Mean@{r.k} {r.mean_at_k}  Pass@{r.k} "
-                                                       f"{r.pass_at_k}", flush=True))
+                                on_arm=lambda r: print(f"  [{order.index(r.arm) + 1}/{len(order)}] {r.arm} played: "
+                                                       f"Mean@{r.k} {r.mean_at_k}  Pass@{r.k} {r.pass_at_k}",
+                                                       flush=True))
     except ConstraintError as exc:
         raise UsageError(str(exc)) from None
     except ReplayError as exc:  # found before any episode: the tuned arms replay first

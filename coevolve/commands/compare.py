@@ -121,10 +121,12 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any], root: Path | None = Non
     print("test sets:")
     for line in test_set_lines(config):
         print(f"  {line}")
-    es = config.es
-    print(f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}; "
-          f"free re-asks: {config.accounting.parse_retries} parse, {config.accounting.clone_retries} clone; "
-          f"start: {config.start.program}")
+    shared = [f"free re-asks: {config.accounting.parse_retries} parse, {config.accounting.clone_retries} clone",
+              f"start: {config.start.program}"]
+    if any(run.uses_es for run in runs.values()):  # σ's schedule means nothing to a comparison with no ES arm
+        es = config.es
+        shared.insert(0, f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}")
+    print("; ".join(shared))
     lines = arm_lines(config)
     if lines:
         print("named arms:")

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 
 from coevolve.agents.es_agent import (EVENT_VERSION as AGENT_EVENTS, KIND as AGENT_KIND, execute as execute_agent,
                                       plan_lines as agent_plan_lines)
-from coevolve.agents.runconfig import AgentRunConfig
+from coevolve.agents.runconfig import METHODS as AGENT_METHODS, AgentRunConfig
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml
 from coevolve.base.errors import ConfigError, UsageError
@@ -45,8 +45,9 @@ from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method
-from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, es_population, extension_problem,
-                                     check_with_task, format_plan, method_class, parse_name, path_name, record_methods,
+from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, check_method_name, declared_sections,
+                                     es_population, extension_problem, check_with_task, format_plan,
+                                     known as known_methods, method_class, parse_name, path_name, record_methods,
                                      remember_methods, run_plan, extension_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
@@ -54,7 +55,7 @@ from coevolve.search.skill import task_warning
 from coevolve.search.start_programs import read_programs
 from tasks.agent_check import agent_problems
 from tasks.check import shape_problems
-from tasks.loader import absolute_spec, record_tasks, remember_tasks, task_label
+from tasks.loader import absolute_spec, copy_notes, record_tasks, remember_tasks, task_label
 from tasks.registry import AGENT_TASKS, UnknownTask, heuristic_task, is_agent_task, unknown_name
 
 # each check of a user's task or environment before a run, at most (--check-seconds): a `decide`, an
@@ -123,15 +124,56 @@ def overrides_from(args: argparse.Namespace) -> dict[str, dict]:
     return out
 
 
-def config_class(raw: dict) -> type[RunConfig] | type[AgentRunConfig]:
+def config_class(raw: dict, shown: str | None = None) -> type[RunConfig] | type[AgentRunConfig]:
     """AgentRunConfig when the run's task (run.task or [task] name) is an agent task, else RunConfig.
     A run.task that is not a name is refused here, before a kind is chosen by it: the heuristic kind's
-    checks would otherwise name the agent task's [task] options instead."""
+    checks would otherwise name the agent task's [task] options instead. So is a config written for the
+    other kind (kind_mismatch), whose own checks would name a section or method of that kind as a typo.
+    `shown`: the task as the user wrote it (a file spec is absolute in `raw`)."""
     run = raw.get("run")
     task = run.get("task") if isinstance(run, dict) else None
     if isinstance(run, dict) and "task" in run and not (isinstance(task, str) and task):
         raise config_error("run.task", "must not be empty" if task == "" else "must be a string", task)
-    return AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
+    chosen = AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
+    if isinstance(task, str):
+        problem = kind_mismatch(raw, chosen)
+        if problem is not None:
+            raise ConfigError(f"config error: run.task {shown or task} {problem}")
+    return chosen
+
+
+def kind_mismatch(raw: dict, chosen: type[RunConfig] | type[AgentRunConfig]) -> str | None:
+    """What to say when `raw` is written for the other kind of run than its task's (`chosen`): its
+    run.method is one of the other kind's, or (no method of the task's kind given) it has sections only
+    the other kind reads. None when nothing points to the other kind."""
+    run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
+    method = run.get("method")
+    agent_method = method in AGENT_METHODS
+    heuristic_method = isinstance(method, str) and not agent_method and _heuristic_method(method)
+    builtin_sections = {section for name in BUILTIN for section in declared_sections([name])}
+    heuristic_only = (set(RunConfig.model_fields) | builtin_sections) - set(AgentRunConfig.model_fields)
+    agent_only = set(AgentRunConfig.model_fields) - set(RunConfig.model_fields) - {"task"}  # [task] name: both
+    agent = chosen is AgentRunConfig
+    own_method, other_method = (agent_method, heuristic_method) if agent else (heuristic_method, agent_method)
+    sections = [name for name in raw if name in (heuristic_only if agent else agent_only)]
+    if own_method or not (other_method or sections):
+        return None  # a method of the task's kind: any other section is that kind's error to name
+    evidence = ", ".join(([f"method {method}"] if other_method else []) + [f"[{name}]" for name in sections])
+    if agent:
+        return (f"is an agent task: its methods are {', '.join(AGENT_METHODS)}; this config is for a heuristic "
+                f"search ({evidence})")
+    bases = ", ".join(dict.fromkeys(parse_name(name).base for name in known_methods()))
+    return (f"is a heuristic task: its methods are {bases} (each also +esopt, +trace2skill) or "
+            f"path/to/method.py; this config is for an agent run ({evidence})")
+
+
+def _heuristic_method(name: str) -> bool:
+    """Whether `name` names a heuristic search method (check_method_name, the one check of a name)."""
+    try:
+        check_method_name(name, "run.method")
+    except UsageError:
+        return False
+    return True
 
 
 @contextmanager
@@ -167,9 +209,8 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
         store = RunStore.open_run(args.resume, write=True)  # a second writer is refused here
         remember_task(store, args.task_changed)
         remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
-        raw = read_toml(store.config_path)  # as written: what extend rewrites with the larger budget
-        named = task_named(raw)  # its task is named as it was resolved at the start
-        config = build_config(config_class(named), named)
+        print_copy_notes()
+        raw, config = resumed_config(store)  # raw as written: what extend rewrites with the larger budget
         events = store.events()  # after remember_task, which may log a task_changed event
         if isinstance(config, RunConfig):
             check_same_method(store, config, events)
@@ -193,6 +234,21 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
     record_methods(store.dir, [config.run.method])
     record_endpoint(store.dir, endpoint)
     return config, store, None
+
+
+def resumed_config(store: RunStore) -> tuple[dict, RunConfig | AgentRunConfig]:
+    """The config.toml of the run in `store` as read and as built. Its task is named as it was resolved at
+    the start (an absolute file spec): not looked for again, as a new run's is, since remember_tasks has
+    made it resolve to the original or, when that is gone, the run's copy."""
+    raw = read_toml(store.config_path)
+    named = task_named(raw)
+    return raw, build_config(config_class(named), named)
+
+
+def print_copy_notes() -> None:
+    """Say which task and method files were read from the run's copy (tasks.loader.copy_notes)."""
+    for note in copy_notes():
+        print(f"note: {note}", file=sys.stderr, flush=True)
 
 
 def resumed_configs(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
@@ -292,6 +348,7 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
 
 def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: bool) -> RunConfig | AgentRunConfig:
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
+    written_task = overrides.get("run", {}).get("task") or run.get("task")  # errors name it as the user wrote it
     for key, absolute in (("task", absolute_spec), ("method", absolute_method)):
         flag = overrides.get("run", {}).get(key)
         value = flag or run.get(key)
@@ -329,9 +386,10 @@ def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: boo
     unknown = unknown_name(task) if new and isinstance(task, str) and task else None
     if unknown:  # before the kind is chosen by it: that kind's checks would name another field (run.method)
         raise ConfigError(f"config error: run.task: {unknown}")
-    if "skill" in overrides and config_class(raw) is AgentRunConfig:
+    kind = config_class(raw, written_task if isinstance(written_task, str) else None)
+    if "skill" in overrides and kind is AgentRunConfig:
         raise UsageError("--skill is for heuristic runs; an agent run names its skills in [skills] paths")
-    config = build_config(config_class(raw), raw)
+    config = build_config(kind, raw)
     if new and isinstance(config, AgentRunConfig) and isinstance(written, list):
         check_skills_moved(written, config.skills.paths, path.parent)
     if new and "compare" not in raw:  # (a comparison's file holds the sections of all its arms)
@@ -551,17 +609,20 @@ def _interrupted(store: RunStore, why: str = "once the endpoint answers", code: 
 
 def handle_plan(args: argparse.Namespace) -> int:
     """Print the plan of a run (heuristic or agent) without creating its directory."""
-    if args.resume:
-        store = RunStore.open_run(args.resume)
-        remember_methods(store.dir)  # what --resume will run: the method file's original, or the run's copy
-        path, overrides = store.config_path, {}
-    elif args.config:
-        path, overrides = args.config, overrides_from(args)
-    else:
-        raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     if args.task_changed and not args.resume:
         raise UsageError("--task-changed goes with --resume")
-    config = load_run_config(path, overrides, new=not args.resume)
+    if args.resume:
+        store = RunStore.open_run(args.resume)
+        # what --resume will run: each file's original, or the run's copy (a changed task refused, as the
+        # run refuses it); nothing is logged: --plan writes nothing
+        remember_tasks(store.dir, "accept" if args.task_changed else "refuse", flag="--task-changed")
+        remember_methods(store.dir)
+        print_copy_notes()
+        config = resumed_config(store)[1]
+    elif args.config:
+        config = load_run_config(args.config, overrides_from(args))
+    else:
+        raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     events = store.events() if args.resume else []  # --plan writes nothing: one read stays the log
     if args.resume and (args.budget is not None or not has_ended(store, events)):  # the run's refusal (resolve_run)
         check_unedited(store, config, events, args.budget)

@@ -154,7 +154,7 @@ def _worse_than_template(row: dict, records: list[ComparisonCell], template: flo
     if template is None or mean is None or not worse_than_template(mean, template, direction):
         return []
     worse, scored = seeds_worse(records, row, template, direction)
-    where = f"{row['task']} {row['split']}{row['size']} at budget {row['budget']}"
+    where = f"{task_label(row['task'])} {row['split']}{row['size']} at budget {row['budget']}"
     numbers = f"mean {fmt_number(mean)} vs {fmt_number(template)}"
     if worse == scored == row["runs"]:
         return [f"{where}: every seed of {_label(row['method'])} ended worse than the task template ({numbers}): "
@@ -173,31 +173,32 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
     spent = {(e["task"], e["budget"], e["arm"]): e["evaluations"] for e in spend}
     finished = [r for r in records if r.summary is not None]
     for task_name in config.compare.tasks:
+        name = task_label(task_name)  # a file task by its name, as its runs' folder is: not its path
         mine = [r for r in finished if r.task == task_name]
         literal = [r for r in mine if r.best_is == "template"]
         seeds = [r for r in mine if r.best_is == "seed"]
         if literal:
-            out.append(f"{task_name}: {len(literal)} of {len(mine)} finished runs returned the task template itself "
+            out.append(f"{name}: {len(literal)} of {len(mine)} finished runs returned the task template itself "
                        "as their best heuristic: they found nothing better than the starting point.")
         if seeds:
-            out.append(f"{task_name}: {len(seeds)} of {len(mine)} finished runs returned one of the task's seed "
+            out.append(f"{name}: {len(seeds)} of {len(mine)} finished runs returned one of the task's seed "
                        "heuristics as their best.")
         starts = [r for r in mine if r.best_is == "start"]
         if starts:
-            out.append(f"{task_name}: {len(starts)} of {len(mine)} finished runs returned one of their starting "
+            out.append(f"{name}: {len(starts)} of {len(mine)} finished runs returned one of their starting "
                        "programs ([start] programs) as their best: they found nothing better than where they began.")
         for method in config.compare.methods:  # runs whose method never had a parent to build on
             runs = [r for r in mine if r.method == method]
             alone = [r for r in runs if (r.summary.context or {}).get("parentless", {}).get("asked", 0) > 0 and
                      r.summary.context["parentless"]["requests"] == r.summary.context["parentless"]["asked"]]
             if alone:
-                out.append(f"{task_name}: in {len(alone)} of {len(runs)} finished {_label(method)} runs every request "
+                out.append(f"{name}: in {len(alone)} of {len(runs)} finished {_label(method)} runs every request "
                            "for an operator that builds on parents was asked as i1 (no valid program to build on): "
                            "those runs searched as Sample does.")
         for split, size in list(dict.fromkeys(k[1:] for k in template if k[0] == task_name)):
             same = [r for r in mine if r.best_is is None and at_template(r, split, size, template[(task_name, split, size)])]
             if same:
-                out.append(f"{task_name} {split}{size}: {len(same)} more runs' best scores exactly what the template "
+                out.append(f"{name} {split}{size}: {len(same)} more runs' best scores exactly what the template "
                            f"scores ({fmt_number(template[(task_name, split, size)])}).")
         direction = heuristic_task(task_name).direction
         for row in rows:
@@ -207,8 +208,8 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
     for row in rows:
         if row["kind"] != "delta":
             continue
-        where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {row['task']} {row['split']}{row['size']} "
-                 f"at budget {row['budget']}")
+        where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {task_label(row['task'])} "
+                 f"{row['split']}{row['size']} at budget {row['budget']}")
         base, variant = (spent.get((row["task"], row["budget"], row[k]), row["budget"]) for k in ("base", "variant"))
         unequal = (f" (not budget-matched: {_label(row['variant'])} spent {variant} evaluations a run, "
                    f"{_label(row['base'])} {base})" if base != variant else "")
@@ -241,7 +242,8 @@ def budget_sentence(config: CompareConfig, spend: list[dict], budget: int | str)
                + (f" ({e['setting']})" if e["setting"] else "")) if outside else spend_reason(e)
         groups.setdefault((e["arm"], e["evaluations"] - e["budget"], why), []).append((e["task"], e["budget"]))
     said = [f"{_label(arm)} spends {abs(more)} {'more' if more > 0 else 'fewer'} evaluations than T: {why}"
-            + ("" if set(where) == cells else " (at " + ", ".join(f"{t} budget {b}" for t, b in where) + ")")
+            + ("" if set(where) == cells
+               else " (at " + ", ".join(f"{task_label(t)} budget {b}" for t, b in where) + ")")
             for (arm, more, why), where in groups.items()]
     return (BUDGET_STATEMENT.format(whose="Every run's budget T is", budget=budget) + same
             + " " + "; ".join(said) + "."
@@ -305,7 +307,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     finished = sum(1 for r in records if r.state == "finished")
     parts = [f"# Comparison: {', '.join(_label(m) for m in c.methods)}",
              "",
-             f"Tasks: {', '.join(c.tasks)}. Budgets: {', '.join(map(str, c.budgets))} evaluations. "
+             f"Tasks: {', '.join(map(task_label, c.tasks))}. Budgets: {', '.join(map(str, c.budgets))} evaluations. "
              f"Seeds: {', '.join(map(str, c.seeds))}. Runs finished: {finished} of {len(records)}.",
              "",
              budget_sentence(config, spend, c.budgets[0]),
@@ -339,7 +341,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                   "kept the mean (sandbox.seeds): the training objectives are means.", ""]
     for task_name in c.tasks:
         task = heuristic_task(task_name)
-        parts += [f"## {task_name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
+        name = task_label(task_name)  # a file task by its name (its runs' folder), not its path
+        parts += [f"## {name} ({'lower' if task.direction == 'min' else 'higher'} is better)", ""]
+        if name != task_name:  # ... and one line says which file it is
+            parts += [f"Task: `{task_name}`", ""]
         references = {(s.split, s.size): (s.reference, s.reference_kind)
                       for rec in records if rec.task == task_name for s in rec.scores.values()}
         if references:
@@ -369,7 +374,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         valid = f"{s.valid}/{s.evaluations}" if s else "–"
         if s and s.distinct_valid is not None and s.distinct_valid != s.valid:
             valid += f" ({s.distinct_valid} distinct)"
-        parts.append(f"| {r.task} | {_label(r.method)} | {r.budget} | {r.seed} | {r.state} | "
+        parts.append(f"| {task_label(r.task)} | {_label(r.method)} | {r.budget} | {r.seed} | {r.state} | "
                      f"{valid} | {fmt_number(s.best.objective if s and s.best else None)} | "
                      f"{best_is_cell(r, template)}"
                      f" | [{r.dir}]({r.dir}/) |")
@@ -404,8 +409,8 @@ def failure_table(rows: list[dict]) -> str:
              "| task | method | budget | failed | commonest causes |", "|---|---|---|---|---|"]
     for r in rows:
         causes = "; ".join(f"`{cause.replace('|', '/').replace('`', chr(39))}` ({n})" for cause, n in r["causes"])
-        lines.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['failed']} of {r['candidates']} | "
-                     f"{causes or '–'} |")
+        lines.append(f"| {task_label(r['task'])} | {_label(r['method'])} | {r['budget']} | {r['failed']} of "
+                     f"{r['candidates']} | {causes or '–'} |")
     return "\n".join(lines)
 
 
@@ -425,8 +430,9 @@ def skill_table(rows: list[dict]) -> str:
              "ahead at the end |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ahead = ", ".join(version_label(v) for v in r["ahead"]) or "–"
-        lines.append(f"| {r['task']} | {_label(r['method'])} | {r['budget']} | {r['runs']} | {side(r['skill'])} | "
-                     f"{side(r['none'])} | {r['judged'] or '–'} | {r['kept'] if r['judged'] else '–'} | "
+        lines.append(f"| {task_label(r['task'])} | {_label(r['method'])} | {r['budget']} | {r['runs']} | "
+                     f"{side(r['skill'])} | {side(r['none'])} | {r['judged'] or '–'} | "
+                     f"{r['kept'] if r['judged'] else '–'} | "
                      f"{r['distinct'] if r['judged'] else '–'} | {ahead} |")
     return "\n".join(lines)
 
@@ -569,7 +575,8 @@ def _distinct(summary: SearchSummary) -> str:
     distinct = summary.distinct_valid
     if distinct is None or distinct == summary.valid:
         return ""
-    return f"; {distinct} distinct program{'s' * (distinct != 1)}, {summary.valid - distinct} repeats"
+    repeats = summary.valid - distinct
+    return f"; {distinct} distinct program{'s' * (distinct != 1)}, {repeats} repeat{'s' * (repeats != 1)}"
 
 
 def trial_label(version: int | None, context: dict) -> str:
@@ -767,6 +774,38 @@ def render(directory: str | Path) -> dict[str, Path]:
     if (directory / COMPARE_CONFIG).exists():
         return render_comparison(directory)
     if not (directory / "config.toml").exists():
+        # a folder of runs (runs/, which the dashboard takes): say which folders below it this command takes
+        below, more = reportable_below(directory)
+        listed = (f"; below it: {', '.join(map(str, below))}{' and more' if more else ''}: give one of them"
+                  if below else "")
         raise UsageError(f"{directory} is neither a comparison directory (no {COMPARE_CONFIG}) nor a run directory "
-                         "(no config.toml)")
+                         f"(no config.toml){listed}")
     return render_run(directory)
+
+
+def reportable_below(directory: Path, most: int = 4, depth: int = 3, visits: int = 2000) -> tuple[list[Path], bool]:
+    """Up to `most` comparison or run directories below `directory`, nearest first (a found one's own
+    folders not searched: its runs are in its report), and whether there are more. The search goes at most
+    `depth` levels down and looks into at most `visits` folders, hidden ones skipped: a mistyped path to a
+    big tree answers at once."""
+    found: list[Path] = []
+    level = [directory]
+    for _ in range(depth):
+        deeper = []
+        for parent in level:
+            try:
+                children = sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:  # unreadable: nothing to list from it
+                continue
+            for child in children:
+                visits -= 1
+                if visits < 0:  # searched no further: there may be more
+                    return found[:most], bool(found)
+                if (child / COMPARE_CONFIG).exists() or (child / "config.toml").exists():
+                    found.append(child)
+                    if len(found) > most:
+                        return found[:most], True
+                else:
+                    deeper.append(child)
+        level = deeper
+    return found, False

@@ -6,6 +6,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from coevolve.search.methods import outside_budget
+from coevolve.search.runconfig import RunConfig
+
 
 RESUMED = " (resumed)"  # the label's mark of a run that goes on from its log
 
@@ -87,6 +90,10 @@ class ProgressBar:
 
 def progress_bar(config: Any, resuming: bool = False, label: str = "", unit: str = "eval") -> ProgressBar:
     """The bar of a run config (RunConfig, or AgentRunConfig with unit="episode":
-    both have [run] budget, method, task)."""
+    both have [run] budget, method, task). A heuristic run's total is what its ledger charges: T and
+    what its method charges outside T (EoH's initial population under eoh.init_in_budget = false)."""
     what = (label or f"{config.run.method} {config.run.task}") + (RESUMED if resuming else "")
-    return ProgressBar(config.run.budget, what, unit)
+    # the loop reports `used` from its ledger, outside charges included: a total of T alone ran to 12/12
+    # and then went on as a bare `16eval`
+    extra = outside_budget(config) if isinstance(config, RunConfig) else 0
+    return ProgressBar(config.run.budget + extra, what, unit)
