@@ -45,10 +45,10 @@ from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method
-from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, check_method_name, declared_sections,
+from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, declared_sections,
                                      es_population, extension_problem, check_with_task, format_plan,
-                                     known as known_methods, method_class, parse_name, path_name, record_methods,
-                                     remember_methods, run_plan, extension_plan)
+                                     known as known_methods, method_class, names_a_method, parse_name, path_name,
+                                     record_methods, remember_methods, run_plan, extension_plan)
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import task_warning
@@ -149,7 +149,7 @@ def kind_mismatch(raw: dict, chosen: type[RunConfig] | type[AgentRunConfig]) -> 
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
     method = run.get("method")
     agent_method = method in AGENT_METHODS
-    heuristic_method = isinstance(method, str) and not agent_method and _heuristic_method(method)
+    heuristic_method = isinstance(method, str) and not agent_method and names_a_method(method)
     builtin_sections = {section for name in BUILTIN for section in declared_sections([name])}
     heuristic_only = (set(RunConfig.model_fields) | builtin_sections) - set(AgentRunConfig.model_fields)
     agent_only = set(AgentRunConfig.model_fields) - set(RunConfig.model_fields) - {"task"}  # [task] name: both
@@ -165,15 +165,6 @@ def kind_mismatch(raw: dict, chosen: type[RunConfig] | type[AgentRunConfig]) -> 
     bases = ", ".join(dict.fromkeys(parse_name(name).base for name in known_methods()))
     return (f"is a heuristic task: its methods are {bases} (each also +esopt, +trace2skill) or "
             f"path/to/method.py; this config is for an agent run ({evidence})")
-
-
-def _heuristic_method(name: str) -> bool:
-    """Whether `name` names a heuristic search method (check_method_name, the one check of a name)."""
-    try:
-        check_method_name(name, "run.method")
-    except UsageError:
-        return False
-    return True
 
 
 @contextmanager

@@ -362,6 +362,16 @@ def check_method_name(value: str, field: str, arms: Sequence[str] = ()) -> None:
         raise config_error(field, f"{name.base} takes no +{ESOPT}", value)
 
 
+def names_a_method(value: Any) -> bool:
+    """Whether `value` passes check_method_name: for a check that must not speak before the name's own
+    (a misspelt name is refused by its field, with its did-you-mean)."""
+    try:
+        check_method_name(value, "run.method")
+    except UsageError:
+        return False
+    return True
+
+
 def check_operator_name(value: str, field: str) -> None:
     """The one check of an operator name in a config list (eoh.operators, es.operators): the operator
     registry's (coevolve/search/operators.py), listing the known ones."""

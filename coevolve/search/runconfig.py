@@ -7,7 +7,6 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from coevolve.base.config import Config, Section, build_config, config_error, require
-from coevolve.base.errors import UsageError
 from coevolve.base.logsection import LogSection
 from coevolve.base.sampling import Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
@@ -15,7 +14,7 @@ from coevolve.es.config import ESConfig, ESSection
 from coevolve.sandbox.pool import MAX_SEEDS
 from coevolve.search.population import parse_tie
 from coevolve.search.methods import (BUILTIN, check_method_name, check_operator_name, declared_sections, make_method,
-                                     planned_refreshes, uses_es, uses_skill)
+                                     names_a_method, planned_refreshes, uses_es, uses_skill)
 from tasks.base import STARTS
 
 
@@ -268,15 +267,6 @@ class SearchSections(Config):
             require(self.skill.max_tokens < self.model.max_len, "skill.max_tokens", room, self.skill.max_tokens)
 
 
-def _names_a_method(name: Any) -> bool:
-    """Whether `name` passes the one check of a method name (check_method_name)."""
-    try:
-        check_method_name(name, "run.method")
-    except UsageError:
-        return False
-    return True
-
-
 def method_tables(raw: Any, methods: list, listed: str) -> Any:
     """`raw` with the tables the `methods` declare themselves (e.g. [islands]) taken out and validated by
     their models into `method_sections`; as it is when none declares one or when that is done. A table
@@ -285,7 +275,7 @@ def method_tables(raw: Any, methods: list, listed: str) -> Any:
     that is no method, those tables are left out unread: the name's own check (its field's validator,
     check_method_name) refuses the config, listing the known methods and the one it may mean."""
     builtin = {section for name in BUILTIN for section in declared_sections([name])}
-    if isinstance(raw, dict) and not all(_names_a_method(name) for name in methods):
+    if isinstance(raw, dict) and not all(names_a_method(name) for name in methods):
         # a misspelt `--method map_elite` would otherwise be told to remove the [map_elites] it needs
         return {k: v for k, v in raw.items() if k not in builtin}
     declared = declared_sections(methods)
