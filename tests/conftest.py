@@ -40,6 +40,22 @@ def model_dir() -> Path:
     return default_model_dir()
 
 
+def agreement(a: list[str], b: list[str]) -> int:
+    """Characters two greedy decodes of the same prompts agree on from the start, summed over the prompts."""
+    return sum(len(os.path.commonprefix([x, y])) for x, y in zip(a, b))
+
+
+def closest(texts: list[str], choices: list[list[str]]) -> int | None:
+    """The index of the decode in `choices` that `texts` agrees with most (agreement), None on a tie.
+    Where the same weights are decoded by another kernel or in another batch, an exact comparison holds
+    only on CPUs whose bf16 GEMMs round alike whatever the packing or batch (an AVX512-BF16 EPYC); on an
+    AMX Xeon a heavily perturbed model's greedy near-tie flips (s52). That the decode is the one meant
+    (not the unperturbed model, not another member) still shows: it agrees with that one most."""
+    scores = [agreement(texts, choice) for choice in choices]
+    best = max(scores)
+    return scores.index(best) if scores.count(best) == 1 else None
+
+
 # Low-rank tests need an engine with LoRA slots; a LoRA engine would slow the
 # plain tests. At most one engine lives in the process: asking for the other
 # kind closes the current one (pytest runs a module's tests together, so the

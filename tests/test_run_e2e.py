@@ -63,7 +63,10 @@ def check_finished_run(directory: Path, summary: SearchSummary, budget: int, rec
     if "esopt" in summary.method.split("+"):
         assert len(records) == summary.es.updates >= 1
         assert {r["dtype"] for r in records} == {engine.dtype} == {resolve_dtype("auto", engine.device)}
-        assert summary.es.checksum != before  # the weights moved
+        # the weights moved exactly when an update had a coefficient to move them by: a run whose members'
+        # rewards all tied (every candidate failing alike, as on an AMX Xeon's bf16 in s52) moves nothing
+        moved = any(c != 0 for r in records for c in r["coefficients"])
+        assert (summary.es.checksum != before) == moved, records
         assert all(r["extra"]["source"] == "coevolve.search" for r in records)
     else:
         assert not records and summary.es is None

@@ -139,6 +139,14 @@ def test_pareto_keeps_the_real_sandboxs_per_instance_winners_and_draws_parents_f
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
     assert full.evaluations == 9 == full.ledger.llm_requests
     candidates = {c["id"]: c for c in read_jsonl(tmp_path / "full" / "candidates.jsonl")}
+    # candidates.jsonl leaves profiles out; each step's event holds its results (with them) in the order of
+    # its candidates (a run whose proposals were all invalid never needed them: every front held the template)
+    for event in RunStore(tmp_path / "full").iter_events("step"):
+        ids = sorted(cid for cid, c in candidates.items() if c["step"] == event["step"])
+        assert len(ids) == len(event["results"]), event["step"]
+        for cid, result in zip(ids, event["results"]):
+            if "profile" in result:
+                candidates[cid]["profile"] = result["profile"]
     seed = next(RunStore(tmp_path / "full").iter_events("seed"))
     candidates[0] = {"id": 0, "step": -1, "objective": seed["result"]["objective"],
                      "profile": seed["result"]["profile"], "duplicate_of": None, "parents": []}
