@@ -18,6 +18,7 @@ import pytest
 from coevolve.base.errors import UsageError
 from coevolve.dashboard import reader
 from conftest import ROOT
+from test_run_lock import SINCE, start_holder, stop
 
 COMPARISON = ROOT / "benchmarks" / "results" / "pipeline_check_eoh_esopt_tsp"
 CODE = "import numpy as np\n\ndef select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):\n"
@@ -40,12 +41,12 @@ def make_run(path: Path, records: list[dict], tail: str = "", end: bool = False)
     return path
 
 
-def client(*dirs: Path):
+def client(*dirs: Path, stale_after: float = 600.0):
     from starlette.testclient import TestClient
 
     from coevolve.dashboard.app import create_app
 
-    return TestClient(create_app(reader.Registry.open([str(d) for d in dirs])))
+    return TestClient(create_app(reader.Registry.open([str(d) for d in dirs], stale_after=stale_after)))
 
 
 def test_a_directory_that_is_no_run_is_refused_with_one_line(tmp_path):
@@ -396,6 +397,61 @@ def test_state_finished_running_stopped(tmp_path):
         os.utime(p, (old, old))
     run = reader.HeuristicRun(capped, stale_after=600)
     assert run.state == "capped: patience" and run.row()["caps"]["patience"] == 2 and "prices" not in run.row()["caps"]
+
+
+def test_a_runs_writer_lock_tells_running_from_stopped_at_once(tmp_path):
+    """A run held by its writer (a real process holding it as `coevolve run` does) is running, its page naming
+    the holder; once that process is SIGKILLed it is stopped at once, however recently it wrote and however
+    large --stale-after. A lock file with no holder's record (a file system without flock: its writer went
+    unguarded) tells nothing, so --stale-after decides, as for a run written before the lock."""
+    live = make_run(tmp_path / "runs" / "live", [candidate(1, 0, [], 7.0)])
+    holder = start_holder("run", live)
+    try:
+        with client(tmp_path / "runs", stale_after=86400) as http:
+            page = http.get("/api/run/live").json()
+            row = http.get("/api/runs").json()["runs"][0]
+    finally:
+        stop(holder)  # SIGKILL
+    assert page["state"] == row["state"] == "running"
+    with client(tmp_path / "runs", stale_after=86400) as http:
+        killed = http.get("/api/run/live").json()
+        killed_row = http.get("/api/runs").json()["runs"][0]
+    assert killed["state"] == killed_row["state"] == "stopped"
+    holding = rf"pid {holder.pid} on {re.escape(socket.gethostname())}, {SINCE}"
+    assert re.fullmatch(holding, page["writer"]) and page["writer"] == row["writer"]
+    assert killed["writer"] is killed_row["writer"] is None
+    # no flock where it was written: hold_directory made the file, found no flock and recorded nothing
+    unguarded = make_run(tmp_path / "unguarded", [candidate(1, 0, [], 7.0)])
+    (unguarded / ".writer.lock").touch()
+    assert reader.HeuristicRun(unguarded, stale_after=600).state == "running"  # written just now
+    old = time.time() - 3600
+    for p in unguarded.iterdir():
+        os.utime(p, (old, old))
+    assert reader.HeuristicRun(unguarded, stale_after=600).state == "stopped"
+
+
+def test_a_comparisons_writer_lock_tells_running_from_stopped(tmp_path):
+    """A comparison held by `coevolve compare` (a real process holding it as it does) is running, naming the
+    holder, on the runs list and its page; once that process is killed it is stopped; one without a lock
+    file (written before it) stays partial: nothing tells whether it goes on."""
+    root = tmp_path / "cmp"
+    root.mkdir()
+    (root / "table.csv").write_text("kind,task,method\nmethod,tsp_construct,eoh\n")
+    (root / "runs.csv").write_text("task,method,budget,seed,state,dir\n"
+                                   "tsp_construct,eoh,10,0,finished,runs/tsp_construct/eoh-b10-s0\n"
+                                   "tsp_construct,eoh,10,1,partial,runs/tsp_construct/eoh-b10-s1\n")
+    entry = reader.Entry("cmp", "comparison", root, "cmp")
+    assert reader.summarise(entry, 600.0)["state"] == "partial"
+    holder = start_holder("compare", root)
+    try:
+        row = reader.summarise(entry, 600.0)
+        data = reader.comparison(root, reader.Registry.open([root]))
+    finally:
+        stop(holder)
+    assert row["state"] == "running" and data["state"] == "running"
+    assert re.fullmatch(rf"pid {holder.pid} on \S+, {SINCE}", row["writer"]) and data["writer"] == row["writer"]
+    row = reader.summarise(entry, 600.0)
+    assert (row["state"], row["writer"]) == ("stopped", None)
 
 
 def test_a_folder_of_runs_is_searched_and_followed(tmp_path):
@@ -823,7 +879,11 @@ def test_a_trace2skill_runs_counts_are_the_run_tables_while_it_runs_and_once_it_
     (directory / "summary.json").unlink()
     events = (directory / "events.jsonl").read_text().splitlines()
     (directory / "events.jsonl").write_text("\n".join(e for e in events if '"type": "end"' not in e) + "\n")
-    running = reader.HeuristicRun(directory).row()
+    holder = start_holder("run", directory)  # its writer, as `coevolve run` holds it
+    try:
+        running = reader.HeuristicRun(directory).row()
+    finally:
+        stop(holder)
     assert running["state"] == "running"
     assert (running["used"], running["valid_rate"]) == (31, summary.valid_rate)
 
@@ -887,10 +947,13 @@ def test_a_running_or_interrupted_comparison_counts_its_finished_runs_of_its_pla
     with client(root) as http:
         row = next(r for r in http.get("/api/runs").json()["runs"] if r["kind"] == "comparison")
         data = http.get("/api/compare/cmp").json()
-    assert (row["used"], row["budget"], row["state"]) == (1, 4, "partial")
-    assert (row["task"], row["method"]) == ("tsp_construct", "eoh, sample")
+    # interrupted: its lock is no other process's (this one's run_comparison held it), so stopped at once, as
+    # the run it interrupted, however recently written (no --stale-after wait)
     assert [(r["method"], r["seed"], r["state"]) for r in data["runs"]] == [
-        ("sample", 0, "finished"), ("eoh", 0, "running"), ("sample", 1, "new"), ("eoh", 1, "new")]
+        ("sample", 0, "finished"), ("eoh", 0, "stopped"), ("sample", 1, "new"), ("eoh", 1, "new")]
+    assert (row["used"], row["budget"], row["state"]) == (1, 4, "stopped")
+    assert (row["writer"], data["state"], data["writer"]) == (None, "stopped", None)
+    assert (row["task"], row["method"]) == ("tsp_construct", "eoh, sample")
     assert data["runs"][0]["id"] == "cmp~runs~tsp_construct~sample-b3-s0" and data["runs"][2]["id"] is None
     assert data["runs"][1]["dir"] == "runs/tsp_construct/eoh-b3-s0"
     assert (data["columns"], data["rows"], data["plots"]) == ([], [], [])
@@ -903,9 +966,9 @@ def test_a_running_or_interrupted_comparison_counts_its_finished_runs_of_its_pla
     with client(root) as http:
         row = next(r for r in http.get("/api/runs").json()["runs"] if r["kind"] == "comparison")
         data = http.get("/api/compare/cmp").json()
-    assert (row["used"], row["budget"], row["state"]) == (1, 4, "partial")
+    assert (row["used"], row["budget"], row["state"]) == (1, 4, "stopped")
     assert [(r["method"], r["seed"], r["state"]) for r in data["runs"]] == [
-        ("sample", 0, "finished"), ("eoh", 0, "running"), ("sample", 1, "new"), ("eoh", 1, "new")]
+        ("sample", 0, "finished"), ("eoh", 0, "stopped"), ("sample", 1, "new"), ("eoh", 1, "new")]
     assert data["rows"] and data["note"] is None
 
 
@@ -974,3 +1037,42 @@ def test_a_valid_repeat_is_a_valid_outcome_as_the_run_table_counts_it(tmp_path):
     assert [r["outcome"] for r in loaded.page(0, 10)["rows"]] == ["valid", "exception", "valid repeat", "exception",
                                                                    "duplicate"]
     assert loaded.page(0, 10, outcome="valid repeat")["total"] == 1
+
+
+def test_an_initial_population_outside_the_budget_is_shown_as_the_run_table_says_it(tmp_path):
+    """EoH with eoh.init_in_budget = false charges its 4 initial programs outside T = 12: the dashboard says
+    16 of T 12 with 4 outside, as the run table (16 / 12 (+ 4 initial outside T)), not 16 of 16; while it runs
+    (no summary yet) its config says the same (walkthrough s52, finding 9)."""
+    from coevolve.base.config import build_config
+    from coevolve.search.runconfig import RunConfig
+    from test_search_loop import run as search_run
+
+    config = build_config(RunConfig, {"run": {"method": "eoh", "task": "fake", "budget": 12, "seed": 0},
+                                      "eoh": {"population": 4, "offspring": 3, "init_in_budget": False}})
+    summary, _, _ = search_run(tmp_path / "run", config)
+    assert (summary.evaluations, summary.budget, summary.outside_budget) == (16, 12, 4)
+    row = reader.HeuristicRun(tmp_path / "run").row()
+    assert (row["used"], row["budget"]) == (16, 12) and row["outside_budget"] == 4
+    (tmp_path / "run" / "summary.json").unlink()  # before its end: the plan in its config
+    assert reader.HeuristicRun(tmp_path / "run").row()["outside_budget"] == 4
+    plain = reader.HeuristicRun(make_run(tmp_path / "plain", [candidate(1, 0, [], 7.0)])).row()
+    assert (plain["budget"], plain["outside_budget"]) == (20, 0)
+
+
+def test_the_startup_line_counts_the_runs_and_comparisons_found_under_the_directories_given(tmp_path):
+    """One folder given holding two runs, and a comparison given beside it: "2 runs and 1 comparison under
+    2 directories", not "3 directories" (walkthrough s52, finding 12)."""
+    make_run(tmp_path / "runs" / "a", [candidate(1, 0, [], 7.0)])
+    make_run(tmp_path / "runs" / "b", [candidate(1, 0, [], 7.0)])
+    (tmp_path / "cmp").mkdir()
+    (tmp_path / "cmp" / "table.csv").write_text("kind,task,method\nmethod,tsp_construct,eoh\n")
+    dashboard = subprocess.Popen([sys.executable, "-m", "coevolve.cli", "dashboard", str(tmp_path / "runs"),
+                                  str(tmp_path / "cmp"), "--port", "0"],
+                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = dashboard.stdout.readline()
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
+    assert re.fullmatch(r"coevolve dashboard: http://127\.0\.0\.1:\d+/  \(2 runs and 1 comparison under 2 "
+                        r"directories; Ctrl-C stops\)\n", line), line

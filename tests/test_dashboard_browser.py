@@ -253,6 +253,10 @@ def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
     points = "const g = document.getElementById('best-chart'); return g && g.data ? g.data[0].x.length : 0"
     first = wait(browser, lambda d: js(d, points) or None, timeout=300, what="a first point on the curve")
     assert not finished(live["dir"]), "the run ended before the page drew its first point"
+    # running by its writer lock, which `coevolve run` holds: the page names the holder
+    writer = "return (document.getElementById('run-writer') || {}).textContent"
+    holder = wait(browser, lambda d: js(d, writer), what="the run's writer")
+    assert re.fullmatch(rf" · written by pid {live['run'].pid} on \S+, since \d\d:\d\d", holder), holder
     later = wait(browser, lambda d: (n := js(d, points)) > first and n, timeout=300, what="more points")
     assert later > first
     assert live["run"].wait(timeout=600) == 0, live["run"].stdout.read()
@@ -266,8 +270,9 @@ def test_best_so_far_curve_gains_points_while_the_run_goes(browser, live):
     valid = [c for c in read_jsonl(live["dir"] / "candidates.jsonl") if c["objective"] is not None]
     distinct = sum(c["duplicate_of"] is None for c in valid)
     shown = js(browser, "return (document.getElementById('run-distinct') || {}).textContent || ''")
-    assert shown == (f" ({distinct} distinct program{'' if distinct == 1 else 's'}, {len(valid) - distinct} repeats)"
-                     if distinct < len(valid) else "")
+    repeats = len(valid) - distinct
+    assert shown == (f" ({distinct} distinct program{'' if distinct == 1 else 's'}, {repeats} repeat"
+                     f"{'' if repeats == 1 else 's'})" if distinct < len(valid) else "")
     # the table the run printed when it ended, row for row, above the charts
     printed = run_table_rows(read_summary(live["dir"] / "summary.json"), live["dir"].resolve())
     cells = ("const p = document.getElementById('run-table-panel'); return p && !p.hidden ? "
@@ -425,21 +430,36 @@ def test_a_comparisons_numbers_render_as_its_csv_cells_did(browser, served):
 
 
 def test_an_interrupted_comparison_lists_its_runs_and_a_valid_repeat_is_drawn_valid(browser, tmp_path):
-    """Walkthrough s52: an interrupted comparison (no report) lists its planned runs as they stand and says
-    when its table and plots come (finding 3); a valid repeat is a bar of its own, in the valid green's
-    lighter shade, not the duplicates' grey (finding 11)."""
+    """Walkthrough s52: an interrupted comparison (no report) lists its planned runs as they stand, the one
+    it interrupted stopped at once (its writer lock is free), and says when its table and plots come
+    (finding 3); a valid repeat is a bar of its own, in the valid green's lighter shade, not the duplicates'
+    grey (finding 11); an initial population charged outside T is said as the run table says it (finding 9)."""
+    from coevolve.base.config import build_config
+    from coevolve.search.runconfig import RunConfig
     from test_dashboard import candidate, interrupted_comparison, make_run
+    from test_search_loop import run as search_run
 
     interrupted_comparison(tmp_path / "cmp")
     make_run(tmp_path / "repeats", [candidate(1, 0, [], 7.0), {**candidate(2, 1, [1], 7.0), "duplicate_of": 1}])
-    dashboard, url = start_dashboard(tmp_path / "cmp", tmp_path / "repeats")
+    search_run(tmp_path / "outside", build_config(RunConfig, {
+        "run": {"method": "eoh", "task": "fake", "budget": 12, "seed": 0},
+        "eoh": {"population": 4, "offspring": 3, "init_in_budget": False}}))
+    dashboard, url = start_dashboard(tmp_path / "cmp", tmp_path / "repeats", tmp_path / "outside")
     try:
         browser.get(url + "#/compare/cmp")
         note = "return (document.getElementById('compare-note') || {}).textContent"
         said = wait(browser, lambda d: js(d, note), what="the note on the report")
         assert said.startswith("1 of 4 runs finished. The table, verdicts and plots come when the report is rendered")
         states = "return [...document.querySelectorAll('#compare-runs tbody tr')].map((tr) => tr.cells[4].textContent)"
-        assert wait(browser, lambda d: js(d, states), what="the arm runs") == ["finished", "running", "new", "new"]
+        assert wait(browser, lambda d: js(d, states), what="the arm runs") == ["finished", "stopped", "new", "new"]
+        # the comparison itself is still held by this process (run_comparison holds it, as `coevolve compare`
+        # does, until its process ends): running, naming it
+        held = js(browser, "return document.getElementById('compare-state').textContent")
+        assert re.fullmatch(rf"running · written by pid {os.getpid()} on \S+, since \d\d:\d\d", held), held
+        browser.get(url + "#/run/outside")
+        spent = "return (document.getElementById('run-spent') || {}).textContent"
+        said = wait(browser, lambda d: js(d, spent), what="the evaluations")
+        assert said == "16/12 (+ 4 initial outside T) evaluations"
         browser.get(url + "#/run/repeats")
         bars = ("const g = document.getElementById('outcome-step-chart');"
                 "return g && g.data ? g.data.map((t) => [t.name, t.y, t.marker.color]) : null")

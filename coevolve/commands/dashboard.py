@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     p.add_argument("--refresh", type=float, default=2.0, help="seconds between the page's updates (default 2)")
     p.add_argument("--stale-after", type=float, default=600.0,
-                   help="an unfinished run not written for this many seconds shows as stopped (default 600)")
+                   help="an unfinished run without a writer lock file (written before runs had one) not "
+                        "written for this many seconds shows as stopped (default 600); one with a lock file is "
+                        "running while its writer holds it, stopped at once after")
     p.set_defaults(handler=handle)
 
 

@@ -217,6 +217,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def found(registry: reader.Registry) -> str:
+    """What the startup line says was found: the runs and comparisons (an arm run is a run), under the
+    directories given, e.g. "3 runs and 1 comparison under 1 directory"."""
+    kinds = [entry.kind for entry in list(registry.entries.values())]
+    comparisons = kinds.count("comparison")
+    what = plural(len(kinds) - comparisons, "run", "runs")
+    if comparisons:
+        what += " and " + plural(comparisons, "comparison", "comparisons")
+    return f"{what} under {plural(len(registry.roots), 'directory', 'directories')}"
+
+
 def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
           announce: Callable[[str], None] = print) -> None:
     """Serve until interrupted; announces the URL once the socket listens."""
@@ -228,6 +243,6 @@ def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    announce(f"coevolve dashboard: http://{shown}:{actual}/  ({len(registry.entries)} directories; Ctrl-C stops)")
+    announce(f"coevolve dashboard: http://{shown}:{actual}/  ({found(registry)}; Ctrl-C stops)")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     server.run(sockets=[sock])

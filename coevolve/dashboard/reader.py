@@ -32,7 +32,7 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from coevolve.agents.runconfig import ES_METHODS
 from coevolve.base.config import build_config
@@ -45,9 +45,10 @@ from coevolve.plan import COMPARE_CONFIG, AgentCompareConfig, RunSpec, agent_run
 from coevolve.plan import run_state as planned_run_state
 from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line, fmt_delta, fmt_mean_std, run_table_rows
-from coevolve.runstore import PROMPTS, RunStore, ended
-from coevolve.search.methods import DISTILL, uses_es
+from coevolve.runstore import LOCK, PROMPTS, RunStore, ended, writer_of
+from coevolve.search.methods import DISTILL, outside_budget, uses_es
 from coevolve.search.population import parse_tie, sort_key
+from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
@@ -315,16 +316,48 @@ def newest_write(path: Path) -> float | None:
     return max(times) if times else None
 
 
-def run_state(path: Path, events: list[dict], stale_after: float) -> str:
-    """finished (its log ends), running (written within `stale_after` seconds),
-    capped (a [caps] limit ended it: raise it and `--resume`) or stopped (killed
-    or interrupted: `coevolve run --resume` continues it)."""
+class Writer(NamedTuple):
+    """What a run or comparison directory's writer lock (runstore.hold_directory) tells."""
+
+    locked: bool  # it has a lock that tells: a lock file its writer recorded itself in, or one held now
+    holder: str | None  # who holds it now ("pid 1234 on HOST, since 03:41"), None when no one does
+
+
+def writer(path: Path) -> Writer:
+    """Whether a process writes `path` now, by its writer lock. One open, flock and close (writer_of),
+    never a hold: asked once per directory and look, never per file or candidate. A lock file without a
+    record tells nothing: hold_directory made it and then found no flock on that file system (some NFS
+    or FUSE mounts), so its writer went unguarded, and a killed one would seem stopped while running."""
+    try:
+        recorded = (path / LOCK).stat().st_size > 0
+    except OSError:
+        return Writer(False, None)  # written before the lock, or where it could not be made
+    holder = writer_of(path)
+    return Writer(recorded or holder is not None, holder)
+
+
+def run_state_and_writer(path: Path, events: list[dict], stale_after: float) -> tuple[str, str | None]:
+    """A run's state and who writes it now. finished (its log ends); running while a process holds its
+    writer lock, or, for a run without one (written before the lock, or on a file system without flock),
+    while its files were written within `stale_after` seconds; capped (a [caps] limit ended it: raise it
+    and `--resume`) or stopped otherwise (killed or interrupted: `coevolve run --resume` continues it). A
+    lock file nobody holds is stopped at once: the kernel drops a killed writer's flock."""
     if ended(events):
-        return "finished"
-    last = newest_write(path)
-    if last is not None and time.time() - last < stale_after:
-        return "running"
-    return f"capped: {events[-1].get('cap')}" if events and events[-1].get("type") == "stop" else "stopped"
+        return "finished", None  # no lock asked: a finished run is most of a folder of runs
+    lock = writer(path)
+    if lock.locked:
+        live = lock.holder is not None
+    else:
+        last = newest_write(path)
+        live = last is not None and time.time() - last < stale_after
+    if live:
+        return "running", lock.holder
+    return (f"capped: {events[-1].get('cap')}" if events and events[-1].get("type") == "stop" else "stopped"), None
+
+
+def run_state(path: Path, events: list[dict], stale_after: float) -> str:
+    """A run's state (run_state_and_writer's, which decides it)."""
+    return run_state_and_writer(path, events, stale_after)[0]
 
 
 def finite(value: Any) -> float | None:
@@ -421,7 +454,7 @@ class RunDir:
         self.seed, self.budget = run.get("seed"), int(run.get("budget") or 0)
         self.summary = summary_file(path / "summary.json")
         self.events = jsonl(path / "events.jsonl")
-        self.state = run_state(path, self.events, stale_after)
+        self.state, self.writer = run_state_and_writer(path, self.events, stale_after)
 
 
 class HeuristicRun(RunDir):
@@ -473,6 +506,13 @@ class HeuristicRun(RunDir):
                        if e.get("type") == "step" and e.get("operator") == DISTILL)
         return len(self.candidates) + analysts
 
+    def outside_budget(self) -> int:
+        """Evaluations charged beyond the budget T (EoH's initial population with eoh.init_in_budget = false):
+        the summary's once the run wrote one, before that what its config plans."""
+        if isinstance(self.summary, SearchSummary):
+            return self.summary.outside_budget
+        return CACHE.get(self.path / RUN_MARKER, planned_outside, default=0, kind="outside")
+
     def row(self) -> dict[str, Any]:
         best = self.best()
         used = self.used()
@@ -482,9 +522,11 @@ class HeuristicRun(RunDir):
         elif best is not None:
             train = task_info(self.task)[1]
             ref = reference(self.task, *train) if train else None
-        budget = self.budget + (self.summary.outside_budget if self.summary else 0)
+        # the budget T and what is charged outside it apart, as the run table says them (16 / 12 (+ 4 initial
+        # outside T)): one total of 16 reads as if T were 16
         return {"kind": "run", "task": self.task, "method": self.method, "seed": self.seed,
-                "used": used, "budget": budget, "state": self.state,
+                "used": used, "budget": self.budget, "outside_budget": self.outside_budget(), "state": self.state,
+                "writer": self.writer,
                 "best": best and best.objective, "best_id": best and best.id,
                 "gap": gap(best and best.objective, ref, self.direction),
                 "valid_rate": (len(self.valid()) / used) if used else None, "caps": self.caps(),
@@ -771,6 +813,15 @@ class HeuristicRun(RunDir):
                 "evaluations": snap.get("evaluations"), "members": members}
 
 
+def planned_outside(config: Path) -> int:
+    """What a run's config charges outside its budget (search.methods.outside_budget); 0 for a config this
+    version cannot build (another version's, a task file gone): the run table of its summary says it then."""
+    try:
+        return outside_budget(build_config(RunConfig, toml_file(config)))
+    except (UsageError, CorruptFileError, KeyError, TypeError, ValueError):
+        return 0
+
+
 def outcome_of(c: Candidate) -> str:
     """seeded, valid, valid repeat or the failure kind (parse, timeout, bad_signature, duplicate: a clone
     rejected unscored, ...), as the run table counts them: a repeat of earlier code takes its original's
@@ -819,7 +870,8 @@ class AgentRun(RunDir):
         best = max((finite(e.mean_reward) for e in evals if finite(e.mean_reward) is not None), default=None)
         solved = [finite(r.get("solved_rate")) for r in rounds]
         return {"kind": "agent", "task": self.task, "method": self.method, "seed": self.seed, "used": used,
-                "budget": self.budget, "state": self.state, "best": best, "best_id": None, "gap": None,
+                "budget": self.budget, "state": self.state, "writer": self.writer, "best": best, "best_id": None,
+                "gap": None,
                 "valid_rate": solved[-1] if solved else None, "direction": "max", "uses_es": self.method in ES_METHODS,
                 "caps": {"budget": self.budget, "rounds": len(rounds),
                          "max_tokens": self.config.get("sampling", {}).get("max_tokens")}}
@@ -936,6 +988,19 @@ def comparison_progress(path: Path) -> tuple[int, int]:
     return sum(1 for state in states if state == "finished"), len(states)
 
 
+def comparison_state(path: Path, finished: int, planned: int) -> tuple[str, str | None]:
+    """A comparison's state and who writes it now: finished (every planned run finished); running while
+    `coevolve compare` holds its writer lock; stopped once the process that held it is gone (interrupted or
+    killed: running it again goes on); partial for one without a lock (written before it), which cannot
+    tell running from stopped."""
+    if planned and finished == planned:
+        return "finished", None
+    lock = writer(path)
+    if lock.holder is not None:
+        return "running", lock.holder
+    return ("stopped" if lock.locked else "partial"), None
+
+
 def report_note(path: Path, finished: int, planned: int) -> str | None:
     """What the page says of the report while it is missing or behind the runs: the table, verdicts and
     plots are the report's (`coevolve compare` renders it at its end; `coevolve report DIR` renders one
@@ -1007,7 +1072,7 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
         for spec, directory in plan:
             where = directory.relative_to(path).as_posix()
             state = planned_state(directory)
-            if state == "partial":  # not finished: running or stopped, as its own page says (--stale-after)
+            if state == "partial":  # not finished: running or stopped, as its own page says (lock, --stale-after)
                 live = run_state(directory, jsonl(directory / "events.jsonl"), registry.stale_after)
                 state = "partial" if live == "finished" else live  # ended, its summary about to be written
             for r in reported.pop(where, None) or [{"task": spec.task, "method": spec.method,
@@ -1032,8 +1097,10 @@ def comparison(path: Path, registry: Registry) -> dict[str, Any]:
                  "budget": number(f.get("budget")), "failed": text(f"{f.get('failed')} of {f.get('candidates')}", 40),
                  "causes": [{"cause": text(c[0], 100), "count": number(c[1])} for c in f.get("causes", [])]}
                 for f in (results or {}).get("failures", []) if f.get("failed")]  # older reports: none
+    progress = comparison_progress(path)
+    state, holder = comparison_state(path, *progress)
     return {"columns": columns, "rows": rows, "runs": runs, "plots": plots, "conclusions": conclusions, "arms": arms,
-            "failures": failures, "note": report_note(path, *comparison_progress(path))}
+            "failures": failures, "note": report_note(path, *progress), "state": state, "writer": holder}
 
 
 def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
@@ -1053,9 +1120,9 @@ def summarise(entry: Entry, stale_after: float) -> dict[str, Any]:
             tasks = {directory.parent.name for _, directory in plan}  # a file task by its name, not its path
             methods = {spec.method for spec, _ in plan}
         finished, planned = comparison_progress(entry.path)
+        state, holder = comparison_state(entry.path, finished, planned)
         return {**base, "task": ", ".join(sorted(tasks)), "method": ", ".join(sorted(methods)),
-                "seed": None, "used": finished, "budget": planned,
-                "state": "finished" if planned and finished == planned else "partial",
+                "seed": None, "used": finished, "budget": planned, "state": state, "writer": holder,
                 "best": None, "gap": None, "valid_rate": None, "caps": {}}
     except (CorruptFileError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return {**base, "state": "unreadable", "error": text(exc, 500)}

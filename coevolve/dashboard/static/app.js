@@ -47,6 +47,11 @@ function fmt(x, digits = 5) {
 const stateClass = (state) => String(state || "").split(":")[0];
 const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
 const color = (outcome) => COLORS[outcome] || "#7b3294";
+// evaluations against the budget T as the run table says them: what a run charges outside T (EoH's initial
+// population with eoh.init_in_budget = false) apart, so 16 of T 12 does not read as overspent
+const spent = (r) => `${fmt(r.used)}/${fmt(r.budget)}` + (r.outside_budget ? ` (+ ${fmt(r.outside_budget)} initial outside T)` : "");
+// who holds a running run's or comparison's writer lock ("pid 1234 on HOST, since 03:41")
+const writtenBy = (writer, id) => writer ? el("span", { class: "muted", id }, ` · written by ${writer}`) : "";
 
 function status(text, error) {
   const node = document.getElementById("status");
@@ -139,7 +144,8 @@ function runsView() {
       if (seen === drawn) return;  // rows are replaced only when something changed
       drawn = seen;
       body.replaceChildren(...data.runs.map((r) => {
-        const share = r.budget ? Math.min(1, (r.used || 0) / r.budget) : 0;
+        const total = (r.budget || 0) + (r.outside_budget || 0);
+        const share = total ? Math.min(1, (r.used || 0) / total) : 0;
         const caps = Object.entries(r.caps || {}).filter(([, v]) => v !== null && v !== undefined)
           .map(([k, v]) => el("span", { class: "pill" }, `${k} ${v}`));
         return el("tr", { class: "click", data: { id: r.id, kind: r.kind },
@@ -148,9 +154,10 @@ function runsView() {
           el("td", {}, r.kind),
           el("td", {}, r.task || "–"), el("td", {}, r.method || "–"), el("td", {}, fmt(r.seed)),
           el("td", {}, el("span", { class: "bar" }, el("span", { style: `width:${(100 * share).toFixed(0)}%` })),
-            ` ${fmt(r.used)}/${fmt(r.budget)}`),
+            ` ${spent(r)}`),
           el("td", { class: "best" }, fmt(r.best)), el("td", {}, pct(r.gap)), el("td", {}, pct(r.valid_rate)),
-          el("td", { class: "state state-" + stateClass(r.state), title: r.error || "" }, r.state, r.error ? ": " + r.error : ""),
+          el("td", { class: "state state-" + stateClass(r.state), title: r.error || (r.writer ? `written by ${r.writer}` : "") },
+            r.state, r.error ? ": " + r.error : ""),
           el("td", {}, caps));
       }));
     },
@@ -409,11 +416,12 @@ function runView(r) {
       document.getElementById("run-title").textContent = d.label;
       stats.replaceChildren(el("p", {},
         el("span", { class: "pill" }, d.task), el("span", { class: "pill" }, d.method), el("span", { class: "pill" }, `seed ${fmt(d.seed)}`),
-        el("span", { class: "state state-" + stateClass(d.state), id: "run-state" }, d.state), ` · ${d.used}/${d.budget} evaluations · best `,
+        el("span", { class: "state state-" + stateClass(d.state), id: "run-state", title: d.writer ? `written by ${d.writer}` : null }, d.state),
+        writtenBy(d.writer, "run-writer"), " · ", el("span", { id: "run-spent" }, `${spent(d)} evaluations`), " · best ",
         el("b", { id: "run-best" }, fmt(d.best)), d.best_id ? [" (", el("a", { href: `#/run/${encodeURIComponent(id)}/c/${d.best_id}` }, `#${d.best_id}`), ")"] : "",
         ` · gap ${pct(d.gap)} · valid ${pct(d.valid_rate)}`,
         d.distinct_valid != null && d.distinct_valid < d.valid ?
-          el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeats)`) : "",
+          el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeat${d.valid - d.distinct_valid === 1 ? "" : "s"})`) : "",
         d.seeded ? el("span", { id: "run-seeded", title: SEEDED }, ` · ${d.seeded} seeded`) : "",
         d.parent ? [" · part of ", el("a", { href: `#/compare/${encodeURIComponent(d.parent)}` }, d.parent)] : ""),
         d.failure_causes.length ? el("p", { id: "run-causes", class: "muted" }, "commonest failures: ",
@@ -481,6 +489,7 @@ function agentView(r) {
       const row = d.row;
       stats.replaceChildren(el("p", {}, el("span", { class: "pill" }, row.task), el("span", { class: "pill" }, row.method),
         el("span", { class: "pill" }, `seed ${fmt(row.seed)}`), el("span", { class: "state state-" + stateClass(row.state) }, row.state),
+        writtenBy(row.writer, "agent-writer"),
         ` · ${row.used}/${row.budget} episodes · best held-out mean reward ${fmt(row.best)}`,
         d.change ? [" · held-out change ", el("span", { id: "agent-change" }, d.change)] : ""));
       const metrics = [...new Set(d.evals.flatMap((e) => Object.keys(e.metrics)))];
@@ -533,6 +542,7 @@ function compareView(r) {
         head.map((c) => el("td", { class: c === "verdict" ? (row.verdict === "cannot be told apart" ? "error verdict" : "verdict") : "",
           title: c === "verdict" ? row.why || "" : null }, shownCell(row, c)))));
       main(el("h1", {}, d.label),
+        el("p", { id: "compare-state" }, el("span", { class: "state state-" + stateClass(d.state) }, d.state), writtenBy(d.writer)),
         // no report yet (running, interrupted) or one rendered before more runs finished: when it comes, and how
         d.note ? el("p", { class: "muted", id: "compare-note" }, d.note) : null,
         el("section", { class: "card" }, el("h2", {}, "Table"), table("compare-table", head, rows)),
