@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_own_problem import PICK, broken, cli, write
+from test_own_problem import broken, cli, write
 
 # An instance as a plain object: no __eq__, so `==` is identity; ToyPick's decide() and score() read it
 # as a list (len, iteration, indexing).

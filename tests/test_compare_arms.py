@@ -467,7 +467,6 @@ def test_a_refused_comparison_fixed_runs_with_its_edited_task_and_bars_named_by_
     capsys.readouterr()
     assert main(["compare", str(path), "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    spec = f"{problem.resolve()}:Mytask"
     assert "changed since" not in err
     assert "sample-tb mytask seed 0: " in err and "sample mytask seed 0: " in err  # each bar by its arm
     (recorded,) = json.loads((out / "tasks.json").read_text()).values()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from coevolve import compare as compare_module
-from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.config import as_dict, dump_toml
 from coevolve.base.records import read_summary
 from coevolve.cli import main
 from coevolve.compare import CompareConfig, planned_runs, run_config

@@ -12,8 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from coevolve.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
