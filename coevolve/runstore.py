@@ -37,6 +37,7 @@ PROMPTS = "prompts.jsonl"  # a heuristic run's requests as sent ([log] prompts; 
 BEFORE_EVENTS = ("history.jsonl", "eval.jsonl", "summary.json")
 ABSENT = "(absent)"  # first_difference's value of a setting one side lacks
 LOCK = ".writer.lock"  # hold_directory's lock file, in the run (or comparison) directory it guards
+ARM_DEPTH = 3  # a comparison's arm runs lie at ROOT/runs/TASK/ARM (coevolve.plan), its lock at ROOT
 
 
 # ------------------------------------------------------------ one writer per directory
@@ -284,7 +285,15 @@ class RunStore:
         ends): a second process's `hold` is refused with one line naming this one. Stores of one process
         share the hold, so a run resumed in the process that ran it (a test) is not refused."""
         if self._release is None:
-            release = hold_directory(self.dir, f"`coevolve run --resume {self.dir}`")
+            again = f"`coevolve run --resume {self.dir}`"
+            for above in list(self.dir.resolve().parents)[:ARM_DEPTH]:
+                # a comparison's arm run (ROOT/runs/TASK/ARM): the comparison holds its root while it runs and
+                # would reach this arm later, so a second writer here is refused before it writes
+                holder = writer_of(above)
+                if holder is not None:
+                    raise UsageError(f"{self.dir} is a run of the comparison in {above}, which is being run by "
+                                     f"{holder}: wait for it, or stop it, then {again}")
+            release = hold_directory(self.dir, again)
             self._release = weakref.finalize(self, release)
 
     def close(self) -> None:

@@ -210,6 +210,32 @@ def test_a_second_compare_on_the_same_out_is_refused(tmp_path):
         stop(holder)
 
 
+def test_a_resume_of_an_arm_run_while_its_comparison_runs_is_refused(tmp_path):
+    """The comparison holds its root for its whole run but each arm run only while it works on it: an arm
+    it has not reached yet (or has left) is still the comparison's to write, so `run --resume ARM` is
+    refused, naming the comparison; once it has stopped, the arm resumes alone."""
+    config, root = finished_comparison(tmp_path)
+    arm = next((root / "runs").glob("*/*"))
+    holder = start_holder("compare", root)
+    try:
+        before = snapshot(tmp_path)
+        done = coevolve("run", "--resume", str(arm), "--no-progress")
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert re.fullmatch(
+            re.escape(f"coevolve run: error: {arm} is a run of the comparison in {root.resolve()}, which is being "
+                      f"run by pid {holder.pid} on {socket.gethostname()}, ") + SINCE
+            + re.escape(f": wait for it, or stop it, then `coevolve run --resume {arm}`"), lines[0]), lines[0]
+        assert snapshot(tmp_path) == before, "a refused resume wrote files"
+        with pytest.raises(UsageError, match="is a run of the comparison in"):
+            RunStore.open(arm, write=True)
+    finally:
+        stop(holder)
+    with RunStore.open(arm, write=True) as store:  # the comparison has stopped: the arm is anyone's to resume
+        assert store.writer() is None
+
+
 def test_one_process_shares_its_hold_and_lets_go_on_close(tmp_path):
     """Stores of one directory in one process share the hold (a run resumed where it was killed); the
     lock goes when the last of them is closed, and a store that is collected lets go too."""
