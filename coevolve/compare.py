@@ -45,7 +45,7 @@ from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.sections import EndpointSection
 from coevolve.base.untrusted import clean
-from coevolve.engine.local import needs_engine, require_engine, require_model
+from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
 from coevolve.engine.openai_client import open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_options
@@ -303,6 +303,7 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
             require_engine(run_cfg.run.method, run_cfg.uses_es, run_cfg.endpoint)
             if needs_engine(run_cfg.uses_es, run_cfg.endpoint):
                 require_model(run_cfg.model)
+                require_devices(run_cfg.distributed)
     resources = _Resources(config, engine)
     for run_cfg in planned.values():  # every endpoint probed before anything is written (a named arm may have its own)
         resources.endpoint(run_cfg.endpoint)
@@ -499,6 +500,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
         methods = [arm_method(config, m) for m in c.methods]
         require_engine(methods[0], any("esopt" in m for m in methods), config.endpoint, students=True)
         require_model(config.model)
+        require_devices(config.distributed)
     read: set[tuple[str, ...]] = set()
     # each training run's config, and the one a run already in its folder runs under (None: none there
     # yet), built and read once: a rerun whose settings changed, or a seed skill that does not read, is

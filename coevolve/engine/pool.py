@@ -51,7 +51,10 @@ class NoEnginesLeft(PoolError):
 def build_engine(model: str | Path | None, section: DistributedSection | None = None, **engine_kwargs: Any):
     """The engine a run asks for: an in-process `Engine` by default, an
     `EnginePool` when `[distributed]` asks for several engines or a cluster."""
-    if section is None or not section.uses_ray:
+    if section is None:
+        return vllm_engine.Engine(model, **engine_kwargs)
+    engine_kwargs["tensor_parallel_size"] = section.tensor_parallel_size
+    if not section.uses_ray:
         return vllm_engine.Engine(model, **engine_kwargs)
     return EnginePool(section.engines, model, address=section.address, **engine_kwargs)
 
