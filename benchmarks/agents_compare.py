@@ -13,8 +13,13 @@ rewards alone give ES members equal fitness and no direction. `--shaping 0`
 is the paper's binary reward. The table's "solved" column is always the
 binary held-out reward.
 
+Skills are distilled online by default (`--distill online`: trace2skill after
+every round, esopt+trace2skill every `--skill-every` generations), as this
+comparison was written; `--distill posthoc` distils once after the last round,
+the `[agent] distill` default of `coevolve run`.
+
     python benchmarks/agents_compare.py [--masked 2] [--budget 64] [--eval-cases 16]
-        [--population 8] [--batch 4] [--shaping 0.5] [--skill-every 1]
+        [--population 8] [--batch 4] [--shaping 0.5] [--skill-every 1] [--distill online]
         [--seed-skill skills/sudoku-basics] [--model DIR] [--out DIR]
 
 Writes one run directory per method and results.json under --out
@@ -45,7 +50,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=4, help="train puzzles per member (default 4)")
     p.add_argument("--shaping", type=float, default=0.5,
                    help="fitness = mean(reward + shaping x progress); default 0.5, 0 = binary reward")
-    p.add_argument("--skill-every", type=int, default=1, help="esopt+trace2skill: generations per skill update")
+    p.add_argument("--skill-every", type=int, default=1,
+                   help="generations (rounds) per skill update with --distill online (default 1)")
+    p.add_argument("--distill", choices=("online", "posthoc"), default="online",
+                   help="online (default): trace2skill distils every round, esopt+trace2skill every --skill-every "
+                        "generations; posthoc: once after the last round, best of [agent] distill_seeds")
     p.add_argument("--sigma", type=float, default=3e-3)
     p.add_argument("--sigma-end", type=float, default=1e-3)
     p.add_argument("--alpha", type=float, default=1.5e-3)
@@ -69,8 +78,9 @@ def agent_config(args: argparse.Namespace, method: str):
         "task": {"masked": args.masked},
         "agent": {"population": args.population, "batch": args.batch, "eval_cases": args.eval_cases,
                   "eval_every": 10**9,  # held-out scores before and after training only
-                  "skill_every": args.skill_every, "temperature": 1.0, "max_tokens": args.max_tokens,
-                  "history_turns": 1, "shaping": args.shaping},
+                  "skill_every": args.skill_every, "distill": args.distill, "history_turns": 1,
+                  "shaping": args.shaping},
+        "sampling": {"temperature": 1.0, "max_tokens": args.max_tokens},  # training rollouts, per turn
         "es": {"sigma": args.sigma, "sigma_end": args.sigma_end, "alpha": args.alpha},
         "skills": {"paths": list(args.seed_skill)},
     })
