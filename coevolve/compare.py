@@ -590,7 +590,12 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
     seeded = (run_seed_skills(run_dir, run_cfg.skills.paths) if run_dir is not None
               else AgentRunConfig(skills=config.skills).seed_skills())
     skills = [*seeded, *skills]
-    settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {})}
+    # every arm's held-out prompts cut as the comparison's [agent] history_turns cuts its training ones (a
+    # 9x9 episode's whole history outgrows the engine's context); named only when set, so scores recorded
+    # before it was passed on stay valid
+    turns = config.agent.history_turns
+    settings = {**as_dict(config.eval), "task": config.task.get(spec.task, {}),
+                **({} if turns is None else {"history_turns": turns})}
     source = {"history": None if history is None else file_digest(history.read_text(encoding="utf-8")),
               "skills": [file_digest(s.text()) for s in skills]}
     previous = _read_json(directory / HELDOUT_SCORES)
@@ -606,7 +611,7 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
         replay(history, engine)
     try:
         result = evaluate_arm(engine, task, heldout, ARM_OF[arm_method(config, spec.method)], config.eval.k,
-                              eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained)
+                              eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained, turns)
     finally:
         if history is not None:
             engine.reset()

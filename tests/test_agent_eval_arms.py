@@ -131,3 +131,49 @@ def test_a_checkpoint_is_checked_one_way_and_named_by_who_gave_it(tmp_path):
     with pytest.raises(UsageError) as flag:
         require_model(gone, said="--model")
     assert str(flag.value) == f"--model: model directory {tmp_path / 'gone'} does not exist"
+
+
+class Measuring(Tracked):
+    """Tracked, also keeping the most messages any one turn's prompt held."""
+
+    longest = 0
+
+    def __init__(self, model=None, **kwargs):
+        super().__init__(model, **kwargs)
+        Measuring.longest = 0
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        Measuring.longest = max([Measuring.longest, *(len(c) for c in conversations)])
+        return super().chat(conversations, sampling, seeds, constraints)
+
+
+def test_held_out_prompts_keep_the_history_the_run_kept(tmp_path, capsys, monkeypatch):
+    """A run that kept one turn of history in its prompts ([agent] history_turns = 1: a 9x9 episode's
+    whole history outgrows the engine's context) is scored the same way by `coevolve eval --run`, and
+    `--history-turns` picks another; without it every turn would resend the whole episode."""
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.base import noise
+
+    monkeypatch.setattr(vllm_engine, "Engine", Measuring)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text('[run]\nmethod = "esopt"\ntask = "sudoku"\n\n[task]\nmasked = 4\n\n'
+                                     '[agent]\nhistory_turns = 1\n')
+    (run / "events.jsonl").write_text("")
+    (run / "history.jsonl").write_text(json.dumps({
+        "generation": 0, "seeds": [1, 2], "coefficients": [1.0, -1.0], "alpha": 0.001, "checksum": "the run's",
+        "noise": "full", "noise_version": noise.NOISE_VERSION, "dtype": "bfloat16"}) + "\n")
+    longest = {}
+    for flags in ([], ["--history-turns", "3"]):
+        out = tmp_path / "eval.json"
+        assert main(["eval", "--task", "sudoku", "--run", str(run), "--arms", "base", "--problems", "2", "--k", "1",
+                     "--out", str(out), *flags]) == 0
+        header = capsys.readouterr().out.splitlines()[0]
+        longest[tuple(flags)] = Measuring.longest
+        assert json.loads(out.read_text())["history_turns"] == (3 if flags else 1)
+        assert header.endswith("the last 3 turns in each prompt" if flags else
+                               "the last 1 turn in each prompt (the run's [agent] history_turns)"), header
+    # system + first observation + one (action, observation) pair; three pairs with --history-turns 3
+    assert longest == {(): 4, ("--history-turns", "3"): 8}
+    assert main(["eval", "--task", "sudoku", "--run", str(run), "--history-turns", "-1"]) == 2
+    assert capsys.readouterr().err == "coevolve eval: error: --history-turns must be >= 0 (got -1)\n"

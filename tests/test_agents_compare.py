@@ -323,3 +323,37 @@ def test_a_comparison_recording_its_task_file_relative_renders_from_its_copy(tmp
     # titled by the task's name, as its runs' folder is; its file said once, under the heading
     assert "Tasks: game. " in report and "\n## game\n\nTask: `game/env.py`\n" in report, report
     assert report.count("game/env.py") == 1, report
+
+
+def test_held_out_prompts_keep_the_history_the_comparisons_agent_section_keeps(tmp_path):
+    """[agent] history_turns cuts the held-out prompts of every arm as it cuts the training ones (a 9x9
+    episode's whole history outgrows the engine's context), and is part of what a score was made under."""
+    from test_agents_es import FakeEngine
+
+    from coevolve.compare import run_comparison
+
+    class Measuring(FakeEngine):
+        longest = 0
+
+        def reset(self):
+            self.updates = []
+
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            Measuring.longest = max([Measuring.longest, *(len(c) for c in conversations)])
+            return super().chat(conversations, sampling, seeds, constraints)
+
+    raw = tiny_raw()
+    raw["compare"]["methods"] = ["base"]
+    raw["task"] = {"sudoku": {"masked": 4}}  # the fake engine solves a cell a turn: four turns an episode
+    path = tmp_path / "agents.toml"
+    for turns, longest in ((None, 2 + 2 * 3), (1, 2 + 2)):  # system + first observation + pairs shown
+        raw["agent"].pop("history_turns", None)  # the example keeps one turn
+        if turns is not None:
+            raw["agent"]["history_turns"] = turns
+        path.write_text(dump_toml(raw))
+        Measuring.longest = 0
+        run_comparison(load_compare_config(path), tmp_path / f"cmp-{turns}", engine=Measuring(),
+                       log=lambda line: None)
+        assert Measuring.longest == longest
+        scores = json.loads((base_directory(tmp_path / f"cmp-{turns}", "sudoku", 0) / HELDOUT_SCORES).read_text())
+        assert scores["settings"].get("history_turns") == turns

@@ -52,7 +52,8 @@ from coevolve.report.rendering import change_line
 PROBLEMS, K, SEED = 100, 4, 0
 ENGINE_CONTEXT = ModelSection.model_fields["max_len"].default  # the engine's context without a run's max_len
 # the flags of this group: eval of a heuristic program refuses them (coevolve/commands/eval.py)
-FLAGS = ("option", "run", "history", "skill", "arms", "problems", "k", "free", "max_tokens", "seed", "out", "model")
+FLAGS = ("option", "run", "history", "skill", "arms", "problems", "k", "free", "max_tokens", "history_turns", "seed",
+         "out", "model")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--free", action="store_true", help="decode freely instead of under the task's action format")
     g.add_argument("--max-tokens", type=int, help="tokens per turn (default: with --run, the run's [sampling] "
                                                   "max_tokens; else 12, or 96 for react_math)")
+    g.add_argument("--history-turns", type=int, metavar="K",
+                   help="show each turn's prompt only the last K (action, observation) pairs (default: with --run, "
+                        "the run's [agent] history_turns; else the whole episode)")
     g.add_argument("--seed", type=int, help="held-out split seed and sampling seed, >= 0 (default 0)")
     g.add_argument("--out", help="write the results as JSON here")
     g.add_argument("--model", help="HF checkpoint directory (default: the run's [model] path with --run, else the "
@@ -136,6 +140,8 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"--k must be in 1..32 (got {args.k})")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1 (got {args.max_tokens})")
+    if args.history_turns is not None and args.history_turns < 0:
+        raise UsageError(f"--history-turns must be >= 0 (got {args.history_turns})")
     if args.seed is not None and args.seed < 0:
         raise UsageError(f"--seed must be >= 0 (got {args.seed})")
     args.problems = PROBLEMS if args.problems is None else args.problems
@@ -151,6 +157,9 @@ def handle(args: argparse.Namespace) -> int:
     context: dict[str, Any] = {}  # the run's engine context, so its episodes fit here as they did there
     seed_paths: list = []  # the run's [skills] paths: its seed skills, when its log did not pin their texts
     run_tokens: int | None = None  # the run's [sampling] max_tokens: its episodes' replies were cut there
+    # the run's [agent] history_turns: its prompts were cut there (a 9x9 episode's whole history outgrows
+    # the engine's context within a few turns)
+    run_history: int | None = None
     model_said = "--model"
     raw = run_toml(args.run, args.task) if args.run and (Path(args.run) / "config.toml").is_file() else None
     history, distilled, seeds = None, [], []
@@ -165,6 +174,7 @@ def handle(args: argparse.Namespace) -> int:
         options = {**config.task_options(), **options}
         seed_paths = list(config.skills.paths)
         run_tokens = config.sampling.max_tokens
+        run_history = config.agent.history_turns
         context = {"max_model_len": config.model.max_len}
         if not args.model and config.model.path:
             # the run's own checkpoint: its ES history replays only onto the weights it was recorded on
@@ -200,6 +210,7 @@ def handle(args: argparse.Namespace) -> int:
         check_heldout(task, heldout, _train_cases(task, len(heldout), args.seed))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    history_turns = args.history_turns if args.history_turns is not None else run_history
     length = context.get("max_model_len", ENGINE_CONTEXT)
     if max_tokens >= length:  # (a run's own max_tokens was checked against its max_len when it started)
         whose = "the run's" if args.run else "the default"
@@ -210,7 +221,11 @@ def handle(args: argparse.Namespace) -> int:
 
     print(f"{args.task} {options or ''}: {len(heldout)} held-out problems x k={args.k}, "
           f"arms {', '.join(arms)}, {'constrained' if constrained else 'free'} decoding, "
-          f"at most {max_tokens} tokens per turn ({said})", flush=True)
+          f"at most {max_tokens} tokens per turn ({said})"
+          + ("" if history_turns is None else
+             f", the last {history_turns} turn{'' if history_turns == 1 else 's'} in each prompt")
+          + ("" if history_turns is None or args.history_turns is not None else " (the run's [agent] history_turns)"),
+          flush=True)
     # what each arm shows, named with where it came from (shown_skills over (skill, origin) pairs: the
     # same selection evaluate_arms makes)
     seeded, own = [(s, "seed") for s in seeds], [(s, origin) for s in skills]
@@ -231,6 +246,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         results = evaluate_arms(engine, task, heldout, arms, args.k, eval_sampling(max_tokens, task), args.seed,
                                 history=history, skills=skills, seed_skills=seeds, constrained=constrained,
+                                history_turns=history_turns,
                                 on_arm=lambda r: print(f"  [{order.index(r.arm) + 1}/{len(order)}] {r.arm} played: "
                                                        f"Mean@{r.k} {r.mean_at_k}  Pass@{r.k} {r.pass_at_k}",
                                                        flush=True))
@@ -251,7 +267,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.out:
         atomic_write_json(args.out, {
             "task": args.task, "options": options, "problems": len(heldout), "k": args.k,
-            "constrained": constrained, "max_tokens": max_tokens, "run": args.run,
+            "constrained": constrained, "max_tokens": max_tokens, "history_turns": history_turns, "run": args.run,
             "skills": [{"name": s.name, "origin": o} for s, o in [*seeded, *own]],
             "arm_skills": {arm: [s.name for s, _ in pairs] for arm, pairs in shown.items()},
             "results": [r.to_dict() for r in results]})
