@@ -23,7 +23,7 @@ from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
 from coevolve.base.config import (HEAD, Config, Section, as_dict, build_config, config_error, error_key, keys_under,
-                                  merge_overrides, read_toml, require)
+                                  merge_overrides, read_toml, require, require_settings)
 from coevolve.base.errors import ConfigError, UsageError, did_you_mean
 from coevolve.base.paths import counted_from
 from coevolve.base.sampling import Sampling
@@ -375,7 +375,9 @@ def test_set_lines(config: CompareConfig) -> list[str]:
 
 
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
-    raw = merge_overrides(read_toml(path), {"compare": {"out": out}} if out is not None else {})
+    raw = read_toml(path)
+    require_settings(raw, path, "examples/compare_quick.toml (its [compare] methods, tasks, budgets and seeds)")
+    raw = merge_overrides(raw, {"compare": {"out": out}} if out is not None else {})
     if config_class(raw) is AgentCompareConfig:
         base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
         config = build_config(AgentCompareConfig, _agent_files_counted(_agent_tasks_counted(raw, base), base))

@@ -120,7 +120,7 @@ def folder_hint(name: str) -> str:
         return ""
     files = sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("test_"))
     if not files:
-        return ""
+        return f"; {name} is a folder with no task file in it: give the task's .py file"
     first = next((f for f in ("problem.py", "env.py") if f in files), files[0])
     return f"; {name} is a folder: give its task file, e.g. {folder / first}"
 

@@ -52,7 +52,7 @@ def test_the_printed_plan_says_done_to_run_the_raised_budget_and_the_sigma_resta
     assert main(["run", "--resume", str(tmp_path / "r"), "--budget", "25", "--plan"]) == 0
     out = capsys.readouterr().out
     assert "budget raised 13 -> 25" in out
-    assert "done: batch 4: i1 1  [1 evaluations]" in out  # the cut step, kept short
+    assert "done: batch 4: i1 1  [1 evaluation]" in out  # the cut step, kept short
     assert "to run: batches 5-7 (3x): i1 4 (ES, 4 directions)  [12 evaluations]" in out
     assert "σ rises again here (a warm restart)" in out
     assert read_toml(tmp_path / "r" / "config.toml")["run"]["budget"] == 13  # --plan writes nothing

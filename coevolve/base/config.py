@@ -240,6 +240,14 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"config error: {path} is not valid TOML: {exc}") from None
 
 
+def require_settings(raw: dict[str, Any], path: str | Path, example: str) -> None:
+    """An empty config file (nothing but comments, or 0 bytes) is refused rather than run on every default:
+    it is a file saved in the wrong place or never written, and the defaults would start hours of work."""
+    if not raw:
+        raise UsageError(f"config error: {path} holds no settings (empty, or only comments): start from "
+                         f"{example}")
+
+
 def merge_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
     """`{section: {key: value}}` (CLI flags) laid over a config's tables, in place."""
     for section, values in (overrides or {}).items():

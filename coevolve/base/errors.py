@@ -25,3 +25,8 @@ def did_you_mean(word: Any, choices: Iterable[str]) -> str:
     message that lists them all, where the near one is easy to miss."""
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6) if isinstance(word, str) else []
     return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def plural(n: int, noun: str, many: str = "") -> str:
+    """`1 analyst`, `2 analysts` (`many`: an irregular plural) in the messages people read."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

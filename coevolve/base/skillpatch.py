@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from coevolve.base.errors import plural  # distill.py imports it from here too
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import Skill
 from coevolve.base.untrusted import without_reasoning
@@ -273,10 +274,6 @@ def apply_patches(sections: dict[str, tuple[str, list[str]]], patches: PatchSet)
             out[key] = (out[key][0], (out[key][1] + extra)[:MAX_RULES])
     # the best-supported sections first when there are too many to keep
     return dict(list(out.items())[:MAX_SECTIONS])
-
-
-def plural(n: int, noun: str, many: str = "") -> str:
-    return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ def describe(name: str, origin: str = "") -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # the SPECs described first: a misspelt one is refused before the list, not under it
+    described = [describe(absolute_spec(spec), "file" if ".py" in spec else "module") for spec in args.specs]
     for name in list_tasks():
         print("\n".join(describe(name)))
     broken = 0
@@ -42,6 +44,6 @@ def handle(args: argparse.Namespace) -> int:
         except UsageError as exc:  # one broken plugin does not hide the others
             print(f"coevolve tasks: error: {exc}", file=sys.stderr)
             broken += 1
-    for spec in args.specs:
-        print("\n".join(describe(absolute_spec(spec), "file" if ".py" in spec else "module")))
+    for lines in described:
+        print("\n".join(lines))
     return 2 if broken else 0

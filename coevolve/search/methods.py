@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Seq
 import numpy as np
 
 from coevolve.base.config import build_config, config_error, read_toml
-from coevolve.base.errors import UsageError, did_you_mean
+from coevolve.base.errors import UsageError, did_you_mean, plural
 from coevolve.search import operators
 from coevolve.search.population import Candidate, Population, check_ties, sort_key
 from coevolve.search.reward import paper_eoh_rewards
@@ -706,7 +706,7 @@ def step_lines(steps: list[dict], what: str = "generation", prefix: str = "") ->
     for step in steps:
         by_generation.setdefault(step["generation"], []).append(step)
     for generation, steps_ in by_generation.items():
-        shape = ", ".join(f"skill refresh ({s['count']} analysts)" if s["operator"] == DISTILL else
+        shape = ", ".join(f"skill refresh ({plural(s['count'], 'analyst')})" if s["operator"] == DISTILL else
                           f"{s['operator']} {s['count']}" + (f" (ES, {s['directions']} directions)"
                                                              if s["perturbed"] else "")
                           for s in steps_)
@@ -724,7 +724,7 @@ def step_lines(steps: list[dict], what: str = "generation", prefix: str = "") ->
             label_ = f"{what} {generations[0]}"
         else:
             label_ = f"{what}{'es' if what.endswith('h') else 's'} {generations[0]}-{generations[-1]} ({len(generations)}x)"
-        lines.append(f"  {prefix}{label_}: {shape}  [{total} evaluations]")
+        lines.append(f"  {prefix}{label_}: {shape}  [{plural(total, 'evaluation')}]")
     return lines
 
 
@@ -762,7 +762,11 @@ def format_plan(plan: dict) -> str:
                          "instead of staying at es.sigma_end")
     else:
         lines += step_lines(plan["steps"], what)
-    lines.append(f"  steps: {len(plan['steps'])}, ES updates: {plan['es_updates']}, directions per update: "
+    refreshes = sum(1 for step in plan["steps"] if step["operator"] == DISTILL)
+    # a refresh is a step of its own (the loop's, --resume's unit) though listed in its generation's line
+    lines.append(f"  steps: {len(plan['steps'])}"
+                 + (f" ({len(plan['steps']) - refreshes} proposing, {refreshes} skill refreshes)" if refreshes else "")
+                 + f", ES updates: {plan['es_updates']}, directions per update: "
                  f"{', '.join(map(str, plan['directions'])) or '-'}")
     if plan.get("skill_refreshes"):
         lines.append(f"  skill refreshes: {plan['skill_refreshes']} ({plan['distill_requests']} analyst requests, "
