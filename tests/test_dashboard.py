@@ -1076,3 +1076,140 @@ def test_the_startup_line_counts_the_runs_and_comparisons_found_under_the_direct
         dashboard.wait(timeout=30)
     assert re.fullmatch(r"coevolve dashboard: http://127\.0\.0\.1:\d+/  \(2 runs and 1 comparison under 2 "
                         r"directories; Ctrl-C stops\)\n", line), line
+
+
+# -- the archive panel: islands, MAP-Elites and Pareto runs made by the real loop on the fake engine ----------
+def archive_run(path: Path, method: str, budget: int = 29, **sections: dict) -> tuple[dict, dict]:
+    """A finished run of an archive method (the loop, the method's own snapshot(), the fake engine and
+    task), and (its newest snapshot as the method wrote it, its archive as the dashboard reads it)."""
+    from search_fakes import FakeTask
+    from test_search_methods import DescribedTask, TradeoffTask, fake_config, fake_run
+
+    task = {"islands": FakeTask, "map_elites": DescribedTask, "pareto": TradeoffTask}[method.split("+")[0]]
+    fake_run(path, fake_config(method, budget, seed=2, **sections), task())
+    newest = max((path / "population").glob("gen_*.json"), key=lambda p: int(p.stem[4:]))
+    return json.loads(newest.read_text()), reader.HeuristicRun(path).archive()
+
+
+def test_an_islands_run_shows_each_islands_size_best_and_resets_from_its_newest_snapshot(tmp_path):
+    snap, archive = archive_run(tmp_path / "run", "islands", 29, islands={"islands": 4, "reset_every": 9})
+    last = snap["step"]
+    assert archive["kind"] == "islands" and archive["error"] is None
+    assert (archive["step"], archive["file"], archive["evaluations"]) == (last, f"population/gen_{last:04d}.json", 29)
+    objectives = {m["id"]: m["objective"] for m in snap["population"]}
+    assert [(i["size"], i["best_id"], i["best"]) for i in archive["islands"]] == [
+        (len(ids), ids[0], objectives[ids[0]]) for ids in snap["islands"]]
+    # each reset empties the worse half (2 of 4) and refounds it: the panel counts them per island
+    assert archive["resets"] == len(snap["resets"]) >= 3
+    assert [i["resets"] for i in archive["islands"]] == [sum(n in r["reset"] for r in snap["resets"]) for n in range(4)]
+    assert sum(i["resets"] for i in archive["islands"]) == 2 * len(snap["resets"])
+    assert [i["reset_steps"] for i in archive["islands"]] == [[r["step"] for r in snap["resets"] if n in r["reset"]]
+                                                             for n in range(4)]
+    # the best island's best is the run's best; the page links it as it links any candidate
+    assert min(i["best"] for i in archive["islands"]) == reader.HeuristicRun(tmp_path / "run").row()["best"]
+    with client(tmp_path / "run") as http:
+        assert http.get("/api/run/run").json()["archive"] == archive
+    # while a run goes on, a newer snapshot is the one shown
+    (tmp_path / "run" / "population" / f"gen_{last:04d}.json").unlink()
+    assert reader.HeuristicRun(tmp_path / "run").archive()["step"] == last - 1
+
+
+def test_a_map_elites_grid_is_drawn_cell_by_cell_coloured_by_its_elites_objective(tmp_path):
+    snap, archive = archive_run(tmp_path / "two", "map_elites", 40,
+                                map_elites={"descriptors": ["level", "lines"], "bins": 5})
+    grid = snap["grid"]
+    assert archive["kind"] == "grid" and archive["error"] is None and archive["direction"] == "min"
+    assert archive["descriptors"] == ["level", "lines"] and archive["hidden"] == [] and archive["bins"] == 5
+    assert (archive["filled"], archive["total"], archive["undescribed"]) == (len(grid["cells"]), 25, grid["undescribed"])
+    assert [(a["name"], a["edges"][0], a["edges"][-1], len(a["edges"])) for a in archive["axes"]] == [
+        ("level", 0.0, 100.0, 6), ("lines", 1.0, 60.0, 6)]  # DescribedTask's level range, the generic lines range
+    assert sorted((c["x"], c["y"], c["id"], c["objective"], c["descriptors"]) for c in archive["cells"]) == sorted(
+        (*c["cell"], c["id"], c["objective"], c["descriptors"]) for c in grid["cells"])
+    # direction-aware: lower is better here, so the lowest objective is the darkest cell (quality 1)
+    by_quality = sorted(archive["cells"], key=lambda c: c["quality"])
+    assert by_quality[-1]["objective"] == min(c["objective"] for c in grid["cells"]) and by_quality[-1]["quality"] == 1
+    assert by_quality[0]["objective"] == max(c["objective"] for c in grid["cells"]) and by_quality[0]["quality"] == 0
+    flipped = reader.grid_view(reader.MapElitesSnapshot.model_validate(snap), "max")
+    assert {c["id"]: c["quality"] for c in flipped["cells"]} == {c["id"]: round(1 - c["quality"], 4)
+                                                                 for c in archive["cells"]}
+
+    snap, archive = archive_run(tmp_path / "one", "map_elites+esopt", 29, map_elites={"descriptors": ["level"], "bins": 8})
+    assert len(archive["axes"]) == 1 and {c["y"] for c in archive["cells"]} == {0}  # one row
+    assert sorted(c["x"] for c in archive["cells"]) == sorted(c["cell"][0] for c in snap["grid"]["cells"])
+    assert archive["total"] == 8
+
+    snap, archive = archive_run(tmp_path / "three", "map_elites", 40,
+                                map_elites={"descriptors": ["level", "lines", "branches"], "bins": 3})
+    grid = snap["grid"]
+    assert archive["hidden"] == ["branches"] and len(archive["axes"]) == 2 and archive["total"] == 27
+    # drawn over the first two descriptors: each cell the best elite of those behind it, all of them counted
+    behind: dict[tuple, list] = {}
+    for c in grid["cells"]:
+        behind.setdefault(tuple(c["cell"][:2]), []).append(c)
+    assert {(c["x"], c["y"]): (c["id"], c["elites"]) for c in archive["cells"]} == {
+        place: (min(cells, key=lambda c: c["objective"])["id"], len(cells)) for place, cells in behind.items()}
+    assert archive["filled"] == len(grid["cells"]) == sum(c["elites"] for c in archive["cells"])
+
+
+def test_a_pareto_front_lists_its_programs_with_the_instances_each_wins(tmp_path):
+    snap, archive = archive_run(tmp_path / "run", "pareto", 29)
+    front = snap["pareto"]
+    assert archive["kind"] == "pareto" and archive["error"] is None
+    assert (archive["instances"], archive["unprofiled"]) == (front["instances"], front["unprofiled"]) == (4, 0)
+    assert [(w["id"], w["objective"], w["wins"]) for w in archive["front"]] == [
+        (w["id"], w["objective"], w["wins"]) for w in front["wins"]]
+    assert len(archive["front"]) >= 2 and sum(w["share"] for w in archive["front"]) == pytest.approx(1.0)
+
+
+def test_an_archive_snapshot_missing_or_broken_is_said_and_other_methods_have_no_panel(tmp_path):
+    """No snapshot yet: the panel says so; a snapshot torn by a writer that is not atomic, or with a field
+    of the wrong shape: the panel names the file and the field, the run's page is served as ever; a run of
+    a method without such an archive has no panel, whatever its snapshots hold."""
+    from coevolve.base.config import build_config
+    from coevolve.search.runconfig import RunConfig
+    from test_search_loop import run as search_run
+
+    search_run(tmp_path / "eoh", build_config(RunConfig, {"run": {"method": "eoh", "task": "fake", "budget": 12,
+                                                                  "seed": 0}}))
+    assert reader.HeuristicRun(tmp_path / "eoh").archive() is None
+    (tmp_path / "eoh" / "population" / "gen_0099.json").write_text('{"step": 99, "popu')
+    assert reader.HeuristicRun(tmp_path / "eoh").archive() is None
+
+    archive_run(tmp_path / "fresh", "islands", 12)
+    for f in (tmp_path / "fresh" / "population").iterdir():
+        f.unlink()
+    assert reader.HeuristicRun(tmp_path / "fresh").archive() == {"kind": "islands", "title": "islands", "step": None,
+                                                                  "file": None, "error": None}
+
+    snap, _ = archive_run(tmp_path / "torn", "islands", 12)
+    step = snap["step"] + 1
+    torn = tmp_path / "torn" / "population" / f"gen_{step:04d}.json"
+    torn.write_text(json.dumps(snap)[:200])
+    archive = reader.HeuristicRun(tmp_path / "torn").archive()
+    assert (archive["kind"], archive["step"], archive["file"]) == ("islands", step, f"population/gen_{step:04d}.json")
+    assert archive["error"].startswith(f"{torn}: not valid JSON")
+
+    snap, _ = archive_run(tmp_path / "bad", "map_elites", 29, map_elites={"descriptors": ["level", "lines"], "bins": 5})
+    broken = tmp_path / "bad" / "population" / f"gen_{snap['step'] + 1:04d}.json"
+    cells = snap["grid"]["cells"]
+    for damage, field, problem in [({**cells[0], "cell": [7, 0]}, "grid.cells.0.cell", "[7, 0] is no cell of a grid of 5"),
+                                   ({**cells[0], "objective": "12.5"}, "grid.cells.0.objective", "Input should be a valid number")]:
+        broken.write_text(json.dumps({**snap, "grid": {**snap["grid"], "cells": [damage, *cells[1:]]}}))
+        archive = reader.HeuristicRun(tmp_path / "bad").archive()
+        assert archive["kind"] == "grid" and archive["file"] == f"population/{broken.name}"
+        assert archive["error"].startswith(f"unexpected file content: {broken}: not a valid MapElitesSnapshot: "
+                                           f"{field}: {problem}"), archive["error"]
+    before = {p: p.read_bytes() for p in (tmp_path / "bad").rglob("*") if p.is_file()}
+    with client(tmp_path / "bad") as http:
+        page = http.get("/api/run/bad")
+        assert page.status_code == 200 and page.json()["archive"]["error"] == archive["error"]
+        assert page.json()["best"] == reader.HeuristicRun(tmp_path / "bad").row()["best"] is not None
+    assert {p: p.read_bytes() for p in (tmp_path / "bad").rglob("*") if p.is_file()} == before
+
+    # a method the dashboard does not import (a method file, its code not run here): its snapshots tell
+    snap, _ = archive_run(tmp_path / "file", "islands", 12)
+    config = tmp_path / "file" / "config.toml"
+    config.write_text(re.sub(r'method = "islands"', 'method = "/elsewhere/my_islands.py:Mine"', config.read_text()))
+    assert reader.HeuristicRun(tmp_path / "file").method == "/elsewhere/my_islands.py:Mine"
+    archive = reader.HeuristicRun(tmp_path / "file").archive()
+    assert archive["kind"] == "islands" and [i["size"] for i in archive["islands"]] == [len(i) for i in snap["islands"]]

@@ -470,6 +470,104 @@ def test_an_interrupted_comparison_lists_its_runs_and_a_valid_repeat_is_drawn_va
         dashboard.wait(timeout=30)
 
 
+def test_an_archive_runs_page_draws_its_islands_its_grid_or_its_front(browser, tmp_path):
+    """The archive panel of islands, MAP-Elites and Pareto runs (the real loop and each method's own
+    snapshots, on the fake engine), as the reader gives it: an island per row with its best linked, the
+    grid as a heat map (darker is better, empty cells blank, a cell opens its elite), the front with the
+    instances each program wins; a snapshot of the wrong shape named in the panel, the page served as
+    ever; no panel for a method without such an archive."""
+    import json
+
+    from coevolve.base.config import build_config
+    from coevolve.search.runconfig import RunConfig
+    from test_dashboard import archive_run
+    from test_search_loop import run as search_run
+
+    _, islands = archive_run(tmp_path / "isl", "islands", 29, islands={"islands": 4, "reset_every": 9})
+    grid_snap, grid = archive_run(tmp_path / "grid", "map_elites", 40,
+                                  map_elites={"descriptors": ["level", "lines"], "bins": 5})
+    _, front = archive_run(tmp_path / "front", "pareto", 29)
+    snap, _ = archive_run(tmp_path / "broken", "pareto", 12)
+    broken = f"population/gen_{snap['step'] + 1:04d}.json"
+    (tmp_path / "broken" / broken).write_text(json.dumps({**snap, "pareto": {**snap["pareto"], "wins": "all"}}))
+    search_run(tmp_path / "eoh", build_config(RunConfig, {"run": {"method": "eoh", "task": "fake", "budget": 12,
+                                                                  "seed": 0}}))
+    rows = ("return [...document.querySelectorAll(arguments[0] + ' tbody tr')]"
+            ".map((tr) => [...tr.cells].map((td) => td.textContent.trim()))")
+    dashboard, url = start_dashboard(*(tmp_path / name for name in ("isl", "grid", "front", "broken", "eoh")))
+    try:
+        browser.get(url + "#/run/isl")
+        shown = wait(browser, lambda d: js(d, rows, "#archive-islands"), what="the islands")
+        assert shown == [[str(i["island"]), str(i["size"]), js(browser, "return fmt(arguments[0])", i["best"]),
+                          f"#{i['best_id']}", str(i["resets"])] for i in islands["islands"]]
+        assert browser.find_element("id", "archive-title").text == "Archive: islands"
+        assert browser.find_element("id", "archive-note").text == (
+            f"after step {islands['step']}, 29 evaluations (population/gen_{islands['step']:04d}.json)")
+        assert browser.find_element("id", "archive-summary").text == (
+            f"4 islands, {islands['resets']} resets so far (each empties the worse half)")
+        browser.find_element("css selector", "#archive-islands tbody tr a").click()
+        title = wait(browser, lambda d: js(d, "return (document.getElementById('cand-title') || {}).textContent"),
+                     what="the island's best opened")
+        assert title == f"Candidate #{islands['islands'][0]['best_id']}"
+
+        browser.get(url + "#/run/grid")
+        cells = wait(browser, lambda d: d.find_elements("css selector", "#archive-grid td.elite"), what="the grid")
+        assert len(cells) == len(grid_snap["grid"]["cells"]) == grid["filled"]
+        assert len(browser.find_elements("css selector", "#archive-grid td.empty")) == 25 - grid["filled"]
+        assert browser.find_element("id", "archive-summary").text == (
+            f"{grid['filled']} of 25 cells filled · 0 undescribed (valid programs whose descriptors are not all "
+            "finite, kept out of the grid)")
+        head = js(browser, "return [...document.querySelectorAll('#archive-grid thead th')].map((th) => th.textContent)")
+        assert head == ["lines ↓  level →", "0–20", "20–40", "40–60", "60–80", "80–100"]
+        sides = js(browser, "return [...document.querySelectorAll('#archive-grid tbody th')].map((th) => th.textContent)")
+        assert sides == ["48.2–60", "36.4–48.2", "24.6–36.4", "12.8–24.6", "1–12.8"]  # the highest lines on top
+        # each elite in its cell (row: lines from the top, column: level), its objective as text and tooltip
+        placed = js(browser, "return [...document.querySelectorAll('#archive-grid td.elite')].map((td) =>"
+                             " [td.parentNode.rowIndex, td.cellIndex, Number(td.dataset.cid), td.title])")
+        assert sorted((row, column, cid) for row, column, cid, _ in placed) == sorted(
+            (5 - c["cell"][1], c["cell"][0] + 1, c["id"]) for c in grid_snap["grid"]["cells"])
+        assert all(title.startswith(f"#{cid}: objective ") for _, _, cid, title in placed)
+        # lower is better here: the lowest objective is the darkest cell
+        shade = ("return [...document.querySelectorAll('#archive-grid td.elite')].map((td) => [Number(td.dataset.cid),"
+                 " getComputedStyle(td).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number).reduce((a, b) => a + b)])")
+        brightness = dict(js(browser, shade))
+        objectives = {c["id"]: c["objective"] for c in grid_snap["grid"]["cells"]}
+        assert min(brightness, key=brightness.get) == min(objectives, key=objectives.get)
+        assert max(brightness, key=brightness.get) == max(objectives, key=objectives.get)
+        best = min(objectives, key=objectives.get)
+        browser.find_element("css selector", f"#archive-grid td[data-cid='{best}']").click()
+        title = wait(browser, lambda d: js(d, "return (document.getElementById('cand-title') || {}).textContent"),
+                     what="the elite opened")
+        assert title == f"Candidate #{best}"
+
+        browser.get(url + "#/run/front")
+        shown = wait(browser, lambda d: js(d, rows, "#archive-front"), what="the front")
+        assert shown == [[f"#{w['id']}", js(browser, "return fmt(arguments[0])", w["objective"]), f"{w['wins']} of 4",
+                          js(browser, "return pct(arguments[0])", w["share"])] for w in front["front"]]
+        assert browser.find_element("id", "archive-summary").text == (
+            f"{len(front['front'])} programs on the front, each the best on some of the 4 training instances"
+            " · 0 unprofiled (valid programs without per-instance objectives, kept out)")
+
+        browser.get(url + "#/run/broken")
+        note = wait(browser, lambda d: js(d, "const n = document.getElementById('archive-note');"
+                                             "return n && n.className === 'error' ? n.textContent : null"),
+                    what="the broken snapshot named")
+        assert note.startswith(f"cannot show {broken}: unexpected file content: {tmp_path / 'broken' / broken}: "
+                               "not a valid ParetoSnapshot: pareto.wins: Input should be a valid list"), note
+        # the rest of the page as ever (read by script: the run's line is drawn again on every poll)
+        assert js(browser, "return document.getElementById('run-best').textContent") != "–"
+        assert "error" not in browser.find_element("id", "status").get_attribute("class")
+
+        browser.get(url + "#/run/eoh")
+        wait(browser, lambda d: js(d, "return (document.getElementById('run-title') || {}).textContent") ==
+             str(tmp_path / "eoh"), what="the eoh run")
+        wait(browser, lambda d: d.find_elements("css selector", "#pop-table tbody tr"), what="its population")
+        assert not browser.find_element("id", "archive-panel").is_displayed()
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
+
+
 def test_an_id_is_the_runs_path_and_an_old_link_says_not_found(browser, served):
     """A run opens by the id its path gives, whatever was found before it; a link with an id no directory
     has (the old discovery-order one of the second run named eoh-b12-s0) says so on the page."""

@@ -101,7 +101,7 @@ def create_app(registry: reader.Registry, refresh: float = 2.0) -> Any:
         # seeded: beside the row, not in it (the row's counts are the proposals')
         return {"id": entry.id, "label": entry.label, "parent": entry.parent, **r.row(), "curves": r.curves(),
                 "es": reader.es_history(r.path), "skills": r.skills(), "failure_causes": r.failure_causes(),
-                "seeded": len(r.seeds()), "table": r.table()}
+                "seeded": len(r.seeds()), "table": r.table(), "archive": r.archive()}
 
     def candidates(request: Request) -> dict:
         outcome = request.query_params.get("outcome") or None

@@ -32,7 +32,9 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Annotated, Any, Callable, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from coevolve.agents.runconfig import ES_METHODS
 from coevolve.base.config import build_config
@@ -46,8 +48,11 @@ from coevolve.plan import run_state as planned_run_state
 from coevolve.report.collecting import failure_causes, heldout_change
 from coevolve.report.rendering import change_line, fmt_delta, fmt_mean_std, run_table_rows
 from coevolve.runstore import LOCK, PROMPTS, RunStore, ended, writer_of
-from coevolve.search.methods import DISTILL, outside_budget, uses_es
-from coevolve.search.population import parse_tie, sort_key
+from coevolve.search.builtin.islands import IslandsMethod
+from coevolve.search.builtin.map_elites import MapElitesMethod
+from coevolve.search.builtin.pareto import ParetoMethod
+from coevolve.search.methods import DISTILL, is_method, method_class, outside_budget, parse_name, uses_es
+from coevolve.search.population import better, parse_tie, sort_key
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
 from coevolve.search.skill_versions import SkillVersions
@@ -62,6 +67,7 @@ MESSAGE_LIMIT = 4000  # characters of a failure message shown (its end: where er
 PROMPT_LIMIT = 40_000  # characters of one prompt message shown (the skill, parents and failures fit)
 TEXT_LIMIT = 200_000  # characters of any one candidate text shown
 TABLE_LIMIT = 4000  # characters of one value of the run table (its starting programs and trials run long)
+GRID_BINS = 256  # cells per descriptor a MAP-Elites grid may have to be drawn (map_elites.bins allows 64)
 
 
 def text(value: object, limit: int = TEXT_LIMIT) -> str:
@@ -792,25 +798,242 @@ class HeuristicRun(RunDir):
 
     def population(self, step: int | None = None) -> dict[str, Any]:
         """The archive after one step (population/gen_NNNN.json snapshots)."""
-        folder = self.path / "population"
-        try:
-            files = sorted(folder.glob("gen_*.json"))
-        except OSError:
-            files = []
-        steps = []
-        for f in files:
-            try:
-                steps.append(int(f.stem.split("_")[1]))
-            except (IndexError, ValueError):
-                continue
+        files = dict(snapshot_files(self.path))
+        steps = list(files)
         if not steps:
             return {"steps": [], "step": None, "members": []}
         chosen = steps[-1] if step is None or step not in steps else step
-        snap = json_file(folder / f"gen_{chosen:04d}.json") or {}
+        snap = json_file(files[chosen]) or {}
         members = [{"id": m.get("id"), "objective": finite(m.get("objective")), "operator": text(m.get("operator"), 40),
                     "idea": head(m.get("idea") or "", 300)} for m in snap.get("population", [])]
         return {"steps": steps, "step": chosen, "operator": text(snap.get("operator"), 40),
                 "evaluations": snap.get("evaluations"), "members": members}
+
+    def archive(self) -> dict[str, Any] | None:
+        """The archive of an islands, MAP-Elites or Pareto run as its newest snapshot holds it, for the
+        page's archive panel; None for a run of another method. A snapshot that cannot be read says why
+        (`error`, naming the file and field) in place of the archive, never in place of the page."""
+        files = snapshot_files(self.path)
+        key = archive_key(self.method)
+        if not files:
+            return None if key is None else {**ARCHIVES[key].heading, "step": None, "file": None, "error": None}
+        step, path = files[-1]
+        where = path.relative_to(self.path).as_posix()
+        try:
+            raw = json_file(path)
+            if key is None:  # a method the dashboard does not import (a method file): its snapshot says
+                key = next((k for k in ARCHIVES if isinstance(raw, dict) and raw.get(k) is not None), None)
+                if key is None:
+                    return None
+            archive = ARCHIVES[key]
+            snap = CACHE.get(path, lambda p: archive.read(json_file(p), str(p)), kind=f"archive {key}")
+            if snap is None:  # gone since it was listed (a run directory replaced): as if never written
+                return {**archive.heading, "step": None, "file": None, "error": None}
+            view = archive.view(snap, self.direction)
+        except (CorruptFileError, UsageError, OSError, ValueError, TypeError) as exc:
+            if key is None:  # unreadable, and no method of ours says there is an archive in it: no panel
+                return None
+            return {**ARCHIVES[key].heading, "step": step, "file": where, "error": text(exc, 1000)}
+        evaluations = raw.get("evaluations") if isinstance(raw, dict) else None
+        return {**archive.heading, "step": step, "file": where, "error": None, "evaluations": number(evaluations),
+                "direction": self.direction, **view}
+
+
+def snapshot_files(run: Path) -> list[tuple[int, Path]]:
+    """A run's archive snapshots (population/gen_NNNN.json) by step, oldest first: sorted by the number,
+    not the name (gen_10000 comes after gen_9999). The writer's temporary files (.gen_NNNN.*.tmp.json,
+    durable.atomic_path) start with a dot and are never listed, so a snapshot being written is not seen
+    until it is whole."""
+    found = []
+    try:
+        names = list((run / "population").glob("gen_*.json"))
+    except OSError:
+        return []
+    for f in names:
+        try:
+            found.append((int(f.stem.split("_", 1)[1]), f))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+# ------------------------------------------------------------------ archives (islands, MAP-Elites, Pareto)
+class SnapshotPart(BaseModel):
+    """What the archive panel reads of a snapshot, as `snapshot()` writes it: strict (a string is no
+    number, a float no count), other keys ignored (the panel does not need them)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class Member(SnapshotPart):
+    id: int
+    objective: float | None = None
+
+
+class IslandReset(SnapshotPart):
+    step: int
+    evaluations: int
+    reset: list[int]
+
+
+class IslandsSnapshot(SnapshotPart):
+    population: list[Member] = Field(default_factory=list)
+    islands: list[list[int]]
+    resets: list[IslandReset] | None = None  # None: a snapshot written before resets were kept
+
+
+class GridCell(SnapshotPart):
+    cell: list[int]
+    id: int
+    objective: float | None
+    descriptors: list[float] = Field(default_factory=list)
+
+
+class Grid(SnapshotPart):
+    descriptors: list[str] = Field(min_length=1)
+    bins: int = Field(ge=1, le=GRID_BINS)
+    ranges: list[Annotated[list[float], Field(min_length=2, max_length=2)]]
+    cells: list[GridCell]
+    undescribed: int | None = None
+
+
+class MapElitesSnapshot(SnapshotPart):
+    grid: Grid
+
+
+class ParetoWin(SnapshotPart):
+    id: int
+    wins: int
+    objective: float | None
+
+
+class ParetoFront(SnapshotPart):
+    instances: int
+    wins: list[ParetoWin]
+    unprofiled: int | None = None
+
+
+class ParetoSnapshot(SnapshotPart):
+    pareto: ParetoFront
+
+
+def checked(model: type[SnapshotPart], check: Callable[[Any], tuple[str, str] | None]) -> Callable[[Any, str], Any]:
+    """A reader of `model` that also holds it to `check` (what a type cannot say: a cell inside the grid);
+    both refuse as records.parse does, naming the file, the type and the field."""
+    def read(data: Any, where: str) -> Any:
+        snap = _typed(data, lambda d, w: parse(d, model, w), where)
+        problem = check(snap)
+        if problem is not None:
+            raise CorruptFileError(f"unexpected file content: {where}: not a valid {model.__name__}: "
+                                   f"{problem[0]}: {problem[1]}")
+        return snap
+    return read
+
+
+def grid_problem(snap: MapElitesSnapshot) -> tuple[str, str] | None:
+    grid = snap.grid
+    if len(grid.ranges) != len(grid.descriptors):
+        return "grid.ranges", f"{len(grid.ranges)} ranges for {len(grid.descriptors)} descriptors"
+    for n, cell in enumerate(grid.cells):
+        if len(cell.cell) != len(grid.descriptors) or not all(0 <= i < grid.bins for i in cell.cell):
+            return (f"grid.cells.{n}.cell", f"{cell.cell} is no cell of a grid of {grid.bins} cells per descriptor "
+                    f"over {len(grid.descriptors)} descriptors")
+    return None
+
+
+def islands_view(snap: IslandsSnapshot, direction: str) -> dict[str, Any]:
+    """One row per island: its programs, its best (an island lists its ids best first) and how often it
+    was emptied and refounded."""
+    objectives = {m.id: finite(m.objective) for m in snap.population}
+    resets = snap.resets or []
+    rows = []
+    for index, ids in enumerate(snap.islands):
+        steps = [r.step for r in resets if index in r.reset]
+        rows.append({"island": index, "size": len(ids), "best_id": ids[0] if ids else None,
+                     "best": objectives.get(ids[0]) if ids else None,
+                     "resets": None if snap.resets is None else len(steps), "reset_steps": steps})
+    return {"islands": rows, "resets": None if snap.resets is None else len(resets)}
+
+
+def grid_view(snap: MapElitesSnapshot, direction: str) -> dict[str, Any]:
+    """The grid as the page draws it: over its first two descriptors (a grid of three is drawn over the
+    first two, each cell the best of the elites behind it, as the report's heat map), each cell's elite
+    with its `quality`, 0 for the worst objective shown to 1 for the best (direction-aware)."""
+    grid = snap.grid
+    shown = list(range(min(2, len(grid.descriptors))))
+    axes = []
+    for i in shown:
+        low, high = grid.ranges[i]
+        axes.append({"name": text(grid.descriptors[i], 80), "low": finite(low), "high": finite(high),
+                     "edges": [finite(low + (high - low) * k / grid.bins) for k in range(grid.bins + 1)]})
+    drawn: dict[tuple[int, ...], dict[str, Any]] = {}
+    for cell in grid.cells:
+        place = tuple(cell.cell[i] for i in shown)
+        value = finite(cell.objective)
+        held = drawn.get(place)
+        elites = held["elites"] + 1 if held else 1
+        if held is None or (value is not None and (held["objective"] is None or better(value, held["objective"], direction))):
+            held = {"x": place[0], "y": place[1] if len(place) > 1 else 0, "id": cell.id, "objective": value,
+                    "descriptors": [finite(v) for v in cell.descriptors]}
+        drawn[place] = {**held, "elites": elites}
+    values = [c["objective"] for c in drawn.values() if c["objective"] is not None]
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    best, worst = (low, high) if direction == "min" else (high, low)
+    for c in drawn.values():
+        v = c["objective"]
+        c["quality"] = None if v is None else 1.0 if best == worst else max(0.0, round((v - worst) / (best - worst), 4))
+    return {"descriptors": [text(n, 80) for n in grid.descriptors], "bins": grid.bins, "axes": axes,
+            "hidden": [text(n, 80) for n in grid.descriptors[len(shown):]],
+            "cells": sorted(drawn.values(), key=lambda c: (c["y"], c["x"])),
+            "filled": len(grid.cells), "total": grid.bins ** len(grid.descriptors), "undescribed": grid.undescribed}
+
+
+def pareto_view(snap: ParetoSnapshot, direction: str) -> dict[str, Any]:
+    """The front in its snapshot's order (best objective first), each program with the instances it is
+    the best on and its share of the parent draws (drawn in proportion to the instances won)."""
+    front = snap.pareto
+    total = sum(w.wins for w in front.wins)
+    return {"instances": front.instances, "unprofiled": front.unprofiled,
+            "front": [{"id": w.id, "objective": finite(w.objective), "wins": w.wins,
+                       "share": w.wins / total if total else None} for w in front.wins]}
+
+
+class Archive(NamedTuple):
+    """An archive the page draws: the method class whose runs have it, how its part of a snapshot is
+    read and turned into what the page shows."""
+
+    method: type
+    heading: dict[str, str]
+    read: Callable[[Any, str], Any]
+    view: Callable[[Any, str], dict[str, Any]]
+
+
+# by the key each method's snapshot() writes its archive under (beside "population", which every method
+# writes and the population table shows)
+ARCHIVES: dict[str, Archive] = {
+    "islands": Archive(IslandsMethod, {"kind": "islands", "title": "islands"},
+                       checked(IslandsSnapshot, lambda snap: None), islands_view),
+    "grid": Archive(MapElitesMethod, {"kind": "grid", "title": "MAP-Elites grid"},
+                    checked(MapElitesSnapshot, grid_problem), grid_view),
+    "pareto": Archive(ParetoMethod, {"kind": "pareto", "title": "Pareto front"},
+                      checked(ParetoSnapshot, lambda snap: None), pareto_view),
+}
+
+
+@functools.lru_cache(maxsize=256)
+def archive_key(method: str) -> str | None:
+    """The ARCHIVES key of a run's method: by its class (a subclass of one of theirs counts), so a run
+    shows its panel before its first snapshot; None for other methods. A method file or module is not
+    imported here (that would run its code in the dashboard): its snapshots tell. Memoised: the page
+    asks on every poll, and the registry looks its plugins up each time."""
+    base = parse_name(method).base
+    if not is_method(base):
+        return None
+    try:
+        cls = method_class(base)
+    except Exception:  # a plugin that fails to import here: its snapshots tell
+        return None
+    return next((key for key, archive in ARCHIVES.items() if issubclass(cls, archive.method)), None)
 
 
 def planned_outside(config: Path) -> int:

@@ -204,6 +204,13 @@ function runView(r) {
       el("summary", {}, el("h2", {}, "Run table (as ", el("code", {}, "coevolve run"), " printed it)")),
       el("table", { id: "run-table" }, runTableBody)));
   let drawnTable = null;
+  // the archive of islands, MAP-Elites and Pareto runs (their newest population/gen_NNNN.json): the API
+  // sends none for other methods, and the panel stays hidden
+  const archiveTitle = el("h2", { id: "archive-title" }, "Archive");
+  const archiveNote = el("p", { id: "archive-note", class: "muted" });
+  const archiveBody = el("div", { id: "archive-body" });
+  const archivePanel = el("section", { class: "card", id: "archive-panel", hidden: "hidden" }, archiveTitle, archiveNote, archiveBody);
+  let drawnArchive = null;
 
   main(
     el("h1", { id: "run-title" }, id), stats, runTablePanel,
@@ -225,6 +232,7 @@ function runView(r) {
     el("section", { class: "card" }, el("h2", {}, "Population after each step"),
       el("div", { class: "controls" }, "step ", popSelect, el("span", { id: "pop-note", class: "muted" })),
       el("table", { id: "pop-table" }, el("thead", {}, el("tr", {}, ["rank", "id", "objective", "operator", "idea"].map((h) => el("th", {}, h)))), popBody)),
+    archivePanel,
     skillPanel,
     el("section", { class: "card", id: "es-panel" }, el("h2", {}, "ES generations (history.jsonl)"),
       el("div", { id: "es-chart", class: "chart" }),
@@ -283,6 +291,82 @@ function runView(r) {
     runTablePanel.hidden = !rows || !rows.length;
     runTableBody.replaceChildren(...(rows || []).map(([name, value]) => el("tr", {},
       el("td", { class: "run-table-name" }, name), el("td", {}, value))));
+  }
+
+  const candLink = (cid) => el("a", { href: `#/run/${encodeURIComponent(id)}/c/${cid}` }, `#${cid}`);
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+
+  function drawArchive(a) {
+    const seen = JSON.stringify(a);
+    if (seen === drawnArchive) return;  // unchanged: a hover or selection in it survives the poll
+    drawnArchive = seen;
+    archivePanel.hidden = !a;
+    if (!a) return;
+    archiveTitle.textContent = `Archive: ${a.title}`;
+    archiveNote.className = a.error ? "error" : "muted";
+    if (a.error) {  // a snapshot that cannot be read: the file and what is wrong, the rest of the page as ever
+      archiveNote.textContent = `cannot show ${a.file}: ${a.error}`;
+      archiveBody.replaceChildren();
+      return;
+    }
+    if (a.step === null) {
+      archiveNote.textContent = "no archive snapshot yet (one is written after every step)";
+      archiveBody.replaceChildren();
+      return;
+    }
+    archiveNote.textContent = `after step ${a.step}, ${fmt(a.evaluations)} evaluations (${a.file})`;
+    const draw = { islands: drawIslands, grid: drawGrid, pareto: drawPareto }[a.kind];
+    archiveBody.replaceChildren(...(draw ? draw(a) : []));
+  }
+
+  function drawIslands(a) {
+    const rows = a.islands.map((i) => el("tr", { data: { island: i.island } },
+      el("td", {}, i.island), el("td", {}, i.size), el("td", { class: "best" }, fmt(i.best)),
+      el("td", {}, i.best_id === null ? "–" : candLink(i.best_id)),
+      el("td", { title: i.reset_steps.length ? `emptied and refounded at step ${i.reset_steps.join(", ")}` : null }, fmt(i.resets))));
+    return [el("p", { id: "archive-summary" }, `${plural(a.islands.length, "island", "islands")}, `,
+      a.resets === null ? "resets not recorded" : `${plural(a.resets, "reset", "resets")} so far (each empties the worse half)`),
+    table("archive-islands", ["island", "programs", "best objective", "best", "resets"], rows)];
+  }
+
+  function drawGrid(a) {
+    const [across, down] = a.axes;  // columns: the first descriptor; rows: the second, if any
+    const at = new Map(a.cells.map((c) => [`${c.x},${c.y}`, c]));
+    const range = (axis, k) => `${fmt(axis.edges[k], 3)}–${fmt(axis.edges[k + 1], 3)}`;
+    const bins = [...Array(a.bins).keys()];
+    const rows = down ? bins.slice().reverse() : [0];  // higher values on top, as the report's heat map
+    const cell = (c) => {
+      if (!c) return el("td", { class: "empty" });
+      const light = 92 - 56 * c.quality;  // better = darker
+      const title = `#${c.id}: objective ${fmt(c.objective)}; ` + c.descriptors.map((v, i) => `${a.descriptors[i]} ${fmt(v)}`).join(", ")
+        + (c.elites > 1 ? `; the best of ${c.elites} elites over ${a.hidden.join(", ")}` : "");
+      return el("td", { class: "elite", title, data: { cid: c.id, quality: c.quality }, onclick: () => select(c.id),
+        style: `background:hsl(220,65%,${light.toFixed(0)}%);color:${light < 60 ? "#fff" : "#1d2330"}` }, fmt(c.objective, 4));
+    };
+    const head = el("tr", {}, el("th", { class: "corner" }, down ? `${down.name} ↓  ${across.name} →` : `${across.name} →`),
+      bins.map((k) => el("th", {}, range(across, k))));
+    const body = rows.map((y) => el("tr", {}, el("th", {}, down ? range(down, y) : ""), bins.map((x) => cell(at.get(`${x},${y}`)))));
+    const axis = (what, x) => `${what}: ${x.name}, ${fmt(x.low)} to ${fmt(x.high)} in ${a.bins} cells`;
+    return [
+      el("p", { id: "archive-summary" }, `${a.filled} of ${a.total} cells filled`,
+        a.undescribed === null ? "" : ` · ${a.undescribed} undescribed (valid programs whose descriptors are not all finite, kept out of the grid)`),
+      el("p", { class: "muted", id: "archive-axes" }, [axis("columns", across), down ? axis("rows", down) : null].filter(Boolean).join("; "),
+        " (values outside a range go to its edge cell); colour: darker is better (", a.direction === "min" ? "lower" : "higher",
+        " objective); click a cell for its elite",
+        a.hidden.length ? `. A grid over ${a.descriptors.length} descriptors: shown over the first two, each cell the best elite over ${a.hidden.join(", ")}` : ""),
+      el("div", { class: "scroll" }, el("table", { id: "archive-grid", class: "heat" }, el("thead", {}, head), el("tbody", {}, body)))];
+  }
+
+  function drawPareto(a) {
+    const rows = a.front.map((w) => el("tr", { data: { cid: w.id } },
+      el("td", {}, candLink(w.id)), el("td", {}, fmt(w.objective)),
+      el("td", {}, el("span", { class: "bar" }, el("span", { style: `width:${a.instances ? (100 * w.wins / a.instances).toFixed(0) : 0}%` })),
+        ` ${w.wins} of ${a.instances}`),
+      el("td", {}, pct(w.share))));
+    return [el("p", { id: "archive-summary" }, `${plural(a.front.length, "program", "programs")} on the front, each the best on some of the `,
+      `${plural(a.instances, "training instance", "training instances")}`,
+      a.unprofiled === null ? "" : ` · ${a.unprofiled} unprofiled (valid programs without per-instance objectives, kept out)`),
+    table("archive-front", ["program", "objective", "instances won", "share of parent draws"], rows)];
   }
 
   function drawSkills(k) {
@@ -430,6 +514,7 @@ function runView(r) {
       drawCurves(d);
       drawES(d.es, d.uses_es, d.method);
       drawSkills(d.skills);
+      drawArchive(d.archive);
       // the curves name the proposals' outcomes only: the seeded programs' filter is added here
       if (d.seeded && ![...outcomeSelect.options].some((o) => o.value === "seeded")) outcomeSelect.append(el("option", { value: "seeded" }, "seeded"));
       const moved = `${d.used} ${d.seeded}`;  // the seed events come before the first candidate
