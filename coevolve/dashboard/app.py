@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve.base.errors import CorruptFileError, UsageError
+from coevolve.base.errors import CorruptFileError, UsageError, plural
 from coevolve.dashboard import reader
 
 STATIC = Path(__file__).with_name("static")
@@ -215,10 +215,6 @@ def bind(host: str, port: int) -> socket.socket:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     return sock
-
-
-def plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
 
 
 def found(registry: reader.Registry) -> str:
