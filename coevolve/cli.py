@@ -14,7 +14,8 @@ import signal
 import sys
 import threading
 
-from coevolve.base.errors import UsageError
+from coevolve.base.durable import refused_write
+from coevolve.base.errors import UsageError, did_you_mean
 
 START = """start here:
   coevolve run examples/tsp_eoh_esopt.toml     a small TSP co-evolution on the embedded model
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"coevolve.commands.{name.replace('-', '_')}").register(sub)
+    parser.set_defaults(command_parsers=sub.choices)  # each command's own parser, by name (main's refusals)
     return parser
 
 
@@ -41,7 +43,12 @@ def _terminated(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # refused by the command's own parser: its usage, and the option it may mean
+        command = args.command_parsers[args.command]
+        options = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
+        hint = did_you_mean(extra[0].split("=")[0], options) if extra[0].startswith("--") else ""
+        command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
     try:
@@ -57,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         # flushes stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # durable: /dev/null, not a file
         return 141
+    except OSError as exc:
+        # a full or read-only file system (or a folder not the user's to write) is the machine's state, not
+        # a bug: one line naming the file. Any other OSError keeps its traceback, a bug's report.
+        line = refused_write(exc)
+        if line is None:
+            raise
+        print(f"coevolve {args.command}: error: {line}", file=sys.stderr)
+        return 1
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, previous)

@@ -42,3 +42,26 @@ def test_out_is_checked_before_any_model_loads(tmp_path, capsys, monkeypatch):
     for extra in (["--previous", str(hints)], ["--overwrite"]):
         assert main(["distill", str(tmp_path), "--out", str(hints), *extra]) == 2
         assert "no trajectory .jsonl files" in capsys.readouterr().err
+
+
+def test_an_endpoint_url_without_its_scheme_is_refused_by_its_flag(monkeypatch):
+    """distill's endpoint goes through the [endpoint] section's checks, named by distill's flags: a URL
+    without http:// was probed as given and refused as "the environment variable is not set" (no loopback
+    exemption) or "cannot reach", never the scheme."""
+    import argparse
+
+    import pytest
+
+    from coevolve.base.errors import UsageError
+    from coevolve.commands import distill as command
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    args = argparse.Namespace(endpoint_base_url="127.0.0.1:8000/v1", endpoint_model="m", api_key_env="OPENAI_API_KEY",
+                              model=None)
+    with pytest.raises(UsageError) as refused:
+        command.teacher(args)
+    assert str(refused.value) == ("--endpoint-base-url must be an http:// or https:// URL, such as "
+                                  "http://127.0.0.1:8000/v1 (got '127.0.0.1:8000/v1')")
+    args.endpoint_base_url, args.api_key_env = "http://api.example.invalid/v1", "NO_SUCH_KEY_VAR"
+    with pytest.raises(UsageError, match=r"^--api-key-env: the environment variable NO_SUCH_KEY_VAR is not set"):
+        command.teacher(args)

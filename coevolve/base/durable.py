@@ -26,11 +26,17 @@ durable against a crash of the machine, not only of the process. Pass
 (SIGKILL) still loses nothing that `append` returned from, because the
 record was handed to the kernel in one write.
 
+A write the file system refuses (full, over quota, read-only, or a folder
+not the user's to write) raises its OSError named with the file being
+written, which `refused_write` says in one line; a record a full disk cut
+short is taken back, so the file stays as a resume reads it.
+
 This is the base layer: it imports nothing from the rest of coevolve.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -45,8 +51,47 @@ from coevolve.base.errors import CorruptFileError, UsageError
 __all__ = [
     "CorruptFileError", "JsonlWriter", "append_jsonl", "read_jsonl", "read_jsonl_from", "repair_jsonl",
     "atomic_directory", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_write_jsonl",
-    "read_json",
+    "read_json", "FULL", "REFUSING", "refused_write",
 ]
+
+# A file system that refuses writes: full or over its quota (FULL; a resume goes on once there is room),
+# or mounted read-only. Only a write raises these, never a bug in the code, so they are answered with one
+# line (refused_write) rather than a traceback.
+FULL = (errno.ENOSPC, errno.EDQUOT)
+REFUSING = (*FULL, errno.EROFS)
+# set on an OSError that one of this module's writes raised, naming the file it was writing: a permission
+# error (EACCES) is a refused write only there (elsewhere it may be a bug's, reading a file it should not)
+_TARGET = "coevolve_write_target"
+
+
+@contextmanager
+def _naming(target: Path, permission: bool = True) -> Iterator[None]:
+    """An OSError of a refused write raised inside names `target`, the file being written: os.write and
+    fsync raise one without a file name, and an atomic write's names its temporary file, which the user
+    never sees. `permission`: EACCES is this module's own write (making, opening, renaming) and marked
+    as a refused write; a caller's code inside (the body of atomic_path) may be reading, and its EACCES
+    passes as it was raised."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in REFUSING or (permission and exc.errno == errno.EACCES):
+            exc.filename, exc.filename2 = str(target), None
+            setattr(exc, _TARGET, str(target))
+        raise
+
+
+def refused_write(exc: BaseException) -> str | None:
+    """`cannot write PATH: REASON`, one line for a write the file system refused (full, over quota,
+    read-only; or a permission denied to one of this module's writes: the folder is not the user's to
+    write); None for any other error, which is a bug's and keeps its traceback."""
+    if not isinstance(exc, OSError):
+        return None
+    if exc.errno not in REFUSING and not (exc.errno == errno.EACCES and hasattr(exc, _TARGET)):
+        return None
+    reason = exc.strerror or os.strerror(exc.errno)
+    name = getattr(exc, _TARGET, None) or exc.filename
+    return f"cannot write {os.fsdecode(name)}: {reason}" if isinstance(name, (str, bytes)) else \
+        f"a write failed: {reason}"
 
 
 # ------------------------------------------------------------ JSON lines
@@ -125,16 +170,18 @@ class JsonlWriter:
     def __init__(self, path: str | Path, *, truncate: bool = False, fsync: bool = True) -> None:
         self.path = Path(path)
         self.fsync = fsync
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        if truncate:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-        else:
-            repair_jsonl(self.path)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        # a raw descriptor: no userspace buffer can hold half a record; 0o666 less
-        # the umask, as open() makes a file (and as the atomic writes below do)
-        self._fd: int | None = os.open(self.path, flags, 0o666)
+        self._fd: int | None = None
+        with _naming(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            created = not self.path.exists()
+            if truncate:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+            else:
+                repair_jsonl(self.path)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            # a raw descriptor: no userspace buffer can hold half a record; 0o666 less
+            # the umask, as open() makes a file (and as the atomic writes below do)
+            self._fd = os.open(self.path, flags, 0o666)
         if created or truncate:
             _fsync_dir(self.path.parent)
 
@@ -143,11 +190,26 @@ class JsonlWriter:
             raise ValueError(f"{self.path}: writer is closed")
         data = _encode(record)
         view = memoryview(data)
-        while view:  # os.write may write less than asked (signals, huge records)
-            written = os.write(self._fd, view)
-            view = view[written:]
-        if self.fsync:
-            os.fsync(self._fd)
+        with _naming(self.path):
+            try:
+                while view:  # os.write may write less than asked (signals, huge records, a disk filling up)
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+            except OSError:
+                if len(view) < len(data):
+                    self._take_back(len(data) - len(view))
+                raise
+            if self.fsync:
+                os.fsync(self._fd)
+
+    def _take_back(self, written: int) -> None:
+        """Cut the `written` bytes of a record that failed half way (a full disk takes part of it): a
+        reader would skip the torn tail and the next writer cut it, but a caller that goes on appending
+        here would bury it under a newline, as a damaged line. Best effort: the cut itself may fail."""
+        try:
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self._fd is not None:
@@ -241,16 +303,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     `path`, on an exception removed. The file gets the mode open() would give
     it: 0o666 less the umask (0o644 under the usual 0o022)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _create_beside(path, path.stem, f".tmp{path.suffix}", _create_file)
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _create_beside(path, path.stem, f".tmp{path.suffix}", _create_file)
     try:
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        with _naming(path, permission=False):  # the caller's writer, into tmp
+            yield tmp
+        with _naming(path):
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -297,23 +362,26 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     directory under the final name. The directory gets the mode mkdir() would
     give it: 0o777 less the umask."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    work = _create_beside(path, path.name, ".tmp", _create_directory)
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = _create_beside(path, path.name, ".tmp", _create_directory)
     try:
-        yield work
-        for file in work.rglob("*"):
-            if file.is_file():
-                fd = os.open(file, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-        _fsync_dir(work)
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)
-        os.replace(work, path)
+        with _naming(path, permission=False):  # the caller's writers, into work
+            yield work
+        with _naming(path):
+            for file in work.rglob("*"):
+                if file.is_file():
+                    fd = os.open(file, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            _fsync_dir(work)
+            old = None
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                os.replace(path, old / path.name)
+            os.replace(work, path)
         _fsync_dir(path.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

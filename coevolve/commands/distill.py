@@ -10,6 +10,7 @@ embedded model or --model) or by any OpenAI-compatible endpoint
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Any, Iterator
 
 from coevolve.agents.rollout import load_trajectories
 from coevolve.agents.trace2skill import DistillSettings, distill, select_traces
-from coevolve.base.config import read_toml
+from coevolve.base.config import build_config, read_toml
 from coevolve.base.errors import UsageError
+from coevolve.base.sections import EndpointSection
 from coevolve.base.skillpatch import RuleOrigins, plural
 from coevolve.base.skills import SkillError, load_skill, name_problem
 from coevolve.engine.local import INSTALL, engine_installed
@@ -74,12 +76,18 @@ def trajectory_files(run_dir: Path, include_eval: bool) -> list[Path]:
 
 
 def check_out(args: argparse.Namespace) -> None:
-    """--out before any model loads: a folder name a skill may have, and no SKILL.md already there that the
+    """--out before any model loads: a folder name a skill may have, no file where the folder goes (found
+    only when the skill is written, every teacher request made), and no SKILL.md already there that the
     distillation would replace unasked (a hand-written skill, lost; patching one in place is --previous)."""
     out = Path(args.out)
     problem = name_problem(out.name)
     if problem is not None:
         raise UsageError(f"--out {out}: the folder names the skill, and its {problem}")
+    for path in (out, *out.parents):  # a file at --out or above it: the skill is written after the teacher's work
+        if path.is_dir():
+            break
+        if os.path.lexists(path):  # a dangling link is in the way too
+            raise UsageError(f"--out: cannot make the directory {out}: a file is in the way ({path})")
     patched = args.previous is not None and Path(args.previous).resolve() == out.resolve()
     if (out / "SKILL.md").exists() and not (patched or args.overwrite):
         raise UsageError(f"--out {out} already holds a SKILL.md: distil into another folder, patch it in place "
@@ -189,13 +197,31 @@ def previous_skill(args: argparse.Namespace):
         raise UsageError(f"--previous: {exc}") from None
 
 
+# the keys an endpoint's errors name, as this command takes them
+ENDPOINT_FLAGS = {"endpoint.base_url": "--endpoint-base-url", "endpoint.model": "--endpoint-model",
+                  "endpoint.api_key_env": "--api-key-env"}
+
+
+def flags_named(message: str) -> str:
+    """An [endpoint] error as distill's user gave the values: its flags in place of the TOML keys."""
+    message = message.removeprefix("config error: ")
+    for key, flag in ENDPOINT_FLAGS.items():
+        message = message.replace(key, flag)
+    return message
+
+
 def teacher(args: argparse.Namespace):
     """(the generator that distils, the engine to close afterwards or None).
     An endpoint is probed first (unreachable server, wrong model or key: one
     line before any work); the local model needs the vLLM engine installed."""
     if args.endpoint_base_url:
-        generator = OpenAIGenerator(args.endpoint_base_url, args.endpoint_model, api_key_env=args.api_key_env)
-        generator.probe()
+        try:  # the [endpoint] section's checks (an http(s) URL first), then the probe, named by their flags
+            section = build_config(EndpointSection, {"base_url": args.endpoint_base_url, "model": args.endpoint_model,
+                                                     "api_key_env": args.api_key_env}, "endpoint")
+            generator = OpenAIGenerator(section.base_url, section.model, api_key_env=section.api_key_env)
+            generator.probe()
+        except UsageError as exc:  # ConfigError and EndpointConfigError
+            raise UsageError(flags_named(str(exc))) from None
         return generator, None
     if not engine_installed():
         raise UsageError(f"distilling with the local model needs the vLLM engine, which is not installed here; "

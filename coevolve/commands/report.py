@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from coevolve.base.durable import FULL, refused_write
 from coevolve.report import render
 from tasks.loader import copy_notes
 
@@ -20,7 +21,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    written = render(args.directory)
+    try:
+        written = render(args.directory)
+    except OSError as exc:
+        line = refused_write(exc)
+        if line is None:
+            raise  # a bug's: its traceback
+        # report writes its files (report.md, plots) into the directory and has no other place to write
+        # them: a read-only run (a colleague's, an archive) is reported from a copy
+        more = "" if exc.errno in FULL else (f"; report writes its files into {args.directory}: report a copy of "
+                                              "it in a writable place")
+        print(f"coevolve report: error: {line}{more}", file=sys.stderr)
+        return 1
     for note in copy_notes():  # read as the run used them, not as edited since
         print(f"note: {note}", file=sys.stderr)
     for name, path in written.items():
