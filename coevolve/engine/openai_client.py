@@ -8,7 +8,8 @@ needs only the `openai` package (docs/serving.md).
 Failures come out as one line, never as an SDK traceback:
 - `EndpointConfigError` (a UsageError, exit 2) before any work: the base_url
   does not answer, the model is not served there, the API key variable is
-  unset or refused (`probe`, run once at start).
+  unset or refused, `/models` answers no model list (`probe`, run once at
+  start).
 - `ConstraintError` (as the in-process engine raises it): the server rejects
   a decoding constraint (HTTP 400/422; `check_constraints` asks up front) or
   answers without honouring it (every constrained reply is checked).
@@ -19,18 +20,26 @@ Failures come out as one line, never as an SDK traceback:
   the refused prompts and asks again for those alone).
 - `EndpointError` during a run: the server stopped answering after
   `retries` tries. The run directory keeps every finished step (resume it).
-Retries (connection errors, timeouts, 429, 5xx) back off exponentially and
-are counted on the completion (`Completion.retries`, summed by the ledger);
-they never charge the evaluation budget, which counts candidates.
+  An HTTP 200 whose body is no OpenAI chat completion (a proxy's HTML login
+  page, a body that is not JSON, no choices) is the endpoint's failure, not a
+  bad candidate: retried as a 5xx is, then this error, naming what came back
+  (`chat_reply`, the one place a reply's shape is checked). A completion whose
+  text is useless (empty, null, not code) is the candidate's parse failure.
+Retries (connection errors, timeouts, 429, 5xx, broken replies) back off
+exponentially and are counted on the completion (`Completion.retries`, summed
+by the ledger); they never charge the evaluation budget, which counts
+candidates.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlparse
@@ -43,6 +52,7 @@ from coevolve.engine.base import check_requests, Completion, ConstraintError, Co
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PROBE_TIMEOUT_S = 15.0
 MAX_BACKOFF_S = 30.0
+SHOWN_CHARS = 80  # of a broken reply's body, in the one line that names it
 
 
 class EndpointConfigError(UsageError):
@@ -51,6 +61,76 @@ class EndpointConfigError(UsageError):
 
 class EndpointError(RuntimeError):
     """The endpoint stopped answering mid-run (after its retries)."""
+
+
+class BrokenReply(ValueError):
+    """An HTTP 200 whose body is not what the OpenAI API answers; the message says what came back."""
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """What a run reads of a chat completion: its first choice's text and finish reason, and its usage."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _came_back(response: Any, why: str, expected: str = "an OpenAI chat completion") -> BrokenReply:
+    """`HTTP 200 (text/html) is not an OpenAI chat completion (not JSON): '<html>...'`: one line (the body's
+    whitespace folded, its start quoted) that tells a proxy's page from a server's bug."""
+    content_type = response.headers.get("content-type") or "no content type"
+    body = " ".join(response.text.split())
+    shown = body[:SHOWN_CHARS] + ("..." if len(body) > SHOWN_CHARS else "")
+    return BrokenReply(f"HTTP {response.status_code} ({content_type}) is not {expected} ({why}): {shown!r}")
+
+
+def _json_body(response: Any, expected: str) -> Any:
+    # the SDK would hand back an HTML page as a str, or raise JSONDecodeError, instead of saying what came back
+    response.read()
+    try:
+        return json.loads(response.text)
+    except ValueError:
+        raise _came_back(response, "not JSON", expected) from None
+
+
+def _tokens(usage: Any, key: str) -> int:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def chat_reply(response: Any) -> ChatReply:
+    """The chat completion in an HTTP response (an httpx.Response with status 200), or BrokenReply when the
+    body is none (not JSON, no choices, a choice without a message, content that is not text). Null or empty
+    content and a missing usage are kept (`""`, 0 tokens): the model's failure, which the candidate pays."""
+    body = _json_body(response, "an OpenAI chat completion")
+    if not isinstance(body, dict):
+        raise _came_back(response, "not a JSON object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _came_back(response, "no choices")
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        raise _came_back(response, "its choice holds no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise _came_back(response, "its message's content is not text")
+    finish = choices[0].get("finish_reason")
+    usage = body.get("usage")
+    return ChatReply(text=content or "", finish_reason=finish if isinstance(finish, str) else None,
+                     prompt_tokens=_tokens(usage, "prompt_tokens"),
+                     completion_tokens=_tokens(usage, "completion_tokens"))
+
+
+def model_list(response: Any) -> list[dict]:
+    """The models a `GET /models` response lists, or BrokenReply when its body is no model list (a
+    proxy's login page answers the probe first)."""
+    body = _json_body(response, "an OpenAI model list")
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
+        raise _came_back(response, "no list of models in `data`", "an OpenAI model list")
+    return data
 
 
 def is_loopback(base_url: str) -> bool:
@@ -133,8 +213,11 @@ class OpenAIGenerator:
         import openai  # heavy, only when an endpoint is used
 
         try:
-            listed = self.client.with_options(timeout=PROBE_TIMEOUT_S).models.list()
-            served = [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in listed.data]
+            served = model_list(self.client.with_options(timeout=PROBE_TIMEOUT_S).models.with_raw_response.list()
+                                .http_response)
+        except BrokenReply as exc:
+            raise EndpointConfigError(f"endpoint.base_url: {self.base_url}/models: {exc}; is base_url an "
+                                      "OpenAI-compatible server (not a proxy's sign-in page)?") from None
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             cause = exc.__cause__ or exc
             raise EndpointConfigError(f"endpoint.base_url: cannot reach {self.base_url} "
@@ -264,8 +347,11 @@ class OpenAIGenerator:
         attempt = 0
         while True:
             try:
-                response = self.client.chat.completions.create(**kwargs)
+                # the raw response: its body's shape is checked here (chat_reply), not trusted to the SDK
+                reply = chat_reply(self.client.chat.completions.with_raw_response.create(**kwargs).http_response)
                 break
+            except BrokenReply as exc:  # a proxy's hiccup or a broken server, as a 5xx is: asked again
+                failure, wait = str(exc), None
             except (APIConnectionError, APITimeoutError) as exc:
                 failure, wait = f"no answer ({' '.join(str(exc.__cause__ or exc).split())[:200]})", None
             except APIStatusError as exc:
@@ -283,18 +369,16 @@ class OpenAIGenerator:
                 raise EndpointError(f"{self.base_url} failed {attempt + 1} times in a row, last: {failure}") from None
             time.sleep(wait if wait is not None else min(self.backoff_s * 2**attempt, MAX_BACKOFF_S))
             attempt += 1
-        choice = response.choices[0]
-        usage = response.usage
-        text = choice.message.content or ""
+        text = reply.text
         # a length-cut reply is a prefix of a match, not a match
-        if pattern is not None and choice.finish_reason != "length" and re.fullmatch(pattern, text, re.DOTALL) is None:
+        if pattern is not None and reply.finish_reason != "length" and re.fullmatch(pattern, text, re.DOTALL) is None:
             raise ConstraintError(f"{self.base_url} ignored the decoding constraint {pattern!r} (reply {text[:80]!r}); "
                                   "use a vLLM server, or run without constrained actions")
         return Completion(
             text=text,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            finish_reason=reply.finish_reason or "stop",
             retries=attempt,
             model=kwargs["model"],
         )

@@ -1,0 +1,226 @@
+"""An [endpoint] that answers HTTP 200 with a body that is no OpenAI chat completion (a proxy's HTML login
+page, a body that is not JSON, a completion without choices; s53 walkthrough, finding 1) is a broken
+endpoint, not a bad candidate: retried like a 5xx, then one line naming the URL and what came back, and
+the run directory resumes, as after an HTTP 500. Replies that are chat completions with useless text
+(empty, null content, no usage) stay parse failures of the candidate. A stub server on loopback, the real
+CLI path, no engine."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest_server import free_port
+
+from coevolve.cli import main
+from coevolve.engine.base import Sampling
+from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
+from tasks.tsp_construct import TEMPLATE
+
+MODEL = "stub"
+LOGIN_PAGE = "<html><head><title>Sign in</title></head><body>Please sign in to the corporate proxy</body></html>"
+
+
+def completion(message: object) -> dict:
+    return {"id": "c", "object": "chat.completion", "model": MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}
+
+
+GOOD = json.dumps(completion({"role": "assistant", "content": f"```python\n{TEMPLATE}\n```"}))
+# mode: (HTTP status, content type, body) of every chat reply
+REPLIES = {
+    "good": (200, "application/json", GOOD),
+    "nochoices": (200, "application/json", json.dumps({**completion(None), "choices": []})),
+    "badjson": (200, "application/json", '{"id": "c", "choices": [{"message": {"content": "def sel'),
+    "html": (200, "text/html; charset=utf-8", LOGIN_PAGE),
+    "e500": (500, "application/json", json.dumps({"error": {"message": "upstream down"}})),
+    # not chat completions either
+    "list": (200, "application/json", "[]"),
+    "nomessage": (200, "application/json", json.dumps({**completion(None), "choices": [{"index": 0}]})),
+    "numbercontent": (200, "application/json", json.dumps(completion({"role": "assistant", "content": 7}))),
+    # chat completions whose text is useless: the candidate's parse failure, not the endpoint's
+    "null": (200, "application/json", json.dumps(completion({"role": "assistant", "content": None}))),
+    "empty": (200, "application/json", json.dumps(completion({"role": "assistant", "content": ""}))),
+    "nousage": (200, "application/json", json.dumps({k: v for k, v in json.loads(GOOD).items() if k != "usage"})),
+}
+
+
+class StubServer:
+    """An OpenAI-compatible server on loopback: `GET /v1/models` lists MODEL (`models`: what it answers);
+    `POST /v1/chat/completions` answers the first `good_first` requests well, then `mode`'s reply (REPLIES)
+    `bad_times` times (None: forever), then well again."""
+
+    def __init__(self) -> None:
+        self.mode, self.good_first, self.bad_times = "good", 0, None
+        self.chats = 0  # chat requests answered
+        self.models = (200, "application/json", json.dumps({"object": "list", "data": [
+            {"id": MODEL, "object": "model", "owned_by": "stub"}]}))  # the reply to `GET /v1/models`
+        self.lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet test output
+                pass
+
+            def do_GET(self) -> None:
+                self.reply(*stub.models)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                with stub.lock:
+                    stub.chats += 1
+                    bad = stub.chats - stub.good_first
+                    broken = bad > 0 and (stub.bad_times is None or bad <= stub.bad_times)
+                self.reply(*REPLIES[stub.mode if broken else "good"])
+
+            def reply(self, status: int, content_type: str, body: str) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub():
+    server = StubServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loopback takes any key
+
+
+def write_config(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(f'[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = 4\nseed = 0\n'
+                    f'[sample]\nbatch = 2\n[sandbox]\ntimeout_s = 10\n[context]\nconstrain = false\n'
+                    f'[endpoint]\nbase_url = "{base_url}"\nmodel = "{MODEL}"\nretries = 1\nconcurrency = 1\n')
+    return path
+
+
+def ask(stub: StubServer, retries: int = 0) -> tuple:
+    generator = OpenAIGenerator(stub.base_url, MODEL, retries=retries, backoff_s=0.0)
+    return generator.chat([[{"role": "user", "content": "write"}]], Sampling(temperature=0.0, max_tokens=8))[0]
+
+
+# what the one line says came back, per broken reply
+SAID = {
+    "nochoices": "HTTP 200 (application/json) is not an OpenAI chat completion (no choices): "
+                 '\'{"id": "c", "object": "chat.completion", "model": "stub", "choices": [], "usage"...\'',
+    "badjson": "HTTP 200 (application/json) is not an OpenAI chat completion (not JSON): "
+               '\'{"id": "c", "choices": [{"message": {"content": "def sel\'',
+    "html": "HTTP 200 (text/html; charset=utf-8) is not an OpenAI chat completion (not JSON): "
+            "'<html><head><title>Sign in</title></head><body>Please sign in to the corporate p...'",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(SAID))
+def test_a_reply_that_is_no_chat_completion_stops_the_run_in_one_line_and_it_resumes(stub, tmp_path, capsys,
+                                                                                      mode):
+    stub.mode, stub.good_first = mode, 2  # step 0 (two candidates) is answered; step 1 finds the proxy's page
+    out = tmp_path / "run"
+    code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("coevolve run: error:")]
+    assert errors == [f"coevolve run: error: {stub.base_url} failed 2 times in a row, last: {SAID[mode]}"], err
+    assert f"every finished step is in {out}: continue with `coevolve run --resume {out}`" in err
+    assert stub.chats == 6  # two answered, then step 1's two requests each broken twice (retries = 1)
+
+    stub.mode = "good"  # the proxy lets the requests through again
+    code = main(["run", "--resume", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["evaluations"] == 4
+    assert stub.chats == 8  # step 0 came from the run directory, not the server
+
+
+def test_one_broken_reply_is_retried_like_a_5xx_and_counted(stub, tmp_path, capsys):
+    stub.mode, stub.good_first, stub.bad_times = "html", 1, 1  # a proxy's hiccup
+    out = tmp_path / "run"
+    code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    ledger = json.loads((out / "summary.json").read_text())["ledger"]
+    assert ledger["llm_retries"] == 1 and ledger["used"] == 4  # the retry charges no evaluation
+
+
+@pytest.mark.parametrize("mode", ["list", "nomessage", "numbercontent"])
+def test_other_shapes_that_are_no_chat_completion_are_the_endpoints_error(stub, mode):
+    stub.mode = mode
+    with pytest.raises(EndpointError, match=r"failed 1 times in a row, last: HTTP 200 \(application/json\) is not "
+                                            r"an OpenAI chat completion"):
+        ask(stub)
+
+
+def test_chat_completions_with_useless_text_are_still_replies(stub):
+    """null or empty content and a missing usage are the model's doing: the candidate pays (parse failure)."""
+    for mode in ("null", "empty"):
+        stub.mode = mode
+        reply = ask(stub)
+        assert (reply.text, reply.completion_tokens, reply.finish_reason) == ("", 5, "stop")
+    stub.mode = "nousage"
+    reply = ask(stub)
+    assert TEMPLATE.strip() in reply.text and (reply.prompt_tokens, reply.completion_tokens) == (0, 0)
+
+
+def distill_run(folder: Path) -> Path:
+    from coevolve.search.population import Candidate
+
+    failed = Candidate(id=1, step=1, operator="i1", parents=[], model_state={"kind": "base"},
+                       code="def select_next_node(current_node, destination_node, unvisited_nodes, "
+                            "distance_matrix):\n    return dist", failure="exception",
+                       message="line 2: NameError: name 'dist' is not defined")
+    folder.mkdir()
+    (folder / "config.toml").write_text('[run]\ntask = "tsp_construct"\nmethod = "eoh"\nbudget = 8\n')
+    (folder / "candidates.jsonl").write_text(json.dumps(failed.model_dump(mode="json")) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("mode", ["nochoices", "html"])
+def test_distill_with_an_endpoint_teacher_says_the_same_one_line(stub, tmp_path, capsys, mode):
+    stub.mode = mode
+    run = distill_run(tmp_path / "r")
+    code = main(["distill", str(run), "--out", str(tmp_path / "skill"), "--endpoint-base-url", stub.base_url,
+                 "--endpoint-model", MODEL, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err  # as an HTTP 500 ends distill
+    assert "Traceback" not in err
+    assert err.strip() == f"coevolve distill: error: {stub.base_url} failed 4 times in a row, last: {SAID[mode]}"
+    assert not (tmp_path / "skill").exists()
+
+
+def test_a_proxy_page_in_place_of_the_model_list_is_one_line_before_anything_is_written(tmp_path, capsys):
+    """A proxy's sign-in page answers the start-up probe (`GET /models`) before any chat request."""
+    stub = StubServer()
+    stub.models = REPLIES["html"]
+    try:
+        out = tmp_path / "run"
+        code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
+    finally:
+        stub.close()
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == (f"coevolve run: error: endpoint.base_url: {stub.base_url}/models: HTTP 200 (text/html; "
+                           "charset=utf-8) is not an OpenAI model list (not JSON): '<html><head><title>Sign in"
+                           "</title></head><body>Please sign in to the corporate p...'; is base_url an "
+                           "OpenAI-compatible server (not a proxy's sign-in page)?")
+    assert not out.exists() and stub.chats == 0
