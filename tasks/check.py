@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from tasks.base import declared_behaviour, declared_cascade
-from tasks.loader import user_frame
+from tasks.loader import TaskExited, exited, guarded, user_frame
 
 MAX_INSTANCE_SECONDS = 3600.0  # a larger per-instance limit is a typo (ms for s), not a plan
 
@@ -33,13 +33,31 @@ class StillRunning(BaseException):
     so that the checks' own `except Exception` (a call that raised) let it through."""
 
 
+class Exited(StillRunning):
+    """A checked call of the user's task tried to end the process (tasks.loader.guarded); its message
+    is the whole line (tasks.loader.exited). A StillRunning, so that every caller of `time_limit`
+    stops the check and writes its one line (`overdue`) as for a call that never returned."""
+
+
 @contextlib.contextmanager
 def time_limit(seconds: float, what: str) -> Iterator[None]:
     """Run the block with an alarm: after `seconds` of wall time it raises
     StillRunning naming `what` and the user's line it was on. The task's code runs
     in this process (it is trusted, unlike a candidate), so a loop that never ends
     would otherwise hang the check with no word. Only in the main thread (signals);
-    elsewhere, or with seconds <= 0, no limit."""
+    elsewhere, or with seconds <= 0, no limit. Whatever the limit, the block is
+    `guarded`: task code that exits (sys.exit, os._exit, its own KeyboardInterrupt)
+    raises Exited naming its line instead of ending the command with no word."""
+    try:
+        with guarded(), _alarm(seconds, what):
+            yield
+    except TaskExited as exc:
+        raise Exited(exited(exc, what)) from None
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float, what: str) -> Iterator[None]:
+    """time_limit's alarm."""
     if seconds <= 0 or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -77,6 +95,8 @@ LONGER = "`coevolve check-task --stage-seconds S` gives each check longer"
 
 def overdue(exc: StillRunning, longer: str = LONGER) -> str:
     """The one line for a check that ran past its limit: what, for how long, the user's line it was on."""
+    if isinstance(exc, Exited):
+        return str(exc)  # the whole line already; waiting longer would not help
     where = user_frame(exc).partition(" (at ")[2]
     return f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? ({longer})"
 

@@ -20,16 +20,19 @@ naming the file, class or entry point and what was expected.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import os
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from coevolve.base.durable import atomic_write_json, atomic_write_text
 from coevolve.base.errors import UsageError
@@ -48,6 +51,125 @@ class TaskSpecError(UsageError):
     """A task spec that does not name a loadable task; the message names the file, class or entry point."""
 
 
+class TaskExited(BaseException):
+    """The task's own code, run in this process (`guarded`), tried to end it: sys.exit() or `raise
+    SystemExit`, os._exit(), or a KeyboardInterrupt it raised itself (no Ctrl-C or kill came). A
+    BaseException like what it replaces, so that the checks' `except Exception` (a call that raised)
+    let it through to the caller that writes its one line (`exited`). `how` is what the code did
+    ("sys.exit(3)"); `original` the exception it raised, whose traceback holds the user's line."""
+
+    def __init__(self, how: str, original: BaseException) -> None:
+        super().__init__(how)
+        self.how, self.original = how, original
+
+
+class _OsExit(SystemExit):
+    """What os._exit() raises instead of ending the process in a thread `guarded` holds."""
+
+
+# os._exit, replaced while any thread of this process is `guarded` (one replacement, counted per thread:
+# threads that guard at once, a sandbox pool's, must not restore each other's). {thread id: depth}.
+_exit_lock = threading.Lock()
+_guarded_threads: dict[int, int] = {}
+_exit_owner: list[Any] = []  # [pid, the os._exit replaced] while replaced
+
+
+def _intercepted_exit(status: int) -> None:
+    pid, replaced = _exit_owner[0], _exit_owner[1]
+    if os.getpid() == pid and threading.get_ident() in _guarded_threads:
+        raise _OsExit(status)
+    replaced(status)  # a forked child (a sandbox, a pool) or an unguarded thread: its exit is its own
+
+
+def _hold_exit() -> None:
+    with _exit_lock:
+        if not _guarded_threads:
+            _exit_owner[:] = [os.getpid(), os._exit]
+            os._exit = _intercepted_exit
+        thread = threading.get_ident()
+        _guarded_threads[thread] = _guarded_threads.get(thread, 0) + 1
+
+
+def _release_exit() -> None:
+    with _exit_lock:
+        thread = threading.get_ident()
+        _guarded_threads[thread] -= 1
+        if not _guarded_threads[thread]:
+            del _guarded_threads[thread]
+        if not _guarded_threads:
+            os._exit = _exit_owner[1]
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """Run the block, the task's own (trusted) code called in this process, so that an exit it
+    attempts becomes TaskExited instead of ending the command with the task's status and no word:
+    SystemExit (sys.exit), os._exit (which no `except` sees: os._exit is replaced while the block runs,
+    and raises only in this process and thread, so a child forked inside it or another thread still
+    exits; code that bound `from os import _exit` before is not reached), and a KeyboardInterrupt
+    raised by the code itself. A real Ctrl-C or kill (the CLI turns SIGTERM into a KeyboardInterrupt)
+    still interrupts: their handlers are wrapped for the block to note that a signal came, since a
+    traceback cannot tell the two apart (a signal's KeyboardInterrupt is raised on whatever line was
+    running, the task's included). Outside the main thread no signal raises one, so every
+    KeyboardInterrupt there is the code's. Blocks nest (the innermost converts)."""
+    signals: list[int] = []
+    wrapped: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signum)
+            if callable(handler):  # SIG_IGN or SIG_DFL raise nothing in Python: nothing to tell apart
+
+                def noted(number: int, frame: Any, handler: Any = handler) -> Any:
+                    signals.append(number)
+                    return handler(number, frame)
+
+                wrapped[signum] = handler
+                signal.signal(signum, noted)
+    _hold_exit()
+    try:
+        yield
+    except SystemExit as exc:
+        code = exc.code
+        how = f"os._exit({code!r})" if isinstance(exc, _OsExit) else \
+            f"{'SystemExit' if _raised_by_name(exc) else 'sys.exit'}({'' if code is None else repr(code)})"
+        raise TaskExited(how, exc) from None
+    except KeyboardInterrupt as exc:
+        if signals:
+            raise  # Ctrl-C or a kill: the command stops as it always does (the resume line)
+        raise TaskExited("KeyboardInterrupt raised by the task's code, not a Ctrl-C", exc) from None
+    finally:
+        _release_exit()
+        for signum, handler in wrapped.items():
+            signal.signal(signum, handler)
+
+
+def _raised_by_name(exc: SystemExit) -> bool:
+    """Whether the user's line that ended with `exc` reads `raise SystemExit...` rather than sys.exit()."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = user_frame_index(frames)
+    return at is not None and "SystemExit" in (frames[at].line or "")
+
+
+def exited(exc: TaskExited, what: str = "") -> str:
+    """The one line for a task's code that tried to end the process: the method the framework called
+    (the outermost frame of the user's code; "importing it" at a file's top level), what it did, the
+    line it did it on (with the function that line is in when it is another) and `what` was being
+    done (a check's stage), where it says more: `score() exited the process (sys.exit(3)) at
+    /me/task.py:104, during the template's decide() and score() on train 50: a task's code must
+    return a value or raise an exception, not exit`."""
+    frames = traceback.extract_tb(exc.original.__traceback__)
+    at = user_frame_index(frames)
+    rule = "a task's code must return a value or raise an exception, not exit"
+    if at is None:
+        return f"{what or 'the task'} exited the process ({exc.how}): {rule}"
+    first = next(i for i in range(len(frames)) if _is_user(frames[i].filename))
+    called = "importing it" if frames[first].name == "<module>" else f"{frames[first].name}()"
+    inner = frames[at].name
+    within = "" if inner in (frames[first].name, "<module>") or inner.startswith("<") else f" (in {inner})"
+    during = f", during {what}" if what and what != called else ""
+    return f"{called} exited the process ({exc.how}) at {frames[at].filename}:{frames[at].lineno}{within}{during}: {rule}"
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A loaded spec: how to build the task and what it is."""
@@ -60,13 +182,16 @@ class Resolved:
 
     def build(self, **options: Any) -> Any:
         try:
-            task = self.factory(**options)
+            with guarded():
+                task = self.factory(**options)
         except UsageError:
             raise
         except TypeError:
             raise  # an option the factory does not take: the caller names it
         except Exception as exc:
             raise TaskSpecError(f"{self.spec}: building the task failed: {user_frame(exc)}") from None
+        except TaskExited as exc:
+            raise TaskSpecError(f"{self.spec}: building the task: {exited(exc, '__init__()')}") from None
         try:
             setattr(task, SPEC_ATTRIBUTE, self.spec)
         except (AttributeError, TypeError):
@@ -170,10 +295,13 @@ def load_file(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up while it runs
     try:
-        spec.loader.exec_module(module)
+        with guarded():
+            spec.loader.exec_module(module)
     except BaseException as exc:
         del sys.modules[name]
-        if not isinstance(exc, (Exception, SystemExit)):  # interrupts pass: Ctrl-C, check-task's time limit
+        if isinstance(exc, TaskExited):
+            raise TaskSpecError(f"{path}: {exited(exc, 'importing it')}") from None
+        if not isinstance(exc, Exception):  # interrupts pass: Ctrl-C, check-task's time limit
             raise
         raise TaskSpecError(f"{path}: importing it failed: {user_frame(exc)}") from None
     return module
@@ -289,10 +417,16 @@ def _agent_like(target: Any) -> bool:
 def user_frame_index(frames: traceback.StackSummary) -> int | None:
     """Where in `frames` (traceback.extract_tb's) the deepest frame of the user's code is: outside
     coevolve, the standard library and installed packages; None when there is none."""
-    root = Path(__file__).resolve().parents[1]
-    ours = tuple(str(root / package) + os.sep for package in ("coevolve", "tasks")) + (os.path.dirname(os.__file__),)
-    return next((i for i in reversed(range(len(frames))) if not frames[i].filename.startswith(ours)
-                 and "<frozen" not in frames[i].filename and "site-packages" not in frames[i].filename), None)
+    return next((i for i in reversed(range(len(frames))) if _is_user(frames[i].filename)), None)
+
+
+_ROOT = Path(__file__).resolve().parents[1]
+_OURS = tuple(str(_ROOT / package) + os.sep for package in ("coevolve", "tasks")) + (os.path.dirname(os.__file__),)
+
+
+def _is_user(filename: str) -> bool:
+    """Whether a frame's file is the user's: outside coevolve, the standard library and installed packages."""
+    return not filename.startswith(_OURS) and "<frozen" not in filename and "site-packages" not in filename
 
 
 def user_frame(exc: BaseException) -> str:

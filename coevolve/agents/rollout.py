@@ -24,7 +24,7 @@ from coevolve.base.errors import UsageError
 from coevolve.base.skillpatch import derive_seed  # noqa: F401  (re-exported: agents derive their seeds here)
 from coevolve.engine.base import ContextLengthError, Generator, MemberJob, Message, Sampling, shared_prefixes
 from tasks.agent_check import answer_problem, cut, metrics_problem, reward_problem, turns_problem
-from tasks.check import StillRunning, shown, time_limit
+from tasks.check import Exited, StillRunning, shown, time_limit
 from tasks.loader import user_frame
 
 # the most one call of the environment's code (reset, step, reward, ...) may take in a rollout: one still running
@@ -184,6 +184,8 @@ def _ask(task: Any, method: str, trajectory: Trajectory, *args: Any, action: str
             return getattr(task, method)(*args)
     except UsageError:
         raise
+    except Exited as exc:  # sys.exit(), os._exit(), its own KeyboardInterrupt: the line it did it on
+        raise EnvironmentFailure(f"task {task.name}: {exc} ({_where(trajectory, action)})") from None
     except StillRunning as exc:
         at = user_frame(exc).partition(" (at ")[2]
         raise EnvironmentFailure(f"task {task.name}: {exc} {_where(trajectory, action)}"
@@ -201,6 +203,8 @@ def drawn_cases(task: Any, split: str, n: int, seed: int, asked: str) -> list:
             return task.cases(split, n, seed=seed)
     except UsageError:
         raise
+    except Exited as exc:
+        raise EnvironmentFailure(f"task {task.name}: {exc} (drawing {n} {split} cases for {asked})") from None
     except (Exception, StillRunning) as exc:
         raised = " ".join(user_frame(exc).splitlines())
         raise EnvironmentFailure(f"task {task.name}: cases({split!r}, {n}) raised {raised}; {asked} = {n} asked "

@@ -28,7 +28,8 @@ episode per split played with an action it cannot read and, with an
 action_pattern, one with random moves of its form.
 Each failure is one line naming the attribute or function; exit status 2 on any.
 The task's own code runs in this process, each check under a time limit
-(--stage-seconds): one that never returns is named with the line it was on."""
+(--stage-seconds): one that never returns is named with the line it was on,
+as is one that exits (sys.exit, os._exit, its own KeyboardInterrupt)."""
 
 from __future__ import annotations
 
