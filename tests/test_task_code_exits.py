@@ -306,3 +306,17 @@ def test_a_rollout_names_an_environment_that_exits(tmp_path):
     assert str(caught.value) == (f"task echo: cases() exited the process (KeyboardInterrupt raised by the task's "
                                  f"code, not a Ctrl-C) at {path}:{line_of(path, 'raise KeyboardInterrupt')}, during "
                                  f"cases('eval', 2): {RULE} (drawing 2 eval cases for agent.eval_cases)")
+
+
+def test_eval_names_a_reference_that_exits(tmp_path, monkeypatch, capsys):
+    """`coevolve eval` asks the task for its reference value in this process: a reference() that exits
+    printed the table's header and ended with the task's status and no word."""
+    monkeypatch.chdir(tmp_path)
+    path = heuristic(tmp_path)
+    path.write_text(path.read_text() + "\n    def reference(self, split, size):\n        sys.exit(6)\n")
+    program = tmp_path / "best.py"
+    program.write_text("def pick(values):\n    return 0\n")
+    assert main(["eval", str(program), "--task", str(path), "--split", "train", "--size", "5"]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) == (f"coevolve eval: error: reference() exited the process (sys.exit(6)) at {path}:"
+                             f"{line_of(path, 'sys.exit(6)')}, during reference('train', 5): {RULE}")

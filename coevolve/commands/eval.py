@@ -28,7 +28,7 @@ from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.sandbox.pool import MAX_SEEDS, MIN_MEMORY_MB
 from tasks.base import gap
-from tasks.loader import absolute_spec, copy_notes
+from tasks.loader import TaskExited, absolute_spec, copy_notes, exited, guarded
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
 _QUOTE = " " * 8 + FENCE
@@ -202,7 +202,7 @@ def handle(args: argparse.Namespace) -> int:
             continue
         reference_text, gap_text = "-", "-"
         if not args.no_reference:
-            reference = task.reference(split, size)
+            reference = _reference(task, split, size)
             if reference is not None:
                 reference_text = f"{reference.value:.4f}"
                 if reference.value != 0:
@@ -218,10 +218,19 @@ def handle(args: argparse.Namespace) -> int:
             print(fence(f"the task's note: {result.feedback}", prefix=_QUOTE))
     if not args.no_reference:
         # what each size's reference is, once: sizes share their kind and source, not their value
-        references = [task.reference(split, size) for size, result in zip(sizes, results) if result.ok]
+        references = [_reference(task, split, size) for size, result in zip(sizes, results) if result.ok]
         for kind, source in sorted({(r.kind, r.source) for r in references if r is not None}, key=lambda k: k[1]):
             print(f"reference: {kind}, {source}")
     print(f"total {time.monotonic() - began:.1f} s")
     if failed:
         print(f"{failed} of {len(sizes)} sets failed", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _reference(task: Any, split: str, size: int) -> Any:
+    """The task's reference value, its own code run here: one that exits the process is one line."""
+    try:
+        with guarded():
+            return task.reference(split, size)
+    except TaskExited as exc:
+        raise UsageError(exited(exc, f"reference({split!r}, {size})")) from None
