@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.dashboard import reader
 from conftest import ROOT
 from test_run_lock import SINCE, start_holder, stop
@@ -376,6 +376,133 @@ def test_damage_before_the_last_line_is_a_message_not_a_crash(tmp_path):
         answer = http.get("/api/run/run")
         assert answer.status_code == 422 and "unexpected file content" in answer.json()["error"]
         assert http.get("/api/runs").json()["runs"][0]["state"] == "unreadable"
+
+
+# a run's config.toml broken as a hand edit or a bad copy breaks it, and what its unreadable row names
+BROKEN_CONFIGS = {
+    "syntax": ('[run\nmethod = "eoh"\n', "not valid TOML", "line 1"),
+    "type": ('[run]\nmethod = "eoh"\ntask = "tsp_construct"\nbudget = "twenty"\nseed = 3\n', "run.budget",
+             "valid integer"),
+    "table": ('run = 5\n[sandbox]\ntimeout_s = 9\n', "not a valid RunConfigFile: run", "dictionary"),
+}
+
+
+def broken_runs(root: Path) -> Path:
+    """A folder of one good run and one run per way of BROKEN_CONFIGS, each otherwise whole."""
+    make_run(root / "good", [candidate(1, 0, [], 7.0)])
+    for name, (config, _, _) in BROKEN_CONFIGS.items():
+        make_run(root / name, [candidate(1, 0, [], 6.0)])
+        (root / name / "config.toml").write_text(config)
+    return root
+
+
+def assert_unreadable(row: dict, name: str, root: Path) -> None:
+    _, what, where = BROKEN_CONFIGS[name]
+    assert row["state"] == "unreadable", row
+    assert str(root / name / "config.toml") in row["error"] and what in row["error"] and where in row["error"], row
+
+
+def test_a_run_whose_config_is_broken_is_listed_unreadable_and_the_others_are_read(tmp_path):
+    """Walkthrough s53, finding 9: a config.toml that is not TOML, or holds a value the dashboard shows of
+    the wrong type, makes that run unreadable (file, line or field), not the folder; a section this
+    version does not know is no damage (another version's config): the run is read as ever."""
+    root = broken_runs(tmp_path / "runs")
+    (root / "unknown").mkdir()
+    (root / "unknown" / "config.toml").write_text((root / "good" / "config.toml").read_text() + "[newer]\nx = 1\n")
+    for name in ("candidates.jsonl", "events.jsonl"):
+        (root / "unknown" / name).write_bytes((root / "good" / name).read_bytes())
+    registry = reader.Registry.open([root])
+    assert sorted(registry.entries) == ["good", "syntax", "table", "type", "unknown"]
+    rows = {e.id: reader.summarise(e, 600.0) for e in registry.entries.values()}
+    for name in BROKEN_CONFIGS:
+        assert_unreadable(rows[name], name, root)
+        with pytest.raises(CorruptFileError, match="config.toml"):
+            reader.HeuristicRun(root / name)
+    assert rows["good"]["state"] != "unreadable" and rows["good"]["best"] == 7.0
+    assert rows["unknown"]["state"] != "unreadable" and rows["unknown"]["budget"] == 20
+
+    from coevolve.dashboard.app import found
+    assert found(registry) == "5 runs under 1 directory"  # counted as runs, as a run with a damaged log is
+
+
+def test_a_broken_run_config_leaves_the_dashboard_serving_the_others(tmp_path):
+    """At start and when a run's config breaks while served: the runs list and the other runs' pages are
+    served, the broken run's row and page name its config.toml; mended, it is read again."""
+    root = broken_runs(tmp_path / "runs")
+    with client(root) as http:
+        listed = http.get("/api/runs")
+        assert listed.status_code == 200
+        rows = {r["id"]: r for r in listed.json()["runs"]}
+        assert sorted(rows) == ["good", "syntax", "table", "type"]
+        good = http.get("/api/run/good")
+        assert good.status_code == 200 and good.json()["best"] == 7.0
+        for name in BROKEN_CONFIGS:
+            assert_unreadable(rows[name], name, root)
+            page = http.get(f"/api/run/{name}")
+            assert page.status_code == 422 and str(root / name / "config.toml") in page.json()["error"]
+        # the good run's config broken while served: it turns unreadable, the list and the others stay
+        config = root / "good" / "config.toml"
+        written = config.read_text()
+        config.write_text(written + "[[[\n")
+        listed = http.get("/api/runs")
+        assert listed.status_code == 200
+        rows = {r["id"]: r for r in listed.json()["runs"]}
+        assert rows["good"]["state"] == "unreadable" and str(config) in rows["good"]["error"]
+        assert "line 8" in rows["good"]["error"] and http.get("/api/run/good").status_code == 422
+        config.write_text(written)  # mended
+        assert http.get("/api/run/good").json()["best"] == 7.0
+        assert http.get("/api/runs").json()["runs"][0]["state"] != "unreadable"
+
+
+def test_an_agent_run_with_a_broken_config_keeps_its_kind_and_is_told_by_it_once_mended(tmp_path):
+    """A config.toml that cannot be read tells no [agent]: an agent run listed before it broke stays an
+    agent run (its page says why it is unreadable, not "is a heuristic run"); one found broken is taken
+    for a heuristic run until its config is mended, then its pages are the agent ones."""
+    listed = make_agent_run(tmp_path / "runs" / "listed")
+    with client(tmp_path / "runs") as http:
+        config = listed / "config.toml"
+        written = config.read_text()
+        config.write_text("[run\n")
+        row = http.get("/api/runs").json()["runs"][0]
+        assert (row["kind"], row["state"]) == ("agent", "unreadable") and str(config) in row["error"]
+        page = http.get("/api/agent/listed")
+        assert page.status_code == 422 and str(config) in page.json()["error"]
+        config.write_text(written)
+        assert http.get("/api/agent/listed").status_code == 200
+    found_broken = make_agent_run(tmp_path / "more" / "found")
+    (found_broken / "config.toml").write_text(written + "[[[\n")
+    with client(tmp_path / "more") as http:
+        row = http.get("/api/runs").json()["runs"][0]
+        assert (row["kind"], row["state"]) == ("run", "unreadable") and "line 9" in row["error"]
+        (found_broken / "config.toml").write_text(written)
+        row = http.get("/api/runs").json()["runs"][0]
+        assert row["kind"] == "agent" and row["state"] != "unreadable"
+        assert http.get("/api/agent/found").json()["row"]["used"] == 4
+    # a value of the wrong type leaves the TOML readable: its [agent] tells the kind, the field why unreadable
+    config.write_text(written.replace("budget = 16", 'budget = "16"'))
+    row = reader.summarise(reader.Registry.open([listed]).entries["listed"], 600.0)
+    assert (row["kind"], row["state"]) == ("agent", "unreadable") and "run.budget" in row["error"]
+
+
+@pytest.mark.parametrize("config, what", [
+    ('[compare\nmethods = ["eoh"]\n', "not valid TOML"),
+    ('[compare]\nmethods = ["eoh"]\nbudgets = [20]\nseeds = [3]\n[bogus]\nx = 1\n', "bogus"),
+    ('[compare]\nmethods = ["eoh"]\nbudgets = "twenty"\nseeds = [3]\n', "compare.budgets"),
+])
+def test_a_comparison_whose_compare_toml_is_broken_is_unreadable_and_its_runs_are_served(tmp_path, config, what):
+    """A comparison's compare.toml broken as a run's config.toml may be: the comparison is listed unreadable
+    naming it, its page says why, and its arm runs are listed and served."""
+    root = tmp_path / "cmp"
+    make_run(root / "runs" / "tsp_construct" / "eoh-b20-s3", [candidate(1, 0, [], 7.0)])
+    (root / "compare.toml").write_text(config)
+    arm = "cmp~runs~tsp_construct~eoh-b20-s3"
+    with client(root) as http:
+        rows = {r["id"]: r for r in http.get("/api/runs").json()["runs"]}
+        assert rows["cmp"]["state"] == "unreadable" and str(root / "compare.toml") in rows["cmp"]["error"]
+        assert what in rows["cmp"]["error"], rows["cmp"]
+        page = http.get("/api/compare/cmp")
+        assert page.status_code == 422 and str(root / "compare.toml") in page.json()["error"]
+        assert rows[arm]["state"] != "unreadable" and http.get(f"/api/run/{arm}").json()["best"] == 7.0
 
 
 def test_state_finished_running_stopped(tmp_path):

@@ -8,7 +8,8 @@ last line (a write in progress) is ignored and shows up on the next poll.
 Run files with a record type (coevolve.base.records: summary.json,
 candidates.jsonl, eval.jsonl) are read as those records, old layouts
 included; one that is not names its file and field and makes the run
-"unreadable", not the server.
+"unreadable", not the server. So does a config.toml that is not TOML or
+holds a value shown of the wrong type (run_config): the run is still listed.
 
 Every file is parsed again only when its (inode, size, mtime) changed, so a
 page polling a run of 10,000 candidates costs a `stat` per file while the
@@ -167,8 +168,10 @@ def csv_file(path: Path) -> list[dict[str, str]]:
 
 
 # ------------------------------------------------------------------ what a directory is
-def kind_of(path: Path) -> str | None:
-    """"comparison", "agent", "run" (heuristic) or None."""
+def kind_of(path: Path, known: str | None = None) -> str | None:
+    """"comparison", "agent", "run" (heuristic) or None. A run whose config.toml cannot be read is `known`
+    (the kind it was listed as before: an agent run stays one while its config is broken, so its page
+    says why) or, found so, "run" unless its summary tells otherwise."""
     if not path.is_dir():
         return None
     if any((path / m).is_file() for m in COMPARE_MARKERS):
@@ -176,8 +179,12 @@ def kind_of(path: Path) -> str | None:
     if (path / RUN_MARKER).is_file():
         # an agent run's config has an [agent] section, a heuristic run's never does; agent runs written
         # before every section was dumped say so in their summary (records.summary_kind)
-        if "agent" in toml_file(path / RUN_MARKER):
-            return "agent"
+        try:
+            if "agent" in toml_file(path / RUN_MARKER):
+                return "agent"
+        except CorruptFileError:  # listed all the same, and unreadable (file and line) when it is read: a
+            if known is not None:  # broken config.toml stops neither the listing nor the folder's other runs
+                return known
         try:
             summary = json_file(path / "summary.json")
         except CorruptFileError:  # shown as unreadable when the run is opened
@@ -260,7 +267,11 @@ class Registry:
     def _add(self, path: Path, kind: str, parent: str | None, place: tuple[str, ...]) -> str:
         with self._lock:
             if path in self._by_path:
-                return self._by_path[path]
+                entry = self.entries[self._by_path[path]]
+                # a run found while its config.toml could not be read was taken for a heuristic run (kind_of):
+                # mended, its config tells (an agent run's [agent]), and its pages are the agent ones from then on
+                entry.kind = kind
+                return entry.id
             ident = url_id(place)
             if ident in self.entries:  # two places spelt alike (given directories nested oddly): its own id,
                 ident += "-" + digest(str(path))  # never the other's
@@ -278,7 +289,8 @@ class Registry:
             self._scan(root, 0, None, labels[root] if named else ())
 
     def _scan(self, path: Path, depth: int, parent: str | None, place: tuple[str, ...]) -> None:
-        kind = kind_of(path)
+        listed = self._by_path.get(path)
+        kind = kind_of(path, self.entries[listed].kind if listed is not None else None)
         if kind is not None:
             ident = self._add(path, kind, parent, place)
             if kind == "comparison":  # its arm runs live under runs/
@@ -449,12 +461,52 @@ def gap(objective: float | None, ref: float | None, direction: str) -> float | N
     return None if objective is None or ref is None or ref == 0 else task_gap(objective, ref, direction)
 
 
+class ConfigPart(BaseModel):
+    """What the reader shows of a run's config.toml, checked as `coevolve run` writes it: strict (a string is
+    no budget), other sections and keys ignored: a config another version wrote, with sections this one
+    does not know, is still read (only `coevolve run --resume` needs the whole config valid)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class RunPart(ConfigPart):
+    task: str = "?"
+    method: str = "?"
+    seed: int | None = None
+    budget: int = 0
+
+
+class SandboxPart(ConfigPart):
+    timeout_s: float | None = None
+
+
+class SamplingPart(ConfigPart):
+    max_tokens: int | None = None
+
+
+class RunConfigFile(ConfigPart):
+    run: RunPart = RunPart()
+    sandbox: SandboxPart = SandboxPart()
+    sampling: SamplingPart = SamplingPart()
+
+
+def run_config(path: Path) -> dict:
+    """A run's config.toml as its tables, the values the reader shows checked (RunConfigFile); one that is
+    not TOML, or holds such a value of the wrong type, is a CorruptFileError naming the file and the line or
+    field (the run "unreadable", as a damaged log makes it), not a crash of the page or the listing."""
+    def read(p: Path) -> dict:
+        raw = _load(p, tomllib.loads, (tomllib.TOMLDecodeError,), "TOML")
+        _typed(raw, lambda d, w: parse(d, RunConfigFile, w), str(p))
+        return raw
+    return CACHE.get(path, read, default={}, kind="run config")
+
+
 class RunDir:
     """What every run directory (heuristic or agent) holds, as far as it is written."""
 
     def __init__(self, path: Path, stale_after: float = 600.0) -> None:
         self.path = path
-        self.config = toml_file(path / RUN_MARKER)
+        self.config = run_config(path / RUN_MARKER)
         run = self.config.get("run", {})
         self.task, self.method = str(run.get("task", "?")), str(run.get("method", "?"))
         self.seed, self.budget = run.get("seed"), int(run.get("budget") or 0)
