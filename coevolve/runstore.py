@@ -28,7 +28,7 @@ from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_t
 from coevolve.base.errors import UsageError
 
 __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget",
-           "first_difference", "hold_directory", "read_jsonl", "same_settings", "writer_of"]
+           "first_difference", "hold_directory", "log_damage", "read_jsonl", "same_settings", "writer_of"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
@@ -320,6 +320,61 @@ class RunStore:
 
     def iter_events(self, kind: str) -> Iterator[dict]:
         return (e for e in self.events() if e.get("type") == kind)
+
+
+# what a run writes only after its log holds a step (or round): records of these in a directory whose log is
+# empty mean the log was lost, not that the run was killed before its start event (RunStore.create's empty log)
+AFTER_STEPS = ("candidates.jsonl", "history.jsonl", "prompts.jsonl", "eval.jsonl")
+NUMBERED = ("step", "round")  # the events a run appends once each, numbered 0, 1, 2, ... in order (key: the kind)
+
+
+def log_damage(store: RunStore, events: list[dict]) -> str | None:
+    """Why a run's log as read (`events`, from `store.events()`) cannot be the one its run wrote, in one
+    line naming the file and what to do; None when nothing is seen. A resume replays the log step by step
+    and a report reads it as the run's record, so both refuse or note what this finds rather than
+    starting over (an emptied log) or re-running a step after later ones (a deleted line)."""
+    if not events:
+        held = _written_after_steps(store) if store.events_path.exists() else None
+        if held:
+            return (f"{store.events_path} is empty while {store.dir} holds {held}: the log was lost or truncated, "
+                    f"and nothing can be replayed from it; put back its events.jsonl from a copy, or start the run "
+                    f"again with `coevolve run {store.config_path} --out NEW_DIR`")
+        return None
+
+    def edited(what: str, fix: str) -> str:
+        return (f"{store.events_path}: {what}: the log was edited, and a run goes on only from the log it wrote; "
+                f"{fix}, or start the run again with `coevolve run {store.config_path} --out NEW_DIR`")
+
+    for kind in NUMBERED:
+        seen: dict[int, int] = {}  # number -> its line
+        for line, event in enumerate(events, start=1):  # the writer writes no blank line: index is line
+            if event.get("type") != kind:
+                continue
+            number = event.get(kind)
+            if not isinstance(number, int) or isinstance(number, bool):
+                return edited(f"line {line} is a {kind} event without its {kind} number", "put back the line")
+            if number in seen:
+                return edited(f"line {line} holds {kind} {number} again (line {seen[number]} holds it)",
+                              "take out the repeated line")
+            if number != len(seen):
+                return edited(f"{kind} {len(seen)} is missing (line {line} holds {kind} {number})",
+                              "put back the missing line from a copy")
+            seen[number] = line
+    return None
+
+
+def _written_after_steps(store: RunStore) -> str | None:
+    """What in `store`'s directory a run writes only after a step ("12 candidates (candidates.jsonl)",
+    "population/, summary.json"), or None when it holds nothing of the kind."""
+    candidates = store.candidates_path
+    count = len(read_jsonl(candidates)) if candidates.is_file() else 0
+    held = [f"{count} candidate{'s' * (count != 1)} ({candidates.name})"] if count else []
+    # the others only named (not parsed: prompts.jsonl may be large); an empty one is opened before the start event
+    held += [name for name in AFTER_STEPS[1:] if store.path(name).is_file() and store.path(name).stat().st_size]
+    if any(store.path("population").glob("gen_*.json")):
+        held.append("population/")
+    held += [name for name in ("summary.json", "best.py") if store.path(name).exists()]
+    return ", ".join(held) or None
 
 
 def ended(events: list[dict]) -> bool:

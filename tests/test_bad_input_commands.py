@@ -255,3 +255,46 @@ def test_report_on_a_task_folder_says_it_is_not_a_run(tmp_path, capsys):
     (tmp_path / "mine" / "events.jsonl").write_text('{"type": "start"}\n')
     assert "has no summary.json yet: finish it with `coevolve run --resume" in refused(capsys, ["report",
                                                                                              str(tmp_path / "mine")])
+
+
+@pytest.mark.parametrize("command, text", [("run", ""), ("run", "# to do\n\n"), ("compare", "")])
+def test_an_empty_config_is_refused_not_run_on_every_default(tmp_path, capsys, command, text):
+    """A 0-byte or comments-only file (saved in the wrong place, never written) planned a 100-evaluation
+    eoh+esopt run, or a 48-run comparison; flags alone may still fill an empty run config."""
+    path = write(tmp_path, "empty.toml", text)
+    line = refused(capsys, [command, path, "--plan"])
+    assert line.startswith(f"coevolve {command}: error: config error: {path} holds no settings (empty, or only "
+                           "comments): start from examples/"), line
+    assert main(["run", path, "--plan", "--task", "tsp_construct", "--method", "sample", "--budget", "4"]) == 0
+
+
+def test_a_misspelt_flag_is_refused_by_its_command_with_the_flag_it_may_mean(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--budgt", "4", "x.toml"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("usage: coevolve run "), err  # the command's usage, not the top-level one
+    assert err[-1] == "coevolve run: error: unrecognized arguments: --budgt x.toml; did you mean '--budget'?", err
+
+
+def test_tasks_refuses_an_unknown_spec_before_listing_anything(capsys):
+    assert main(["tasks", "tsp_constrcut"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("coevolve tasks: error: unknown task 'tsp_constrcut'"), (out, err)
+    assert "did you mean 'tsp_construct'" in err and len(err.splitlines()) == 1, err
+
+
+def test_check_task_of_an_empty_folder_says_it_is_a_folder(tmp_path, capsys):
+    (tmp_path / "my_task").mkdir()
+    line = refused(capsys, ["check-task", "my_task"])
+    assert line.endswith("; my_task is a folder with no task file in it: give the task's .py file"), line
+
+
+def test_resume_names_the_runs_config_file_it_cannot_read(tmp_path, capsys):
+    from coevolve.runstore import RunStore
+
+    run = tmp_path / "run"
+    RunStore.create(run, HEURISTIC + "[bogus]\nx = 1\n").close()
+    line = refused(capsys, ["run", "--resume", str(run)])
+    assert line.startswith(f"coevolve run: error: {run / 'config.toml'}: config error: bogus is not a known "
+                           "section"), line

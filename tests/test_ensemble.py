@@ -67,7 +67,7 @@ def test_the_prose_model_is_asked_less_as_the_run_learns_and_the_weights_follow_
     assert proposers["bad"]["valid"] == proposers["bad"]["improved"] == 0 < proposers["good"]["improved"]
     assert proposers["bad"]["weight"] < 0.2 and proposers["good"]["weight"] + proposers["bad"]["weight"] == 1
     row = dict(context_rows(summary.context, None))["proposers"]
-    assert f"bad {proposers['bad']['candidates']} (0 valid, 0 beat their parents; next weight" in row
+    assert f"bad {proposers['bad']['candidates']} (0 valid, 0 successes; next weight" in row
 
 
 def test_a_stopped_adaptive_run_resumes_asking_the_same_models(tmp_path):

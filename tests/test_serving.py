@@ -303,8 +303,8 @@ def test_an_ensemble_spreads_requests_over_its_models_and_prices_each(openai_ser
     assert summary["context"]["spend"] == pytest.approx(spend, abs=1e-6)
     proposers = summary["context"]["proposers"]
     assert {m: p["candidates"] for m, p in proposers.items()} == {m: written.count(m) for m in (a, b)}
-    assert re.search(rf"proposers\s+{a} {written.count(a)} \(\d+ valid, \d+ beat their parents\), "
-                     rf"{b} {written.count(b)} \(\d+ valid, \d+ beat their parents\)",
+    assert re.search(rf"proposers\s+{a} {written.count(a)} \(\d+ valid, \d+ successes\), "
+                     rf"{b} {written.count(b)} \(\d+ valid, \d+ successes\)",
                      result.stdout), result.stdout
     assert json.loads((out / "endpoint.json").read_text())["models"] == {a: 1.0, b: 1.0}
     assert generator.pick(None) == a
@@ -354,7 +354,7 @@ select = "adaptive"
     # a valid and b not: after the first step a's weight is above b's whichever model the seeds drew
     assert steps[0]["weights"] == {a: 0.5, b: 0.5} and steps[-1]["weights"][a] > steps[-1]["weights"][b]
     asked_b = sum(c["model_state"]["model"] == b for c in candidates)
-    assert asked_b >= 1 and re.search(rf"{b} {asked_b} \(0 valid, 0 beat their parents; next weight 0\.\d\d\)",
+    assert asked_b >= 1 and re.search(rf"{b} {asked_b} \(0 valid, 0 successes; next weight 0\.\d\d\)",
                                       result.stdout), result.stdout
 
 

@@ -27,7 +27,9 @@ from coevolve.agents.es_agent import (EVENT_VERSION as AGENT_EVENTS, KIND as AGE
                                       plan_lines as agent_plan_lines)
 from coevolve.agents.runconfig import METHODS as AGENT_METHODS, AgentRunConfig
 from coevolve.agents.tools import SandboxTool
-from coevolve.base.config import as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml
+from coevolve.base.config import (as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml,
+                                  require_settings)
+from coevolve.base.durable import FULL, refused_write
 from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
@@ -44,7 +46,7 @@ from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
 from coevolve.sandbox import Sandbox
-from coevolve.search.loop import EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method
+from coevolve.search.loop import EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method, restore_best
 from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, declared_sections,
                                      es_population, extension_problem, check_with_task, format_plan,
                                      known as known_methods, method_class, names_a_method, parse_name, path_name,
@@ -107,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plan", action="store_true",
                    help="print the plan (a search's steps, operators, evaluations, ES updates; an agent run's rounds) "
-                        "after the checks the run makes, and exit")
+                        "after the config, task and model checks, and exit; it asks no [endpoint] server")
     p.set_defaults(handler=handle)
 
 
@@ -232,8 +234,11 @@ def resumed_config(store: RunStore) -> tuple[dict, RunConfig | AgentRunConfig]:
     the start (an absolute file spec): not looked for again, as a new run's is, since remember_tasks has
     made it resolve to the original or, when that is gone, the run's copy."""
     raw = read_toml(store.config_path)
-    named = task_named(raw)
-    return raw, build_config(config_class(named), named)
+    try:
+        named = task_named(raw)
+        return raw, build_config(config_class(named), named)
+    except ConfigError as exc:  # the file is the run's, not one the user named on this command line
+        raise UsageError(f"{store.config_path}: {exc}") from None
 
 
 def print_copy_notes() -> None:
@@ -330,6 +335,8 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     a file, a module or a plugin names; a resumed run's was when it started."""
     path = Path(path)
     written = read_toml(path)
+    if not any(overrides.values()):  # flags alone (`--task T --method M`) may fill an empty file
+        require_settings(written, path, "examples/tsp_eoh_esopt.toml (its [run] method, task and budget)")
     # the task as the user wrote it: `[task] name` (held as run.task from here on), unless --task overrides it
     named = (isinstance(written, dict) and isinstance(written.get("task"), dict) and "name" in written["task"]
              and not overrides.get("run", {}).get("task"))
@@ -524,11 +531,28 @@ def has_ended(store: RunStore, events: list[dict] | None = None) -> bool:
     return store.path("summary.json").exists() and ended(store.events() if events is None else events)
 
 
+def restored_best(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict]) -> str | None:
+    """`--resume` of a finished heuristic run whose best.py is gone writes it again (loop.restore_best: the
+    derived files are the log's and the summary's, and a resume is what rebuilds them); the line saying
+    so, or why it could not, for finished_table. None: nothing was missing."""
+    summary = read_summary(store.path("summary.json"))
+    if not isinstance(summary, SearchSummary) or not isinstance(config, RunConfig):
+        return None
+    try:
+        source = restore_best(store, summary, events, lambda: heuristic_task(config.run.task).template)
+    except OSError as exc:  # e.g. a read-only copy of the run: shown, not written
+        return f"not restored: cannot write {store.path('best.py')}: {exc.strerror or exc}"
+    if source is None or source.startswith("not restored"):
+        return source
+    return f"{store.path('best.py')} was missing: written again from {source}"
+
+
 def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
-                   budget: int | None = None) -> str:
+                   budget: int | None = None, restored: str | None = None) -> str:
     """What `--resume` of a run that has ended (its log: `events`) prints: its table, read from its
-    directory, with no engine loaded and no [endpoint] asked; a note when its config.toml was edited since.
-    `budget`: the `--budget N` given, which is the run's budget already (a larger one extends the run)."""
+    directory, with no engine loaded and no [endpoint] asked; a note when its config.toml was edited since,
+    and `restored`, what restored_best said. `budget`: the `--budget N` given, which is the run's budget
+    already (a larger one extends the run)."""
     summary = read_summary(store.path("summary.json"))
     table = agent_table(summary, store.dir) if isinstance(summary, AgentSummary) else run_table(summary, store.dir)
     if isinstance(summary, AgentSummary):
@@ -538,17 +562,30 @@ def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, events: 
     else:
         more = "; `--budget N` gives it more evaluations"
     note = edited_note(store, config, events)
-    return "\n".join([f"{store.dir} has finished: nothing to resume{more}", *([note] if note else []), table])
+    return "\n".join([f"{store.dir} has finished: nothing to resume{more}", *([note] if note else []),
+                      *([restored] if restored else []), table])
 
 
 def handle(args: argparse.Namespace) -> int:
     check_seconds("--check-seconds", args.check_seconds)
     if args.plan:
         return handle_plan(args)
-    config, store, events = resolve_run(args)
+    try:
+        config, store, events = resolve_run(args)
+        if events is not None and not has_ended(store, events):
+            # the log opened for appending, as the run opens it: a directory that cannot be written (a
+            # read-only mount) is refused here, not once the engine has loaded
+            store.event_writer().close()
+    except OSError as exc:
+        why = _refused(exc)
+        if why is None:
+            raise
+        # nothing has run: refused (2) as a run directory that cannot be made is; a killed run that is
+        # resumed has every finished step still in its directory
+        return _interrupted(RunStore(args.resume), why, 2) if args.resume else 2
     resuming = events is not None
     if resuming and has_ended(store, events):
-        print(finished_table(store, config, events, args.budget))
+        print(finished_table(store, config, events, args.budget, restored_best(store, config, events)))
         return 0
     verb = "resuming" if resuming else "run directory"
     print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
@@ -570,30 +607,54 @@ def _execute(config: RunConfig | AgentRunConfig, store: RunStore, resuming: bool
         except UnknownTask as exc:
             raise UsageError(f"config error: run.task: {exc}") from None
         summary = _resumable(lambda: execute(config, store, task, progress=progress, resuming=resuming))
-        if summary is None:
-            return _interrupted(store)
+        if isinstance(summary, str):
+            return _interrupted(store, summary)
         print(run_table(summary, store.dir))
     else:
         summary = _resumable(lambda: execute_agent(config, store, progress=progress, resuming=resuming))
-        if summary is None:
-            return _interrupted(store)
+        if isinstance(summary, str):
+            return _interrupted(store, summary)
         print(agent_table(summary, store.dir))
     return 0
 
 
-def _resumable(run: Callable[[], RunSummary]) -> RunSummary | None:
-    """The run's summary, or None when its endpoint stopped answering (or took
-    a constraint back) mid-run: the one line is printed; the run directory
-    holds every finished step. Ctrl-C passes (the caller says how to go on)."""
+ANSWERS = "once the endpoint answers"  # when a run its endpoint stopped goes on (_interrupted's why)
+TIMED_OUT = ("once the endpoint answers (if it is up but slow, raise endpoint.timeout_s in the run's config.toml "
+             "first: a resume takes it)")
 
+
+def _resumable(run: Callable[[], RunSummary]) -> RunSummary | str:
+    """The run's summary or, when something outside the run stopped it mid-run, when a resume goes on
+    (`_interrupted`'s `why`), the one line printed: its endpoint stopped answering (or took a constraint
+    back), or the file system refused a write (full, read-only: `_refused`). The run directory holds
+    every finished step. Ctrl-C passes (the caller says how to go on); any other error is a bug's."""
     try:
         return run()
     except (EndpointError, ConstraintError) as exc:
         print(f"coevolve run: error: {exc}", file=sys.stderr)
+        # a server that answers, only slowly: waiting changes nothing, a longer timeout does
+        return TIMED_OUT if "timed out" in str(exc).lower() else ANSWERS
+    except OSError as exc:
+        why = _refused(exc)
+        if why is None:
+            raise
+        return why
+
+
+def _refused(exc: OSError) -> str | None:
+    """For a write the file system refused (durable.refused_write): its one line printed, and when a
+    resume can go on; None, nothing printed, for any other OSError. A record cut short by a full disk is
+    taken back or left as a torn tail, which a resume skips: the directory stays resumable."""
+    line = refused_write(exc)
+    if line is None:
         return None
+    print(f"coevolve run: error: {line}", file=sys.stderr)
+    if exc.errno in FULL:
+        return "once there is room"
+    return "once it can be written, or resume a copy of it in a writable place"
 
 
-def _interrupted(store: RunStore, why: str = "once the endpoint answers", code: int = 1) -> int:
+def _interrupted(store: RunStore, why: str = ANSWERS, code: int = 1) -> int:
     print(f"every finished step is in {store.dir}: continue with `coevolve run --resume {store.dir}` {why}".rstrip(),
           file=sys.stderr)
     return code

@@ -16,7 +16,7 @@ from typing import Any
 from coevolve.base.errors import UsageError
 from coevolve.es.config import ESConfig, upgraded
 from coevolve.es.optimizer import ESOpt, ReplayError
-from coevolve.runstore import ABSENT, RunStore, extended_budget, first_difference
+from coevolve.runstore import ABSENT, RunStore, extended_budget, first_difference, log_damage
 
 HEURISTIC = "heuristic"  # start events written before runs logged their kind are heuristic runs
 
@@ -37,7 +37,11 @@ def logged_config(store: RunStore, events: list[dict], *, kind: str, version: in
     """The config a run's start event logged, as the run goes on under it: sections renamed since
     (`renamed`, the config class's RENAMED) under today's names, and the budget `--resume DIR --budget N`
     last gave it. None for a new run (no events). ResumeError when the first event is not a
-    version-`version` start of `kind`."""
+    version-`version` start of `kind`, or when the log is not the one its run wrote (runstore.log_damage:
+    emptied while the directory holds steps, a step missing or out of order), before anything is appended."""
+    damage = log_damage(store, events)
+    if damage is not None:
+        raise ResumeError(damage)
     if not events:
         return None
     start = events[0]

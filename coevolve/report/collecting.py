@@ -130,6 +130,27 @@ def run_starting_point(directory: str | Path, task_label: str, build_task: TaskB
     return best_starting_point(directory, task_of_run(RunStore.open(directory)) or task_label, build_task)
 
 
+def derived_damage(store: RunStore, events: list[dict], summary: SearchSummary) -> list[str]:
+    """Where a finished run's derived files disagree with its log (`events`, store.events()) and summary,
+    one line each: best.py gone while the summary names a best, candidates.jsonl holding another number of
+    candidates than the log's steps scored. The report reads them (best.py's starting point, the commonest
+    failures), so a file edited or lost since would otherwise change its table without a word."""
+    notes = []
+    best = summary.best
+    if best is not None and not store.path("best.py").exists():
+        notes.append(f"{store.path('best.py')} is missing: summary.json names candidate {best.id} (objective "
+                     f"{best.objective:.6g}, step {best.step}) the run's best; `coevolve run --resume {store.dir}` "
+                     "writes it again")
+    # a step event holds one result per candidate it made (a skill refresh's none): the log's count
+    logged = sum(len(e.get("results") or []) for e in events if e.get("type") == "step")
+    held = len(read_jsonl(store.candidates_path))
+    if held != logged:
+        notes.append(f"{store.candidates_path} holds {held} candidate{'s' * (held != 1)} where the run's log holds "
+                     f"{logged}: it was edited or damaged since the run wrote it, so what the report reads from it "
+                     "(the commonest failures) is not the run's")
+    return notes
+
+
 def task_of_run(store: RunStore, config: dict | None = None) -> str | None:
     """The task spec a run's config names (a file task re-found from the run
     directory alone, tasks.loader.remember_tasks: a changed file reads as the

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,16 +25,17 @@ from coevolve.base.errors import UsageError
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.base.config import read_toml
+from coevolve.engine.openai_client import ENDPOINT_RECORD
 from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConfig, CompareConfig, arm_lines,
                            arm_plans, arm_runs, arm_spend, compared_pairs, config_class, ordered_arms, scored_sets,
                            spend_reason, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures, fmt_number,
-                                        failure_rows, heldout_change, run_rows, run_starting_point, seeds_worse,
-                                        skill_rows, TaskBuilder, worse_than_template)
+from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures,
+                                        derived_damage, fmt_number, failure_rows, heldout_change, run_rows,
+                                        run_starting_point, seeds_worse, skill_rows, TaskBuilder, worse_than_template)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
-from coevolve.runstore import RunStore, ended, extended_budget
+from coevolve.runstore import RunStore, ended, extended_budget, log_damage
 from coevolve.search.plot import plot_best_so_far
 from coevolve.search.skill import rule_count, trial_line, version_label
 from tasks.base import Direction
@@ -462,7 +464,15 @@ def render_run(directory: str | Path) -> dict[str, Path]:
              BUDGET_STATEMENT.format(whose="This run's budget is", budget=summary.budget),
              ""]
     events = store.events()
-    if not ended(events) and summary.stopped is None:  # given more budget, or killed, after this summary
+    damage = log_damage(store, events)
+    if damage is not None:  # an emptied or edited log: not a run "killed before its end"
+        parts += [f"**{damage}. The table is the summary the run last wrote.**", ""]
+    elif ended(events) or (summary.stopped is not None and events and events[-1].get("type") == "stop"):
+        # the summary is the log's last word (a run stopped by a cap ends on its stop event): the files
+        # derived with it should say what the log says
+        for note in derived_damage(store, events, summary):
+            parts += [f"**{note}.**", ""]
+    elif summary.stopped is None:  # given more budget, or killed, after this summary
         more = extended_budget(events)
         going = f"its extension to {more} evaluations (`--resume --budget`) has not finished" if more else \
             "its log goes on past this summary (it was killed before its end)"
@@ -471,7 +481,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
-    elif not store.path("best.py").exists():
+    elif summary.best is None:
         parts += ["**This run produced no valid heuristic.**", ""]
     tests = read_record(store.path(TEST_SCORES), TestScores)
     if tests and tests.scores:
@@ -558,6 +568,7 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
         ("LLM requests", f"{ledger.llm_requests} ({ledger.prompt_tokens} prompt + "
                          f"{ledger.completion_tokens} completion tokens"
                          + (f", {ledger.llm_retries} retried" if ledger.llm_retries else "") + ")"),
+        *endpoint_rows(directory),
     ]
     if ledger.parse_retries or ledger.clone_retries:
         rows.append(("free re-asks", f"{ledger.parse_retries} of unparseable replies, {ledger.clone_retries} of "
@@ -567,6 +578,25 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
     rows += context_rows(summary.context, summary.stopped)
     rows.append(("run directory", str(directory)))
     return rows
+
+
+def endpoint_rows(directory: Path) -> list[tuple[str, str]]:
+    """The `endpoint` row of a run that asked an [endpoint] (its endpoint.json, which the run writes before
+    its first step): the URL and the model, or an ensemble's models with their configured weights. No row
+    without one, nor when the file cannot be read (the rest of the table is still the run's)."""
+    try:
+        record = json.loads((Path(directory) / ENDPOINT_RECORD).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(record, dict) or not record.get("base_url"):
+        return []
+    models = record.get("models")
+    if isinstance(models, dict) and len(models) > 1:
+        named = "models " + ", ".join(f"{name} {weight:g}" if isinstance(weight, (int, float)) else str(name)
+                                      for name, weight in models.items()) + " (configured weights)"
+    else:
+        named = f"model {record.get('model')}"
+    return [("endpoint", f"{record['base_url']}, {named}")]
 
 
 def _distinct(summary: SearchSummary) -> str:
@@ -634,9 +664,12 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
     if context.get("proposers"):  # an endpoint ensemble
         rows.append(("proposers", ", ".join(
             f"{name} {p['candidates']} ({p['valid']} valid"
-            + (f", {p['improved']} beat their parents" if "improved" in p else "")  # older summaries: no count
+            + (f", {p['improved']} successes" if "improved" in p else "")  # older summaries: no count
             + (f"; next weight {p['weight']:.2f}" if "weight" in p else "") + ")"  # an adaptive ensemble
-            for name, p in context["proposers"].items())))
+            for name, p in context["proposers"].items())
+            # ensemble.improved's rule: a first-step (i1) candidate has no parent to beat
+            + ("; a success scored and beat every scored parent it was shown (one without any: scored)"
+               if any("improved" in p for p in context["proposers"].values()) else "")))
     if context.get("extended"):  # `coevolve run --resume DIR --budget N`
         rows.append(("budget raised", ", ".join(f"{e['from']} -> {e['budget']}" for e in context["extended"])
                      + " (--resume --budget; the steps before stayed as they were)"))

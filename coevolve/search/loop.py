@@ -57,7 +57,8 @@ from coevolve.engine.base import (Completion, ConstraintError, ContextLengthErro
 from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
-from coevolve.runstore import PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended
+from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
+                               read_jsonl)
 from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
@@ -1123,13 +1124,7 @@ class SearchLoop:
         write_record(self.store.path("summary.json"), summary)
         self._write_genealogy()
         if best is not None:
-            header = (f"# best of {cfg.run.method} on {task.name} (seed {cfg.run.seed}): objective {best.objective!r}"
-                      f" on {split}{size}, candidate {best.id}"
-                      + (" (the task's template, seeded: no proposal beat it)" if best.id == 0
-                         else f" (starting program {best.model_state.get('path')}: no proposal beat it)"
-                         if best.id < 0 else "")
-                      + f"\n# idea: {best.idea or '-'}\n")
-            atomic_write_text(self.store.path("best.py"), header + best.code.rstrip() + "\n")
+            write_best(self.store, summary, best.code)
         plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
                          title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
                          ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
@@ -1279,6 +1274,49 @@ class SearchLoop:
             for parent in c.parents:
                 graph.add_edge(parent, c.id)
         atomic_write_json(self.store.path("genealogy.json"), nx.node_link_data(graph, edges="links"))
+
+
+def write_best(store: RunStore, summary: SearchSummary, code: str) -> None:
+    """best.py: the code of the best candidate `summary` names, under a header saying what it is. The
+    run writes it as it ends; `coevolve run --resume` of a finished run writes it again where it is gone
+    (restore_best), the same bytes."""
+    best = summary.best
+    assert best is not None
+    header = (f"# best of {summary.method} on {summary.task} (seed {summary.seed}): objective {best.objective!r}"
+              f" on {summary.train.split}{summary.train.size}, candidate {best.id}"
+              + (" (the task's template, seeded: no proposal beat it)" if best.id == 0
+                 else f" (starting program {best.model_state.get('path')}: no proposal beat it)"
+                 if best.id < 0 else "")
+              + f"\n# idea: {best.idea or '-'}\n")
+    atomic_write_text(store.path("best.py"), header + code.rstrip() + "\n")
+
+
+def restore_best(store: RunStore, summary: SearchSummary, events: list[dict],
+                 template: Callable[[], str]) -> str | None:
+    """Write again the best.py a finished run lost (its summary names a best, the file is gone), from what
+    the run kept of that program: a candidate's code from candidates.jsonl (taken only where its record
+    scores what the summary says, so a damaged file is not trusted), a starting program's from its "seed"
+    event, the template from the task (`template`, called only then). Returns where the code came from, or
+    why it was not restored (a line starting "not restored"); None when nothing was missing."""
+    best = summary.best
+    if best is None or store.path("best.py").exists():
+        return None
+    code, source = None, ""
+    if best.id == 0:
+        code, source = template(), "the task's template"
+    elif best.id < 0:
+        seed = next((e for e in events if e.get("type") == "seed" and e.get("id") == best.id), None)
+        code, source = (seed or {}).get("code"), "its seed event in events.jsonl"
+    else:
+        record = next((c for c in read_jsonl(store.candidates_path) if c.get("id") == best.id), None)
+        if record is not None and record.get("objective") == best.objective:
+            code, source = record.get("code"), f"candidate {best.id}'s code in {store.candidates_path.name}"
+    if not isinstance(code, str):
+        where = "its seed event" if best.id < 0 else f"{store.candidates_path.name} as it scored"
+        return (f"not restored: {store.path('best.py')} is missing and candidate {best.id}, the best summary.json "
+                f"names, is not in {where}: nothing the run kept holds its code")
+    write_best(store, summary, code)
+    return source
 
 
 def write_config(config: RunConfig) -> str:
