@@ -1020,13 +1020,22 @@ def test_an_endpoint_that_cannot_constrain_falls_back_to_free_decoding_recorded_
 
     config = make_config("sample", 12, endpoint={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
     summary, *_ = run(tmp_path / "r", config, endpoint=NoConstraints())
-    assert summary.context["constrain"].startswith("off: the endpoint refused the pattern")
+    assert summary.context["constrain"] == ("off: the endpoint did not apply the decoding constraint, replies decode "
+                                            "freely (this server ignores structured_outputs)")
     events = read_jsonl(tmp_path / "r" / "events.jsonl")
     assert [e["requests"] for e in events if e["type"] == "constrain"] == [4]
     assert summary.ledger.llm_requests == 12 + 4  # the refused batch counts as requests
     assert summary.evaluations == 12
     again, *_ = run(tmp_path / "r", config, resume=True, endpoint=NoConstraints())
     assert again == summary
+
+
+def test_word_cut_stops_at_a_word():
+    from coevolve.base.errors import word_cut
+
+    assert word_cut("use a vLLM server", 100) == "use a vLLM server"
+    assert word_cut("off: the endpoint ignored it; use a vLLM server", 33) == "off: the endpoint ignored it;..."
+    assert len(word_cut("x " * 400, 300)) <= 300
 
 
 # -- the seeded template ----------------------------------------------------------------------------------

@@ -30,3 +30,9 @@ def did_you_mean(word: Any, choices: Iterable[str]) -> str:
 def plural(n: int, noun: str, many: str = "") -> str:
     """`1 analyst`, `2 analysts` (`many`: an irregular plural) in the messages people read."""
     return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+def word_cut(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word with "..." when it is longer: a message
+    stored or shown at a fixed width that would otherwise stop mid-word ("use a vLL")."""
+    return text if len(text) <= limit else text[: limit - 3].rsplit(" ", 1)[0] + "..."

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from coevolve.base.errors import plural  # distill.py imports it from here too
+from coevolve.base.errors import plural, word_cut  # distill.py imports plural from here too
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import Skill
 from coevolve.base.untrusted import without_reasoning
@@ -84,8 +84,7 @@ def parse_lessons(text: str, limit: int = 20) -> list[str]:
         distinct = len({w.lower() for w in words})
         if len(lesson) < LESSON_MIN_CHARS or len(words) < 4 or distinct < max(3, len(words) // 4):
             continue
-        if len(lesson) > LESSON_MAX_CHARS:
-            lesson = lesson[: LESSON_MAX_CHARS - 3].rsplit(" ", 1)[0] + "..."
+        lesson = word_cut(lesson, LESSON_MAX_CHARS)
         key = rule_key(lesson)
         if key in seen:
             continue

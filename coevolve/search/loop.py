@@ -65,7 +65,7 @@ from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
 from coevolve.search.edits import WHOLE, EditError, edit_pattern, edited
 from coevolve.search.fingerprint import CloneIndex, fingerprint
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import UsageError, word_cut
 from coevolve.search import operators
 from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
@@ -821,7 +821,8 @@ class SearchLoop:
         except ConstraintError as exc:
             # An endpoint that cannot constrain: free decoding from here on, recorded; the refused
             # requests count as requests (they reached the endpoint) but produced nothing.
-            self.pattern, self.constrain_state = None, f"off: the endpoint refused the pattern ({exc})"[:300]
+            self.pattern, self.constrain_state = None, word_cut(f"off: the endpoint did not apply the decoding "
+                                                               f"constraint, replies decode freely ({exc})", 300)
             self.ledger.llm_requests += len(requests)
             self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(requests)})
             return self._batch(requests).chat(self.endpoint, sampling, constrained=False, on_each=early)
