@@ -148,15 +148,24 @@ def test_a_prompt_too_long_for_the_engine_says_what_a_prompt_holds(tmp_path):
     from coevolve.engine.base import ContextLengthError
 
     class Overflowing(FakeEngine):
-        def chat(self, conversations, sampling, seeds=None, constraints=None):
-            raise ContextLengthError("a prompt of 2100 tokens does not fit the engine's context of 2048 tokens "
-                                     "(request 0 of the call)", 0)
+        after = 0  # calls answered before the prompts overflow
 
-    with pytest.raises(ContextLengthError) as caught:
+        def chat(self, conversations, sampling, seeds=None, constraints=None):
+            if len(self.calls) >= self.after:
+                raise ContextLengthError("a prompt of 2100 tokens does not fit the engine's context of 2048 "
+                                         "tokens (request 0 of the call)", 0)
+            return super().chat(conversations, sampling, seeds, constraints)
+
+    with pytest.raises(ContextLengthError) as caught:  # the initial population's i1 prompts show no parents
         run(tmp_path / "r", make_config("eoh", 12), engine=Overflowing())
     assert str(caught.value).startswith("a prompt of 2100 tokens does not fit the engine's context of 2048 tokens "
                                         "(request 0 of the call): a fake prompt holds the task's description")
-    assert "eoh.parents" in str(caught.value) and "context.failure_chars" in str(caught.value)
+    assert "eoh.parents" not in str(caught.value) and "context.failure_chars" in str(caught.value)
+    later = Overflowing()
+    later.after = 1  # an e1 step: its prompts show parents, and fewer of them is advice
+    with pytest.raises(ContextLengthError) as caught:
+        run(tmp_path / "r2", make_config("eoh", 12), engine=later)
+    assert "each parent's code and evaluation" in str(caught.value) and "eoh.parents" in str(caught.value)
 
 
 # -- failures and repair ----------------------------------------------------------------------

@@ -739,12 +739,15 @@ class SearchLoop:
         try:
             return self._replies(requests, members, sampling)
         except ContextLengthError as exc:  # what a prompt holds, so the user knows what to cut
+            # parents are advice only where the prompts showed some (not a Sample run's i1 prompts)
+            shown = any(r.parents for r in requests)
+            parents, their_code = ("fewer parents: eoh.parents; ", "each parent's code and evaluation, ") if shown else ("", "")
             raise ContextLengthError(
-                f"{exc}: a {self.task.name} prompt holds the task's description and template, each parent's code and "
-                "evaluation, the skill and recent failures (an engine that measures prompts has already left out "
-                "all it may, and an endpoint's refused prompts were leaned as far as they go: LEAN); show less "
-                "(fewer parents: eoh.parents; shorter failure reports: context.failure_chars; a shorter task "
-                "description), or give the model a longer context "
+                f"{exc}: a {self.task.name} prompt holds the task's description and template, "
+                f"{their_code}the skill and recent failures (an engine "
+                "that measures prompts has already left out all it may, and an endpoint's refused prompts were "
+                f"leaned as far as they go: LEAN); show less ({parents}shorter failure reports: "
+                "context.failure_chars; a shorter task description), or give the model a longer context "
                 "([model] max_len; a served model's --max-model-len)",
                 exc.index) from None
 
