@@ -155,11 +155,11 @@ def test_eval_of_a_run_builds_the_engine_with_the_runs_context(tmp_path, capsys,
 
 
 def checkpoint(path):
-    """A folder that passes for an HF checkpoint (config.json, a weights file): what `coevolve eval` checks
-    of --model before it builds the engine (engine/local.require_model)."""
+    """A folder that passes for an HF checkpoint (config.json, a weights file with a whole safetensors header,
+    of no tensors): what `coevolve eval` checks of --model before it builds the engine (engine/local.require_model)."""
     path.mkdir(parents=True)
     (path / "config.json").write_text("{}")
-    (path / "model.safetensors").write_bytes(b"")
+    (path / "model.safetensors").write_bytes(len(b"{}").to_bytes(8, "little") + b"{}")
     return str(path)
 
 

@@ -35,7 +35,8 @@ def _list(args: argparse.Namespace) -> int:
     for info in rows:
         params = f"{info.parameters:,}" if info.parameters else "-"
         limit = models.context_limit(info.path) if info.prepared else None  # the most [model] max_len takes
-        status = "ready" if info.prepared else "not prepared (coevolve models prepare)"
+        status = ("ready" if info.prepared else f"not ready: {info.problem} (coevolve models prepare)" if info.problem
+                  else "not prepared (coevolve models prepare)")
         print(f"{info.name:28} {params:>12} {limit[0] if limit else '-':>8}  {status:8}  {info.path}")
     print("any local HF checkpoint directory also works as --model DIR; [model] max_len may be up to its context")
     return 0

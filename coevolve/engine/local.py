@@ -46,10 +46,13 @@ def require_engine(method: str, uses_es: bool, endpoint: EndpointSection, *, stu
 
 def require_model(model: ModelSection, said: str = "config error: model.path") -> None:
     """Refuse, before a run directory exists, a [model] path (--model) that
-    names no checkpoint (an empty one is the embedded model, prepared here
-    on first use, as the engine would), or a max_len past its context: the one
-    check of a checkpoint, for configs (`coevolve run`, comparisons) and for
-    `coevolve eval`, whose `said` names the flag or run file that gave the path."""
+    names no checkpoint or one with a file missing, empty or cut short
+    (models.checkpoint_problem; vLLM would fail on it only after loading for a
+    while, leaving a run that cannot resume), or a max_len past its context. An
+    empty path is the embedded model, prepared here on first use, as the engine
+    would, and again when damaged. The one check of a checkpoint, for configs
+    (`coevolve run`, comparisons) and for `coevolve eval`, whose `said` names
+    the flag or run file that gave the path."""
     try:
         found = resolve(model.path or None)
     except ModelError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,9 +41,14 @@ def cache_dir() -> Path:
 
 
 def default_model_dir() -> Path:
-    """The embedded model's HF checkpoint, prepared on first use."""
+    """The embedded model's HF checkpoint, prepared on first use, and prepared
+    again when a file the engine loads has gone missing since."""
     target = cache_dir() / "models" / DEFAULT_MODEL
-    if not (target / _MARKER).exists():
+    problem = embedded_problem(target)
+    if problem is not None:
+        if (target / _MARKER).exists():  # said, because converting again takes a while
+            print(f"coevolve: the embedded model in {target} {problem}; preparing it again",
+                  file=sys.stderr, flush=True)
         prepare(target)
     return target
 
@@ -53,6 +59,99 @@ class ModelInfo:
     path: Path
     parameters: int | None
     prepared: bool
+    problem: str | None = None  # why a once prepared checkpoint is not ready now ("has no model.safetensors")
+
+
+# What a prepared folder holds whichever marker it has (one from before markers listed their files too):
+# the files the engine loads.
+_EMBEDDED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+# safetensors' own limit on a header (safetensors/src/tensor.rs MAX_HEADER_SIZE)
+_MAX_HEADER = 100_000_000
+NOT_PREPARED = "is not prepared"
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """Why `file` is not a whole safetensors file ("has a ... that ..."), from its header alone: the
+    header's length and the end of its last tensor must fit in the file. Reads a
+    few kilobytes, so a run can refuse random or cut-short weights before it
+    starts an engine (vLLM's own error for them can be an empty MemoryError)."""
+    try:
+        size = file.stat().st_size
+        if size == 0:
+            return f"has an empty {file.name}"
+        with open(file, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if size < 8 or length > min(size - 8, _MAX_HEADER):
+                return (f"has a {file.name} that is not a safetensors file "
+                        f"(its header does not fit in its {size} bytes)")
+            header = handle.read(length)
+    except OSError as exc:
+        return f"has a {file.name} that cannot be read ({exc.strerror or exc})"
+    try:
+        header = json.loads(header)
+        end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"),
+                  default=0)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return f"has a {file.name} that is not a safetensors file (its header is not a tensor table)"
+    if 8 + length + end > size:
+        return f"has a {file.name} cut short ({size} bytes, its header lists {8 + length + end})"
+    return None
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why the HF checkpoint directory `path` cannot be loaded, from cheap file
+    checks (existence, size, JSON of config.json, safetensors headers; nothing
+    hashed or loaded), or None. `path` is a directory; the reason follows its
+    name ("has no config.json ...")."""
+    config = path / "config.json"
+    if not config.exists():
+        return "has no config.json (not an HF checkpoint)"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"has a config.json that is not readable JSON ({exc})"
+    index = path / "model.safetensors.index.json"
+    if index.exists():  # a sharded checkpoint: every shard its index names
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return f"has a {index.name} that is not a readable shard index ({exc})"
+        weights = [path / name for name in shards]
+        missing = [file.name for file in weights if not file.exists()]
+        if missing:
+            return f"has no {missing[0]} (listed in {index.name})"
+    else:
+        weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
+    if not weights:
+        return "has no weight files (*.safetensors or *.bin)"
+    for file in weights:
+        problem = (_safetensors_problem(file) if file.suffix == ".safetensors"
+                   else f"has an empty {file.name}" if file.stat().st_size == 0 else None)
+        if problem is not None:
+            return problem
+    return None
+
+
+def embedded_problem(target: Path) -> str | None:
+    """Why the embedded model's folder `target` is not ready for the engine
+    (never prepared, or a file it loads missing, empty or cut short), or None.
+    The files checked: the ones the engine loads, and those its marker lists as
+    written by `prepare` (an older marker lists none). The reason follows the folder's name ("has no model.safetensors")."""
+    marker = target / _MARKER
+    if not marker.exists():
+        return NOT_PREPARED
+    try:
+        written = json.loads(marker.read_text(encoding="utf-8")).get("files") or []
+        names = dict.fromkeys([*_EMBEDDED_FILES, *map(str, written)])
+    except (OSError, ValueError, AttributeError, TypeError):
+        return f"has a {_MARKER} that is not readable JSON"
+    for name in names:
+        file = target / name
+        if not file.is_file():
+            return f"has no {name}"
+        if file.stat().st_size == 0:
+            return f"has an empty {name}"
+    return _safetensors_problem(target / "model.safetensors")
 
 
 def _shipped_gguf() -> Path:
@@ -145,14 +244,15 @@ def read_gguf(path: str | Path) -> dict[str, "np.ndarray"]:
 
 def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
     """Convert the shipped GGUF to an HF checkpoint at `target`. Idempotent:
-    a finished directory (marked by coevolve-model.json) is left alone.
+    a finished directory (marked by coevolve-model.json, every file it lists
+    there and whole) is left alone; a damaged one is converted again.
 
     The weights are converted with the `gguf` package directly; config,
     generation config and tokenizer come from transformers' GGUF metadata
     readers, which need nothing beyond transformers and gguf (transformers'
     GGUF *model* loader would also need accelerate: not used here)."""
     target = Path(target or cache_dir() / "models" / DEFAULT_MODEL)
-    if (target / _MARKER).exists():
+    if embedded_problem(target) is None:
         return target
     gguf = _shipped_gguf()
     import torch  # optional and heavy: the engine extra
@@ -186,7 +286,10 @@ def prepare(target: Path | None = None, *, verify: bool = True) -> Path:
         (work / _MARKER).write_text(
             json.dumps(
                 {"name": DEFAULT_MODEL, "source": f"{_GGUF_PACKAGE}/{_GGUF_FILE}",
-                 "parameters": parameters, "check": sample},
+                 "parameters": parameters, "check": sample,
+                 # what readiness checks later (embedded_problem): whichever files this
+                 # transformers version wrote, e.g. the chat template beside the tokenizer
+                 "files": sorted(file.name for file in work.iterdir() if file.is_file())},
                 indent=2,
             )
         )
@@ -220,10 +323,12 @@ def resolve(model: str | Path | None) -> Path:
         raise ModelError(f"model directory {path} does not exist")
     if not path.is_dir():
         raise ModelError(f"model {path} is not a directory (expected an HF checkpoint directory)")
-    if not (path / "config.json").exists():
-        raise ModelError(f"model directory {path} has no config.json (not an HF checkpoint)")
-    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
-        raise ModelError(f"model directory {path} has no weight files (*.safetensors or *.bin)")
+    problem = checkpoint_problem(path)
+    if problem is not None:
+        # the embedded model's folder named as a directory is not prepared again here: say how
+        mend = ("; run `coevolve models prepare` to prepare it again"
+                if path.resolve() == (cache_dir() / "models" / DEFAULT_MODEL).resolve() else "")
+        raise ModelError(f"model directory {path} {problem}{mend}")
     return path
 
 
@@ -264,9 +369,13 @@ def list_models() -> list[ModelInfo]:
     models = []
     root = cache_dir() / "models"
     default = root / DEFAULT_MODEL
-    marker = default / _MARKER
-    params = json.loads(marker.read_text())["parameters"] if marker.exists() else None
-    models.append(ModelInfo(DEFAULT_MODEL, default, params, marker.exists()))
+    problem = embedded_problem(default)
+    try:
+        params = json.loads((default / _MARKER).read_text(encoding="utf-8"))["parameters"]
+    except (OSError, ValueError, KeyError, TypeError):
+        params = None
+    models.append(ModelInfo(DEFAULT_MODEL, default, params, problem is None,
+                            None if problem == NOT_PREPARED else problem))
     if root.exists():
         for child in sorted(root.iterdir()):
             if child.name != DEFAULT_MODEL and (child / "config.json").exists():

@@ -95,6 +95,25 @@ FREE = ("write the pattern without it, or decode freely: agent.constrained = fal
         "false in a comparison, --free for coevolve eval")
 
 
+def _load_failure(exc: BaseException) -> str:
+    """What an exception from vLLM's loading says, never nothing: some have an empty
+    str() (a MemoryError from a garbage safetensors header), and then the type is
+    named, with the last line of the first chained cause that has a message (where
+    the wrapper says nothing, its cause says why)."""
+    text = str(exc).strip()
+    if text:
+        return text
+    seen = {id(exc)}
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        lines = str(cause).strip().splitlines()
+        if lines:
+            return f"{type(exc).__name__} (from {type(cause).__name__}: {lines[-1].strip()})"
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return type(exc).__name__
+
+
 class Engine:
     """One vLLM engine whose weights ES can move. Implements `Generator`."""
 
@@ -162,7 +181,12 @@ class Engine:
                 **_platform_kwargs(self.device, kv_cache_gib, gpu_memory_utilization),
             )
         except Exception as exc:  # vLLM's errors on a bad checkpoint are long; lead with ours
-            raise models.ModelError(f"vLLM could not load {self.model_path}: {exc}") from exc
+            # the embedded model's files passed the cheap checks (models.embedded_problem); one damaged
+            # inside (a tokenizer.json that is not JSON) fails here, and converting afresh mends it
+            mend = (f"; if its files are damaged, delete {self.model_path} and run `coevolve models prepare`"
+                    if self.model_path.resolve() == (models.cache_dir() / "models" / models.DEFAULT_MODEL).resolve()
+                    else "")
+            raise models.ModelError(f"vLLM could not load {self.model_path}: {_load_failure(exc)}{mend}") from exc
         self.tokenizer = self.llm.get_tokenizer()
         _compile_grammars_in_step(self.llm)
         self._num_parameters = self._rpc("es_init")
