@@ -9,6 +9,7 @@ and appends the generation to history.jsonl.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -152,11 +153,14 @@ class ESOpt:
 
     @classmethod
     def resume(cls, cfg: ESConfig, history_path: str | Path, engine: WeightEngine, *, seed: int = 0,
-               verify: bool = True) -> "ESOpt":
+               verify: bool = True, logged_updates: int | None = None,
+               log_path: str | Path | None = None) -> "ESOpt":
         """Re-apply every recorded update to a fresh engine (bit-exact on the
-        same device kind) and continue after the last one."""
+        same device kind) and continue after the last one. `logged_updates`: the
+        ES updates the run's log (`log_path`) says were made, checked against the
+        history before any weight moves (replay)."""
         cfg.check_resolved()  # before any weight moves
-        records = replay(history_path, engine, verify=verify)
+        records = replay(history_path, engine, verify=verify, logged_updates=logged_updates, log_path=log_path)
         return cls(cfg, history_path, seed=seed, generation=len(records), flat=sum(map(is_flat, records)))
 
 
@@ -219,9 +223,53 @@ def check_mode(engine: Any, mode: str, rank: int | None, source: str) -> None:
                           f"start the engine with es.noise/es.rank matching it")
 
 
-def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True) -> list[dict[str, Any]]:
-    history.truncate_torn_tail(history_path)
-    records = history.read(history_path)
+UNREPLAYABLE = "the run cannot replay its weights"
+
+
+def check_generations(history_path: str | Path, numbered: list[tuple[int, Any]]) -> list[dict[str, Any]]:
+    """The records of a history read with line numbers (history.read_numbered),
+    refused unless they are generations 0, 1, 2, ... in order. Replay applies
+    records by position while the run goes on from their count, so a record lost
+    from the middle (or one doubled or moved) would replay onto other weights; the
+    checksum does not catch it where the lost update was flat (it moved nothing)."""
+    records = []
+    for expected, (line, record) in enumerate(numbered):
+        if not isinstance(record, dict):
+            raise ReplayError(f"{history_path}: line {line} is not an ES update record where generation {expected} "
+                              f"was expected: the file was edited; {UNREPLAYABLE}")
+        generation = record.get("generation")
+        # type checked too: JSON's 1.0 and true compare equal to 1 in Python but are no generation
+        if type(generation) is not int or generation != expected:
+            held = "no generation" if generation is None else f"generation {json.dumps(generation)}"
+            raise ReplayError(f"{history_path}: line {line} holds {held} where generation {expected} was expected: "
+                              f"a record is missing or was edited; {UNREPLAYABLE}")
+        records.append(record)
+    return records
+
+
+def check_logged_updates(history_path: str | Path, held: int, logged_updates: int,
+                         log_path: str | Path | None) -> None:
+    """Refuse a history holding more updates than the run's log says were made.
+    The log is written before each update, so a kill leaves the history one short
+    at most, and any tail it lacks is re-applied from the log's members and
+    rewards; updates the log never made cannot be, and the run would go on from
+    a generation its log does not hold."""
+    if held > logged_updates:
+        log = log_path if log_path is not None else "the run's log"
+        raise ReplayError(f"{history_path} holds {held} ES updates but {log} logged {logged_updates}: "
+                          f"the history has updates the log does not (the log lost steps, or the history "
+                          f"is another run's); {UNREPLAYABLE}")
+
+
+def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True, *,
+           logged_updates: int | None = None, log_path: str | Path | None = None) -> list[dict[str, Any]]:
+    """Re-apply a history's updates to `engine`, after refusing (ReplayError, before
+    any weight moves or the file is touched) one whose generations are not 0, 1, 2, ...
+    in order, that holds more updates than `logged_updates` (when given: what the
+    run's log `log_path` says were made), or that this engine cannot reproduce."""
+    records = check_generations(history_path, history.read_numbered(history_path))
+    if logged_updates is not None:
+        check_logged_updates(history_path, len(records), logged_updates, log_path)
     device = getattr(engine, "device", None)
     tp = getattr(engine, "tensor_parallel_size", 1)
     for record in records:  # every record is checked before the first weight moves
@@ -245,6 +293,7 @@ def replay(history_path: str | Path, engine: WeightEngine, verify: bool = True) 
                 f"{history_path} was recorded with tensor_parallel_size={record.get('tp', 1)}; sharded noise "
                 f"streams differ at tensor_parallel_size={tp}"
             )
+    history.truncate_torn_tail(history_path)  # only once the history is known to replay
     for record in records:
         engine.apply_update(record["seeds"], record["coefficients"], record["alpha"])
         if verify and "checksum" in record and engine.checksum() != record["checksum"]:
