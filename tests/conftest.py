@@ -33,6 +33,16 @@ def child_environment(extra: dict | None = None) -> dict:
     return env
 
 
+@pytest.fixture(autouse=True)
+def _no_pending_copy_notes():
+    """A copy note a test left pending (a report rendered in process, not through the command that
+    prints it) is not the next test's command's to print: drained before each test."""
+    from tasks.loader import copy_notes
+
+    copy_notes()
+    yield
+
+
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     from coevolve.engine.models import default_model_dir

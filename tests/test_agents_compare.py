@@ -323,6 +323,12 @@ def test_a_comparison_recording_its_task_file_relative_renders_from_its_copy(tmp
     # titled by the task's name, as its runs' folder is; its file said once, under the heading
     assert "Tasks: game. " in report and "\n## game\n\nTask: `game/env.py`\n" in report, report
     assert report.count("game/env.py") == 1, report
+    # the copy it read is said by the command that prints notes (`coevolve report`); rendered here in
+    # process, the note is pending: taken here, so no later test's command prints it
+    from tasks.loader import copy_notes
+
+    notes = copy_notes()
+    assert len(notes) == 1 and notes[0].startswith("task file game/env.py is gone; using the run's copy ("), notes
 
 
 def test_held_out_prompts_keep_the_history_the_comparisons_agent_section_keeps(tmp_path):

@@ -187,3 +187,25 @@ def test_resume_of_a_killed_run_whose_history_lost_its_first_record_is_refused(t
     assert all(engine.updates == 0 and not np.any(engine.weights) for engine in built)  # no weight moved
     assert {name: (run / name).read_bytes() for name in kept} == kept  # nothing appended, nothing cut
     assert [r["generation"] for r in read_jsonl(history_path)] == [1]
+
+
+def test_resume_of_a_run_whose_log_lost_its_last_update_is_refused(tmp_path, monkeypatch, capsys):
+    """The log's last step (holding the second update) lost, its history whole: the log reads as a run
+    killed one step earlier, and without the count the history's extra update was kept while the step
+    ran again, continuing from the wrong generation."""
+    config = tmp_path / "c.toml"
+    config.write_text(RUN_TOML)
+    run = tmp_path / "r"
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: KilledAfterTwoUpdates())
+    assert main(["run", str(config), "--out", str(run), "--no-progress"]) == 130
+    events = run / "events.jsonl"
+    events.write_text("".join(events.read_text().splitlines(keepends=True)[:-1]))  # start, step 0
+    kept = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: CountingEngine())
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 2
+    said = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("resuming: ")]
+    assert said == [f"coevolve run: error: cannot continue the run: {run / 'history.jsonl'} holds 2 ES updates but "
+                    f"{events} logged 1: the history has updates the log does not (the log lost steps, or the "
+                    "history is another run's); the run cannot replay its weights"], said
+    assert {name: (run / name).read_bytes() for name in kept} == kept

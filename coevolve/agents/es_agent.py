@@ -157,7 +157,7 @@ class _AgentRun:
         config, store = self.config, self.store
         events = store.events()
         check_run_dir(store, config, events)
-        self.es = self._start_es()
+        self.es = self._start_es(events)
         started = time.time()
         rounds = {e["round"]: e for e in events if e.get("type") == "round"}
         skills = {e["round"]: e for e in events if e.get("type") == "skill"}
@@ -197,9 +197,12 @@ class _AgentRun:
         write_record(store.path("summary.json"), summary)
         return summary
 
-    def _start_es(self) -> Any:
+    def _start_es(self, events: list[dict]) -> Any:
         es = resolved_es(self.config)
-        return None if es is None else start_es(es, self.store.history_path, self.engine, self.config.run.seed)
+        # each logged round is one ES update, logged before history.jsonl holds it
+        logged = sum(1 for e in events if e.get("type") == "round")
+        return None if es is None else start_es(es, self.store.history_path, self.engine, self.config.run.seed,
+                                                logged_updates=logged, log_path=self.store.events_path)
 
     def _can_play(self, round_index: int) -> bool:
         """Whether the budget pays round `round_index` (and, for ES, the σ

@@ -119,12 +119,16 @@ def check_start(store: RunStore, events: list[dict], current: dict[str, Any], *,
         check_same_config(store, logged, current)
 
 
-def start_es(cfg: ESConfig, history_path: Path, engine: Any, seed: int) -> ESOpt:
+def start_es(cfg: ESConfig, history_path: Path, engine: Any, seed: int, *, logged_updates: int | None = None,
+             log_path: Path | None = None) -> ESOpt:
     """The run's ES optimizer: fresh, or, when history.jsonl holds generations,
-    with every recorded update re-applied to `engine` (ESOpt.resume)."""
+    with every recorded update re-applied to `engine` (ESOpt.resume). `logged_updates`: the ES updates
+    the run's log (`log_path`) records, which the history may not exceed (one lost from the log's end
+    would otherwise leave the run continuing from the wrong generation)."""
     if history_path.exists() and history_path.stat().st_size > 0:
         try:
-            return ESOpt.resume(cfg, history_path, engine, seed=seed)
+            return ESOpt.resume(cfg, history_path, engine, seed=seed, logged_updates=logged_updates,
+                                log_path=log_path)
         except ReplayError as exc:
             raise ResumeError(f"cannot continue the run: {exc}") from None
     return ESOpt(cfg, history_path, seed=seed)

@@ -239,11 +239,11 @@ class SearchLoop:
         self.code_seen: dict[str, Candidate] = {}
         self.overlap: Overlap | None = None  # the current step's early scorings, with an endpoint
         self.progress = Progress()
-        self.es = self._start_es() if cfg.uses_es else None
+        events = self.store.events()
+        self.es = self._start_es(events) if cfg.uses_es else None
         self.es_updates = 0
         self._start_context()
 
-        events = self.store.events()
         logged = {e["step"]: e for e in events if e.get("type") == "step"}
         taken = taken_counts(events)  # what each logged step took, kept (methods.step_count)
         # budgets raised by `--resume DIR --budget N`, for the summary
@@ -303,7 +303,7 @@ class SearchLoop:
         return summary
 
     # set-up -------------------------------------------------------------------
-    def _start_es(self) -> Any:
+    def _start_es(self, events: list[dict]) -> Any:
         cfg = self.config
         budget = cfg.run.budget + self.method.outside_budget()
         generations = planned_es_generations(self.method, budget, cfg.es.proposals_per_member)
@@ -315,7 +315,10 @@ class SearchLoop:
         if cfg.es.sigma_steps == "generation":
             generations = len(self.sigma_generations)
         es_cfg = cfg.es.resolve(population=es_population(cfg), generations=max(generations, 1))
-        return start_es(es_cfg, self.store.history_path, self.engine, cfg.run.seed)
+        # the updates the log records: a step event holds its update's record (`es`) before history.jsonl does
+        logged = sum(1 for e in events if e.get("type") == "step" and e.get("es"))
+        return start_es(es_cfg, self.store.history_path, self.engine, cfg.run.seed, logged_updates=logged,
+                        log_path=self.store.events_path)
 
     def _start_context(self) -> None:
         """Signature pattern, clone index (the template is key 0), skill, caps' counters."""
