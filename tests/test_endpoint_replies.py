@@ -8,91 +8,15 @@ CLI path, no engine."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest_server import free_port
+from endpoint_stub import MODEL, REPLIES, StubServer
 
 from coevolve.cli import main
 from coevolve.engine.base import Sampling
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from tasks.tsp_construct import TEMPLATE
-
-MODEL = "stub"
-LOGIN_PAGE = "<html><head><title>Sign in</title></head><body>Please sign in to the corporate proxy</body></html>"
-
-
-def completion(message: object) -> dict:
-    return {"id": "c", "object": "chat.completion", "model": MODEL,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}
-
-
-GOOD = json.dumps(completion({"role": "assistant", "content": f"```python\n{TEMPLATE}\n```"}))
-# mode: (HTTP status, content type, body) of every chat reply
-REPLIES = {
-    "good": (200, "application/json", GOOD),
-    "nochoices": (200, "application/json", json.dumps({**completion(None), "choices": []})),
-    "badjson": (200, "application/json", '{"id": "c", "choices": [{"message": {"content": "def sel'),
-    "html": (200, "text/html; charset=utf-8", LOGIN_PAGE),
-    "e500": (500, "application/json", json.dumps({"error": {"message": "upstream down"}})),
-    # not chat completions either
-    "list": (200, "application/json", "[]"),
-    "nomessage": (200, "application/json", json.dumps({**completion(None), "choices": [{"index": 0}]})),
-    "numbercontent": (200, "application/json", json.dumps(completion({"role": "assistant", "content": 7}))),
-    # chat completions whose text is useless: the candidate's parse failure, not the endpoint's
-    "null": (200, "application/json", json.dumps(completion({"role": "assistant", "content": None}))),
-    "empty": (200, "application/json", json.dumps(completion({"role": "assistant", "content": ""}))),
-    "nousage": (200, "application/json", json.dumps({k: v for k, v in json.loads(GOOD).items() if k != "usage"})),
-}
-
-
-class StubServer:
-    """An OpenAI-compatible server on loopback: `GET /v1/models` lists MODEL (`models`: what it answers);
-    `POST /v1/chat/completions` answers the first `good_first` requests well, then `mode`'s reply (REPLIES)
-    `bad_times` times (None: forever), then well again."""
-
-    def __init__(self) -> None:
-        self.mode, self.good_first, self.bad_times = "good", 0, None
-        self.chats = 0  # chat requests answered
-        self.models = (200, "application/json", json.dumps({"object": "list", "data": [
-            {"id": MODEL, "object": "model", "owned_by": "stub"}]}))  # the reply to `GET /v1/models`
-        self.lock = threading.Lock()
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # quiet test output
-                pass
-
-            def do_GET(self) -> None:
-                self.reply(*stub.models)
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                with stub.lock:
-                    stub.chats += 1
-                    bad = stub.chats - stub.good_first
-                    broken = bad > 0 and (stub.bad_times is None or bad <= stub.bad_times)
-                self.reply(*REPLIES[stub.mode if broken else "good"])
-
-            def reply(self, status: int, content_type: str, body: str) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -223,4 +147,31 @@ def test_a_proxy_page_in_place_of_the_model_list_is_one_line_before_anything_is_
                            "charset=utf-8) is not an OpenAI model list (not JSON): '<html><head><title>Sign in"
                            "</title></head><body>Please sign in to the corporate p...'; is base_url an "
                            "OpenAI-compatible server (not a proxy's sign-in page)?")
+    assert not out.exists() and stub.chats == 0
+
+
+# s53 walkthrough, finding 2: a `GET /models` answering 200 with JSON that lists no named models (a health
+# endpoint on the wrong port, a web UI's API) was a TypeError traceback or "it serves: None"
+NO_MODEL_LIST = {
+    "status": ('{"status": "ok"}', "no list of models in `data`"),
+    "names": ('{"data": [{"name": "x"}]}', "a model in `data` has no `id`"),
+    "number ids": ('{"object": "list", "data": [{"id": 7}]}', "a model in `data` has no `id`"),
+}
+
+
+@pytest.mark.parametrize("body", sorted(NO_MODEL_LIST))
+def test_json_that_lists_no_named_models_is_one_line_before_anything_is_written(tmp_path, capsys, body):
+    stub = StubServer()
+    stub.models = (200, "application/json", NO_MODEL_LIST[body][0])
+    try:
+        out = tmp_path / "run"
+        code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
+    finally:
+        stub.close()
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == (f"coevolve run: error: endpoint.base_url: {stub.base_url}/models: HTTP 200 "
+                           f"(application/json) is not an OpenAI model list ({NO_MODEL_LIST[body][1]}): "
+                           f"{NO_MODEL_LIST[body][0]!r}; is base_url an OpenAI-compatible server (not a "
+                           "proxy's sign-in page)?")
     assert not out.exists() and stub.chats == 0

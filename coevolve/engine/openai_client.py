@@ -29,6 +29,9 @@ Retries (connection errors, timeouts, 429, 5xx, broken replies) back off
 exponentially and are counted on the completion (`Completion.retries`, summed
 by the ledger); they never charge the evaluation budget, which counts
 candidates.
+A KeyboardInterrupt (Ctrl-C; SIGTERM, which coevolve/cli.py takes as one) leaves
+`chat` at once: the call's queued requests are never sent, those in flight are
+abandoned to daemon threads that do not hold the process (`chat` says why).
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ import json
 import os
 import random
 import re
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -130,6 +133,9 @@ def model_list(response: Any) -> list[dict]:
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
         raise _came_back(response, "no list of models in `data`", "an OpenAI model list")
+    # a model without a name would be listed as "it serves: None" (s53 walkthrough, finding 2)
+    if not all(isinstance(entry.get("id"), str) and entry["id"] for entry in data):
+        raise _came_back(response, "a model in `data` has no `id`", "an OpenAI model list")
     return data
 
 
@@ -202,6 +208,7 @@ class OpenAIGenerator:
         self.concurrency = max(1, concurrency)
         self.retries = retries
         self.backoff_s = backoff_s
+        self.served: dict[str, dict] = {}  # what `GET /models` said of each model (probe)
         # the SDK's own retries are off: ours are counted (see the module doc)
         self.client = OpenAI(base_url=self.base_url, api_key=api_key(base_url, api_key_env), timeout=timeout_s,
                              max_retries=0)
@@ -230,16 +237,19 @@ class OpenAIGenerator:
                                       "OpenAI-compatible base_url usually ends in /v1") from None
         except openai.APIStatusError as exc:
             raise EndpointConfigError(f"endpoint.base_url: {self.base_url}/models answered {_status_line(exc)}") from None
-        except openai.OpenAIError as exc:  # e.g. a body that is not the models list
+        except openai.OpenAIError as exc:  # any other failure of the SDK's (the body is read by model_list)
             raise EndpointConfigError(f"endpoint.base_url: {self.base_url} is not an OpenAI-compatible "
                                       f"endpoint ({' '.join(str(exc).split())[:200]})") from None
-        found = {str(e.get("id")): e for e in served}
+        found = {e["id"]: e for e in served}
         names = ", ".join(sorted(found)[:10]) or "nothing"
         for model in self.models:
             if model not in found:
                 field = "endpoint.model" if len(self.models) == 1 else f"endpoint.models.{model}"
                 raise EndpointConfigError(f"{field}: {self.base_url} does not serve {model!r}; it serves: {names}")
-        return {k: found[self.model].get(k) for k in ("id", "owned_by", "max_model_len")}
+        # every model's: an ensemble's endpoint.json describes each (describe)
+        self.served = {model: {k: found[model].get(k) for k in ("id", "owned_by", "max_model_len")}
+                       for model in self.models}
+        return self.served[self.model]
 
     def pick(self, seed: int | None) -> str:
         """The model a request goes to: an ensemble's draw from the request's seed under the current
@@ -263,11 +273,15 @@ class OpenAIGenerator:
             self._one([{"role": "user", "content": "ok"}], Sampling(temperature=0.0, max_tokens=1), None, pattern)
 
     def describe(self, probed: dict | None = None) -> dict:
-        """What a run records about its endpoint (run dir endpoint.json)."""
+        """What a run records about its endpoint (run dir endpoint.json): `model` and `server` (what `probe`
+        returned) are the first model's, the one unseeded requests go to; an ensemble adds `models`, each
+        model's weight, and `servers`, what `/models` said of each (when probed)."""
         probed = probed or {}
-        vllm = probed.get("owned_by") == "vllm"
+        servers = self.served if probed and len(self.models) > 1 else {}
+        vllm = all(p.get("owned_by") == "vllm" for p in (servers or {self.model: probed}).values())
         return {"base_url": self.base_url, "model": self.model, "server": probed,
                 **({"models": self.models} if len(self.models) > 1 else {}),
+                **({"servers": servers} if servers else {}),
                 # vLLM honours per-request seeds; the OpenAI API calls its seed best effort
                 "seeds": "honoured" if vllm else "sent; best effort (the server does not promise them)",
                 "constraints": "vllm structured_outputs regex" if vllm else "sent as vLLM's structured_outputs; "
@@ -297,24 +311,57 @@ class OpenAIGenerator:
         jobs = [(list(c), None if seeds is None else int(seeds[i]), None if constraints is None else constraints[i])
                 for i, c in enumerate(conversations)]
 
-        def one(index: int) -> Completion:
-            completion = self._one(jobs[index][0], sampling, jobs[index][1], jobs[index][2])
-            if on_each is not None:
-                on_each(index, completion)
-            return completion
+        # Our own daemon threads, not a ThreadPoolExecutor (s53 walkthrough, finding 1). On Ctrl-C or SIGTERM
+        # (KeyboardInterrupt in the main thread, which waits in join below) the call leaves at once: requests
+        # not yet begun are never sent (`abandoned`: a hosted API would charge them, and a resume asks them
+        # again) and those in flight are abandoned, not awaited. A daemon thread blocked in an HTTP read does
+        # not hold the process, whose exit closes its sockets (so a server may drop the request), so the
+        # run's writer lock goes with it. An executor cannot do this: `with` waits for every queued request,
+        # concurrent.futures' atexit hook joins its workers even after shutdown(cancel_futures=True), and
+        # nothing stops a thread blocked in a read. Nor does closing the httpx client from this thread: it
+        # does not reliably wake a read in another thread, and it would leave the client unusable.
+        # Uninterrupted, it is what the executor did: up to `concurrency` requests at once, taken in order.
+        outcomes: list[tuple[Completion | None, BaseException | None]] = [(None, None)] * len(jobs)
+        order = iter(range(len(jobs)))
+        taking = threading.Lock()
+        abandoned = threading.Event()
 
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            futures = [pool.submit(one, index) for index in range(len(jobs))]
+        def work() -> None:
+            while not abandoned.is_set():
+                with taking:
+                    index = next(order, None)
+                if index is None:
+                    return
+                try:
+                    completion = self._one(jobs[index][0], sampling, jobs[index][1], jobs[index][2], abandoned)
+                    if on_each is not None and not abandoned.is_set():  # the step that hooked it is gone
+                        on_each(index, completion)
+                    outcomes[index] = (completion, None)
+                except BaseException as exc:  # as a future keeps it: raised below, in request order
+                    outcomes[index] = (None, exc)
+
+        workers = [threading.Thread(target=work, name=f"endpoint-{n}", daemon=True)
+                   for n in range(min(self.concurrency, len(jobs)))]
+        try:
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        except BaseException:
+            abandoned.set()
+            raise
         # a prompt too long for the served model refuses that request alone: the others' replies (paid
         # for) travel with the error, so the caller asks again for the refused ones only
         replies: list[Completion | None] = []
         refused: ContextLengthError | None = None
-        for index, future in enumerate(futures):
-            try:
-                replies.append(future.result())
-            except ContextLengthError as exc:
+        for index, (completion, error) in enumerate(outcomes):
+            if isinstance(error, ContextLengthError):
                 replies.append(None)
-                refused = refused or ContextLengthError(str(exc), index)
+                refused = refused or ContextLengthError(str(error), index)
+            elif error is not None:
+                raise error
+            else:
+                replies.append(completion)
         if refused is not None:
             refused.replies = replies
             raise refused
@@ -340,7 +387,7 @@ class OpenAIGenerator:
         return kwargs
 
     def _one(self, messages: list[Message], sampling: Sampling, seed: int | None,
-             pattern: str | None = None) -> Completion:
+             pattern: str | None = None, abandoned: threading.Event | None = None) -> Completion:
         from openai import APIConnectionError, APIStatusError, APITimeoutError  # heavy, only when an endpoint is used
 
         kwargs = self._request(messages, sampling, seed, pattern)
@@ -367,7 +414,11 @@ class OpenAIGenerator:
                 failure, wait = _status_line(exc), _retry_after(exc)
             if attempt == self.retries:
                 raise EndpointError(f"{self.base_url} failed {attempt + 1} times in a row, last: {failure}") from None
-            time.sleep(wait if wait is not None else min(self.backoff_s * 2**attempt, MAX_BACKOFF_S))
+            pause = wait if wait is not None else min(self.backoff_s * 2**attempt, MAX_BACKOFF_S)
+            if abandoned is None:
+                time.sleep(pause)
+            elif abandoned.wait(pause):  # the call was interrupted: its retry is never sent
+                raise EndpointError(f"{self.base_url}: request abandoned (interrupted)")
             attempt += 1
         text = reply.text
         # a length-cut reply is a prefix of a match, not a match

@@ -1,0 +1,105 @@
+"""A stub OpenAI-compatible server on loopback for endpoint tests without an engine
+(tests/test_endpoint_replies.py, tests/test_endpoint_interrupt.py): `GET /v1/models` and
+`POST /v1/chat/completions`, each reply set by the test."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from conftest_server import free_port
+
+from tasks.tsp_construct import TEMPLATE
+
+MODEL = "stub"
+LOGIN_PAGE = "<html><head><title>Sign in</title></head><body>Please sign in to the corporate proxy</body></html>"
+
+
+def completion(message: object) -> dict:
+    return {"id": "c", "object": "chat.completion", "model": MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}
+
+
+def model_list(*names: str) -> tuple[int, str, str]:
+    """A `GET /v1/models` reply listing `names`."""
+    return 200, "application/json", json.dumps({"object": "list", "data": [
+        {"id": name, "object": "model", "owned_by": "stub"} for name in names]})
+
+
+GOOD = json.dumps(completion({"role": "assistant", "content": f"```python\n{TEMPLATE}\n```"}))
+# mode: (HTTP status, content type, body) of every chat reply
+REPLIES = {
+    "good": (200, "application/json", GOOD),
+    "nochoices": (200, "application/json", json.dumps({**completion(None), "choices": []})),
+    "badjson": (200, "application/json", '{"id": "c", "choices": [{"message": {"content": "def sel'),
+    "html": (200, "text/html; charset=utf-8", LOGIN_PAGE),
+    "e500": (500, "application/json", json.dumps({"error": {"message": "upstream down"}})),
+    # not chat completions either
+    "list": (200, "application/json", "[]"),
+    "nomessage": (200, "application/json", json.dumps({**completion(None), "choices": [{"index": 0}]})),
+    "numbercontent": (200, "application/json", json.dumps(completion({"role": "assistant", "content": 7}))),
+    # chat completions whose text is useless: the candidate's parse failure, not the endpoint's
+    "null": (200, "application/json", json.dumps(completion({"role": "assistant", "content": None}))),
+    "empty": (200, "application/json", json.dumps(completion({"role": "assistant", "content": ""}))),
+    "nousage": (200, "application/json", json.dumps({k: v for k, v in json.loads(GOOD).items() if k != "usage"})),
+}
+
+
+class StubServer:
+    """An OpenAI-compatible server on loopback: `GET /v1/models` lists MODEL (`models`: what it answers);
+    `POST /v1/chat/completions` answers the first `good_first` requests well, then `mode`'s reply (REPLIES)
+    `bad_times` times (None: forever), then well again. Each chat request waits `delay_s` before its
+    reply (a slow server; `close` ends the waits) and its arrival time (time.monotonic) is in `started`."""
+
+    def __init__(self) -> None:
+        self.mode, self.good_first, self.bad_times = "good", 0, None
+        self.chats = 0  # chat requests answered
+        self.delay_s = 0.0
+        self.started: list[float] = []
+        self.models = model_list(MODEL)  # the reply to `GET /v1/models`
+        self.lock = threading.Lock()
+        self.closing = threading.Event()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet test output
+                pass
+
+            def do_GET(self) -> None:
+                self.reply(*stub.models)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                with stub.lock:
+                    stub.started.append(time.monotonic())
+                if stub.delay_s:
+                    stub.closing.wait(stub.delay_s)
+                with stub.lock:
+                    stub.chats += 1
+                    bad = stub.chats - stub.good_first
+                    broken = bad > 0 and (stub.bad_times is None or bad <= stub.bad_times)
+                self.reply(*REPLIES[stub.mode if broken else "good"])
+
+            def reply(self, status: int, content_type: str, body: str) -> None:
+                data = body.encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client left (timed out, interrupted): nobody to answer
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.closing.set()
+        self.server.shutdown()
+        self.server.server_close()
