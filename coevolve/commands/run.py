@@ -633,7 +633,7 @@ def _resumable(run: Callable[[], RunSummary]) -> RunSummary | str:
     except (EndpointError, ConstraintError) as exc:
         print(f"coevolve run: error: {exc}", file=sys.stderr)
         # a server that answers, only slowly: waiting changes nothing, a longer timeout does
-        return TIMED_OUT if "timed out" in str(exc).lower() else ANSWERS
+        return TIMED_OUT if getattr(exc, "timed_out", False) else ANSWERS
     except OSError as exc:
         why = _refused(exc)
         if why is None:

@@ -63,7 +63,12 @@ class EndpointConfigError(UsageError):
 
 
 class EndpointError(RuntimeError):
-    """The endpoint stopped answering mid-run (after its retries)."""
+    """The endpoint stopped answering mid-run (after its retries). `timed_out`: its last try got no answer
+    within `timeout_s` (a server that is up but slow: a longer timeout, not waiting, is the way on)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class BrokenReply(ValueError):
@@ -398,9 +403,10 @@ class OpenAIGenerator:
                 reply = chat_reply(self.client.chat.completions.with_raw_response.create(**kwargs).http_response)
                 break
             except BrokenReply as exc:  # a proxy's hiccup or a broken server, as a 5xx is: asked again
-                failure, wait = str(exc), None
+                failure, wait, timed_out = str(exc), None, False
             except (APIConnectionError, APITimeoutError) as exc:
                 failure, wait = f"no answer ({' '.join(str(exc.__cause__ or exc).split())[:200]})", None
+                timed_out = isinstance(exc, APITimeoutError)
             except APIStatusError as exc:
                 if exc.status_code == 400 and _too_long(exc):  # not the constraint's fault, nor a retry's to fix
                     raise ContextLengthError(f"{self.base_url} refused a prompt longer than its model's context "
@@ -411,9 +417,10 @@ class OpenAIGenerator:
                                           f"({_status_line(exc)})") from None
                 if exc.status_code != 429 and exc.status_code < 500:
                     raise EndpointError(f"{self.base_url} refused a request ({_status_line(exc)})") from None
-                failure, wait = _status_line(exc), _retry_after(exc)
+                failure, wait, timed_out = _status_line(exc), _retry_after(exc), False
             if attempt == self.retries:
-                raise EndpointError(f"{self.base_url} failed {attempt + 1} times in a row, last: {failure}") from None
+                raise EndpointError(f"{self.base_url} failed {attempt + 1} times in a row, last: {failure}",
+                                    timed_out) from None
             pause = wait if wait is not None else min(self.backoff_s * 2**attempt, MAX_BACKOFF_S)
             if abandoned is None:
                 time.sleep(pause)
