@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+
+import pytest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest_server import free_port
@@ -103,3 +105,16 @@ class StubServer:
         self.closing.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+# the fixtures of the tests that use the stub: import them into a test module (pytest finds them there)
+@pytest.fixture
+def stub():
+    server = StubServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)  # for each test module that imports it
+def no_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loopback takes any key

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from endpoint_stub import MODEL, StubServer, model_list
+from endpoint_stub import MODEL, StubServer, model_list, no_key, stub  # noqa: F401  (fixtures)
 
 from coevolve.cli import main
 from coevolve.engine.base import Sampling
@@ -31,18 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 # SIGINT ignored (a background job of a non-interactive shell), which the child would inherit
 LAUNCH = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
           "runpy.run_module('coevolve', run_name='__main__', alter_sys=True)")
-
-
-@pytest.fixture
-def stub():
-    server = StubServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(autouse=True)
-def no_key(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loopback takes any key
 
 
 def write_config(tmp_path: Path, base_url: str, budget: int, batch: int, endpoint: str) -> Path:

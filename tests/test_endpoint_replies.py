@@ -11,24 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
-from endpoint_stub import MODEL, REPLIES, StubServer
+from endpoint_stub import MODEL, REPLIES, StubServer, no_key, stub  # noqa: F401  (fixtures)
 
 from coevolve.cli import main
 from coevolve.engine.base import Sampling
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from tasks.tsp_construct import TEMPLATE
-
-
-@pytest.fixture
-def stub():
-    server = StubServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(autouse=True)
-def no_key(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loopback takes any key
 
 
 def write_config(tmp_path: Path, base_url: str) -> Path:
@@ -132,16 +120,21 @@ def test_distill_with_an_endpoint_teacher_says_the_same_one_line(stub, tmp_path,
     assert not (tmp_path / "skill").exists()
 
 
-def test_a_proxy_page_in_place_of_the_model_list_is_one_line_before_anything_is_written(tmp_path, capsys):
-    """A proxy's sign-in page answers the start-up probe (`GET /models`) before any chat request."""
-    stub = StubServer()
-    stub.models = REPLIES["html"]
+def probed(tmp_path: Path, capsys, models: tuple) -> tuple[StubServer, int, str, Path]:
+    """A run against a stub whose `GET /models` answers `models`: (the stub, exit status, stderr, --out)."""
+    server = StubServer()
+    server.models = models
     try:
         out = tmp_path / "run"
-        code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
+        code = main(["run", str(write_config(tmp_path, server.base_url)), "--out", str(out), "--no-progress"])
     finally:
-        stub.close()
-    err = capsys.readouterr().err
+        server.close()
+    return server, code, capsys.readouterr().err, out
+
+
+def test_a_proxy_page_in_place_of_the_model_list_is_one_line_before_anything_is_written(tmp_path, capsys):
+    """A proxy's sign-in page answers the start-up probe (`GET /models`) before any chat request."""
+    stub, code, err, out = probed(tmp_path, capsys, REPLIES["html"])
     assert code == 2 and "Traceback" not in err
     assert err.strip() == (f"coevolve run: error: endpoint.base_url: {stub.base_url}/models: HTTP 200 (text/html; "
                            "charset=utf-8) is not an OpenAI model list (not JSON): '<html><head><title>Sign in"
@@ -161,14 +154,7 @@ NO_MODEL_LIST = {
 
 @pytest.mark.parametrize("body", sorted(NO_MODEL_LIST))
 def test_json_that_lists_no_named_models_is_one_line_before_anything_is_written(tmp_path, capsys, body):
-    stub = StubServer()
-    stub.models = (200, "application/json", NO_MODEL_LIST[body][0])
-    try:
-        out = tmp_path / "run"
-        code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
-    finally:
-        stub.close()
-    err = capsys.readouterr().err
+    stub, code, err, out = probed(tmp_path, capsys, (200, "application/json", NO_MODEL_LIST[body][0]))
     assert code == 2 and "Traceback" not in err
     assert err.strip() == (f"coevolve run: error: endpoint.base_url: {stub.base_url}/models: HTTP 200 "
                            f"(application/json) is not an OpenAI model list ({NO_MODEL_LIST[body][1]}): "

@@ -149,12 +149,18 @@ class KilledAfterTwoUpdates(CountingEngine):
         return super().chat(*args, **kwargs)
 
 
-def test_resume_of_a_killed_run_whose_history_lost_its_first_record_is_refused(tmp_path, monkeypatch, capsys):
+def killed_run(tmp_path: Path, monkeypatch) -> Path:
+    """A sample+esopt run Ctrl-C'd after its second ES update (KilledAfterTwoUpdates)."""
     config = tmp_path / "c.toml"
     config.write_text(RUN_TOML)
     run = tmp_path / "r"
     monkeypatch.setattr(pool, "build_engine", lambda *a, **k: KilledAfterTwoUpdates())
     assert main(["run", str(config), "--out", str(run), "--no-progress"]) == 130
+    return run
+
+
+def test_resume_of_a_killed_run_whose_history_lost_its_first_record_is_refused(tmp_path, monkeypatch, capsys):
+    run = killed_run(tmp_path, monkeypatch)
     history_path = run / "history.jsonl"
     records = read_jsonl(history_path)
     assert [r["generation"] for r in records] == [0, 1]
@@ -193,11 +199,7 @@ def test_resume_of_a_run_whose_log_lost_its_last_update_is_refused(tmp_path, mon
     """The log's last step (holding the second update) lost, its history whole: the log reads as a run
     killed one step earlier, and without the count the history's extra update was kept while the step
     ran again, continuing from the wrong generation."""
-    config = tmp_path / "c.toml"
-    config.write_text(RUN_TOML)
-    run = tmp_path / "r"
-    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: KilledAfterTwoUpdates())
-    assert main(["run", str(config), "--out", str(run), "--no-progress"]) == 130
+    run = killed_run(tmp_path, monkeypatch)
     events = run / "events.jsonl"
     events.write_text("".join(events.read_text().splitlines(keepends=True)[:-1]))  # start, step 0
     kept = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
