@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from endpoint_stub import MODEL, StubServer, model_list, no_key, stub  # noqa: F401  (fixtures)
+from endpoint_stub import MODEL, model_list, no_key, stub  # noqa: F401  (fixtures)
 
 from coevolve.cli import main
 from coevolve.engine.base import Sampling
