@@ -39,6 +39,10 @@ REPLIES = {
     "badjson": (200, "application/json", '{"id": "c", "choices": [{"message": {"content": "def sel'),
     "html": (200, "text/html; charset=utf-8", LOGIN_PAGE),
     "e500": (500, "application/json", json.dumps({"error": {"message": "upstream down"}})),
+    # refusals no retry fixes
+    "e401": (401, "application/json", json.dumps({"error": {"message": "Incorrect API key provided"}})),
+    "toolong": (400, "application/json", json.dumps({"error": {"message": "This model's maximum context length is "
+                                                                          "2048 tokens; you requested 4096 tokens"}})),
     # not chat completions either
     "list": (200, "application/json", "[]"),
     "nomessage": (200, "application/json", json.dumps({**completion(None), "choices": [{"index": 0}]})),
@@ -54,12 +58,15 @@ class StubServer:
     """An OpenAI-compatible server on loopback: `GET /v1/models` lists MODEL (`models`: what it answers);
     `POST /v1/chat/completions` answers the first `good_first` requests well, then `mode`'s reply (REPLIES)
     `bad_times` times (None: forever), then well again. Each chat request waits `delay_s` before its
-    reply (a slow server; `close` ends the waits) and its arrival time (time.monotonic) is in `started`."""
+    reply (a slow server; `close` ends the waits) and its arrival time (time.monotonic) is in `started`.
+    `fail` maps a text to a mode: a chat request whose body holds that text is answered at once with that
+    mode's reply, every time, outside the count above (one request of a call that fails)."""
 
     def __init__(self) -> None:
         self.mode, self.good_first, self.bad_times = "good", 0, None
         self.chats = 0  # chat requests answered
         self.delay_s = 0.0
+        self.fail: dict[str, str] = {}
         self.started: list[float] = []
         self.models = model_list(MODEL)  # the reply to `GET /v1/models`
         self.lock = threading.Lock()
@@ -74,9 +81,13 @@ class StubServer:
                 self.reply(*stub.models)
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
+                body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
                 with stub.lock:
                     stub.started.append(time.monotonic())
+                marked = [mode for text, mode in stub.fail.items() if text in body]
+                if marked:
+                    self.reply(*REPLIES[marked[0]])
+                    return
                 if stub.delay_s:
                     stub.closing.wait(stub.delay_s)
                 with stub.lock:

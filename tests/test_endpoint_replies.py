@@ -55,7 +55,7 @@ def test_a_reply_that_is_no_chat_completion_stops_the_run_in_one_line_and_it_res
     errors = [line for line in err.splitlines() if line.startswith("coevolve run: error:")]
     assert errors == [f"coevolve run: error: {stub.base_url} failed 2 times in a row, last: {SAID[mode]}"], err
     assert f"every finished step is in {out}: continue with `coevolve run --resume {out}`" in err
-    assert stub.chats == 6  # two answered, then step 1's two requests each broken twice (retries = 1)
+    assert stub.chats == 4  # two answered, then step 1's first request broken twice (retries = 1); not its second
 
     stub.mode = "good"  # the proxy lets the requests through again
     code = main(["run", "--resume", str(out), "--no-progress"])
@@ -63,7 +63,7 @@ def test_a_reply_that_is_no_chat_completion_stops_the_run_in_one_line_and_it_res
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluations"] == 4
-    assert stub.chats == 8  # step 0 came from the run directory, not the server
+    assert stub.chats == 6  # step 0 came from the run directory, not the server
 
 
 def test_one_broken_reply_is_retried_like_a_5xx_and_counted(stub, tmp_path, capsys):

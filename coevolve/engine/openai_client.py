@@ -32,6 +32,10 @@ candidates.
 A KeyboardInterrupt (Ctrl-C; SIGTERM, which coevolve/cli.py takes as one) leaves
 `chat` at once: the call's queued requests are never sent, those in flight are
 abandoned to daemon threads that do not hold the process (`chat` says why).
+So does the first request of a call that fails for good (any error but a
+too-long prompt's): `chat` raises that error at once, sends none of the call's
+queued requests and waits for none in flight (their replies would be thrown
+away, yet each would be waited for, maybe timed out, and paid for).
 """
 
 from __future__ import annotations
@@ -311,13 +315,17 @@ class OpenAIGenerator:
         each reply arrives (what the search scores early, coevolve/search/overlap.py).
         A prompt the server refuses as too long raises ContextLengthError once every
         request is answered, naming the first refused (`index`) and holding all the
-        replies (`replies`, None where refused)."""
+        replies (`replies`, None where refused). Any other failure (retries spent, a refusal no retry
+        fixes, an error raised by on_each) is raised as soon as it happens: the first one, not a later
+        one, and the call's other requests are dropped as on an interrupt (see below)."""
         check_requests(conversations, seeds, constraints)
+        if not conversations:
+            return []  # no worker would ever say it is done
         jobs = [(list(c), None if seeds is None else int(seeds[i]), None if constraints is None else constraints[i])
                 for i, c in enumerate(conversations)]
 
         # Our own daemon threads, not a ThreadPoolExecutor (s53 walkthrough, finding 1). On Ctrl-C or SIGTERM
-        # (KeyboardInterrupt in the main thread, which waits in join below) the call leaves at once: requests
+        # (KeyboardInterrupt in the main thread, which waits on `over` below) the call leaves at once: requests
         # not yet begun are never sent (`abandoned`: a hosted API would charge them, and a resume asks them
         # again) and those in flight are abandoned, not awaited. A daemon thread blocked in an HTTP read does
         # not hold the process, whose exit closes its sockets (so a server may drop the request), so the
@@ -326,45 +334,63 @@ class OpenAIGenerator:
         # nothing stops a thread blocked in a read. Nor does closing the httpx client from this thread: it
         # does not reliably wake a read in another thread, and it would leave the client unusable.
         # Uninterrupted, it is what the executor did: up to `concurrency` requests at once, taken in order.
+        # The first request that fails for good abandons the call the same way: the error is final for the
+        # whole call, so sending or awaiting the rest would only cost time and money for replies thrown away.
         outcomes: list[tuple[Completion | None, BaseException | None]] = [(None, None)] * len(jobs)
         order = iter(range(len(jobs)))
         taking = threading.Lock()
         abandoned = threading.Event()
+        failed: list[BaseException] = []  # the first final failure; those it causes (abandoned retries) come later
+        over = threading.Event()  # every worker is done, or one failed for good
+        running = [min(self.concurrency, len(jobs))]
+
+        def fail(exc: BaseException) -> None:
+            with taking:
+                if not failed:
+                    failed.append(exc)
+                abandoned.set()
+            over.set()
 
         def work() -> None:
-            while not abandoned.is_set():
+            try:
+                while not abandoned.is_set():
+                    with taking:
+                        index = next(order, None)
+                    if index is None:
+                        return
+                    try:
+                        completion = self._one(jobs[index][0], sampling, jobs[index][1], jobs[index][2], abandoned)
+                        if on_each is not None and not abandoned.is_set():  # the step that hooked it is gone
+                            on_each(index, completion)
+                        outcomes[index] = (completion, None)
+                    except ContextLengthError as exc:  # the others' replies are still wanted (raised below)
+                        outcomes[index] = (None, exc)
+                    except BaseException as exc:
+                        fail(exc)
+            finally:
                 with taking:
-                    index = next(order, None)
-                if index is None:
-                    return
-                try:
-                    completion = self._one(jobs[index][0], sampling, jobs[index][1], jobs[index][2], abandoned)
-                    if on_each is not None and not abandoned.is_set():  # the step that hooked it is gone
-                        on_each(index, completion)
-                    outcomes[index] = (completion, None)
-                except BaseException as exc:  # as a future keeps it: raised below, in request order
-                    outcomes[index] = (None, exc)
+                    running[0] -= 1
+                    if running[0] == 0:
+                        over.set()
 
-        workers = [threading.Thread(target=work, name=f"endpoint-{n}", daemon=True)
-                   for n in range(min(self.concurrency, len(jobs)))]
+        workers = [threading.Thread(target=work, name=f"endpoint-{n}", daemon=True) for n in range(running[0])]
         try:
             for worker in workers:
                 worker.start()
-            for worker in workers:
-                worker.join()
+            over.wait()  # interruptible, as join is
         except BaseException:
             abandoned.set()
             raise
+        if failed:
+            raise failed[0]
         # a prompt too long for the served model refuses that request alone: the others' replies (paid
         # for) travel with the error, so the caller asks again for the refused ones only
         replies: list[Completion | None] = []
         refused: ContextLengthError | None = None
         for index, (completion, error) in enumerate(outcomes):
-            if isinstance(error, ContextLengthError):
+            if error is not None:  # only a ContextLengthError is kept in outcomes
                 replies.append(None)
                 refused = refused or ContextLengthError(str(error), index)
-            elif error is not None:
-                raise error
             else:
                 replies.append(completion)
         if refused is not None:
