@@ -11,7 +11,10 @@ report are these types, not dicts read by key:
   run, told apart by their `kind` (`read_summary`);
 - `TestScores` / `TestScore`: a run's test.json, its best heuristic's scores;
 - `ComparisonCell`: one planned run of a comparison as the report collects it;
-- `AgentEvalRound`: one held-out evaluation of an agent run (eval.jsonl).
+- `AgentEvalRound`: one held-out evaluation of an agent run (eval.jsonl);
+- `IslandsSnapshot` / `MapElitesSnapshot` / `ParetoSnapshot`: an archive
+  method's part of a snapshot (population/gen_NNNN.json), as its
+  `snapshot()` writes it and the dashboard's archive panel reads it.
 
 pydantic v2 models rather than dataclasses: reading an old file is the hard
 part, and a model states it on the field lines (a field added since has a
@@ -21,12 +24,15 @@ The config sections use the same library.
 
 Versions: every file record carries `schema_version` (SCHEMA_VERSION when
 made or written; 0 when read from a file written before the field existed).
+An archive snapshot is the exception: the loop writes the file (its step
+beside the method's part), and the part keeps the shape it always had, a
+field added since with a default.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -309,6 +315,86 @@ class ComparisonCell(Record):
     # the run's best is where it started: the task's template, one of its seed heuristics, or one of the
     # run's [start] programs
     best_is: Literal["template", "seed", "start"] | None = None
+
+
+# ------------------------------------------------------ archive snapshots
+GRID_BINS = 256  # cells per descriptor a MAP-Elites grid may have for the dashboard to draw it (map_elites.bins allows 64)
+
+
+class SnapshotPart(Record):
+    """Part of an archive snapshot (population/gen_NNNN.json). Strict, unlike the other records: the
+    dashboard reads a running run's newest snapshot and must say which field is wrong rather than
+    draw a string as a number or a float as a count."""
+
+    model_config = ConfigDict(extra="allow", strict=True, validate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)  # by alias: a reset's "from" is a keyword here
+
+
+class SnapshotMember(SnapshotPart):
+    """One program of a snapshot's population (Population.snapshot), best first."""
+
+    id: int
+    objective: float | None = None
+    operator: str = ""
+    idea: str | None = None
+    code: str | None = None
+
+
+class ArchiveSnapshot(SnapshotPart):
+    """What every method's snapshot holds: its archive's programs."""
+
+    population: list[SnapshotMember] = []
+
+
+class IslandReset(SnapshotPart):
+    """One reset of the islands: the worse half emptied, each refounded from an island of the better half."""
+
+    step: int
+    evaluations: int
+    reset: list[int]
+    from_: list[int] = Field([], alias="from")  # the island each reset one was refounded from, in order
+
+
+class IslandsSnapshot(ArchiveSnapshot):
+    islands: list[list[int]]  # each island's program ids, best first
+    resets: list[IslandReset] | None = None  # None: a snapshot written before resets were kept
+
+
+class GridCell(SnapshotPart):
+    cell: list[int]
+    id: int
+    objective: float | None
+    descriptors: list[float] = []
+
+
+class Grid(SnapshotPart):
+    descriptors: list[str] = Field(min_length=1)
+    bins: int = Field(ge=1, le=GRID_BINS)
+    ranges: list[Annotated[list[float], Field(min_length=2, max_length=2)]]  # (low, high) per descriptor
+    cells: list[GridCell]
+    undescribed: int | None = None  # valid programs kept out, their descriptors not all finite (None: older)
+
+
+class MapElitesSnapshot(ArchiveSnapshot):
+    grid: Grid
+
+
+class ParetoWin(SnapshotPart):
+    id: int
+    wins: int  # training instances it is the best on
+    objective: float | None
+
+
+class ParetoFront(SnapshotPart):
+    instances: int
+    wins: list[ParetoWin]  # best objective first
+    unprofiled: int | None = None  # valid programs with no per-instance objectives (None: older)
+
+
+class ParetoSnapshot(ArchiveSnapshot):
+    pareto: ParetoFront
 
 
 # -------------------------------------------------------------- reading

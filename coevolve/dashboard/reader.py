@@ -33,16 +33,17 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from coevolve.agents.runconfig import ES_METHODS
 from coevolve.base.config import build_config
 from coevolve.base.durable import read_jsonl
 from coevolve.base.errors import CorruptFileError, UsageError
-from coevolve.base.records import (AgentEvalRound, Candidate, RunSummary, SearchSummary, Versioned, parse,
-                                   parse_summary, summary_kind)
+from coevolve.base.records import (AgentEvalRound, Candidate, IslandsSnapshot, MapElitesSnapshot, ParetoSnapshot,
+                                   RunSummary, SearchSummary, SnapshotPart, Versioned, parse, parse_summary,
+                                   summary_kind)
 from coevolve.base.untrusted import clean
 from coevolve.plan import COMPARE_CONFIG, AgentCompareConfig, RunSpec, agent_runs, config_class, planned_runs
 from coevolve.plan import run_state as planned_run_state
@@ -59,6 +60,7 @@ from coevolve.search.skill import requests_name_versions, shown_counts, trial_li
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
 from tasks.base import HeuristicTask, gap as task_gap
+from tasks.loader import TaskExited, exited, guarded
 from tasks.registry import heuristic_task
 
 RUN_MARKER = "config.toml"
@@ -68,7 +70,6 @@ MESSAGE_LIMIT = 4000  # characters of a failure message shown (its end: where er
 PROMPT_LIMIT = 40_000  # characters of one prompt message shown (the skill, parents and failures fit)
 TEXT_LIMIT = 200_000  # characters of any one candidate text shown
 TABLE_LIMIT = 4000  # characters of one value of the run table (its starting programs and trials run long)
-GRID_BINS = 256  # cells per descriptor a MAP-Elites grid may have to be drawn (map_elites.bins allows 64)
 
 
 def text(value: object, limit: int = TEXT_LIMIT) -> str:
@@ -402,7 +403,7 @@ def csv_value(raw: str | None, limit: int = 300) -> int | float | str | None:
 
 
 # ------------------------------------------------------------------ heuristic runs
-_REFERENCES: dict[tuple[str, str, int], float | None] = {}
+_REFERENCES: dict[tuple[str, str, int], tuple[float | None, str]] = {}  # (value, why unavailable)
 
 
 # one lock per task name: the page's parallel requests would each build a task not built yet, and a slow
@@ -446,14 +447,24 @@ def task_info(name: str) -> tuple[str, tuple[str, int] | None]:
 
 def reference(name: str, split: str, size: int) -> float | None:
     """The task's reference objective on the train set (memoised); None when it has none."""
+    return reference_of(name, split, size)[0]
+
+
+def reference_of(name: str, split: str, size: int) -> tuple[float | None, str]:
+    """The task's reference objective (memoised) and, when its reference() tried to end the process, the
+    line that says so (loader.exited): the task's own code runs in the dashboard's process, which must
+    go on serving every other run. Any other failure is a reference the task does not have, as before."""
     key = (name, split, size)
     if key not in _REFERENCES:
         task, _ = built_task(name)
         try:
-            ref = None if task is None else task.reference(split, size)
-            _REFERENCES[key] = None if ref is None else finite(getattr(ref, "value", ref))
+            with guarded():
+                ref = None if task is None else task.reference(split, size)
+            _REFERENCES[key] = (None if ref is None else finite(getattr(ref, "value", ref)), "")
+        except TaskExited as exc:
+            _REFERENCES[key] = (None, text(exited(exc, f"reference({split!r}, {size})"), 1000))
         except Exception:
-            _REFERENCES[key] = None
+            _REFERENCES[key] = (None, "")
     return _REFERENCES[key]
 
 
@@ -574,12 +585,12 @@ class HeuristicRun(RunDir):
     def row(self) -> dict[str, Any]:
         best = self.best()
         used = self.used()
-        ref = None
+        ref, unavailable = None, ""
         if self.summary:
             ref = finite(self.summary.train.reference)
         elif best is not None:
             train = task_info(self.task)[1]
-            ref = reference(self.task, *train) if train else None
+            ref, unavailable = reference_of(self.task, *train) if train else (None, "")
         # the budget T and what is charged outside it apart, as the run table says them (16 / 12 (+ 4 initial
         # outside T)): one total of 16 reads as if T were 16
         return {"kind": "run", "task": self.task, "method": self.method, "seed": self.seed,
@@ -587,6 +598,8 @@ class HeuristicRun(RunDir):
                 "writer": self.writer,
                 "best": best and best.objective, "best_id": best and best.id,
                 "gap": gap(best and best.objective, ref, self.direction),
+                # the gap's reference when it cannot be had: why (a task's reference() that exited)
+                "reference_unavailable": unavailable or None,
                 "valid_rate": (len(self.valid()) / used) if used else None, "caps": self.caps(),
                 # valid programs of their own: a repeat of earlier code is valid as the original was
                 "valid": len(self.valid()), "distinct_valid": sum(c.duplicate_of is None for c in self.valid()),
@@ -910,65 +923,7 @@ def snapshot_files(run: Path) -> list[tuple[int, Path]]:
 
 
 # ------------------------------------------------------------------ archives (islands, MAP-Elites, Pareto)
-class SnapshotPart(BaseModel):
-    """What the archive panel reads of a snapshot, as `snapshot()` writes it: strict (a string is no
-    number, a float no count), other keys ignored (the panel does not need them)."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
-
-
-class Member(SnapshotPart):
-    id: int
-    objective: float | None = None
-
-
-class IslandReset(SnapshotPart):
-    step: int
-    evaluations: int
-    reset: list[int]
-
-
-class IslandsSnapshot(SnapshotPart):
-    population: list[Member] = Field(default_factory=list)
-    islands: list[list[int]]
-    resets: list[IslandReset] | None = None  # None: a snapshot written before resets were kept
-
-
-class GridCell(SnapshotPart):
-    cell: list[int]
-    id: int
-    objective: float | None
-    descriptors: list[float] = Field(default_factory=list)
-
-
-class Grid(SnapshotPart):
-    descriptors: list[str] = Field(min_length=1)
-    bins: int = Field(ge=1, le=GRID_BINS)
-    ranges: list[Annotated[list[float], Field(min_length=2, max_length=2)]]
-    cells: list[GridCell]
-    undescribed: int | None = None
-
-
-class MapElitesSnapshot(SnapshotPart):
-    grid: Grid
-
-
-class ParetoWin(SnapshotPart):
-    id: int
-    wins: int
-    objective: float | None
-
-
-class ParetoFront(SnapshotPart):
-    instances: int
-    wins: list[ParetoWin]
-    unprofiled: int | None = None
-
-
-class ParetoSnapshot(SnapshotPart):
-    pareto: ParetoFront
-
-
+# a snapshot is read through the record its method writes it with (coevolve.base.records)
 def checked(model: type[SnapshotPart], check: Callable[[Any], tuple[str, str] | None]) -> Callable[[Any, str], Any]:
     """A reader of `model` that also holds it to `check` (what a type cannot say: a cell inside the grid);
     both refuse as records.parse does, naming the file, the type and the field."""

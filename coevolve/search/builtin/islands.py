@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from coevolve.base.config import STRICT, config_error
+from coevolve.base.records import IslandReset, IslandsSnapshot
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.population import Candidate, Population
@@ -85,7 +86,7 @@ class IslandsMethod(OverMethod):
         super().start(task)
         self.islands = [self.new_population() for _ in range(self.opts.islands)]
         self.next_reset = self.period
-        self.resets: list[dict] = []
+        self.resets: list[IslandReset] = []
 
     def island_of(self, step: int, slot: int) -> int:
         return (step + slot) % len(self.islands)
@@ -130,7 +131,7 @@ class IslandsMethod(OverMethod):
                 fresh.add(best)
             self.islands[index] = fresh
             founders.append(source)
-        self.resets.append({"step": step, "evaluations": evaluations, "reset": reset, "from": founders})
+        self.resets.append(IslandReset(step=step, evaluations=evaluations, reset=reset, from_=founders))
 
     def ranked(self) -> list[Candidate]:
         seen: dict[int, Candidate] = {}
@@ -144,7 +145,7 @@ class IslandsMethod(OverMethod):
 
     def snapshot(self) -> dict:
         merged = Population(len(self.ranked()) or 1, self.direction, members=self.ranked(), ties=self.population.ties)
-        return {"population": merged.snapshot(),
-                "islands": [[c.id for c in island.ranked()] for island in self.islands],
-                "resets": self.resets}
+        return IslandsSnapshot(population=merged.snapshot(),
+                               islands=[[c.id for c in island.ranked()] for island in self.islands],
+                               resets=self.resets).to_json()
 

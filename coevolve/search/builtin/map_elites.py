@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from coevolve.base.config import STRICT, config_error
 from coevolve.base.errors import UsageError, did_you_mean
+from coevolve.base.records import Grid, GridCell, MapElitesSnapshot
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
 from coevolve.search.plot import save_figure
@@ -244,12 +245,11 @@ class MapElitesMethod(OverMethod):
         return self.ranked()
 
     def snapshot(self) -> dict:
-        cells = [{"cell": list(where), "id": c.id, "objective": c.objective, "descriptors": self.values[c.id]}
+        cells = [GridCell(cell=list(where), id=c.id, objective=c.objective, descriptors=self.values[c.id])
                  for where, c in sorted(self.grid.items())]
-        return {"population": self.elites().snapshot(),
-                "grid": {"descriptors": list(self.opts.descriptors), "bins": self.opts.bins,
-                         "ranges": [list(r) for r in self.ranges], "cells": cells,
-                         "undescribed": self.undescribed}}
+        grid = Grid(descriptors=list(self.opts.descriptors), bins=self.opts.bins,
+                    ranges=[[float(v) for v in r] for r in self.ranges], cells=cells, undescribed=self.undescribed)
+        return MapElitesSnapshot(population=self.elites().snapshot(), grid=grid).to_json()
 
 
     def figures(self, run_dir: Path) -> dict[str, Path]:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from coevolve.base.config import STRICT
 from coevolve.base.errors import UsageError
+from coevolve.base.records import ParetoFront, ParetoSnapshot, ParetoWin
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.population import Candidate, Population
 
@@ -150,8 +151,7 @@ class ParetoMethod(OverMethod):
 
     def snapshot(self) -> dict:
         wins = self.wins()
-        return {"population": self.pool().snapshot(),
-                "pareto": {"instances": len(self.front[0].profile) if self.front else 0,
-                           "wins": [{"id": c.id, "wins": wins[c.id], "objective": c.objective}
-                                    for c in self.ranked()],
-                           "unprofiled": self.unprofiled}}
+        front = ParetoFront(instances=len(self.front[0].profile) if self.front else 0,
+                            wins=[ParetoWin(id=c.id, wins=wins[c.id], objective=c.objective) for c in self.ranked()],
+                            unprofiled=self.unprofiled)
+        return ParetoSnapshot(population=self.pool().snapshot(), pareto=front).to_json()
