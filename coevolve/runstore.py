@@ -28,7 +28,8 @@ from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_t
 from coevolve.base.errors import UsageError
 
 __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget",
-           "first_difference", "hold_directory", "log_damage", "read_jsonl", "same_settings", "writer_of"]
+           "first_difference", "hold_directory", "kept_best_code", "log_damage", "read_jsonl", "same_settings",
+           "writer_of"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
@@ -276,6 +277,9 @@ class RunStore:
         if not store.events_path.exists() and not any(store.path(n).exists() for n in BEFORE_EVENTS):
             raise UsageError(f"{store.dir} holds a {CONFIG} but no run log ({EVENTS}): it is not a run; start one "
                              f"with `coevolve run {store.config_path}`")
+        lost = _deleted_log(store)  # refused here, before a resume logs, builds or loads anything
+        if lost is not None:
+            raise UsageError(lost)
         if write:
             store.hold()
         return store
@@ -334,7 +338,9 @@ def log_damage(store: RunStore, events: list[dict]) -> str | None:
     and a report reads it as the run's record, so both refuse or note what this finds rather than
     starting over (an emptied log) or re-running a step after later ones (a deleted line)."""
     if not events:
-        held = _written_after_steps(store) if store.events_path.exists() else None
+        if not store.events_path.exists():
+            return _deleted_log(store)
+        held = _written_after_steps(store)
         if held:
             return (f"{store.events_path} is empty while {store.dir} holds {held}: the log was lost or truncated, "
                     f"and nothing can be replayed from it; put back its events.jsonl from a copy, or start the run "
@@ -345,9 +351,11 @@ def log_damage(store: RunStore, events: list[dict]) -> str | None:
         return (f"{store.events_path}: {what}: the log was edited, and a run goes on only from the log it wrote; "
                 f"{fix}, or start the run again with `coevolve run {store.config_path} --out NEW_DIR`")
 
+    lines = _record_lines(store.events_path)  # an event's line as an editor shows it (blank lines counted)
     for kind in NUMBERED:
         seen: dict[int, int] = {}  # number -> its line
-        for line, event in enumerate(events, start=1):  # the writer writes no blank line: index is line
+        for index, event in enumerate(events):
+            line = lines[index] if index < len(lines) else index + 1
             if event.get("type") != kind:
                 continue
             number = event.get(kind)
@@ -361,6 +369,44 @@ def log_damage(store: RunStore, events: list[dict]) -> str | None:
                               "put back the missing line from a copy")
             seen[number] = line
     return None
+
+
+def _deleted_log(store: RunStore) -> str | None:
+    """Why a run directory without its events.jsonl is not one to read or resume, when its candidates.jsonl
+    shows a heuristic run wrote it (the loop opens both together, and RunStore.create writes the log
+    first): the log was deleted. None otherwise (a log still there, or an agent run from before agent runs
+    kept one, which es_agent names)."""
+    if store.events_path.exists() or not store.candidates_path.exists():
+        return None
+    held = _written_after_steps(store) or store.candidates_path.name
+    return (f"{store.events_path} is missing while {store.dir} holds {held}: the run's log was deleted, and "
+            f"nothing can be replayed from it; put back its events.jsonl from a copy, or start the run again "
+            f"with `coevolve run {store.config_path} --out NEW_DIR`")
+
+
+def _record_lines(path: Path) -> list[int]:
+    """The line number (from 1) of each record read_jsonl reads from `path`: its complete lines that are
+    not blank."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return [number for number, line in enumerate(raw.split(b"\n")[:-1], start=1) if line.strip()]
+
+
+def kept_best_code(store: RunStore, events: list[dict], best_id: int, objective: float | None) -> str | None:
+    """The code of a run's best, candidate `best_id` (not 0: the task's template is the task's), as the run
+    kept it: a starting program's (a negative id) in its "seed" event of `events`, a proposal's in
+    candidates.jsonl where its record scores `objective` (a damaged file is not trusted); None when neither
+    holds it. search.loop.restore_best's rule for what `coevolve run --resume` writes a lost best.py again
+    from, so `coevolve report` says it will only where it can."""
+    if best_id < 0:
+        seed = next((e for e in events if e.get("type") == "seed" and e.get("id") == best_id), None)
+        code = (seed or {}).get("code")
+    else:
+        record = next((c for c in read_jsonl(store.candidates_path) if c.get("id") == best_id), None)
+        code = record.get("code") if record is not None and record.get("objective") == objective else None
+    return code if isinstance(code, str) else None
 
 
 def _written_after_steps(store: RunStore) -> str | None:

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from coevolve.base.config import build_config, read_toml
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.untrusted import clean
 from coevolve.base.records import Candidate, ComparisonCell, SearchSummary, TestScores, read_record, read_summary
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, compared_pairs,
                            planned_runs, run_state, scored_sets)
 from coevolve.base.durable import read_jsonl
-from coevolve.runstore import RunStore
+from coevolve.runstore import RunStore, kept_best_code, log_damage
 from coevolve.search.population import better
 from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
@@ -138,17 +138,43 @@ def derived_damage(store: RunStore, events: list[dict], summary: SearchSummary) 
     notes = []
     best = summary.best
     if best is not None and not store.path("best.py").exists():
-        notes.append(f"{store.path('best.py')} is missing: summary.json names candidate {best.id} (objective "
-                     f"{best.objective:.6g}, step {best.step}) the run's best; `coevolve run --resume {store.dir}` "
-                     "writes it again")
+        named = (f"{store.path('best.py')} is missing: summary.json names candidate {best.id} (objective "
+                 f"{best.objective:.6g}, step {best.step}) the run's best")
+        if best.id == 0 or kept_best_code(store, events, best.id, best.objective) is not None:
+            notes.append(f"{named}; `coevolve run --resume {store.dir}` writes it again")
+        else:  # what restore_best would say: nothing the run kept holds the program
+            where = "its seed event in events.jsonl" if best.id < 0 else f"{store.candidates_path.name} as it scored"
+            notes.append(f"{named}, and its code is not in {where} either: the program is lost (the table's "
+                         "numbers are the summary's), and `--resume` cannot write it again")
+    held = candidates_damage(store, events)
+    if held is not None:
+        notes.append(held)
+    return notes
+
+
+def candidates_damage(store: RunStore, events: list[dict]) -> str | None:
+    """Why a run's candidates.jsonl is not the one its log (`events`, store.events()) says it wrote, in one
+    line: it holds another number of candidates than the log's steps scored. None when they agree. What
+    the report reads from it (the commonest failures, a comparison's failure counts) is then not the run's."""
     # a step event holds one result per candidate it made (a skill refresh's none): the log's count
     logged = sum(len(e.get("results") or []) for e in events if e.get("type") == "step")
     held = len(read_jsonl(store.candidates_path))
-    if held != logged:
-        notes.append(f"{store.candidates_path} holds {held} candidate{'s' * (held != 1)} where the run's log holds "
-                     f"{logged}: it was edited or damaged since the run wrote it, so what the report reads from it "
-                     "(the commonest failures) is not the run's")
-    return notes
+    if held == logged:
+        return None
+    return (f"{store.candidates_path} holds {held} candidate{'s' * (held != 1)} where the run's log holds "
+            f"{logged}: it was edited or damaged since the run wrote it, so what the report reads from it "
+            "(the commonest failures) is not the run's")
+
+
+def run_damage(store: RunStore) -> str | None:
+    """Why what a comparison's report reads from a finished arm run's candidates.jsonl (the failure counts)
+    may not be the run's, in one line: its log is damaged (runstore.log_damage, or unreadable), or
+    candidates.jsonl disagrees with it (candidates_damage); None when nothing is seen."""
+    try:
+        events = store.events()
+    except CorruptFileError as exc:
+        return str(exc)
+    return log_damage(store, events) or candidates_damage(store, events)
 
 
 def task_of_run(store: RunStore, config: dict | None = None) -> str | None:
@@ -378,17 +404,21 @@ def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
 
 
 def failure_rows(root: Path, cells: list[ComparisonCell], most: int = 3) -> list[dict]:
-    """Per (task, method, budget), over its finished runs: how many candidates failed, and the commonest
-    causes (failure_causes over all of them)."""
+    """Per (task, method, budget), over its finished runs: how many candidates failed, the commonest
+    causes (failure_causes over all of them), and `damage`: a line for each run whose candidates.jsonl
+    cannot be taken as the run's (run_damage), counted as the file holds it."""
     runs: dict[tuple[str, str, int], list[Candidate]] = {}
+    damage: dict[tuple[str, str, int], list[str]] = {}
     for cell in cells:
         if cell.summary is not None:
-            path = root / cell.dir / "candidates.jsonl"
-            runs.setdefault((cell.task, cell.method, cell.budget), []).extend(
-                Candidate.read(r) for r in read_jsonl(path))
+            key = (cell.task, cell.method, cell.budget)
+            store = RunStore(root / cell.dir)
+            runs.setdefault(key, []).extend(Candidate.read(r) for r in read_jsonl(store.candidates_path))
+            note = run_damage(store)
+            damage.setdefault(key, []).extend([note] if note else [])
     return [{"task": task, "method": method, "budget": budget,
              "candidates": len(candidates), "failed": sum(c.failure is not None for c in candidates),
-             "causes": failure_causes(candidates, most)}
+             "causes": failure_causes(candidates, most), "damage": damage[(task, method, budget)]}
             for (task, method, budget), candidates in runs.items()]
 
 

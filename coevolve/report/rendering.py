@@ -364,7 +364,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                       f"![differences]({plots[(task_name, 'differences')].relative_to(root)})", ""]
     parts += ["## What the budget bought", "", ledger_table(config, records), ""]
     failures = failure_rows(root, records)
-    if any(r["failed"] for r in failures):
+    if any(r["failed"] or r["damage"] for r in failures):  # a damaged arm may have lost its failed lines
         parts += ["## Why candidates failed", "", failure_table(failures), ""]
     skill = skill_rows(root, records)
     if skill:
@@ -413,6 +413,8 @@ def failure_table(rows: list[dict]) -> str:
         causes = "; ".join(f"`{cause.replace('|', '/').replace('`', chr(39))}` ({n})" for cause, n in r["causes"])
         lines.append(f"| {task_label(r['task'])} | {_label(r['method'])} | {r['budget']} | {r['failed']} of "
                      f"{r['candidates']} | {causes or '–'} |")
+    # as a single run's report notes it (collecting.run_damage): the row counts the file as it is now
+    lines += [f"\n**{note}.**" for r in rows for note in r["damage"]]
     return "\n".join(lines)
 
 
