@@ -373,16 +373,23 @@ def test_the_comparison_says_why_each_arms_candidates_failed(comparison):
                            "code": "x", "objective": None if failure else 5.0, "failure": failure,
                            "message": message}) + "\n"
 
+    def log(count):  # the log the candidates agree with: one step that scored them all
+        step = {"type": "step", "step": 0, "results": [{"id": i} for i in range(1, count + 1)]}
+        return "".join(json.dumps(e) + "\n" for e in ({"type": "start"}, step, {"type": "end", "evaluations": 10}))
+
     trace = "Traceback (most recent call last):\n  File \"<candidate>\", line 3\nNameError: name 'd' is not defined"
     for seed in (0, 1, 2):
         run = comparison / "runs" / "tsp_construct" / f"sample-b10-s{seed}"
         (run / "candidates.jsonl").write_text(lines(1, "exception", trace) + lines(2, None, "")
                                               + lines(3, "invalid", f"tour visits city {seed} twice"))
+        (run / "events.jsonl").write_text(log(3))
         esopt = comparison / "runs" / "tsp_construct" / f"sample_esopt-b10-s{seed}"
         (esopt / "candidates.jsonl").write_text(lines(1, "exception", "ValueError: a|b \x1b[31mred\x1b[0m"))
+        (esopt / "events.jsonl").write_text(log(1))
     render_comparison(comparison)
     report = (comparison / "report.md").read_text()
     section = report.split("## Why candidates failed")[1].split("##")[0]
+    assert "edited or damaged" not in section, section  # runs whose files agree get no damage note
     rows = [line for line in section.splitlines() if line.startswith("| tsp_construct")]
     assert rows[0] == ("| tsp_construct | Sample | 10 | 6 of 9 | `NameError: name 'd' is not defined` (3); "
                        "`tour visits city 0 twice` (3) |"), rows
