@@ -31,8 +31,9 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from coevolve.agents.es_agent import execute as execute_agent, run_seed_skills
 from coevolve.agents.evaluate import attempts_of, check_heldout, eval_sampling, evaluate_arm, run_inputs
@@ -46,10 +47,11 @@ from coevolve.base.records import SearchSummary, TestScore, TestScores, read_rec
 from coevolve.base.sections import EndpointSection
 from coevolve.base.untrusted import clean
 from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
-from coevolve.engine.openai_client import open_endpoint, record_endpoint
+from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_options
-from coevolve.es.optimizer import replay
+from coevolve.es import history as es_history
+from coevolve.es.optimizer import ReplayError, check_generations, replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
                            agent_run_config, agent_runs, arm_method, arm_plans, arm_spend, arm_warnings,
@@ -63,7 +65,7 @@ from coevolve.search.methods import es_population, record_methods
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
 from tasks.base import SeededSets, gap, starting_program
-from tasks.loader import record_tasks, task_label
+from tasks.loader import TaskExited, exited, guarded, record_tasks, task_label
 from tasks.registry import heuristic_task
 
 
@@ -182,6 +184,34 @@ def dropped_lines(root: Path, config: CompareConfig | AgentCompareConfig) -> lis
                          f"{'it' if len(gone) == 1 else 'them'} stay under {root / 'runs'} but leave the report "
                          "(list them again to bring them back)")
     return lines
+
+
+# ------------------------------------------------------- an arm's errors
+class ArmError(RuntimeError):
+    """An endpoint stopped answering one of the comparison's runs mid-way (after its retries): one line
+    naming the run's directory. Every finished step and run stays, and a rerun goes on from them."""
+
+
+@contextmanager
+def naming_arm(directory: Path) -> Iterator[None]:
+    """A comparison runs many arms on one engine and endpoint: an error from them names the arm it
+    stopped (its run directory, as the comparison's other lines do)."""
+    try:
+        yield
+    except EndpointError as exc:
+        raise ArmError(f"{directory}: {exc}") from None
+    except ReplayError as exc:  # the arm's ES weights cannot be rebuilt: its history.jsonl, or this engine
+        raise UsageError(f"{directory}: cannot score this arm: {exc}") from None
+
+
+def check_history(directory: Path) -> None:
+    """An agent run's history.jsonl holds generations 0, 1, 2, ... in order, checked from the file
+    alone, before any engine loads or anything is written (replay checks it again when the arm is
+    scored, after the engine has loaded); a damaged one is one line naming the run."""
+    path = directory / "history.jsonl"
+    if path.is_file():
+        with naming_arm(directory):
+            check_generations(path, es_history.read_numbered(path))
 
 
 # ---------------------------------------------------------------- running
@@ -321,8 +351,9 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
                 continue
             log(f"{what}: {'resuming' if state == 'partial' else 'running'}")
             began = time.perf_counter()
-            summary = execute_run(run_cfg, store, resources, progress=progress,
-                                  label=f"{spec.method} {task} seed {spec.seed}")
+            with naming_arm(directory):
+                summary = execute_run(run_cfg, store, resources, progress=progress,
+                                      label=f"{spec.method} {task} seed {spec.seed}")
             best = summary.best.objective if summary.best else None
             log(f"{what}: done in {time.perf_counter() - began:.0f} s, best train objective "
                 f"{'-' if best is None else f'{best:.6g}'}, valid {summary.valid}/{summary.evaluations}")
@@ -397,7 +428,7 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
     for (code, name, split, size), result in zip(jobs, results):
         task = task_for(name)
         if (name, split, size) not in references:
-            references[(name, split, size)] = task.reference(split, size)
+            references[(name, split, size)] = _reference(task, split, size)
         reference = references[(name, split, size)]
         objective = result.objective if result.ok else None
         scores.append(TestScore(
@@ -412,6 +443,16 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
             else gap(objective, reference.value, task.direction),
         ))
     return scores
+
+
+def _reference(task: Any, split: str, size: int) -> Any:
+    """The task's reference value, its own code run in this process (as `coevolve eval` runs it): one
+    that exits the process is one line."""
+    try:
+        with guarded():
+            return task.reference(split, size)
+    except TaskExited as exc:
+        raise UsageError(exited(exc, f"reference({split!r}, {size})")) from None
 
 
 def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress = print) -> None:
@@ -512,6 +553,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
         planned[spec] = run_cfg, existing
         if existing is not None:
             run_seed_skills(spec.directory(root), run_cfg.skills.paths)  # what its log pinned, if it did
+            check_history(spec.directory(root))
         elif tuple(run_cfg.skills.paths) not in read:  # a run still to start reads its folders (each set once)
             read.add(tuple(run_cfg.skills.paths))
             run_cfg.seed_skills()
@@ -576,9 +618,10 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
             log(f"{what}: {'resuming' if state == 'partial' else 'training'}")
             began = time.perf_counter()
             try:
-                summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
-                                        label=f"{spec.method} {task_label(spec.task)} seed {spec.seed}",
-                                        progress=progress)
+                with naming_arm(directory):
+                    summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
+                                            label=f"{spec.method} {task_label(spec.task)} seed {spec.seed}",
+                                            progress=progress)
             finally:
                 if run_cfg.uses_es:
                     resources.engine().reset()
@@ -607,9 +650,10 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
     constrained = config.eval.constrained and bool(getattr(task, "action_pattern", None))
     if constrained and hasattr(engine, "check_constraints"):
         engine.check_constraints([task.action_pattern])
-    if history is not None:
-        replay(history, engine)
     try:
+        if history is not None:  # in the try: a replay refused part-way (its checksum) has moved weights
+            with naming_arm(directory):
+                replay(history, engine)
         result = evaluate_arm(engine, task, heldout, ARM_OF[arm_method(config, spec.method)], config.eval.k,
                               eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained, turns)
     finally:

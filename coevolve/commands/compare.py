@@ -20,7 +20,7 @@ from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import keys_under
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
-from coevolve.compare import check_root, default_root, run_comparison, runs_held
+from coevolve.compare import ArmError, check_root, default_root, run_comparison, runs_held
 from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
                            arm_settings, arm_spend, check_arms, load_compare_config, planned_runs, run_state,
                            skill_warnings, spend_warnings, structural_differences, test_set_lines, unmatched)
@@ -210,11 +210,14 @@ def handle(args: argparse.Namespace) -> int:
     remember_tasks(Path(out), owner="comparison")
     check_tasks(config, args.check_seconds)
     remember_methods(Path(out), owner="comparison")
+    rerun = f"every finished run is in {out}: continue with `coevolve compare {args.config} --out {out}`"
     try:
         root = compare_and_report(config, out, progress=not args.no_progress)
     except KeyboardInterrupt:  # the rerun must name the folder: without --out it would start a new one
-        print(f"\ninterrupted\nevery finished run is in {out}: continue with "
-              f"`coevolve compare {args.config} --out {out}`", file=sys.stderr)
+        print(f"\ninterrupted\n{rerun}", file=sys.stderr)
         return 130
+    except ArmError as exc:  # an endpoint stopped answering: the arm it stopped, and how to go on once it does
+        print(f"coevolve compare: error: {exc}\n{rerun} once the endpoint answers", file=sys.stderr)
+        return 1
     print(f"report: {root / 'report.md'}")
     return 0
