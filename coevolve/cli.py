@@ -16,6 +16,7 @@ import threading
 
 from coevolve.base.durable import refused_write
 from coevolve.base.errors import UsageError, did_you_mean
+from tasks.loader import TaskExited, exited
 
 START = """start here:
   coevolve run examples/tsp_eoh_esopt.toml     a small TSP co-evolution on the embedded model
@@ -55,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except UsageError as exc:  # CorruptFileError and ConfigError included
         print(f"coevolve {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except TaskExited as exc:
+        # the user's task, run here (guarded at the call, which named it), tried to end the process: one
+        # line and the status of a user error, as for a task that raised (a run's finished steps are kept)
+        print(f"coevolve {args.command}: error: {exited(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -37,7 +37,7 @@ from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, Searc
 from coevolve.search.skill import start_skill, task_warning
 from coevolve.search.start_programs import read_programs
 from tasks.base import SeededSets, instance_count
-from tasks.loader import absolute_spec, task_label
+from tasks.loader import absolute_spec, guarded, task_label
 from tasks.registry import AGENT_TASKS, HEURISTIC_TASKS, UnknownTask, heuristic_task, path_options
 from tasks.registry import kind as task_kind
 
@@ -262,15 +262,22 @@ def _check_sizes(config: CompareConfig, tasks: list[Any]) -> None:
     table serves every task, and --plan lists each task's sets.)"""
     split = config.test.split
     for index, size in enumerate(config.test.sizes):
-        if any(size in task.splits()[split] for task in tasks):
+        if any(size in _splits(task)[split] for task in tasks):
             continue
         if len(tasks) == 1:
-            sizes = ", ".join(map(str, tasks[0].splits()[split]))
+            sizes = ", ".join(map(str, _splits(tasks[0])[split]))
             problem = f"is not a {split} size of {tasks[0].name} (its {split} sizes: {sizes})"
         else:
-            each = "; ".join(f"{t.name}: {', '.join(map(str, t.splits()[split]))}" for t in tasks)
+            each = "; ".join(f"{t.name}: {', '.join(map(str, _splits(t)[split]))}" for t in tasks)
             problem = f"is not a {split} size of any compared task ({split} sizes of {each})"
         raise config_error(f"test.sizes[{index}]", problem, size)
+
+
+def _splits(task: Any) -> dict[str, list[int]]:
+    """The task's splits(), its own code run in this process: guarded, so that one that exits stops the
+    command with one line (coevolve.cli) rather than the task's status and no word."""
+    with guarded():
+        return task.splits()
 
 
 def files_counted(raw: Any, base: Path) -> Any:
@@ -335,7 +342,7 @@ def _task_or_error(name: str, field_name: str) -> Any:
 def scored_sets(config: CompareConfig, task: Any) -> list[tuple[str, int]]:
     """The (split, size) sets a task's best heuristics are scored on."""
     split = config.test.split
-    available = task.splits()
+    available = _splits(task)
     if split not in available:
         raise config_error("test.split", f"is not a split of task {task.name} (splits: {', '.join(available)})",
                            split, did_you_mean(split, available))
@@ -362,7 +369,8 @@ def test_set_lines(config: CompareConfig) -> list[str]:
         for split, size in scored_sets(config, task):
             count = seeded.count(split, size) if isinstance(seeded, SeededSets) else None
             if count is None:  # a set without a draw plan (ASP's settings, a user's task): drawn to count
-                instances = task.instances(split, size)
+                with guarded(f"instances({split!r}, {size})"):  # the task's code: an exit is one line
+                    instances = task.instances(split, size)
                 if hasattr(instances, "n") and hasattr(instances, "w"):
                     sets.append(f"{split} ({instances.n}, {instances.w})")
                     continue

@@ -56,11 +56,12 @@ class TaskExited(BaseException):
     SystemExit`, os._exit(), or a KeyboardInterrupt it raised itself (no Ctrl-C or kill came). A
     BaseException like what it replaces, so that the checks' `except Exception` (a call that raised)
     let it through to the caller that writes its one line (`exited`). `how` is what the code did
-    ("sys.exit(3)"); `original` the exception it raised, whose traceback holds the user's line."""
+    ("sys.exit(3)"); `original` the exception it raised, whose traceback holds the user's line; `what`
+    the call `guarded` was given, for a caller far from it (the CLI's own catch) to name."""
 
-    def __init__(self, how: str, original: BaseException) -> None:
+    def __init__(self, how: str, original: BaseException, what: str = "") -> None:
         super().__init__(how)
-        self.how, self.original = how, original
+        self.how, self.original, self.what = how, original, what
 
 
 class _OsExit(SystemExit):
@@ -101,7 +102,7 @@ def _release_exit() -> None:
 
 
 @contextlib.contextmanager
-def guarded() -> Iterator[None]:
+def guarded(what: str = "") -> Iterator[None]:
     """Run the block, the task's own (trusted) code called in this process, so that an exit it
     attempts becomes TaskExited instead of ending the command with the task's status and no word:
     SystemExit (sys.exit), os._exit (which no `except` sees: os._exit is replaced while the block runs,
@@ -111,7 +112,9 @@ def guarded() -> Iterator[None]:
     still interrupts: their handlers are wrapped for the block to note that a signal came, since a
     traceback cannot tell the two apart (a signal's KeyboardInterrupt is raised on whatever line was
     running, the task's included). Outside the main thread no signal raises one, so every
-    KeyboardInterrupt there is the code's. Blocks nest (the innermost converts)."""
+    KeyboardInterrupt there is the code's. Blocks nest (the innermost converts). `what`, the call made
+    (`exited`'s), travels with the TaskExited: a caller that lets it pass to the CLI (`coevolve.cli`
+    prints it, exit status 2) still has the line name the call."""
     signals: list[int] = []
     wrapped: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -132,11 +135,11 @@ def guarded() -> Iterator[None]:
         code = exc.code
         how = f"os._exit({code!r})" if isinstance(exc, _OsExit) else \
             f"{'SystemExit' if _raised_by_name(exc) else 'sys.exit'}({'' if code is None else repr(code)})"
-        raise TaskExited(how, exc) from None
+        raise TaskExited(how, exc, what) from None
     except KeyboardInterrupt as exc:
         if signals:
             raise  # Ctrl-C or a kill: the command stops as it always does (the resume line)
-        raise TaskExited("KeyboardInterrupt raised by the task's code, not a Ctrl-C", exc) from None
+        raise TaskExited("KeyboardInterrupt raised by the task's code, not a Ctrl-C", exc, what) from None
     finally:
         _release_exit()
         for signum, handler in wrapped.items():
@@ -156,7 +159,8 @@ def exited(exc: TaskExited, what: str = "") -> str:
     line it did it on (with the function that line is in when it is another) and `what` was being
     done (a check's stage), where it says more: `score() exited the process (sys.exit(3)) at
     /me/task.py:104, during the template's decide() and score() on train 50: a task's code must
-    return a value or raise an exception, not exit`."""
+    return a value or raise an exception, not exit`. Without `what`, the one `guarded` was given."""
+    what = what or exc.what
     frames = traceback.extract_tb(exc.original.__traceback__)
     at = user_frame_index(frames)
     rule = "a task's code must return a value or raise an exception, not exit"

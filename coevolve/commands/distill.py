@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from coevolve.agents.rollout import load_trajectories
 from coevolve.agents.trace2skill import DistillSettings, distill, select_traces
 from coevolve.base.config import build_config, read_toml
+from coevolve.base.durable import atomic_write_bytes, refused_write
 from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
 from coevolve.base.skillpatch import RuleOrigins, plural
@@ -92,6 +93,27 @@ def check_out(args: argparse.Namespace) -> None:
     if (out / "SKILL.md").exists() and not (patched or args.overwrite):
         raise UsageError(f"--out {out} already holds a SKILL.md: distil into another folder, patch it in place "
                          f"(--previous {out}), or pass --overwrite to replace it")
+    check_writable(out)
+
+
+# more than a SKILL.md holds (at most 80 lines): a full file system that takes an empty file may not take the skill
+PROBE_BYTES = 64 * 1024
+
+
+def check_writable(out: Path) -> None:
+    """A file written (and removed) where the skill's first write goes, --out or the nearest folder above it
+    that exists: a read-only, full or not-the-user's folder is refused before the teacher's work, not after."""
+    folder = next(path for path in (out, *out.parents) if path.is_dir())
+    probe = folder / ".coevolve-distill-check"
+    try:
+        atomic_write_bytes(probe, bytes(PROBE_BYTES))
+        probe.unlink()
+    except OSError as exc:
+        if refused_write(exc) is None:
+            raise
+        # refused_write's wording, naming the file the user asked for rather than the probe
+        reason = exc.strerror or os.strerror(exc.errno)
+        raise UsageError(f"--out: cannot write {out / 'SKILL.md'}: {reason}; distil into a writable folder") from None
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
-from coevolve.engine.base import ConstraintError
+from coevolve.engine.base import ConstraintError, ContextLengthError
 from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
 from coevolve.engine.models import EMBEDDED_NAMES, list_models
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
@@ -587,9 +587,10 @@ def handle(args: argparse.Namespace) -> int:
     if resuming and has_ended(store, events):
         print(finished_table(store, config, events, args.budget, restored_best(store, config, events)))
         return 0
-    verb = "resuming" if resuming else "run directory"
-    print(f"{verb}: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)",
-          file=sys.stderr, flush=True)
+    # a resume is not told how to resume: a refusal it meets later would be met again by the same command
+    announced = f"resuming: {store.dir}" if resuming else \
+        f"run directory: {store.dir}  (continue a killed run with `coevolve run --resume {store.dir}`)"
+    print(announced, file=sys.stderr, flush=True)
     if isinstance(config, RunConfig) and not resuming:
         for warning in run_plan(config)["warnings"]:
             print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -598,6 +599,8 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return _interrupted(store, "", 130)
+    except ContextLengthError as exc:
+        return _outgrown(store, config, exc)
 
 
 def _execute(config: RunConfig | AgentRunConfig, store: RunStore, resuming: bool, progress: bool) -> int:
@@ -652,6 +655,20 @@ def _refused(exc: OSError) -> str | None:
     if exc.errno in FULL:
         return "once there is room"
     return "once it can be written, or resume a copy of it in a writable place"
+
+
+def _outgrown(store: RunStore, config: RunConfig | AgentRunConfig, exc: ContextLengthError) -> int:
+    """A prompt that outgrew the model's context stopped the run mid-way: the one line saying what to cut,
+    then what becomes of the run directory. Exit 1, as other stops after the directory was written: 2 is
+    for a command refused before anything was written."""
+    print(f"coevolve run: error: {exc}", file=sys.stderr)
+    served = config.endpoint.base_url
+    if served and served in str(exc):  # the server refused it: one serving a longer context lets a resume go on
+        return _interrupted(store, "once its server takes longer prompts (--max-model-len); the other changes "
+                                   "make a new run, since a resume keeps the config the run started with")
+    print(f"every finished step is in {store.dir}; a resume keeps the config the run started with and would stop "
+          "here again: make the change in a new run", file=sys.stderr)
+    return 1
 
 
 def _interrupted(store: RunStore, why: str = ANSWERS, code: int = 1) -> int:

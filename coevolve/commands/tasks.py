@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from coevolve.base.errors import UsageError
-from tasks.loader import absolute_spec
+from tasks.loader import TaskExited, absolute_spec, exited, guarded
 from tasks.registry import heuristic_task, kind, list_tasks, plugin_tasks
 
 
@@ -27,7 +27,9 @@ def describe(name: str, origin: str = "") -> list[str]:
     task = heuristic_task(name)
     split, size = task.train
     lines = [f"{label}  {task.function_name}()  {task.direction}imise  train on {split} {size}"]
-    for split_name, sizes in task.splits().items():
+    with guarded():  # the task's own code, run here: one that exits is one line (coevolve.cli), not a silent end
+        splits = task.splits()
+    for split_name, sizes in splits.items():
         lines.append(f"    {split_name:<6} {', '.join(map(str, sizes))}")
     return lines
 
@@ -41,8 +43,8 @@ def handle(args: argparse.Namespace) -> int:
     for name in plugin_tasks():
         try:
             print("\n".join(describe(name, "plugin")))
-        except UsageError as exc:  # one broken plugin does not hide the others
-            print(f"coevolve tasks: error: {exc}", file=sys.stderr)
+        except (UsageError, TaskExited) as exc:  # one broken plugin does not hide the others
+            print(f"coevolve tasks: error: {exited(exc) if isinstance(exc, TaskExited) else exc}", file=sys.stderr)
             broken += 1
     for lines in described:
         print("\n".join(lines))

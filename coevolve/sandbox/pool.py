@@ -26,6 +26,7 @@ from coevolve.base.untrusted import clean
 from coevolve.sandbox import wire
 from coevolve.sandbox.child import remove_tree
 from coevolve.sandbox.results import EvalResult, FailureKind, TaskError, ToolResult, over_seeds
+from tasks.loader import guarded
 from tasks.registry import get_task
 
 Job = tuple[str, Any, "str | None", "int | None"]  # (code, task name or object, split, size)
@@ -362,7 +363,8 @@ class Sandbox:
         task_object = self._resolve_task(task)
         default_split, default_size = task_object.train
         split = default_split if split is None else split
-        splits = task_object.splits()
+        with guarded():  # the task's own code, run here: one that exits is one line (coevolve.cli), not a silent end
+            splits = task_object.splits()
         if split not in splits:
             raise ValueError(f"task {task_object.name!r} has no split {split!r} "
                              f"(splits: {', '.join(splits)})")

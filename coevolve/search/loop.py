@@ -79,6 +79,7 @@ from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.search.start_programs import START_OPERATOR, read_programs
 from tasks.base import mean_profile, starting_program, template_runs
+from tasks.loader import guarded
 
 EVENT_VERSION = 1
 REASKS = ("parse", "clone")  # why a reply may be asked again free of T ([accounting]); the event keys add "_retries"
@@ -577,9 +578,11 @@ class SearchLoop:
         """The template's decisions on the training set and those instances, under each scoring seed
         ([sandbox] seeds, as its candidates are scored), computed here once (our own code: no sandbox,
         no budget) for the parents' notes and the summary's template score; None when the template
-        cannot run in this process (the test fakes)."""
+        cannot run in this process (the test fakes). The task's code exiting (guarded) stops the run
+        with one line (coevolve.cli), its finished steps kept."""
         try:
-            return template_runs(self.task, self.config.sandbox.seeds)
+            with guarded("the template's decide() and score() on {} {}".format(*self.task.train)):
+                return template_runs(self.task, self.config.sandbox.seeds)
         except Exception:
             return None
 
@@ -589,8 +592,10 @@ class SearchLoop:
         instance_scores."""
         if self.template_runs is None or not callable(getattr(self.task, "instance_scores", None)):
             return None
+        runs = self.template_runs
         try:
-            return mean_profile(self.task, self.template_runs)
+            with guarded("the template's instance_scores() on {} {}".format(*self.task.train)):
+                return mean_profile(self.task, runs)
         except Exception:  # notes without the comparison
             return None
 
@@ -742,16 +747,23 @@ class SearchLoop:
         try:
             return self._replies(requests, members, sampling)
         except ContextLengthError as exc:  # what a prompt holds, so the user knows what to cut
-            # parents are advice only where the prompts showed some (not a Sample run's i1 prompts)
+            # advice only of what this run has: parents where the prompts showed some (not a Sample run's i1
+            # prompts), eoh.parents where it set how many, the context of the model that was asked
             shown = any(r.parents for r in requests)
-            parents, their_code = ("fewer parents: eoh.parents; ", "each parent's code and evaluation, ") if shown else ("", "")
+            counted = self.config.eoh.parents > 1 and any(
+                r.parents and operators.get(r.operator).parents is None for r in requests)
+            their_code = "each parent's code and evaluation, " if shown else ""
+            parents = "fewer parents: eoh.parents; " if counted else ""
+            engine = self.endpoint is None or any(r.member is not None for r in requests)
+            served = self.endpoint is not None and any(r.member is None for r in requests)
+            longer = "; ".join([*(["[model] max_len"] if engine else []),
+                                *(["a served model's --max-model-len"] if served else [])])
             raise ContextLengthError(
                 f"{exc}: a {self.task.name} prompt holds the task's description and template, "
                 f"{their_code}the skill and recent failures (an engine "
                 "that measures prompts has already left out all it may, and an endpoint's refused prompts were "
                 f"leaned as far as they go: LEAN); show less ({parents}shorter failure reports: "
-                "context.failure_chars; a shorter task description), or give the model a longer context "
-                "([model] max_len; a served model's --max-model-len)",
+                f"context.failure_chars; a shorter task description), or give the model a longer context ({longer})",
                 exc.index) from None
 
     def _replies(self, requests: list[Request], members: list[dict],
@@ -1257,8 +1269,10 @@ class SearchLoop:
         candidate: no sandbox, no budget); None for tasks that cannot say."""
         if self.template_runs is None:
             return None
+        runs = self.template_runs
         try:
-            values = [self.task.score(*run) for run in self.template_runs]
+            with guarded("the template's score() on {} {}".format(*self.task.train)):
+                values = [self.task.score(*run) for run in runs]
         except Exception:  # a task without in-process scoring (the fakes)
             return None
         value = math.fsum(float(getattr(v, "objective", v)) for v in values) / len(values)
@@ -1266,7 +1280,8 @@ class SearchLoop:
 
     def _reference(self, split: str, size: int) -> float | None:
         try:
-            ref = self.task.reference(split, size)
+            with guarded(f"reference({split!r}, {size})"):
+                ref = self.task.reference(split, size)
         except NotImplementedError:
             return None
         return None if ref is None else float(getattr(ref, "value", ref))
