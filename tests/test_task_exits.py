@@ -1,5 +1,5 @@
 """A user's task whose own code tries to end the process (sys.exit, os._exit, its own KeyboardInterrupt)
-where the command runs it in its own process past the checks: `coevolve tasks` and `coevolve compare
+where the command runs it in its own process past the checks: `coevolve tasks`, `coevolve eval` and `coevolve compare
 --plan` asking splits() (and the plan's instances()), the sandbox pool asking splits() for a job, and a
 run's loop asking the template's score() and reference() as it ends. Each stops the command with one
 line naming the method, the file:line and the call, exit status 2, instead of the task's status and no
@@ -65,13 +65,14 @@ EXITS = {"sys.exit(3)": "sys.exit(3)", "raise KeyboardInterrupt":
 
 @pytest.mark.parametrize("exit", sorted(EXITS))
 def test_splits_that_exits_is_one_line_for_tasks_and_compare_plan(tmp_path, monkeypatch, capsys, exit):
-    """Before: `coevolve tasks task.py` and `coevolve compare --plan` ended with status 3 and no word (a
+    """Before: `coevolve tasks task.py`, `coevolve compare --plan` and `coevolve eval` ended with status 3 and no word (a
     KeyboardInterrupt: "interrupted", 130, as a Ctrl-C)."""
     monkeypatch.chdir(tmp_path)
     path = task_with(tmp_path, SPLITS, exit)
     (tmp_path / "compare.toml").write_text(COMPARE)
     expected = f"splits() exited the process ({EXITS[exit]}) at {path}:{line_of(path, exit)}: {RULE}"
-    for argv in (["tasks", "task.py"], ["compare", "compare.toml", "--plan", "--out", "cmp"]):
+    for argv in (["tasks", "task.py"], ["compare", "compare.toml", "--plan", "--out", "cmp"],
+                 ["eval", "task.py", "--task", "task.py"]):
         code = main(argv)
         out, err = capsys.readouterr()
         assert code == 2, (argv, code, out, err)

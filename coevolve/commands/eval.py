@@ -83,7 +83,8 @@ def resolve(task_name: str, split: str | None, size: int | None) -> tuple[Any, s
         task = heuristic_task(task_name)
     except UnknownTask as exc:
         raise UsageError(str(exc)) from None
-    splits = task.splits()
+    with guarded():  # the task's own code in this process: an exit is one line (coevolve.cli)
+        splits = task.splits()
     split = split or task.train[0]
     if split not in splits:
         raise UsageError(f"task {task_name!r} has no split {split!r} (splits: {', '.join(splits)})")

@@ -58,7 +58,7 @@ from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
-                               read_jsonl)
+                               kept_best_code)
 from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
@@ -1323,16 +1323,12 @@ def restore_best(store: RunStore, summary: SearchSummary, events: list[dict],
     best = summary.best
     if best is None or store.path("best.py").exists():
         return None
-    code, source = None, ""
     if best.id == 0:
         code, source = template(), "the task's template"
-    elif best.id < 0:
-        seed = next((e for e in events if e.get("type") == "seed" and e.get("id") == best.id), None)
-        code, source = (seed or {}).get("code"), "its seed event in events.jsonl"
-    else:
-        record = next((c for c in read_jsonl(store.candidates_path) if c.get("id") == best.id), None)
-        if record is not None and record.get("objective") == best.objective:
-            code, source = record.get("code"), f"candidate {best.id}'s code in {store.candidates_path.name}"
+    else:  # the rule `coevolve report` uses to say whether a resume can write it again
+        code = kept_best_code(store, events, best.id, best.objective)
+        source = "its seed event in events.jsonl" if best.id < 0 else \
+            f"candidate {best.id}'s code in {store.candidates_path.name}"
     if not isinstance(code, str):
         where = "its seed event" if best.id < 0 else f"{store.candidates_path.name} as it scored"
         return (f"not restored: {store.path('best.py')} is missing and candidate {best.id}, the best summary.json "
