@@ -330,3 +330,21 @@ def test_a_run_without_seed_skills_logs_no_seed_skills_event(tmp_path):
     store = start(tmp_path, config)
     play(config, store, FakeEngine())
     assert "seed_skills" not in [e["type"] for e in store.events()]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "emptied"])
+def test_a_run_whose_log_was_lost_is_refused_as_lost_not_as_old(tmp_path, damage):
+    """A run this coevolve wrote (its records carry schema_version) and whose events.jsonl was then
+    deleted or emptied: the refusal says the log was lost and how to put it back, not that the run is
+    from before agent runs kept a log (what it said before)."""
+    config = make_config(budget=12)
+    store = start(tmp_path, config)
+    play(config, store, FakeEngine())
+    assert (store.dir / "eval.jsonl").exists()
+    if damage == "deleted":
+        store.events_path.unlink()
+    else:
+        store.events_path.write_text("")
+    state = "is missing" if damage == "deleted" else "is empty"
+    with pytest.raises(UsageError, match=f"events.jsonl {state} while .* the run's log was lost"):
+        play(config, store, FakeEngine())

@@ -40,6 +40,7 @@ trajectories/round_NNN.{md,jsonl}, skills/<name>/SKILL.md and summary.json.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -464,11 +465,29 @@ def run_seed_skills(run_dir: str | Path, paths: Sequence[str]) -> list[Skill]:
     return read_seed_skills(list(paths))
 
 
+def _versioned(store: RunStore) -> bool:
+    """Whether the run's summary or held-out rounds carry a schema_version: records gained one after agent
+    runs began keeping events.jsonl, so a run without a log that has one lost it."""
+    try:
+        rows = read_jsonl(store.path("eval.jsonl"))[:1] if store.path("eval.jsonl").exists() else []
+        summary = store.path("summary.json")
+        if summary.exists():
+            rows.append(json.loads(summary.read_text()))
+    except (OSError, ValueError):  # unreadable: not evidence of either kind
+        return False
+    return any(isinstance(row, dict) and "schema_version" in row for row in rows)
+
+
 def check_run_dir(store: RunStore, config: AgentRunConfig, events: list[dict] | None = None) -> None:
     """Refuse, before any engine starts, a directory this run cannot continue."""
     events = store.events() if events is None else events
     if not events:
         earlier = [n for n in ("history.jsonl", "eval.jsonl", "summary.json") if store.path(n).exists()]
+        if earlier and _versioned(store):  # written by a coevolve that kept the log: it was lost since
+            state = "is empty" if store.events_path.exists() else "is missing"
+            raise ResumeError(f"{store.events_path} {state} while {store.dir} holds {', '.join(earlier)}: the run's "
+                              "log was lost, and nothing can be replayed from it; put back its events.jsonl from a "
+                              f"copy, or start a new run with another --out")
         if earlier:
             raise ResumeError(f"{store.dir} holds an agent run written before agent runs kept events.jsonl "
                               f"({', '.join(earlier)}); it cannot be resumed: start a new run with another --out")
