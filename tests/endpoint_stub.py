@@ -41,6 +41,7 @@ REPLIES = {
     "e500": (500, "application/json", json.dumps({"error": {"message": "upstream down"}})),
     # refusals no retry fixes
     "e401": (401, "application/json", json.dumps({"error": {"message": "Incorrect API key provided"}})),
+    "e400": (400, "application/json", json.dumps({"error": {"message": "structured outputs are not supported"}})),
     "toolong": (400, "application/json", json.dumps({"error": {"message": "This model's maximum context length is "
                                                                           "2048 tokens; you requested 4096 tokens"}})),
     # not chat completions either

@@ -343,10 +343,14 @@ class OpenAIGenerator:
         failed: list[BaseException] = []  # the first final failure; those it causes (abandoned retries) come later
         over = threading.Event()  # every worker is done, or one failed for good
         running = [min(self.concurrency, len(jobs))]
+        sent = [0]  # requests taken by a worker: sent, or about to be
 
         def fail(exc: BaseException) -> None:
             with taking:
                 if not failed:
+                    # how many of the call's requests were sent (they may be billed): a caller that goes on
+                    # past the error (a rejected constraint) counts these, not the call's length
+                    exc.requests_sent = sent[0]  # type: ignore[attr-defined]
                     failed.append(exc)
                 abandoned.set()
             over.set()
@@ -356,6 +360,7 @@ class OpenAIGenerator:
                 while not abandoned.is_set():
                     with taking:
                         index = next(order, None)
+                        sent[0] += index is not None
                     if index is None:
                         return
                     try:

@@ -841,8 +841,9 @@ class SearchLoop:
             # requests count as requests (they reached the endpoint) but produced nothing.
             self.pattern, self.constrain_state = None, word_cut(f"off: the endpoint did not apply the decoding "
                                                                f"constraint, replies decode freely ({exc})", 300)
-            self.ledger.llm_requests += len(requests)
-            self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": len(requests)})
+            refused = sent_before(exc, requests)
+            self.ledger.llm_requests += refused
+            self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": refused})
             return self._batch(requests).chat(self.endpoint, sampling, constrained=False, on_each=early)
 
     def _early(self, requests: list[Request]) -> Callable[[int, Completion], None]:
@@ -905,7 +906,7 @@ class SearchLoop:
             if not (self.edit_patterns and any(self._pattern(r) and _answers(r) == "blocks" for r in requests)):
                 raise
             self.edit_patterns = False
-            refused = len(requests) if reached else 0
+            refused = sent_before(exc, requests) if reached else 0
             self.ledger.llm_requests += refused
             self.event_log.append({"type": "edit_constrain", "state": f"off: {exc}"[:300], "requests": refused})
             return generate()
@@ -1311,6 +1312,12 @@ def write_best(store: RunStore, summary: SearchSummary, code: str) -> None:
                  if best.id < 0 else "")
               + f"\n# idea: {best.idea or '-'}\n")
     atomic_write_text(store.path("best.py"), header + code.rstrip() + "\n")
+
+
+def sent_before(exc: BaseException, requests: list[Request]) -> int:
+    """How many of a call's requests reached the endpoint before it failed: an endpoint stops sending at the
+    first failure (openai_client's `requests_sent`); all of them where the generator does not say."""
+    return int(getattr(exc, "requests_sent", len(requests)))
 
 
 def restore_best(store: RunStore, summary: SearchSummary, events: list[dict],
