@@ -102,18 +102,24 @@ def test_a_wrong_field_is_named_with_the_records_name(tmp_path):
                             "ParetoSnapshot: pareto.instances: Input should be a valid integer"), error
 
 
+def run_whose_reference(tmp_path: Path, body: str) -> tuple[Path, str]:
+    """An unfinished run (best 6.0) of a problem file whose reference() runs `body`, and the line
+    exited() gives for it if it exits."""
+    path = heuristic(tmp_path)
+    path.write_text(path.read_text() + f"\n    def reference(self, split, size):\n        {body}\n")
+    run = make_run(tmp_path / "run", [candidate(1, 0, [], 6.0)])
+    (run / "config.toml").write_text((run / "config.toml").read_text().replace('"tsp_construct"', repr(str(path))))
+    return run, (f"reference() exited the process ({body}) at {path}:{line_of(path, body)}, "
+                 f"during reference('train', 5): {RULE}")
+
+
 def test_a_reference_that_exits_is_said_on_the_runs_row_and_the_dashboard_goes_on(tmp_path, monkeypatch):
     """An unfinished run's gap needs its task's reference, which the task's own code gives in the
     dashboard's process: a reference() that exits leaves the gap unknown and says why in exited()'s line;
     the runs list and the run's page are served as ever, and the task is asked once."""
     monkeypatch.setattr(reader, "_REFERENCES", {})
     forget_built_tasks()
-    path = heuristic(tmp_path)
-    path.write_text(path.read_text() + "\n    def reference(self, split, size):\n        sys.exit(6)\n")
-    run = make_run(tmp_path / "run", [candidate(1, 0, [], 6.0)])
-    (run / "config.toml").write_text((run / "config.toml").read_text().replace('"tsp_construct"', repr(str(path))))
-    line = (f"reference() exited the process (sys.exit(6)) at {path}:{line_of(path, 'sys.exit(6)')}, "
-            f"during reference('train', 5): {RULE}")
+    run, line = run_whose_reference(tmp_path, "sys.exit(6)")
     try:
         row = reader.HeuristicRun(run).row()
         assert (row["best"], row["gap"], row["reference_unavailable"]) == (6.0, None, line)
@@ -129,10 +135,7 @@ def test_a_reference_that_exits_is_said_on_the_runs_row_and_the_dashboard_goes_o
 def test_a_reference_that_is_had_leaves_nothing_unavailable(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "_REFERENCES", {})
     forget_built_tasks()
-    path = heuristic(tmp_path)
-    path.write_text(path.read_text() + "\n    def reference(self, split, size):\n        return 8.0\n")
-    run = make_run(tmp_path / "run", [candidate(1, 0, [], 6.0)])
-    (run / "config.toml").write_text((run / "config.toml").read_text().replace('"tsp_construct"', repr(str(path))))
+    run, _ = run_whose_reference(tmp_path, "return 8.0")
     try:
         row = reader.HeuristicRun(run).row()
         assert row["reference_unavailable"] is None and row["gap"] == pytest.approx(0.25)

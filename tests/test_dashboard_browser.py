@@ -591,6 +591,26 @@ def test_an_id_is_the_runs_path_and_an_old_link_says_not_found(browser, served):
     wait(browser, lambda d: d.find_elements("css selector", "#runs-table tbody tr"), what="back to the runs list")
 
 
+def test_a_reference_that_exits_shows_no_gap_and_says_why(browser, tmp_path):
+    """A run whose task's reference() exits the dashboard's process (guarded there): the runs list and the
+    run's page show "no reference" where the gap goes, exited()'s line as its tooltip, the page served."""
+    from test_archive_snapshots import run_whose_reference
+
+    run, line = run_whose_reference(tmp_path, "sys.exit(6)")
+    dashboard, url = start_dashboard(run)
+    try:
+        browser.get(url + "#/")
+        gap = "const tr = document.querySelector('#runs-table tbody tr'); return tr && [tr.cells[7].textContent, tr.cells[7].title]"
+        assert wait(browser, lambda d: js(d, gap), what="the run's row") == ["no reference", line]
+        browser.get(url + "#/run/run")
+        said = "const s = document.getElementById('run-no-reference'); return s && [s.textContent, s.title]"
+        assert wait(browser, lambda d: js(d, said), what="the run's page") == ["no reference", line]
+        assert dashboard.poll() is None
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
+
+
 def test_a_comparisons_named_arms_are_listed_as_text(browser, live):
     browser.get(live["url"] + "#/compare/arms-compare")
     items = wait(browser, lambda d: d.find_elements("css selector", "#compare-arms li"), what="the named arms")

@@ -155,7 +155,7 @@ function runsView() {
           el("td", {}, r.task || "–"), el("td", {}, r.method || "–"), el("td", {}, fmt(r.seed)),
           el("td", {}, el("span", { class: "bar" }, el("span", { style: `width:${(100 * share).toFixed(0)}%` })),
             ` ${spent(r)}`),
-          el("td", { class: "best" }, fmt(r.best)), el("td", {}, pct(r.gap)), el("td", {}, pct(r.valid_rate)),
+          el("td", { class: "best" }, fmt(r.best)), el("td", { title: r.reference_unavailable || null }, r.reference_unavailable ? "no reference" : pct(r.gap)), el("td", {}, pct(r.valid_rate)),
           el("td", { class: "state state-" + stateClass(r.state), title: r.error || (r.writer ? `written by ${r.writer}` : "") },
             r.state, r.error ? ": " + r.error : ""),
           el("td", {}, caps));
@@ -503,7 +503,8 @@ function runView(r) {
         el("span", { class: "state state-" + stateClass(d.state), id: "run-state", title: d.writer ? `written by ${d.writer}` : null }, d.state),
         writtenBy(d.writer, "run-writer"), " · ", el("span", { id: "run-spent" }, `${spent(d)} evaluations`), " · best ",
         el("b", { id: "run-best" }, fmt(d.best)), d.best_id ? [" (", el("a", { href: `#/run/${encodeURIComponent(id)}/c/${d.best_id}` }, `#${d.best_id}`), ")"] : "",
-        ` · gap ${pct(d.gap)} · valid ${pct(d.valid_rate)}`,
+        " · gap ", d.reference_unavailable ? el("span", { id: "run-no-reference", title: d.reference_unavailable }, "no reference") : pct(d.gap),
+        ` · valid ${pct(d.valid_rate)}`,
         d.distinct_valid != null && d.distinct_valid < d.valid ?
           el("span", { id: "run-distinct" }, ` (${d.distinct_valid} distinct program${d.distinct_valid === 1 ? "" : "s"}, ${d.valid - d.distinct_valid} repeat${d.valid - d.distinct_valid === 1 ? "" : "s"})`) : "",
         d.seeded ? el("span", { id: "run-seeded", title: SEEDED }, ` · ${d.seeded} seeded`) : "",
