@@ -215,7 +215,7 @@ def test_a_failing_tracker_warns_once_and_the_run_goes_on(tmp_path):
     mirror.sinks[0].write = broken
     mirror.update()
     mirror.update()
-    assert len(lines) == 1 and "mirroring to tensorboard stopped (OSError: disk full)" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("warning: mirroring to tensorboard stopped (OSError: disk full)")
     assert f"coevolve mirror {run_dir} --to tensorboard" in lines[0]
 
 
@@ -228,10 +228,10 @@ def test_a_tracker_that_cannot_open_or_damaged_state_never_stops_the_run(tmp_pat
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the event folder should go
     mirror = Mirror(run_dir, LogSection(tensorboard=True, tensorboard_dir=str(blocked)), "min", warn=lines.append)
-    assert mirror.sinks == [] and mirror.update() == 0 and "not mirroring to tensorboard" in lines[0]
+    assert mirror.sinks == [] and mirror.update() == 0 and lines[0].startswith("warning: not mirroring to tensorboard")
     (run_dir / "mirror.json").write_text("{torn")
     mirror = Mirror(run_dir, LogSection(tensorboard=True), "min", warn=lines.append)
-    assert mirror.sinks == [] and "mirror.json is unreadable" in lines[-1]
+    assert mirror.sinks == [] and lines[-1].startswith("warning: not mirroring") and "mirror.json is unreadable" in lines[-1]
     mirror.close()
     assert (run_dir / "mirror.json").read_text() == "{torn" and not (run_dir / "tensorboard").exists()
     assert main(["mirror", str(run_dir), "--to", "tensorboard"]) == 1

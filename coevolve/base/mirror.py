@@ -351,7 +351,7 @@ class Mirror:
             self.state: dict[str, dict] = self._load_state()
         except (OSError, ValueError) as exc:  # a damaged mirror.json: mirroring afresh would add points twice
             self.state = {}
-            self.warn(f"coevolve: not mirroring {self.run_dir}: {self.run_dir / STATE} is unreadable ({exc}); "
+            self.warn(f"warning: not mirroring {self.run_dir}: {self.run_dir / STATE} is unreadable ({exc}); "
                       "remove it to mirror the run afresh")
             return
         for name in log.trackers:
@@ -359,7 +359,7 @@ class Mirror:
             try:
                 sink = SINKS[name](self.run_dir, log, previous)
             except Exception as exc:  # noqa: BLE001 - a tracker that cannot open never stops the run
-                self.warn(f"coevolve: not mirroring to {name} ({type(exc).__name__}: {str(exc)[:300]})"
+                self.warn(f"warning: not mirroring to {name} ({type(exc).__name__}: {str(exc)[:300]})"
                           + self._later(name))
                 continue
             same = previous.get("target") == sink.target
@@ -400,7 +400,7 @@ class Mirror:
         if not self.live and isinstance(exc, UsageError):  # a damaged run file (CorruptFileError) names itself
             raise exc
         self.sinks.remove(sink)
-        self.warn(f"coevolve: mirroring to {sink.name} stopped ({type(exc).__name__}: {str(exc)[:300]})"
+        self.warn(f"warning: mirroring to {sink.name} stopped ({type(exc).__name__}: {str(exc)[:300]})"
                   + self._later(sink.name))
 
     def _later(self, name: str) -> str:
