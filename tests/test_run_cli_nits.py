@@ -14,39 +14,25 @@ tests/test_write_failures.py's stand-ins (tests may run as root, where chmod doe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import endpoint_stub
-from endpoint_stub import MODEL, REPLIES
 
 from coevolve.cli import main
 from coevolve.engine import pool
 from coevolve.engine.base import ContextLengthError
+from test_endpoint_replies import write_config
 from test_write_failures import (READ_ONLY, ClosingFakeEngine, CountingTeacher, Interrupting, config_file,
                                  error_lines, read_only, whole_run)
 
 stub, no_key = endpoint_stub.stub, endpoint_stub.no_key  # its fixtures, where pytest finds them
 
-TOO_LONG = (400, "application/json", json.dumps({"error": {
-    "message": "This model's maximum context length is 2048 tokens; you requested 4096 tokens",
-    "code": "context_length_exceeded"}}))
-
-
-def endpoint_config(tmp_path: Path, base_url: str) -> Path:
-    path = tmp_path / "run.toml"
-    path.write_text(f'[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = 4\nseed = 0\n'
-                    f'[sample]\nbatch = 2\n[sandbox]\ntimeout_s = 10\n[context]\nconstrain = false\n'
-                    f'[endpoint]\nbase_url = "{base_url}"\nmodel = "{MODEL}"\nretries = 1\nconcurrency = 1\n')
-    return path
-
 
 def test_a_served_prompt_past_the_context_exits_1_keeps_the_run_and_a_resume_is_not_told_to_resume(
         stub, tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(REPLIES, "past_context", TOO_LONG)
-    stub.mode, stub.good_first = "past_context", 2  # step 0 (two candidates) is answered; step 1's prompts are too long
+    stub.mode, stub.good_first = "toolong", 2  # step 0 (two candidates) is answered; step 1's prompts are too long
     out = tmp_path / "run"
-    code = main(["run", str(endpoint_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
+    code = main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 1, err
     lines = error_lines(err)
