@@ -139,6 +139,7 @@ def test_agent_presets_carry_the_papers_settings(path):
     config = load_run_config(str(path), {})
     s, es, agent = config.sampling, config.es, config.agent
     assert (es.alpha, es.normalise, es.schedule, es.sigma) == (5e-4, "zscore", "cosine", 1e-3)
+    assert es.ddof == 0  # the reference's math and Sudoku runs (population std, epsilon 1e-8)
     if config.run.task == "sudoku9":
         assert (agent.population, agent.batch, es.generations, es.sigma_end) == (32, 32, 100, 2.5e-4)
         assert (s.temperature, s.top_p, s.top_k, s.presence_penalty, s.max_tokens) == (0.7, 0.8, 20, 1.5, 64)
