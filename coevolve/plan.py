@@ -567,12 +567,16 @@ def arm_lines(config: CompareConfig) -> list[str]:
 
 
 def compared_pairs(config: CompareConfig) -> list[tuple[str, str]]:
-    """(base, variant) for each Δ row: a +ESOpt method and its base method, and a named arm and the
-    method it runs, where both are compared; and, where Sample is compared, every other method that is
-    no one's variant against it (independent sampling: the baseline a search method must beat)."""
+    """(base, variant) for each Δ row: a +ESOpt method and its base method, a +trace2skill method and
+    the method without it, and a named arm and the method it runs, where both are compared; and, where
+    Sample is compared, every other method that is no one's variant against it (independent sampling:
+    the baseline a search method must beat). A variant has one base (the report keys a Δ row by its
+    variant): eoh+esopt+trace2skill pairs with eoh+trace2skill when both are there, else with eoh+esopt."""
     methods, arms = config.compare.methods, config.compare.arms
-    pairs = registry.pairs(methods) + [(arm_method(config, n), n) for n in methods
-                                       if n in arms and arm_method(config, n) in methods]
+    pairs = registry.pairs(methods)
+    paired = {variant for _, variant in pairs}
+    pairs += [(base, variant) for base, variant in registry.skill_pairs(methods) if variant not in paired]
+    pairs += [(arm_method(config, n), n) for n in methods if n in arms and arm_method(config, n) in methods]
     if SAMPLE in methods:
         variants = {variant for _, variant in pairs}
         pairs += [(SAMPLE, m) for m in methods if m != SAMPLE and m not in variants]

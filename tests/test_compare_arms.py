@@ -522,7 +522,8 @@ def test_a_plan_with_no_esopt_arm_does_not_claim_one_matched(tmp_path, capsys):
     config.write_text('[compare]\nmethods = ["sample", "eoh"]\ntasks = ["tsp_construct"]\nbudgets = [8]\nseeds = [0]\n')
     assert main(["compare", str(config), "--plan"]) == 0
     out = capsys.readouterr().out
-    assert out.rstrip().endswith("structural check: no +ESOpt arm here, nothing to match (each arm's plan is above)")
+    assert out.rstrip().endswith("structural check: no method here with its +esopt variant (an M and M+esopt pair), nothing to match "
+                                "(each arm's plan is above)")
     assert "every +ESOpt arm" not in out
 
 

@@ -84,7 +84,7 @@ def test_a_patched_skills_own_rules_are_counted_as_kept(tmp_path, monkeypatch, c
 def test_the_runs_own_refreshes_say_the_same(tmp_path):
     """A +trace2skill run's refresh is built by the same code: its intro counts the same way."""
     _, body = refresh(None, ["nothing usable"] * 3, [failure(1), failure(2), failure(3)],
-                      ["Define f.", "Return a node."], "tsp-construct-heuristics", "3 error and 0 success analyses")
+                      ["Define f.", "Return a node."], "tsp_construct", "3 error and 0 success analyses")
     assert ("From 3 error and 0 success analyses: 3 rules (2 contract, 1 from the failures' own kinds; "
             "0 of 3 analyses gave a usable rule).") in body
 

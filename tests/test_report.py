@@ -243,7 +243,7 @@ def test_the_report_shows_what_the_skills_requests_did(comparison):
     from coevolve.report.collecting import skill_use
 
     def line(cid, objective, version=None, parents=()):
-        return {"id": cid, "step": 1, "operator": "m1" if parents else "i1", "parents": list(parents),
+        return {"id": cid, "step": 3, "operator": "m1" if parents else "i1", "parents": list(parents),
                 "model_state": {"kind": "base"}, "code": "x", "objective": objective,
                 **({"skill_version": version} if version is not None else {})}
 
@@ -261,19 +261,20 @@ def test_the_report_shows_what_the_skills_requests_did(comparison):
         atomic_write_text(run / "candidates.jsonl", "".join(json.dumps(c) + "\n" for c in [
             line(1, 6.0), line(2, 5.0, 1, [1]), line(3, None, 1, [1]), line(4, None)]))
         # the log names each request's version (a run written before it did is not counted: seed 2's copy)
-        step = {"type": "step", "step": 1, "requests": [{"slot": i, "skill": v} for i, v in enumerate([None, 1, 1, None])]}
+        step = {"type": "step", "step": 3, "requests": [{"slot": i, "skill": v} for i, v in enumerate([None, 1, 1, None])]}
         events = (run / "events.jsonl").read_text().splitlines()
         if seed < 2:
             atomic_write_text(run / "events.jsonl", "\n".join([events[0], json.dumps(step), *events[1:]]) + "\n")
     use = skill_use(comparison / "runs" / "tsp_construct" / "sample-b10-s0",
                     read_summary(comparison / "runs" / "tsp_construct" / "sample-b10-s0" / "summary.json"))
-    assert use == {"skill": {"candidates": 2, "valid": 1, "improved": 1},
-                   "none": {"candidates": 2, "valid": 1, "improved": 1},
+    counts = {"candidates": 2, "valid": 1, "improved": 1}
+    assert use == {"skill": counts, "none": counts, "before": {"candidates": 0, "valid": 0, "improved": 0},
+                   "since": 2, "versions": [(None, counts), (1, counts)],
                    "judged": 1, "kept": 1, "distinct": 0, "ahead": [1]}
     render_comparison(comparison)
     report = (comparison / "report.md").read_text()
     assert "## What the skill's requests did" in report
-    assert "| tsp_construct | Sample | 10 | 2 | 2 / 2 of 4 | 2 / 2 of 4 | 2 | 2 | 0 | v001, v001 |" in report
+    assert "| tsp_construct | Sample | 10 | 2 | – | 2 / 2 of 4 | 2 / 2 of 4 | 2 | 2 | 0 | v001, v001 |" in report
     assert "Sample+ESOpt | 10 |" not in report.split("## What the skill's requests did")[1].split("## Runs")[0]
     (row,) = json.loads((comparison / "results.json").read_text())["skill"]
     assert (row["method"], row["runs"], row["skill"], row["judged"], row["ahead"]) == (

@@ -819,7 +819,7 @@ def test_judging_needs_a_skill_to_judge():
     assert sum(plan["skill_trials"]) == 30 - plan["distill_requests"] - before
     assert "requests (half a side); " in format_plan(plan)  # no ES: an even split
     with_es = run_plan(make_config("eoh+esopt+trace2skill", 30, skill={"keep": "judged", "every": 2, "analysts": 2}))
-    assert with_es["es_updates"] and "(about half a side: an ES generation's members all see one" in format_plan(with_es)
+    assert with_es["es_updates"] and "of them showing the version on trial: an ES generation's members all see one version" in format_plan(with_es)
     assert run_plan(make_config("eoh+trace2skill", 30, skill={"every": 2}))["skill_trials"] == []  # latest
     assert run_plan(make_config("sample", 16, skill={"keep": "judged", "start": "x"}))["skill_trials"] == [16]
 

@@ -78,17 +78,20 @@ def test_the_same_task_and_a_hand_written_skill_pass_silently(tmp_path, monkeypa
     assert distilled_for(load_skill(mine)) is None  # --description: the user's words record no task
 
 
-def test_a_runs_own_version_names_its_task_as_the_folder_does(tmp_path):
+def test_a_runs_own_version_names_its_task_as_distill_does(tmp_path):
     """A +trace2skill run's versions (RUN_DIR/skills/vNNN/kp-construct-heuristics, what --skill is told to
-    carry on) name the task as their folder does: kp-construct is kp_construct's."""
+    carry on) name the task by its name, kp_construct, as `coevolve distill` does; a version written
+    before, naming it as its folder does (kp-construct), is still kp_construct's."""
     from coevolve.search.skill import distilled_for, other_task
 
     description, body = refresh(None, ["ADD Ideas: Prefer light items with a high value."], [], ["Define f."],
-                                "kp-construct-heuristics", "1 error and 0 success analyses")
+                                "kp_construct", "1 error and 0 success analyses")
     version = write_version(tmp_path, 1, "kp-construct-heuristics", description, body)
-    assert distilled_for(version) == "kp-construct"
+    assert distilled_for(version) == "kp_construct" and body.startswith("# kp-construct-heuristics (Trace2Skill)")
     assert other_task(version, "kp_construct") is None
-    assert other_task(version, "tsp_construct") == "kp-construct"
+    assert other_task(version, "tsp_construct") == "kp_construct"
+    older = write_version(tmp_path, 2, "kp-construct-heuristics", description.replace("kp_", "kp-"), body)
+    assert distilled_for(older) == "kp-construct" and other_task(older, "kp_construct") is None
 
 
 def test_a_comparison_warns_of_it_per_task_and_arm_as_its_plan_does(tmp_path, monkeypatch, capsys):

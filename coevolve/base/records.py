@@ -121,6 +121,8 @@ class Candidate(Versioned):
     feedback: str = ""  # the task's note (Evaluation.feedback), also in candidates.jsonl when there is one
     # the skill version its prompt showed (skills/vNNN; None: no skill), kept in candidates.jsonl when there is one
     skill_version: int | None = None
+    # the failed candidates whose reports its prompt showed (their ids), kept in candidates.jsonl when there are some
+    failures_shown: list[int] = []
 
     @property
     def valid(self) -> bool:
@@ -140,8 +142,8 @@ class Candidate(Versioned):
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
-        for name in ("behaviour", "feedback", "skill_version"):  # no key: a line without them reads as before
-            if data[name] in (None, ""):
+        for name in ("behaviour", "feedback", "skill_version", "failures_shown"):  # no key: reads as before
+            if data[name] in (None, "", []):
                 del data[name]
         return data
 

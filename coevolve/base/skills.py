@@ -91,13 +91,17 @@ def validate_skill(skill: Skill, folder_name: str | None = None, max_lines: int 
 
 
 def load_skill(folder: str | Path, max_lines: int = MAX_LINES) -> Skill:
-    """Load and validate `folder/SKILL.md`."""
-    folder = Path(folder)
+    """Load and validate `folder/SKILL.md`. `folder` may name that SKILL.md itself: the path a run
+    table prints for a version goes to --skill as it is."""
+    given = Path(folder)
+    folder = given.parent if given.name == "SKILL.md" and given.is_file() else given
     file = folder / "SKILL.md"
-    if not folder.exists():
-        raise SkillError(f"{folder}: not found (a skill is a folder holding a SKILL.md)")
+    if not given.exists():
+        raise SkillError(f"{given}: not found (a skill is a folder holding a SKILL.md)")
+    if not folder.is_dir():
+        raise SkillError(f"{given}: a file, not a skill folder (give the folder holding a SKILL.md, or the SKILL.md)")
     if not file.is_file():
-        raise SkillError(f"{folder}: no SKILL.md in this skill folder")
+        raise SkillError(f"{given}: no SKILL.md in this skill folder")
     try:
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -153,7 +153,8 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any], root: Path | None = Non
         print("structural check: every +ESOpt arm spends the same evaluations per generation and per operator "
               "as its base method")
     else:
-        print("structural check: no +ESOpt arm here, nothing to match (each arm's plan is above)")
+        print("structural check: no method here with its +esopt variant (an M and M+esopt pair), nothing to match "
+              "(each arm's plan is above)")
 
 
 def print_agent_plan(config: Any, root: Path) -> None:

@@ -344,40 +344,67 @@ def commonest_failures(directory: str | Path, most: int = 3) -> list[tuple[str, 
 def failure_causes(candidates: Iterable[Candidate], most: int = 3) -> list[tuple[str, int]]:
     """The causes that failed most candidates (repeats of failed code included, as in the run table's
     failures row), each with its count; causes that differ only in their numbers (a node index, a
-    line) count as one, shown as the first of them."""
-    counts: Counter[str] = Counter()
-    first: dict[str, str] = {}
+    line) count as one, shown as the commonest exact message of them (the first seen of a tie)."""
+    groups: dict[str, Counter[str]] = {}
     for candidate in candidates:
         if candidate.failure is None:
             continue
         cause = failure_cause(candidate.failure, candidate.message)
-        key = re.sub(r"-?\d+(?:\.\d+)?", "#", cause)
-        counts[key] += 1
-        first.setdefault(key, cause)
-    return [(first[key], n) for key, n in counts.most_common(most)]
+        groups.setdefault(re.sub(r"-?\d+(?:\.\d+)?", "#", cause), Counter())[cause] += 1
+    counts = Counter({key: sum(group.values()) for key, group in groups.items()})
+    # the group's first message may be one candidate's while its copies fill the count: show theirs
+    return [(groups[key].most_common(1)[0][0], n) for key, n in counts.most_common(most)]
+
+
+SKILL_SIDES = ("Both sides count only the requests after the first skill refresh: those before it showed no skill "
+               "because none was written yet, when the archive was young (their i1 candidates, with no parent to "
+               "beat, count as beating their parents when they score), so they are counted apart. Under skill.keep = "
+               "\"latest\" every later request shows the newest version, so \"none shown\" stays empty and the "
+               "versions follow each other in time: not a comparison (use skill.keep = \"judged\", or compare "
+               "arms). Under \"judged\" later requests alternate between the version on trial and the one it "
+               "patched, so \"none shown\" is the first trial's incumbent (and any later one where no skill stayed "
+               "ahead) while \"skill shown\" pools every version, those judged against each other too: the trial "
+               "counts, not the two sides, are the comparison, and an ES generation shows one version to all its "
+               "members, so the sides need not be near equal.")
+
+
+def _add(into: dict[str, int], counts: dict[str, int], sign: int = 1) -> None:
+    for key, value in counts.items():
+        into[key] = into.get(key, 0) + sign * value
 
 
 def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] | None:
     """What the skill did in one finished run (None for a run that never showed one, or one written
-    before its log named each request's version): the candidates whose prompt showed a skill and those
-    that showed none, each side's count, how many scored and how many beat every parent shown
-    (ensemble.improved, what a judged trial counts); and, under
-    skill.keep = "judged", its trials judged at refreshes, the versions they kept, how many could be
-    told apart, and the version ahead when the run ended."""
+    before its log named each request's version). `versions`: per version shown (None: no skill), in
+    order of first use, over the whole run, the candidates, how many scored and how many beat every
+    parent shown (ensemble.improved, what a judged trial counts). `skill` / `none`: the same summed
+    into the candidates whose prompt showed a skill and those that showed none, counted only after the
+    first refresh (`since`, its step: the requests before it showed none because none existed yet, a
+    young archive; they are summed in `before`). Under skill.keep = "judged", its trials judged at
+    refreshes, the versions they kept, how many could be told apart, and the version ahead when the
+    run ended."""
     context = summary.context or {}
     if not context.get("skill_versions") and not context.get("skill_start"):
         return None
     if not requests_name_versions(read_jsonl(Path(directory) / "events.jsonl")):
         return None  # written before requests named their version: what each showed is not known
     candidates = [Candidate.read(c) for c in read_jsonl(Path(directory) / "candidates.jsonl")]
-    sides = {side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES}
     seed = (context.get("seed") or {}).get("objective")
-    for version, counts in shown_counts(candidates, summary.train.direction, seed).items():
-        for key, value in counts.items():
-            sides["none" if version is None else "skill"][key] += value
+    direction = summary.train.direction
+    refreshes = context.get("skill_versions") or []
+    since = refreshes[0]["step"] if refreshes else None
+    every = shown_counts(candidates, direction, seed)
+    sides: dict[str, dict[str, int]] = {side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES}
+    before = {"candidates": 0, "valid": 0, "improved": 0}
+    for counts in every.values():
+        _add(before, counts)
+    for version, counts in shown_counts(candidates, direction, seed, since=since).items():
+        _add(sides["none" if version is None else "skill"], counts)
+        _add(before, counts, -1)
     trials = context.get("skill_trials", [])
     judged = [t for t in trials if not t.get("final")]
-    return {**sides, "judged": len(judged), "kept": sum(t["kept"] == t["challenger"] for t in judged),
+    return {**sides, "before": before, "since": since, "versions": list(every.items()),
+            "judged": len(judged), "kept": sum(t["kept"] == t["challenger"] for t in judged),
             "distinct": sum(bool(t["distinct"]) for t in judged),
             "ahead": [t["kept"] for t in trials if t.get("final")]}
 
@@ -391,12 +418,11 @@ def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
             continue
         row = rows.setdefault((cell.task, cell.method, cell.budget),
                               {"task": cell.task, "method": cell.method, "budget": cell.budget, "runs": 0,
-                               **{side: {"candidates": 0, "valid": 0, "improved": 0} for side in SIDES},
+                               **{side: {"candidates": 0, "valid": 0, "improved": 0} for side in (*SIDES, "before")},
                                "judged": 0, "kept": 0, "distinct": 0, "ahead": []})
         row["runs"] += 1
-        for side in SIDES:
-            for key in row[side]:
-                row[side][key] += use[side][key]
+        for side in (*SIDES, "before"):
+            _add(row[side], use[side])
         for key in ("judged", "kept", "distinct"):
             row[key] += use[key]
         row["ahead"] += use["ahead"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,13 +31,16 @@ from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConf
                            arm_plans, arm_runs, arm_spend, compared_pairs, config_class, ordered_arms, scored_sets,
                            spend_reason, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (aggregate, at_template, baselines, collect, commonest_failures,
+from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, baselines, collect, commonest_failures,
                                         derived_damage, fmt_number, failure_rows, heldout_change, run_rows,
-                                        run_starting_point, seeds_worse, skill_rows, TaskBuilder, worse_than_template)
+                                        run_starting_point, seeds_worse, skill_rows, skill_use, TaskBuilder,
+                                        worse_than_template)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore, ended, extended_budget, log_damage
 from coevolve.search.plot import plot_best_so_far
+from coevolve.search.runconfig import SkillSection
+from coevolve.base.skillpatch import RuleOrigins
 from coevolve.search.skill import rule_count, trial_line, version_label
 from tasks.base import Direction
 from tasks.loader import remember_tasks, task_label
@@ -259,18 +263,37 @@ def ledger_table(config: CompareConfig, records: list[ComparisonCell]) -> str:
     kinds = ["evaluated", "duplicate", "parse"]
     if any(r.summary is not None and r.summary.ledger.outcomes.get("cascade") for r in records):
         kinds.append("cascade")
+    # +trace2skill: the analysts' evaluations make no candidate, so the valid rate per evaluation is lower
+    # than per candidate and the arms' train valid rates are not like for like
+    analysts = any(r.summary is not None and analyst_evaluations(r.summary) for r in records)
+    if analysts:
+        kinds.append(registry.DISTILL)
     lines = ["| Method | runs | evaluations | evaluated | duplicate | no code (parse) | "
              + ("stopped at stage 1 (cascade) | " if "cascade" in kinds else "")
-             + "LLM requests | completion tokens |", "|---" * (5 + len(kinds)) + "|"]
+             + ("skill analysts | valid of the candidates | " if analysts else "")
+             + "LLM requests | completion tokens |", "|---" * (5 + len(kinds) + analysts) + "|"]
     for method in ordered_arms(config):
         done = [r.summary for r in records if r.method == method and r.summary is not None]
         ledgers = [s.ledger for s in done]
         cells = [_label(method), str(len(done)), str(sum(s.evaluations for s in done))]
         cells += [str(sum(ledger.outcomes.get(k, 0) for ledger in ledgers)) for k in kinds]
+        if analysts:
+            valid, made = sum(s.valid for s in done), sum(s.evaluations - analyst_evaluations(s) for s in done)
+            cells.append(f"{valid} of {made}" + (f" ({valid / made:.1%})" if made else ""))
         cells += [str(sum(ledger.llm_requests for ledger in ledgers)),
                   str(sum(ledger.completion_tokens for ledger in ledgers))]
         lines.append("| " + " | ".join(cells) + " |")
+    if analysts:
+        lines += ["", "Skill analysts: evaluations spent on a skill refresh's analyst requests, which make no "
+                      "candidate; the table's train valid rate counts them as evaluations that were not valid, "
+                      "valid of the candidates leaves them out."]
     return "\n".join(lines)
+
+
+def analyst_evaluations(summary: Any) -> int:
+    """The evaluations a run's skill refreshes spent on analyst requests (its ledger's distill outcome):
+    charged as candidates are, though they make none."""
+    return summary.ledger.outcomes.get(registry.DISTILL, 0)
 
 
 # --------------------------------------------------------------- rendering
@@ -426,16 +449,13 @@ def skill_table(rows: list[dict]) -> str:
         return f"{counts['valid']} / {counts['improved']} of {n}" if n else "–"
 
     lines = ["Candidates whose prompt showed a skill, and those that showed none: how many scored / how many "
-             "beat every parent shown. Where the skill is the newest version (skill.keep = \"latest\") the "
-             "requests without one came before the first refresh, when the archive was young: the two sides are "
-             "not a comparison. Where versions are judged (\"judged\"), requests alternate between the version "
-             "on trial and the one it patched, over the same steps.", "",
-             "| task | method | budget | runs | skill shown | none shown | trials judged | kept | told apart | "
-             "ahead at the end |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "beat every parent shown. " + SKILL_SIDES, "",
+             "| task | method | budget | runs | before the first refresh | skill shown | none shown | trials judged "
+             "| kept | told apart | ahead at the end |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ahead = ", ".join(version_label(v) for v in r["ahead"]) or "–"
         lines.append(f"| {task_label(r['task'])} | {_label(r['method'])} | {r['budget']} | {r['runs']} | "
-                     f"{side(r['skill'])} | {side(r['none'])} | {r['judged'] or '–'} | "
+                     f"{side(r['before'])} | {side(r['skill'])} | {side(r['none'])} | {r['judged'] or '–'} | "
                      f"{r['kept'] if r['judged'] else '–'} | "
                      f"{r['distinct'] if r['judged'] else '–'} | {ahead} |")
     return "\n".join(lines)
@@ -555,7 +575,7 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
         # as the run's plan says it (`total: 16 evaluations = T 12 + 4 initial`): 16 / 12 alone reads as overspent
         ("evaluations", f"{summary.evaluations} / {summary.budget}"
                         + (f" (+ {summary.outside_budget} initial outside T)" if summary.outside_budget else "")),
-        ("valid", f"{summary.valid} ({summary.valid_rate:.1%})" + _distinct(summary)),
+        ("valid", valid_line(summary) + _distinct(summary)),
         ("failures", ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "-"),
         *([("commonest failures", "; ".join(f"{cause} ({n})" for cause, n in commonest_failures(directory)))]
           if summary.failures else []),
@@ -577,9 +597,56 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
                                      "clones (not charged to the budget)"))
     if summary.es:
         rows.append(("ES updates", es_updates(summary.es)))
-    rows += context_rows(summary.context, summary.stopped)
+    context = context_rows(summary.context, summary.stopped, skill_max_tokens(summary, directory))
+    named = [name for name, _ in context]
+    at = max((i + 1 for i, name in enumerate(named) if name in ("starting skill", "skill versions", "skill trial")),
+             default=len(named))
+    rows += context[:at] + skill_use_rows(summary, directory) + context[at:]
     rows.append(("run directory", str(directory)))
     return rows
+
+
+def skill_max_tokens(summary: SearchSummary, directory: Path) -> int | None:
+    """The run's skill.max_tokens from its config.toml, read only where analysts' replies ended at it
+    (None: none did, or the file is gone)."""
+    config = Path(directory) / "config.toml"
+    if not (summary.context or {}).get("analysts_cut_off") or not config.is_file():
+        return None
+    return read_toml(config).get("skill", {}).get("max_tokens", SKILL_MAX_TOKENS)
+
+
+def valid_line(summary: SearchSummary) -> str:
+    """The run's valid candidates and its valid rate (summary.json's valid_rate: per evaluation); where
+    skill analysts spent evaluations, which make no candidate, the rate per candidate first."""
+    analysts = analyst_evaluations(summary)
+    if not analysts:
+        return f"{summary.valid} ({summary.valid_rate:.1%})"
+    made = summary.evaluations - analysts
+    rate = f" ({summary.valid / made:.1%})" if made else ""
+    return (f"{summary.valid} of {made} candidates{rate}; {summary.valid_rate:.1%} of the {summary.evaluations} "
+            f"evaluations, {analysts} went to skill analysts")
+
+
+def skill_use_rows(summary: SearchSummary, directory: Path) -> list[tuple[str, str]]:
+    """The `skill use` row under skill.keep = "latest": per version shown (and no skill), its candidates,
+    how many scored and how many beat every parent shown, with why that is no comparison. None under
+    "judged" (its trial rows count the versions over the same steps: one source of those numbers), nor
+    for a run that showed no skill or whose log does not name each request's version."""
+    context = summary.context or {}
+    if context.get("skill_trials"):
+        return []
+    use = skill_use(directory, summary)
+    if use is None:
+        return []
+    shown = ", ".join(f"{trial_label(version, context)} {c['candidates']} ({c['valid']} valid, {c['improved']} beat)"
+                      for version, c in use["versions"])
+    before = ("" if use["since"] is None else
+              f"; no skill = the requests before the first refresh, at step {use['since']}, when the archive was young")
+    why = ("every request showed the one skill: nothing to compare it with" if len(use["versions"]) == 1 else
+           f"the versions follow each other in time (skill.keep = \"latest\"{before}), so this is not a comparison")
+    return [("skill use", f"{shown}: candidates shown each, how many scored and how many beat every parent shown "
+                          f"(one with no parent: scored). {why[0].upper() + why[1:]}: use skill.keep = \"judged\", "
+                          "or compare arms")]
 
 
 def endpoint_rows(directory: Path) -> list[tuple[str, str]]:
@@ -617,13 +684,41 @@ def trial_label(version: int | None, context: dict) -> str:
     return start["path"] if version == 0 and start else version_label(version)
 
 
-def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, str]]:
-    """The run table's rows for issue 25's context (absent from older summaries)."""
+PHASES = ("prompt steps", "ES generations")  # the order a run makes them in (summary.json sorts its keys)
+SKILL_MAX_TOKENS = SkillSection.model_fields["max_tokens"].default  # a run's config.toml without [skill] max_tokens
+
+
+def in_phase_order(phases: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A run's phases in one order, whether read live or from summary.json (written with sorted keys)."""
+    return sorted(phases.items(), key=lambda item: PHASES.index(item[0]) if item[0] in PHASES else len(PHASES))
+
+
+def origins_text(versions: list[dict]) -> str:
+    """The latest version's rules, and where they came from when the summary says (`origins`, a RuleOrigins'
+    counts; absent from older summaries: ` (5 rules)`): `: 5 rules (3 contract, 2 from the failures' own
+    kinds; 0 of 2 analyses gave a usable rule)`, and how many of all refreshes' analyses did where there
+    were more: a user reads "5 rules" as 5 things the model learnt, which stand-ins are not."""
+    latest = versions[-1]
+    if not isinstance(latest.get("origins"), dict):
+        return f" ({latest['rules']} rules)"
+    names = {f.name for f in fields(RuleOrigins)}
+    text = RuleOrigins(**{k: v for k, v in latest["origins"].items() if k in names}).summary()
+    counted = [v["origins"] for v in versions if isinstance(v.get("origins"), dict)]
+    if len(counted) > 1:
+        usable, made = (sum(o.get(k, 0) for o in counted) for k in ("usable", "analyses"))
+        text += f"; all {len(counted)} refreshes: {usable} of {made} analyses usable"
+    return ": " + text
+
+
+def context_rows(context: dict | None, stopped: dict | None,
+                 skill_max_tokens: int | None = None) -> list[tuple[str, str]]:
+    """The run table's rows for issue 25's context (absent from older summaries). `skill_max_tokens`: the
+    run's skill.max_tokens, named where skill analysts' replies ended at it."""
     if not context:
         return []
     rows = [("valid per phase", ", ".join(f"{name} {p['valid']}/{p['candidates']}"
                                           + (f" ({p['valid'] / p['candidates']:.0%})" if p["candidates"] else "")
-                                          for name, p in context["phases"].items()) or "-"),
+                                          for name, p in in_phase_order(context["phases"])) or "-"),
             ("decoding", "constrained to the template's def line" if context["constrain"] == "on"
              else context["constrain"])]
     if context["fingerprint"]:
@@ -656,11 +751,18 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         rows.append(("scoring", f"each program under {context['scoring_seeds']} seeds of its random generators, "
                                 "the mean kept; one failing seed fails it ([sandbox] seeds)"))
     cut = context.get("cut_off")  # absent from older summaries
+    analysts = context.get("analysts_cut_off") or 0  # likewise
+    said = []
     if cut and cut["replies"]:
         scored = (("it still scored, with what parsed" if cut["valid"] else "it scored nothing")
                   if cut["replies"] == 1 else f"{cut['valid']} of them still scored, with what parsed")
-        rows.append(("cut off", f"{cut['replies']} repl{'y' if cut['replies'] == 1 else 'ies'} ended at "
-                                f"sampling.max_tokens = {cut['max_tokens']} ({scored}); raise it for longer answers"))
+        said.append(f"{cut['replies']} repl{'y' if cut['replies'] == 1 else 'ies'} ended at sampling.max_tokens = "
+                    f"{cut['max_tokens']} ({scored})")
+    if analysts:
+        limit = "" if skill_max_tokens is None else f" = {skill_max_tokens}"
+        said.append(f"{analysts} skill analyst repl{'y' if analysts == 1 else 'ies'} ended at skill.max_tokens{limit}")
+    if said:
+        rows.append(("cut off", "; ".join(said) + f"; raise {'it' if len(said) == 1 else 'them'} for longer answers"))
     if context["repair_requests"]:
         rows.append(("repair operator", f"{context['repaired_valid']} of {context['repair_requests']} fixed"))
     if context.get("proposers"):  # an endpoint ensemble
@@ -694,10 +796,14 @@ def context_rows(context: dict | None, stopped: dict | None) -> list[tuple[str, 
         kept = next((v for v in versions if v["version"] == ahead), None)
         judged = ("" if not trials or ahead == versions[-1]["version"]  # skill.keep = "judged": the one to carry on
                   else f"; ahead when the run ended: {kept['path'] if kept else trial_label(ahead, context)}")
-        rows.append(("skill versions", f"{len(versions)}, latest {versions[-1]['path']} "
-                                       f"({versions[-1]['rules']} rules){judged}"))
+        rows.append(("skill versions", f"{len(versions)}, latest {versions[-1]['path']}{origins_text(versions)}"
+                                       f"{judged}"))
     for trial in trials:  # skill.keep = "judged"
         rows.append(("skill trial", trial_line(trial)))
+    repeated = context.get("failures_repeated")  # absent from older summaries
+    if repeated and repeated["shown"]:
+        rows.append(("failure feedback", f"{repeated['repeated']} of {repeated['shown']} requests shown a failure "
+                                         "returned a failed program unchanged"))
     starts = context.get("start_programs")  # absent from older summaries
     if starts:
         rows.append(("starting programs", f"{len(starts)} seeded, not charged: " + "; ".join(

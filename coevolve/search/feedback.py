@@ -15,14 +15,28 @@ from typing import Sequence
 from coevolve.base.untrusted import clean
 
 
+def _comparable(profile: Sequence[float] | None, template: Sequence[float] | None) -> bool:
+    return bool(profile) and bool(template) and len(profile or ()) == len(template or ())
+
+
+def _same(mine: float, base: float) -> bool:
+    return math.isclose(mine, base, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def same_as_template(profile: Sequence[float] | None, template: Sequence[float] | None) -> bool:
+    """Whether a program's per-instance objectives equal the template's on every instance: whatever
+    its code changed, it decided nothing differently there. False when either is missing."""
+    return _comparable(profile, template) and all(_same(a, b) for a, b in zip(profile or (), template or ()))
+
+
 def against_template(profile: Sequence[float] | None, template: Sequence[float] | None, direction: str) -> str:
     """A program's per-instance objectives against the template's on the same instances, in words;
     "" when either is missing or they differ in length."""
-    if not profile or not template or len(profile) != len(template):
+    if not profile or not template or not _comparable(profile, template):
         return ""
     better = worse = 0
     for mine, base in zip(profile, template):
-        if math.isclose(mine, base, rel_tol=1e-9, abs_tol=1e-12):
+        if _same(mine, base):
             continue
         if (mine < base) == (direction == "min"):
             better += 1

@@ -39,7 +39,7 @@ import json
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
@@ -82,6 +82,12 @@ from tasks.base import mean_profile, starting_program, template_runs
 from tasks.loader import guarded
 
 EVENT_VERSION = 1
+# Rules changed since EVENT_VERSION 1 began, written in the start event (`rules`): a run whose start event
+# lacks one was proposed under the rule before it, and its logged steps replay (_check_logged) only under
+# that, so a resume keeps it. judged_generations: a judged trial's ES generations alternate from the
+# trial's first (before: from the run's first). analyst_cases: a refresh's success analysts skip programs
+# that only equal the template and those the previous refresh read, where others exist.
+RULES = {"judged_generations": "from_trial", "analyst_cases": "past_echoes_and_repeats"}
 REASKS = ("parse", "clone")  # why a reply may be asked again free of T ([accounting]); the event keys add "_retries"
 
 
@@ -134,6 +140,46 @@ def logged_result(result: EvalResult) -> Evaluation:
 RECENT_FAILURES = 48  # candidates looked back over for failures to show
 
 
+def _same_code(candidate: Candidate) -> int:
+    """The candidate whose program this one's is: the original it repeats or clones (the loop's duplicate
+    detection: exact text, or a fingerprint under context.fingerprint), else itself."""
+    return candidate.id if candidate.duplicate_of is None else candidate.duplicate_of
+
+
+def distinct_failures(failed: Sequence[Candidate], by_id: dict[int, Candidate]) -> list[Candidate]:
+    """`failed` in order, less each one that repeats the code of one before it or ends with the same
+    message: a small model's copies of one failure would otherwise fill every slot of a step. A copy
+    stands for its original where that failed as itself (its report has the error; a rejected clone's
+    only says whose clone it is). `by_id`: the run's candidates, to find the originals."""
+    codes: set[int] = set()
+    messages: set[str] = set()
+    out = []
+    for c in failed:
+        original = by_id.get(_same_code(c), c)
+        if not original.valid and original.failure != "duplicate":
+            c = original
+        # an empty message (a result the task called invalid, unexplained) tells nothing apart
+        message = f"{c.failure}:{c.message.strip()[-80:]}" if c.message.strip() else None
+        if _same_code(c) in codes or message in messages:
+            continue
+        codes.add(_same_code(c))
+        if message is not None:
+            messages.add(message)
+        out.append(c)
+    return out
+
+
+def failures_repeated(candidates: Sequence[Candidate], pool: Sequence[Candidate]) -> dict[str, int]:
+    """Of the requests whose prompt showed a failure (`shown`), how many replies were the program of a
+    failure shown (`repeated`): copied, not avoided. `pool`: every candidate, to look the shown ones up."""
+    by_id = {c.id: c for c in pool}
+    shown = [c for c in candidates if c.failures_shown]
+    repeated = sum(c.duplicate_of is not None and c.duplicate_of in
+                   {_same_code(by_id[i]) for i in c.failures_shown if i in by_id and by_id[i].code is not None}
+                   for c in shown)
+    return {"shown": len(shown), "repeated": repeated}
+
+
 @dataclass
 class Request:
     slot: int
@@ -144,6 +190,7 @@ class Request:
     failures: tuple[str, ...] = ()  # failure reports shown in the prompt
     skill: int | None = None  # the skill version the prompt shows (None: no skill)
     lean: int = 0  # how many of LEAN's parts the prompt leaves out to fit the engine's context
+    failures_shown: tuple[int, ...] = ()  # the failed candidates `failures` reports, by id
 
 
 # What a prompt too long for the engine's context leaves out, one more at a time, until it fits: a run
@@ -155,7 +202,7 @@ def leaned(request: Request, level: int) -> Request:
     """`request` with LEAN's first `level` parts left out (its notes go in _context)."""
     if level == 0:
         return request
-    return replace(request, lean=level, failures=(), skill=None if level >= 3 else request.skill,
+    return replace(request, lean=level, failures=(), failures_shown=(), skill=None if level >= 3 else request.skill,
                    parents=request.parents[:1] if level >= 4 else request.parents)
 
 
@@ -163,6 +210,7 @@ def request_record(request: Request) -> dict:
     """A request as a step event logs it (what a resumed run checks it replays)."""
     return {"slot": request.slot, "operator": request.operator, "parents": [p.id for p in request.parents],
             "seed": request.seed, "member": request.member, "skill": request.skill,
+            **({"failures_shown": list(request.failures_shown)} if request.failures_shown else {}),
             **({"lean": request.lean} if request.lean else {})}
 
 
@@ -212,6 +260,9 @@ class Progress:
     best: float | None = None
     sigma: float | None = None
     replayed: bool = False  # the step reported was replayed from the log: an earlier session's work
+    skill: int | None = None  # the skill version in use (None: none yet)
+    trial: int | None = None  # the version on trial against it (skill.keep = "judged")
+    refreshed: bool = False  # the step reported wrote a new skill version
 
     @property
     def valid_rate(self) -> float:
@@ -250,6 +301,9 @@ class SearchLoop:
         # budgets raised by `--resume DIR --budget N`, for the summary
         self.extensions = [{"from": e.get("from"), "budget": e.get("budget")} for e in events if e.get("type") == "extend"]
         self._check_start(events)
+        logged_rules = events[0].get("rules") if events else RULES
+        self.rules = {k for k, v in RULES.items() if isinstance(logged_rules, dict) and logged_rules.get(k) == v}
+        self.versions.generations_from_trial = "judged_generations" in self.rules
         refused = [e for e in events if e.get("type") == "constrain"]
         if refused:  # an endpoint refused the pattern earlier: free decoding, and its refused requests counted
             self.pattern, self.constrain_state = None, refused[-1]["state"]
@@ -273,7 +327,7 @@ class SearchLoop:
                 prompts as prompt_log:
             self.event_log, self.prompt_log = event_log, prompt_log
             if not events:
-                event_log.append(start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)))
+                event_log.append({**start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)), "rules": RULES})
             self._start_skill(events, event_log)
             self._seed_archive(events, event_log)
             for step, spec in enumerate(self.method.plan()):
@@ -339,6 +393,8 @@ class SearchLoop:
         # the skill versions kept, the current one, the one on trial and which one a request shows
         self.versions = SkillVersions(judged=cfg.skill.keep == "judged")
         self.skill_versions: list[dict] = []  # what each refresh wrote, for the summary
+        self.analysed_successes: list[int] = []  # the valid programs the last refresh's analysts read
+        self.analysts_cut = 0  # skill analysts' replies that ended at skill.max_tokens
         self.skill_name = skills.skill_name(task.name)
         self.spend = 0.0
 
@@ -462,9 +518,11 @@ class SearchLoop:
         for slot in range(granted):
             operator, parents = self._operator_parents(spec.operator, rng, step, slot)
             shown = generation_skill if perturbed else self.versions.for_request(self.ledger.used + slot)
+            failed = self._failures_for(operator, parents, slot)
             requests.append(Request(slot, operator, parents, request_seed(cfg.run.seed, step, slot),
                                     slot // per_member if perturbed else None,
-                                    self._failures_for(operator, parents, slot), shown))
+                                    tuple(describe_failure(c, cfg.context.failure_chars) for c in failed), shown,
+                                    failures_shown=tuple(c.id for c in failed)))
         if logged is not None:
             records = logged["requests"]  # (a count that differs is _check_logged's to refuse)
             requests = [leaned(r, records[i].get("lean", 0)) if i < len(records) else r for i, r in enumerate(requests)]
@@ -542,13 +600,13 @@ class SearchLoop:
         parents = self.method.pick(operator, rng, step, slot)
         return (operator if parents or operators.get(operator).parentless else operators.start_operator()), parents
 
-    def _failures_for(self, operator: str, parents: list[Candidate], slot: int) -> tuple[str, ...]:
-        """The failure reports a request shows: repair's own parent's; else, with
-        context.failures, one recent failure, a failed child of one of the
-        request's parents first (its sibling), spread over the slots."""
-        limit = self.config.context.failure_chars
+    def _failures_for(self, operator: str, parents: list[Candidate], slot: int) -> tuple[Candidate, ...]:
+        """The failed candidates whose reports a request shows: repair's own parent; else, with
+        context.failures, one recent failure, a failed child of one of the request's parents first
+        (its sibling), spread over the slots (distinct_failures: three different ones where the run
+        has them)."""
         if operators.get(operator).failed_parent:
-            return (describe_failure(parents[0], limit),)
+            return (parents[0],)
         if not self.config.context.failures:
             return ()
         failed = [c for c in reversed(self.candidates[-RECENT_FAILURES:]) if not c.valid]
@@ -556,8 +614,8 @@ class SearchLoop:
             return ()
         ids = {p.id for p in parents}
         siblings = [c for c in failed if ids & set(c.parents)]
-        pool = (siblings or failed)[:3]
-        return (describe_failure(pool[slot % len(pool)], limit),)
+        pool = distinct_failures(siblings or failed, {c.id: c for c in self.candidates})[:3]
+        return (pool[slot % len(pool)],)
 
     def _context(self, request: Request) -> Context:
         # the skill's sections only (its title and provenance line are for people), cut to skillpatch.SKILL_CHARS
@@ -604,7 +662,12 @@ class SearchLoop:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""
         cfg, task = self.config, self.task
         trial = self.versions.judge(self._pool(), step, task.direction)  # first: the analysts patch the one kept
-        cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
+        if "analyst_cases" in self.rules:
+            cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction,
+                                      template=self.template_scores, previous=self.analysed_successes)
+        else:  # a run started before: its logged refreshes read the cases this picks
+            cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
+        self.analysed_successes = [c.id for c in cases if c.valid]  # a resume replays refreshes in order: rebuilt
         seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
         requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
         teacher = self.endpoint if cfg.skill.teacher == "endpoint" else self.engine
@@ -613,7 +676,7 @@ class SearchLoop:
             completions = [Completion(**c) for c in logged["completions"]]
         elif cases:
             conversations = skills.analyst_conversations(cases, task, self.versions.outline,
-                                                         cfg.context.failure_chars)
+                                                         cfg.context.failure_chars, self.template_scores)
             batch = Batch(conversations, seeds)
             began = time.perf_counter()
             completions = self._analyses(teacher, batch, Sampling(temperature=cfg.skill.temperature,
@@ -627,6 +690,8 @@ class SearchLoop:
             self._price(completions)
         for _ in completions:
             self.ledger.charge(DISTILL)
+        # replies that ended at skill.max_tokens (from the log on resume, as the run's own cut_off counts)
+        self.analysts_cut += sum(c.finish_reason == "length" for c in completions)
         record = None
         if completions:
             version = len(self.skill_versions) + 1
@@ -634,8 +699,9 @@ class SearchLoop:
             source = (f"{errors} error and {len(cases) - errors} success analyses of this run's candidates "
                       f"(version {version}, after {self.ledger.used} evaluations)")
             contract = skills.contract_rules(task.template, task.function_name, self.signature or "")
-            description, body = skills.refresh(self.versions.skill, [c.text for c in completions], cases, contract,
-                                               self.skill_name, source)
+            # the task's name, not the folder's slug: the description is what distilled_for reads the task from
+            description, body, origins = skills.refreshed(self.versions.skill, [c.text for c in completions], cases,
+                                                          contract, task.name, self.skill_name, source)
             written = skills.write_version(self.store.dir, version, self.skill_name, description, body)
             shown = (logged or {}).get("skill", {}).get("text")
             if logged is not None and isinstance(shown, str) and shown != written.text():
@@ -648,7 +714,9 @@ class SearchLoop:
             record = {"version": version, "text": written.text(), "step": step}
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
                                         "rules": skills.rule_count(written.body), "patched": patched,
-                                        "path": str((written.path / "SKILL.md").relative_to(self.store.dir))})
+                                        "path": str((written.path / "SKILL.md").relative_to(self.store.dir)),
+                                        # where its rules came from: contract, stand-ins, the analyses (usable of asked)
+                                        "origins": asdict(origins)})
         event = {"type": "step", "step": step, "operator": DISTILL,
                  "requests": [request_record(r) for r in requests],
                  "completions": [completion_record(c) for c in completions],
@@ -991,7 +1059,8 @@ class SearchLoop:
         else:
             state = {"kind": "base", "es_generation": self.es_updates}
         candidate = Candidate(id=0, step=step, operator=request.operator, parents=[p.id for p in request.parents],
-                              model_state=state, skill_version=request.skill)
+                              model_state=state, skill_version=request.skill,
+                              failures_shown=list(request.failures_shown))
         if not isinstance(parsed, Extracted):
             candidate.failure, candidate.message = "parse", parsed
             candidate.id = self.ledger.charge("parse")
@@ -1102,6 +1171,8 @@ class SearchLoop:
     # reporting --------------------------------------------------------------------
     def _report(self, event: dict, replayed: bool = False) -> None:
         self.progress.replayed = replayed
+        self.progress.skill, self.progress.trial = self.versions.current, self.versions.challenger
+        self.progress.refreshed = event.get("skill") is not None
         if self.on_progress is not None:
             self.on_progress(self.progress)
 
@@ -1192,6 +1263,10 @@ class SearchLoop:
                 # replies that ended at sampling.max_tokens, and how many of them still scored
                 "cut_off": {"replies": len(cut), "valid": sum(c.valid for c in cut),
                             "max_tokens": self.config.sampling.max_tokens},
+                # the skill analysts' replies that ended at skill.max_tokens (the ledger's distill outcome: all of them)
+                "analysts_cut_off": self.analysts_cut,
+                # requests shown a failure, and how many replies were that failed program again
+                "failures_repeated": failures_repeated(self.candidates, self._pool()),
                 "repair_requests": sum(_repairs(c) for c in self.candidates),
                 "repaired_valid": sum(_repairs(c) and c.valid for c in self.candidates),
                 "phases": phases, "template_objective": template, "beat_template": beat,

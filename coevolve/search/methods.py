@@ -44,6 +44,7 @@ from coevolve.base.errors import UsageError, did_you_mean, plural
 from coevolve.search import operators
 from coevolve.search.population import Candidate, Population, check_ties, sort_key
 from coevolve.search.reward import paper_eoh_rewards
+from coevolve.search.skill_versions import SkillVersions
 from tasks.loader import TaskSpecError, _import_attribute, _split_file, load_file, looks_like_spec, record_files
 
 if TYPE_CHECKING:
@@ -454,8 +455,16 @@ def uses_skill(name: str) -> bool:
 
 
 def pairs(names: Sequence[str]) -> list[tuple[str, str]]:
-    """(base, +ESOpt variant) for every variant in `names` whose base is there too."""
+    """(base, +ESOpt variant) for every variant in `names` whose base is there too: the pairs a comparison
+    checks for equal plans (a +trace2skill method's refreshes are steps its base does not take)."""
     return [(base, name) for name in names if (base := base_of(name)) is not None and base in names]
+
+
+def skill_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    """(method, method+trace2skill) for every +trace2skill method in `names` whose method without the
+    skill is there too (eoh+esopt+trace2skill: eoh+esopt)."""
+    return [(base, name) for name in names if uses_skill(name)
+            and (base := dataclasses.replace(parse_name(name), skill=False).full) in names]
 
 
 # -- sections a method declares -------------------------------------------------------------------
@@ -626,6 +635,7 @@ def run_plan(config: "RunConfig", taken: Mapping[int, int] | None = None) -> dic
     extra = method.outside_budget()
     steps = planned_steps(method, config.run.budget + extra, config.es.proposals_per_member, taken)
     updates = [s for s in steps if s.perturbed]
+    sides = judged_sides(config, steps)
     return {
         "method": config.run.method, "task": config.run.task, "budget": config.run.budget,
         "outside_budget": extra, "unit": method.unit,
@@ -640,8 +650,9 @@ def run_plan(config: "RunConfig", taken: Mapping[int, int] | None = None) -> dic
         "notes": method.plan_lines() + ([f"equal objectives told apart by {', '.join(config.eoh.tie_break)} "
                                           "(eoh.tie_break), then the earlier program"]
                                          if config.eoh.tie_break else []),
-        "skill_trials": judged_trials(config, steps),
-        "warnings": plan_warnings(method, steps),
+        "skill_trials": [on_trial + patched for on_trial, patched in sides],
+        "skill_trial_sides": sides,
+        "warnings": plan_warnings(method, steps) + trial_warnings(sides),
     }
 
 
@@ -680,20 +691,53 @@ def plan_warnings(method: Method, steps: list) -> list[str]:
     return warnings + method.plan_warnings(steps)
 
 
-def judged_trials(config: "RunConfig", steps: list) -> list[int]:
-    """skill.keep = "judged": the requests each version's trial spans, in order (alternating, half a
-    side), the last one judged at the end of the run rather than by a refresh; [] otherwise. A trial
-    begins at a refresh, or at the first step for a skill.start skill."""
+def judged_sides(config: "RunConfig", steps: list) -> list[tuple[int, int]]:
+    """skill.keep = "judged": per trial, in order, (requests showing the version on trial, requests
+    showing the one it patched), as the run will split them: by SkillVersions itself, so the plan and
+    the run follow one rule. A trial begins at a refresh, or at the first step for a skill.start skill.
+    [] otherwise."""
     if config.skill.keep != "judged":
         return []
-    trials, current = [], 0 if config.skill.start else None
+    versions, sides = SkillVersions(judged=True), []
+    used = generations = 0  # evaluations charged and ES generations before each step, as the loop counts them
+    if config.skill.start:
+        versions.add(0, None, -1)
+        sides.append([0, 0])
     for step in steps:
         if step.operator == DISTILL:
-            trials += [] if current is None else [current]
-            current = 0
-        elif current is not None:
-            current += step.count
-    return trials + ([] if current is None else [current])
+            versions.settle(None)
+            versions.add(len(sides) + 1, None, step.index)
+            sides.append([0, 0])
+        elif versions.challenger is not None:
+            shown = ([versions.for_generation(generations)] * step.count if step.perturbed
+                     else [versions.for_request(used + slot) for slot in range(step.count)])
+            on_trial = sum(v == versions.challenger for v in shown)
+            sides[-1][0] += on_trial
+            sides[-1][1] += step.count - on_trial
+        used += step.count
+        generations += step.perturbed
+    return [(on_trial, patched) for on_trial, patched in sides]
+
+
+def trial_warnings(sides: list[tuple[int, int]]) -> list[str]:
+    """A judged trial one side of which the plan gives no request: its version is never shown, or it
+    is compared with nothing."""
+    warnings = []
+    for i, (on_trial, patched) in enumerate(sides):
+        which = ("the last skill version's trial (judged at the end)" if i == len(sides) - 1
+                 else f"skill trial {i + 1} of {len(sides)}")
+        if not on_trial + patched:
+            warnings.append(f"{which} has no request: the version its refresh writes is never shown or judged "
+                            "(its analysts' evaluations buy a file only)")
+        elif not on_trial:
+            warnings.append(f"{which} shows the version on trial to none of its {plural(patched, 'request')}: it "
+                            "is never judged, and its analysts' evaluations buy nothing (a larger skill.every gives "
+                            "longer trials)")
+        elif not patched:
+            warnings.append(f"{which} shows the version on trial to all {plural(on_trial, 'request')} and the one "
+                            "it patched to none (an ES generation's members all see one version): it compares "
+                            "nothing (a larger skill.every gives longer trials)")
+    return warnings
 
 
 def step_lines(steps: list[dict], what: str = "generation", prefix: str = "") -> list[str]:
@@ -772,18 +816,30 @@ def format_plan(plan: dict) -> str:
         lines.append(f"  skill refreshes: {plan['skill_refreshes']} ({plan['distill_requests']} analyst requests, "
                      "each charged one evaluation)")
     if plan.get("skill_trials"):
-        *judged, last = plan["skill_trials"]
-        lines.append("  skill versions judged: "
-                     + (f"{len(judged)} trials at the refreshes, of {', '.join(map(str, judged))} requests ("
-                        + ("about half a side: an ES generation's members all see one version"
-                           if plan["es_updates"] else "half a side") + "); " if judged else "")
-                     + f"the last version on trial for {last} requests, judged as it stands at the end")
+        lines.append(trials_line(plan["skill_trials"], plan.get("skill_trial_sides")))
     lines += [f"  warning: {warning}" for warning in plan.get("warnings", [])]
     lines.append(f"  total: {plan['evaluations']} evaluations"
                  + (f" = T {plan['budget']} + {plan['outside_budget']} initial" if plan["outside_budget"]
                     else f" = T {plan['budget']}" if plan["evaluations"] == plan["budget"]
                     else f" (the plan ends before T = {plan['budget']})"))
     return "\n".join(lines)
+
+
+def trials_line(totals: list[int], sides: list | None) -> str:
+    """The plan's line on judged trials: each one's requests and, unless every trial splits evenly
+    (within one), how many show the version on trial. `sides`: run_plan's skill_trial_sides (None: a
+    plan kept by older code, totals only)."""
+    even = sides is None or all(abs(on_trial - patched) <= 1 for on_trial, patched in sides)
+    split = ("half a side" if even else
+             f"{', '.join(str(on_trial) for on_trial, _ in sides[:-1])} of them showing the version on trial: "
+             "an ES generation's members all see one version")
+    *judged, last = totals
+    return ("  skill versions judged: "
+            + (f"{plural(len(judged), 'trial')} at the refreshes, of {', '.join(map(str, judged))} requests ({split}); "
+               if judged else "")
+            + f"the last version on trial for {last} requests"
+            + ("" if even or not last else f" ({sides[-1][0]} of them showing it)")
+            + ", judged as it stands at the end")
 
 
 def run_figures(config_path: Path, run_dir: Path, direction: str) -> dict[str, Path]:

@@ -69,6 +69,9 @@ class ProgressBar:
                    "valid": f"{progress.valid_rate:.0%}"}
         if progress.sigma is not None:
             postfix["sigma"] = f"{progress.sigma:.2e}"
+        skill = skill_label(progress)
+        if skill:
+            postfix["skill"] = skill
         self._advance(progress.used, progress.replayed, postfix)
 
     def update_agent(self, progress: Any) -> None:
@@ -86,6 +89,18 @@ class ProgressBar:
     def close(self) -> None:
         self._end_replay()  # a run that only replayed (killed after its last step) ends showing where it was
         self.tqdm.close()
+
+
+def skill_label(progress: Any) -> str:
+    """The skill in use, as the bar shows it: `v002`, `v001 vs v002` while v002 is on trial (skill.keep =
+    "judged"), `(new)` on the step that wrote it; "" before the first version."""
+    current, trial = getattr(progress, "skill", None), getattr(progress, "trial", None)
+    if current is None and trial is None:
+        return ""
+    label = "none" if current is None else f"v{current:03d}"
+    if trial is not None:
+        label += f" vs v{trial:03d}"
+    return label + (" (new)" if getattr(progress, "refreshed", False) else "")
 
 
 def progress_bar(config: Any, resuming: bool = False, label: str = "", unit: str = "eval") -> ProgressBar:

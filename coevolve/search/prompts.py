@@ -90,12 +90,28 @@ class Context:
     notes: tuple[str, ...] = ()
 
 
+_MARKERS = re.compile(r"\s*[~^]+[~^\s]*")  # what a traceback prints under the expression that failed
+
+
+def _unquoted(message: str, line: str) -> str:
+    """`message` without the traceback's quotes of `line` and the ~^ markers under them: the report
+    states the failing line once, not twice."""
+    kept: list[str] = []
+    dropped = False
+    for text in message.splitlines():
+        dropped = text.strip() == line or (dropped and _MARKERS.fullmatch(text) is not None)
+        if not dropped:
+            kept.append(text)
+    return "\n".join(kept)
+
+
 def failure_report(kind: str, message: str, line: str, limit: int) -> str:
     """One failure as the proposer sees it: kind, the message's last lines and
-    the failing source line, fenced and cut to about `limit` characters."""
-    text = message.strip() or kind
+    the failing source line (once), fenced and cut to about `limit` characters."""
+    line = line.strip()
+    text = (_unquoted(message, line) if line else message).strip() or kind
     if line:
-        text = f"{text}\nfailing line: {line.strip()}"
+        text = f"{text}\nfailing line: {line}"
     return f"{kind}:\n{fence(text, limit=limit)}"
 
 
@@ -125,7 +141,8 @@ def describe_failure(candidate: Failed, limit: int) -> str:
 
 
 def _failed(parent: Parent, report: str) -> str:
-    return (f"Heuristic that failed. Idea: {{{parent.idea or 'none'}}}\n{_fenced(parent.code or '')}\n"
+    return (f"Heuristic that failed; do not return it unchanged. Idea: {{{parent.idea or 'none'}}}\n"
+            f"{_fenced(parent.code or '')}\n"
             f"Its error ({report})")
 
 
@@ -155,7 +172,8 @@ def operator_messages(operator: str, description: str, template: str, function_n
     else:
         parts.append(_describe(parents, direction, show_scores, context.notes))
     if failures:
-        parts.append("Recent attempts that failed; do not repeat their mistakes:\n" + "\n".join(failures))
+        parts.append("Recent attempts that failed; do not repeat their mistakes or copy their failing lines:\n"
+                     + "\n".join(failures))
     parts.append(op.instruction)
     edit = op.answer == "blocks"
     shape = (EDIT_SHAPE if edit else ANSWER_SHAPE).format(name=function_name)

@@ -31,6 +31,7 @@ from coevolve.base.untrusted import fence
 from coevolve.codeparse import template_signature
 from coevolve.engine.base import Message, Sampling
 from coevolve.search.ensemble import improved
+from coevolve.search.feedback import against_template, same_as_template
 from coevolve.search.population import Candidate
 from coevolve.search.prompts import describe_failure
 from coevolve.stats import proportion_difference
@@ -42,6 +43,11 @@ ERROR_ANALYST = ("You are an error analyst. A program written for the heuristic-
 SUCCESS_ANALYST = ("You are a success analyst. A program written for the heuristic-design problem below "
                    "WORKED and scored well. Propose rules for the program writer's skill that keep what made "
                    "it work. " + _FORMAT)
+# a valid program that decided as the template did on every instance: it worked, but its change did nothing
+ECHO_ANALYST = ("You are a success analyst. A program written for the heuristic-design problem below WORKED, "
+                "but it scored exactly as the task's template on every instance: its change did nothing. Propose "
+                "rules for the program writer's skill that keep it working and make a change that matters. "
+                + _FORMAT)
 CODE_CHARS = 900  # the candidate's code shown to an analyst (the end is cut)
 CONTRACT = "contract"
 # a distilled skill's description: the one record of the task it was made for (distilled_for reads it back)
@@ -91,14 +97,21 @@ def contract_rules(template: str, function_name: str, signature: str) -> list[st
 
 
 def pick_cases(candidates: Sequence[Candidate], analysts: int, successes: int, recent: int,
-               direction: str) -> list[Candidate]:
+               direction: str, template: Sequence[float] | None = None,
+               previous: Sequence[int] = ()) -> list[Candidate]:
     """The candidates the `analysts` requests read: up to `successes` of the
     best valid ones among the last `recent`, the rest the most recent
     failures (one per distinct message first); short lists are cycled so
-    that there are always exactly `analysts` cases (each request is charged)."""
+    that there are always exactly `analysts` cases (each request is charged).
+    A success that only equals the template (`template`: its per-instance
+    objectives, feedback.same_as_template) comes after every other valid one
+    (its change did nothing to learn from), and one the previous refresh read
+    (`previous`: its cases' ids) after every other that does not (nothing new)."""
     window = list(candidates)[-recent:]
-    valid = sorted((c for c in window if c.valid), key=lambda c: ((c.objective if direction == "min"
-                                                                   else -c.objective), c.id))
+    read = set(previous)
+    valid = sorted((c for c in window if c.valid),
+                   key=lambda c: (same_as_template(c.profile, template), c.id in read,
+                                  c.objective if direction == "min" else -c.objective, c.id))
     failed: list[Candidate] = []
     seen: set[str] = set()
     for c in reversed(window):
@@ -113,30 +126,36 @@ def pick_cases(candidates: Sequence[Candidate], analysts: int, successes: int, r
     return [pool[i % len(pool)] for i in range(analysts)] if pool else []
 
 
-def case_text(candidate: Candidate, direction: str, report: str) -> str:
+def case_text(candidate: Candidate, direction: str, report: str, template: Sequence[float] | None = None) -> str:
+    """What an analyst reads of one case; a valid one's outcome says how it did against the template
+    (`template`: its per-instance objectives) as a parent's note does."""
     code = candidate.code or "(no code: the answer had no ```python block the parser could use)"
     if len(code) > CODE_CHARS:
         code = code[:CODE_CHARS] + "\n# [... cut ...]"
     head = f"Idea: {{{candidate.idea or 'none'}}}\n```python\n{code.rstrip()}\n```"
     if candidate.valid:
         better = "lower" if direction == "min" else "higher"
-        return f"{head}\nOutcome: WORKED, score {candidate.objective:.6g} ({better} is better)"
+        note = against_template(candidate.profile, template, direction)
+        return (f"{head}\nOutcome: WORKED, score {candidate.objective:.6g} ({better} is better)"
+                + (f"; {note}" if note else ""))
     return f"{head}\nOutcome: FAILED, {report}"
 
 
 def analyst_messages(candidate: Candidate, description: str, outline: str, direction: str,
-                     report: str) -> list[Message]:
-    system = SUCCESS_ANALYST if candidate.valid else ERROR_ANALYST
+                     report: str, template: Sequence[float] | None = None) -> list[Message]:
+    system = (ERROR_ANALYST if not candidate.valid else ECHO_ANALYST if same_as_template(candidate.profile, template)
+              else SUCCESS_ANALYST)
     user = (f"The problem:\n{description.strip()[:600]}\n\nThe current skill:\n{outline}\n\n"
-            f"The program:\n{case_text(candidate, direction, report)}\n\nPatch:")
+            f"The program:\n{case_text(candidate, direction, report, template)}\n\nPatch:")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def analyst_conversations(cases: Sequence[Candidate], task: Any, current: str,
-                          failure_chars: int) -> list[list[Message]]:
-    """One analyst conversation per case, each reading the current skill's outline (`outline`)."""
+def analyst_conversations(cases: Sequence[Candidate], task: Any, current: str, failure_chars: int,
+                          template: Sequence[float] | None = None) -> list[list[Message]]:
+    """One analyst conversation per case, each reading the current skill's outline (`outline`);
+    `template`: the template's per-instance objectives, for the successes' notes."""
     return [analyst_messages(c, task.description, current, task.direction,
-                             describe_failure(c, failure_chars) if not c.valid else "") for c in cases]
+                             describe_failure(c, failure_chars) if not c.valid else "", template) for c in cases]
 
 
 def analyst_seeds(run_seed: int, step: int | str, count: int) -> list[int]:
@@ -194,10 +213,10 @@ def refreshed(previous: Skill | None, replies: Sequence[str], cases: Sequence[Ca
 
 
 def refresh(previous: Skill | None, replies: Sequence[str], cases: Sequence[Candidate], contract: list[str],
-            name: str, source: str) -> tuple[str, str]:
-    """(description, body) of a run's next version: its skill's name is made from the task's (skill_name)."""
-    description, body, _ = refreshed(previous, replies, cases, contract, name.removesuffix("-heuristics"), name,
-                                     source)
+            task: str, source: str) -> tuple[str, str]:
+    """(description, body) of a run's next version for the task named `task` (task.name, as `coevolve
+    distill` names it: tsp_construct, not the folder's tsp-construct); its title is the skill's name."""
+    description, body, _ = refreshed(previous, replies, cases, contract, task, skill_name(task), source)
     return description, body
 
 

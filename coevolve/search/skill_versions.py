@@ -4,7 +4,8 @@ A run keeps every version it writes (v000: `skill.start`'s; vNNN: a Trace2Skill
 refresh's) besides "no skill" (None). One is current: the one analysts patch.
 Under `skill.keep = "latest"` each new version becomes current at once; under
 `"judged"` it goes on trial against the current one: requests alternate between
-the two by evaluation number until the next refresh judges them
+the two by evaluation number (an ES generation's members all see one, generations
+alternating from the trial's first) until the next refresh judges them
 (`coevolve.search.skill.judge`) and the one kept becomes current.
 
 The loop drives this with the versions it writes; the dashboard drives it with
@@ -22,13 +23,17 @@ from coevolve.search.skill import judge, outline
 
 
 class SkillVersions:
-    def __init__(self, judged: bool) -> None:
+    def __init__(self, judged: bool, generations_from_trial: bool = True) -> None:
         self.judged = judged
+        # False: ES generations alternate counted from the run's first, the rule of runs whose start event
+        # predates it (search.loop.RULES: their logged steps replay only under it)
+        self.generations_from_trial = generations_from_trial
         # each version with its outline, rendered once: what a prompt shows of it ("" for no skill)
         self._kept: dict[int | None, tuple[Skill | None, str]] = {None: (None, "")}
         self.current: int | None = None
         self.challenger: int | None = None  # the version on trial (judged only)
         self.since = 0  # the trial counts the children proposed after this step
+        self.first_generation: int | None = None  # the trial's first ES generation (none yet: None)
         self.trials: list[dict[str, Any]] = []  # the verdicts of the refreshes, in order
 
     def add(self, version: int, skill: Skill | None, step: int) -> None:
@@ -37,7 +42,7 @@ class SkillVersions:
         number only (a log read back)."""
         self._kept[version] = (skill, "" if skill is None else outline(skill))
         if self.judged:
-            self.challenger, self.since = version, step
+            self.challenger, self.since, self.first_generation = version, step, None
         else:
             self.current = version
 
@@ -64,9 +69,17 @@ class SkillVersions:
 
     def for_generation(self, generation: int) -> int | None:
         """The version every request of ES generation `generation` shows: one for all its members, since
-        ES compares their weights and z-scores their rewards against each other; generations alternate
-        as requests do."""
-        return self.for_request(generation)
+        ES compares their weights and z-scores their rewards against each other. Generations alternate
+        from the trial's first, which shows the challenger: counted from the run's first instead, a trial
+        whose only ES generation fell on an odd one never showed its challenger. Called once per
+        generation, in order (a resumed run replays its logged steps through it)."""
+        if self.challenger is None:
+            return self.current
+        if not self.generations_from_trial:
+            return self.for_request(generation)
+        if self.first_generation is None:
+            self.first_generation = generation
+        return self.current if (generation - self.first_generation) % 2 else self.challenger
 
     def standing(self, pool: Sequence[Candidate], step: int | None, direction: str,
                  seed: float | None = None) -> dict[str, Any] | None:
