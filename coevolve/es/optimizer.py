@@ -86,6 +86,7 @@ class ESOpt:
         # so the update moved nothing; summaries report it so a run that never
         # saw a reward difference does not pass for one that learned nothing
         self.flat = flat
+        self.replayed: list[dict[str, Any]] = []  # the history records resume() re-applied, for its note
 
     @property
     def sigma(self) -> float:
@@ -115,7 +116,7 @@ class ESOpt:
         if len(rewards) != len(members):
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
         check_mode(engine, self.cfg.noise, self.cfg.rank, "es config")
-        z = normalise(rewards, self.cfg.normalise, ddof=self.cfg.ddof)  # raises before any change
+        z = normalise(rewards, self.cfg.normalise, EPSILON, self.cfg.ddof)  # raises before any change
         # the mirrored member of an antithetic pair (σ < 0) flips its direction; σ = 0
         # (the last step of a schedule to 0) keeps it, as the reference's update does
         coefficients = [float(zi) * (-1.0 if m.sigma < 0 else 1.0) for zi, m in zip(z, members)]
@@ -128,6 +129,11 @@ class ESOpt:
             "sigmas": [m.sigma for m in members],
             "rewards": [float(r) for r in rewards],
             "normalised": [float(v) for v in z],
+            # the normaliser's settings, so `normalised` is checkable against `rewards` from the history alone
+            # (ddof and epsilon are the z-score's; histories from before these fields replay all the same)
+            "normalise": self.cfg.normalise,
+            "ddof": self.cfg.ddof,
+            "epsilon": EPSILON,
             "coefficients": coefficients,
             "sigma": abs(members[0].sigma),
             "alpha": self.cfg.alpha,
@@ -161,7 +167,9 @@ class ESOpt:
         history before any weight moves (replay)."""
         cfg.check_resolved()  # before any weight moves
         records = replay(history_path, engine, verify=verify, logged_updates=logged_updates, log_path=log_path)
-        return cls(cfg, history_path, seed=seed, generation=len(records), flat=sum(map(is_flat, records)))
+        resumed = cls(cfg, history_path, seed=seed, generation=len(records), flat=sum(map(is_flat, records)))
+        resumed.replayed = records
+        return resumed
 
 
 def is_flat(record: dict[str, Any]) -> bool:

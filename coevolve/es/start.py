@@ -10,12 +10,13 @@ continue: `coevolve run --resume` and `coevolve compare` report it as one line
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from coevolve.base.errors import UsageError
 from coevolve.es.config import ESConfig, upgraded
-from coevolve.es.optimizer import ESOpt, ReplayError
+from coevolve.es.optimizer import LEGACY_DTYPE, ESOpt, ReplayError
 from coevolve.runstore import ABSENT, RunStore, extended_budget, first_difference, log_damage
 
 HEURISTIC = "heuristic"  # start events written before runs logged their kind are heuristic runs
@@ -119,16 +120,60 @@ def check_start(store: RunStore, events: list[dict], current: dict[str, Any], *,
         check_same_config(store, logged, current)
 
 
+def resume_note(history_path: Path, records: list[dict], *, logged_updates: int | None = None,
+                log_path: Path | None = None) -> str:
+    """The line a resume says of its weights once history.jsonl replayed (`records`, ESOpt.resume's): how
+    many updates were re-applied and what replay verified, each update's checksum on an engine in the
+    recorded dtype and noise mode; then any update the log holds and the history lacks, which the run
+    re-applies from the log's members and rewards."""
+    if records:
+        held, checked = len(records), sum("checksum" in r for r in records)
+        verified = ("checksum verified after each" if checked == held
+                    else f"checksum verified after {checked} of {held}, the others recorded none" if checked
+                    else "no checksum recorded: not verified")
+        last = records[-1]
+        dtype = last.get("dtype", LEGACY_DTYPE)
+        mode = "full" if last.get("noise", "full") == "full" else f"lowrank rank {last.get('rank')}"
+        # "unknown": recorded by an engine that names no dtype (the tests' fakes)
+        kept = ([] if dtype == "unknown" else [f"{dtype} weights"]) + [f"{mode} noise"]
+        line = (f"weights: replayed {held} ES update{'' if held == 1 else 's'} from {history_path} "
+                f"({verified}; {', '.join(kept)})")
+    else:
+        line = f"weights: no ES update in {history_path} yet: the model's weights as loaded"
+    missing = (logged_updates or 0) - len(records)
+    if missing > 0:
+        line += (f"; {missing} update{'' if missing == 1 else 's'} logged in {log_path or 'the run log'} but not "
+                 "yet in the history, re-applied from the log")
+    return line
+
+
+def say(line: str) -> None:
+    """One line on stderr, kept clear of a progress bar already showing there (tqdm.write)."""
+    from tqdm import tqdm  # as progress.py: only when a line is said
+
+    tqdm.write(line, file=sys.stderr)
+
+
+def _logged(log_path: Path | None) -> bool:
+    """Whether the run's log holds events: a resume (a new run writes its start event after start_es)."""
+    return log_path is not None and log_path.exists() and log_path.stat().st_size > 0
+
+
 def start_es(cfg: ESConfig, history_path: Path, engine: Any, seed: int, *, logged_updates: int | None = None,
              log_path: Path | None = None) -> ESOpt:
     """The run's ES optimizer: fresh, or, when history.jsonl holds generations,
     with every recorded update re-applied to `engine` (ESOpt.resume). `logged_updates`: the ES updates
     the run's log (`log_path`) records, which the history may not exceed (one lost from the log's end
-    would otherwise leave the run continuing from the wrong generation)."""
+    would otherwise leave the run continuing from the wrong generation). A resume (history.jsonl or the log
+    holds something) says once on stderr what was replayed and verified (resume_note); a new run says nothing."""
     if history_path.exists() and history_path.stat().st_size > 0:
         try:
-            return ESOpt.resume(cfg, history_path, engine, seed=seed, logged_updates=logged_updates,
-                                log_path=log_path)
+            es = ESOpt.resume(cfg, history_path, engine, seed=seed, logged_updates=logged_updates,
+                              log_path=log_path)
         except ReplayError as exc:
             raise ResumeError(f"cannot continue the run: {exc}") from None
+        say(resume_note(history_path, es.replayed, logged_updates=logged_updates, log_path=log_path))
+        return es
+    if _logged(log_path):  # a resume before any ES update says so too: silence would read as "not checked"
+        say(resume_note(history_path, [], logged_updates=logged_updates, log_path=log_path))
     return ESOpt(cfg, history_path, seed=seed)
