@@ -645,8 +645,8 @@ def skill_use_rows(summary: SearchSummary, directory: Path) -> list[tuple[str, s
     why = ("every request showed the one skill: nothing to compare it with" if len(use["versions"]) == 1 else
            f"the versions follow each other in time (skill.keep = \"latest\"{before}), so this is not a comparison")
     return [("skill use", f"{shown}: candidates shown each, how many scored and how many beat every parent shown "
-                          f"(one with no parent: scored). {why[0].upper() + why[1:]}: use skill.keep = \"judged\", "
-                          "or compare arms")]
+                          f"(without parents, scoring counts as beating them). {why[0].upper() + why[1:]}: "
+                          "use skill.keep = \"judged\", or compare arms")]
 
 
 def endpoint_rows(directory: Path) -> list[tuple[str, str]]:
