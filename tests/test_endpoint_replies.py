@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import endpoint_stub
 import pytest
-from endpoint_stub import MODEL, REPLIES, StubServer, no_key, stub  # noqa: F401  (fixtures)
+from endpoint_stub import MODEL, REPLIES, StubServer
 
 from coevolve.cli import main
 from coevolve.engine.base import Sampling
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from tasks.tsp_construct import TEMPLATE
+
+stub, no_key = endpoint_stub.stub, endpoint_stub.no_key  # the stub's fixtures, found here by pytest
 
 
 def write_config(tmp_path: Path, base_url: str) -> Path:
