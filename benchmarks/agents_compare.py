@@ -9,7 +9,9 @@ records: the three should agree, and the table shows it.
 
 Fitness shaping is ON by default (`--shaping 0.5`: fitness = mean(reward +
 0.5 x progress)): the embedded 135M model solves almost no puzzle, so binary
-rewards alone give ES members equal fitness and no direction. `--shaping 0`
+rewards alone give ES members equal fitness and no direction. Under constrained
+decoding (the default) every reply is well-formed, so shaping moves a member's
+fitness only through right cells (docs/agents.md). `--shaping 0`
 is the paper's binary reward. The table's "solved" column is always the
 binary held-out reward.
 
