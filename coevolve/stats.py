@@ -240,7 +240,8 @@ class Interval:
 def mean_interval(values: Sequence[float]) -> Interval:
     """Mean of per-problem scores with a 95% Student-t interval, clipped to
     [0, 1] (scores are rates). Problems are the unit of sampling: the k
-    attempts of one problem are not independent draws of the test set."""
+    attempts of one problem are not independent draws of the test set.
+    Every problem 0 (or every one 1): the exact binomial bound instead."""
     kept = [float(v) for v in values]
     if not kept:
         raise ValueError("mean_interval of no values")
@@ -248,8 +249,18 @@ def mean_interval(values: Sequence[float]) -> Interval:
     mean = stats.mean
     if stats.std is None:  # one problem: no spread to speak of, the interval is everything
         return Interval(1, mean, 0.0, 1.0)
+    if stats.std == 0 and mean in (0.0, 1.0):
+        return _all_equal_interval(stats.n, mean)
     half = t95(stats.n - 1) * stats.std / math.sqrt(stats.n)
     return Interval(stats.n, mean, max(0.0, mean - half), min(1.0, mean + half))
+
+
+def _all_equal_interval(n: int, mean: float) -> Interval:
+    """Every one of n problems scored 0 (or every one 1): Student-t's zero spread would print [0, 0], a
+    certainty n problems cannot give. The exact (Clopper-Pearson) 95% bound of 0 successes in n instead:
+    the rate at which all n fail with chance 2.5%, 1 - 0.025^(1/n) (0.31 for n = 10); mirrored for all 1."""
+    bound = 1.0 - 0.025 ** (1.0 / n)
+    return Interval(n, mean, 0.0, bound) if mean == 0.0 else Interval(n, mean, 1.0 - bound, 1.0)
 
 
 def mean_at_k(attempts: Sequence[Sequence[float]]) -> Interval:

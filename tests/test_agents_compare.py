@@ -116,7 +116,8 @@ def test_report_rebuilds_the_table_and_verdicts_from_the_files(tmp_path):
     # 24 problems (12 per seed), all better: 2 / 2^24
     assert ("esopt vs base: Mean@2 higher (1.000 vs 0.000; paired per problem, 24 of 24 better, 0 worse, sign test "
             "p = 1.2e-07)") in text
-    assert "| esopt | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | 1.000, 1.000 | 1.00 |" in text
+    # every problem solved: the exact binomial bound, not a zero-width interval; no ES update was flat
+    assert "| esopt | 1.000 [0.858, 1.000] | 1.000 [0.858, 1.000] | 1.000, 1.000 | 1.00 | - |" in text
 
     config.compare.budgets = [8, 16]  # the checkpoint is one arm, shown in every budget's table
     (tmp_path / "c" / COMPARE_CONFIG).write_text(dump_toml(as_dict(config)))

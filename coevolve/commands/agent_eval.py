@@ -261,7 +261,7 @@ def handle(args: argparse.Namespace) -> int:
         if close is not None:
             close()
     print(table(results))
-    for line in against_base(results):
+    for line in against_base(results, constrained):
         print(line)
     print(f"took {time.monotonic() - began:.0f} s")
     if args.out:
@@ -274,21 +274,25 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def against_base(results: list[ArmResult]) -> list[str]:
+def against_base(results: list[ArmResult], constrained: bool = False) -> list[str]:
     """Each trained arm against the base weights on the same problems and sampling seeds, paired per
     problem measure by measure (evaluate.paired_changes) with the sign test's verdict, in the run table's
     words (change_line): Mean@k, the mean reward, unnamed as it always was (`skill vs base: +0.250: ...`),
-    then the others named (`skill vs base (Pass@4): ...`); [] without a base arm."""
+    then the others named (`skill vs base (Pass@4): ...`); [] without a base arm. Under constrained
+    decoding well-formed is 1 in every arm by construction, so it is not paired; where no measure of any
+    arm moved on any problem, one line says so instead of one `+0.000` line per arm and measure."""
     base = next((r for r in results if r.arm == "base"), None)
     if base is None:
         return []
+    pairs = [(result, measure, change) for result in results if result is not base
+             for measure, change in paired_changes(base, result) if not (constrained and measure == "well-formed")]
+    if pairs and all(change["better"] == change["worse"] == 0 for _, _, change in pairs):
+        problems = max(change["cases"] for _, _, change in pairs)
+        return [f"no arm differs from the base on any problem ({problems} problems, every measure +0.000)"]
     lines = []
-    for result in results:
-        if result is base:
-            continue
-        for measure, change in paired_changes(base, result):
-            named = "" if measure == f"Mean@{result.k}" else f" ({measure})"
-            lines.append(f"{result.arm} vs base{named}: {change_line(change)}")
+    for result, measure, change in pairs:
+        named = "" if measure == f"Mean@{result.k}" else f" ({measure})"
+        lines.append(f"{result.arm} vs base{named}: {change_line(change)}")
     return lines
 
 

@@ -6,7 +6,8 @@ here (`coevolve report DIR`, and `coevolve compare` after its runs).
 Per task and budget, one row per method: Mean@k and Pass@k with 95% intervals,
 pooled over the seeds' held-out problems (the same problems for every arm:
 the interval covers problems and seeds), each seed's Mean@k beside, and the
-well-formed action rate. Then what the comparison can conclude: a method is
+well-formed action rate, and the training runs' ES updates with how many were flat (summary.json): an arm
+whose every update was flat trained nothing, and its verdict says so. Then what the comparison can conclude: a method is
 told apart from the checkpoint ("base") only when, paired per problem (same
 seed, same problem, same sampling seeds), a sign test over the problems whose
 score changed gives p < 0.05; otherwise the two "cannot be told apart" at
@@ -51,8 +52,18 @@ def collect(root: Path) -> tuple[AgentCompareConfig, list[dict]]:
                     records.append({"task": task, "method": method, "budget": budget, "seed": seed,
                                     "dir": str(directory.relative_to(root)), "state": state,
                                     "attempts": None if scores is None else scores["attempts"],
-                                    "well_formed": None if scores is None else scores.get("well_formed")})
+                                    "well_formed": None if scores is None else scores.get("well_formed"),
+                                    **trained(None if method == "base" else read_json(directory / "summary.json"))})
     return config, records
+
+
+def trained(summary: dict | None) -> dict:
+    """What a training run did, from its summary.json: ES updates and how many were flat (every member's
+    reward equal, so no weight moved), and whether it distilled a skill. None where it made no ES update
+    counts (no ES, or no summary yet)."""
+    es = (summary or {}).get("es") or {}
+    return {"es_updates": es.get("updates"), "es_flat": es.get("flat", 0) if "updates" in es else None,
+            "skill": (summary or {}).get("skill")}
 
 
 def aggregate(config: AgentCompareConfig, records: list[dict]) -> list[dict]:
@@ -71,8 +82,42 @@ def aggregate(config: AgentCompareConfig, records: list[dict]) -> list[dict]:
                 rows.append({"task": task, "budget": budget, "method": method, "seeds": [r["seed"] for r in mine],
                              "mean": mean_at_k(pooled).to_dict(), "pass": pass_at_k(pooled).to_dict(),
                              "per_seed": {str(r["seed"]): mean_at_k(r["attempts"]).mean for r in mine},
-                             "well_formed": sum(formed) / len(formed) if formed else None})
+                             "well_formed": sum(formed) / len(formed) if formed else None, **pooled_training(mine)})
     return rows
+
+
+def pooled_training(mine: list[dict]) -> dict:
+    """An arm's ES updates and flat ones summed over its seeds' runs (None without ES), and whether any
+    run distilled a skill."""
+    counted = [r for r in mine if r.get("es_updates") is not None]
+    return {"es_updates": sum(r["es_updates"] for r in counted) if counted else None,
+            "es_flat": sum(r["es_flat"] for r in counted) if counted else None,
+            "skilled": any(r.get("skill") for r in mine)}
+
+
+def weights_unmoved(row: dict) -> bool:
+    """Every ES update of the arm was flat: its weights are the base's."""
+    return row.get("es_updates") is not None and row["es_flat"] == row["es_updates"]
+
+
+def training_note(row: dict) -> str:
+    """What the arm's training did, where that changes how its verdict reads: nothing at all (every ES
+    update flat and no skill), only its skill, or some flat updates; "" otherwise."""
+    updates, flat = row.get("es_updates"), row.get("es_flat")
+    if weights_unmoved(row):
+        why = f"all {updates} ES updates were flat (every member's reward equal), so its weights are the base's"
+        return f"trained nothing: {why}" if not row.get("skilled") else f"only its skill differs: {why}"
+    return f"{flat} of {updates} ES updates flat" if flat else ""
+
+
+def es_cell(row: dict) -> str:
+    """The report table's ES-updates cell: `2 (2 flat: no weight moved)`, `4 (1 flat)`, `4`, or `-`."""
+    updates, flat = row.get("es_updates"), row.get("es_flat")
+    if updates is None:
+        return "-"
+    if weights_unmoved(row):
+        return f"{updates} ({flat} flat: no weight moved)"
+    return f"{updates} ({flat} flat)" if flat else str(updates)
 
 
 def problem_scores(records: list[dict], task: str, method: str, budget: int) -> dict[str, float]:
@@ -106,6 +151,12 @@ def conclusions(config: AgentCompareConfig, rows: list[dict], records: list[dict
                 continue
             paired = (f"paired per problem, {change['better']} of {change['cases']} better, {change['worse']} worse, "
                       f"sign test p = {change['p']:.2g}")
+            note = training_note(row)
+            if weights_unmoved(row) and not row.get("skilled"):
+                # "cannot be told apart" would read as "ES does not help": nothing was trained
+                out.append(f"{where}: {note} (Mean@{k} {a['mean']:.3f} vs {b['mean']:.3f}; {paired}).")
+                continue
+            paired += f"; {note}" if note else ""
             if change["p"] < 0.05:
                 out.append(f"{where}: Mean@{k} {'higher' if change['better'] > change['worse'] else 'lower'} "
                            f"({a['mean']:.3f} vs {b['mean']:.3f}; {paired}).")
@@ -142,12 +193,14 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
             lines += [f"Task: `{task}`", ""]
         for budget in c.budgets:
             lines += [f"### Budget {budget}", "",
-                      f"| method | Mean@{k} [95% CI] | Pass@{k} [95% CI] | Mean@{k} per seed | well-formed |",
-                      "|---|---|---|---|---|"]
+                      f"| method | Mean@{k} [95% CI] | Pass@{k} [95% CI] | Mean@{k} per seed | well-formed "
+                      "| ES updates |",
+                      "|---|---|---|---|---|---|"]
             for row in (r for r in rows if r["task"] == task and r["budget"] == budget):
                 per_seed = ", ".join(f"{v:.3f}" for v in row["per_seed"].values())
                 formed = "-" if row["well_formed"] is None else f"{row['well_formed']:.2f}"
-                lines.append(f"| {row['method']} | {_iv(row['mean'])} | {_iv(row['pass'])} | {per_seed} | {formed} |")
+                lines.append(f"| {row['method']} | {_iv(row['mean'])} | {_iv(row['pass'])} | {per_seed} | {formed} "
+                             f"| {es_cell(row)} |")
             lines.append("")
     lines += [f"![Mean@{k} / Pass@{k}]({PLOT})", "", "## Arms", "",
               "| task | method | budget | seed | state | scored | directory |", "|---|---|---|---|---|---|---|"]
