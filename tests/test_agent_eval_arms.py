@@ -101,6 +101,29 @@ def arm(name: str, played: dict[str, list[tuple[float, float]]]) -> ArmResult:
     return ArmResult(name, 2, len(played), Interval(1, 0, 0, 0), Interval(1, 0, 0, 0), None, trajectories)
 
 
+def test_an_option_that_changes_the_runs_own_is_said(tmp_path, capsys, monkeypatch):
+    """--run with --option overriding the run's own task option scores another kind of problem than it
+    trained on: allowed, and said in a note (before: only the header's options dict showed it)."""
+    import coevolve.engine.vllm_engine as vllm_engine
+    from coevolve.base import noise
+
+    monkeypatch.setattr(vllm_engine, "Engine", Tracked)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text('[run]\nmethod = "esopt"\ntask = "sudoku"\n\n[task]\nmasked = 1\n')
+    (run / "events.jsonl").write_text("")
+    (run / "history.jsonl").write_text(json.dumps({
+        "generation": 0, "seeds": [1, 2], "coefficients": [1.0, -1.0], "alpha": 0.001, "checksum": "the run's",
+        "noise": "full", "noise_version": noise.NOISE_VERSION, "dtype": "bfloat16"}) + "\n")
+    for given, said in (("masked=2", True), ("masked=1", False)):
+        assert main(["eval", "--task", "sudoku", "--run", str(run), "--option", given, "--problems", "2",
+                     "--k", "1", "--arms", "base"]) == 0
+        printed = capsys.readouterr().out
+        note = ("note: --option masked=2 differs from the run's masked=1: the held-out problems are another kind "
+                "than it trained on")
+        assert (note in printed) == said, printed
+
+
 def test_each_trained_arm_is_paired_with_base_on_every_measure_of_the_table():
     """Graded rewards: Mean@2, Pass@2 (reward 1), Max@2 and the well-formed rate each move on their own,
     and each is said in the run table's words (change_line)."""

@@ -1,6 +1,6 @@
 """`coevolve eval --task AGENT_TASK ...`: the paper's held-out agent evaluation.
 
-    coevolve eval --task sudoku --option masked=1 --run RUN_DIR [--arms base,esopt,skill,both]
+    coevolve eval --task sudoku --run RUN_DIR [--arms base,esopt,skill,both]
                   [--problems 100] [--k 4] [--free] [--seed 0] [--out results.json]
 
 Mean@k, Pass@k and Max@k (k = 4; up to 32) with 95% confidence intervals over
@@ -171,7 +171,12 @@ def handle(args: argparse.Namespace) -> int:
     if raw is not None:
         # the run's own task settings, so the held-out problems are the run's kind of problem
         config = run_config(args.run, raw, args.task)
-        options = {**config.task_options(), **options}
+        trained = config.task_options()
+        for key, value in options.items():  # on purpose (docs/agents.md), but not unsaid
+            if key in trained and trained[key] != value:
+                print(f"note: --option {key}={value} differs from the run's {key}={trained[key]}: the held-out "
+                      "problems are another kind than it trained on", flush=True)
+        options = {**trained, **options}
         seed_paths = list(config.skills.paths)
         run_tokens = config.sampling.max_tokens
         run_history = config.agent.history_turns
