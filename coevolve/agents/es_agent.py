@@ -60,7 +60,7 @@ from coevolve.engine.base import Generator, WeightEngine
 from coevolve.engine.openai_client import open_endpoint
 from coevolve.engine import pool
 from coevolve.es.config import ESConfig
-from coevolve.es.optimizer import engine_dtype, engine_options
+from coevolve.es.optimizer import engine_dtype, engine_options, sigma_at
 from coevolve.es.start import ResumeError, check_start, start_es, start_event
 from coevolve.runstore import RunStore
 from coevolve.search.ledger import Ledger
@@ -102,12 +102,13 @@ def run_agent(
     task: Any,
     endpoint: Generator | None = None,
     on_progress: Callable[[AgentProgress], None] | None = None,
+    on_phase: Callable[[str | None], None] | None = None,
 ) -> AgentSummary:
     """Run (or resume) `config.run.method` in `store` until the episode budget
     cannot pay another round. `engine` must be a WeightEngine for ES methods;
     `endpoint` distils skills (default: the engine at its current weights).
     Returns the summary also written to summary.json."""
-    return _AgentRun(config, store, engine, task, endpoint or engine, on_progress).run()
+    return _AgentRun(config, store, engine, task, endpoint or engine, on_progress, on_phase).run()
 
 
 def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
@@ -131,7 +132,8 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
     try:
         with Mirroring(config.log, store.dir, "max") as mirror:  # [log] trackers, at every round boundary
             return run_agent(config, store, engine, task, endpoint=endpoint,
-                             on_progress=mirror.after(bar.update_agent if bar else None))
+                             on_progress=mirror.after(bar.update_agent if bar else None),
+                             on_phase=bar.phase if bar else None)
     finally:
         if bar:
             bar.close()
@@ -142,10 +144,12 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
 
 class _AgentRun:
     def __init__(self, config: AgentRunConfig, store: RunStore, engine: Any, task: Any, distiller: Generator,
-                 on_progress: Callable[[AgentProgress], None] | None) -> None:
+                 on_progress: Callable[[AgentProgress], None] | None,
+                 on_phase: Callable[[str | None], None] | None = None) -> None:
         self.config, self.store, self.engine, self.task = config, store, engine, task
         self.distiller = distiller
         self.on_progress = on_progress
+        self.on_phase = on_phase
         self.ledger = Ledger(budget=config.run.budget)
         self.seed_skills: list[Skill] = []  # [skills], as the run's log pinned them (run())
         self.distilled: Skill | None = None
@@ -160,6 +164,7 @@ class _AgentRun:
         check_run_dir(store, config, events)
         self.es = self._start_es(events)
         started = time.time()
+        self.earlier_s = earlier_seconds(store.path("timing.json"))  # the sessions before a resume
         rounds = {e["round"]: e for e in events if e.get("type") == "round"}
         skills = {e["round"]: e for e in events if e.get("type") == "skill"}
         evals = {e["round"]: e for e in events if e.get("type") == "eval"}
@@ -188,13 +193,14 @@ class _AgentRun:
                     self._distill_posthoc(round_index, skills.get(round_index), log)
                 if round_index % config.agent.eval_every == 0:
                     self._eval(round_index, evals.get(round_index), log, started)
+                self._phase(None)  # an online distillation without an eval after it is over too
                 self._report()
             if self.evals[-1]["round"] != round_index:
                 self._eval(round_index, evals.get(round_index), log, started)
             summary = self._summary(round_index, started)
             if not any(e.get("type") == "end" for e in events):
                 log.append({"type": "end", "rounds": round_index, "episodes": self.ledger.used})
-        atomic_write_json(store.path("timing.json"), {"total_s": round(time.time() - started, 3)})
+        self._write_timing(started)
         write_record(store.path("summary.json"), summary)
         return summary
 
@@ -299,10 +305,12 @@ class _AgentRun:
             atomic_write_text(folder / "SKILL.md", logged["text"])
             self.distilled = load_skill(folder)
             return
-        self.distilled, _ = distill(self.distiller, trajectories, folder, previous=self.distilled,
+        self._phase("distilling")
+        self.distilled, origins = distill(self.distiller, trajectories, folder, previous=self.distilled,
                                     settings=self._distill_settings(round_index))
+        # the counts the table prints (`2 rules (2 from the environment's own error lines; ...)`)
         log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
-                    "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+                    "origins": dataclasses.asdict(origins), "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
 
     def _distill_posthoc(self, round_index: int, logged: dict | None, log: JsonlWriter) -> None:
         """Trace2Skill's published setting: one distillation from every
@@ -314,6 +322,8 @@ class _AgentRun:
             atomic_write_text(folder / "SKILL.md", logged["text"])
             self.distilled = load_skill(folder)
             return
+        self._phase(f"distilling (best of {config.agent.distill_seeds}, "
+                    f"{config.agent.validation_cases} validation puzzles)")
         trajectories = [t for path in sorted(self.store.path("trajectories").glob("round_*.jsonl"))
                         for t in load_trajectories(path)]
         validation = drawn_cases(self.task, "train", config.agent.validation_cases,
@@ -345,12 +355,17 @@ class _AgentRun:
 
     def _eval(self, round_index: int, logged: dict | None, log: JsonlWriter, started: float) -> None:
         if logged is None:
+            self._phase("held-out eval")
+            began = time.time()
             trajectories, scores = evaluate(self.engine, self.task, self.config, self.skills())
+            # `seconds`: since this process started (older files hold only it); `eval_s`: the evaluation's own
             record = {"round": round_index, "episodes_used": self.ledger.used, **scores,
-                      "skills": [s.name for s in self.skills()], "seconds": round(time.time() - started, 2)}
+                      "skills": [s.name for s in self.skills()], "seconds": round(time.time() - started, 2),
+                      "eval_s": round(time.time() - began, 2)}
             save_trajectories(trajectories, self.store.path("trajectories") / f"eval_{round_index:03d}",
                               f"Held-out evaluation after round {round_index}")
             log.append({"type": "eval", **record})
+            self._phase(None)
         else:
             record = {k: v for k, v in logged.items() if k != "type"}
         self.evals.append(record)
@@ -358,6 +373,19 @@ class _AgentRun:
         # derived from the events: rewritten whole, so a resumed run holds each evaluation once
         atomic_write_jsonl(self.store.path("eval.jsonl"),
                            [AgentEvalRound.model_validate(e).to_json() for e in self.evals])
+        self._write_timing(started)  # at each evaluation too: a killed session's time up to here is kept
+
+    def _phase(self, phase: str | None) -> None:
+        """Tell the bar what runs now between rounds (minutes with no round to count); None: it is over."""
+        if self.on_phase is not None:
+            self.on_phase(phase)
+
+    def _write_timing(self, started: float) -> None:
+        """timing.json: `total_s` summed over every session of the run (a resume adds to it), `session_s`
+        this session's own."""
+        session = time.time() - started
+        atomic_write_json(self.store.path("timing.json"),
+                          {"total_s": round(self.earlier_s + session, 3), "session_s": round(session, 3)})
 
     def _report(self) -> None:
         if self.on_progress is not None:
@@ -367,7 +395,7 @@ class _AgentRun:
         """A pure function of the config (wall-clock times go to timing.json), so
         a resumed run's summary equals an uninterrupted one's."""
         def timeless(e: dict) -> dict:
-            return {k: v for k, v in e.items() if k != "seconds"}
+            return {k: v for k, v in e.items() if k not in ("seconds", "eval_s")}
 
         es = self.es is not None
         return AgentSummary(
@@ -382,6 +410,17 @@ class _AgentRun:
             checksum=self.engine.checksum() if es else None,
             es={"updates": self.es.generation, "flat": self.es.flat} if es else None,
             noise=self.engine.noise_info() if es else None)
+
+
+def sigma_plan(es: ESConfig, rounds: int) -> str:
+    """The σ a run's generations play, as the plan says it: a schedule of one generation (or constant)
+    plays its start alone, and one cut short by the budget stops before σ_end."""
+    if es.schedule == "constant" or es.generations <= 1:
+        return f"σ {es.sigma:g} ({'constant' if es.schedule == 'constant' else 'one generation'})"
+    said = f"σ {es.sigma:g} -> {es.sigma_end:g} ({es.schedule}) over {es.generations} generations"
+    if rounds < es.generations:
+        said += f", {sigma_at(es, rounds - 1):g} at the last one played"
+    return said
 
 
 def resolved_es(config: AgentRunConfig) -> ESConfig | None:
@@ -409,7 +448,7 @@ def plan_lines(config: AgentRunConfig) -> list[str]:
                 if config.run.budget > rounds * per_round else "")]
     if es is not None:
         lines.append(f"  ES: {rounds} generation{'s' * (rounds != 1)} of {es.population} members, {es.noise} noise, "
-                     f"σ {es.sigma:g} -> {es.sigma_end:g} ({es.schedule}) over {es.generations} generations, α {es.alpha:g}")
+                     f"{sigma_plan(es, rounds)}, α {es.alpha:g}")
     if config.uses_skills:
         if a.distill == "online":
             every = 1 if config.run.method == "trace2skill" else a.skill_every
@@ -425,6 +464,15 @@ def plan_lines(config: AgentRunConfig) -> list[str]:
     if config.skills.paths:
         lines.append(f"  every prompt shows the seed skills {', '.join(config.skills.paths)} ([skills] paths)")
     return lines
+
+
+def earlier_seconds(path: Path) -> float:
+    """The run time an earlier session left in timing.json (0 for a new run or one without the file); a
+    damaged file counts as none: timing is told, never needed to resume."""
+    try:
+        return float(json.loads(path.read_text(encoding="utf-8")).get("total_s", 0.0))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return 0.0
 
 
 def shaped_fitness(trajectories: Sequence[Trajectory], shaping: float = 0.0) -> float:

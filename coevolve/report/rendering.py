@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coevolve.agents.es_agent import SEED_SKILLS, logged_seed_skills
+from coevolve.agents.skills import SkillError, parse_skill_text
 from coevolve.es.start import ResumeError
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
 from coevolve.base.errors import UsageError
@@ -837,21 +838,25 @@ def agent_table(summary: AgentSummary, directory: Path) -> str:
 
     def scores(e: Any) -> str:
         progress = getattr(e, "progress", None)
-        shown = f", progress {progress:.3f}" if progress is not None else ""
+        shown = f", progress {progress:.3f}{progress_parts(e, summary.config)}" if progress is not None else ""
         return f"reward {e.mean_reward:.3f}{shown} (round {e.round})"
+
+    protocol = heldout_protocol(summary.config)
 
     rows = [
         ("method", summary.method),
         ("task", summary.task),
         ("rounds", str(summary.rounds)),
         ("episodes", f"{ledger.used} / {ledger.budget}"),
+        # a row of its own, not in the labels: the table's column stays as wide as before
+        *([("held-out protocol", protocol)] if protocol else []),
         ("held-out before", scores(first)),
         ("held-out after", scores(last)),
         *([("held-out change", change_line(change))] if (change := heldout_change(directory, first.round, last.round))
           and first.round != last.round else []),
         ("best held-out reward", f"{summary.best_eval_reward:.3f}"),
         *seed_skill_rows(directory),
-        ("distilled skill", summary.skill or "-"),
+        ("distilled skill", distilled_skill_text(summary.skill, directory)),
     ]
     if summary.es:
         rows.append(("ES updates", es_updates(summary.es)))
@@ -859,6 +864,59 @@ def agent_table(summary: AgentSummary, directory: Path) -> str:
         rows.append(("weights checksum", summary.checksum))
     rows.append(("run directory", str(directory)))
     return _table(rows)
+
+
+# what a task's dense "progress" is made of, as the table names them: progress 0.5 under constrained decoding
+# is "well-formed by construction, nothing right", not halfway
+PROGRESS_PARTS = (("cells_right_fraction", "right cells"), ("answered", "answered"))
+
+
+def progress_parts(e: Any, config: dict) -> str:
+    """` (well-formed 1.00 (constrained), right cells 0.00)`: the eval's components of progress that it
+    holds; "" for an eval (or an older file) without them."""
+    parts = []
+    well_formed = getattr(e, "well_formed", None)
+    if well_formed is not None:
+        constrained = (config.get("agent") or {}).get("constrained", False)
+        parts.append(f"well-formed {well_formed:.2f}{' (constrained)' if constrained else ''}")
+    parts += [f"{name} {value:.2f}" for key, name in PROGRESS_PARTS if (value := getattr(e, key, None)) is not None]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def heldout_protocol(config: dict) -> str:
+    """`greedy, 16 problems`: how the run's held-out rows were scored, which differs from a comparison's
+    sampled Mean@k; "" for a summary without its config."""
+    agent = config.get("agent") or {}
+    if "eval_cases" not in agent:
+        return ""
+    temperature = agent.get("eval_temperature", 0.0)
+    how = "greedy" if not temperature else f"T {temperature:g}"
+    cases = agent["eval_cases"]
+    return f"{how}, {cases} problem{'s' * (cases != 1)} per evaluation"
+
+
+def distilled_skill_text(path: str | None, directory: Path) -> str:
+    """The distilled skill's path, its rules and where they came from (the run's last skill event: its
+    `origins`, logged since online distillation records them, else the rules counted in its text), and
+    whether best-of-N validation could tell its candidates apart."""
+    if not path:
+        return "-"
+    logged = [e for e in read_jsonl(Path(directory) / "events.jsonl") if e.get("type") == "skill"]
+    if not logged or not isinstance(logged[-1].get("text"), str):
+        return path
+    event = logged[-1]
+    if isinstance(event.get("origins"), dict):
+        text = origins_text([{"origins": event["origins"]}])
+    else:
+        try:
+            text = f" ({rule_count(parse_skill_text(event['text'], 'skill event').body)} rules)"
+        except SkillError:
+            text = ""  # a damaged event: the path alone, as before
+    scores = [c.get("validation_score") for c in event.get("candidates") or []]
+    if len(scores) > 1 and len(set(scores)) == 1:
+        # equal scores mean validation chose nothing: the lowest seed is kept by the tie rule
+        text += f"; {len(scores)} candidates tied on validation: first kept"
+    return path + text
 
 
 def seed_skill_rows(directory: Path) -> list[tuple[str, str]]:
@@ -894,7 +952,8 @@ def render_agent_run(store: RunStore, summary: AgentSummary) -> dict[str, Path]:
     plot = plot_best_so_far({summary.method: curve}, store.path("progress.png"),
                             budget=summary.ledger.budget,
                             title=f"{summary.task}, {summary.method}, seed {'?' if summary.seed is None else summary.seed}",
-                            ylabel="held-out mean reward (higher is better)")
+                            ylabel="held-out mean reward (higher is better)",
+                            xlabel="training episodes", ylim=(0.0, 1.0))  # a reward lies in [0, 1]
     parts = [f"# Agent run: {summary.method} on {summary.task}", "", "```",
              agent_table(summary, store.dir), "```", "",
              "Budget: training episodes, one ledger charge per episode; held-out evaluation is not charged.", "",

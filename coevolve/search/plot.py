@@ -26,10 +26,13 @@ LINE_STYLES = ("-", "--", ":", "-.")
 
 def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, *,
                      budget: int | None = None, title: str = "", ylabel: str = "best objective",
-                     bands: Mapping[str, Band] | None = None) -> Path:
+                     bands: Mapping[str, Band] | None = None, xlabel: str = "evaluations",
+                     ylim: tuple[float, float] | None = None) -> Path:
     """One step line per label; each curve is a best-so-far list of (evaluation, objective),
     drawn as flat until `budget` so that runs of equal budget compare at a glance.
-    `bands` shades a spread (e.g. ± std over seeds) around the label's curve, in its colour."""
+    `bands` shades a spread (e.g. ± std over seeds) around the label's curve, in its colour. `xlabel` names
+    what the x axis counts (an agent run's training episodes); `ylim` fixes the y range (a reward's [0, 1],
+    so a flat zero curve is drawn at the bottom, not centred on a range below zero)."""
     import matplotlib  # heavy, only when drawing: `coevolve run`'s start needs none
 
     matplotlib.use("Agg")
@@ -51,7 +54,9 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
             bx, low, high = (list(part) for part in bands[label])
             ax.fill_between(bx + [end], low + [low[-1]], high + [high[-1]], step="post", color=color, alpha=0.2,
                             linewidth=0)
-    ax.set_xlabel("evaluations")
+    ax.set_xlabel(xlabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)

@@ -21,6 +21,7 @@ class ProgressBar:
         self.unit = unit
         self.tqdm = self._bar(total, description)
         self.replayed: tuple[int, dict[str, str]] | None = None  # (budget used, postfix) the replay reached
+        self.postfix: dict[str, str] = {}  # the last step's, which a phase (phase()) adds its word to
 
     def _bar(self, total: int, description: str, initial: int = 0) -> Any:
         from tqdm import tqdm  # only when a bar is shown: the CLI's other commands need none of it
@@ -30,7 +31,19 @@ class ProgressBar:
 
     def update(self, used: int, postfix: dict[str, str]) -> None:
         self.tqdm.update(used - self.tqdm.n)
+        self.postfix = postfix
         self.tqdm.set_postfix(postfix, refresh=True)
+
+    def phase(self, what: str | None) -> None:
+        """An agent run's live work between rounds (`held-out eval`, `distilling (best of 3, ...)`) runs for
+        minutes without moving the bar: its postfix says which (`now=...`); None takes the word away. That
+        work is this session's, so a replay before it is over (_end_replay)."""
+        shown = dict(self.postfix)
+        if what is not None:
+            self._end_replay()
+            shown = dict(self.postfix)
+            shown["now"] = what
+        self.tqdm.set_postfix(shown, refresh=True)
 
     def start_after(self, used: int) -> None:
         """The budget a resumed run replays from its log was spent in earlier sessions: the bar starts
