@@ -31,6 +31,10 @@ def test_the_posthoc_skill_row_counts_its_rules_and_says_tied_candidates(tmp_pat
     _, store, summary = posthoc_run(tmp_path)
     skill = row(agent_table(summary, store.dir), "distilled skill")
     assert summary.skill in skill and " rules" in skill
+    # the chosen candidate's origins, logged as online distillation logs them (before: the rule count alone)
+    event = [e for e in store.events() if e["type"] == "skill"][-1]
+    assert event["origins"]["analyses"] >= 1 and not any("origins" in c for c in event["candidates"])
+    assert "analyses gave a usable rule" in skill
     # the fake engine plays every candidate alike: validation chose nothing
     assert "3 candidates tied on validation: first kept" in skill
 

@@ -227,6 +227,7 @@ def test_best_of_n_keeps_the_seed_that_scores_best_on_validation(tmp_path: Path)
     skill, table = distill_best_of(teacher, [trace("a", 0)], tmp_path / "best", score, n=3)
     assert len(seen) == 3 and "second distillation seed" in skill.body
     assert [row["chosen"] for row in table] == [False, True, False]
+    assert ["origins" in row for row in table] == [False, True, False]  # where the kept skill's rules came from
     assert load_skill(tmp_path / "best").body == skill.body
     with pytest.raises(ValueError, match="seeds must be >= 1"):
         distill_best_of(teacher, [trace("a", 0)], tmp_path / "best", score, n=0)

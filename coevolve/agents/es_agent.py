@@ -340,8 +340,10 @@ class _AgentRun:
         self.distilled, candidates = distill_best_of(self.distiller, trajectories, folder, score,
                                                      n=config.agent.distill_seeds,
                                                      settings=self._distill_settings(round_index))
+        chosen = next((c.pop("origins") for c in candidates if "origins" in c), None)  # the skill's, as online logs it
         log.append({"type": "skill", "round": round_index, "name": self.distilled.name, "mode": "posthoc",
-                    "candidates": candidates, "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+                    "candidates": candidates, **({"origins": chosen} if chosen is not None else {}),
+                    "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
 
     def _distill_settings(self, round_index: int) -> DistillSettings:
         return DistillSettings(successes=self.config.agent.skill_successes,

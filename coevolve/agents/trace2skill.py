@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -236,7 +236,8 @@ def distill_best_of(
     """N distillations with different analyst seeds; `score(skill) -> float`
     rates each on a validation split (higher is better; the agent playing
     validation cases with the skill). The best is written to `out_dir`
-    (ties: the lower seed). Returns it and every candidate's score."""
+    (ties: the lower seed). Returns it and every candidate's score, the chosen one's with where its rules
+    came from (`origins`, RuleOrigins' counts: what the run's table says of the skill)."""
     if n < 1:
         raise ValueError(f"distillation seeds must be >= 1, got {n}")
     out_dir = Path(out_dir)
@@ -250,8 +251,9 @@ def distill_best_of(
         problems = validate_skill(skill, folder_name=out_dir.name)
         if problems:
             raise SkillError(f"distillation seed {i} built an invalid skill: {'; '.join(problems)}")
-        candidates.append((float(score(skill)), i, skill))
+        candidates.append((float(score(skill)), i, skill, origins))
     best = max(candidates, key=lambda c: (c[0], -c[1]))
     written = write_skill(out_dir, best[2].description, best[2].body)
-    return written, [{"seed_index": i, "validation_score": value, "chosen": i == best[1]}
-                     for value, i, _ in candidates]
+    return written, [{"seed_index": i, "validation_score": value, "chosen": i == best[1],
+                      **({"origins": asdict(origins)} if i == best[1] else {})}
+                     for value, i, _, origins in candidates]
