@@ -60,10 +60,10 @@ def test_the_plan_splits_every_judged_trial_as_the_run_does(tmp_path, budget):
 
 def test_es_generations_alternate_from_each_trials_first():
     versions = SkillVersions(judged=True)
-    versions.add(1, None, 3)
+    versions.add(1, None, 3, generation=1)  # after the run's ES generation 0
     assert [versions.for_generation(g) for g in (1, 2, 3)] == [1, None, 1]  # the trial's first: the challenger
     versions.settle(1)
-    versions.add(2, None, 9)
+    versions.add(2, None, 9, generation=4)
     assert versions.for_generation(4) == 2  # an even generation counted from the run's first would show v1
 
 

@@ -288,6 +288,8 @@ class SearchLoop:
         self.method.start(self.task)
         self.ledger = Ledger(cfg.run.budget + self.method.outside_budget())
         self.candidates: list[Candidate] = []
+        # the same candidates by id, kept as they are added: each request's failures look originals up in it
+        self.by_id: dict[int, Candidate] = {}
         self.code_seen: dict[str, Candidate] = {}
         self.overlap: Overlap | None = None  # the current step's early scorings, with an endpoint
         self.progress = Progress()
@@ -435,7 +437,7 @@ class SearchLoop:
         else:
             start = parse_skill_text(logged["text"], source)
         kept = skills.write_version(self.store.dir, 0, start.name, start.description, start.body)
-        self.versions.add(0, kept, -1)  # on trial (skill.keep = "judged") from the first step, step 0
+        self.versions.add(0, kept, -1, self.es_updates)  # on trial (skill.keep = "judged") from the first step, step 0
         self.skill_start = {"source": source, "name": start.name, "rules": skills.rule_count(start.body),
                             "path": str((kept.path / "SKILL.md").relative_to(self.store.dir))}
 
@@ -614,7 +616,7 @@ class SearchLoop:
             return ()
         ids = {p.id for p in parents}
         siblings = [c for c in failed if ids & set(c.parents)]
-        pool = distinct_failures(siblings or failed, {c.id: c for c in self.candidates})[:3]
+        pool = distinct_failures(siblings or failed, self.by_id)[:3]
         return (pool[slot % len(pool)],)
 
     def _context(self, request: Request) -> Context:
@@ -662,11 +664,12 @@ class SearchLoop:
         """One skill refresh: `granted` analyst requests, each charged one evaluation."""
         cfg, task = self.config, self.task
         trial = self.versions.judge(self._pool(), step, task.direction)  # first: the analysts patch the one kept
-        if "analyst_cases" in self.rules:
-            cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction,
-                                      template=self.template_scores, previous=self.analysed_successes)
-        else:  # a run started before: its logged refreshes read the cases this picks
-            cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction)
+        # a run started before the "analyst_cases" rule: its logged refreshes read the cases picked knowing
+        # neither the template's scores nor the previous refresh's cases
+        current = "analyst_cases" in self.rules
+        cases = skills.pick_cases(self.candidates, granted, cfg.skill.successes, cfg.skill.recent, task.direction,
+                                  template=self.template_scores if current else None,
+                                  previous=self.analysed_successes if current else ())
         self.analysed_successes = [c.id for c in cases if c.valid]  # a resume replays refreshes in order: rebuilt
         seeds = skills.analyst_seeds(cfg.run.seed, step, len(cases))
         requests = [Request(i, DISTILL, [c], seed, None) for i, (c, seed) in enumerate(zip(cases, seeds))]
@@ -710,7 +713,7 @@ class SearchLoop:
                 atomic_write_text(written.path / "SKILL.md", shown)
                 written = load_skill(written.path)
             patched = self.versions.current
-            self.versions.add(version, written, step)
+            self.versions.add(version, written, step, self.es_updates)
             record = {"version": version, "text": written.text(), "step": step}
             self.skill_versions.append({"version": version, "step": step, "evaluations": self.ledger.used,
                                         "rules": skills.rule_count(written.body), "patched": patched,
@@ -1082,6 +1085,7 @@ class SearchLoop:
                 if fp is not None:
                     self.clones.add(candidate.id, fp)
         self.candidates.append(candidate)
+        self.by_id[candidate.id] = candidate
         return candidate
 
     def _earlier(self, code: str) -> tuple[int | None, Candidate | None, Any]:

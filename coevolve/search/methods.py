@@ -701,12 +701,12 @@ def judged_sides(config: "RunConfig", steps: list) -> list[tuple[int, int]]:
     versions, sides = SkillVersions(judged=True), []
     used = generations = 0  # evaluations charged and ES generations before each step, as the loop counts them
     if config.skill.start:
-        versions.add(0, None, -1)
+        versions.add(0, None, -1, generations)
         sides.append([0, 0])
     for step in steps:
         if step.operator == DISTILL:
             versions.settle(None)
-            versions.add(len(sides) + 1, None, step.index)
+            versions.add(len(sides) + 1, None, step.index, generations)
             sides.append([0, 0])
         elif versions.challenger is not None:
             shown = ([versions.for_generation(generations)] * step.count if step.perturbed

@@ -6,7 +6,10 @@ Under `skill.keep = "latest"` each new version becomes current at once; under
 `"judged"` it goes on trial against the current one: requests alternate between
 the two by evaluation number (an ES generation's members all see one, generations
 alternating from the trial's first) until the next refresh judges them
-(`coevolve.search.skill.judge`) and the one kept becomes current.
+(`coevolve.search.skill.judge`) and the one kept becomes current. Which side a
+request shows depends on its number alone, and a generation's on its number and the
+generation its trial began at (given to `add`), so asking again, out of order or
+after a resume gives the sides of an uninterrupted run.
 
 The loop drives this with the versions it writes; the dashboard drives it with
 the versions and verdicts a run's log holds (no texts), to show the trial still
@@ -33,16 +36,20 @@ class SkillVersions:
         self.current: int | None = None
         self.challenger: int | None = None  # the version on trial (judged only)
         self.since = 0  # the trial counts the children proposed after this step
-        self.first_generation: int | None = None  # the trial's first ES generation (none yet: None)
+        # the trial's first ES generation: the number of generations the run made before it began (None: not
+        # recorded by the caller, see for_generation)
+        self.first_generation: int | None = None
         self.trials: list[dict[str, Any]] = []  # the verdicts of the refreshes, in order
 
-    def add(self, version: int, skill: Skill | None, step: int) -> None:
+    def add(self, version: int, skill: Skill | None, step: int, generation: int | None = None) -> None:
         """A version written at `step` (v000: step -1, before the first): current from the next request
         ("latest"), or on trial against the current one ("judged"). `skill` None: a version known by its
-        number only (a log read back)."""
+        number only (a log read back). `generation`: the ES generations the run made before `step`, so
+        the trial's first generation is that number (None for a caller that asks no generation's side,
+        e.g. the dashboard)."""
         self._kept[version] = (skill, "" if skill is None else outline(skill))
         if self.judged:
-            self.challenger, self.since, self.first_generation = version, step, None
+            self.challenger, self.since, self.first_generation = version, step, generation
         else:
             self.current = version
 
@@ -70,15 +77,15 @@ class SkillVersions:
     def for_generation(self, generation: int) -> int | None:
         """The version every request of ES generation `generation` shows: one for all its members, since
         ES compares their weights and z-scores their rewards against each other. Generations alternate
-        from the trial's first, which shows the challenger: counted from the run's first instead, a trial
-        whose only ES generation fell on an odd one never showed its challenger. Called once per
-        generation, in order (a resumed run replays its logged steps through it)."""
+        from the trial's first (recorded by `add`), which shows the challenger: counted from the run's
+        first instead, a trial whose only ES generation fell on an odd one never showed its challenger.
+        The same answer however often and in whatever order it is asked."""
         if self.challenger is None:
             return self.current
         if not self.generations_from_trial:
             return self.for_request(generation)
         if self.first_generation is None:
-            self.first_generation = generation
+            raise ValueError("for_generation needs the generation the trial began at: give it to add()")
         return self.current if (generation - self.first_generation) % 2 else self.challenger
 
     def standing(self, pool: Sequence[Candidate], step: int | None, direction: str,
