@@ -46,18 +46,19 @@ from coevolve.base.errors import CorruptFileError, UsageError
 from coevolve.base.records import SearchSummary, TestScore, TestScores, read_record, write_record
 from coevolve.base.sections import EndpointSection
 from coevolve.base.untrusted import clean
+from coevolve.engine.base import ConstraintError
 from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
-from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
+from coevolve.engine.openai_client import EndpointConfigError, EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_options
 from coevolve.es import history as es_history
 from coevolve.es.optimizer import ReplayError, check_generations, replay
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, PAPER_TEST_SIZES, TEST_SCORES,  # noqa: F401
                            AgentCompareConfig, CompareConfig, CompareSection, HoldoutSection, RunSpec,
-                           agent_run_config, agent_runs, arm_method, arm_plans, arm_spend, arm_warnings,
-                           base_directory, baseline_directory, check_arms, check_structure, load_compare_config,
-                           planned_runs, run_config, run_state, scored_sets, skill_warnings, spend_warnings,
-                           _task_or_error)
+                           agent_run_config, agent_runs, arm_method, arm_plans, arm_settings, arm_spend,
+                           arm_warnings, base_directory, baseline_directory, check_arms, check_structure,
+                           load_compare_config, planned_runs, run_config, run_state, scored_sets, skill_warnings,
+                           spend_warnings, _task_or_error)
 from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, hold_directory
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
@@ -188,8 +189,13 @@ def dropped_lines(root: Path, config: CompareConfig | AgentCompareConfig) -> lis
 
 # ------------------------------------------------------- an arm's errors
 class ArmError(RuntimeError):
-    """An endpoint stopped answering one of the comparison's runs mid-way (after its retries): one line
-    naming the run's directory. Every finished step and run stays, and a rerun goes on from them."""
+    """An endpoint stopped answering one of the comparison's runs mid-way (after its retries), or its
+    engine or endpoint refused the decoding constraint: one line naming the run's directory. Every
+    finished step and run stays, and a rerun goes on from them `when` (what the rerun line adds)."""
+
+    def __init__(self, message: str, when: str) -> None:
+        super().__init__(message)
+        self.when = when
 
 
 @contextmanager
@@ -199,9 +205,36 @@ def naming_arm(directory: Path) -> Iterator[None]:
     try:
         yield
     except EndpointError as exc:
-        raise ArmError(f"{directory}: {exc}") from None
+        raise ArmError(f"{directory}: {exc}", "once the endpoint answers") from None
+    except ConstraintError as exc:  # `coevolve run` prints it as one line too (commands/run.py, _resumable)
+        raise ArmError(f"{directory}: {exc}", "once its engine or endpoint takes the decoding constraint") from None
     except ReplayError as exc:  # the arm's ES weights cannot be rebuilt: its history.jsonl, or this engine
         raise UsageError(f"{directory}: cannot score this arm: {exc}") from None
+
+
+@contextmanager
+def naming_endpoint(config: CompareConfig, arm: str) -> Iterator[None]:
+    """An arm's endpoint refused at its opening probe (unreachable, the key refused, the model not
+    served) is named where the TOML set what was refused (`arm_endpoint_line`): the probe knows its
+    settings, not which arm of the comparison they came from."""
+    try:
+        yield
+    except EndpointConfigError as exc:
+        raise EndpointConfigError(arm_endpoint_line(config, arm, str(exc))) from None
+
+
+def arm_endpoint_line(config: CompareConfig, arm: str, line: str) -> str:
+    """A probe's refusal (`endpoint.KEY: ...`) of a named arm's own [endpoint], as plan.arm_error names a
+    named arm's other keys: `compare.arms.NAME.endpoint.KEY: ...` where the arm sets KEY, else the line
+    with the arm's name at its end. An arm without endpoint settings of its own probes the comparison's
+    [endpoint], whose line is named as it was written already."""
+    own = arm_settings(config, arm).get("endpoint") or {}
+    key = line.partition(":")[0]
+    if not own or not key.startswith("endpoint."):
+        return line
+    if key.removeprefix("endpoint.").split(".")[0] in own:
+        return f"compare.arms.{arm}.{line}"
+    return f"{line} (named arm {arm})"
 
 
 def check_history(directory: Path) -> None:
@@ -335,8 +368,10 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
                 require_model(run_cfg.model)
                 require_devices(run_cfg.distributed)
     resources = _Resources(config, engine)
-    for run_cfg in planned.values():  # every endpoint probed before anything is written (a named arm may have its own)
-        resources.endpoint(run_cfg.endpoint)
+    # every endpoint probed before anything is written (a named arm may have its own)
+    for spec, run_cfg in planned.items():
+        with naming_endpoint(config, spec.method):
+            resources.endpoint(run_cfg.endpoint)
     begin(config, root)
     try:
         for number, (spec, run_cfg) in enumerate(planned.items(), start=1):
@@ -649,13 +684,15 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
     engine = resources.engine()
     constrained = config.eval.constrained and bool(getattr(task, "action_pattern", None))
     if constrained and hasattr(engine, "check_constraints"):
-        engine.check_constraints([task.action_pattern])
+        with naming_arm(directory):
+            engine.check_constraints([task.action_pattern])
     try:
-        if history is not None:  # in the try: a replay refused part-way (its checksum) has moved weights
-            with naming_arm(directory):
+        with naming_arm(directory):  # a constraint refused mid-play too
+            if history is not None:  # in the try: a replay refused part-way (its checksum) has moved weights
                 replay(history, engine)
-        result = evaluate_arm(engine, task, heldout, ARM_OF[arm_method(config, spec.method)], config.eval.k,
-                              eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained, turns)
+            result = evaluate_arm(engine, task, heldout, ARM_OF[arm_method(config, spec.method)], config.eval.k,
+                                  eval_sampling(config.eval.max_tokens, task), spec.seed, skills, constrained,
+                                  turns)
     finally:
         if history is not None:
             engine.reset()

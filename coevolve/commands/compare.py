@@ -217,8 +217,8 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the rerun must name the folder: without --out it would start a new one
         print(f"\ninterrupted\n{rerun}", file=sys.stderr)
         return 130
-    except ArmError as exc:  # an endpoint stopped answering: the arm it stopped, and how to go on once it does
-        print(f"coevolve compare: error: {exc}\n{rerun} once the endpoint answers", file=sys.stderr)
+    except ArmError as exc:  # an endpoint stopped answering, a constraint refused: the arm it stopped, how to go on
+        print(f"coevolve compare: error: {exc}\n{rerun} {exc.when}", file=sys.stderr)
         return 1
     print(f"report: {root / 'report.md'}")
     return 0

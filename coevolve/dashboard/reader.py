@@ -45,9 +45,9 @@ from coevolve.base.records import (AgentEvalRound, Candidate, IslandsSnapshot, M
                                    RunSummary, SearchSummary, SnapshotPart, Versioned, parse, parse_summary,
                                    summary_kind)
 from coevolve.base.untrusted import clean
-from coevolve.plan import COMPARE_CONFIG, AgentCompareConfig, RunSpec, agent_runs, config_class, planned_runs
+from coevolve.plan import COMPARE_CONFIG, RunSpec
 from coevolve.plan import run_state as planned_run_state
-from coevolve.report.collecting import failure_causes, heldout_change
+from coevolve.report.collecting import failure_causes, heldout_change, planned_folders
 from coevolve.report.rendering import change_line, fmt_delta, fmt_mean_std, run_table_rows
 from coevolve.runstore import LOCK, PROMPTS, RunStore, ended, writer_of
 from coevolve.search.builtin.islands import IslandsMethod
@@ -1174,17 +1174,15 @@ def at_k(path: Path) -> dict[str, dict[str, float | None]]:
 
 # ------------------------------------------------------------------ comparisons
 def comparison_plan(path: Path) -> list[tuple[RunSpec, Path]] | None:
-    """The runs a comparison plans, each with its folder, as the comparison lists them itself: its
-    compare.toml through plan.planned_runs (an agent comparison's training runs, plan.agent_runs: its base
-    arm has no run); made once per change of compare.toml. None for a comparison written before
-    compare.toml was (its runs.csv is all there is)."""
+    """The runs a comparison plans, each with its folder, as the comparison lists them itself and its
+    report collects them (report.collecting.planned_folders: its compare.toml through plan.planned_runs, an
+    agent comparison's training runs through plan.agent_runs, its base arm having no run); made once per
+    change of compare.toml. None for a comparison written before compare.toml was (its runs.csv is all
+    there is)."""
     def read(toml: Path) -> list[tuple[RunSpec, Path]]:
         raw = toml_file(toml)
         try:
-            kind = config_class(raw)
-            config = build_config(kind, raw)
-            specs = agent_runs(config) if kind is AgentCompareConfig else planned_runs(config)
-            return [(spec, spec.directory(path)) for spec in specs]  # a file task's folder is named by its task
+            return planned_folders(path, raw)[1]  # as the report collects them
         except UsageError as exc:  # a config another version wrote, a file task gone: said, not a crash
             raise CorruptFileError(f"{toml}: its runs cannot be planned here ({exc})") from None
     return CACHE.get(path / COMPARE_CONFIG, read, kind="plan")

@@ -26,6 +26,7 @@ from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jso
 from coevolve.base.errors import UsageError
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, arm_lines, arm_method,
                            base_directory, run_state)
+from coevolve.report.collecting import es_counts
 from coevolve.search.plot import save_figure
 from coevolve.stats import Interval, mean_at_k, paired_change, pass_at_k, problem_means
 from tasks.loader import task_label
@@ -61,9 +62,8 @@ def trained(summary: dict | None) -> dict:
     """What a training run did, from its summary.json: ES updates and how many were flat (every member's
     reward equal, so no weight moved), and whether it distilled a skill. None where it made no ES update
     counts (no ES, or no summary yet)."""
-    es = (summary or {}).get("es") or {}
-    return {"es_updates": es.get("updates"), "es_flat": es.get("flat", 0) if "updates" in es else None,
-            "skill": (summary or {}).get("skill")}
+    updates, flat = es_counts((summary or {}).get("es"))
+    return {"es_updates": updates, "es_flat": flat, "skill": (summary or {}).get("skill")}
 
 
 def aggregate(config: AgentCompareConfig, records: list[dict]) -> list[dict]:

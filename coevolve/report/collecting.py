@@ -13,16 +13,17 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from coevolve.base.config import build_config, read_toml
-from coevolve.base.errors import CorruptFileError, UsageError
+from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
-from coevolve.base.records import Candidate, ComparisonCell, SearchSummary, TestScores, read_record, read_summary
-from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, CompareConfig, baseline_directory, compared_pairs,
-                           planned_runs, run_state, scored_sets)
+from coevolve.base.records import (Candidate, ComparisonCell, ESCounts, SearchSummary, TestScores, read_record,
+                                   read_summary)
+from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, RunSpec, agent_runs,
+                           baseline_directory, compared_pairs, config_class, planned_runs, scored_sets)
 from coevolve.base.durable import read_jsonl
-from coevolve.runstore import RunStore, kept_best_code, log_damage
+from coevolve.runstore import RunStore, ended, kept_best_code, log_damage
 from coevolve.search.population import better
 from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
@@ -40,16 +41,52 @@ def fmt_number(value: float | None) -> str:
 
 
 # ----------------------------------------------------------------- loading
+class LogRead(NamedTuple):
+    """What a comparison's report takes from a finished run's events.jsonl besides its state, from
+    collect_logged's one read of it; the log itself is let go (a comparison's logs together hold every
+    reply its runs got)."""
+
+    damage: str | None  # why the log cannot be the one its run wrote (runstore.log_damage)
+    scored: int  # the candidates its steps scored: what candidates.jsonl should hold (scored_candidates)
+    versions_named: bool  # its requests name the skill version each showed (skill.requests_name_versions)
+
+
+Logs = dict[str, LogRead]  # by the run's cell's dir
+
+
+def planned_folders(root: Path, raw: dict | None = None) -> tuple[CompareConfig | AgentCompareConfig,
+                                                                  list[tuple[RunSpec, Path]]]:
+    """A comparison's config, built from its compare.toml as its [compare] kind says (`raw`: the file as a
+    caller read it already), and the runs it plans, each with its folder, in the comparison's order: a
+    heuristic comparison's every run (plan.planned_runs), an agent comparison's training runs
+    (plan.agent_runs: its base arm is scored without a run). What the report collects and the
+    dashboard lists."""
+    raw = read_toml(Path(root) / COMPARE_CONFIG) if raw is None else raw
+    kind = config_class(raw)
+    config = build_config(kind, raw)
+    specs = agent_runs(config) if kind is AgentCompareConfig else planned_runs(config)
+    return config, [(spec, spec.directory(Path(root))) for spec in specs]  # a file task's folder: its name
+
+
 def collect(root: Path) -> tuple[CompareConfig, list[ComparisonCell]]:
     """The comparison's config and one cell per planned run, from its files."""
+    config, cells, _ = collect_logged(root)
+    return config, cells
+
+
+def collect_logged(root: Path) -> tuple[CompareConfig, list[ComparisonCell], Logs]:
+    """`collect`, with what the report's later readers of a finished run's log (failure_rows' damage
+    check, skill_rows) take from it, from the read that told the run's state: each run's events.jsonl
+    is read once."""
     root = Path(root)
     if not (root / COMPARE_CONFIG).exists():
         raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
-    config = build_config(CompareConfig, read_toml(root / COMPARE_CONFIG))
-    cells = []
-    for spec in planned_runs(config):
-        directory = spec.directory(root)
-        state = run_state(directory)
+    config, runs = planned_folders(root)
+    if isinstance(config, AgentCompareConfig):  # its arms are no search runs (coevolve.report.agents)
+        raise UsageError(f"{root / COMPARE_CONFIG}: an agent comparison, whose report is its own")
+    cells, logs = [], {}
+    for spec, directory in runs:
+        state, events = logged_state(directory)
         finished = state == "finished"
         summary = read_summary(directory / "summary.json") if finished else None
         if summary is not None and not isinstance(summary, SearchSummary):
@@ -60,7 +97,20 @@ def collect(root: Path) -> tuple[CompareConfig, list[ComparisonCell]]:
             dir=str(directory.relative_to(root)), state=state, summary=summary,
             scores=tests.by_set() if tests else {},
             best_is=best_starting_point(directory, spec.task) if finished else None))
-    return config, cells
+        if finished:
+            logs[cells[-1].dir] = LogRead(log_damage(RunStore(directory), events), scored_candidates(events),
+                                          requests_name_versions(events))
+    return config, cells, logs
+
+
+def logged_state(directory: Path) -> tuple[str, list[dict]]:
+    """A planned run's state as plan.run_state tells it ("new", "partial" or "finished": its log ends
+    and its summary is written), with the log read to tell it ([] for a new run)."""
+    store = RunStore(directory)
+    if not store.config_path.exists():
+        return "new", []
+    events = store.events()
+    return ("finished" if ended(events) and store.path("summary.json").exists() else "partial"), events
 
 
 def baselines(config: CompareConfig, root: Path) -> dict[tuple[str, str, int], float]:
@@ -146,19 +196,24 @@ def derived_damage(store: RunStore, events: list[dict], summary: SearchSummary) 
             where = "its seed event in events.jsonl" if best.id < 0 else f"{store.candidates_path.name} as it scored"
             notes.append(f"{named}, and its code is not in {where} either: the program is lost (the table's "
                          "numbers are the summary's), and `--resume` cannot write it again")
-    held = candidates_damage(store, events)
+    held = candidates_damage(store, scored_candidates(events))
     if held is not None:
         notes.append(held)
     return notes
 
 
-def candidates_damage(store: RunStore, events: list[dict]) -> str | None:
-    """Why a run's candidates.jsonl is not the one its log (`events`, store.events()) says it wrote, in one
-    line: it holds another number of candidates than the log's steps scored. None when they agree. What
-    the report reads from it (the commonest failures, a comparison's failure counts) is then not the run's."""
-    # a step event holds one result per candidate it made (a skill refresh's none): the log's count
-    logged = sum(len(e.get("results") or []) for e in events if e.get("type") == "step")
-    held = len(read_jsonl(store.candidates_path))
+def scored_candidates(events: list[dict]) -> int:
+    """The candidates a run's log (store.events()) says its steps scored."""
+    # a step event holds one result per candidate it made (a skill refresh's none)
+    return sum(len(e.get("results") or []) for e in events if e.get("type") == "step")
+
+
+def candidates_damage(store: RunStore, logged: int, held: int | None = None) -> str | None:
+    """Why a run's candidates.jsonl is not the one its log says it wrote (`logged`: the candidates the
+    log's steps scored, scored_candidates), in one line: it holds another number of candidates. None when
+    they agree. What the report reads from it (the commonest failures, a comparison's failure counts) is
+    then not the run's. `held`: the candidates the file holds, as a caller counted them already."""
+    held = len(read_jsonl(store.candidates_path)) if held is None else held
     if held == logged:
         return None
     return (f"{store.candidates_path} holds {held} candidate{'s' * (held != 1)} where the run's log holds "
@@ -166,15 +221,12 @@ def candidates_damage(store: RunStore, events: list[dict]) -> str | None:
             "(the commonest failures) is not the run's")
 
 
-def run_damage(store: RunStore) -> str | None:
+def run_damage(store: RunStore, read: LogRead, held: int) -> str | None:
     """Why what a comparison's report reads from a finished arm run's candidates.jsonl (the failure counts)
-    may not be the run's, in one line: its log is damaged (runstore.log_damage, or unreadable), or
-    candidates.jsonl disagrees with it (candidates_damage); None when nothing is seen."""
-    try:
-        events = store.events()
-    except CorruptFileError as exc:
-        return str(exc)
-    return log_damage(store, events) or candidates_damage(store, events)
+    may not be the run's, in one line: its log is damaged (`read`, as collect_logged read it), or
+    candidates.jsonl, which holds `held` candidates, disagrees with it (candidates_damage); None when
+    nothing is seen. (A log that cannot be read at all stops collect_logged, naming its line.)"""
+    return read.damage or candidates_damage(store, read.scored, held)
 
 
 def task_of_run(store: RunStore, config: dict | None = None) -> str | None:
@@ -185,6 +237,17 @@ def task_of_run(store: RunStore, config: dict | None = None) -> str | None:
     remember_tasks(store.dir, "copy")
     spec = (read_toml(store.config_path) if config is None else config).get("run", {}).get("task")
     return spec if isinstance(spec, str) and spec else None
+
+
+def es_counts(es: ESCounts | dict | None) -> tuple[int | None, int | None]:
+    """A summary's ES updates and how many of them were flat (every member's reward equal: no weight
+    moved), from its `es` as a typed record or as summary.json holds it (a dict: a summary written before
+    flat ones were counted lacks `flat`, which then counts 0); (None, None) without ES updates. The one
+    reader of them for the run tables (rendering.es_updates) and the agent comparison's (agents.trained)."""
+    if isinstance(es, ESCounts):
+        return es.updates, es.flat
+    es = es or {}
+    return es.get("updates"), (es.get("flat", 0) if "updates" in es else None)
 
 
 def _scores_as(objective: float, template: float) -> bool:
@@ -373,7 +436,8 @@ def _add(into: dict[str, int], counts: dict[str, int], sign: int = 1) -> None:
         into[key] = into.get(key, 0) + sign * value
 
 
-def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] | None:
+def skill_use(directory: str | Path, summary: SearchSummary,
+              versions_named: bool | None = None) -> dict[str, Any] | None:
     """What the skill did in one finished run (None for a run that never showed one, or one written
     before its log named each request's version). `versions`: per version shown (None: no skill), in
     order of first use, over the whole run, the candidates, how many scored and how many beat every
@@ -382,11 +446,13 @@ def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] |
     first refresh (`since`, its step: the requests before it showed none because none existed yet, a
     young archive; they are summed in `before`). Under skill.keep = "judged", its trials judged at
     refreshes, the versions they kept, how many could be told apart, and the version ahead when the
-    run ended."""
+    run ended. `versions_named`: requests_name_versions of the run's log, as a caller read it already."""
     context = summary.context or {}
     if not context.get("skill_versions") and not context.get("skill_start"):
         return None
-    if not requests_name_versions(read_jsonl(Path(directory) / "events.jsonl")):
+    if versions_named is None:
+        versions_named = requests_name_versions(read_jsonl(Path(directory) / "events.jsonl"))
+    if not versions_named:
         return None  # written before requests named their version: what each showed is not known
     candidates = [Candidate.read(c) for c in read_jsonl(Path(directory) / "candidates.jsonl")]
     seed = (context.get("seed") or {}).get("objective")
@@ -409,11 +475,13 @@ def skill_use(directory: str | Path, summary: SearchSummary) -> dict[str, Any] |
             "ahead": [t["kept"] for t in trials if t.get("final")]}
 
 
-def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
-    """skill_use summed over each (task, method, budget)'s finished runs that showed a skill."""
+def skill_rows(root: Path, cells: list[ComparisonCell], logs: Logs) -> list[dict]:
+    """skill_use summed over each (task, method, budget)'s finished runs that showed a skill (`logs`: what
+    collect_logged read of their logs)."""
     rows: dict[tuple[str, str, int], dict] = {}
     for cell in cells:
-        use = skill_use(root / cell.dir, cell.summary) if cell.summary is not None else None
+        use = (skill_use(root / cell.dir, cell.summary, logs[cell.dir].versions_named)
+               if cell.summary is not None else None)
         if use is None:
             continue
         row = rows.setdefault((cell.task, cell.method, cell.budget),
@@ -429,18 +497,20 @@ def skill_rows(root: Path, cells: list[ComparisonCell]) -> list[dict]:
     return list(rows.values())
 
 
-def failure_rows(root: Path, cells: list[ComparisonCell], most: int = 3) -> list[dict]:
+def failure_rows(root: Path, cells: list[ComparisonCell], logs: Logs, most: int = 3) -> list[dict]:
     """Per (task, method, budget), over its finished runs: how many candidates failed, the commonest
     causes (failure_causes over all of them), and `damage`: a line for each run whose candidates.jsonl
-    cannot be taken as the run's (run_damage), counted as the file holds it."""
+    cannot be taken as the run's (run_damage, from what collect_logged read of its log: `logs`), counted as
+    the file holds it."""
     runs: dict[tuple[str, str, int], list[Candidate]] = {}
     damage: dict[tuple[str, str, int], list[str]] = {}
     for cell in cells:
         if cell.summary is not None:
             key = (cell.task, cell.method, cell.budget)
             store = RunStore(root / cell.dir)
-            runs.setdefault(key, []).extend(Candidate.read(r) for r in read_jsonl(store.candidates_path))
-            note = run_damage(store)
+            held = read_jsonl(store.candidates_path)
+            runs.setdefault(key, []).extend(Candidate.read(r) for r in held)
+            note = run_damage(store, logs[cell.dir], len(held))
             damage.setdefault(key, []).extend([note] if note else [])
     return [{"task": task, "method": method, "budget": budget,
              "candidates": len(candidates), "failed": sum(c.failure is not None for c in candidates),

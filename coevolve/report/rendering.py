@@ -32,10 +32,10 @@ from coevolve.plan import (COMPARE_CONFIG, SAMPLE, TEST_SCORES, AgentCompareConf
                            arm_plans, arm_runs, arm_spend, compared_pairs, config_class, ordered_arms, scored_sets,
                            spend_reason, structural_differences)
 from coevolve.report.agents import render_agent_comparison
-from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, baselines, collect, commonest_failures,
-                                        derived_damage, fmt_number, failure_rows, heldout_change, run_rows,
-                                        run_starting_point, seeds_worse, skill_rows, skill_use, TaskBuilder,
-                                        worse_than_template)
+from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, baselines, collect_logged,
+                                        commonest_failures, derived_damage, es_counts, fmt_number, failure_rows,
+                                        heldout_change, run_rows, run_starting_point, seeds_worse, skill_rows,
+                                        skill_use, TaskBuilder, worse_than_template)
 from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore, ended, extended_budget, log_damage
@@ -308,7 +308,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     registry.remember_methods(root, "copy")
     if config_class(read_toml(root / COMPARE_CONFIG)) is AgentCompareConfig:  # agent arms: their own tables
         return render_agent_comparison(root)
-    config, records = collect(root)
+    config, records, logs = collect_logged(root)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
     unmatched = structural_differences(config)
@@ -387,10 +387,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                       "Welch's 95% interval: a line that crosses 0 is a pair the seeds cannot tell apart.", "",
                       f"![differences]({plots[(task_name, 'differences')].relative_to(root)})", ""]
     parts += ["## What the budget bought", "", ledger_table(config, records), ""]
-    failures = failure_rows(root, records)
+    failures = failure_rows(root, records, logs)
     if any(r["failed"] or r["damage"] for r in failures):  # a damaged arm may have lost its failed lines
         parts += ["## Why candidates failed", "", failure_table(failures), ""]
-    skill = skill_rows(root, records)
+    skill = skill_rows(root, records, logs)
     if skill:
         parts += ["## What the skill's requests did", "", skill_table(skill), ""]
     parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | best is | directory |",
@@ -540,9 +540,10 @@ def best_is_cell(cell: ComparisonCell, template: dict) -> str:
 
 def es_updates(es: ESCounts) -> str:
     """ "12", or "12 (5 with every member's reward equal: no weight moved)"."""
-    if not es.flat:
-        return str(es.updates)
-    return f"{es.updates} ({es.flat} with every member's reward equal: no weight moved)"
+    updates, flat = es_counts(es)
+    if not flat:
+        return str(updates)
+    return f"{updates} ({flat} with every member's reward equal: no weight moved)"
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
