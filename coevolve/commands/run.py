@@ -34,14 +34,14 @@ from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
-from coevolve.engine.base import ConstraintError, ContextLengthError
+from coevolve.engine.base import ENGINE, ConstraintError, ContextLengthError
 from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
 from coevolve.engine.models import EMBEDDED_NAMES, list_models
 from coevolve.engine.openai_client import EndpointError, open_endpoint, record_endpoint
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
 from coevolve.es.start import HEURISTIC, check_same_config, config_difference, edited_line, logged_config
-from coevolve.plan import COMPARE_CONFIG, comparison_run, files_counted, task_files_counted
+from coevolve.plan import COMPARE_CONFIG, comparison_run, engine_lines, files_counted, task_files_counted
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
@@ -108,8 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_check_seconds(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plan", action="store_true",
-                   help="print the plan (a search's steps, operators, evaluations, ES updates; an agent run's rounds) "
-                        "after the config, task and model checks, and exit; it asks no [endpoint] server")
+                   help="print the plan (a search's steps, operators, evaluations, ES updates; an agent run's rounds; "
+                        "the engine layout) after the config, task and model checks, and exit; it asks no [endpoint] "
+                        "server (a ray:// distributed.address is tried with one TCP connect)")
     p.set_defaults(handler=handle)
 
 
@@ -600,7 +601,7 @@ def handle(args: argparse.Namespace) -> int:
         print("\ninterrupted", file=sys.stderr)
         return _interrupted(store, "", 130)
     except ContextLengthError as exc:
-        return _outgrown(store, config, exc)
+        return _outgrown(store, exc)
 
 
 def _execute(config: RunConfig | AgentRunConfig, store: RunStore, resuming: bool, progress: bool) -> int:
@@ -609,16 +610,24 @@ def _execute(config: RunConfig | AgentRunConfig, store: RunStore, resuming: bool
             task = heuristic_task(config.run.task)
         except UnknownTask as exc:
             raise UsageError(f"config error: run.task: {exc}") from None
-        summary = _resumable(lambda: execute(config, store, task, progress=progress, resuming=resuming))
+        summary = _resumable(lambda: execute(config, store, task, progress=progress, resuming=resuming, on_note=_say))
         if isinstance(summary, str):
             return _interrupted(store, summary)
         print(run_table(summary, store.dir))
     else:
-        summary = _resumable(lambda: execute_agent(config, store, progress=progress, resuming=resuming))
+        summary = _resumable(lambda: execute_agent(config, store, progress=progress, resuming=resuming,
+                                                   on_note=_say))
         if isinstance(summary, str):
             return _interrupted(store, summary)
         print(agent_table(summary, store.dir))
     return 0
+
+
+def _say(line: str) -> None:
+    """One line on stderr, kept clear of a progress bar already showing there (tqdm.write)."""
+    from tqdm import tqdm  # as progress.py: only when a line is said
+
+    tqdm.write(line, file=sys.stderr)
 
 
 ANSWERS = "once the endpoint answers"  # when a run its endpoint stopped goes on (_interrupted's why)
@@ -657,13 +666,13 @@ def _refused(exc: OSError) -> str | None:
     return "once it can be written, or resume a copy of it in a writable place"
 
 
-def _outgrown(store: RunStore, config: RunConfig | AgentRunConfig, exc: ContextLengthError) -> int:
+def _outgrown(store: RunStore, exc: ContextLengthError) -> int:
     """A prompt that outgrew the model's context stopped the run mid-way: the one line saying what to cut,
-    then what becomes of the run directory. Exit 1, as other stops after the directory was written: 2 is
-    for a command refused before anything was written."""
+    then what becomes of the run directory, by who refused the prompt (`origin`, not the message's words).
+    Exit 1, as other stops after the directory was written: 2 is for a command refused before anything was
+    written."""
     print(f"coevolve run: error: {exc}", file=sys.stderr)
-    served = config.endpoint.base_url
-    if served and served in str(exc):  # the server refused it: one serving a longer context lets a resume go on
+    if exc.origin != ENGINE:  # a server refused it: one serving a longer context lets a resume go on
         return _interrupted(store, "once its server takes longer prompts (--max-model-len); the other changes "
                                    "make a new run, since a resume keeps the config the run started with")
     print(f"every finished step is in {store.dir}; a resume keeps the config the run started with and would stop "
@@ -703,23 +712,30 @@ def handle_plan(args: argparse.Namespace) -> int:
         # the steps it logged as done, then the ones it will take: the loop's rule (methods.step_count)
         plan = extension_plan(config, events, before)
         print(format_plan(plan))
-        for line in context_lines(config, plan):
+        for line in layout_lines(config) + context_lines(config, plan):
             print(f"  {line}")
         return 0
     if not isinstance(config, RunConfig):  # an agent run: its rounds, after the checks the run makes
         if not args.resume:
             check_built(config, args.check_seconds)
             check_model(config, plan=True)
-        print("\n".join(agent_plan_lines(config)))
+        print("\n".join(agent_plan_lines(config) + [f"  {line}" for line in layout_lines(config)]))
         return 0
     if not args.resume:  # what the run would refuse is refused (a resumed run passed these when it started)
         check_built(config, args.check_seconds)
         check_model(config, plan=True)  # not the endpoint's probe: --plan asks no server
     plan = run_plan(config)
     print(format_plan(plan))
-    for line in context_lines(config, plan):
+    for line in layout_lines(config) + context_lines(config, plan):
         print(f"  {line}")
     return 0
+
+
+def layout_lines(config: RunConfig | AgentRunConfig) -> list[str]:
+    """What --plan says of the engines the run would load ([distributed], plan.engine_lines): none for a
+    heuristic search its endpoint answers alone; an agent run's agents always play on the engine."""
+    needed = not isinstance(config, RunConfig) or needs_engine(config.uses_es, config.endpoint)
+    return engine_lines(config.distributed, needed)
 
 
 def context_lines(config: RunConfig, plan: dict) -> list[str]:
@@ -758,7 +774,7 @@ def completion_spend(config: RunConfig, steps: list[dict]) -> str:
 
 
 def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
-            resuming: bool = False) -> SearchSummary:
+            resuming: bool = False, on_note: Callable[[str], None] | None = None) -> SearchSummary:
     """Build the endpoint (probed by check_generators), sandbox and (when ES or
     no endpoint needs one) the engine, then run the loop."""
     endpoint = open_endpoint(config.endpoint)
@@ -772,7 +788,7 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
     try:
         with Sandbox.from_section(config.sandbox) as sandbox, Mirroring(config.log, store.dir, task.direction) as mirror:
             loop = SearchLoop(config, store, engine or endpoint, sandbox, task, endpoint=endpoint,
-                              on_progress=mirror.after(bar.update_from if bar else None))
+                              on_progress=mirror.after(bar.update_from if bar else None), on_note=on_note)
             return loop.run()
     finally:
         if bar:

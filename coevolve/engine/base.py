@@ -66,32 +66,50 @@ class ConstraintError(ValueError):
     """A decoding constraint the generator rejects or cannot enforce."""
 
 
+ENGINE = "engine"  # ContextLengthError.origin of a prompt the in-process engine (or an engine pool's) measured
+
+
 class ContextLengthError(UsageError):
     """A prompt longer than the engine's context (one line; the caller may say what made it long).
     `index`: the request of the call whose prompt is the longest; `tokens` and `limit`, when the
     engine measured them; `too_long`, from an engine that refuses the whole call: every request it
     measured too long, so a caller can ask again without those; `replies`, from a generator that
     answers requests one by one (an endpoint): each request's reply, None for those refused as too
-    long, so a caller can ask again for those alone. (Its attributes survive pickling, as an engine
-    pool's actors need.)"""
+    long, so a caller can ask again for those alone. `origin`: who refused it, ENGINE or the base_url
+    of the endpoint whose server did (a served model's context may grow between sessions, the run's
+    [model] max_len may not), set where it is raised, never read from the message. (Its attributes
+    survive pickling, as an engine pool's actors need.)"""
 
     def __init__(self, message: str, index: int = 0, tokens: int | None = None, limit: int | None = None,
-                 replies: list[Completion | None] | None = None, too_long: Sequence[int] = ()) -> None:
+                 replies: list[Completion | None] | None = None, too_long: Sequence[int] = (),
+                 origin: str | None = None) -> None:
         super().__init__(message)
         self.index, self.tokens, self.limit, self.replies = index, tokens, limit, replies
         self.too_long = tuple(too_long)
+        self._origin = origin
+
+    @property
+    def origin(self) -> str:
+        """ENGINE or the refusing endpoint's base_url. One worded anew while handling another (the
+        search loop and an agent rollout add what made the prompt long: `raise ContextLengthError(...)
+        from None` in their except blocks) has that one's origin, which Python keeps as __context__."""
+        if self._origin is not None:
+            return self._origin
+        handled = self.__context__
+        return handled.origin if isinstance(handled, ContextLengthError) else ENGINE
 
     @classmethod
     def prompt(cls, tokens: int, limit: int, index: int, too_long: Sequence[int] = ()) -> ContextLengthError:
         return cls(f"a prompt of {tokens} tokens does not fit the engine's context of {limit} tokens "
-                   f"(request {index} of the call)", index, tokens, limit, too_long=too_long or (index,))
+                   f"(request {index} of the call)", index, tokens, limit, too_long=too_long or (index,),
+                   origin=ENGINE)
 
     def shifted(self, offset: int) -> ContextLengthError:
         """The same error for a call of which this one's was the part starting at request `offset`
         (an engine pool splits a call over its engines)."""
         too_long = [i + offset for i in self.too_long]
         if self.tokens is None or self.limit is None:  # a caller's own wording: only the indices move
-            return ContextLengthError(str(self), self.index + offset, too_long=too_long)
+            return ContextLengthError(str(self), self.index + offset, too_long=too_long, origin=self.origin)
         return ContextLengthError.prompt(self.tokens, self.limit, self.index + offset, too_long)
 
 
@@ -100,7 +118,7 @@ def _in_call(exc: ContextLengthError, asked: Sequence[int]) -> ContextLengthErro
     the larger call."""
     index = asked[exc.index] if 0 <= exc.index < len(asked) else exc.index
     if exc.tokens is None or exc.limit is None:
-        return ContextLengthError(str(exc), index)
+        return ContextLengthError(str(exc), index, origin=exc.origin)
     return ContextLengthError.prompt(exc.tokens, exc.limit, index)
 
 
@@ -130,11 +148,11 @@ def answered_or_empty(chat: Callable[[list[int]], list[Completion]], count: int,
                 if len(refused) < count:
                     continue
                 whole = _in_call(exc, asked)
-                raise ContextLengthError(f"{whole}: {none_answered}", whole.index) from None
+                raise ContextLengthError(f"{whole}: {none_answered}", whole.index, origin=whole.origin) from None
             else:
                 raise
             if not any(replies):
-                raise ContextLengthError(f"{exc}: {none_answered}", exc.index) from None
+                raise ContextLengthError(f"{exc}: {none_answered}", exc.index, origin=exc.origin) from None
         for i, reply in zip(asked, replies):
             out[i] = reply
         return [c if c is not None else Completion("", finish_reason=REFUSED_LONG) for c in out]

@@ -17,7 +17,8 @@ Failures come out as one line, never as an SDK traceback:
   a prompt longer than its model's context (HTTP 400 saying so), whether or
   not the request carried a constraint; no retry can fix it. It comes once the
   whole call is answered and holds the other requests' replies (a search leans
-  the refused prompts and asks again for those alone).
+  the refused prompts and asks again for those alone); its `origin` is the
+  base_url.
 - `EndpointError` during a run: the server stopped answering after
   `retries` tries. The run directory keeps every finished step (resume it).
   An HTTP 200 whose body is no OpenAI chat completion (a proxy's HTML login
@@ -395,7 +396,7 @@ class OpenAIGenerator:
         for index, (completion, error) in enumerate(outcomes):
             if error is not None:  # only a ContextLengthError is kept in outcomes
                 replies.append(None)
-                refused = refused or ContextLengthError(str(error), index)
+                refused = refused or ContextLengthError(str(error), index, origin=error.origin)
             else:
                 replies.append(completion)
         if refused is not None:
@@ -442,7 +443,8 @@ class OpenAIGenerator:
                 if exc.status_code == 400 and _too_long(exc):  # not the constraint's fault, nor a retry's to fix
                     raise ContextLengthError(f"{self.base_url} refused a prompt longer than its model's context "
                                              f"({_status_line(exc)}; servers that do not shorten replies to fit "
-                                             f"count sampling.max_tokens = {sampling.max_tokens} too)") from None
+                                             f"count sampling.max_tokens = {sampling.max_tokens} too)",
+                                             origin=self.base_url) from None
                 if pattern is not None and exc.status_code in (400, 422):
                     raise ConstraintError(f"{self.base_url} rejected the decoding constraint {pattern!r} "
                                           f"({_status_line(exc)})") from None

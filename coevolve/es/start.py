@@ -2,18 +2,20 @@
 coevolve.search.loop, agent runs in coevolve.agents.es_agent): the start event
 that opens events.jsonl, the check that a log can be continued under the
 current config, and the ES optimizer started fresh or rebuilt from
-history.jsonl. One error type, ResumeError, for every directory a run cannot
-continue: `coevolve run --resume` and `coevolve compare` report it as one line
-(exit status 2) before any step or round runs.
+history.jsonl (a resume's replay logged as a `replay` event and said by
+the command that asked for it: start_es's on_note). One error type, ResumeError,
+for every directory a run cannot continue: `coevolve run --resume` and
+`coevolve compare` report it as one line (exit status 2) before any step or
+round runs.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from coevolve.base.durable import append_jsonl
 from coevolve.base.errors import UsageError
 from coevolve.es.config import ESConfig, upgraded
 from coevolve.es.optimizer import LEGACY_DTYPE, ESOpt, ReplayError
@@ -147,11 +149,14 @@ def resume_note(history_path: Path, records: list[dict], *, logged_updates: int 
     return line
 
 
-def say(line: str) -> None:
-    """One line on stderr, kept clear of a progress bar already showing there (tqdm.write)."""
-    from tqdm import tqdm  # as progress.py: only when a line is said
+REPLAY = "replay"  # the event a resume logs once it replayed history.jsonl into the weights
 
-    tqdm.write(line, file=sys.stderr)
+def replay_event(history_path: Path, records: list[dict], logged_updates: int | None) -> dict[str, Any]:
+    """The event a resume appends to the run's log: how many ES updates history.jsonl gave back (and how many
+    of those a checksum verified), from which file, and how many only the log holds (re-applied from it)."""
+    return {"type": REPLAY, "history": str(history_path.absolute()), "updates": len(records),
+            "verified": sum("checksum" in r for r in records),
+            "from_log": max((logged_updates or 0) - len(records), 0)}
 
 
 def _logged(log_path: Path | None) -> bool:
@@ -159,21 +164,35 @@ def _logged(log_path: Path | None) -> bool:
     return log_path is not None and log_path.exists() and log_path.stat().st_size > 0
 
 
-def start_es(cfg: ESConfig, history_path: Path, engine: Any, seed: int, *, logged_updates: int | None = None,
-             log_path: Path | None = None) -> ESOpt:
+def resume_es(cfg: ESConfig, history_path: Path, engine: Any, seed: int, *, logged_updates: int | None = None,
+              log_path: Path | None = None) -> tuple[ESOpt, str | None]:
     """The run's ES optimizer: fresh, or, when history.jsonl holds generations,
     with every recorded update re-applied to `engine` (ESOpt.resume). `logged_updates`: the ES updates
     the run's log (`log_path`) records, which the history may not exceed (one lost from the log's end
-    would otherwise leave the run continuing from the wrong generation). A resume (history.jsonl or the log
-    holds something) says once on stderr what was replayed and verified (resume_note); a new run says nothing."""
+    would otherwise leave the run continuing from the wrong generation). With it, for a resume
+    (history.jsonl or the log holds something), the line saying what was replayed and verified
+    (resume_note), logged in the run's log as a `replay` event; None for a new run. Prints nothing."""
     if history_path.exists() and history_path.stat().st_size > 0:
         try:
             es = ESOpt.resume(cfg, history_path, engine, seed=seed, logged_updates=logged_updates,
                               log_path=log_path)
         except ReplayError as exc:
             raise ResumeError(f"cannot continue the run: {exc}") from None
-        say(resume_note(history_path, es.replayed, logged_updates=logged_updates, log_path=log_path))
-        return es
-    if _logged(log_path):  # a resume before any ES update says so too: silence would read as "not checked"
-        say(resume_note(history_path, [], logged_updates=logged_updates, log_path=log_path))
-    return ESOpt(cfg, history_path, seed=seed)
+        replayed = es.replayed
+    elif _logged(log_path):  # a resume before any ES update says so too: silence would read as "not checked"
+        es, replayed = ESOpt(cfg, history_path, seed=seed), []
+    else:
+        return ESOpt(cfg, history_path, seed=seed), None
+    if log_path is not None:  # before this session appends its steps or rounds
+        append_jsonl(log_path, replay_event(history_path, replayed, logged_updates))
+    return es, resume_note(history_path, replayed, logged_updates=logged_updates, log_path=log_path)
+
+
+def start_es(cfg: ESConfig, history_path: Path, engine: Any, seed: int, *, logged_updates: int | None = None,
+             log_path: Path | None = None, on_note: Callable[[str], None] | None = None) -> ESOpt:
+    """resume_es's optimizer, for the run kinds' loops; a resume's note goes to `on_note` (the command's
+    stderr line, as `coevolve run` passes it through the loop) as the weights are replayed."""
+    es, note = resume_es(cfg, history_path, engine, seed, logged_updates=logged_updates, log_path=log_path)
+    if note is not None and on_note is not None:
+        on_note(note)
+    return es

@@ -278,6 +278,7 @@ class SearchLoop:
     task: Any  # tasks.base.HeuristicTask
     endpoint: Generator | None = None  # optional OpenAI-compatible endpoint for base-weight requests
     on_progress: Callable[[Progress], None] | None = None
+    on_note: Callable[[str], None] | None = None  # a resume's `weights:` line (es.start.start_es)
     timing: dict = field(default_factory=lambda: Counter())
 
     def run(self) -> SearchSummary:
@@ -375,7 +376,7 @@ class SearchLoop:
         # the updates the log records: a step event holds its update's record (`es`) before history.jsonl does
         logged = sum(1 for e in events if e.get("type") == "step" and e.get("es"))
         return start_es(es_cfg, self.store.history_path, self.engine, cfg.run.seed, logged_updates=logged,
-                        log_path=self.store.events_path)
+                        log_path=self.store.events_path, on_note=self.on_note)
 
     def _start_context(self) -> None:
         """Signature pattern, clone index (the template is key 0), skill, caps' counters."""
