@@ -213,7 +213,7 @@ def naming_arm(directory: Path) -> Iterator[None]:
 
 
 @contextmanager
-def naming_endpoint(config: CompareConfig, arm: str) -> Iterator[None]:
+def naming_endpoint(config: CompareConfig | AgentCompareConfig, arm: str) -> Iterator[None]:
     """An arm's endpoint refused at its opening probe (unreachable, the key refused, the model not
     served) is named where the TOML set what was refused (`arm_endpoint_line`): the probe knows its
     settings, not which arm of the comparison they came from."""
@@ -223,7 +223,7 @@ def naming_endpoint(config: CompareConfig, arm: str) -> Iterator[None]:
         raise EndpointConfigError(arm_endpoint_line(config, arm, str(exc))) from None
 
 
-def arm_endpoint_line(config: CompareConfig, arm: str, line: str) -> str:
+def arm_endpoint_line(config: CompareConfig | AgentCompareConfig, arm: str, line: str) -> str:
     """A probe's refusal (`endpoint.KEY: ...`) of a named arm's own [endpoint], as plan.arm_error names a
     named arm's other keys: `compare.arms.NAME.endpoint.KEY: ...` where the arm sets KEY, else the line
     with the arm's name at its end. An arm without endpoint settings of its own probes the comparison's
@@ -569,7 +569,8 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     heldout.json matches the settings and the run's outputs are skipped, so a
     killed comparison continues where it stopped; `coevolve.report` renders it.
     What can refuse (the install, the model, each task's held-out set, a run's
-    folder under other settings) is checked before anything is written."""
+    folder under other settings, the endpoint an arm distils on) is checked
+    before anything is written."""
     root = Path(root)
     c = config.compare
     if engine is None:  # the agents always play on the local engine
@@ -602,6 +603,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     try:
         # each task's held-out set, checked apart from training, before anything is written
         tasks = {task_name: _heldout_task(config, task_name, tool) for task_name in c.tasks}
+        probe_teachers(config, root, planned, resources)
         begin(config, root)
         for seed in c.seeds:
             for task_name in c.tasks:
@@ -619,6 +621,19 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
         tool.close()
         resources.close()
     return root
+
+
+def probe_teachers(config: AgentCompareConfig, root: Path, planned: dict[RunSpec, tuple[AgentRunConfig, Any]],
+                   resources: _Resources) -> None:
+    """The [endpoint] of every run that will distil skills on it (a skill method, not finished yet), probed
+    as a heuristic comparison's are and named by the arm that set it (`naming_endpoint`). Left to the
+    first distillation, a dead one showed only after the engine had played the arms before it, and an
+    unset key variable named no arm. Arms that never distil (base, esopt) ask nothing of it, nor do
+    finished runs."""
+    for spec, (run_cfg, _) in planned.items():
+        if run_cfg.uses_skills and run_state(spec.directory(root)) != "finished":
+            with naming_endpoint(config, spec.method):
+                resources.endpoint(run_cfg.endpoint)
 
 
 def _heldout_task(config: AgentCompareConfig, name: str, tool: Any) -> tuple[Any, list]:

@@ -21,9 +21,9 @@ from coevolve.base.untrusted import clean
 from coevolve.base.records import (Candidate, ComparisonCell, ESCounts, SearchSummary, TestScores, read_record,
                                    read_summary)
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, RunSpec, agent_runs,
-                           baseline_directory, compared_pairs, config_class, planned_runs, scored_sets)
+                           baseline_directory, compared_pairs, config_class, logged_state, planned_runs, scored_sets)
 from coevolve.base.durable import read_jsonl
-from coevolve.runstore import RunStore, ended, kept_best_code, log_damage
+from coevolve.runstore import RunStore, kept_best_code, log_damage
 from coevolve.search.population import better
 from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
@@ -74,14 +74,14 @@ def collect(root: Path) -> tuple[CompareConfig, list[ComparisonCell]]:
     return config, cells
 
 
-def collect_logged(root: Path) -> tuple[CompareConfig, list[ComparisonCell], Logs]:
+def collect_logged(root: Path, raw: dict | None = None) -> tuple[CompareConfig, list[ComparisonCell], Logs]:
     """`collect`, with what the report's later readers of a finished run's log (failure_rows' damage
     check, skill_rows) take from it, from the read that told the run's state: each run's events.jsonl
-    is read once."""
+    is read once. `raw`: compare.toml as the caller read it already (None: read here)."""
     root = Path(root)
-    if not (root / COMPARE_CONFIG).exists():
+    if raw is None and not (root / COMPARE_CONFIG).exists():
         raise UsageError(f"{root} is not a comparison directory (no {COMPARE_CONFIG})")
-    config, runs = planned_folders(root)
+    config, runs = planned_folders(root, raw)
     if isinstance(config, AgentCompareConfig):  # its arms are no search runs (coevolve.report.agents)
         raise UsageError(f"{root / COMPARE_CONFIG}: an agent comparison, whose report is its own")
     cells, logs = [], {}
@@ -101,16 +101,6 @@ def collect_logged(root: Path) -> tuple[CompareConfig, list[ComparisonCell], Log
             logs[cells[-1].dir] = LogRead(log_damage(RunStore(directory), events), scored_candidates(events),
                                           requests_name_versions(events))
     return config, cells, logs
-
-
-def logged_state(directory: Path) -> tuple[str, list[dict]]:
-    """A planned run's state as plan.run_state tells it ("new", "partial" or "finished": its log ends
-    and its summary is written), with the log read to tell it ([] for a new run)."""
-    store = RunStore(directory)
-    if not store.config_path.exists():
-        return "new", []
-    events = store.events()
-    return ("finished" if ended(events) and store.path("summary.json").exists() else "partial"), events
 
 
 def baselines(config: CompareConfig, root: Path) -> dict[tuple[str, str, int], float]:

@@ -42,7 +42,7 @@ from coevolve.runstore import RunStore, ended, extended_budget, log_damage
 from coevolve.search.plot import plot_best_so_far
 from coevolve.search.runconfig import SkillSection
 from coevolve.base.skillpatch import RuleOrigins
-from coevolve.search.skill import rule_count, trial_line, version_label
+from coevolve.search.skill import requests_name_versions, rule_count, trial_line, version_label
 from tasks.base import Direction
 from tasks.loader import remember_tasks, task_label
 from tasks.registry import heuristic_task
@@ -306,9 +306,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     # where it was run); method files likewise
     remember_tasks(root, "copy")
     registry.remember_methods(root, "copy")
-    if config_class(read_toml(root / COMPARE_CONFIG)) is AgentCompareConfig:  # agent arms: their own tables
+    raw = read_toml(root / COMPARE_CONFIG)  # read once: the kind, then the config collect_logged builds
+    if config_class(raw) is AgentCompareConfig:  # agent arms: their own tables
         return render_agent_comparison(root)
-    config, records, logs = collect_logged(root)
+    config, records, logs = collect_logged(root, raw)
     template = baselines(config, root)
     rows = aggregate(config, records, template)
     unmatched = structural_differences(config)
@@ -482,11 +483,11 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                             title=f"{summary.task}, {summary.method}, seed {summary.seed}",
                             ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
     found = run_starting_point(store.dir, summary.task) if summary.best else None
+    events = store.events()  # read once: the skill use row and the damage notes below both take it
     parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
-             _table(_run_rows(summary, store.dir, found)), "```", "",
+             _table(_run_rows(summary, store.dir, found, requests_name_versions(events))), "```", "",
              BUDGET_STATEMENT.format(whose="This run's budget is", budget=summary.budget),
              ""]
-    events = store.events()
     damage = log_damage(store, events)
     if damage is not None:  # an emptied or edited log: not a run "killed before its end"
         parts += [f"**{damage}. The table is the summary the run last wrote.**", ""]
@@ -565,8 +566,10 @@ def run_table_rows(summary: SearchSummary, directory: Path,
     return _run_rows(summary, directory, found)
 
 
-def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> list[tuple[str, str]]:
-    """run_table's rows; `found`: what the best is the starting point of (run_starting_point)."""
+def _run_rows(summary: SearchSummary, directory: Path, found: str | None,
+              versions_named: bool | None = None) -> list[tuple[str, str]]:
+    """run_table's rows; `found`: what the best is the starting point of (run_starting_point);
+    `versions_named`: as skill_use_rows takes it."""
     best = summary.best
     train = summary.train
     ledger = summary.ledger
@@ -603,7 +606,7 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None) -> lis
     named = [name for name, _ in context]
     at = max((i + 1 for i, name in enumerate(named) if name in ("starting skill", "skill versions", "skill trial")),
              default=len(named))
-    rows += context[:at] + skill_use_rows(summary, directory) + context[at:]
+    rows += context[:at] + skill_use_rows(summary, directory, versions_named) + context[at:]
     rows.append(("run directory", str(directory)))
     return rows
 
@@ -629,15 +632,17 @@ def valid_line(summary: SearchSummary) -> str:
             f"evaluations, {analysts} went to skill analysts")
 
 
-def skill_use_rows(summary: SearchSummary, directory: Path) -> list[tuple[str, str]]:
+def skill_use_rows(summary: SearchSummary, directory: Path,
+                   versions_named: bool | None = None) -> list[tuple[str, str]]:
     """The `skill use` row under skill.keep = "latest": per version shown (and no skill), its candidates,
     how many scored and how many beat every parent shown, with why that is no comparison. None under
     "judged" (its trial rows count the versions over the same steps: one source of those numbers), nor
-    for a run that showed no skill or whose log does not name each request's version."""
+    for a run that showed no skill or whose log does not name each request's version. `versions_named`:
+    requests_name_versions of the run's log where the caller read it already (None: read here)."""
     context = summary.context or {}
     if context.get("skill_trials"):
         return []
-    use = skill_use(directory, summary)
+    use = skill_use(directory, summary, versions_named)
     if use is None:
         return []
     shown = ", ".join(f"{trial_label(version, context)} {c['candidates']} ({c['valid']} valid, {c['improved']} beat)"
