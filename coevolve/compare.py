@@ -368,10 +368,12 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
                 require_model(run_cfg.model)
                 require_devices(run_cfg.distributed)
     resources = _Resources(config, engine)
-    # every endpoint probed before anything is written (a named arm may have its own)
+    # every endpoint probed before anything is written (a named arm may have its own); a finished run asks
+    # nothing of its own, so a finished comparison reruns (its report rendered again) while a server is down
     for spec, run_cfg in planned.items():
-        with naming_endpoint(config, spec.method):
-            resources.endpoint(run_cfg.endpoint)
+        if run_state(spec.directory(root)) != "finished":
+            with naming_endpoint(config, spec.method):
+                resources.endpoint(run_cfg.endpoint)
     begin(config, root)
     try:
         for number, (spec, run_cfg) in enumerate(planned.items(), start=1):

@@ -91,6 +91,21 @@ def test_an_arms_endpoint_refused_at_the_opening_probe_is_named_by_the_arm(stub,
     assert not out.exists()
 
 
+def test_a_finished_heuristic_comparison_reruns_while_its_endpoint_is_down(stub, tmp_path, capsys):
+    """Its finished runs ask nothing of their endpoints, so the rerun (everything skipped, the report
+    rendered again) does not probe them, as an agent comparison's does not: before, a server gone since
+    refused the rerun (exit 2)."""
+    up = {"base_url": stub.base_url, "model": MODEL}
+    config, out = two_arms(tmp_path, up, up), tmp_path / "out"
+    assert main(["compare", str(config), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    stub.close()
+    code = main(["compare", str(config), "--out", str(out), "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    assert (said.out + said.err).count("finished earlier, skipped") == 2, said
+
+
 # ------------------------------------------------------------ a decoding constraint refused mid-comparison
 class EndpointChecked(Resettable):
     """Plays Sudoku as the fake engine does; its constraint check is an endpoint's: the OpenAI client's
