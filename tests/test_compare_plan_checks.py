@@ -206,3 +206,28 @@ def test_the_plan_gives_sigmas_schedule_only_when_an_arm_uses_es(tmp_path, capsy
     assert main(["compare", str(path), "--plan"]) == 0
     shared = next(line for line in capsys.readouterr().out.splitlines() if "free re-asks" in line)
     assert shared.startswith("sigma: cosine ") and "one step per " in shared, shared
+
+
+# ------------------------------------------------------------ the engine the arms share
+def test_a_comparisons_plan_shows_the_engine_it_would_load_and_an_unreachable_ray_address(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """As `coevolve run --plan` does (tests/test_run_cli_nits.py): the one engine the arms share, from the
+    comparison's [distributed], and a warning for a ray:// address that takes no TCP connection, before
+    any engine or Ray loads; a heuristic and an agent comparison alike."""
+    from conftest_server import free_port
+
+    _no_engine(monkeypatch)
+    port = free_port()  # nothing listens there
+    address = f'[distributed]\naddress = "ray://127.0.0.1:{port}"\n'
+    agent = (Path(__file__).parent.parent / "examples" / "agents_compare.toml").read_text()
+    for kind, text in {"heuristic": WITHIN_INIT + address, "agent": agent + address}.items():
+        path = tmp_path / f"{kind}.toml"
+        path.write_text(text)
+        capsys.readouterr()
+        assert main(["compare", str(path), "--plan"]) == 0, kind
+        lines = capsys.readouterr().out.splitlines()
+        assert (f"engine: 1 vLLM engine as Ray actors on the Ray cluster at ray://127.0.0.1:{port}; "
+                "tensor_parallel_size 1 each; device: the cluster's GPUs where it has them, else one CPU process "
+                "per engine") in lines, (kind, lines)
+        assert any(line.startswith(f"warning: distributed.address ray://127.0.0.1:{port} is unreachable: a TCP "
+                                   f"connect to 127.0.0.1:{port} failed") for line in lines), (kind, lines)

@@ -21,8 +21,9 @@ from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import keys_under
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
 from coevolve.compare import ArmError, check_root, default_root, run_comparison, runs_held
+from coevolve.engine.local import needs_engine
 from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
-                           arm_settings, arm_spend, check_arms, load_compare_config, planned_runs, run_state,
+                           arm_settings, arm_spend, check_arms, engine_lines, load_compare_config, planned_runs, run_state,
                            skill_warnings, spend_warnings, structural_differences, test_set_lines, unmatched)
 from coevolve.report import render_comparison
 from coevolve.search import methods as registry
@@ -127,6 +128,9 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any], root: Path | None = Non
         es = config.es
         shared.insert(0, f"sigma: cosine {es.sigma:g} -> {es.sigma_end:g}, one step per {es.sigma_steps}")
     print("; ".join(shared))
+    # the one engine the arms share (_Resources), needed when one of them runs ES or has no endpoint
+    for line in engine_lines(config.distributed, any(needs_engine(r.uses_es, r.endpoint) for r in runs.values())):
+        print(line)
     lines = arm_lines(config)
     if lines:
         print("named arms:")
@@ -173,6 +177,8 @@ def print_agent_plan(config: Any, root: Path) -> None:
           f"per task and seed ({'constrained' if e.constrained else 'free'} decoding, {e.max_tokens} tokens a turn)")
     for line in arm_lines(config):
         print(f"named arm {line}")
+    for line in engine_lines(config.distributed):  # the agents play on it, whatever the arm
+        print(line)
 
 
 def plan_runs(config: Any) -> dict[RunSpec, Any]:
