@@ -337,3 +337,21 @@ def test_an_agent_run_resumes_from_another_folder_under_the_skill_it_started_wit
     assert resumed.config["skills"]["paths"] == [str(seed.path)]
     assert resumed.model_dump(exclude={"config"}) == whole.model_dump(exclude={"config"})
     assert resumed.eval_last.mean_reward > 0  # under the edited skill it would be 0
+
+
+def test_only_an_agent_run_that_distils_asks_its_endpoint_first(tmp_path):
+    """An agent run's [endpoint] is its teacher: only a skill method distils on it. Before the run
+    directory exists, `coevolve run` probes it for those (a dead one refused, named), not for an esopt
+    run, which never calls it (before: refused for a server it would never ask, as an agent comparison's
+    arm is not: coevolve/compare.py probe_teachers)."""
+    from coevolve.base.config import build_config
+    from coevolve.commands.run import check_generators
+    from coevolve.engine.openai_client import EndpointConfigError
+    from conftest_server import free_port
+
+    dead = {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "teacher"}
+    esopt = build_config(AgentRunConfig, {"run": {"task": "sudoku", "method": "esopt"}, "endpoint": dead})
+    assert check_generators(esopt) is None
+    distils = build_config(AgentRunConfig, {"run": {"task": "sudoku", "method": "trace2skill"}, "endpoint": dead})
+    with pytest.raises(EndpointConfigError, match=r"^endpoint\.base_url: cannot reach "):
+        check_generators(distils)

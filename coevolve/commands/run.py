@@ -495,11 +495,14 @@ def remember_task(store: RunStore, accept_changed: bool) -> None:
 def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     """Before the run directory exists: a run whose engine is not installed, or
     whose [model] path names no checkpoint, is refused, and the [endpoint] is probed, once (reachable, key taken, model
-    served); what the run records of it (endpoint.json), or None without one."""
+    served; an agent run's only when it distils on it); what the run records of it (endpoint.json), or None
+    without one."""
     students = not isinstance(config, RunConfig)
     require_engine(config.run.method, config.uses_es, config.endpoint, students=students)
     check_model(config)
     require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
+    if students and not config.uses_skills:  # an agent run's endpoint is its teacher: only distilling asks it
+        return None
     endpoint = open_endpoint(config.endpoint)
     return None if endpoint is None else endpoint.describe(endpoint.probe())
 
