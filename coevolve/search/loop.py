@@ -1120,8 +1120,7 @@ class SearchLoop:
         return results
 
     def _settle(self, candidate: Candidate, result: Evaluation) -> None:
-        original = (next(c for c in self.candidates if c.id == result.duplicate_of)
-                    if result.duplicate_of is not None else None)
+        original = self.by_id[result.duplicate_of] if result.duplicate_of is not None else None
         candidate.settle(result, original)
         self.progress.used = self.ledger.used
         if candidate.valid:
