@@ -124,10 +124,19 @@ def test_a_plan_warns_when_the_budget_leaves_out_what_the_method_name_promises()
     assert warnings("eoh", 6) == [] and warnings("sample", 5) == []  # sampling is what sample promises
     # eoh+esopt: 5 + 3 + 3 before m1 (4 members), which needs two members to update
     assert warnings("eoh+esopt", 12, es={"population": 4}) == [
-        "no ES update fits in run.budget = 12: eoh+esopt moves no weights here"]
+        "no ES update fits in run.budget = 12: eoh+esopt moves no weights here (the first needs run.budget >= 13)"]
     assert warnings("eoh+esopt", 13, es={"population": 4}) == []
     plan = run_plan(build_config(RunConfig, {"run": {"method": "sample+esopt", "budget": 1}}))
-    assert "  warning: no ES update fits in run.budget = 1: sample+esopt moves no weights here" in format_plan(plan)
+    assert ("  warning: no ES update fits in run.budget = 1: sample+esopt moves no weights here (the first needs "
+            "run.budget >= 2)") in format_plan(plan)
+    # the least budget, not the first whole generation's (40 under EoH's defaults: a generation cut short
+    # by the budget still updates with fewer directions): 31 warns of 32, which plans an update
+    def default_eoh_esopt(budget: int) -> dict:
+        return run_plan(build_config(RunConfig, {"run": {"method": "eoh+esopt", "budget": budget}}))
+
+    assert default_eoh_esopt(31)["warnings"] == ["no ES update fits in run.budget = 31: eoh+esopt moves no "
+                                                 "weights here (the first needs run.budget >= 32)"]
+    assert default_eoh_esopt(32)["es_updates"] == 1 and default_eoh_esopt(32)["warnings"] == []
 
 
 def test_parents_per_operator():

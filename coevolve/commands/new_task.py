@@ -21,6 +21,9 @@ from coevolve.base.errors import UsageError
 CONFIG = '''# A small run of {name}: `coevolve run config.toml` (from any folder: the task
 # path below is relative to this file). Raise run.budget for a real search.
 [run]
+# or "eoh", "islands", "map_elites", "pareto", a method file (docs/search.md);
+# "+esopt" co-evolves the model's weights too ("eoh+esopt": raise run.budget
+# until `coevolve run config.toml --plan` shows ES updates)
 method = "sample"
 task = "problem.py"
 budget = 20

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -667,8 +667,11 @@ def plan_warnings(method: Method, steps: list) -> list[str]:
     fixed by its config, so walking it again past the budget needs no second one)."""
     config = method.config
     name, budget, warnings = parse_name(config.run.method), config.run.budget, []
+    per_member = config.es.proposals_per_member
     if name.esopt and not any(s.perturbed for s in steps):
-        warnings.append(f"no ES update fits in run.budget = {budget}: {config.run.method} moves no weights here")
+        need = _least_es_budget(method, budget, per_member)
+        warnings.append(f"no ES update fits in run.budget = {budget}: {config.run.method} moves no weights here"
+                        + (f" (the first needs run.budget >= {need})" if need is not None else ""))
     if name.skill and not any(s.operator == DISTILL for s in steps):
         warnings.append(f"no skill refresh fits in run.budget = {budget}: {config.run.method} distils no skill here")
 
@@ -676,19 +679,47 @@ def plan_warnings(method: Method, steps: list) -> list[str]:
         return step.operator != DISTILL and not operators.get(step.operator).parentless
 
     if not any(parented(s) for s in steps):
-        # the first step that builds on a candidate, looked for a little past the budget (at most
-        # LOOKAHEAD evaluations past it: a method that never builds on one, e.g. sample, is not walked
-        # for ten times a large budget)
-        further = min(10 * budget, budget + LOOKAHEAD) + 1000
-        spent = 0
-        for step in iter_planned_steps(method, further, config.es.proposals_per_member):
-            if parented(step):
-                warnings.append(f"every step in run.budget = {budget} writes from the template alone: no "
-                                f"candidate builds on another (the first step that does would need run.budget "
-                                f">= {spent + 1})")
-                break
-            spent += step.count
+        first = _first_step(method, budget, per_member, parented)
+        if first is not None:
+            warnings.append(f"every step in run.budget = {budget} writes from the template alone: no "
+                            f"candidate builds on another (the first step that does would need run.budget "
+                            f">= {first[0] + 1})")
     return warnings + method.plan_warnings(steps)
+
+
+def _least_es_budget(method: Method, budget: int, per_member: int) -> int | None:
+    """The least budget whose plan holds an ES update, above `budget` (whose plan holds none); None when
+    none is found a little past it (_first_step). A generation cut short by the budget may still make one
+    with fewer directions, so the bound the first whole generation gives is searched down (plans are cheap
+    and grow with the budget)."""
+    first = _first_step(method, budget, per_member, lambda step: step.perturbed)
+    if first is None:
+        return None
+
+    def updates(b: int) -> bool:
+        return any(s.perturbed for s in planned_steps(method, b, per_member))
+
+    low, high = budget + 1, first[0] + first[1].count
+    if not updates(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if updates(middle) else (middle + 1, high)
+    return high
+
+
+def _first_step(method: Method, budget: int, per_member: int,
+                wanted: Callable[[PlannedStep], bool]) -> tuple[int, PlannedStep] | None:
+    """The first planned step past what `budget` plans that is `wanted`, with the evaluations before it;
+    looked for a little past the budget (at most LOOKAHEAD evaluations past it: a method that never makes
+    one, e.g. sample's parented step, is not walked for ten times a large budget). None: none there."""
+    further = min(10 * budget, budget + LOOKAHEAD) + 1000
+    spent = 0
+    for step in iter_planned_steps(method, further, per_member):
+        if wanted(step):
+            return spent, step
+        spent += step.count
+    return None
 
 
 def judged_sides(config: "RunConfig", steps: list) -> list[tuple[int, int]]:
