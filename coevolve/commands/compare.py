@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 from coevolve.agents.es_agent import run_seed_skills
 from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import keys_under
+from coevolve.base.errors import plural
 from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_task, check_model, check_task
 from coevolve.compare import ArmError, check_root, default_root, run_comparison, runs_held
 from coevolve.engine.local import needs_engine
@@ -114,8 +115,8 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any], root: Path | None = Non
     plans = arm_plans(runs)
     c = config.compare
     planned = len(planned_runs(config))
-    print(f"{planned} runs: {len(c.methods)} methods x {len(c.tasks)} tasks x "
-          f"{len(c.budgets)} budgets x {len(c.seeds)} seeds ({', '.join(map(str, c.seeds))})")
+    print(f"{plural(planned, 'run')}: {plural(len(c.methods), 'method')} x {plural(len(c.tasks), 'task')} x "
+          f"{plural(len(c.budgets), 'budget')} x {plural(len(c.seeds), 'seed')} ({', '.join(map(str, c.seeds))})")
     line = held_line(root, held, planned)
     if line:
         print(line)
@@ -167,9 +168,9 @@ def print_agent_plan(config: Any, root: Path) -> None:
     held = runs_held(config, root)
     c, e = config.compare, config.eval
     planned = len(agent_runs(config))
-    print(f"{planned} training runs: {sum(m != 'base' for m in c.methods)} methods x "
-          f"{len(c.tasks)} tasks x {len(c.budgets)} budgets x {len(c.seeds)} seeds; episodes per run: "
-          f"{', '.join(map(str, c.budgets))}")
+    print(f"{plural(planned, 'training run')}: {plural(sum(m != 'base' for m in c.methods), 'method')} x "
+          f"{plural(len(c.tasks), 'task')} x {plural(len(c.budgets), 'budget')} x {plural(len(c.seeds), 'seed')}; "
+          f"episodes per run: {', '.join(map(str, c.budgets))}")
     line = held_line(root, held, planned)
     if line:
         print(line)
