@@ -326,7 +326,7 @@ def test_an_agent_comparisons_task_file_counts_from_its_tomls_folder(tmp_path, c
     again = build_config(type(loaded), tomllib.loads(dump_toml(as_dict(loaded))))
     assert as_dict(again) == as_dict(loaded)
     code, out, err = cli(capsys, "compare", str(config), "--plan")
-    assert code == 0 and "training runs" in out, err
+    assert code == 0 and "1 training run: 1 method" in out, err
     run = load_run_config(config, {"run": {"method": "esopt"}})
     assert run.run.task == spec and run.task == {"extra_turns": 2}
     # a file that is not there from the TOML's folder is named with the folder it was looked for in
