@@ -9,14 +9,40 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from coevolve.base.durable import refused_write
 from coevolve.base.errors import UsageError, did_you_mean
-from tasks.loader import TaskExited, exited
+
+
+def _own_tasks_package() -> None:
+    """Import coevolve's own `tasks` package (the one next to `coevolve`) when
+    sys.path would find another first: `python -m coevolve` puts the working
+    directory first, where a project's tasks.py (invoke's convention) or
+    tasks/ folder would stand in for it and every command fail. Only the name
+    `tasks` is settled; sys.path keeps the working directory, so the user's
+    other modules there still import (a `module:Class` task spec)."""
+    if "tasks" in sys.modules:
+        return
+    ours = Path(__file__).resolve().parents[1] / "tasks" / "__init__.py"
+    found = importlib.util.find_spec("tasks")
+    if not ours.is_file() or (found is not None and found.origin and Path(found.origin).resolve() == ours):
+        return
+    spec = importlib.util.spec_from_file_location("tasks", ours)  # an __init__.py: a package, its folder its path
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tasks"] = module
+    spec.loader.exec_module(module)
+
+
+_own_tasks_package()  # before the first `tasks` import below
+
+from tasks.loader import TaskExited, exited  # noqa: E402
 
 START = """start here:
   coevolve run examples/tsp_eoh_esopt.toml     a small TSP co-evolution on the embedded model

@@ -68,7 +68,10 @@ class _WorkerProcess:
     def __init__(self) -> None:
         env = worker_environment()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "coevolve.sandbox.worker"],
+            # -P: no working directory first on the worker's sys.path, where a project's own tasks.py
+            # (invoke's) or tasks/ would shadow coevolve's tasks package and the worker die importing it;
+            # what the caller imports from there still reaches the worker, in its sys.path (hello)
+            [sys.executable, "-P", "-m", "coevolve.sandbox.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
