@@ -39,18 +39,22 @@ def paper_delta(base_gap: float | None, variant_gap: float | None) -> float | No
     """The paper's Δ (§6): g(b) / g(m) − 1 for a method m against its matched
     baseline b, on gaps g(x) = |x − x*| / |x*|. 0.2296 = the baseline's gap is
     22.96% larger; negative when the method is worse. Undefined without both
-    gaps or when the method sits on the reference (g(m) = 0)."""
-    if base_gap is None or variant_gap is None or variant_gap == 0:
+    gaps, and when either is ≤ 0: an arm at or beyond the reference (a task
+    whose reference is a heuristic can be beaten) leaves a ratio of gaps with
+    no sign to read (gaps 0.02 and −0.01 would give −3.0, "far worse", for the
+    better method)."""
+    if base_gap is None or variant_gap is None or base_gap <= 0 or variant_gap <= 0:
         return None
     return base_gap / variant_gap - 1
 
 
 def gap_closed(base_gap: float | None, variant_gap: float | None) -> float | None:
     """(g(b) − g(m)) / g(b): the share of the baseline's gap the method
-    closes (0.25 = a quarter; negative when worse). Not the paper's Δ; kept
-    because it stays bounded (≤ 1) when the method reaches the reference.
-    Undefined without both gaps or when the baseline sits on the reference."""
-    if base_gap is None or variant_gap is None or base_gap == 0:
+    closes (0.25 = a quarter; negative when worse; above 1 when the method goes
+    beyond the reference). Not the paper's Δ; kept because it stays defined when
+    the method reaches the reference. Undefined without both gaps or when the
+    baseline is at or beyond the reference (g(b) ≤ 0: dividing by it flips the sign)."""
+    if base_gap is None or variant_gap is None or base_gap <= 0:
         return None
     return (base_gap - variant_gap) / base_gap
 

@@ -141,17 +141,18 @@ def test_the_comparison_wide_setting_is_said_and_matched_when_every_arm_spends_a
 def test_the_progress_plot_reaches_the_evaluations_spent_outside_t(tmp_path, monkeypatch):
     from coevolve.report import plots
 
-    seen: list[int] = []
-    real = plots.plot_best_so_far
+    ends: list[float] = []
+    real = plots.save_figure
 
-    def recorded(curves, path, budget=None, **kwargs):
-        seen.append(budget)
-        return real(curves, path, budget=budget, **kwargs)
+    def recorded(fig, path):  # the comparison's progress plot: its x axis reaches the evaluations spent
+        if Path(path).name.startswith("progress-"):
+            ends.append(fig.axes[0].get_xlim()[1])
+        return real(fig, path)
 
-    monkeypatch.setattr(plots, "plot_best_so_far", recorded)
+    monkeypatch.setattr(plots, "save_figure", recorded)
     root = _comparison(tmp_path, ARM, {"sample": 4.4, "eoh": 4.4, "eoh-free-init": 4.2})
     render_comparison(root)
-    assert seen == [16]
+    assert ends == [16]
 
 
 # ------------------------------------------------------------ --plan against an existing --out

@@ -23,7 +23,7 @@ from typing import Any
 
 from coevolve.base.config import build_config, read_toml
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_json
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import UsageError, plural
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, arm_lines, arm_method,
                            base_directory, run_state)
 from coevolve.report.collecting import es_counts
@@ -175,7 +175,8 @@ def markdown(config: AgentCompareConfig, rows: list[dict], records: list[dict], 
     lines = [f"# Agent comparison: held-out Mean@{k} / Pass@{k}", "",
              f"Tasks: {', '.join(map(task_label, c.tasks))}. Budgets: {', '.join(map(str, c.budgets))} training episodes per run. "
              f"Seeds: {', '.join(map(str, c.seeds))}. Arms scored: {scored} of {len(records)}.", "",
-             f"Every arm plays the same {e.problems} held-out problems per task (eval split), k = {k} attempts each "
+             f"Every arm plays the same {plural(e.problems, 'held-out problem')} per task (eval split), k = "
+             f"{plural(k, 'attempt')} each "
              f"with the same sampling seeds, {'constrained' if e.constrained else 'free'} decoding, "
              f"{e.max_tokens} tokens a turn. base is the checkpoint (no training). Intervals: 95%, over problems "
              "pooled over seeds.", ""]

@@ -24,6 +24,7 @@ from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, Comp
                            baseline_directory, compared_pairs, config_class, logged_state, planned_runs, scored_sets)
 from coevolve.base.durable import read_jsonl
 from coevolve.runstore import RunStore, kept_best_code, log_damage
+from coevolve.search import methods as registry
 from coevolve.search.population import better
 from coevolve.search.skill import requests_name_versions, shown_counts
 from coevolve.stats import (MOST_SEEDS, Summary, gap_closed, paired_change, paper_delta, problem_means, seeds_needed,
@@ -307,6 +308,24 @@ def verdict(base: dict, variant: dict) -> dict:
     return {**found, "seeds_needed": needed, "why": why}
 
 
+def delta_note(base: dict, variant: dict, direction: Direction) -> str | None:
+    """Why a Δ row has no Δ although both arms have a mean gap: an arm's is ≤ 0 (it reaches or beats
+    the reference, as a heuristic reference can be beaten), where a ratio of gaps has no sign to read
+    (stats.paper_delta); with the mean objectives, which still say which arm is ahead. None otherwise."""
+    gaps = {row["method"]: row["gap"]["mean"] for row in (base, variant)}
+    if None in gaps.values() or all(g > 0 for g in gaps.values()):
+        return None
+    beyond = [m for m, g in gaps.items() if g <= 0]
+    who = " and ".join(registry.label(m) for m in beyond)
+    verb = ("reach or beat" if len(beyond) > 1 else
+            "beats" if gaps[beyond[0]] < 0 else "reaches")
+    a, b = base["objective"]["mean"], variant["objective"]["mean"]
+    name = registry.label(variant["method"])
+    ahead = ("equal" if a == b else "better" if better(b, a, direction) else "worse")
+    return (f"n/a: {who} {verb} the reference; by mean objective {name} is {ahead} "
+            f"({fmt_number(b)} vs {fmt_number(a)})")
+
+
 def _mean_std(values: Iterable[float | None]) -> dict:
     return summarise(list(values)).to_dict()
 
@@ -319,7 +338,8 @@ def aggregate(config: CompareConfig, cells: list[ComparisonCell],
     template = template or {}
     rows: list[dict] = []
     for task_name in config.compare.tasks:
-        sets = scored_sets(config, heuristic_task(task_name))
+        task = heuristic_task(task_name)
+        sets = scored_sets(config, task)
         for budget in config.compare.budgets:
             for split, size in sets:
                 by_method: dict[str, dict] = {}
@@ -353,6 +373,7 @@ def aggregate(config: CompareConfig, cells: list[ComparisonCell],
                                                       by_method[variant]["gap"]["mean"]),
                                  "gap_closed": gap_closed(by_method[base]["gap"]["mean"],
                                                           by_method[variant]["gap"]["mean"]),
+                                 "delta_note": delta_note(by_method[base], by_method[variant], task.direction),
                                  **verdict(by_method[base], by_method[variant])})
     return rows
 

@@ -4,11 +4,13 @@ coevolve.search.plot.save_figure) from collected cells and aggregated rows."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
-from coevolve.base.records import ComparisonCell
+from coevolve.base.errors import plural
+from coevolve.base.records import ComparisonCell, SearchSummary
 from coevolve.plan import CompareConfig, ordered_arms
 from coevolve.search import methods as registry
-from coevolve.search.plot import plot_best_so_far, save_figure
+from coevolve.search.plot import LINE_STYLES, save_figure
 from coevolve.stats import band
 from tasks.loader import task_label
 from tasks.registry import heuristic_task
@@ -17,30 +19,99 @@ def label(method: str) -> str:
     return registry.label(method)
 
 
+def _pyplot():
+    # matplotlib on first drawing (as coevolve.search.plot): `coevolve run`'s end table needs none of it
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _steps(ax, curve: Sequence[Sequence[float]], end: int, **style):
+    """A best-so-far curve [(evaluation, value), ...] as a step line held flat to `end` (runs of one budget
+    compare at a glance); the line drawn."""
+    xs, ys = [x for x, _ in curve], [y for _, y in curve]
+    return ax.step(xs + [max(end, xs[-1])], ys + [ys[-1]], where="post", **style)[0]
+
+
 def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name: str, budget: int,
                   path: Path) -> Path:
-    """Best-so-far training objective vs evaluations: per method the mean over
-    seeds, shaded ± one std (from the evaluation where some seed has a valid candidate),
-    each as far as its runs spent (T, plus what a run charged outside T: EoH's initial
+    """Best-so-far training objective vs evaluations: per method each seed's curve, thin, and the mean over
+    the seeds that found a valid program, shaded ± one std, from the evaluation where every one of them has
+    one: a mean over the seeds started so far would jump when a late seed enters it, an improvement no
+    run made. Each as far as its runs spent (T, plus what a run charged outside T: EoH's initial
     population under eoh.init_in_budget = false), the axis to the most any arm spent."""
+    plt = _pyplot()
     direction = heuristic_task(task_name).direction
-    curves, bands = {}, {}
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     end = budget
-    for method in ordered_arms(config):
+    for index, method in enumerate(ordered_arms(config)):
         runs = [c.summary for c in cells
                 if (c.task, c.method, c.budget) == (task_name, method, budget) and c.summary is not None]
         spent = budget + max((s.outside_budget for s in runs), default=0)
         end = max(end, spent)
-        spread = band([s.best_so_far for s in runs], spent)
-        valid = spread.runs[-1] if spread.runs else 0  # the seeds with a valid program by the end
-        name = f"{label(method)} ({len(runs)} seeds" + (f", {valid} with a valid program)" if valid < len(runs) else ")")
-        curves[name] = list(zip(spread.xs, spread.mean))
-        bands[name] = (spread.xs, spread.low, spread.high)
+        started = [s.best_so_far for s in runs if s.best_so_far]  # the seeds with a valid program
+        if not started:
+            continue
+        color = f"C{index % 10}"
+        if len(started) > 1:
+            for curve in started:
+                _steps(ax, curve, spent, color=color, linewidth=0.7, alpha=0.45)
+        spread = band(started, spent)
+        keep = [i for i, n in enumerate(spread.runs) if n == len(started)]  # a suffix: curves only start
+        xs, mean = [spread.xs[i] for i in keep], [spread.mean[i] for i in keep]
+        name = f"{label(method)} ({plural(len(runs), 'seed')}" + (
+            f", {len(started)} with a valid program)" if len(started) < len(runs) else ")")
+        if len(started) > 1 and xs[0] > min(curve[0][0] for curve in started):
+            name += f", mean from {xs[0]}"
+        _steps(ax, list(zip(xs, mean)), spent, color=color, linewidth=2,
+               linestyle=LINE_STYLES[index % len(LINE_STYLES)], label=name)
+        ax.plot(xs, mean, "o", markersize=3, color=color)
+        low, high = [spread.low[i] for i in keep], [spread.high[i] for i in keep]
+        ax.fill_between(xs + [spent], low + [low[-1]], high + [high[-1]], step="post", color=color, alpha=0.2,
+                        linewidth=0)
     better = "lower" if direction == "min" else "higher"
-    return plot_best_so_far(curves, path, budget=end, bands=bands,
-                            title=f"{task_label(task_name)}, budget {budget}: mean ± std over seeds"
-                            + (f" (some arms spend up to {end})" if end > budget else ""),
-                            ylabel=f"best train objective ({better} is better)")
+    ax.set_title(f"{task_label(task_name)}, budget {budget}: mean ± std over seeds"
+                 + (f" (some arms spend up to {end})" if end > budget else "")
+                 + "\nthin: each seed; the mean from when all seeds with a program have one",
+                 fontsize="medium")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel(f"best train objective ({better} is better)")
+    ax.set_xlim(0, end)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no run produced a valid program", ha="center", va="center", transform=ax.transAxes)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_run_progress(summary: SearchSummary, path: Path) -> Path:
+    """A run's best-so-far training objective, with the task template's training objective (the starting
+    point to beat: a curve that never passes it found nothing better) and the training set's reference,
+    where the summary has them, as dashed lines."""
+    plt = _pyplot()
+    train = summary.train
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    if summary.best_so_far:
+        line = _steps(ax, summary.best_so_far, summary.budget, label=summary.method)
+        ax.plot(*zip(*summary.best_so_far), "o", markersize=3, color=line.get_color())
+    template = (summary.context or {}).get("template_objective")
+    if template is not None:
+        ax.axhline(template, color="black", linestyle="--", linewidth=1, label=f"task template ({template:.6g})")
+    if train.reference is not None:
+        ax.axhline(train.reference, color="tab:green", linestyle=":", linewidth=1.2,
+                   label=f"reference ({train.reference:.6g})")
+    ax.set_title(f"{summary.task}, {summary.method}, seed {summary.seed}")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel(f"best train objective ({'lower' if train.direction == 'min' else 'higher'} is better)")
+    ax.set_xlim(0, summary.budget)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)
 
 
 def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[ComparisonCell], task_name: str,
@@ -118,11 +189,7 @@ def difference_points(rows: list[dict], task_name: str) -> list[tuple[str, float
 def plot_differences(rows: list[dict], task_name: str, direction: str, path: Path) -> Path:
     """One line per Δ row of the task: the difference of mean test objectives with Welch's 95% interval,
     in % of the base's mean; a line that crosses 0 is a pair that cannot be told apart."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     points = difference_points(rows, task_name)
     fig, ax = plt.subplots(figsize=(8.0, 1.6 + 0.45 * max(1, len(points))), dpi=100)
     for y, (name, middle, low, high, apart) in enumerate(reversed(points)):

@@ -23,7 +23,7 @@ from coevolve.agents.es_agent import SEED_SKILLS, logged_seed_skills
 from coevolve.agents.skills import SkillError, parse_skill_text
 from coevolve.es.start import ResumeError
 from coevolve.base.durable import atomic_write_json, atomic_write_text, read_jsonl
-from coevolve.base.errors import UsageError
+from coevolve.base.errors import UsageError, plural
 from coevolve.base.records import (AgentEvalRound, AgentSummary, ComparisonCell, ESCounts, SearchSummary, TestScores,
                                    parse, read_record, read_summary)
 from coevolve.base.config import read_toml
@@ -36,7 +36,8 @@ from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, bas
                                         commonest_failures, derived_damage, es_counts, fmt_number, failure_rows,
                                         heldout_change, run_rows, run_starting_point, seeds_worse, skill_rows,
                                         skill_use, TaskBuilder, worse_than_template)
-from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
+from coevolve.report.plots import (label as _label, plot_differences, plot_progress, plot_run_progress,
+                                   plot_test_scores)
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore, ended, extended_budget, log_damage
 from coevolve.search.plot import plot_best_so_far
@@ -147,7 +148,7 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             for s in sets:
                 d = deltas.get(s) or {}
                 told = {True: "", False: " (cannot be told apart)", None: " (cannot judge)"}[d.get("distinct")]
-                cells += ["", fmt_delta(d.get("delta")) + told]
+                cells += ["", (d.get("delta_note") or fmt_delta(d.get("delta"))) + told]
             lines.append("| " + " | ".join(cells + [""] * 5) + " |")
     return "\n".join(lines)
 
@@ -169,6 +170,32 @@ def _worse_than_template(row: dict, records: list[ComparisonCell], template: flo
     return [f"{where}: {_label(row['method'])}'s mean test objective is worse than the task template's ({numbers}; "
             f"{worse} of {scored} scored seeds worse): on average its best heuristic is worse than the program its "
             "runs started from."]
+
+
+def _fewer_seeds(rows: list[dict]) -> list[str]:
+    """A line per arm and budget of a task (`rows`: its method rows) whose means are over fewer seeds than
+    it planned: the runs that produced no valid program are left out of them, so one lucky seed can stand
+    for the arm, which the table's mean ± std alone does not show."""
+    out = []
+    arms: dict[tuple[str, int], list[dict]] = {}
+    for row in rows:
+        arms.setdefault((row["method"], row["budget"]), []).append(row)
+    for (method, budget), sets in arms.items():
+        first = sets[0]
+        made, runs = first["with_heuristic"], first["runs"]
+        unscored = [f"on {r['split']}{r['size']} only {r['objective']['n']} of them scored"
+                    for r in sets if r["objective"]["n"] < made]
+        if made == runs and not unscored:
+            continue
+        where = f"{task_label(first['task'])} at budget {budget}: {_label(method)}"
+        waiting = first["runs"] - first["finished"]
+        said = f"{made} of {plural(runs, 'seed')} produced a valid program" + (
+            f" ({waiting} not finished)" if waiting else "")
+        mean = ("it has no mean to compare" if made == 0 else "its mean is that one seed's" if made == 1
+                else f"its means are over those {made}")
+        scored = "".join(f"; {line}" for line in unscored)
+        out.append(f"{where}: {said}; {mean}{scored}.")
+    return out
 
 
 def conclusions(config: CompareConfig, rows: list[dict], records: list[ComparisonCell],
@@ -205,27 +232,32 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
         for split, size in list(dict.fromkeys(k[1:] for k in template if k[0] == task_name)):
             same = [r for r in mine if r.best_is is None and at_template(r, split, size, template[(task_name, split, size)])]
             if same:
-                out.append(f"{name} {split}{size}: {len(same)} more runs' best scores exactly what the template "
+                whose = "1 more run's" if len(same) == 1 else f"{len(same)} more runs'"
+                out.append(f"{name} {split}{size}: {whose} best scores exactly what the template "
                            f"scores ({fmt_number(template[(task_name, split, size)])}).")
         direction = heuristic_task(task_name).direction
         for row in rows:
             if row["kind"] == "method" and row["task"] == task_name:
                 out += _worse_than_template(row, records, template.get((task_name, row["split"], row["size"])),
                                             direction)
+        out += _fewer_seeds([r for r in rows if r["kind"] == "method" and r["task"] == task_name])
     for row in rows:
         if row["kind"] != "delta":
             continue
         where = (f"{_label(row['base'])} vs {_label(row['variant'])} on {task_label(row['task'])} "
                  f"{row['split']}{row['size']} at budget {row['budget']}")
         base, variant = (spent.get((row["task"], row["budget"], row[k]), row["budget"]) for k in ("base", "variant"))
-        unequal = (f" (not budget-matched: {_label(row['variant'])} spent {variant} evaluations a run, "
+        unequal = (f" (not budget-matched: {_label(row['variant'])} spent {plural(variant, 'evaluation')} a run, "
                    f"{_label(row['base'])} {base})" if base != variant else "")
+        # Δ's table cell names the arm beyond the reference; here why a ratio of gaps is no measure there
+        beyond = (f" Δ is {row['delta_note']}: with a gap ≤ 0 a ratio of gaps has no sign to read, so the "
+                  "mean objectives are the measure." if row.get("delta_note") else "")
         if row.get("unfinished"):
             out.append(f"{where}: not compared yet: {row['why']}.")
         elif row["distinct"] is True:
-            out.append(f"{where}: the arms differ: {row['why']}{unequal}.")
+            out.append(f"{where}: the arms differ: {row['why']}{unequal}.{beyond}")
         else:
-            out.append(f"{where}: cannot be told apart: {row['why']}{unequal}.")
+            out.append(f"{where}: cannot be told apart: {row['why']}{unequal}.{beyond}")
     if unmatched:
         out.append("The +ESOpt arms are NOT structurally matched to their base methods (allowed knowingly with "
                    "compare.allow_unmatched): " + "; ".join(unmatched) + ". Differences may come from the plans, "
@@ -248,7 +280,8 @@ def budget_sentence(config: CompareConfig, spend: list[dict], budget: int | str)
         why = ("its initial population, charged outside T as the paper counts T"
                + (f" ({e['setting']})" if e["setting"] else "")) if outside else spend_reason(e)
         groups.setdefault((e["arm"], e["evaluations"] - e["budget"], why), []).append((e["task"], e["budget"]))
-    said = [f"{_label(arm)} spends {abs(more)} {'more' if more > 0 else 'fewer'} evaluations than T: {why}"
+    said = [f"{_label(arm)} spends {abs(more)} {'more' if more > 0 else 'fewer'} "
+            f"{'evaluation' if abs(more) == 1 else 'evaluations'} than T: {why}"
             + ("" if set(where) == cells
                else " (at " + ", ".join(f"{task_label(t)} budget {b}" for t, b in where) + ")")
             for (arm, more, why), where in groups.items()]
@@ -345,7 +378,9 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
              "a heuristic; gap = relative distance to the reference, positive when worse. "
              + (("Δ = gap of the base method / gap of its +ESOpt variant − 1, from the mean gaps (the "
                  "paper's gain, §6: +22.96% means the base method's gap is 22.96% larger); results.json "
-                 "also holds gap_closed = (base gap − variant gap) / base gap."
+                 "also holds gap_closed = (base gap − variant gap) / base gap. Where an arm's mean gap is ≤ 0 "
+                 "(it reaches or beats the reference, which a heuristic reference allows) Δ is n/a: a ratio "
+                 "of gaps then has no sign to read, and the row gives the mean objectives instead."
                  + (" Every other method is set against Sample the same way (Sample's gap / its gap − 1)."
                     if SAMPLE in c.methods else ""))
                 if compared_pairs(config) else ""),
@@ -394,6 +429,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
     skill = skill_rows(root, records, logs)
     if skill:
         parts += ["## What the skill's requests did", "", skill_table(skill), ""]
+    directions = {task_name: heuristic_task(task_name).direction for task_name in c.tasks}  # built once each
     parts += ["## Runs", "", "| task | method | budget | seed | state | valid | train best | best is | directory |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in records:
@@ -403,7 +439,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
             valid += f" ({s.distinct_valid} distinct)"
         parts.append(f"| {task_label(r.task)} | {_label(r.method)} | {r.budget} | {r.seed} | {r.state} | "
                      f"{valid} | {fmt_number(s.best.objective if s and s.best else None)} | "
-                     f"{best_is_cell(r, template)}"
+                     f"{best_is_cell(r, template, directions[r.task])}"
                      f" | [{r.dir}]({r.dir}/) |")
     written["report.md"] = root / "report.md"
     atomic_write_text(written["report.md"], "\n".join(parts) + "\n")
@@ -478,10 +514,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     if isinstance(summary, AgentSummary):
         return render_agent_run(store, summary)
     direction = summary.train.direction
-    plot = plot_best_so_far({summary.method: summary.best_so_far},
-                            store.path("progress.png"), budget=summary.budget,
-                            title=f"{summary.task}, {summary.method}, seed {summary.seed}",
-                            ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
+    plot = plot_run_progress(summary, store.path("progress.png"))
     found = run_starting_point(store.dir, summary.task) if summary.best else None
     events = store.events()  # read once: the skill use row and the damage notes below both take it
     parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
@@ -527,15 +560,23 @@ STARTING_POINT = {"template": "the task template", "seed": "a seed heuristic",
 SCORES_AS_TEMPLATE = "a program scoring as the task template"
 
 
-def best_is_cell(cell: ComparisonCell, template: dict) -> str:
+WORSE_THAN_TEMPLATE = "a program worse than the task template"
+
+
+def best_is_cell(cell: ComparisonCell, template: dict, direction: Direction) -> str:
     """The Runs table's "best is": a starting point the run returned, or a program of its own that
     scores exactly as the template on every test set (left blank, it read as a better program; the
-    conclusions count it among the runs whose best scores what the template scores)."""
+    conclusions count it among the runs whose best scores what the template scores), or one that scores
+    worse than the template on every test set it was scored on (blank, it read as a find)."""
     if cell.best_is is not None:
         return STARTING_POINT.get(cell.best_is, "")
     sets = [(split, size) for (task, split, size) in template if task == cell.task]
     if sets and all(at_template(cell, split, size, template[(cell.task, split, size)]) for split, size in sets):
         return SCORES_AS_TEMPLATE
+    scored = [(cell.scores[s].objective, template[(cell.task, *s)]) for s in sets
+              if s in cell.scores and cell.scores[s].objective is not None]
+    if scored and all(worse_than_template(objective, mine, direction) for objective, mine in scored):
+        return WORSE_THAN_TEMPLATE
     return ""
 
 
@@ -602,7 +643,8 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None,
                                      "clones (not charged to the budget)"))
     if summary.es:
         rows.append(("ES updates", es_updates(summary.es)))
-    context = context_rows(summary.context, summary.stopped, skill_max_tokens(summary, directory))
+    context = context_rows(summary.context, summary.stopped, skill_max_tokens(summary, directory),
+                           best=best.objective if best else None, direction=train.direction)
     named = [name for name, _ in context]
     at = max((i + 1 for i, name in enumerate(named) if name in ("starting skill", "skill versions", "skill trial")),
              default=len(named))
@@ -707,7 +749,7 @@ def origins_text(versions: list[dict]) -> str:
     were more: a user reads "5 rules" as 5 things the model learnt, which stand-ins are not."""
     latest = versions[-1]
     if not isinstance(latest.get("origins"), dict):
-        return f" ({latest['rules']} rules)"
+        return f" ({plural(latest['rules'], 'rule')})"
     names = {f.name for f in fields(RuleOrigins)}
     text = RuleOrigins(**{k: v for k, v in latest["origins"].items() if k in names}).summary()
     counted = [v["origins"] for v in versions if isinstance(v.get("origins"), dict)]
@@ -717,10 +759,11 @@ def origins_text(versions: list[dict]) -> str:
     return ": " + text
 
 
-def context_rows(context: dict | None, stopped: dict | None,
-                 skill_max_tokens: int | None = None) -> list[tuple[str, str]]:
+def context_rows(context: dict | None, stopped: dict | None, skill_max_tokens: int | None = None, *,
+                 best: float | None = None, direction: Direction | None = None) -> list[tuple[str, str]]:
     """The run table's rows for issue 25's context (absent from older summaries). `skill_max_tokens`: the
-    run's skill.max_tokens, named where skill analysts' replies ended at it."""
+    run's skill.max_tokens, named where skill analysts' replies ended at it. `best`: the run's best training
+    objective, and `direction` the task's: the `beat the template` row then says when the best is worse."""
     if not context:
         return []
     rows = [("valid per phase", ", ".join(f"{name} {p['valid']}/{p['candidates']}"
@@ -775,7 +818,8 @@ def context_rows(context: dict | None, stopped: dict | None,
     if context.get("proposers"):  # an endpoint ensemble
         rows.append(("proposers", ", ".join(
             f"{name} {p['candidates']} ({p['valid']} valid"
-            + (f", {p['improved']} successes" if "improved" in p else "")  # older summaries: no count
+            # older summaries: no count
+            + (f", {plural(p['improved'], 'success', 'successes')}" if "improved" in p else "")
             + (f"; next weight {p['weight']:.2f}" if "weight" in p else "") + ")"  # an adaptive ensemble
             for name, p in context["proposers"].items())
             # ensemble.improved's rule: a first-step (i1) candidate has no parent to beat
@@ -794,8 +838,8 @@ def context_rows(context: dict | None, stopped: dict | None,
                                    "shown under them as parents"))
     start = context.get("skill_start")
     if start:
-        rows.append(("starting skill", f"{start['name']} ({start['rules']} rules) from {start['source']}, kept as "
-                                       f"{start['path']}"))
+        rows.append(("starting skill", f"{start['name']} ({plural(start['rules'], 'rule')}) from {start['source']}, "
+                                       f"kept as {start['path']}"))
     versions = context["skill_versions"]
     trials = context.get("skill_trials", [])
     if versions:
@@ -819,9 +863,7 @@ def context_rows(context: dict | None, stopped: dict | None,
             for s in starts)))
     template = context.get("template_objective")
     if template is not None:
-        seeded = ", seeded into the archive, not charged" if context.get("seed") else ""
-        rows.append(("beat the template", f"{'yes' if context['beat_template'] else 'no'} (template {template:.6g}"
-                                          f"{seeded})"))
+        rows.append(("beat the template", beat_template_text(context, template, best, direction)))
     if context.get("spend") is not None:
         rows.append(("endpoint spend", f"${context['spend']:.4f}"))
     if stopped:
@@ -832,9 +874,22 @@ def context_rows(context: dict | None, stopped: dict | None,
             reached = f"no better objective for {used:g} plan step{'' if used == 1 else 's'}"
         else:
             reached = f"{used:g} >= {limit:g}"
-        rows.append(("stopped early", f"cap {cap} reached ({reached}) after {stopped['evaluations']} evaluations; "
+        rows.append(("stopped early", f"cap {cap} reached ({reached}) after "
+                                      f"{plural(stopped['evaluations'], 'evaluation')}; "
                                       "raise it in config.toml and --resume to go on"))
     return rows
+
+
+def beat_template_text(context: dict, template: float, best: float | None, direction: Direction | None) -> str:
+    """The `beat the template` row: yes, or no, and when the best scores worse than the template (the
+    run's best can: with [context] seed_template off the template is not in its archive) that it is the
+    template that is the better program; a bare "no" read as "equal"."""
+    seeded = ", seeded into the archive, not charged" if context.get("seed") else ""
+    if context["beat_template"]:
+        return f"yes (template {template:.6g}{seeded})"
+    if best is not None and direction is not None and worse_than_template(best, template, direction):
+        return f"no: WORSE than the template ({best:.6g} vs {template:.6g}{seeded}): the template is the better program"
+    return f"no (template {template:.6g}{seeded})"
 
 
 def agent_table(summary: AgentSummary, directory: Path) -> str:
@@ -915,7 +970,7 @@ def distilled_skill_text(path: str | None, directory: Path) -> str:
         text = origins_text([{"origins": event["origins"]}])
     else:
         try:
-            text = f" ({rule_count(parse_skill_text(event['text'], 'skill event').body)} rules)"
+            text = f" ({plural(rule_count(parse_skill_text(event['text'], 'skill event').body), 'rule')})"
         except SkillError:
             text = ""  # a damaged event: the path alone, as before
     scores = [c.get("validation_score") for c in event.get("candidates") or []]
@@ -938,7 +993,7 @@ def seed_skill_rows(directory: Path) -> list[tuple[str, str]]:
     if not skills:
         return []
     paths = [entry.get("path") for e in events if e.get("type") == SEED_SKILLS for entry in e["skills"]]
-    return [("seed skills", "; ".join(f"{skill.name} ({rule_count(skill.body)} rules) from {path}"
+    return [("seed skills", "; ".join(f"{skill.name} ({plural(rule_count(skill.body), 'rule')}) from {path}"
                                       for skill, path in zip(skills, paths)))]
 
 
