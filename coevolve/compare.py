@@ -65,8 +65,9 @@ from coevolve.search.loop import SearchLoop
 from coevolve.search.methods import es_population, record_methods
 from coevolve.search.progress import progress_bar
 from coevolve.search.runconfig import RunConfig
-from tasks.base import SeededSets, gap, starting_program
-from tasks.loader import TaskExited, exited, guarded, record_tasks, task_label
+from tasks.base import Reference, SeededSets, gap, starting_program
+from tasks.check import checked_reference
+from tasks.loader import TaskExited, exited, record_tasks, task_label
 from tasks.registry import heuristic_task
 
 
@@ -482,14 +483,18 @@ def score_files(jobs: list[tuple[str, str, str, int]], limit: int, sandbox: Any)
     return scores
 
 
-def _reference(task: Any, split: str, size: int) -> Any:
-    """The task's reference value, its own code run in this process (as `coevolve eval` runs it): one
-    that exits the process is one line."""
+def _reference(task: Any, split: str, size: int) -> Reference | None:
+    """The task's reference, its own code run in this process (as `coevolve eval` runs it): one that exits
+    the process is one line; one that raises or returns no Reference is none, with a warning naming its
+    line (checked_reference): the runs and their test scores stand without it (no gap)."""
     try:
-        with guarded():
-            return task.reference(split, size)
+        reference, problem = checked_reference(task, split, size)
     except TaskExited as exc:
         raise UsageError(exited(exc, f"reference({split!r}, {size})")) from None
+    if problem:
+        print(f"warning: {problem}; the test scores on {split} {size} have no reference or gap",
+              file=sys.stderr, flush=True)
+    return reference
 
 
 def score_comparison(config: CompareConfig, root: str | Path, *, log: Progress = print) -> None:

@@ -15,7 +15,7 @@ import functools
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, get_args, runtime_checkable
 
 import numpy as np
 
@@ -29,10 +29,18 @@ class InvalidSolution(Exception):
     wrong type, NaN ...). The sandbox turns it into the `invalid` failure."""
 
 
+ReferenceKind = Literal["exact", "best-known", "bound"]
+REFERENCE_KINDS: tuple[str, ...] = get_args(ReferenceKind)
+
+
 @dataclass(frozen=True)
 class Reference:
-    value: float
-    kind: Literal["exact", "best-known", "bound"]
+    """What `reference()` returns for a set that has one (None where it has none): the loop's gap, `coevolve
+    eval`'s and the comparison's test scores read it. Anything else (a bare float, a raise) is taken as
+    no reference, with a warning naming the task's line (tasks.check.checked_reference)."""
+
+    value: float  # a finite real number, in the objective's units (the mean over the set, as score() is)
+    kind: ReferenceKind
     source: str  # e.g. "LKH-3 via elkai", "dynamic programming", "C(n,w) bound"
 
 
@@ -61,21 +69,29 @@ class HeuristicTask(Protocol):
     def score(self, decisions: list[Any], instances: Any) -> float:
         """Trusted side: check every decision (a full tour, a feasible
         packing, ...; InvalidSolution otherwise) and return the mean
-        objective computed from `instances`, never from the decisions' claims."""
+        objective computed from `instances`, never from the decisions' claims:
+        a real number (an int or a float, numpy's too; not a bool, a string or
+        an array: tasks.check.real_number), finite for a valid program."""
 
     def instance_seconds(self, size: int) -> float:
         """CPU seconds a heuristic may spend on one instance of `size` (and on
         loading): the sandbox's per-instance limit, so a hang fails fast."""
 
     def reference(self, split: str, size: int) -> Reference | None:
-        """Reference objective for a set, when computable."""
+        """Reference objective for a set: a Reference, or None where the set has none (never a bare
+        number, never a raise). Asked in the owner's process: by a run as it ends (its training set), by
+        `coevolve eval` and a comparison's test scoring (each set scored), by `coevolve check-task` (the
+        training set and every split's smallest set; a task file's, not a built-in's). May be slow (a
+        solver): cache it (tasks/references.py)."""
 
     # Optional, read by the sandbox when present (not part of the protocol check):
     #   instance_scores(decisions, instances) -> list[float]: each instance's objective, trusted side,
     #     whose mean is score() (check-task holds the template to it). The sandbox calls score() for the
     #     verdict and the objective, then this on the decisions score() accepted, and hands the profile
     #     back (MAP-Elites' `spread` and `wins`, the notes against the template); what either raises is
-    #     the program's `invalid` verdict, naming the method. Where they disagree, score() is the objective.
+    #     the program's `invalid` verdict, naming the method, as is a value that is not a real number
+    #     (each one as score()'s) or, where the objective is their mean, one that is nan or inf (named by
+    #     its index). Where they disagree, score() is the objective.
     #   score_is_instance_mean: bool (default False): True declares score() to be by definition the mean
     #     of instance_scores() (every built-in task that has them: the ACO tasks' colony runs are too
     #     costly to run twice); the sandbox then computes the profile once and takes its mean as the

@@ -15,15 +15,17 @@ import copyreg
 import dataclasses
 import inspect
 import math
+import numbers
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.base import declared_behaviour, declared_cascade
-from tasks.loader import TaskExited, exited, guarded, user_frame
+from tasks.base import REFERENCE_KINDS, Reference, declared_behaviour, declared_cascade
+from tasks.loader import TaskExited, exited, guarded, raised_in, user_frame
 
 MAX_INSTANCE_SECONDS = 3600.0  # a larger per-instance limit is a typo (ms for s), not a plan
 
@@ -101,6 +103,115 @@ def overdue(exc: StillRunning, longer: str = LONGER) -> str:
     return f"{exc}{f' (at {where}' if where else ''}; a loop that never ends? ({longer})"
 
 
+# -- what a task's methods return --------------------------------------------------------------------
+# One check for check-task (the template's) and the sandbox worker (every candidate's), so a value the
+# framework cannot use is named the same way in both: the method, where it is defined, what came back.
+REAL = "a real number (an int or a float, numpy's too; not a bool)"
+
+
+class BadReturn(TypeError):
+    """A task's method returned what the framework cannot use; the message is the whole line."""
+
+
+def defined_at(method: Any) -> str:
+    """` at file:line` of a task's method's def (bound or not, decorated or not); "" for one without Python code."""
+    try:
+        function = inspect.unwrap(getattr(method, "__func__", method))
+    except ValueError:  # a wrapper chain that loops
+        return ""
+    code = getattr(function, "__code__", None)
+    return f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+
+
+def _is_real(value: Any) -> bool:
+    # a bool is a verdict, not an objective: `return cost < best` where `return cost` was meant
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def real_number(value: Any, method: Any, called: str) -> float:
+    """`value`, what the task's `method` (`called`, e.g. "score()") returned, as a float; BadReturn
+    naming the method's def line and what came back when it is not a real number (a numeric string,
+    None, an array: float() took some of them, then raised naming no line). nan and inf pass: the
+    caller says where a value must be finite."""
+    if not _is_real(value):
+        raise BadReturn(f"{called}{defined_at(method)} returned {shown(value)} (a {type(value).__name__}), "
+                        f"expected {REAL}")
+    return float(value)
+
+
+def instance_values(values: Any, method: Any, called: str = "instance_scores()") -> list[float]:
+    """What `instance_scores` returned, one float per instance; BadReturn naming the method's def line and
+    the first value (by its index) that is not a real number, or the whole when it is not a sequence."""
+    try:
+        items = list(values) if not isinstance(values, (str, bytes, dict)) else None
+    except TypeError:
+        items = None
+    if items is None:
+        raise BadReturn(f"{called}{defined_at(method)} returned {shown(values)} (a {type(values).__name__}), "
+                        f"expected a list of real numbers, one per instance")
+    for index, value in enumerate(items):
+        if not _is_real(value):
+            raise BadReturn(f"{called}{defined_at(method)} returned {shown(value)} (a {type(value).__name__}) at "
+                            f"index {index}, expected {REAL}")
+    return [float(value) for value in items]
+
+
+def non_finite(profile: list[float], method: Any, called: str = "instance_scores()") -> str | None:
+    """The line naming the first per-instance value that is nan or inf (by its index), None when all are
+    finite: a mean objective over them is nan, and saying so of score() would blame the wrong method."""
+    index = next((i for i, value in enumerate(profile) if not math.isfinite(value)), None)
+    if index is None:
+        return None
+    return (f"{called}{defined_at(method)} gave {profile[index]} at index {index} (of {len(profile)} instances), "
+            "expected a finite number")
+
+
+# how a task says a set has no reference, in the line that says it did otherwise
+NO_REFERENCE = "return None for a set without one"
+
+
+def checked_reference(task: Any, split: str, size: int) -> tuple[Reference | None, str]:
+    """`task.reference(split, size)`, the task's own code run in this process, as a Reference with a float
+    value, and "" — or None and the one line saying why there is none to use: it raised (a
+    NotImplementedError is a declared none, as None is), or returned other than None or a
+    tasks.base.Reference (or an object of its fields) of a finite value, a kind of REFERENCE_KINDS and a
+    str source. A run, `coevolve eval` and a comparison take that as no reference and warn with the line
+    (their work stands: a reference gives only the gap); check-task fails on it. Code that exits is
+    `guarded`: TaskExited, for the caller's one line (tasks.loader.exited), as before."""
+    called = f"reference({split!r}, {size})"
+    try:
+        with guarded(called):
+            value = task.reference(split, size)
+    except NotImplementedError:
+        return None, ""
+    except Exception as exc:
+        return None, f"{called} raised {raised_in(exc, 'reference()')}; {NO_REFERENCE}"
+    if value is None:
+        return None, ""
+    at = defined_at(getattr(task, "reference", None))
+    # a Reference, or an object of the same fields (a test's fake, a task's own dataclass): what is read
+    if not all(hasattr(value, field.name) for field in dataclasses.fields(Reference)):
+        return None, (f"{called}{at} returned {shown(value)} (a {type(value).__name__}), expected "
+                      f"tasks.base.Reference(value, kind, source) or None ({NO_REFERENCE})")
+    fault = _reference_fault(value)
+    if fault:
+        return None, f"{called}{at} returned {shown(value)}: {fault}"
+    return Reference(float(value.value), value.kind, value.source), ""
+
+
+def _reference_fault(reference: Any) -> str:
+    """What is wrong with a Reference's fields, "" when nothing (the dataclass checks none of them)."""
+    if not _is_real(reference.value):
+        return f"its value is {shown(reference.value)}, expected {REAL}"
+    if not math.isfinite(reference.value):
+        return f"its value is {reference.value}, expected a finite number"
+    if reference.kind not in REFERENCE_KINDS:
+        return f"its kind is {shown(reference.kind)}, expected one of {', '.join(map(repr, REFERENCE_KINDS))}"
+    if not isinstance(reference.source, str):
+        return f"its source is {shown(reference.source)}, expected a str (where the value comes from)"
+    return ""
+
+
 def shape_problems(task: Any) -> list[str]:
     """What is missing or mistyped in a heuristic task; [] when its shape is right."""
     problems = []
@@ -116,7 +227,7 @@ def shape_problems(task: Any) -> list[str]:
         return problems
     if not task.function_name.isidentifier():
         problems.append(f"function_name: {task.function_name!r} is not a Python identifier")
-    problems += template_problems(task.template, task.function_name)
+    problems += template_problems(task.template, task.function_name, template_file(task))
     calls = signature_problems(task)
     if calls:  # calling splits() and instance_seconds() below would only repeat them as bare TypeErrors
         return problems + calls
@@ -257,12 +368,14 @@ def cascade_problems(task: Any, splits: dict[str, list[int]]) -> list[str]:
     return []
 
 
-def template_problems(template: str, function_name: str) -> list[str]:
-    """The template must parse and define `function_name` at its top level with positional parameters."""
+def template_problems(template: str, function_name: str, origin: tuple[str, str] | None = None) -> list[str]:
+    """The template must parse and define `function_name` at its top level with positional parameters.
+    `origin`, the task's file and its text (`template_file`), has a problem name the file's line."""
     try:
         tree = ast.parse(template)
     except SyntaxError as exc:
-        return [f"template: SyntaxError at line {exc.lineno}: {exc.msg}"]
+        where = template_line(origin, template, exc.lineno)
+        return [f"template: SyntaxError at line {exc.lineno}: {exc.msg}{f' ({where})' if where else ''}"]
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
             if isinstance(node, ast.AsyncFunctionDef):
@@ -270,9 +383,45 @@ def template_problems(template: str, function_name: str) -> list[str]:
             if not node.args.posonlyargs + node.args.args:
                 return [f"template: {function_name}() takes no parameters; the task's decide() passes them"]
             return []
-    defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if len(defs) == 1:  # renamed: either name may be the one meant
+        where = template_line(origin, template, defs[0].lineno)
+        fix = (f"{f'its def is at {where}: ' if where else ''}name it {function_name}, "
+               f"or set function_name = {defs[0].name!r}")
+    else:
+        where = template_line(origin, template, 1)
+        fix = f"define {function_name} in it{f' (the template starts at {where})' if where else ''}"
     return [f"template: does not define function_name {function_name!r} at top level "
-            f"(it defines: {', '.join(defined) or 'no function'})"]
+            f"(it defines: {', '.join(n.name for n in defs) or 'no function'}); {fix}"]
+
+
+def template_file(task: Any) -> tuple[str, str] | None:
+    """The file that defines the task's class and its text, for a template problem to name its line; None
+    when it cannot be read (a class made at run time)."""
+    try:
+        path = inspect.getsourcefile(type(task))
+        return (path, Path(path).read_text(encoding="utf-8")) if path else None
+    except (OSError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def template_line(origin: tuple[str, str] | None, template: str, line: int | None) -> str:
+    """`path:N`, where the template's `line` is in the task's file (`origin`): exact where the file holds
+    the template's text as it is (a triple-quoted string), else the one file line holding that line's text
+    (an escaped one-line string); the path alone when neither says; "" without a file."""
+    if origin is None:
+        return ""
+    path, source = origin
+    lines = template.splitlines()
+    if line is None or not 1 <= line <= len(lines):
+        return path
+    start = source.find(template)
+    if start >= 0:
+        above = source.count("\n", 0, start)
+        return f"{path}:{above + line}"
+    text = lines[line - 1].strip()
+    holding = [n for n, row in enumerate(source.splitlines(), 1) if text and text in row]
+    return f"{path}:{holding[0]}" if len(holding) == 1 else path
 
 
 def determinism_problems(factory: Callable[[], Any], split: str, size: int) -> list[str]:

@@ -135,7 +135,7 @@ def test_a_reference_that_exits_is_said_on_the_runs_row_and_the_dashboard_goes_o
 def test_a_reference_that_is_had_leaves_nothing_unavailable(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "_REFERENCES", {})
     forget_built_tasks()
-    run, _ = run_whose_reference(tmp_path, "return 8.0")
+    run, _ = run_whose_reference(tmp_path, "from tasks.base import Reference; return Reference(8.0, 'bound', 'test')")
     try:
         row = reader.HeuristicRun(run).row()
         assert row["reference_unavailable"] is None and row["gap"] == pytest.approx(0.25)

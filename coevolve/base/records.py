@@ -177,6 +177,8 @@ class TrainSet(Record):
     size: int
     direction: Direction
     reference: float | None = None
+    # why there is no reference, where the task's reference() gave none usable (raised, or no Reference)
+    reference_problem: str | None = None
 
 
 class BestCandidate(Record):

@@ -10,8 +10,12 @@ their attributes); the template's decide() yields data
 the sandbox wire carries; score() of the same decisions gives the same
 finite number twice, the mean of instance_scores() where the task has them
 (with score_is_instance_mean, what that declares: the sandbox then scores by
-that mean without calling score()); and the template scores that number on
-the training set through the real sandbox. A task that declares an evaluation cascade
+that mean without calling score()), each value a real number (not a bool, a
+string or an array; a nan among instance_scores() named by its index); a task
+file's reference() on the training set and every split's smallest set gives a
+Reference or None (a built-in's may run a solver: its tests check it); and the
+template scores that number on the training set through the real sandbox.
+A task that declares an evaluation cascade
 (cascade_stage, cascade_margin, cascade_against) has it checked too: well
 formed, its first stage one of splits(), drawn twice and equal, and scored by
 the template in this process and in the sandbox. A task that declares
@@ -46,8 +50,9 @@ from coevolve.sandbox import Sandbox, wire
 from tasks.agent_check import agent_problems
 from tasks.base import (InvalidSolution, declared_behaviour, declared_cascade, instance_count, template_decisions,
                         template_function)
-from tasks.check import (LONGER, StillRunning, declared_instance_mean, determinism_problems, overdue,
-                         shape_problems, time_limit)
+from tasks.check import (LONGER, BadReturn, StillRunning, checked_reference, declared_instance_mean,
+                         determinism_problems, instance_values, non_finite, overdue, real_number, shape_problems,
+                         time_limit)
 from tasks.loader import absolute_spec, raised_in, user_frame
 from tasks.registry import TaskOptionError, UnknownTask, agent_task, heuristic_task, kind
 
@@ -105,18 +110,20 @@ def load(spec: str, stage_seconds: float = STAGE_SECONDS, tool: Any = None,
 
 
 def problems(task: Any, factory: Any, *, sandbox: bool = True, log: Any = None,
-             stage_seconds: float = 0, longer: str = LONGER) -> list[str]:
+             stage_seconds: float = 0, longer: str = LONGER, references: bool = False) -> list[str]:
     """Every check of the module docstring; [] when the task passes. `log`
     gets one line per passed stage. `stage_seconds` > 0 limits each check of the
     task's own code (check-task's --stage-seconds, run's and compare's --check-seconds),
-    and a check past it says `longer` (how the command that ran it gives more)."""
+    and a check past it says `longer` (how the command that ran it gives more).
+    `references`: reference() asked too (check-task's, of a task file: a run asks it only as it ends,
+    and may not pay for a solver twice)."""
     try:
-        return _problems(task, factory, sandbox, log or (lambda line: None), stage_seconds)
+        return _problems(task, factory, sandbox, log or (lambda line: None), stage_seconds, references)
     except StillRunning as exc:
         return [overdue(exc, longer)]
 
 
-def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) -> list[str]:
+def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float, references: bool) -> list[str]:
     with time_limit(seconds, "splits(), instance_seconds() and the template's shape"):
         found = shape_problems(task)
     if found:
@@ -157,6 +164,10 @@ def _problems(task: Any, factory: Any, sandbox: bool, say: Any, seconds: float) 
             return [f"cascade_stage {cascade.stage}: {line}" for line in found]
         say(f"cascade: the template scores {staged!r} on its first stage {cascade.stage[0]} {cascade.stage[1]}, "
             f"then must be within {cascade.margin:.0%} of the archive's {cascade.against}")
+    if references:
+        found = reference_problems(task, say, seconds)
+        if found:
+            return found
     if sandbox:
         found = sandbox_problems(task, value)
         if not found:
@@ -198,23 +209,34 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
     values = []
     for _ in range(2):
         try:
-            values.append(float(task.score(wire.decode(wire.encode({"d": carried}))["d"], instances)))
+            values.append(real_number(task.score(wire.decode(wire.encode({"d": carried}))["d"], instances),
+                                      task.score, "score()"))
         except InvalidSolution as exc:
             return None, [f"template: fails its own evaluation on {split} {size}: score() rejected its decisions: "
                           f"{raised_in(exc, 'score()')}"]
+        except BadReturn as exc:  # the sandbox's worker says the same of a candidate's
+            return None, [f"{exc} (with the template's decisions on {split} {size})"]
         except Exception as exc:
             return None, [f"score(): with the template's decisions raised {raised_in(exc, 'score()')}"]
+    per_instance = getattr(task, "instance_scores", None)
+    profile = None
+    if callable(per_instance):  # the per-instance profile the search compares programs by: its mean must be score()
+        try:
+            profile = instance_values(per_instance(carried, instances), per_instance)
+        except BadReturn as exc:
+            return None, [f"{exc} (with the template's decisions on {split} {size})"]
+        except Exception as exc:
+            return None, [f"instance_scores(): with the template's decisions raised "
+                          f"{raised_in(exc, 'instance_scores()')}"]
+        # before score()'s own check: a mean over a nan is nan, and the instance is what to name
+        odd = non_finite(profile, per_instance)
+        if odd is not None:
+            return None, [f"{odd} (with the template's decisions on {split} {size})"]
     if not math.isfinite(values[0]):
         return None, [f"score(): the template's objective is {values[0]}, expected a finite number"]
     if values[0] != values[1]:
         return None, [f"score(): not deterministic, the same decisions scored {values[0]!r} then {values[1]!r}"]
-    per_instance = getattr(task, "instance_scores", None)
-    if callable(per_instance):  # the per-instance profile the search compares programs by: its mean must be score()
-        try:
-            profile = [float(v) for v in per_instance(carried, instances)]
-        except Exception as exc:
-            return None, [f"instance_scores(): with the template's decisions raised "
-                          f"{raised_in(exc, 'instance_scores()')}"]
+    if profile is not None:
         import numpy as np
 
         mean = float(np.mean(profile)) if profile else math.nan
@@ -239,6 +261,24 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
             return None, [f"describe_decisions(): gave no finite number for {', '.join(missing)} with the "
                           f"template's decisions (got {', '.join(f'{k}={v!r:.20}' for k, v in described.items())})"]
     return values[0], []
+
+
+def reference_problems(task: Any, say: Any, seconds: float) -> list[str]:
+    """reference() on the training set (what every run asks as it ends) and on every split's smallest set
+    (those a comparison and `coevolve eval` ask are among its sizes), each under `seconds`: the first raise
+    or value other than a Reference or None is the one line (checked_reference; one fault is mostly every
+    set's); a run would go on without a reference, and should not have to."""
+    sets = dict.fromkeys([tuple(task.train)] + [(name, min(sizes)) for name, sizes in task.splits().items()])
+    given = []
+    for split, size in sets:
+        with time_limit(seconds, f"reference({split!r}, {size})"):
+            reference, problem = checked_reference(task, split, size)
+        if problem:
+            return [problem]
+        given.append(f"{split} {size}: " + ("none" if reference is None else
+                                            f"{reference.value:.6g} ({reference.kind}, {reference.source})"))
+    say(f"reference: a Reference or None ({'; '.join(given)})")
+    return []
 
 
 def template_note(task: Any) -> tuple[str, list[str]]:
@@ -298,8 +338,9 @@ def handle(args: argparse.Namespace) -> int:
         if kind(spec) == "agent":
             found = agent_problems(task, lambda: agent_task(spec, options, tool=tool), passed, args.stage_seconds)
         else:
+            # a built-in's references are its tests' to check: some run a solver for minutes
             found = problems(task, lambda: heuristic_task(spec), sandbox=not args.no_sandbox, log=passed,
-                             stage_seconds=args.stage_seconds)
+                             stage_seconds=args.stage_seconds, references=hasattr(task, "__coevolve_spec__"))
     finally:
         tool.close()
     if found:

@@ -207,7 +207,10 @@ def handle(args: argparse.Namespace) -> int:
     out = config.compare.out or str(default_root(agents))
     check_root(Path(out))
     if args.plan:
+        # the comparison's own first checks (below): a file task or method edited since it started is refused
+        remember_tasks(Path(out), owner="comparison")
         check_tasks(config, args.check_seconds)
+        remember_methods(Path(out), owner="comparison")
         runs = plan_runs(config)
         check_models(runs.values())
         print_agent_plan(config, Path(out)) if agents else print_plan(config, runs, Path(out))

@@ -27,7 +27,8 @@ from coevolve.report.collecting import task_of_run as run_task
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.sandbox.pool import MAX_SEEDS, MIN_MEMORY_MB
-from tasks.base import gap
+from tasks.base import Reference, gap
+from tasks.check import checked_reference
 from tasks.loader import TaskExited, absolute_spec, copy_notes, exited, guarded
 from tasks.registry import UnknownTask, heuristic_task, is_agent_task, list_tasks
 
@@ -189,6 +190,7 @@ def handle(args: argparse.Namespace) -> int:
     header = f"{'size':>6}  {'objective':>12}  {'reference':>12}  {'gap':>8}  {'valid':>11}  {'seconds':>8}"
     print(header)
     failed = 0
+    references: dict[int, Any] = {}  # each size's, asked once: a reference() that gives none warns once
     for size, result in zip(sizes, results):
         if not result.ok:
             failed += 1
@@ -203,7 +205,7 @@ def handle(args: argparse.Namespace) -> int:
             continue
         reference_text, gap_text = "-", "-"
         if not args.no_reference:
-            reference = _reference(task, split, size)
+            reference = references[size] = _reference(task, split, size)
             if reference is not None:
                 reference_text = f"{reference.value:.4f}"
                 if reference.value != 0:
@@ -219,8 +221,8 @@ def handle(args: argparse.Namespace) -> int:
             print(fence(f"the task's note: {result.feedback}", prefix=_QUOTE))
     if not args.no_reference:
         # what each size's reference is, once: sizes share their kind and source, not their value
-        references = [_reference(task, split, size) for size, result in zip(sizes, results) if result.ok]
-        for kind, source in sorted({(r.kind, r.source) for r in references if r is not None}, key=lambda k: k[1]):
+        given = [r for r in references.values() if r is not None]
+        for kind, source in sorted({(r.kind, r.source) for r in given}, key=lambda k: k[1]):
             print(f"reference: {kind}, {source}")
     print(f"total {time.monotonic() - began:.1f} s")
     if failed:
@@ -228,10 +230,14 @@ def handle(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _reference(task: Any, split: str, size: int) -> Any:
-    """The task's reference value, its own code run here: one that exits the process is one line."""
+def _reference(task: Any, split: str, size: int) -> Reference | None:
+    """The task's reference, its own code run here: one that exits the process is one line (exit status 2);
+    one that raises or returns no Reference is none, with a warning naming its line (checked_reference):
+    the program's scores stand without it."""
     try:
-        with guarded():
-            return task.reference(split, size)
+        reference, problem = checked_reference(task, split, size)
     except TaskExited as exc:
         raise UsageError(exited(exc, f"reference({split!r}, {size})")) from None
+    if problem:
+        print(f"warning: {problem}; no reference or gap for size {size}", file=sys.stderr, flush=True)
+    return reference

@@ -60,7 +60,8 @@ from coevolve.search.skill import requests_name_versions, shown_counts, trial_li
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.stats import mean_at_k, pass_at_k
 from tasks.base import HeuristicTask, gap as task_gap
-from tasks.loader import TaskExited, exited, guarded
+from tasks.check import checked_reference
+from tasks.loader import TaskExited, exited
 from tasks.registry import heuristic_task
 
 RUN_MARKER = "config.toml"
@@ -451,20 +452,18 @@ def reference(name: str, split: str, size: int) -> float | None:
 
 
 def reference_of(name: str, split: str, size: int) -> tuple[float | None, str]:
-    """The task's reference objective (memoised) and, when its reference() tried to end the process, the
-    line that says so (loader.exited): the task's own code runs in the dashboard's process, which must
-    go on serving every other run. Any other failure is a reference the task does not have, as before."""
+    """The task's reference objective (memoised) and, when there is none to use, the line that says why:
+    its reference() tried to end the process (loader.exited: the task's own code runs in the dashboard's
+    process, which must go on serving every other run), raised, or returned no Reference
+    (checked_reference). A task that cannot be built here has none, without a word (its page says why)."""
     key = (name, split, size)
     if key not in _REFERENCES:
         task, _ = built_task(name)
         try:
-            with guarded():
-                ref = None if task is None else task.reference(split, size)
-            _REFERENCES[key] = (None if ref is None else finite(getattr(ref, "value", ref)), "")
+            ref, problem = (None, "") if task is None else checked_reference(task, split, size)
+            _REFERENCES[key] = (None if ref is None else ref.value, text(problem, 1000))
         except TaskExited as exc:
             _REFERENCES[key] = (None, text(exited(exc, f"reference({split!r}, {size})"), 1000))
-        except Exception:
-            _REFERENCES[key] = (None, "")
     return _REFERENCES[key]
 
 
@@ -588,6 +587,8 @@ class HeuristicRun(RunDir):
         ref, unavailable = None, ""
         if self.summary:
             ref = finite(self.summary.train.reference)
+            # why the run had none to use, where its reference() gave none (the loop's `reference_problem`)
+            unavailable = text(self.summary.train.reference_problem or "", 1000)
         elif best is not None:
             train = task_info(self.task)[1]
             ref, unavailable = reference_of(self.task, *train) if train else (None, "")

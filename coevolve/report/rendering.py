@@ -631,7 +631,8 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None,
         ("best objective", "-" if not best else f"{best.objective:.6g} (candidate {best.id}, {best.operator})"),
         *([("best is", f"{STARTING_POINT[found]} itself: nothing better than the starting point was found")]
           if found else []),
-        ("reference", "-" if train.reference is None else f"{train.reference:.6g}"),
+        ("reference", f"{train.reference:.6g}" if train.reference is not None else
+         f"- (none usable: {train.reference_problem})" if train.reference_problem else "-"),
         ("gap", "-" if gap is None else f"{gap:.2%}"),
         ("LLM requests", f"{ledger.llm_requests} ({ledger.prompt_tokens} prompt + "
                          f"{ledger.completion_tokens} completion tokens"

@@ -41,7 +41,7 @@ from coevolve.sandbox.child import Limits, run_in_child, traceback_tail  # noqa:
 from coevolve.sandbox.results import FailureKind  # noqa: E402
 from tasks.base import instance_count  # noqa: E402
 from tasks.base import PROGRAM_SEED, InvalidSolution, behaviour_of, feedback_of, seed_program_generators
-from tasks.check import StillRunning, declared_instance_mean
+from tasks.check import BadReturn, StillRunning, declared_instance_mean, instance_values, non_finite, real_number
 from tasks.loader import raised_in, user_frame
 from tasks.registry import get_task
 
@@ -270,20 +270,24 @@ def _score(verdict: dict[str, Any], task: Any, instances: Any, describe: bool = 
     called = "score()"
     try:
         if not by_profile:
-            value = float(task.score(decisions, instances))
+            value = real_number(task.score(decisions, instances), task.score, "score()")
         if per_instance is not None:
             called = "instance_scores()"
-            profile = [float(v) for v in per_instance(decisions, instances)]
+            profile = instance_values(per_instance(decisions, instances), per_instance)
         if by_profile:
             value = float(numpy.mean(profile)) if profile else math.nan
     except InvalidSolution as exc:
         return {"failure": FailureKind.INVALID.value, "message": f"invalid solution: {exc}", "objective": None}
+    except BadReturn as exc:  # as check-task says it of the template's: the method, its line, what came back
+        return {"failure": FailureKind.INVALID.value, "message": f"unusable decisions: {exc}", "objective": None}
     except Exception as exc:  # decisions the checks did not anticipate: still the candidate's fault
         # (the template passed the same code in check-task); the message names the task's line
         return {"failure": FailureKind.INVALID.value,
                 "message": f"unusable decisions: {called} raised {raised_in(exc, called)}", "objective": None}
     if not math.isfinite(value):
-        return {"failure": FailureKind.INVALID.value, "message": f"objective is {value}", "objective": None}
+        # a nan among the instances' values is what made the mean nan: name that instance, not score()
+        odd = non_finite(profile, per_instance) if profile else None
+        return {"failure": FailureKind.INVALID.value, "message": odd or f"objective is {value}", "objective": None}
     result = {"failure": None, "message": "", "objective": value, "instances": len(decisions)}
     if profile is not None and len(profile) == len(decisions):
         result["profile"] = profile

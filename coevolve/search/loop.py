@@ -79,6 +79,7 @@ from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill_versions import SkillVersions
 from coevolve.search.start_programs import START_OPERATOR, read_programs
 from tasks.base import mean_profile, starting_program, template_runs
+from tasks.check import checked_reference
 from tasks.loader import guarded
 
 EVENT_VERSION = 1
@@ -1188,7 +1189,7 @@ class SearchLoop:
         curve = best_so_far([(c.id, c.objective) for c in valid], direction)
         failures = Counter(c.failure for c in self.candidates if c.failure)
         split, size = task.train
-        reference = self._reference(split, size)
+        reference, unusable = self._reference(split, size)
         gap = None
         if best is not None and reference is not None and reference != 0:
             diff = best.objective - reference if direction == "min" else reference - best.objective
@@ -1202,7 +1203,9 @@ class SearchLoop:
             failures=dict(sorted(failures.items())),
             # what bounded the candidates: confinement, file-system view, memory limit (cgroup or rlimit)
             sandbox=getattr(self.evaluator, "boundary", None),
-            train={"split": split, "size": size, "direction": direction, "reference": reference},
+            train={"split": split, "size": size, "direction": direction, "reference": reference,
+                   # why there is none, where reference() gave none usable (the dashboard shows it)
+                   **({"reference_problem": unusable} if unusable else {})},
             best=None if best is None else {
                 "id": best.id, "objective": best.objective, "gap": gap, "operator": best.operator,
                 "step": best.step, "idea": best.idea, "model_state": best.model_state},
@@ -1358,13 +1361,13 @@ class SearchLoop:
         value = math.fsum(float(getattr(v, "objective", v)) for v in values) / len(values)
         return value if math.isfinite(value) else None
 
-    def _reference(self, split: str, size: int) -> float | None:
-        try:
-            with guarded(f"reference({split!r}, {size})"):
-                ref = self.task.reference(split, size)
-        except NotImplementedError:
-            return None
-        return None if ref is None else float(getattr(ref, "value", ref))
+    def _reference(self, split: str, size: int) -> tuple[float | None, str]:
+        """The task's reference value on (split, size) and "", or None and why there is none to use: its
+        reference() raised or returned no Reference (checked_reference), which costs the run its gap, never
+        its summary and best.py; the summary keeps why (train.reference_problem) and the run table says it.
+        reference() that exits still stops the run with its one line (coevolve.cli), its steps kept."""
+        reference, problem = checked_reference(self.task, split, size)
+        return (None if reference is None else reference.value), problem
 
     def _write_genealogy(self) -> None:
         import networkx as nx  # heavy, only when the run ends
