@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from coevolve.base.errors import plural
-from coevolve.base.records import ComparisonCell, SearchSummary
+from coevolve.base.records import ComparisonCell
 from coevolve.plan import CompareConfig, ordered_arms
 from coevolve.search import methods as registry
 from coevolve.search.plot import LINE_STYLES, save_figure
@@ -84,32 +84,6 @@ def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name:
         ax.legend(loc="best", fontsize="small")
     else:
         ax.text(0.5, 0.5, "no run produced a valid program", ha="center", va="center", transform=ax.transAxes)
-    ax.grid(alpha=0.3)
-    return save_figure(fig, path)
-
-
-def plot_run_progress(summary: SearchSummary, path: Path) -> Path:
-    """A run's best-so-far training objective, with the task template's training objective (the starting
-    point to beat: a curve that never passes it found nothing better) and the training set's reference,
-    where the summary has them, as dashed lines."""
-    plt = _pyplot()
-    train = summary.train
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    if summary.best_so_far:
-        line = _steps(ax, summary.best_so_far, summary.budget, label=summary.method)
-        ax.plot(*zip(*summary.best_so_far), "o", markersize=3, color=line.get_color())
-    template = (summary.context or {}).get("template_objective")
-    if template is not None:
-        ax.axhline(template, color="black", linestyle="--", linewidth=1, label=f"task template ({template:.6g})")
-    if train.reference is not None:
-        ax.axhline(train.reference, color="tab:green", linestyle=":", linewidth=1.2,
-                   label=f"reference ({train.reference:.6g})")
-    ax.set_title(f"{summary.task}, {summary.method}, seed {summary.seed}")
-    ax.set_xlabel("evaluations")
-    ax.set_ylabel(f"best train objective ({'lower' if train.direction == 'min' else 'higher'} is better)")
-    ax.set_xlim(0, summary.budget)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
     return save_figure(fig, path)
 

@@ -36,11 +36,10 @@ from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, bas
                                         commonest_failures, derived_damage, es_counts, fmt_number, failure_rows,
                                         heldout_change, run_rows, run_starting_point, seeds_worse, skill_rows,
                                         skill_use, TaskBuilder, worse_than_template)
-from coevolve.report.plots import (label as _label, plot_differences, plot_progress, plot_run_progress,
-                                   plot_test_scores)
+from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.runstore import RunStore, ended, extended_budget, log_damage
-from coevolve.search.plot import plot_best_so_far
+from coevolve.search.plot import plot_best_so_far, plot_run_progress
 from coevolve.search.runconfig import SkillSection
 from coevolve.base.skillpatch import RuleOrigins
 from coevolve.search.skill import requests_name_versions, rule_count, trial_line, version_label

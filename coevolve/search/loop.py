@@ -71,7 +71,7 @@ from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
                                      planned_es_generations, planned_steps, step_count,
                                      taken_counts)
-from coevolve.search.plot import best_so_far, plot_best_so_far
+from coevolve.search.plot import best_so_far, plot_run_progress
 from coevolve.search.population import Candidate, dedup_key
 from coevolve.search.prompts import Context, describe_failure, instructions as prompt_instructions, operator_messages
 from coevolve.search.reward import candidate_reward, median, member_rewards
@@ -1223,9 +1223,7 @@ class SearchLoop:
         self._write_genealogy()
         if best is not None:
             write_best(self.store, summary, best.code)
-        plot_best_so_far({cfg.run.method: curve}, self.store.path("progress.png"), budget=cfg.run.budget,
-                         title=f"{task.name}, {cfg.run.method}, seed {cfg.run.seed}",
-                         ylabel=f"best train objective ({'lower' if direction == 'min' else 'higher'} is better)")
+        plot_run_progress(summary, self.store.path("progress.png"))
         return summary
 
     def _context_summary(self) -> dict:

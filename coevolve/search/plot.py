@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from coevolve.base.durable import atomic_path
+
+if TYPE_CHECKING:
+    from coevolve.base.records import SearchSummary
 
 
 def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tuple[int, float]]:
@@ -21,18 +24,28 @@ def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tup
 Band = tuple[Sequence[int], Sequence[float], Sequence[float]]  # (evaluations, low, high), a step function
 
 
+class Mark(NamedTuple):
+    """A level drawn across a best-so-far plot."""
+
+    label: str
+    value: float
+    style: str = "--"
+    color: str = "black"
+
+
 LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, *,
                      budget: int | None = None, title: str = "", ylabel: str = "best objective",
                      bands: Mapping[str, Band] | None = None, xlabel: str = "evaluations",
-                     ylim: tuple[float, float] | None = None) -> Path:
+                     ylim: tuple[float, float] | None = None, marks: Sequence[Mark] = ()) -> Path:
     """One step line per label; each curve is a best-so-far list of (evaluation, objective),
     drawn as flat until `budget` so that runs of equal budget compare at a glance.
     `bands` shades a spread (e.g. ± std over seeds) around the label's curve, in its colour. `xlabel` names
     what the x axis counts (an agent run's training episodes); `ylim` fixes the y range (a reward's [0, 1],
-    so a flat zero curve is drawn at the bottom, not centred on a range below zero)."""
+    so a flat zero curve is drawn at the bottom, not centred on a range below zero); `marks`: levels drawn
+    across the plot, each with its legend label (a run's template and reference, plot_run_progress)."""
     import matplotlib  # heavy, only when drawing: `coevolve run`'s start needs none
 
     matplotlib.use("Agg")
@@ -54,6 +67,8 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
             bx, low, high = (list(part) for part in bands[label])
             ax.fill_between(bx + [end], low + [low[-1]], high + [high[-1]], step="post", color=color, alpha=0.2,
                             linewidth=0)
+    for mark in marks:
+        ax.axhline(mark.value, color=mark.color, linestyle=mark.style, linewidth=1.2, label=mark.label)
     ax.set_xlabel(xlabel)
     if ylim is not None:
         ax.set_ylim(*ylim)
@@ -62,10 +77,24 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
         ax.set_title(title)
     if budget:
         ax.set_xlim(0, budget)
-    if any(curves.values()):
+    if any(curves.values()) or marks:
         ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
     return save_figure(fig, path)
+
+
+def plot_run_progress(summary: "SearchSummary", path: str | Path) -> Path:
+    """A run's best-so-far training objective, with the task template's training objective (the starting
+    point to beat: a curve that never passes it found nothing better) and the training set's reference,
+    where the summary has them: what `coevolve run` draws as it ends and `coevolve report` draws again."""
+    train, template = summary.train, (summary.context or {}).get("template_objective")
+    marks = ([Mark(f"task template ({template:.6g})", template)] if template is not None else []) + \
+        ([Mark(f"reference ({train.reference:.6g})", train.reference, ":", "tab:green")]
+         if train.reference is not None else [])
+    return plot_best_so_far({summary.method: summary.best_so_far}, path, budget=summary.budget,
+                            title=f"{summary.task}, {summary.method}, seed {summary.seed}",
+                            ylabel=f"best train objective ({'lower' if train.direction == 'min' else 'higher'} "
+                                   "is better)", marks=marks)
 
 
 def save_figure(fig, path: str | Path) -> Path:
