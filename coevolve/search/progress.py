@@ -26,8 +26,13 @@ class ProgressBar:
     def _bar(self, total: int, description: str, initial: int = 0) -> Any:
         from tqdm import tqdm  # only when a bar is shown: the CLI's other commands need none of it
 
-        return tqdm(total=total, desc=description, unit=self.unit, initial=initial, file=sys.stderr,
-                    dynamic_ncols=True)
+        terminal = sys.stderr.isatty()
+        # into a log file (nohup, a job's log) each redraw is a line of its own: tqdm's carriage returns
+        # made the whole run one line there; the steps still redraw it (set_postfix), the clock at most
+        # once a minute
+        return tqdm(total=total, desc=description, unit=self.unit, initial=initial,
+                    file=sys.stderr if terminal else LineFile(sys.stderr), dynamic_ncols=terminal,
+                    mininterval=0.1 if terminal else 60.0, ascii=None if terminal else True)
 
     def update(self, used: int, postfix: dict[str, str]) -> None:
         self.tqdm.update(used - self.tqdm.n)
@@ -102,6 +107,26 @@ class ProgressBar:
     def close(self) -> None:
         self._end_replay()  # a run that only replayed (killed after its last step) ends showing where it was
         self.tqdm.close()
+
+
+class LineFile:
+    """A file that writes each of tqdm's redraws as a line (what follows its carriage return), for a
+    stream that is no terminal."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.last = ""  # closing redraws the bar as it stood: once in the log
+
+    def write(self, text: str) -> None:
+        shown = text.replace("\r", "").rstrip()
+        # a redraw that says nothing new but the clock (elapsed, rate) is left out
+        state = shown.split(" [")[0] + shown.partition("/s")[2]
+        if shown and state != self.last:
+            self.stream.write(shown + "\n")
+            self.last = state
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def skill_label(progress: Any) -> str:
