@@ -31,13 +31,15 @@ from coevolve.base.config import (HEAD, Config, Section, as_dict, build_config, 
 from coevolve.base.errors import ConfigError, UsageError, did_you_mean, plural
 from coevolve.base.paths import counted_from
 from coevolve.base.sampling import Sampling
-from coevolve.base.sections import LOCAL, DistributedSection, EndpointSection, ModelSection
+from coevolve.base.sections import (LOCAL, MAX_BUDGET, MAX_TIMEOUT_S, TIMEOUT, DistributedSection, EndpointSection,
+                                    ModelSection)
 from coevolve.engine.models import EMBEDDED_NAMES
 from coevolve.es.config import ESSection
 from coevolve.runstore import RunStore, ended, read_jsonl
 from coevolve.search import methods as registry
 from coevolve.search.methods import check_method_name, check_with_task, run_plan
-from coevolve.search.runconfig import RunConfig, SandboxLimits, SearchRun, SearchSections, method_tables
+from coevolve.search.runconfig import (MAX_MEMORY_MB, MEMORY, RunConfig, SandboxLimits, SearchRun, SearchSections,
+                                      method_tables)
 from coevolve.search.skill import start_skill, task_warning
 from coevolve.search.start_programs import read_programs
 from tasks.base import SeededSets, instance_count
@@ -82,6 +84,29 @@ class CompareSection(Section):
     # Compare a +ESOpt arm with its base method although their plans differ (see
     # coevolve.plan.structural_differences); the report then says so.
     allow_unmatched: bool = False
+    # One of `methods` that every other method is also set against (a Δ row and Welch's verdict each):
+    # without it a user's method and EoH, say, are never compared pairwise. Empty: no such pairs.
+    # Declared after `methods`, which its check reads.
+    baseline: str = ""
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline(cls, value: str, info: ValidationInfo) -> str:
+        if not value or "methods" not in info.data:
+            return value  # none, or the methods are malformed: their own error names them
+        require(info.data.get("kind") != "agent", "compare.baseline", "is for heuristic comparisons: an agent "
+                "comparison judges each trained arm against the checkpoint (base) already", value)
+        methods = info.data["methods"]
+        if value in methods:
+            return value
+        # a file method is named absolutely by now (compare_config): match "my_method.py" by its folder name,
+        # which no two compared methods share
+        if registry.path_name(value) != value.replace("+", "_"):
+            same = [m for m in methods if registry.path_name(m) == registry.path_name(value)]
+            if same:
+                return same[0]
+        raise config_error("compare.baseline", f"must be one of compare.methods: {', '.join(methods)}", value,
+                           did_you_mean(value, methods))
 
     @field_validator("methods", "tasks", "budgets", "seeds")
     @classmethod
@@ -91,6 +116,10 @@ class CompareSection(Section):
             raise ValueError("must not repeat a value")
         if name in ("budgets", "seeds") and min(values) < (1 if name == "budgets" else 0):
             raise ValueError(f"must all be >= {1 if name == 'budgets' else 0}")
+        for index, value in enumerate(values if name == "budgets" else ()):
+            # run.budget's bound, named here: each run's own check would name run.budget, which the file lacks
+            require(value <= MAX_BUDGET, f"compare.budgets[{index}]",
+                    f"must be in 1..{MAX_BUDGET} (evaluations, or agent episodes)", value)
         if name == "methods" and "arms" not in info.data:
             return values  # the arms are malformed: their own error names them
         arms = info.data.get("arms", {})  # declared before `methods`, so validated by now (as `kind`)
@@ -164,8 +193,9 @@ class HoldoutSection(SandboxLimits):
     derives from the task, as everywhere."""
 
     NAME = "test"
-    timeout_s: float = Field(1800.0, gt=0)  # whole set; a hang fails at the per-instance limit long before
-    memory_mb: int = Field(4096, ge=64)
+    # whole set; a hang fails at the per-instance limit long before
+    timeout_s: float = Field(1800.0, gt=0, le=MAX_TIMEOUT_S, description=TIMEOUT)
+    memory_mb: int = Field(4096, ge=64, le=MAX_MEMORY_MB, description=MEMORY)
     split: str = Field("test", min_length=1)
     sizes: list[int] = []  # empty: PAPER_TEST_SIZES (Table 5's columns), else every size
     # score the first `limit` instances of each set; 0: all of them (the paper's sets)
@@ -390,6 +420,15 @@ def load_compare_config(path: str | Path, out: str | None = None) -> CompareConf
     raw = read_toml(path)
     require_settings(raw, path, "examples/compare_quick.toml (its [compare] methods, tasks, budgets and seeds)")
     raw = merge_overrides(raw, {"compare": {"out": out}} if out is not None else {})
+    try:
+        return _load_compare_config(path, raw)
+    except ConfigError as exc:  # [run] is what a run config has: most likely the file is one, given to compare
+        if "run" in raw and str(exc).startswith(f"{HEAD}run is not a known section"):
+            raise ConfigError(f"{exc} (a run config? use `coevolve run {path}`)") from None
+        raise
+
+
+def _load_compare_config(path: str | Path, raw: dict) -> CompareConfig:
     if config_class(raw) is AgentCompareConfig:
         base = Path(path).parent  # [skills] paths (the arms' too) and file options count from the TOML's folder
         config = build_config(AgentCompareConfig, _agent_files_counted(_agent_tasks_counted(raw, base), base))
@@ -447,7 +486,11 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
         else:
             c.tasks = [_absolute_task(spec, base, f"compare.tasks[{i}]") for i, spec in enumerate(c.tasks)]
     if isinstance(config, AgentCompareConfig):  # the first method that trains ("base" has no run)
-        spec = agent_runs(config)[0]
+        trained = agent_runs(config)
+        if not trained:
+            raise UsageError(f"the comparison has no training arm to run (compare.methods: {', '.join(c.methods)}): "
+                             "`coevolve run` runs one trained arm; use `coevolve compare`")
+        spec = trained[0]
         chosen = method or spec.method
         tables = {k: v for k, v in _copied(raw).items() if k not in ("compare", "eval", "task")}
         return {**merge_overrides(tables, arm_settings(config, chosen)), "task": config.task.get(spec.task, {}),
@@ -500,10 +543,10 @@ def arm_method(config: CompareConfig, name: str) -> str:
 def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConfig:
     """One run's config: the comparison's sections, with a named arm's own settings laid over them."""
     method = arm_method(config, spec.method)
-    run = SearchRun(method=method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
     held = config.method_sections  # only the sections this run's method declares
     sections = {k: held[k] for k in registry.declared_sections([method]) if k in held}
-    with run_keys(config, spec):
+    with run_keys(config, spec):  # [run] too: its keys are the comparison's lists (compare.budgets, ...)
+        run = SearchRun(method=method, task=spec.task, budget=spec.budget, seed=spec.seed, out=str(directory))
         shared = RunConfig(run=run, method_sections=sections,
                            **{name: getattr(config, name) for name in SearchSections.model_fields})
     if spec.method not in config.compare.arms:
@@ -515,6 +558,7 @@ def run_config(config: CompareConfig, spec: RunSpec, directory: Path) -> RunConf
 # a run's [run] keys, as a comparison writes them: its methods, tasks, budgets and seeds
 _RUN_KEYS = {"run.budget": "compare.budgets", "run.seed": "compare.seeds", "run.task": "compare.tasks",
              "run.method": "compare.methods"}
+_RUN_KEY = re.compile(r"\brun\.(budget|seed|task|method)\b")  # one named inside another key's problem
 
 
 @contextmanager
@@ -532,8 +576,9 @@ def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) ->
     compare.seeds, compare.tasks and compare.methods (a named arm's method as compare.arms.NAME.method);
     an agent task's options as task.TASK.OPTION ([task.TASK]); any other key of a named arm's run under
     compare.arms.NAME (as `keys_under`: what the arm sets, or the setting of the comparison's that the
-    arm's fails with); a plain method's other keys are the comparison's, as they are. A [run] key of a
-    named arm's run says which arm."""
+    arm's fails with); a plain method's other keys are the comparison's, as they are, with the arm they
+    fail for (and a [run] key in the problem named by its compare list). A [run] key of a named arm's
+    run says which arm."""
     named = error_key(str(exc))
     if named is None:
         return exc
@@ -548,8 +593,13 @@ def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) ->
         written = f"task.{spec.task}" + (f".{field}" if field else "")
     elif arm:
         written = f"compare.arms.{arm}.{key}"
-    else:
-        return exc
+    else:  # the comparison's own key, as written; the line says which arm it fails for, and its run's keys
+        # by the lists that give them (the file has no [run])
+        # (a [compare] table is filled in with the defaults before it is read, so the list tells, not the keys)
+        defaults = AGENT_METHODS if isinstance(config, AgentCompareConfig) else registry.DEFAULT_COMPARE
+        default = ", of compare.methods' default list" if list(config.compare.methods) == list(defaults) else ""
+        rest = _RUN_KEY.sub(lambda m: _RUN_KEYS[m.group()], rest)
+        return ConfigError(f"{HEAD}{key}{rest} (arm {spec.method}{default})")
     return ConfigError(f"{HEAD}{written}{rest}")
 
 
@@ -574,8 +624,10 @@ def compared_pairs(config: CompareConfig) -> list[tuple[str, str]]:
     """(base, variant) for each Δ row: a +ESOpt method and its base method, a +trace2skill method and
     the method without it, and a named arm and the method it runs, where both are compared; and, where
     Sample is compared, every other method that is no one's variant against it (independent sampling:
-    the baseline a search method must beat). A variant has one base (the report keys a Δ row by its
-    variant): eoh+esopt+trace2skill pairs with eoh+trace2skill when both are there, else with eoh+esopt."""
+    the baseline a search method must beat). Of these, a variant has one base: eoh+esopt+trace2skill
+    pairs with eoh+trace2skill when both are there, else with eoh+esopt. Then, where compare.baseline
+    names a method, every other method against it, unless the two are a pair already (either way round):
+    a method may so have a second base, each with its own Δ row."""
     methods, arms = config.compare.methods, config.compare.arms
     pairs = registry.pairs(methods)
     paired = {variant for _, variant in pairs}
@@ -584,6 +636,10 @@ def compared_pairs(config: CompareConfig) -> list[tuple[str, str]]:
     if SAMPLE in methods:
         variants = {variant for _, variant in pairs}
         pairs += [(SAMPLE, m) for m in methods if m != SAMPLE and m not in variants]
+    baseline = config.compare.baseline
+    if baseline in methods:
+        together = {frozenset(pair) for pair in pairs}
+        pairs += [(baseline, m) for m in methods if m != baseline and frozenset((baseline, m)) not in together]
     return pairs
 
 
@@ -844,6 +900,7 @@ class AgentCompareConfig(Config):
     @model_validator(mode="after")
     def _agent_runs(self) -> AgentCompareConfig:
         require(self.compare.kind == "agent", "compare.kind", 'must be "agent" for agent sections', self.compare.kind)
+        self.model.require_room(self.eval.max_tokens, "eval.max_tokens")  # the engine decodes held-out turns too
         for index, name in enumerate(self.compare.tasks):
             _agent_task_named(name, f"compare.tasks[{index}]")
         for name in self.task:

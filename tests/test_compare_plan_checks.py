@@ -58,7 +58,7 @@ def test_a_budget_the_run_refuses_is_refused_by_the_plan_before_it_prints_a_line
     planned = _refused(capsys, ["compare", str(path), "--plan"])
     assert planned == ("coevolve compare: error: config error: eoh.m_multiplier = 0 scales m1/m2 to the budget, but "
                        "budget 5 leaves no m1/m2 candidates over 3 generations of 20 e1/e2 candidates; raise the "
-                       "budget or set eoh.m_multiplier")
+                       "budget or set eoh.m_multiplier (arm eoh)")
     assert _refused(capsys, ["compare", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == planned
     assert _files(tmp_path) == before  # nothing written, neither --out nor runs/compare-<time>
 

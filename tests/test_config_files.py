@@ -74,9 +74,10 @@ def test_an_old_comparison_loads_as_report_reads_it():
     raw = read_toml(OLD / "compare.toml")
     config = build_config(CompareConfig, raw)
     assert config.compare.methods == ["eoh", "eoh+esopt"] and config.test.limit == 8
-    # written again, the file is the same but for the comparison kind (issue 21 item 3) and named arms added since
-    assert tomllib.loads(dump_toml(as_dict(config))) == {**with_added(raw),
-                                                         "compare": {"kind": "heuristic", "arms": {}, **raw["compare"]}}
+    # written again, the file is the same but for the comparison kind (issue 21 item 3), named arms and the
+    # baseline added since
+    assert tomllib.loads(dump_toml(as_dict(config))) == {**with_added(raw), "compare": {
+        "kind": "heuristic", "arms": {}, "baseline": "", **raw["compare"]}}
 
 
 def test_old_section_names_still_read_with_a_warning():

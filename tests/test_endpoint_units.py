@@ -67,7 +67,7 @@ def test_the_endpoint_timeout_must_be_positive_and_reaches_the_client():
     from coevolve.base.config import build_config
     from coevolve.engine.openai_client import open_endpoint
 
-    with pytest.raises(UsageError, match=r"^config error: endpoint.timeout_s must be > 0 \(got 0.0\)$"):
+    with pytest.raises(UsageError, match=r"^config error: endpoint.timeout_s must be in \(0, 604800\] \(seconds, a week at most\) \(got 0.0\)$"):
         build_config(EndpointSection, {"base_url": "http://127.0.0.1:9/v1", "model": "m", "timeout_s": 0}, "endpoint")
     client = open_endpoint(EndpointSection(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=42, retries=5))
     assert client.client.timeout == 42.0 and client.retries == 5

@@ -516,10 +516,10 @@ NO_CLASS = "class NotAMethod:\n    pass\n"
     ("infinite_range", "map_elites.ranges.lines"),
     ("nan_descriptor", "describe() of the template gave descriptors that are not finite numbers"),
     ("no_profile", "map_elites.descriptors: spread, wins read per-instance objectives; task asp gives none"),
-    ("nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
+    ("nan_profile", "gave nan at index 0 (of 64 instances), expected a finite number"),
     ("pareto_no_profile", "run.method: pareto draws parents by the instances they win; task asp gives no per-instance"),
     ("pareto_key", "pareto.size must be >= 0 (got -1)"),
-    ("pareto_nan_profile", "instance_scores(): the template's 64 values for 64 instances average nan, but score() is"),
+    ("pareto_nan_profile", "gave nan at index 0 (of 64 instances), expected a finite number"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, case, expected):
     from coevolve.cli import main

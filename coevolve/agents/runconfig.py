@@ -18,7 +18,7 @@ from coevolve.agents.skills import MAX_NAME, NAME_PATTERN, Skill, SkillError, lo
 from coevolve.base.config import Config, Section, config_error, require
 from coevolve.base.errors import did_you_mean
 from coevolve.base.logsection import LogSection
-from coevolve.base.sampling import Sampling
+from coevolve.base.sampling import MAX_TEMPERATURE, TEMPERATURE, Sampling
 from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
 from coevolve.es.config import ESConfig, ESSection
 from tasks.loader import looks_like_spec, plugins
@@ -58,8 +58,9 @@ class AgentSection(Section):
     skill_successes: int = Field(2, ge=0)  # success analyses per distillation (the paper's math setting: 0)
     # the teacher's sampling temperature when it analyses traces and merges patches
     # (ours 0.3: steadier small-model output; the paper's Trace2Skill runs it at 1.0)
-    teacher_temperature: float = Field(0.3, ge=0)
-    eval_temperature: float = Field(0.0, ge=0)  # held-out evaluation; training rollouts sample as [sampling] says
+    teacher_temperature: float = Field(0.3, ge=0, le=MAX_TEMPERATURE, description=TEMPERATURE)
+    # held-out evaluation; training rollouts sample as [sampling] says
+    eval_temperature: float = Field(0.0, ge=0, le=MAX_TEMPERATURE, description=TEMPERATURE)
     history_turns: int | None = Field(None, ge=0)  # keep only the last k (action, observation) pairs in the prompt
     shaping: float = Field(0.0, ge=0)  # fitness = mean(reward + shaping x progress); 0 is the paper's binary reward
     # decode every turn under the task's action format (vLLM structured outputs); a task without one runs free
@@ -128,9 +129,7 @@ class AgentRunConfig(Config):
                     self.agent.population)
             require(not self.es.antithetic or self.agent.population % 2 == 0, "agent.population",
                     "must be even when es.antithetic", self.agent.population)
-        require(self.sampling.max_tokens < self.model.max_len, "sampling.max_tokens",
-                f"must be < model.max_len ({self.model.max_len}): a prompt and its reply must fit",
-                self.sampling.max_tokens)
+        self.model.require_room(self.sampling.max_tokens, "sampling.max_tokens")
         return self
 
     # ------------------------------------------------------------ builders

@@ -23,7 +23,13 @@ class CorruptFileError(UsageError, ValueError):
 def did_you_mean(word: Any, choices: Iterable[str]) -> str:
     """`; did you mean 'eoh'?` for a misspelt name among `choices`, else "": appended to the
     message that lists them all, where the near one is easy to miss."""
-    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6) if isinstance(word, str) else []
+    if not isinstance(word, str):
+        return ""
+    choices = list(choices)
+    # the same name in other case first: difflib scores 'TSP_construct' nearer 'kp_construct' than 'tsp_construct'
+    same = [c for c in choices if c.lower() == word.lower()]
+    match = same or difflib.get_close_matches(word, choices, n=1, cutoff=0.6) \
+        or difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.6)
     return f"; did you mean {match[0]!r}?" if match else ""
 
 

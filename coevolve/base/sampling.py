@@ -5,10 +5,18 @@ dataclass declares (e.g. shorter replies for agent turns)."""
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, field_validator
 from pydantic.dataclasses import dataclass
 
 from coevolve.base.config import STRICT
+
+# vLLM refuses a temperature above 2 (so do OpenAI-compatible servers), but only at the first
+# generation, after the run directory is written and the engine loaded: every temperature field
+# is bounded here, with this text in its error line
+MAX_TEMPERATURE = 2
+TEMPERATURE = "vLLM's and OpenAI's range"
 
 
 # A pydantic dataclass rather than a Section: generators take it per call and
@@ -16,11 +24,12 @@ from coevolve.base.config import STRICT
 # Strict field by field: a strict dataclass would take no TOML table, only instances.
 @dataclass(frozen=True, config={**STRICT, "strict": False})
 class Sampling:
-    temperature: float = Field(0.7, ge=0, strict=True)
+    temperature: float = Field(0.7, ge=0, le=MAX_TEMPERATURE, strict=True, description=TEMPERATURE)
     top_p: float = Field(1.0, gt=0, le=1, strict=True)  # < 1 sorts the whole vocabulary per token: slow on CPU
     top_k: int = Field(-1, strict=True)  # -1: the whole vocabulary; the paper's agent evaluation samples with 40
     max_tokens: int = Field(512, ge=1, strict=True)
-    stop: tuple[str, ...] = ()  # TOML gives a list
+    # TOML gives a list; vLLM refuses an empty stop string at the first generation
+    stop: tuple[Annotated[str, StringConstraints(min_length=1)], ...] = ()
     # > 0 penalises tokens already in the reply (OpenAI/vLLM semantics); the paper's
     # agent runs use 1.5 (Sudoku) and 2 (math); 0 is off
     presence_penalty: float = Field(0.0, ge=-2, le=2, strict=True)

@@ -14,6 +14,12 @@ LOCAL = "local"
 MAX_BUDGET = 1_000_000  # run.budget at most (a comparison checks each arm's run.budget)
 
 
+# The longest wait a timeout may set, in seconds (a week). select() and socket.settimeout() overflow
+# near 9.2e9 s, mid-run; a "no limit" written as 1e10 is refused here instead
+MAX_TIMEOUT_S = 604_800
+TIMEOUT = "seconds, a week at most"
+
+
 class ModelSection(Section):
     path: str = ""  # empty: the embedded SmolLM2-135M-Instruct
     # the engine's weight type. "auto": bfloat16 on CUDA and on CPUs that compute bf16 natively, float32 on
@@ -23,6 +29,12 @@ class ModelSection(Section):
     # the engine's context in tokens: a prompt (an agent episode's turns so far, a heuristic prompt) and
     # its reply must fit; the KV cache grows with it (the embedded model takes up to 8192)
     max_len: int = Field(2048, ge=256, le=1_048_576)
+
+    def require_room(self, max_tokens: int, field: str) -> None:
+        """A reply of `max_tokens` (at `field`) the engine writes leaves its context room for the prompt:
+        the one rule for every max_tokens the engine decodes."""
+        require(max_tokens < self.max_len, field,
+                f"must be < model.max_len ({self.max_len}): a prompt and its reply must fit", max_tokens)
 
 
 class EndpointSection(Section):
@@ -46,7 +58,7 @@ class EndpointSection(Section):
     retries: int = Field(3, ge=0)  # per request, on no answer / HTTP 429 / 5xx, with exponential backoff
     # seconds one request may take before it counts as no answer (and is retried): long replies from a
     # slow or busy server need more
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0, le=MAX_TIMEOUT_S, description=TIMEOUT)
 
     @model_validator(mode="after")
     def _model_named(self) -> EndpointSection:

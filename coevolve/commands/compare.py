@@ -24,9 +24,11 @@ from coevolve.commands.run import CHECK_SECONDS, add_check_seconds, check_agent_
 from coevolve.compare import ArmError, check_root, default_root, run_comparison, runs_held
 from coevolve.engine.local import needs_engine
 from coevolve.plan import (AgentCompareConfig, RunSpec, agent_run_config, agent_runs, arm_lines, arm_plans, arm_runs,
-                           arm_settings, arm_spend, check_arms, engine_lines, load_compare_config, planned_runs, run_state,
-                           skill_warnings, spend_warnings, structural_differences, test_set_lines, unmatched)
+                           arm_settings, arm_spend, check_arms, compared_pairs, engine_lines, load_compare_config,
+                           planned_runs, run_state, skill_warnings, spend_warnings, structural_differences,
+                           test_set_lines, unmatched)
 from coevolve.report import render_comparison
+from coevolve.report.rendering import unpaired_line
 from coevolve.search import methods as registry
 from coevolve.search.methods import format_plan, remember_methods
 from tasks.loader import remember_tasks
@@ -137,6 +139,14 @@ def print_plan(config: Any, runs: Mapping[RunSpec, Any], root: Path | None = Non
         print("named arms:")
         for line in lines:
             print(f"  {line}")
+    # which pairs the report will give a Δ row and Welch's verdict, and which methods it will not set
+    # against each other (compare.baseline adds pairs): known before hours are spent
+    pairs = compared_pairs(config)
+    print("verdicts for: " + ("; ".join(f"{registry.label(v)} vs {registry.label(b)}" for b, v in pairs)
+                              if pairs else "no pair of methods"))
+    alone = unpaired_line(config)
+    if alone:
+        print(f"  {alone}")
     for (_, method, _), plan in plans.items():
         print()
         if method in c.arms:

@@ -30,9 +30,9 @@ from coevolve.agents.tools import SandboxTool
 from coevolve.base.config import (as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml,
                                   require_settings)
 from coevolve.base.durable import FULL, refused_write
-from coevolve.base.errors import ConfigError, UsageError
+from coevolve.base.errors import ConfigError, UsageError, did_you_mean
 from coevolve.base.mirror import Mirroring, require as require_trackers
-from coevolve.base.sections import task_named
+from coevolve.base.sections import RunSection, task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
 from coevolve.engine.base import ENGINE, ConstraintError, ContextLengthError
 from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
@@ -135,8 +135,21 @@ def config_class(raw: dict, shown: str | None = None) -> type[RunConfig] | type[
     `shown`: the task as the user wrote it (a file spec is absolute in `raw`)."""
     run = raw.get("run")
     task = run.get("task") if isinstance(run, dict) else None
+    if isinstance(run, dict):  # a misspelt key of [run] first: `taskk` would leave the kind to the default task
+        known = sorted(RunSection.model_fields)
+        for key in run:
+            if key not in known:
+                raise config_error(f"run.{key}", f"is not a known field (known: {', '.join(known)})",
+                                   hint=did_you_mean(key, known))
     if isinstance(run, dict) and "task" in run and not (isinstance(task, str) and task):
         raise config_error("run.task", "must not be empty" if task == "" else "must be a string", task)
+    if task is None:  # the default task is a heuristic one: an agent config would be told its sections are typos
+        agent_only = set(AgentRunConfig.model_fields) - set(RunConfig.model_fields) - {"task"}
+        sections = [f"[{name}]" for name in raw if name in agent_only]
+        if sections:
+            tasks = " | ".join(f'"{name}"' for name in sorted(AGENT_TASKS))
+            raise ConfigError(f"config error: run.task is missing: this config has {', '.join(sections)} (an agent "
+                              f"run), which needs an agent task; give run.task = {tasks} | path/to/env.py")
     chosen = AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
     if isinstance(task, str):
         problem = kind_mismatch(raw, chosen)

@@ -154,6 +154,15 @@ def is_loopback(base_url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*")  # the shapes variable names are written in
+
+
+def looks_like_key(name: str) -> bool:
+    """A value of api_key_env that is more likely the key itself than a variable's name (pasted in the
+    wrong place): the error must not print it, as logs and terminals are shared."""
+    return name.startswith("sk-") or not _ENV_NAME.fullmatch(name) and (len(name) >= 20 or "-" in name)
+
+
 def api_key(base_url: str, api_key_env: str) -> str:
     """The key in `api_key_env`. A server on loopback takes any key when the
     default variable is unset (vLLM started without --api-key); anywhere else,
@@ -163,6 +172,9 @@ def api_key(base_url: str, api_key_env: str) -> str:
         return key
     if is_loopback(base_url) and api_key_env == DEFAULT_KEY_ENV:
         return "EMPTY"  # the SDK insists on some key
+    if looks_like_key(api_key_env):
+        raise EndpointConfigError("endpoint.api_key_env names an environment variable; the value given looks like "
+                                  "a key itself (not shown): export the key in a variable and name that")
     raise EndpointConfigError(f"endpoint.api_key_env: the environment variable {api_key_env} is not set; "
                               f"export the API key of {base_url} in it (or name another variable)")
 

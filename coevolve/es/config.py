@@ -20,10 +20,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from coevolve.base.config import Section, config_error, require
 from coevolve.base.errors import did_you_mean
+
+
+MAX_STEP = 10  # es.sigma and es.alpha at most
+PAPER_STEP = {"sigma": "1e-3", "alpha": "5e-4"}
 
 
 class ESConfig(Section):
@@ -36,7 +40,7 @@ class ESConfig(Section):
     # Length of the σ schedule; agent runs also stop after it. 0: set by the run
     # (heuristic runs: the plan's ES steps; agent runs: run.budget // (population x batch)).
     generations: int = Field(0, ge=0, description="0: set by the run")
-    sigma: float = Field(1e-3, gt=0)
+    sigma: float = Field(1e-3, gt=0)  # at most MAX_STEP (_not_huge)
     # σ of the schedule's last step. 0 is the reference's test-time setting (the
     # paper's σ_T = 0): its last step proposes from the unperturbed model.
     sigma_end: float = Field(1e-4, ge=0, description="0: the last step explores nothing, as the reference's "
@@ -47,7 +51,7 @@ class ESConfig(Section):
     # its m1 and m2 updates; a Sample batch is one generation), as the reference
     # code steps it. Agent runs have one update per generation: the same thing.
     sigma_steps: Literal["update", "generation"] = "update"
-    alpha: float = Field(5e-4, gt=0)
+    alpha: float = Field(5e-4, gt=0)  # at most MAX_STEP (_not_huge)
     normalise: Literal["zscore", "rank"] = "zscore"
     # z-score std: 1 sample std (the paper's worked example, our default), 0 population std (its code)
     ddof: Literal[0, 1] = 1
@@ -63,6 +67,17 @@ class ESConfig(Section):
             cls = LowRankNoise if values.get("noise") == "lowrank" else FullNoise
         return super().__new__(cls)
 
+    @field_validator("sigma", "alpha")
+    @classmethod
+    def _not_huge(cls, value: float, info: ValidationInfo) -> float:
+        # the paper's σ is 1e-3 and its α 5e-4: a 1e3 or 5e4 is a minus sign dropped from the exponent, and
+        # would drown the weights in noise (or throw them away in one update) with no error to say so. A
+        # bound of its own, not le=: below it the line stays "must be > 0"
+        if value > MAX_STEP:
+            raise ValueError(f"must be <= {MAX_STEP}: the paper uses {PAPER_STEP[info.field_name]} "
+                             "(a minus sign dropped from the exponent?)")
+        return value
+
     @field_validator("population")
     @classmethod
     def _population(cls, value: int) -> int:
@@ -74,6 +89,11 @@ class ESConfig(Section):
     def _pairs(self) -> ESConfig:
         require(not self.antithetic or self.population % 2 == 0, "es.population", "must be even when antithetic",
                 self.population)
+        # the cosine schedule decays σ to sigma_end (coevolve/es/optimizer.py sigma_at); one above es.sigma
+        # would grow it, which nothing documents. A constant schedule never reads sigma_end
+        require(self.schedule == "constant" or self.sigma_end <= self.sigma, "es.sigma_end",
+                f"must be <= es.sigma ({self.sigma:g}): the cosine schedule decays σ from es.sigma to es.sigma_end",
+                self.sigma_end)
         return self
 
     def resolve(self, population: int, generations: int) -> ESConfig:

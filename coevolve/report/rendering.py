@@ -44,7 +44,7 @@ from coevolve.search.runconfig import SkillSection
 from coevolve.base.skillpatch import RuleOrigins
 from coevolve.search.skill import requests_name_versions, rule_count, trial_line, version_label
 from tasks.base import Direction
-from tasks.loader import remember_tasks, task_label
+from tasks.loader import RECORD as TASKS, TaskSpecError, locate_files, remember_tasks, task_label
 from tasks.registry import heuristic_task
 
 BUDGET_STATEMENT = (
@@ -129,7 +129,9 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
             cells += [fmt_number(template.get((task_name, split, size))), ""]
         lines.append("| " + " | ".join(cells + [""] * 5) + " |")
     methods = ordered_arms(config)
-    base_of = {variant: base for base, variant in compared_pairs(config)}
+    bases_of: dict[str, list[str]] = {}  # a method with a base and compare.baseline has a Δ row for each
+    for base, variant in compared_pairs(config):
+        bases_of.setdefault(variant, []).append(base)
     for method in methods:
         per_set = {(r["split"], r["size"]): r for r in mine if r["kind"] == "method" and r["method"] == method}
         cells = [_label(method)]
@@ -141,9 +143,10 @@ def markdown_table(config: CompareConfig, rows: list[dict], task_name: str, budg
                   f"{first['with_heuristic']}/{first['runs']}",
                   f"{at}/{first['finished']}", _links(first["dirs"])]
         lines.append("| " + " | ".join(cells) + " |")
-        if base_of.get(method) in methods:
-            deltas = {(r["split"], r["size"]): r for r in mine if r["kind"] == "delta" and r["variant"] == method}
-            cells = [f"Δ {_label(method)} vs {_label(base_of[method])}"]
+        for base in bases_of.get(method, []):
+            deltas = {(r["split"], r["size"]): r for r in mine
+                      if r["kind"] == "delta" and (r["base"], r["variant"]) == (base, method)}
+            cells = [f"Δ {_label(method)} vs {_label(base)}"]
             for s in sets:
                 d = deltas.get(s) or {}
                 told = {True: "", False: " (cannot be told apart)", None: " (cannot judge)"}[d.get("distinct")]
@@ -264,6 +267,28 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
     return out
 
 
+def unpaired_line(config: CompareConfig) -> str | None:
+    """The sentence for the compared methods in no pair (plan.compared_pairs), which get no Δ row and
+    no verdict, with the compare.baseline that would give them one; None when every method is paired
+    (or only one is compared). Said once: the pairs are the same at every task and budget."""
+    methods = config.compare.methods
+    paired = {m for pair in compared_pairs(config) for m in pair}
+    alone = [m for m in methods if m not in paired]
+    if len(methods) < 2 or not alone:
+        return None
+    # a built-in name is the likelier yardstick (EoH against a user's file method), else the first alone
+    plain = [m for m in methods if registry.is_method(m)]
+    suggest = next((m for m in alone if m in plain), plain[0] if len(alone) == 1 and plain else alone[0])
+    if len(alone) == 1:
+        whom = f"{_label(alone[0])} is compared pairwise with no other method (no Δ row or verdict)"
+        between = f"{_label(alone[0])} and each other method"
+    else:
+        names = [_label(m) for m in alone]
+        whom = f"{', '.join(names[:-1])} and {names[-1]} are not compared pairwise (no Δ row or verdict between them)"
+        between = "them"
+    return f"{whom}: set [compare] baseline = {json.dumps(suggest)} for a verdict between {between}."
+
+
 def budget_sentence(config: CompareConfig, spend: list[dict], budget: int | str) -> str:
     """The report's (and results.json's) sentence on the budget: every run's T (`budget`: the first, or
     "B") and how the ledger counts it, then each arm that spends other than T (`spend`, plan.arm_spend)
@@ -381,7 +406,10 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                  "(it reaches or beats the reference, which a heuristic reference allows) Δ is n/a: a ratio "
                  "of gaps then has no sign to read, and the row gives the mean objectives instead."
                  + (" Every other method is set against Sample the same way (Sample's gap / its gap − 1)."
-                    if SAMPLE in c.methods else ""))
+                    if SAMPLE in c.methods else "")
+                 + (f" Every other method is also set against {_label(c.baseline)} (compare.baseline) the same way "
+                    f"({_label(c.baseline)}'s gap / its gap − 1), where the two are not a pair already."
+                    if c.baseline else ""))
                 if compared_pairs(config) else ""),
              ""]
     if c.arms:
@@ -389,6 +417,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
                   "the same for every arm, and a named arm's Δ row compares it with the method it runs, as a "
                   "+ESOpt variant's with its base:", ""] + [f"- {line}" for line in arm_lines(config)] + [""]
     verdicts = conclusions(config, rows, records, template, unmatched, spend)
+    verdicts += [line for line in [unpaired_line(config)] if line]  # once: the pairs are every task's and budget's
     if verdicts:
         parts += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
     if t.limit:
@@ -498,6 +527,18 @@ def skill_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _resume_refusal(store: RunStore) -> str | None:
+    """The line `coevolve run --resume` refuses the run with for a task or method file edited since the run
+    started (tasks.loader.locate_files, the resume's own check), or None: the advice to resume a run must
+    not be one its resume refuses."""
+    for record, what, flag in ((TASKS, "task", "--task-changed"), (registry.RECORD, "method", None)):
+        try:
+            locate_files(store.dir, record, what, "refuse", flag)
+        except TaskSpecError as exc:
+            return str(exc)
+    return None
+
+
 def render_run(directory: str | Path) -> dict[str, Path]:
     """One run: progress.png again from summary.json, and report.md with its
     table (the one `coevolve run` prints) and any test scores."""
@@ -509,7 +550,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     writer = store.writer()  # a run still going: resuming it would make two writers (refused)
     if summary is None:
         raise UsageError(f"{store.dir} is still running ({writer}): report it once it has finished" if writer else
-                         f"{store.dir} has no summary.json yet: finish it with `coevolve run --resume {store.dir}`")
+                         f"{store.dir} has no summary.json yet: " + (
+                             f"`coevolve run --resume {store.dir}` refuses to finish it: {refusal}"
+                             if (refusal := _resume_refusal(store)) else
+                             f"finish it with `coevolve run --resume {store.dir}`"))
     if isinstance(summary, AgentSummary):
         return render_agent_run(store, summary)
     direction = summary.train.direction
@@ -532,7 +576,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
         more = extended_budget(events)
         going = f"its extension to {more} evaluations (`--resume --budget`) has not finished" if more else \
             "its log goes on past this summary (it was killed before its end)"
-        then = f"it is still running ({writer})" if writer else f"`coevolve run --resume {store.dir}` goes on"
+        refusal = None if writer else _resume_refusal(store)
+        then = (f"it is still running ({writer})" if writer else
+                f"`coevolve run --resume {store.dir}` refuses to go on: {refusal}" if refusal else
+                f"`coevolve run --resume {store.dir}` goes on")
         parts += [f"**This run is not finished: {going}; the table is the summary it last wrote. {then}.**", ""]
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "

@@ -37,7 +37,10 @@ import hashlib
 import itertools
 import json
 import math
+import os
+import sys
 import time
+import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -68,8 +71,8 @@ from coevolve.search.fingerprint import CloneIndex, fingerprint
 from coevolve.base.errors import UsageError, word_cut
 from coevolve.search import operators
 from coevolve.search.overlap import Overlap
-from coevolve.search.methods import (DISTILL, Method, StepSpec, es_population, make_method, members_for,
-                                     planned_es_generations, planned_steps, step_count,
+from coevolve.search.methods import (BUILTIN, DISTILL, Method, StepSpec, es_population, make_method, members_for,
+                                     parse_name, planned_es_generations, planned_steps, step_count,
                                      taken_counts)
 from coevolve.search.plot import best_so_far, plot_run_progress
 from coevolve.search.population import Candidate, dedup_key
@@ -80,7 +83,7 @@ from coevolve.search.skill_versions import SkillVersions
 from coevolve.search.start_programs import START_OPERATOR, read_programs
 from tasks.base import mean_profile, starting_program, template_runs
 from tasks.check import checked_reference
-from tasks.loader import guarded
+from tasks.loader import _split_file, guarded, raised_in
 
 EVENT_VERSION = 1
 # Rules changed since EVENT_VERSION 1 began, written in the start event (`rules`): a run whose start event
@@ -117,6 +120,53 @@ def check_same_method(store: RunStore, config: RunConfig, events: list[dict] | N
     if was is not None and was != config.run.method:
         raise UsageError(f"{store.dir}: the run was started with method {was!r}, its config.toml now says "
                          f"{config.run.method!r}; a run cannot change its method (start a new run)")
+
+
+class MethodError(UsageError):
+    """A user's method (a file, module or plugin; not a built-in, whose errors are ours and keep their
+    traceback) raised in one of its hooks: one line naming the method, the hook, the line and the
+    exception, then what becomes of the run. A UsageError (exit status 2), as a task's own code that
+    raises (TaskError): the user's code, not ours; every step logged before it stays in the run."""
+
+
+def _raised_in_method(exc: Exception, hook: str, source: str | None) -> str:
+    """`Type: message (at file:line, in function)` with the deepest frame in the method's own file
+    `source`: tasks.loader.raised_in's deepest frame outside coevolve can be a compiled library's
+    (numpy's `numpy/random/_generator.pyx:920` for rng.choice), not the user's line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = os.path.realpath(source) if source else None
+    at = next((i for i in reversed(range(len(frames))) if os.path.realpath(frames[i].filename) == where), None)
+    if at is None:
+        return raised_in(exc, f"{hook}()")
+    line = frames[at].lineno
+    while frames[at].name.startswith("<") and at > 0 and frames[at - 1].filename == frames[at].filename:
+        at -= 1  # a comprehension or a lambda: the function it is written in
+    name = frames[at].name
+    function = "" if name == hook else f", in {name}"
+    return f"{type(exc).__name__}: {str(exc)[:300]} (at {frames[at].filename}:{line}{function})"
+
+
+def method_error(name: str, hook: str, exc: Exception, step: int | None, directory: Path,
+                 source: str | None = None) -> MethodError:
+    """The MethodError for `exc`, raised by method `name`'s `hook` (at `step`; None: before the steps);
+    `source`: the file its class is written in."""
+    base = parse_name(name).base
+    file_spec = _split_file(base)
+    at = f" in step {step}" if step is not None else ""
+    if file_spec is not None:
+        # --resume refuses an edited method file (methods.remember_methods) and the unedited one would
+        # raise here again: a fix can only be a new run
+        way_on = (f"every finished step is in {directory}, but a run goes on only with the method file it "
+                  f"started with, which would stop here again: fix the file and start a new run (another --out)")
+        what = f"method file {file_spec[0]}"
+    else:
+        # a module or plugin is not recorded with the run: a fixed one resumes, its logged steps replayed
+        # and checked (a fix that picks other parents for them is refused there)
+        way_on = (f"every finished step is in {directory}: fix the method and continue with "
+                  f"`coevolve run --resume {directory}`")
+        what = f"method {base}"
+    line = " ".join(_raised_in_method(exc, hook, source).splitlines())  # one line, whatever the message holds
+    return MethodError(f"{what}: {hook}(){at} raised {line}\n{way_on}")
 
 
 def request_seed(run_seed: int, step: int, slot: int) -> int:
@@ -287,7 +337,7 @@ class SearchLoop:
         started = time.perf_counter()
         cfg = self.config
         self.method: Method = make_method(cfg)  # it owns the archive (population, islands, grid)
-        self.method.start(self.task)
+        self._hook("start", None, self.task)
         self.ledger = Ledger(cfg.run.budget + self.method.outside_budget())
         self.candidates: list[Candidate] = []
         # the same candidates by id, kept as they are added: each request's failures look originals up in it
@@ -351,7 +401,7 @@ class SearchLoop:
                 atomic_write_json(self.store.path("clock.json"), {"wall_s": round(self._wall(), 3)})
                 atomic_write_json(self.store.population_path(step), {
                     "step": step, "operator": spec.operator, "evaluations": self.ledger.used,
-                    **self.method.snapshot()})
+                    **self._hook("snapshot", step)})
                 self._report(event, replayed=step in logged)
             summary = self._finish()
             if self.stopped is None and not ended(events):
@@ -486,7 +536,7 @@ class SearchLoop:
                 fp = fingerprint(seed.code) if self.clones is not None else None
                 if fp is not None:
                     self.clones.add(seed.id, fp)  # a proposal that clones it is a clone, as of the template
-            self.method.seed(seed)  # an invalid one is scored and recorded, but no archive admits it
+            self._hook("seed", None, seed)  # an invalid one is scored and recorded, but no archive admits it
 
     def _seeds(self) -> list[Candidate]:
         """The programs the archive started with: the seeded template, then the starting programs."""
@@ -584,7 +634,7 @@ class SearchLoop:
         if es_record is not None:
             self._tell(es_record, members)
 
-        self.method.admit(step, step_candidates, self.ledger.used)
+        self._hook("admit", step, step, step_candidates, self.ledger.used)
         return event, step_candidates
 
     # context ----------------------------------------------------------------------
@@ -601,8 +651,21 @@ class SearchLoop:
             if failed:
                 return operator, [failed[int(rng.integers(len(failed)))]]
             operator = op.fallback
-        parents = self.method.pick(operator, rng, step, slot)
+        parents = self._hook("pick", step, operator, rng, step, slot)
         return (operator if parents or operators.get(operator).parentless else operators.start_operator()), parents
+
+    def _hook(self, hook: str, step: int | None, *args: Any) -> Any:
+        """self.method.<hook>(*args). What a user's method raises there stops the run as one line
+        (MethodError); a built-in's exception passes with its traceback: it is a bug of ours."""
+        try:
+            return getattr(self.method, hook)(*args)
+        except UsageError:
+            raise  # already one line (e.g. a method's own check)
+        except Exception as exc:
+            if parse_name(self.config.run.method).base in BUILTIN:
+                raise
+            source = getattr(sys.modules.get(type(self.method).__module__), "__file__", None)
+            raise method_error(self.config.run.method, hook, exc, step, self.store.dir, source) from exc
 
     def _failures_for(self, operator: str, parents: list[Candidate], slot: int) -> tuple[Candidate, ...]:
         """The failed candidates whose reports a request shows: repair's own parent; else, with

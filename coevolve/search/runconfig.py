@@ -8,8 +8,9 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from coevolve.base.config import Config, Section, build_config, config_error, require
 from coevolve.base.logsection import LogSection
-from coevolve.base.sampling import Sampling
-from coevolve.base.sections import DistributedSection, EndpointSection, ModelSection, RunSection, task_named
+from coevolve.base.sampling import MAX_TEMPERATURE, TEMPERATURE, Sampling
+from coevolve.base.sections import (MAX_BUDGET, MAX_TIMEOUT_S, TIMEOUT, DistributedSection, EndpointSection,
+                                    ModelSection, RunSection, task_named)
 from coevolve.es.config import ESConfig, ESSection
 from coevolve.sandbox.pool import MAX_SEEDS
 from coevolve.search.population import parse_tie
@@ -28,16 +29,23 @@ class SearchRun(RunSection):
     _method = field_validator("method")(classmethod(lambda cls, value: check_method_name(value, "run.method") or value))
 
 
+MAX_PARENTS = 100
+
+
 class EohSection(Section):
     population: int = Field(10, ge=1)  # survivors kept after each operator (paper: 10)
     offspring: int = Field(10, ge=1)  # candidates per e1/e2 step per generation (paper: 10)
     operators: list[str] = Field(["e1", "e2", "m1", "m2"], min_length=1)
-    parents: int = Field(2, ge=1)  # parents shown to e1 / e2
+    # parents shown to e1 / e2, each with its code: more than MAX_PARENTS fit no prompt, and drawn with
+    # replacement an absurd count is an absurd list, made before anything is asked
+    parents: int = Field(2, ge=1, le=MAX_PARENTS, description="programs shown in one prompt")
     init: int = Field(0, ge=0)  # initial i1 candidates; 0 means `population`
     # m1/m2 steps ask for round(offspring * m_multiplier) candidates (the paper's k).
     # 0: scaled to the budget as in the paper, k = T / (2 * offspring * generations) - 1
     # (k = 1 at T = 1000, k = 3 at T = 2000 with 10 offspring and 25 generations).
-    m_multiplier: float = Field(1.0, ge=0, description="0: scaled to the budget")
+    # At most MAX_BUDGET: one m1/m2 step would ask for more candidates than any budget pays (and a huge k
+    # overflows the step's count)
+    m_multiplier: float = Field(1.0, ge=0, le=MAX_BUDGET, description="0: scaled to the budget")
     generations: int = Field(0, ge=0)  # 0: generations until the budget runs out; > 0: exactly this many
     init_in_budget: bool = True  # False: the initial i1 population is charged outside T, as the paper counts
     parents_with_replacement: bool = False  # True: parents drawn with replacement (the paper's code)
@@ -118,12 +126,20 @@ class RewardSection(Section):
         return self
 
 
+MAX_WORKERS = 1024
+MAX_MEMORY_MB = 16 * 1024 * 1024
+MEMORY = "MB, 16 TiB at most"
+
+
 class SandboxLimits(Section):
     """What a sandbox is built with (coevolve.sandbox.Sandbox.from_section); a comparison's [test] too."""
 
-    timeout_s: float = Field(30.0, gt=0)
-    workers: int = Field(0, ge=0)  # 0: the sandbox's default
-    memory_mb: int = Field(2048, ge=64)
+    timeout_s: float = Field(30.0, gt=0, le=MAX_TIMEOUT_S, description=TIMEOUT)
+    # 0: the sandbox's default. Each worker is a process started before the first scoring: a count
+    # past any machine's cores would never finish starting
+    workers: int = Field(0, ge=0, le=MAX_WORKERS, description="0: the sandbox's default")
+    # the child's rlimit is memory_mb << 20 bytes, a C long: past ~8.8e12 MB every candidate fails to start
+    memory_mb: int = Field(2048, ge=64, le=MAX_MEMORY_MB, description=MEMORY)
     # k > 1: each program is scored k times, its `random` and numpy global generators seeded 0..k-1, and
     # judged by the mean (one failing seed fails it): for heuristics that draw random numbers; k times the time
     seeds: int = Field(1, ge=1, le=MAX_SEEDS)
@@ -171,7 +187,7 @@ class SkillSection(Section):
     successes: int = Field(1, ge=0)  # of the analysts, those that read the best programs; the rest read failures
     recent: int = Field(48, ge=1)  # the candidates analysts choose from: the last this many
     teacher: Literal["engine", "endpoint"] = "engine"  # "endpoint": [endpoint] must be set
-    temperature: float = Field(0.3, ge=0)
+    temperature: float = Field(0.3, ge=0, le=MAX_TEMPERATURE, description=TEMPERATURE)
     max_tokens: int = Field(160, ge=16)
     # a skill folder (its SKILL.md) every prompt shows from the first request, under any method: rules you
     # wrote, or what `coevolve distill` took from an earlier run; +trace2skill refreshes patch it. A path
@@ -261,10 +277,9 @@ class SearchSections(Config):
 
     def _replies_fit(self) -> None:
         """The replies the engine writes leave its context (model.max_len) room for their prompts."""
-        room = f"must be < model.max_len ({self.model.max_len}): a prompt and its reply must fit"
-        require(self.sampling.max_tokens < self.model.max_len, "sampling.max_tokens", room, self.sampling.max_tokens)
+        self.model.require_room(self.sampling.max_tokens, "sampling.max_tokens")
         if self.skill.teacher == "engine":
-            require(self.skill.max_tokens < self.model.max_len, "skill.max_tokens", room, self.skill.max_tokens)
+            self.model.require_room(self.skill.max_tokens, "skill.max_tokens")
 
 
 def method_tables(raw: Any, methods: list, listed: str) -> Any:
