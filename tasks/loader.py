@@ -429,8 +429,12 @@ _OURS = tuple(str(_ROOT / package) + os.sep for package in ("coevolve", "tasks")
 
 
 def _is_user(filename: str) -> bool:
-    """Whether a frame's file is the user's: outside coevolve, the standard library and installed packages."""
-    return not filename.startswith(_OURS) and "<frozen" not in filename and "site-packages" not in filename
+    """Whether a frame's file is the user's: outside coevolve, the standard library and installed packages
+    (a compiled extension's frame names its source relative to its package, numpy/random/_generator.pyx:
+    not a file of the user's, whose are absolute; code with no file, <string>, counts as theirs)."""
+    compiled = os.sep in filename and not os.path.isabs(filename)
+    return (not filename.startswith(_OURS) and "<frozen" not in filename and "site-packages" not in filename
+            and not compiled)
 
 
 def user_frame(exc: BaseException) -> str:

@@ -284,3 +284,22 @@ def test_a_renamed_template_function_names_the_file_and_line(tmp_path, capsys, q
         "coevolve check-task: error: template: does not define function_name 'pick' at top level (it defines: "
         f"choose); its def is at {path}:{line_of(path, 'def choose(')}: name it pick, or set function_name = "
         "'choose'")
+
+
+def test_an_error_raised_inside_numpy_names_the_users_line_not_numpys(tmp_path):
+    """numpy's random generator is compiled: its frame names numpy/random/_generator.pyx, a path relative to
+    its package, which counted as the user's file (a method hook's error named numpy's line; s55 method
+    walkthrough). The user's own file is the one named."""
+    import importlib.util
+
+    from tasks.loader import user_frame
+
+    path = tmp_path / "mine.py"
+    path.write_text("import numpy\n\n\ndef pick(pool):\n    return numpy.random.default_rng(0).choice(len(pool), size=5, "
+                    "replace=False)\n")
+    spec = importlib.util.spec_from_file_location("mine_s55", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ValueError) as caught:
+        module.pick([1, 2])
+    assert user_frame(caught.value).endswith(f"(at {path}:5)"), user_frame(caught.value)
