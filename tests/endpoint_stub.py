@@ -110,7 +110,8 @@ class StubServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits for serve_forever's next poll: every 0.05 s, not the default 0.5 s (each test's teardown)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def close(self) -> None:

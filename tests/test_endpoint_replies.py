@@ -16,10 +16,19 @@ from endpoint_stub import MODEL, REPLIES, StubServer
 
 from coevolve.cli import main
 from coevolve.engine.base import Sampling
+from coevolve.engine import openai_client
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from tasks.tsp_construct import TEMPLATE
 
 stub, no_key = endpoint_stub.stub, endpoint_stub.no_key  # the stub's fixtures, found here by pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(monkeypatch):
+    """Retries here are asked again at once: what is checked is how many tries were made and what the last
+    one said, not the pause between them (the clients the commands build back off 1, 2, 4 s by default:
+    7 s of sleep for distill's four tries)."""
+    monkeypatch.setattr(openai_client, "MAX_BACKOFF_S", 0.0)
 
 
 def write_config(tmp_path: Path, base_url: str) -> Path:

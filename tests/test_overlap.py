@@ -200,18 +200,26 @@ def test_an_interrupted_endpoint_run_stops_promptly_and_resumes_to_the_same_run(
         sys.path.insert(0, str(root))
     bench = importlib.import_module("benchmarks.endpoint_overlap")
     server = bench.serve(1.0, 0.5)
+    full = process = None
     try:
         toml = tmp_path / "c.toml"
         toml.write_text(bench.config(f"http://127.0.0.1:{server.server_address[1]}/v1", True, 24, 8, 4))
         env = {**os.environ, "OPENAI_API_KEY": "none"}
         command = [sys.executable, "-m", "coevolve.cli", "run", str(toml), "--no-progress", "--out"]
-        done = subprocess.run(command + [str(tmp_path / "full")], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-
+        # the uninterrupted run goes on beside the interrupted one and its resume (the same server answers
+        # both, a function of the request seed; a run's records do not depend on its timing): its end is
+        # awaited before the two runs' candidates are compared
+        full_err = open(tmp_path / "full.err", "w")  # a file, not a pipe nobody reads while it runs
+        full = subprocess.Popen(command + [str(tmp_path / "full")], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                                stderr=full_err, text=True)
+        full_err.close()
         killed = tmp_path / "killed"
-        process = subprocess.Popen(command + [str(killed)], cwd=root, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        # with Python's Ctrl-C handler in place even where the test runner was started with SIGINT ignored (a
+        # background job of a non-interactive shell), which the child would inherit and never be interrupted
+        launch = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                  "runpy.run_module('coevolve', run_name='__main__', alter_sys=True)")
+        process = subprocess.Popen([sys.executable, "-c", launch, *command[3:], str(killed)], cwd=root, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(
                 e["type"] == "step" for e in (read_jsonl(killed / "events.jsonl") if (killed / "events.jsonl").exists()
@@ -227,7 +235,12 @@ def test_an_interrupted_endpoint_run_stops_promptly_and_resumes_to_the_same_run(
         resumed = subprocess.run([sys.executable, "-m", "coevolve.cli", "run", "--resume", str(killed), "--no-progress"],
                                  cwd=root, env=env, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert full.wait(timeout=300) == 0, (tmp_path / "full.err").read_text()[-2000:]
     finally:
+        for child in (full, process):
+            if child is not None and child.poll() is None:
+                child.kill()
+                child.wait()
         server.shutdown()
     timeless = lambda path: [{k: v for k, v in c.items() if k != "seconds"} for c in read_jsonl(path)]
     assert timeless(killed / "candidates.jsonl") == timeless(tmp_path / "full" / "candidates.jsonl")

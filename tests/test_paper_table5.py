@@ -48,14 +48,9 @@ def test_published_programs_rescore_to_table5(task_name, size):
     """The reference publishes its EoH+ESOpt T = 1000 programs (tests/data/paper_programs);
     their mean on each column's set is the number Table 5 prints, so the set, its
     capacity or (n, w), and the scoring are the paper's."""
-    from paper_programs import PROGRAMS, load
+    from paper_programs import published_scores
 
-    task = heuristic_task(task_name)
-    prefix, name = {"kp_construct": ("kp", "select_next_item"), "asp": ("asp", "priority")}[task_name]
-    instances = task.instances("test", size)
-    with np.errstate(divide="ignore", invalid="ignore"):  # one program divides by zero weights as written
-        scores = [evaluate_in_process(task, load(PROGRAMS / f"{prefix}_rep{rep}.py", name), instances)
-                  for rep in (1, 2, 3)]
+    scores = published_scores(task_name, "test", size)
     assert round(float(np.mean(scores)), 2 if task_name == "asp" else 4) == EOH_ESOPT_T1000[(task_name, size)]
 
 
