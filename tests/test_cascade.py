@@ -288,7 +288,7 @@ def test_compare_ledger_table_counts_stage_one_rejections():
 
     from coevolve.report.rendering import ledger_table
 
-    config = SimpleNamespace(compare=SimpleNamespace(methods=["sample"], arms={}))
+    config = SimpleNamespace(compare=SimpleNamespace(methods=["sample"], arms={}, baseline=""))
 
     def cell(evaluations: int, outcomes: dict) -> SimpleNamespace:  # the fields ledger_table reads of a ComparisonCell
         ledger = SimpleNamespace(outcomes=outcomes, llm_requests=evaluations, completion_tokens=9)
