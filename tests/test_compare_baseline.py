@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.base.config import as_dict, build_config, dump_toml
+from coevolve.base.config import build_config
 from coevolve.base.errors import ConfigError
 from coevolve.cli import main
-from coevolve.compare import CompareConfig, planned_runs, run_config
+from coevolve.compare import CompareConfig
 from coevolve.plan import compared_pairs, load_compare_config
 from coevolve.report import render_comparison
-from coevolve.runstore import atomic_write_text
-from test_report import fake_run
+from test_report_honest_numbers import make_comparison
 
 # tsp_construct: lower is better, test20 reference 4.0; EoH clearly ahead of Islands over two seeds
 OBJECTIVES = {("eoh", 0): 4.4, ("eoh", 1): 4.41, ("islands", 0): 5.0, ("islands", 1): 5.02}
@@ -28,15 +27,7 @@ NOTE = ('EoH and Islands are not compared pairwise (no Δ row or verdict between
 
 
 def comparison(root: Path, compare: dict) -> Path:
-    config = build_config(CompareConfig, {
-        "compare": {"methods": ["eoh", "islands"], "tasks": ["tsp_construct"], "budgets": [10], "seeds": [0, 1],
-                    **compare},
-        "test": {"sizes": [20]}})
-    atomic_write_text(root / "compare.toml", dump_toml(as_dict(config)))
-    for spec in planned_runs(config):
-        directory = spec.directory(root)
-        fake_run(directory, run_config(config, spec, directory), OBJECTIVES[(spec.method, spec.seed)])
-    return root
+    return make_comparison(root, ["eoh", "islands"], OBJECTIVES, [0, 1], compare)
 
 
 def rendered(root: Path) -> tuple[str, dict]:

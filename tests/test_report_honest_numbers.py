@@ -23,11 +23,13 @@ from test_report import baseline, fake_run
 
 
 def make_comparison(root: Path, methods: list[str], objectives: dict[tuple[str, int], float | None],
-                    seeds: list[int]) -> Path:
+                    seeds: list[int], compare: dict | None = None) -> Path:
     """A finished comparison of tsp_construct (lower is better, test20 reference 4.0) whose runs' test
-    objectives are `objectives` by (method, seed); None: the run found no valid program."""
+    objectives are `objectives` by (method, seed); None: the run found no valid program. `compare`: more
+    [compare] keys."""
     config = build_config(CompareConfig, {
-        "compare": {"methods": methods, "tasks": ["tsp_construct"], "budgets": [10], "seeds": seeds},
+        "compare": {"methods": methods, "tasks": ["tsp_construct"], "budgets": [10], "seeds": seeds,
+                    **(compare or {})},
         "test": {"sizes": [20]}})
     atomic_write_text(root / "compare.toml", dump_toml(as_dict(config)))
     for spec in planned_runs(config):
