@@ -31,6 +31,7 @@ this module and the methods' own files know any method's name.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -139,7 +140,11 @@ class Method:
 
     # -- plan -----------------------------------------------------------------------------
     def steps(self) -> Iterator[StepSpec]:
-        raise NotImplementedError
+        # the one hook a method must give: said at --plan as one line naming the class and its file, as
+        # any other mistake in a method file is (a bare NotImplementedError named only this module)
+        raise UsageError(f"method {method_where(type(self))} defines no steps(): a method class must define "
+                         "steps(), yielding StepSpec(operator, count, perturbed, generation) in order "
+                         "(docs/search.md, Writing your own method)")
 
     def plan(self) -> Iterator[StepSpec]:
         """The steps in order; the loop stops at the budget (or where a finite plan ends). With
@@ -363,12 +368,18 @@ def check_method_name(value: str, field: str, arms: Sequence[str] = ()) -> None:
         raise config_error(field, f"{name.base} takes no +{ESOPT}", value)
 
 
-def names_a_method(value: Any) -> bool:
+def names_a_method(value: Any, field: str = "run.method") -> bool:
     """Whether `value` passes check_method_name: for a check that must not speak before the name's own
-    (a misspelt name is refused by its field, with its did-you-mean)."""
+    (a misspelt name is refused by its field, with its did-you-mean). A method file, module or plugin
+    that names something but fails to load raises its own error here instead: the sections it declares
+    cannot be known without it, and the config's check of its sections would otherwise report the
+    method's own section ([tga]) as unknown and never show why the file did not load."""
     try:
-        check_method_name(value, "run.method")
+        check_method_name(value, field)
     except UsageError:
+        if isinstance(value, str) and value and (looks_like_spec(base := parse_name(value).base)
+                                                 or base in _plugins()):
+            raise
         return False
     return True
 
@@ -564,13 +575,62 @@ def planned_steps(method: Method, budget: int, per_member: int,
     return list(iter_planned_steps(method, budget, per_member, taken))
 
 
+def method_where(cls: type) -> str:
+    """A method class for its author's errors: 'TournamentGA (/x/my_method.py:19)', the file and line
+    of its class statement ('TournamentGA' alone when Python cannot find its source)."""
+    try:
+        return f"{cls.__name__} ({inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]})"
+    except (OSError, TypeError):
+        return cls.__name__
+
+
+def _yielded_at(plan: Iterator[StepSpec], method: Method) -> str:
+    """Where the step just taken from `plan` (a Method.plan() generator) was yielded: the file and line of
+    the yield inside steps() when it is a generator, else the line steps() is defined on."""
+    inner: Any = plan
+    while getattr(inner, "gi_yieldfrom", None) is not None:  # plan() -> steps() (`yield from`)
+        inner = inner.gi_yieldfrom
+    frame = getattr(inner, "gi_frame", None)
+    if inner is not plan and frame is not None:
+        return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    code = getattr(type(method).steps, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else type(method).__name__
+
+
+def check_step(spec: Any, index: int, method: Method, where: Callable[[], str]) -> None:
+    """One step a method's plan yields, checked before anything uses it: a method file's mistake
+    (a tuple for a StepSpec, a count of 0, a misspelt operator) is one line naming the class, the
+    yield's file and line and the step, at --plan; unchecked it surfaced as a TypeError inside coevolve,
+    or a plan of '-3 evaluations' whose run would stop at its first step having spent nothing."""
+    def refuse(problem: str) -> UsageError:
+        return UsageError(f"method {type(method).__name__}: its step {index}, yielded at {where()}, {problem}")
+
+    if not isinstance(spec, StepSpec):
+        raise refuse(f"is {spec!r}, not a StepSpec: yield StepSpec(operator, count, perturbed, generation)")
+    if not isinstance(spec.count, int) or isinstance(spec.count, bool) or spec.count < 1:
+        raise refuse(f"asks for count = {spec.count!r} candidates: a step's count must be a whole number >= 1 "
+                     "(leave out a step that would ask for none)")
+    if not isinstance(spec.operator, str) or spec.operator not in operators.OPERATORS:
+        try:
+            operators.get(spec.operator)  # a plugin operator, loaded on first use
+        except (UsageError, TypeError):
+            raise refuse(f"has operator {spec.operator!r}: known operators: "
+                         f"{', '.join(operators.proposal_names())}") from None
+    if not isinstance(spec.perturbed, bool):
+        raise refuse(f"has perturbed = {spec.perturbed!r}: True (the step draws from ES-perturbed models) or False")
+    if not isinstance(spec.generation, int) or isinstance(spec.generation, bool):
+        raise refuse(f"has generation = {spec.generation!r}: a whole number (the method's unit in --plan)")
+
+
 def iter_planned_steps(method: Method, budget: int, per_member: int,
                        taken: Mapping[int, int] | None = None) -> Iterator[PlannedStep]:
     """planned_steps one at a time, for a caller that may stop early. Time linear in the steps."""
     left = budget
-    for index, spec in enumerate(method.plan()):
+    plan = method.plan()
+    for index, spec in enumerate(plan):
         if left <= 0:
             break
+        check_step(spec, index, method, lambda: _yielded_at(plan, method))
         granted = min(step_count(index, spec, taken), left)
         left -= granted
         members = members_for(granted, per_member) if spec.perturbed else 0
@@ -815,10 +875,20 @@ def extension_plan(config: "RunConfig", events: list[dict], before: int) -> dict
             "es_restart": config.uses_es and any(step["perturbed"] for step in ahead)}
 
 
+def plan_name(method: str) -> str:
+    """A method as a plan's head names it: a file or module method by its label (what the compare report
+    calls it), with the name it was given after it, by which its file is found: 'TournamentGA
+    (/x/my_method.py)'; any other name as given ('eoh', 'islands+esopt')."""
+    if not isinstance(method, str) or not looks_like_spec(parse_name(method).base):
+        return str(method)
+    shown = label(method)
+    return method if shown == method else f"{shown} ({method})"
+
+
 def format_plan(plan: dict) -> str:
     """A plan for people: one line per distinct generation, repeats folded; an extension's
     (extension_plan) the steps done, then the steps to run."""
-    lines = [f"plan: {plan['method']} on {plan['task']}, budget T = {plan['budget']}"
+    lines = [f"plan: {plan_name(plan['method'])} on {plan['task']}, budget T = {plan['budget']}"
              + (f" (+ {plan['outside_budget']} initial candidates outside T, as the paper counts)"
                 if plan["outside_budget"] else "")]
     if plan.get("m_multiplier") is not None:

@@ -290,7 +290,7 @@ def method_tables(raw: Any, methods: list, listed: str) -> Any:
     that is no method, those tables are left out unread: the name's own check (its field's validator,
     check_method_name) refuses the config, listing the known methods and the one it may mean."""
     builtin = {section for name in BUILTIN for section in declared_sections([name])}
-    if isinstance(raw, dict) and not all(names_a_method(name) for name in methods):
+    if isinstance(raw, dict) and not all(names_a_method(name, listed) for name in methods):
         # a misspelt `--method map_elite` would otherwise be told to remove the [map_elites] it needs
         return {k: v for k, v in raw.items() if k not in builtin}
     declared = declared_sections(methods)
