@@ -94,3 +94,13 @@ def test_a_name_in_other_case_is_suggested_as_written(tmp_path, capsys, monkeypa
     assert main(["run", str(config), "--plan"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean 'tsp_construct'?" in err, err
+
+
+def test_a_config_saved_with_a_byte_order_mark_reads_as_written(tmp_path, capsys, monkeypatch):
+    """Some editors save UTF-8 with a byte-order mark; TOML's parser took it for a statement (`Invalid
+    statement (at line 1, column 1)`, s55 config sweep W6). The mark is no setting: the file plans."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "c.toml"
+    config.write_bytes("\ufeff[run]\ntask = \"tsp_construct\"\nbudget = 8\n".encode("utf-8"))
+    assert main(["run", str(config), "--plan"]) == 0, capsys.readouterr().err
+    assert "budget T = 8" in capsys.readouterr().out

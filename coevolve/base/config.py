@@ -228,7 +228,9 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
 def read_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark (some Windows editors save one) is no setting; TOML's parser took it
+        # for a statement ("Invalid statement (at line 1, column 1)")
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise UsageError(f"config file not found: {path}") from None
     except UnicodeDecodeError as exc:  # a ValueError, not an OSError: a Latin-1 comment, a binary file
