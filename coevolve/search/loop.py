@@ -131,8 +131,8 @@ class MethodError(UsageError):
 
 def _raised_in_method(exc: Exception, hook: str, source: str | None) -> str:
     """`Type: message (at file:line, in function)` with the deepest frame in the method's own file
-    `source`: tasks.loader.raised_in's deepest frame outside coevolve can be a compiled library's
-    (numpy's `numpy/random/_generator.pyx:920` for rng.choice), not the user's line."""
+    `source` (tasks.loader.raised_in's deepest user frame may be in another module of the user's) and the
+    function it is in; raised_in where no frame is in that file."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = os.path.realpath(source) if source else None
     at = next((i for i in reversed(range(len(frames))) if os.path.realpath(frames[i].filename) == where), None)
