@@ -27,7 +27,8 @@ from coevolve.agents.evaluate import MAX_K
 from coevolve.agents.runconfig import METHODS as AGENT_RUN_METHODS
 from coevolve.agents.runconfig import AgentRunConfig, AgentSection, SkillsSection
 from coevolve.base.config import (HEAD, Config, Section, as_dict, build_config, config_error, error_key, keys_under,
-                                  merge_overrides, read_toml, require, require_settings)
+                                  merge_overrides, read_toml, require, require_settings, sections_with,
+                                  unknown_key)
 from coevolve.base.errors import ConfigError, UsageError, did_you_mean, plural
 from coevolve.base.paths import counted_from
 from coevolve.base.sampling import Sampling
@@ -468,6 +469,14 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
     method under its own settings) or the first method, and the first task, budget
     and seed it lists (flags choose another). `base`, the TOML's folder: where a
     named arm's relative files (method, skill, starting programs) count from."""
+    return comparison_arm(raw, method, base)[0]
+
+
+def comparison_arm(raw: dict, method: str | None = None,
+                   base: Path | None = None) -> tuple[dict, ComparisonConfig, RunSpec]:
+    """comparison_run's raw run config, with the comparison it was taken from and the run it is (its
+    method: the arm's name), so that the run's errors are named where the comparison wrote the key
+    (comparison_key), as `coevolve compare` names them."""
     kind = config_class(raw)
     if base is not None and kind is AgentCompareConfig:  # its tasks counted before its validator loads them
         raw = _agent_files_counted(_agent_tasks_counted(raw, base), base)
@@ -493,8 +502,9 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
         spec = trained[0]
         chosen = method or spec.method
         tables = {k: v for k, v in _copied(raw).items() if k not in ("compare", "eval", "task")}
-        return {**merge_overrides(tables, arm_settings(config, chosen)), "task": config.task.get(spec.task, {}),
-                "run": {**dataclasses.asdict(spec), "method": arm_method(config, chosen)}}
+        return ({**merge_overrides(tables, arm_settings(config, chosen)), "task": config.task.get(spec.task, {}),
+                 "run": {**dataclasses.asdict(spec), "method": arm_method(config, chosen)}},
+                config, dataclasses.replace(spec, method=chosen))
     chosen = method or c.methods[0]
     first = arm_method(config, chosen)  # a named arm runs its method with its own settings
     run = {"method": first, "task": c.tasks[0], "budget": c.budgets[0], "seed": c.seeds[0]}
@@ -502,7 +512,8 @@ def comparison_run(raw: dict, method: str | None = None, base: Path | None = Non
     methods = [arm_method(config, m) for m in c.methods]
     others = set(registry.declared_sections(methods)) - set(registry.declared_sections([first]))
     tables = {k: v for k, v in _copied(raw).items() if k not in ("compare", "test", *others)}
-    return {**merge_overrides(tables, arm_settings(config, chosen)), "run": run}
+    return ({**merge_overrides(tables, arm_settings(config, chosen)), "run": run}, config,
+            RunSpec(run["task"], chosen, run["budget"], run["seed"]))
 
 
 def _copied(raw: dict) -> dict:
@@ -930,12 +941,35 @@ def _agent_task_named(name: str, field_name: str) -> None:
     raise config_error(field_name, f"is a heuristic task, not an agent task ({known})", name)
 
 
+def _compare_table(raw: dict) -> dict:
+    """[compare], checked as config_class reads its kind: a table of CompareSection's keys. A misspelt
+    [compare], a scalar `compare = "agent"` or a misspelt `kind` would otherwise be read as kind "heuristic",
+    and an agent comparison's [eval] refused in their place."""
+    if "compare" not in raw:
+        sections = {*CompareConfig.model_fields, *AgentCompareConfig.model_fields,
+                    *registry.declared_sections(list(registry.BUILTIN))}  # [pareto] is near "compare" too
+        for key in raw:  # [comparee]: every [compare] setting would be a default
+            if key not in sections and (near := did_you_mean(key, ["compare"])):
+                raise config_error(key, "is not a known section (a comparison's settings are [compare])", hint=near)
+        return {}
+    compare = raw["compare"]
+    if not isinstance(compare, dict):
+        hint = f'; did you mean [compare] kind = "{compare}"?' if compare in KINDS else ""
+        raise config_error("compare", "must be a table ([compare] with kind, methods, tasks, budgets, seeds)",
+                           compare, hint)
+    known = sorted(CompareSection.model_fields)
+    for key in compare:
+        if key not in known:
+            raise unknown_key(f"compare.{key}", known, sorted({*sections_with(CompareConfig, key, but="compare"),
+                                                               *sections_with(AgentCompareConfig, key, but="compare")}))
+    return compare
+
+
 def config_class(raw: dict) -> type:
     """The comparison config a parsed TOML declares by [compare] kind, checked first (a misspelt kind
     would otherwise be read as "heuristic", and [eval] refused as an unknown section); a section of the
     other kind is named with the section this kind has instead."""
-    compare = raw.get("compare")
-    kind = compare.get("kind", "heuristic") if isinstance(compare, dict) else "heuristic"
+    kind = _compare_table(raw).get("kind", "heuristic")
     if kind not in KINDS:
         raise config_error("compare.kind", f"must be one of {', '.join(KINDS)}", kind,
                            did_you_mean(kind.lower() if isinstance(kind, str) else kind, KINDS))

@@ -144,6 +144,10 @@ class AgentRunConfig(Config):
         try:
             options = self.task_options()
             for name in path_options(self.run.task):  # a file option naming no file, named as the TOML wrote it
+                # its default is None, so the registry's type check lets any value through to the factory
+                if name in options and not isinstance(options[name], str):
+                    raise config_error(f"task.{name}", "must be a file's path, a string (counted from the config's "
+                                       "folder)", options[name])
                 if isinstance(options.get(name), str) and not Path(options[name]).expanduser().is_file():
                     raise config_error(f"task.{name}", "names no file (counted from the config's folder)",
                                        options[name])

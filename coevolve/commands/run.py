@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -27,10 +28,10 @@ from coevolve.agents.es_agent import (EVENT_VERSION as AGENT_EVENTS, KIND as AGE
                                       plan_lines as agent_plan_lines)
 from coevolve.agents.runconfig import METHODS as AGENT_METHODS, AgentRunConfig
 from coevolve.agents.tools import SandboxTool
-from coevolve.base.config import (as_dict, build_config, config_error, dump_toml, merge_overrides, read_toml,
-                                  require_settings)
+from coevolve.base.config import (as_dict, build_config, config_error, dump_toml, error_key, merge_overrides,
+                                  read_toml, require_settings, sections_with, unknown_key)
 from coevolve.base.durable import FULL, refused_write
-from coevolve.base.errors import ConfigError, UsageError, did_you_mean
+from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, require as require_trackers
 from coevolve.base.sections import RunSection, task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
@@ -41,7 +42,8 @@ from coevolve.engine.openai_client import EndpointError, open_endpoint, record_e
 from coevolve.engine import pool  # as a module: tests stand a fake engine in for pool.build_engine
 from coevolve.es import engine_dtype, engine_options
 from coevolve.es.start import HEURISTIC, check_same_config, config_difference, edited_line, logged_config
-from coevolve.plan import COMPARE_CONFIG, comparison_run, engine_lines, files_counted, task_files_counted
+from coevolve.plan import (COMPARE_CONFIG, ComparisonConfig, RunSpec, comparison_arm, comparison_key, engine_lines,
+                           files_counted, task_files_counted)
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
@@ -139,8 +141,8 @@ def config_class(raw: dict, shown: str | None = None) -> type[RunConfig] | type[
         known = sorted(RunSection.model_fields)
         for key in run:
             if key not in known:
-                raise config_error(f"run.{key}", f"is not a known field (known: {', '.join(known)})",
-                                   hint=did_you_mean(key, known))
+                raise unknown_key(f"run.{key}", known, sorted({*sections_with(RunConfig, key, but="run"),
+                                                               *sections_with(AgentRunConfig, key, but="run")}))
     if isinstance(run, dict) and "task" in run and not (isinstance(task, str) and task):
         raise config_error("run.task", "must not be empty" if task == "" else "must be a string", task)
     if task is None:  # the default task is a heuristic one: an agent config would be told its sections are typos
@@ -233,8 +235,7 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     if args.task_changed:
         raise UsageError("--task-changed goes with --resume")
-    config = load_run_config(args.config, overrides_from(args))
-    check_built(config, args.check_seconds)
+    config = load_run_config(args.config, overrides_from(args), seconds=args.check_seconds)
     endpoint = check_generators(config)
     store = create_store(config)
     record_tasks(store.dir, [config.run.task])
@@ -339,14 +340,16 @@ def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budge
     return larger
 
 
-def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = True) -> RunConfig | AgentRunConfig:
+def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = True,
+                    seconds: float | None = None) -> RunConfig | AgentRunConfig:
     """The run config in `path` with the flags' overrides laid over it. A file task or method is made absolute (so the run directory's config names it
     from anywhere): a --task / --method path counts from the working directory, a TOML one
     from the TOML's folder, as do `[skill] start`, `[start] programs`, `[model] path` and an agent
     run's `[skills] paths`. A comparison config (one with [compare], such as
     examples/paper/*.toml) runs one of its arms: the first method, task, budget
     and seed it lists unless flags pick another. A new run's (`new`) task must be one a registry,
-    a file, a module or a plugin names; a resumed run's was when it started."""
+    a file, a module or a plugin names; a resumed run's was when it started. With `seconds`, the built
+    config is checked too (check_built): a comparison's arm names its errors as the comparison wrote them."""
     path = Path(path)
     written = read_toml(path)
     if not any(overrides.values()):  # flags alone (`--task T --method M`) may fill an empty file
@@ -355,10 +358,26 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     named = (isinstance(written, dict) and isinstance(written.get("task"), dict) and "name" in written["task"]
              and not overrides.get("run", {}).get("task"))
     with task_key("task.name" if named else "run.task"):
-        return _load_run_config(path, task_named(written), overrides, new)
+        return _load_run_config(path, task_named(written), overrides, new, seconds)
 
 
-def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: bool) -> RunConfig | AgentRunConfig:
+@contextmanager
+def arm_keys(arm: tuple[ComparisonConfig, RunSpec] | None, overrides: dict[str, dict]) -> Iterator[None]:
+    """Config errors of a comparison's arm (`coevolve run COMPARISON`, `arm`: the comparison and the run)
+    named where the comparison wrote the key (plan.comparison_key), as `coevolve compare` names them; the
+    run's own key where a flag (`overrides`) gave it."""
+    try:
+        yield
+    except ConfigError as exc:
+        named = error_key(str(exc))
+        section, _, field = named[0].partition(".") if named else ("", "", "")
+        if arm is None or re.split(r"[.\[]", field)[0] in overrides.get(section, {}):
+            raise
+        raise comparison_key(*arm, exc) from None
+
+
+def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: bool,
+                     seconds: float | None) -> RunConfig | AgentRunConfig:
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
     written_task = overrides.get("run", {}).get("task") or run.get("task")  # errors name it as the user wrote it
     for key, absolute in (("task", absolute_spec), ("method", absolute_method)):
@@ -378,6 +397,7 @@ def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: boo
         task = overrides.get("run", {}).get("task") or run.get("task")
         raw = {**raw, "task": task_files_counted(raw["task"], task, path.parent)}
     overrides = files_counted(overrides, ".")  # --model and --skill count from the working directory
+    compared_run = None
     if "compare" in raw and "run" not in raw:
         flag = overrides.get("run", {}).get("method")
         compared = raw["compare"].get("methods") if isinstance(raw["compare"], dict) else None
@@ -385,7 +405,7 @@ def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: boo
         # the arm comparison_run picks: the first listed (an agent comparison's first that trains: not "base")
         trained = [m for m in compared if not (agents and m == "base")] if isinstance(compared, list) else []
         name = flag or (trained[0] if trained else None)
-        raw = comparison_run(raw, flag, path.parent)
+        raw, comparison, spec = comparison_arm(raw, flag, path.parent)
         if flag:  # a named arm: the method it runs (its settings are in raw now)
             overrides["run"]["method"] = raw["run"]["method"]
         arm = {**raw["run"], **overrides.get("run", {})}
@@ -393,20 +413,24 @@ def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: boo
         print(f"{path} is a comparison; this is its arm {arm['method']}{named} on {arm['task']}, budget "
               f"{arm['budget']}, seed {arm['seed']} (--method, --task, --budget, --seed pick another)",
               file=sys.stderr)
-    raw = merge_overrides(raw, overrides)
-    task = raw["run"].get("task") if isinstance(raw.get("run"), dict) else None
-    unknown = unknown_name(task) if new and isinstance(task, str) and task else None
-    if unknown:  # before the kind is chosen by it: that kind's checks would name another field (run.method)
-        raise ConfigError(f"config error: run.task: {unknown}")
-    kind = config_class(raw, written_task if isinstance(written_task, str) else None)
-    if "skill" in overrides and kind is AgentRunConfig:
-        raise UsageError("--skill is for heuristic runs; an agent run names its skills in [skills] paths")
-    config = build_config(kind, raw)
-    if new and isinstance(config, AgentRunConfig) and isinstance(written, list):
-        check_skills_moved(written, config.skills.paths, path.parent)
-    if new and "compare" not in raw:  # (a comparison's file holds the sections of all its arms)
-        for line in unread_sections(raw, config):
-            print(f"note: {line}", file=sys.stderr, flush=True)
+        compared_run = (comparison, dataclasses.replace(spec, **{k: arm[k] for k in ("task", "budget", "seed")}))
+    with arm_keys(compared_run, overrides):  # the arm's errors where the comparison wrote the key
+        raw = merge_overrides(raw, overrides)
+        task = raw["run"].get("task") if isinstance(raw.get("run"), dict) else None
+        unknown = unknown_name(task) if new and isinstance(task, str) and task else None
+        if unknown:  # before the kind is chosen by it: that kind's checks would name another field (run.method)
+            raise ConfigError(f"config error: run.task: {unknown}")
+        kind = config_class(raw, written_task if isinstance(written_task, str) else None)
+        if "skill" in overrides and kind is AgentRunConfig:
+            raise UsageError("--skill is for heuristic runs; an agent run names its skills in [skills] paths")
+        config = build_config(kind, raw)
+        if new and isinstance(config, AgentRunConfig) and isinstance(written, list):
+            check_skills_moved(written, config.skills.paths, path.parent)
+        if new and "compare" not in raw:  # (a comparison's file holds the sections of all its arms)
+            for line in unread_sections(raw, config):
+                print(f"note: {line}", file=sys.stderr, flush=True)
+        if seconds is not None:
+            check_built(config, seconds)
     return config
 
 
@@ -714,8 +738,8 @@ def handle_plan(args: argparse.Namespace) -> int:
         remember_methods(store.dir)
         print_copy_notes()
         config = resumed_config(store)[1]
-    elif args.config:
-        config = load_run_config(args.config, overrides_from(args))
+    elif args.config:  # checked as the run checks it (check_built)
+        config = load_run_config(args.config, overrides_from(args), seconds=args.check_seconds)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     events = store.events() if args.resume else []  # --plan writes nothing: one read stays the log
@@ -733,12 +757,10 @@ def handle_plan(args: argparse.Namespace) -> int:
         return 0
     if not isinstance(config, RunConfig):  # an agent run: its rounds, after the checks the run makes
         if not args.resume:
-            check_built(config, args.check_seconds)
             check_model(config, plan=True)
         print("\n".join(agent_plan_lines(config) + [f"  {line}" for line in layout_lines(config)]))
         return 0
     if not args.resume:  # what the run would refuse is refused (a resumed run passed these when it started)
-        check_built(config, args.check_seconds)
         check_model(config, plan=True)  # not the endpoint's probe: --plan asks no server
     plan = run_plan(config)
     print(format_plan(plan))

@@ -15,7 +15,8 @@ from coevolve.es.config import ESConfig, ESSection
 from coevolve.sandbox.pool import MAX_SEEDS
 from coevolve.search.population import parse_tie
 from coevolve.search.methods import (BUILTIN, check_method_name, check_operator_name, declared_sections, make_method,
-                                     names_a_method, planned_refreshes, uses_es, uses_skill)
+                                     method_class, names_a_method, parse_name, planned_refreshes, uses_es,
+                                     uses_skill)
 from tasks.base import STARTS
 
 
@@ -32,14 +33,21 @@ class SearchRun(RunSection):
 MAX_PARENTS = 100
 
 
+# the cap on the sizes no budget check reaches: an initial population charged outside run.budget
+# (eoh.init_in_budget = false) is spent on top of it, so it may not ask more than any run.budget may
+SIZE = "at most run.budget's cap"
+
+
 class EohSection(Section):
-    population: int = Field(10, ge=1)  # survivors kept after each operator (paper: 10)
+    # survivors kept after each operator (paper: 10)
+    population: int = Field(10, ge=1, le=MAX_BUDGET, description=SIZE)
     offspring: int = Field(10, ge=1)  # candidates per e1/e2 step per generation (paper: 10)
     operators: list[str] = Field(["e1", "e2", "m1", "m2"], min_length=1)
     # parents shown to e1 / e2, each with its code: more than MAX_PARENTS fit no prompt, and drawn with
     # replacement an absurd count is an absurd list, made before anything is asked
     parents: int = Field(2, ge=1, le=MAX_PARENTS, description="programs shown in one prompt")
-    init: int = Field(0, ge=0)  # initial i1 candidates; 0 means `population`
+    # initial i1 candidates; 0 means `population`
+    init: int = Field(0, ge=0, le=MAX_BUDGET, description="0 means eoh.population; " + SIZE)
     # m1/m2 steps ask for round(offspring * m_multiplier) candidates (the paper's k).
     # 0: scaled to the budget as in the paper, k = T / (2 * offspring * generations) - 1
     # (k = 1 at T = 1000, k = 3 at T = 2000 with 10 offspring and 25 generations).
@@ -282,6 +290,23 @@ class SearchSections(Config):
             self.model.require_room(self.skill.max_tokens, "skill.max_tokens")
 
 
+def require_step_fits(config: Any, field: str, value: Any, asked: int, step: str, default: int,
+                      per_unit: float = 1) -> None:
+    """A method's `check`: refuse `field` (= `value`) when one `step` of its plan asks for `asked` candidates
+    (`per_unit` for each unit of `value`), more than the whole run.budget. Let be, the plan cut that step to
+    the budget: a run of one truncated step, and under +trace2skill an error that blamed skill.every. A step
+    no larger than the defaults ask for (`default` candidates) is let be under any budget: a smoke run's
+    small budget cuts it short knowingly."""
+    budget = config.run.budget
+    limit = max(budget, default)
+    if asked <= limit:
+        return
+    bound = f"{limit / per_unit:g}" if isinstance(value, float) else int(limit // per_unit)
+    why = "" if limit == budget else f" (as large a step as the defaults ask; run.budget = {budget} cuts it short)"
+    raise config_error(field, f"must be <= {bound}{why}: {step} would ask for {asked} candidates, more than the "
+                       f"run's whole budget (run.budget = {budget})", value)
+
+
 def method_tables(raw: Any, methods: list, listed: str) -> Any:
     """`raw` with the tables the `methods` declare themselves (e.g. [islands]) taken out and validated by
     their models into `method_sections`; as it is when none declares one or when that is done. A table
@@ -346,8 +371,13 @@ class RunConfig(SearchSections):
 
     @model_validator(mode="after")
     def _method_rules(self) -> RunConfig:
+        # the method's own rules across sections (e.g. against run.budget), before its setup derives the plan
+        # from them (EoH's m_multiplier = 0 would otherwise blame itself for an absurd eoh.offspring)
+        method_class(parse_name(self.run.method).base).check(self)
         method = make_method(self)
-        type(method).check(self)  # the method's own rules across sections (e.g. against run.budget)
+        inner = getattr(method, "inner", method)  # an archive over EoH or Sample runs that method's plan
+        if type(inner) is not type(method):
+            type(inner).check(self)
         self._es_operators_run(getattr(method, "inner", method))
         if self.uses_es:  # perturbed requests go to the engine even with an [endpoint]
             self._replies_fit()

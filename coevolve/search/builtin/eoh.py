@@ -7,11 +7,12 @@ such step. eoh.generations > 0 ends the plan after that many generations."""
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from typing import Any, Iterator
 
 from coevolve.base.config import config_error
 from coevolve.search import operators
-from coevolve.search.methods import Method, StepSpec
+from coevolve.search.methods import Method, StepSpec, parse_name
+from coevolve.search.runconfig import EohSection, require_step_fits
 
 
 def m_multiplier(config) -> float:
@@ -45,6 +46,34 @@ class EohMethod(Method):
         es_count = es.population * es.proposals_per_member  # 0: as the plan's step
         self.perturbed_counts = {op: es_count for op in self.perturbed_ops} if es_count else {}
         self.generations = eoh.generations
+
+    @classmethod
+    def check(cls, config: Any) -> None:
+        """Each step's size against run.budget (require_step_fits), named by the key that sizes it."""
+        eoh, es = config.eoh, config.es
+        defaults = EohSection()
+        if eoh.init_in_budget:  # (charged outside T, it is capped by EohSection's bound alone)
+            require_step_fits(config, "eoh.init" if eoh.init else "eoh.population", eoh.init or eoh.population,
+                              eoh.init or eoh.population, "the initial i1 step" + (
+                                  "" if eoh.init else " (eoh.init = 0: eoh.population candidates)"),
+                              defaults.population)
+        # es.population sizes the perturbed steps in place of eoh's keys (0: they keep the plan's count)
+        perturbed = set(es.operators) if parse_name(config.run.method).esopt and es.population else set()
+        for op in eoh.operators:
+            if op in perturbed:
+                require_step_fits(config, "es.population", es.population, es.population * es.proposals_per_member,
+                                  f"one perturbed {op} step (es.population x es.proposals_per_member)",
+                                  defaults.offspring, es.proposals_per_member)
+            elif not operators.get(op).scaled:
+                require_step_fits(config, "eoh.offspring", eoh.offspring, eoh.offspring, f"one {op} step",
+                                  defaults.offspring)
+            elif eoh.m_multiplier > 0:  # 0 sizes the step from the budget: it always fits
+                asked = max(1, round(eoh.offspring * eoh.m_multiplier))
+                raised = eoh.m_multiplier > defaults.m_multiplier  # else eoh.offspring alone is too large
+                require_step_fits(config, "eoh.m_multiplier" if raised else "eoh.offspring",
+                                  eoh.m_multiplier if raised else eoh.offspring, asked,
+                                  f"one {op} step (eoh.offspring x eoh.m_multiplier)", defaults.offspring,
+                                  eoh.offspring if raised else eoh.m_multiplier)
 
     def steps(self) -> Iterator[StepSpec]:
         yield StepSpec("i1", self.init, False, 0)
