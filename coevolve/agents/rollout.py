@@ -134,7 +134,7 @@ def rollout(
                           if turn == 1 else "keep fewer turns in the prompt (agent.history_turns = k keeps the last "
                                             "k) or shorten the task's observations") + ", or raise [model] max_len"
                 raise ContextLengthError(f"{task.name}: an episode{case} outgrew the engine's context at turn {turn}: "
-                                         f"{exc}; {remedy}", exc.index) from None
+                                         f"{exc}; {remedy}", exc.index, origin=exc.origin) from None
             if len(completions) != len(live):
                 raise RuntimeError(f"generator returned {len(completions)} completions for {len(live)} conversations")
             still_live = []

@@ -77,26 +77,17 @@ class ContextLengthError(UsageError):
     answers requests one by one (an endpoint): each request's reply, None for those refused as too
     long, so a caller can ask again for those alone. `origin`: who refused it, ENGINE or the base_url
     of the endpoint whose server did (a served model's context may grow between sessions, the run's
-    [model] max_len may not), set where it is raised, never read from the message. (Its attributes
-    survive pickling, as an engine pool's actors need.)"""
+    [model] max_len may not), set where it is raised and passed on by whoever words it anew (the search
+    loop, an agent rollout, an engine pool), never read from the message. (Its attributes survive
+    pickling, as an engine pool's actors need.)"""
 
     def __init__(self, message: str, index: int = 0, tokens: int | None = None, limit: int | None = None,
                  replies: list[Completion | None] | None = None, too_long: Sequence[int] = (),
-                 origin: str | None = None) -> None:
+                 origin: str = ENGINE) -> None:
         super().__init__(message)
         self.index, self.tokens, self.limit, self.replies = index, tokens, limit, replies
         self.too_long = tuple(too_long)
-        self._origin = origin
-
-    @property
-    def origin(self) -> str:
-        """ENGINE or the refusing endpoint's base_url. One worded anew while handling another (the
-        search loop and an agent rollout add what made the prompt long: `raise ContextLengthError(...)
-        from None` in their except blocks) has that one's origin, which Python keeps as __context__."""
-        if self._origin is not None:
-            return self._origin
-        handled = self.__context__
-        return handled.origin if isinstance(handled, ContextLengthError) else ENGINE
+        self.origin = origin
 
     @classmethod
     def prompt(cls, tokens: int, limit: int, index: int, too_long: Sequence[int] = ()) -> ContextLengthError:

@@ -9,14 +9,11 @@ from typing import Sequence
 from coevolve.base.errors import plural
 from coevolve.base.records import ComparisonCell
 from coevolve.plan import CompareConfig, ordered_arms
-from coevolve.search import methods as registry
+from coevolve.search.methods import label  # the one label of a method among others
 from coevolve.search.plot import LINE_STYLES, save_figure
 from coevolve.stats import band
 from tasks.loader import task_label
 from tasks.registry import heuristic_task
-
-def label(method: str) -> str:
-    return registry.label(method)
 
 
 def _pyplot():

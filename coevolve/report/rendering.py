@@ -36,8 +36,9 @@ from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, bas
                                         commonest_failures, derived_damage, es_counts, fmt_number, failure_rows,
                                         heldout_change, run_rows, run_starting_point, seeds_worse, skill_rows,
                                         skill_use, TaskBuilder, worse_than_template)
-from coevolve.report.plots import label as _label, plot_differences, plot_progress, plot_test_scores
+from coevolve.report.plots import plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
+from coevolve.search.methods import label as _label  # a method among others (display_name: on its own)
 from coevolve.runstore import RunStore, ended, extended_budget, log_damage
 from coevolve.search.plot import plot_best_so_far, plot_run_progress
 from coevolve.search.runconfig import SkillSection
@@ -560,7 +561,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
     plot = plot_run_progress(summary, store.path("progress.png"))
     found = run_starting_point(store.dir, summary.task) if summary.best else None
     events = store.events()  # read once: the skill use row and the damage notes below both take it
-    parts = [f"# Run: {summary.method} on {summary.task}, seed {summary.seed}", "", "```",
+    parts = [f"# Run: {registry.display_name(summary.method)} on {summary.task}, seed {summary.seed}", "", "```",
              _table(_run_rows(summary, store.dir, found, requests_name_versions(events))), "```", "",
              BUDGET_STATEMENT.format(whose="This run's budget is", budget=summary.budget),
              ""]
@@ -662,7 +663,7 @@ def _run_rows(summary: SearchSummary, directory: Path, found: str | None,
     ledger = summary.ledger
     gap = best.gap if best else None
     rows = [
-        ("method", summary.method),
+        ("method", registry.display_name(summary.method)),
         ("task", f"{summary.task} ({train.split}{train.size}, {train.direction})"),
         # as the run's plan says it (`total: 16 evaluations = T 12 + 4 initial`): 16 / 12 alone reads as overspent
         ("evaluations", f"{summary.evaluations} / {summary.budget}"

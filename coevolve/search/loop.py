@@ -900,7 +900,7 @@ class SearchLoop:
                 "that measures prompts has already left out all it may, and an endpoint's refused prompts were "
                 f"leaned as far as they go: LEAN); show less ({parents}shorter failure reports: "
                 f"context.failure_chars; a shorter task description), or give the model a longer context ({longer})",
-                exc.index) from None
+                exc.index, origin=exc.origin) from None
 
     def _replies(self, requests: list[Request], members: list[dict],
                  sampling: Sampling) -> tuple[list[Request], list[Completion]]:

@@ -875,10 +875,11 @@ def extension_plan(config: "RunConfig", events: list[dict], before: int) -> dict
             "es_restart": config.uses_es and any(step["perturbed"] for step in ahead)}
 
 
-def plan_name(method: str) -> str:
-    """A method as a plan's head names it: a file or module method by its label (what the compare report
-    calls it), with the name it was given after it, by which its file is found: 'TournamentGA
-    (/x/my_method.py)'; any other name as given ('eoh', 'islands+esopt')."""
+def display_name(method: str) -> str:
+    """A run's method named on its own (the plan's head, the table `coevolve run` prints, a run's report):
+    a file or module method by its `label` (what a comparison's report calls it among the others), with
+    the name it was given after it, by which its file is found: 'TournamentGA (/x/my_method.py)'; any
+    other name as given ('eoh', 'islands+esopt')."""
     if not isinstance(method, str) or not looks_like_spec(parse_name(method).base):
         return str(method)
     shown = label(method)
@@ -888,7 +889,7 @@ def plan_name(method: str) -> str:
 def format_plan(plan: dict) -> str:
     """A plan for people: one line per distinct generation, repeats folded; an extension's
     (extension_plan) the steps done, then the steps to run."""
-    lines = [f"plan: {plan_name(plan['method'])} on {plan['task']}, budget T = {plan['budget']}"
+    lines = [f"plan: {display_name(plan['method'])} on {plan['task']}, budget T = {plan['budget']}"
              + (f" (+ {plan['outside_budget']} initial candidates outside T, as the paper counts)"
                 if plan["outside_budget"] else "")]
     if plan.get("m_multiplier") is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from coevolve.base.durable import atomic_path
+from coevolve.search.methods import display_name
 
 if TYPE_CHECKING:
     from coevolve.base.records import SearchSummary
@@ -91,8 +92,9 @@ def plot_run_progress(summary: "SearchSummary", path: str | Path) -> Path:
     marks = ([Mark(f"task template ({template:.6g})", template)] if template is not None else []) + \
         ([Mark(f"reference ({train.reference:.6g})", train.reference, ":", "tab:green")]
          if train.reference is not None else [])
-    return plot_best_so_far({summary.method: summary.best_so_far}, path, budget=summary.budget,
-                            title=f"{summary.task}, {summary.method}, seed {summary.seed}",
+    method = display_name(summary.method)  # a method file by its label, as the run table names it
+    return plot_best_so_far({method: summary.best_so_far}, path, budget=summary.budget,
+                            title=f"{summary.task}, {method}, seed {summary.seed}",
                             ylabel=f"best train objective ({'lower' if train.direction == 'min' else 'higher'} "
                                    "is better)", marks=marks)
 
