@@ -53,7 +53,8 @@ from coevolve.runstore import LOCK, PROMPTS, RunStore, ended, writer_of
 from coevolve.search.builtin.islands import IslandsMethod
 from coevolve.search.builtin.map_elites import MapElitesMethod
 from coevolve.search.builtin.pareto import ParetoMethod
-from coevolve.search.methods import DISTILL, is_method, method_class, outside_budget, parse_name, uses_es
+from coevolve.search.methods import (DISTILL, display_name, is_method, method_class, outside_budget, parse_name,
+                                     uses_es)
 from coevolve.search.population import better, parse_tie, sort_key
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import requests_name_versions, shown_counts, trial_line, version_label
@@ -543,17 +544,29 @@ class HeuristicRun(RunDir):
         """The valid candidates best first, as the run ranks its programs: by objective, equal ones by its
         [eoh] tie_break, then the earlier. A repeat (its original's score reused in no time) ranks as its
         original, right after it; one of a seeded program, not in candidates.jsonl, stands for it."""
+        return self._ranking(self.valid())
+
+    def _ranking(self, valid: list[Candidate]) -> list[Candidate]:
+        """`valid` best first, by the run's rule (ranked)."""
         eoh = self.config.get("eoh")
         ties = eoh.get("tie_break") if isinstance(eoh, dict) else None
         well_formed = isinstance(ties, list) and all(isinstance(t, str) and parse_tie(t)[0] in ("min", "max")
                                                       for t in ties)
         key = sort_key(self.direction, ties if well_formed else ())
-        valid = self.valid()
         originals = {c.id: c for c in valid}
         return sorted(valid, key=lambda c: (*key(originals.get(c.duplicate_of, c))[:-1], c.id))
 
     def best(self) -> Candidate | None:
-        ranked = self.ranked()
+        """The run's best, as summary.json names it: the archive's, which is a seeded program (the template,
+        id 0, or a [start] one) where no proposal beat it, not a later proposal that scored the same (a copy
+        of the template's code). While the run goes, the archive's rule: the scored seeded programs ranked
+        with the candidates, the earlier of equal ones first."""
+        seeds = [s for s in self.seeds() if finite(s.objective) is not None]
+        if isinstance(self.summary, SearchSummary) and self.summary.best is not None and ended(self.events):
+            named = next((c for c in seeds + self.candidates if c.id == self.summary.best.id), None)
+            if named is not None:  # else a damaged summary or log: ranked below, as while the run goes
+                return named
+        ranked = self._ranking(seeds + self.valid())
         return ranked[0] if ranked else None
 
     def caps(self) -> dict[str, Any]:
@@ -594,7 +607,7 @@ class HeuristicRun(RunDir):
             ref, unavailable = reference_of(self.task, *train) if train else (None, "")
         # the budget T and what is charged outside it apart, as the run table says them (16 / 12 (+ 4 initial
         # outside T)): one total of 16 reads as if T were 16
-        return {"kind": "run", "task": self.task, "method": self.method, "seed": self.seed,
+        return {"kind": "run", "task": self.task, "method": display_name(self.method), "seed": self.seed,
                 "used": used, "budget": self.budget, "outside_budget": self.outside_budget(), "state": self.state,
                 "writer": self.writer,
                 "best": best and best.objective, "best_id": best and best.id,

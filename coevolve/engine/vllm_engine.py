@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import re
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -73,6 +74,48 @@ def lora_rank_for(rank: int) -> int:
     raise ValueError(f"es.rank must be <= {LORA_RANKS[-1]} (vLLM's largest LoRA rank), got {rank}")
 # vLLM logs every engine step at INFO; users of a search loop want our progress bar.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+# Warnings vLLM-CPU gives at every engine start (some at every batch) that no user can act on: about the
+# settings Engine chooses on purpose (enforce_eager, chunked prefill off, the in-process engine's seed) or
+# about the CPU platform (no triton-cpu): 17 of the 24 lines an engine's start printed before the progress
+# bar. Each is matched by its logger and the start of its text, so a new or reworded warning still shows,
+# and nothing of level ERROR is dropped. Kept: the LD_PRELOAD performance hints (libtcmalloc, libiomp: a
+# user can act on them) and the checkpoint's load bar (minutes for a large model).
+KNOWN_NOISE = {
+    "vllm.triton_utils.importing": ("Triton is installed, but doesn't include CPU backend",),
+    "vllm.platforms.cpu": ("Triton is not installed. triton-cpu is expected", "Reset SSM cache type to float32"),
+    "vllm.config.vllm": ("Enforce eager set, disabling torch.compile", "Inductor compilation was disabled by user",
+                         "Model Runner V2 requires Triton"),
+    "vllm.engine.arg_utils": ("The global random seed is set to",
+                              "This model does not officially support disabling chunked prefill"),
+    # torch.set_num_threads is pinned by vLLM's own thread binding: harmless, said on every batch
+    "vllm.v1.worker.cpu_worker": ("CPU backend doesn't allow to use `torch.set_num_threads`",),
+}
+
+
+class _KnownNoise(logging.Filter):
+    def __init__(self, starts: tuple[str, ...]) -> None:
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.WARNING or not str(record.msg).startswith(self.starts)
+
+
+def quiet_known_noise() -> None:
+    """KNOWN_NOISE's filters on their loggers, before vLLM is imported (some come at its import). Filters, not
+    levels: vLLM applies its logging config again as an engine starts, which resets its loggers' levels
+    (a cpu_worker level of ERROR set here once did not hold) but keeps their filters."""
+    for name, starts in KNOWN_NOISE.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _KnownNoise) for f in logger.filters):
+            logger.addFilter(_KnownNoise(starts))
+    # vLLM's kernel dispatcher reads every module's attributes, torch's deprecated alias among them
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated",
+                            category=FutureWarning, module=r"vllm\.triton_utils\.dispatcher")
+
+
+quiet_known_noise()
 
 
 def _device_kind() -> str:
@@ -160,9 +203,6 @@ class Engine:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM  # optional and heavy: the engine extra
 
-        # vLLM-CPU warns on every batch that torch.set_num_threads is pinned;
-        # it is harmless and would bury the user's progress bar.
-        logging.getLogger("vllm.v1.worker.cpu_worker").setLevel(logging.ERROR)
         try:
             self.llm = LLM(
                 model=str(self.model_path),

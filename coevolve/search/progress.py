@@ -4,24 +4,35 @@ episodes) with the run's figures. Shared by `coevolve run` and `coevolve compare
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
-from coevolve.search.methods import outside_budget
+from coevolve.search.methods import display_name, iter_planned_steps, make_method
 from coevolve.search.runconfig import RunConfig
 
 
 RESUMED = " (resumed)"  # the label's mark of a run that goes on from its log
+# a terminal's bar redraws its clock this often between steps: a first step of minutes (the engine on CPU)
+# otherwise sat at 0/T, 00:00, and read as hung
+TICK_S = 1.0
 
 
 class ProgressBar:
     """tqdm over the budget; `update_from` is the search loop's on_progress
     callback, `update_agent` the agent run's."""
 
-    def __init__(self, total: int, description: str, unit: str = "eval") -> None:
+    def __init__(self, total: int, description: str, unit: str = "eval", start: str | None = None) -> None:
         self.unit = unit
+        # what the bar says (`now=...`) until the first step is reported: the work it waits for
+        self.start = start
         self.tqdm = self._bar(total, description)
         self.replayed: tuple[int, dict[str, str]] | None = None  # (budget used, postfix) the replay reached
         self.postfix: dict[str, str] = {}  # the last step's, which a phase (phase()) adds its word to
+        self.closed = threading.Event()
+        self.ticker: threading.Thread | None = None
+        if sys.stderr.isatty():  # into a log the clock alone is no news (LineFile leaves it out)
+            self.ticker = threading.Thread(target=self._tick, name="progress-clock", daemon=True)
+            self.ticker.start()
 
     def _bar(self, total: int, description: str, initial: int = 0) -> Any:
         from tqdm import tqdm  # only when a bar is shown: the CLI's other commands need none of it
@@ -29,12 +40,18 @@ class ProgressBar:
         terminal = sys.stderr.isatty()
         # into a log file (nohup, a job's log) each redraw is a line of its own: tqdm's carriage returns
         # made the whole run one line there; the steps still redraw it (set_postfix), the clock at most
-        # once a minute
+        # once a minute; the start word is drawn with the bar's first line, not as a second line after it
         return tqdm(total=total, desc=description, unit=self.unit, initial=initial,
                     file=sys.stderr if terminal else LineFile(sys.stderr), dynamic_ncols=terminal,
-                    mininterval=0.1 if terminal else 60.0, ascii=None if terminal else True)
+                    mininterval=0.1 if terminal else 60.0, ascii=None if terminal else True,
+                    postfix={"now": self.start} if self.start else None)
+
+    def _tick(self) -> None:
+        while not self.closed.wait(TICK_S):
+            self.tqdm.refresh()  # a closed bar (start_after's old one, a moment) draws nothing
 
     def update(self, used: int, postfix: dict[str, str]) -> None:
+        self.start = None
         self.tqdm.update(used - self.tqdm.n)
         self.postfix = postfix
         self.tqdm.set_postfix(postfix, refresh=True)
@@ -56,6 +73,7 @@ class ProgressBar:
         "(resumed)", whoever made it (a comparison's arm as well as `coevolve run --resume`). Called once,
         when the replay is over (_advance)."""
         total, description, began = self.tqdm.total, self.tqdm.desc, self.tqdm.start_t
+        self.start = None  # the work the bar waited for is this session's first step: update() says its end
         self.tqdm.leave = False  # the bar before the replay gives its line to the one after it
         self.tqdm.close()
         self.tqdm = self._bar(total, description if description.endswith(RESUMED) else description + RESUMED, used)
@@ -68,6 +86,9 @@ class ProgressBar:
         rate: the replay's last is kept, and the bar is started after it once, at the first live step
         (or at close, when none came), not made anew for each step replayed."""
         if replayed:
+            if self.start is not None:  # the first step was an earlier session's: not the one waited for now
+                self.start = None
+                self.tqdm.set_postfix({}, refresh=False)
             self.replayed = (used, postfix)
             return
         self._end_replay()
@@ -106,6 +127,9 @@ class ProgressBar:
 
     def close(self) -> None:
         self._end_replay()  # a run that only replayed (killed after its last step) ends showing where it was
+        self.closed.set()
+        if self.ticker is not None:
+            self.ticker.join()
         self.tqdm.close()
 
 
@@ -145,8 +169,14 @@ def progress_bar(config: Any, resuming: bool = False, label: str = "", unit: str
     """The bar of a run config (RunConfig, or AgentRunConfig with unit="episode":
     both have [run] budget, method, task). A heuristic run's total is what its ledger charges: T and
     what its method charges outside T (EoH's initial population under eoh.init_in_budget = false)."""
-    what = (label or f"{config.run.method} {config.run.task}") + (RESUMED if resuming else "")
+    what = (label or f"{display_name(config.run.method)} {config.run.task}") + (RESUMED if resuming else "")
+    if not isinstance(config, RunConfig):
+        return ProgressBar(config.run.budget, what, unit, start=None if resuming else "first round")
     # the loop reports `used` from its ledger, outside charges included: a total of T alone ran to 12/12
     # and then went on as a bare `16eval`
-    extra = outside_budget(config) if isinstance(config, RunConfig) else 0
-    return ProgressBar(config.run.budget + extra, what, unit)
+    method = make_method(config)
+    total = config.run.budget + method.outside_budget()
+    first = next(iter_planned_steps(method, total, config.es.proposals_per_member), None)
+    # a fresh run's first step (a resumed one's comes after steps replayed from its log)
+    start = None if resuming or first is None else f"first step: {first.count} requests"
+    return ProgressBar(total, what, unit, start=start)

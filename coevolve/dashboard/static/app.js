@@ -225,7 +225,7 @@ function runView(r) {
     el("div", { class: "detail" },
       el("section", { class: "card" }, el("h2", {}, "Candidates"),
         el("div", { class: "controls" }, outcomeSelect, orderSelect, pager,
-          el("button", { id: "best-button", onclick: () => st.data && st.data.best_id && select(st.data.best_id) }, "best")),
+          el("button", { id: "best-button", onclick: () => st.data && st.data.best_id != null && select(st.data.best_id) }, "best")),
         el("div", { class: "scroll" }, el("table", { id: "cand-table" }, el("thead", {}, el("tr", {},
           ["id", "step", "operator", "outcome", "objective", "rank", "parents", "idea"].map((h) => el("th", {}, h)))), candBody))),
       detail),
@@ -502,7 +502,7 @@ function runView(r) {
         el("span", { class: "pill" }, d.task), el("span", { class: "pill" }, d.method), el("span", { class: "pill" }, `seed ${fmt(d.seed)}`),
         el("span", { class: "state state-" + stateClass(d.state), id: "run-state", title: d.writer ? `written by ${d.writer}` : null }, d.state),
         writtenBy(d.writer, "run-writer"), " · ", el("span", { id: "run-spent" }, `${spent(d)} evaluations`), " · best ",
-        el("b", { id: "run-best" }, fmt(d.best)), d.best_id ? [" (", el("a", { href: `#/run/${encodeURIComponent(id)}/c/${d.best_id}` }, `#${d.best_id}`), ")"] : "",
+        el("b", { id: "run-best" }, fmt(d.best)), d.best_id != null ? [" (", el("a", { href: `#/run/${encodeURIComponent(id)}/c/${d.best_id}` }, `#${d.best_id}`), ")"] : "",
         " · gap ", d.reference_unavailable ? el("span", { id: "run-no-reference", title: d.reference_unavailable }, "no reference") : pct(d.gap),
         ` · valid ${pct(d.valid_rate)}`,
         d.distinct_valid != null && d.distinct_valid < d.valid ?
