@@ -38,6 +38,8 @@ import itertools
 import json
 import math
 import os
+import pickle
+import random
 import sys
 import time
 import traceback
@@ -45,7 +47,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -146,27 +148,54 @@ def _raised_in_method(exc: Exception, hook: str, source: str | None) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]} (at {frames[at].filename}:{line}{function})"
 
 
+def method_named(name: str) -> str:
+    """How a user's method `name` is named in what is said of it: 'method file PATH' or 'method MODULE'."""
+    base = parse_name(name).base
+    file_spec = _split_file(base)
+    return f"method file {file_spec[0]}" if file_spec is not None else f"method {base}"
+
+
 def method_error(name: str, hook: str, exc: Exception, step: int | None, directory: Path,
                  source: str | None = None) -> MethodError:
     """The MethodError for `exc`, raised by method `name`'s `hook` (at `step`; None: before the steps);
     `source`: the file its class is written in."""
-    base = parse_name(name).base
-    file_spec = _split_file(base)
     at = f" in step {step}" if step is not None else ""
-    if file_spec is not None:
+    if _split_file(parse_name(name).base) is not None:
         # --resume refuses an edited method file (methods.remember_methods) and the unedited one would
         # raise here again: a fix can only be a new run
         way_on = (f"every finished step is in {directory}, but a run goes on only with the method file it "
                   f"started with, which would stop here again: fix the file and start a new run (another --out)")
-        what = f"method file {file_spec[0]}"
     else:
         # a module or plugin is not recorded with the run: a fixed one resumes, its logged steps replayed
         # and checked (a fix that picks other parents for them is refused there)
         way_on = (f"every finished step is in {directory}: fix the method and continue with "
                   f"`coevolve run --resume {directory}`")
-        what = f"method {base}"
     line = " ".join(_raised_in_method(exc, hook, source).splitlines())  # one line, whatever the message holds
-    return MethodError(f"{what}: {hook}(){at} raised {line}\n{way_on}")
+    return MethodError(f"{method_named(name)}: {hook}(){at} raised {line}\n{way_on}")
+
+
+GLOBAL_DRAW = "global_random"  # the event that records a user's method drawing from the global generators
+
+
+def global_generators() -> tuple[bytes, bytes]:
+    """The state of Python's `random` and of numpy's legacy global generator (np.random.*), as bytes (any bit
+    generator's state compares so): about 0.1 ms, against a request's seconds."""
+    return pickle.dumps(random.getstate()), pickle.dumps(np.random.get_state(legacy=False))
+
+
+def global_draw_event(name: str, hook: str, changed: tuple[bool, bool]) -> dict:
+    """The log's record that user method `name`'s `hook` drew from the global generator(s) `changed` says
+    ((random, numpy)), with its warning: one line naming the method, the hook and what to do."""
+    drew = " and ".join(w for w, c in zip(("the global random module", "numpy's global np.random"), changed) if c)
+    way = ("the rng it is handed" if hook in ("pick", "parents")
+           else "a generator of its own seeded from run.seed (and the step), as docs/search.md shows")
+    return {"type": GLOBAL_DRAW, "hook": hook, "drew": drew,
+            "note": f"{method_named(name)} drew from {drew} in {hook}(): a resumed run will not repeat it; "
+                    f"draw from {way}"}
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def request_seed(run_seed: int, step: int, slot: int) -> int:
@@ -329,7 +358,9 @@ class SearchLoop:
     task: Any  # tasks.base.HeuristicTask
     endpoint: Generator | None = None  # optional OpenAI-compatible endpoint for base-weight requests
     on_progress: Callable[[Progress], None] | None = None
-    on_note: Callable[[str], None] | None = None  # a resume's `weights:` line (es.start.start_es)
+    # a line for the user's terminal (a resume's `weights:` line, es.start.start_es; a method's global draws);
+    # None: stderr
+    on_note: Callable[[str], None] | None = None
     timing: dict = field(default_factory=lambda: Counter())
 
     def run(self) -> SearchSummary:
@@ -337,6 +368,11 @@ class SearchLoop:
         started = time.perf_counter()
         cfg = self.config
         self.method: Method = make_method(cfg)  # it owns the archive (population, islands, grid)
+        events = self.store.events()
+        self.event_log: JsonlWriter | None = None
+        # what the log says of the method's global draws: said and recorded once a run, not again on resume
+        self.global_draw = next((e for e in events if e.get("type") == GLOBAL_DRAW), None)
+        self.global_draw_logged = self.global_draw is not None
         self._hook("start", None, self.task)
         self.ledger = Ledger(cfg.run.budget + self.method.outside_budget())
         self.candidates: list[Candidate] = []
@@ -345,7 +381,6 @@ class SearchLoop:
         self.code_seen: dict[str, Candidate] = {}
         self.overlap: Overlap | None = None  # the current step's early scorings, with an endpoint
         self.progress = Progress()
-        events = self.store.events()
         self.es = self._start_es(events) if cfg.uses_es else None
         self.es_updates = 0
         self._start_context()
@@ -382,9 +417,10 @@ class SearchLoop:
             self.event_log, self.prompt_log = event_log, prompt_log
             if not events:
                 event_log.append({**start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)), "rules": RULES})
+            self._log_global_draw()  # a draw in start() waits for the start event
             self._start_skill(events, event_log)
             self._seed_archive(events, event_log)
-            for step, spec in enumerate(self.method.plan()):
+            for step, spec in enumerate(self._plan()):
                 if step not in logged:
                     self.stopped = self._cap_reached(step)
                     if self.stopped is not None:
@@ -656,16 +692,59 @@ class SearchLoop:
 
     def _hook(self, hook: str, step: int | None, *args: Any) -> Any:
         """self.method.<hook>(*args). What a user's method raises there stops the run as one line
-        (MethodError); a built-in's exception passes with its traceback: it is a bug of ours."""
+        (MethodError); a built-in's exception passes with its traceback: it is a bug of ours. A user's
+        method that draws from the global generators there is warned (_check_global_draws)."""
+        before = self._global_generators()
         try:
-            return getattr(self.method, hook)(*args)
+            result = getattr(self.method, hook)(*args)
         except UsageError:
             raise  # already one line (e.g. a method's own check)
         except Exception as exc:
-            if parse_name(self.config.run.method).base in BUILTIN:
+            if self._builtin():
                 raise
             source = getattr(sys.modules.get(type(self.method).__module__), "__file__", None)
             raise method_error(self.config.run.method, hook, exc, step, self.store.dir, source) from exc
+        self._check_global_draws(hook, before)
+        return result
+
+    def _plan(self) -> Iterator[StepSpec]:
+        """The method's plan, each step taken from its steps() checked for global draws as the hooks are."""
+        plan, end = self.method.plan(), object()
+        while True:
+            before = self._global_generators()
+            spec = next(plan, end)
+            self._check_global_draws("steps", before)
+            if spec is end:
+                return
+            yield spec
+
+    def _builtin(self) -> bool:
+        return parse_name(self.config.run.method).base in BUILTIN
+
+    def _global_generators(self) -> tuple[bytes, bytes] | None:
+        """global_generators() around a user's method's code; None for a built-in (ours draw only from rngs)."""
+        return None if self._builtin() or self.global_draw is not None else global_generators()
+
+    def _check_global_draws(self, hook: str, before: tuple[bytes, bytes] | None) -> None:
+        """Say, and log, the first time a user's method moves Python's or numpy's global generator: the
+        engine seeds them in each session, an endpoint run not at all, so a resume's replay draws otherwise
+        and is refused (_check_logged names this cause), or, on the engine, works by accident."""
+        if before is None:
+            return
+        changed = tuple(a != b for a, b in zip(before, global_generators()))
+        if not any(changed):
+            return
+        if hook == "pick" and type(self.method).pick is Method.pick:
+            hook = "parents"  # the base pick only calls it: the hook the user wrote
+        self.global_draw = global_draw_event(self.config.run.method, hook, changed)
+        (self.on_note or _to_stderr)(f"warning: {self.global_draw['note']}")
+        self._log_global_draw()
+
+    def _log_global_draw(self) -> None:
+        """The global-draw event into the log, once a run (the start event first: a draw in start() waits)."""
+        if self.global_draw is not None and not self.global_draw_logged and self.event_log is not None:
+            self.event_log.append(self.global_draw)
+            self.global_draw_logged = True
 
     def _failures_for(self, operator: str, parents: list[Candidate], slot: int) -> tuple[Candidate, ...]:
         """The failed candidates whose reports a request shows: repair's own parent; else, with
@@ -848,8 +927,11 @@ class SearchLoop:
                    r["skill"] if "skill" in r or i >= len(mine) else mine[i][4])
                   for i, r in enumerate(logged["requests"])]
         if mine != theirs:
-            raise ResumeError(f"{self.store.events_path}: step {step} does not replay the same requests; "
-                               "the run directory was written by different code or config")
+            drew = self.global_draw
+            cause = (f": {method_named(self.config.run.method)} drew from {drew.get('drew')} in {drew.get('hook')}(), "
+                     "which a resume does not repeat; fix the method and start a new run" if drew is not None
+                     else "; the run directory was written by different code or config")
+            raise ResumeError(f"{self.store.events_path}: step {step} does not replay the same requests{cause}")
 
     def _fit(self, requests: list[Request]) -> list[Request]:
         """Each request whose prompt the engine's context ([model] max_len) cannot hold, leaned (LEAN)
