@@ -51,7 +51,7 @@ START = """start here:
   coevolve dashboard                           watch runs/ in the browser
   coevolve COMMAND --help                      each command's options"""
 
-COMMANDS = ["run", "eval", "tasks", "check-task", "new-task", "models", "compare", "report", "distill", "dashboard", "mirror"]
+COMMANDS = ["run", "eval", "tasks", "check-task", "check-method", "new-task", "models", "compare", "report", "distill", "dashboard", "mirror"]
 
 
 def build_parser() -> argparse.ArgumentParser:
