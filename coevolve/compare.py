@@ -63,7 +63,7 @@ from coevolve.runstore import RunStore, atomic_write_json, atomic_write_text, ho
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import SearchLoop
 from coevolve.search.methods import es_population, record_methods
-from coevolve.search.progress import progress_bar
+from coevolve.search.progress import progress_bar, say
 from coevolve.search.runconfig import RunConfig
 from tasks.base import Reference, SeededSets, gap, starting_program
 from tasks.check import checked_reference
@@ -320,7 +320,7 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources, *, la
     bar = progress_bar(config, label=label or f"{config.run.method} {config.run.task} seed {config.run.seed}") \
         if progress else None
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
-                      endpoint=endpoint, on_progress=bar.update_from if bar else None)
+                      endpoint=endpoint, on_progress=bar.update_from if bar else None, on_note=say)
     try:
         return loop.run()
     finally:

@@ -53,7 +53,7 @@ from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, declared
                                      es_population, extension_problem, check_with_task, format_plan,
                                      known as known_methods, method_class, names_a_method, parse_name, path_name,
                                      record_methods, remember_methods, run_plan, extension_plan)
-from coevolve.search.progress import progress_bar
+from coevolve.search.progress import progress_bar, say
 from coevolve.search.runconfig import RunConfig
 from coevolve.search.skill import task_warning
 from coevolve.search.start_programs import read_programs
@@ -650,24 +650,17 @@ def _execute(config: RunConfig | AgentRunConfig, store: RunStore, resuming: bool
             task = heuristic_task(config.run.task)
         except UnknownTask as exc:
             raise UsageError(f"config error: run.task: {exc}") from None
-        summary = _resumable(lambda: execute(config, store, task, progress=progress, resuming=resuming, on_note=_say))
+        summary = _resumable(lambda: execute(config, store, task, progress=progress, resuming=resuming, on_note=say))
         if isinstance(summary, str):
             return _interrupted(store, summary)
         print(run_table(summary, store.dir))
     else:
         summary = _resumable(lambda: execute_agent(config, store, progress=progress, resuming=resuming,
-                                                   on_note=_say))
+                                                   on_note=say))
         if isinstance(summary, str):
             return _interrupted(store, summary)
         print(agent_table(summary, store.dir))
     return 0
-
-
-def _say(line: str) -> None:
-    """One line on stderr, kept clear of a progress bar already showing there (tqdm.write)."""
-    from tqdm import tqdm  # as progress.py: only when a line is said
-
-    tqdm.write(line, file=sys.stderr)
 
 
 ANSWERS = "once the endpoint answers"  # when a run its endpoint stopped goes on (_interrupted's why)

@@ -133,6 +133,14 @@ class ProgressBar:
         self.tqdm.close()
 
 
+def say(line: str) -> None:
+    """One line on stderr, kept clear of a progress bar already showing there (tqdm.write): a run's and a
+    comparison arm's notes (the loop's on_note)."""
+    from tqdm import tqdm  # as ProgressBar: only when a line is said
+
+    tqdm.write(line, file=sys.stderr)
+
+
 class LineFile:
     """A file that writes each of tqdm's redraws as a line (what follows its carriage return), for a
     stream that is no terminal."""
