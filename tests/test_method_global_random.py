@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from coevolve.cli import main
+from coevolve.report.rendering import render_run
 from test_endpoint_replies import write_config
 
 stub, no_key = endpoint_stub.stub, endpoint_stub.no_key  # its fixtures, where pytest finds them
@@ -76,6 +77,8 @@ def test_a_method_drawing_from_global_random_is_warned_once_naming_file_and_hook
                                 "in pick(): a resumed run will not repeat it; draw from the rng it is handed"], err
     recorded = [e for e in events(out) if e["type"] == "global_random"]
     assert [(e["hook"], e["drew"]) for e in recorded] == [("pick", "the global random module")]
+    report = render_run(out)["report.md"].read_text()  # the run's report says so to whoever reads it later
+    assert "**Not reproducible from its seed: method file" in report, report
 
 
 # a draw in start(), before the log is open, is recorded after the start event (events[0] stays the start);
@@ -121,6 +124,7 @@ def test_the_same_method_drawing_from_its_rng_and_a_built_in_are_not_warned(stub
     assert warnings_in(err) == [], err
     assert "global_random" not in {e["type"] for e in events(out)}
     assert "drew from" not in err, err
+    assert "Not reproducible" not in render_run(out)["report.md"].read_text()
     _, code, err = run_method(tmp_path / "sample", stub.base_url, None, capsys)
     assert code == 0 and "drew from" not in err, err
 

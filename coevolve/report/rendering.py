@@ -40,6 +40,7 @@ from coevolve.report.plots import plot_differences, plot_progress, plot_test_sco
 from coevolve.search import methods as registry
 from coevolve.search.methods import label as _label  # a method among others (display_name: on its own)
 from coevolve.runstore import RunStore, ended, extended_budget, log_damage
+from coevolve.search.loop import GLOBAL_DRAW
 from coevolve.search.plot import plot_best_so_far, plot_run_progress
 from coevolve.search.runconfig import SkillSection
 from coevolve.base.skillpatch import RuleOrigins
@@ -582,6 +583,10 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                 f"`coevolve run --resume {store.dir}` refuses to go on: {refusal}" if refusal else
                 f"`coevolve run --resume {store.dir}` goes on")
         parts += [f"**This run is not finished: {going}; the table is the summary it last wrote. {then}.**", ""]
+    drew = next((e for e in events if e.get("type") == GLOBAL_DRAW), None)
+    if drew is not None:  # the run is not a function of its seed: a reader comparing seeds should know
+        parts += [f"**Not reproducible from its seed: {drew.get('note', 'its method drew from a global generator')}.**",
+                  ""]
     if found:
         parts += [f"**This run's best heuristic is {STARTING_POINT[found]} itself: it found nothing better than "
                   "its starting point.**", ""]
