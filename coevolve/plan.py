@@ -218,9 +218,12 @@ class CompareConfig(SearchSections):
         compare = raw.get("compare") if isinstance(raw, dict) and isinstance(raw.get("compare"), dict) else {}
         methods = compare.get("methods", registry.DEFAULT_COMPARE)
         arms = compare.get("arms") if isinstance(compare.get("arms"), dict) else {}
-        methods = [arms[m].get("method") if isinstance(arms.get(m), dict) else m
-                   for m in (methods if isinstance(methods, list) else []) if isinstance(m, str)]
-        return method_tables(raw, methods, "compare.methods")
+        methods = [m for m in (methods if isinstance(methods, list) else []) if isinstance(m, str)]
+        for name in methods:  # a named arm's method that does not load: named where the arm wrote it
+            if isinstance(arms.get(name), dict):
+                registry.names_a_method(arms[name].get("method"), f"compare.arms.{name}.method")
+        return method_tables(raw, [arms[m].get("method") if isinstance(arms.get(m), dict) else m for m in methods],
+                             "compare.methods")
 
     @model_validator(mode="after")
     def _same_budgets(self) -> CompareConfig:
@@ -238,13 +241,8 @@ def compare_config(raw: dict, base: Path | None = None) -> CompareConfig:
     """A comparison's config, validated, then its tasks built: each must be a
     heuristic task with the test sets asked for. A file task counts from `base`
     (the TOML's folder) and is named absolutely from then on."""
-    compare = raw.get("compare")
-    if base is not None and isinstance(compare, dict) and isinstance(compare.get("methods"), list):
-        # file methods count from the TOML's folder, as file tasks do
-        raw = {**raw, "compare": {**compare, "methods": [registry.absolute_method(m, base) if isinstance(m, str) else m
-                                                         for m in compare["methods"]]}}
     if base is not None:
-        raw = files_counted(_arms_counted(raw, base), base)
+        raw = files_counted(_arms_counted(_methods_counted(raw, base), base), base)
     config = build_config(CompareConfig, raw)
     require(config.compare.kind == "heuristic", "compare.kind", 'is "agent": an agent comparison '
             "(load it with load_compare_config)", config.compare.kind)
@@ -338,10 +336,30 @@ def _arms_counted(raw: dict, base: Path) -> dict:
     compare = raw.get("compare")
     if not (isinstance(compare, dict) and isinstance(compare.get("arms"), dict)):
         return raw
-    arms = {name: files_counted({**arm, "method": registry.absolute_method(arm["method"], base)}
+    arms = {name: files_counted({**arm, "method": _absolute_method(arm["method"], base, f"compare.arms.{name}.method")}
                                 if isinstance(arm, dict) and isinstance(arm.get("method"), str) else arm, base)
             for name, arm in compare["arms"].items()}
     return {**raw, "compare": {**compare, "arms": arms}}
+
+
+def _methods_counted(raw: dict, base: Path) -> dict:
+    """`raw` with compare.methods' file methods counted from `base`, the TOML's folder, as file tasks are,
+    and named absolutely from then on (a baseline written as listed still names its method)."""
+    compare = raw.get("compare")
+    if not (isinstance(compare, dict) and isinstance(compare.get("methods"), list)):
+        return raw  # a malformed [compare]: the validator names it
+    methods = [_absolute_method(m, base, f"compare.methods[{index}]") if isinstance(m, str) else m
+               for index, m in enumerate(compare["methods"])]
+    return {**raw, "compare": {**compare, "methods": methods}}
+
+
+def _absolute_method(value: str, base: Path, field_name: str) -> str:
+    """A compared method with a file counted from `base` (registry.absolute_method); a file that is not
+    there is named by `field_name`, where the comparison lists it."""
+    try:
+        return registry.absolute_method(value, base)
+    except UsageError as exc:
+        raise config_error(f"{field_name}:", str(exc)) from None
 
 
 def _agent_files_counted(raw: dict, base: Path) -> dict:
@@ -480,12 +498,10 @@ def comparison_arm(raw: dict, method: str | None = None,
     kind = config_class(raw)
     if base is not None and kind is AgentCompareConfig:  # its tasks counted before its validator loads them
         raw = _agent_files_counted(_agent_tasks_counted(raw, base), base)
-    elif base is not None:
-        raw = _agent_files_counted(raw, base)
+    elif base is not None:  # file methods count from the TOML's folder, as the flag's from the working directory
+        raw = _agent_files_counted(_methods_counted(raw, base), base)
     config = build_config(kind, raw)
     c = config.compare
-    if base is not None:  # file methods count from the TOML's folder, as the flag's from the working directory
-        c.methods = [registry.absolute_method(m, base) for m in c.methods]
     if method is not None and method not in c.methods:
         raise UsageError(f"--method {method} is not one of the comparison's methods ({', '.join(c.methods)}): "
                          "a comparison config runs its own arms")
@@ -969,7 +985,8 @@ def config_class(raw: dict) -> type:
     """The comparison config a parsed TOML declares by [compare] kind, checked first (a misspelt kind
     would otherwise be read as "heuristic", and [eval] refused as an unknown section); a section of the
     other kind is named with the section this kind has instead."""
-    kind = _compare_table(raw).get("kind", "heuristic")
+    compare = _compare_table(raw)
+    kind = compare.get("kind", "heuristic")
     if kind not in KINDS:
         raise config_error("compare.kind", f"must be one of {', '.join(KINDS)}", kind,
                            did_you_mean(kind.lower() if isinstance(kind, str) else kind, KINDS))
@@ -981,7 +998,26 @@ def config_class(raw: dict) -> type:
         raise config_error("eval", "is not a section of a heuristic comparison ([eval] is an agent comparison's, "
                            "[compare] kind = \"agent\"): a heuristic comparison scores its runs on the test sets "
                            "[test] names (split, sizes, limit)")
+    listed = _agent_methods_listed(compare) if kind == "heuristic" else None
+    if listed:
+        default = "" if "kind" in compare else " (the default)"
+        raise config_error("compare.kind", f'is "heuristic"{default}, but compare.methods are an agent comparison\'s '
+                           f'({listed}): give [compare] kind = "agent"')
     return AgentCompareConfig if kind == "agent" else CompareConfig
+
+
+def _agent_methods_listed(compare: dict) -> str | None:
+    """compare.methods as written when every one runs an agent method (a named arm's: the method it runs),
+    which only an agent comparison runs; None otherwise. A heuristic comparison's own check would name the
+    first as a misspelt heuristic method."""
+    methods = compare.get("methods")
+    if not (isinstance(methods, list) and methods and all(isinstance(m, str) for m in methods)):
+        return None
+    arms = compare.get("arms") if isinstance(compare.get("arms"), dict) else {}
+    runs = {m: arms[m].get("method") if isinstance(arms.get(m), dict) else m for m in methods}
+    if not all(run in AGENT_METHODS for run in runs.values()):
+        return None
+    return ", ".join(m if run == m else f"{m}: {run}" for m, run in runs.items())
 
 
 def agent_runs(config: AgentCompareConfig, seeds: list[int] | None = None) -> list[RunSpec]:

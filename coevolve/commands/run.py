@@ -135,6 +135,9 @@ def config_class(raw: dict, shown: str | None = None) -> type[RunConfig] | type[
     checks would otherwise name the agent task's [task] options instead. So is a config written for the
     other kind (kind_mismatch), whose own checks would name a section or method of that kind as a typo.
     `shown`: the task as the user wrote it (a file spec is absolute in `raw`)."""
+    if isinstance(raw.get("task"), list):  # else read as no [task]: its options named as another kind's fields
+        raise config_error("task", "must be one table ([task] name = ..., and the task's options), not an array "
+                           "of tables ([[task]])")
     run = raw.get("run")
     task = run.get("task") if isinstance(run, dict) else None
     if isinstance(run, dict):  # a misspelt key of [run] first: `taskk` would leave the kind to the default task
@@ -152,7 +155,12 @@ def config_class(raw: dict, shown: str | None = None) -> type[RunConfig] | type[
             tasks = " | ".join(f'"{name}"' for name in sorted(AGENT_TASKS))
             raise ConfigError(f"config error: run.task is missing: this config has {', '.join(sections)} (an agent "
                               f"run), which needs an agent task; give run.task = {tasks} | path/to/env.py")
-    chosen = AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
+    try:
+        chosen = AgentRunConfig if isinstance(task, str) and is_agent_task(task) else RunConfig
+    except ConfigError:
+        raise
+    except UsageError as exc:  # a module or plugin task that does not load: named by its key, as a file is
+        raise config_error("run.task:", str(exc)) from None
     if isinstance(task, str):
         problem = kind_mismatch(raw, chosen)
         if problem is not None:
@@ -235,8 +243,10 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     if args.task_changed:
         raise UsageError("--task-changed goes with --resume")
-    config = load_run_config(args.config, overrides_from(args), seconds=args.check_seconds)
+    notes: list[str] = []
+    config = load_run_config(args.config, overrides_from(args), seconds=args.check_seconds, notes=notes)
     endpoint = check_generators(config)
+    print_notes(notes)
     store = create_store(config)
     record_tasks(store.dir, [config.run.task])
     record_methods(store.dir, [config.run.method])
@@ -254,6 +264,13 @@ def resumed_config(store: RunStore) -> tuple[dict, RunConfig | AgentRunConfig]:
         return raw, build_config(config_class(named), named)
     except ConfigError as exc:  # the file is the run's, not one the user named on this command line
         raise UsageError(f"{store.config_path}: {exc}") from None
+
+
+def print_notes(notes: list[str]) -> None:
+    """Notes on a config that has passed every check: printed before it, they would make a refusal two
+    lines."""
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr, flush=True)
 
 
 def print_copy_notes() -> None:
@@ -341,7 +358,7 @@ def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budge
 
 
 def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = True,
-                    seconds: float | None = None) -> RunConfig | AgentRunConfig:
+                    seconds: float | None = None, notes: list[str] | None = None) -> RunConfig | AgentRunConfig:
     """The run config in `path` with the flags' overrides laid over it. A file task or method is made absolute (so the run directory's config names it
     from anywhere): a --task / --method path counts from the working directory, a TOML one
     from the TOML's folder, as do `[skill] start`, `[start] programs`, `[model] path` and an agent
@@ -349,7 +366,10 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     examples/paper/*.toml) runs one of its arms: the first method, task, budget
     and seed it lists unless flags pick another. A new run's (`new`) task must be one a registry,
     a file, a module or a plugin names; a resumed run's was when it started. With `seconds`, the built
-    config is checked too (check_built): a comparison's arm names its errors as the comparison wrote them."""
+    config is checked too (check_built): a comparison's arm names its errors as the comparison wrote them.
+    A new run's notes on sections it gives but never reads (unread_sections) go to `notes`, for the caller
+    to print once its own checks have passed too (a refusal stays one line); without `notes`, to stderr
+    once this function's checks have."""
     path = Path(path)
     written = read_toml(path)
     if not any(overrides.values()):  # flags alone (`--task T --method M`) may fill an empty file
@@ -358,7 +378,13 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     named = (isinstance(written, dict) and isinstance(written.get("task"), dict) and "name" in written["task"]
              and not overrides.get("run", {}).get("task"))
     with task_key("task.name" if named else "run.task"):
-        return _load_run_config(path, task_named(written), overrides, new, seconds)
+        found: list[str] = []
+        config = _load_run_config(path, task_named(written), overrides, new, seconds, found)
+    if notes is None:
+        print_notes(found)
+    else:
+        notes.extend(found)
+    return config
 
 
 @contextmanager
@@ -377,7 +403,7 @@ def arm_keys(arm: tuple[ComparisonConfig, RunSpec] | None, overrides: dict[str, 
 
 
 def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: bool,
-                     seconds: float | None) -> RunConfig | AgentRunConfig:
+                     seconds: float | None, notes: list[str]) -> RunConfig | AgentRunConfig:
     run = raw.get("run") if isinstance(raw.get("run"), dict) else {}
     written_task = overrides.get("run", {}).get("task") or run.get("task")  # errors name it as the user wrote it
     for key, absolute in (("task", absolute_spec), ("method", absolute_method)):
@@ -426,11 +452,10 @@ def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: boo
         config = build_config(kind, raw)
         if new and isinstance(config, AgentRunConfig) and isinstance(written, list):
             check_skills_moved(written, config.skills.paths, path.parent)
-        if new and "compare" not in raw:  # (a comparison's file holds the sections of all its arms)
-            for line in unread_sections(raw, config):
-                print(f"note: {line}", file=sys.stderr, flush=True)
         if seconds is not None:
             check_built(config, seconds)
+        if new and "compare" not in raw:  # (a comparison's file holds the sections of all its arms)
+            notes.extend(unread_sections(raw, config))
     return config
 
 
@@ -723,6 +748,7 @@ def handle_plan(args: argparse.Namespace) -> int:
     """Print the plan of a run (heuristic or agent) without creating its directory."""
     if args.task_changed and not args.resume:
         raise UsageError("--task-changed goes with --resume")
+    notes: list[str] = []  # a new run's, printed once the config has passed the run's checks
     if args.resume:
         store = RunStore.open_run(args.resume)
         # what --resume will run: each file's original, or the run's copy (a changed task refused, as the
@@ -732,7 +758,7 @@ def handle_plan(args: argparse.Namespace) -> int:
         print_copy_notes()
         config = resumed_config(store)[1]
     elif args.config:  # checked as the run checks it (check_built)
-        config = load_run_config(args.config, overrides_from(args), seconds=args.check_seconds)
+        config = load_run_config(args.config, overrides_from(args), seconds=args.check_seconds, notes=notes)
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     events = store.events() if args.resume else []  # --plan writes nothing: one read stays the log
@@ -751,11 +777,14 @@ def handle_plan(args: argparse.Namespace) -> int:
     if not isinstance(config, RunConfig):  # an agent run: its rounds, after the checks the run makes
         if not args.resume:
             check_model(config, plan=True)
-        print("\n".join(agent_plan_lines(config) + [f"  {line}" for line in layout_lines(config)]))
+        lines = agent_plan_lines(config)
+        print_notes(notes)
+        print("\n".join(lines + [f"  {line}" for line in layout_lines(config)]))
         return 0
     if not args.resume:  # what the run would refuse is refused (a resumed run passed these when it started)
         check_model(config, plan=True)  # not the endpoint's probe: --plan asks no server
     plan = run_plan(config)
+    print_notes(notes)
     print(format_plan(plan))
     for line in layout_lines(config) + context_lines(config, plan):
         print(f"  {line}")
