@@ -320,7 +320,8 @@ def execute_run(config: RunConfig, store: RunStore, resources: _Resources, *, la
     bar = progress_bar(config, label=label or f"{config.run.method} {config.run.task} seed {config.run.seed}") \
         if progress else None
     loop = SearchLoop(config, store, engine, resources.sandbox(), heuristic_task(config.run.task),
-                      endpoint=endpoint, on_progress=bar.update_from if bar else None, on_note=say)
+                      endpoint=endpoint, on_progress=bar.update_from if bar else None, on_note=say,
+                      on_phase=bar.phase if bar else None)
     try:
         return loop.run()
     finally:

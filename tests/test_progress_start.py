@@ -77,3 +77,31 @@ def test_a_terminals_bar_moves_its_clock_while_the_first_step_runs(monkeypatch):
         bar.close()
     assert "0/20 [00:01<?" in drawn and drawn.count("\r") > 5, repr(drawn)
     assert bar.ticker is not None and not bar.ticker.is_alive()  # closed with the bar
+
+
+def test_each_live_step_says_its_work_as_it_starts_and_a_replayed_one_says_nothing(tmp_path, capsys):
+    """The loop's on_phase: every step, not only the first, runs for minutes on the CPU engine; a log shows
+    the step's work as it starts and its figures as it ends. Steps replayed from the log say nothing."""
+    from coevolve.runstore import RunStore
+    from coevolve.search.loop import SearchLoop
+    from test_search_loop import FakeEngine, FakeEvaluator, FakeTask
+    from coevolve.base.config import as_dict, dump_toml
+
+    def session(config, resume: bool) -> list[str]:
+        store = RunStore.open(tmp_path / "r") if resume else RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))
+        bar, said = progress_bar(config, resuming=resume), []
+        phase = lambda what: (said.append(what), bar.phase(what))  # noqa: E731
+        try:
+            SearchLoop(config, store, FakeEngine(), FakeEvaluator(), FakeTask(), on_progress=bar.update_from,
+                       on_phase=phase).run()
+        finally:
+            bar.close()
+        return said
+
+    said = session(make_config("sample", 10), resume=False)
+    assert said == ["step 0: i1 5 requests", "step 1: i1 5 requests"], said
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample fake:")]
+    assert sum("now=step 1: i1 5 requests" in line for line in lines) == 1, lines
+    assert "now=" not in lines[-1], lines  # the step's end takes the word away
+    # resumed after its end: every step is replayed from the log, none is live work
+    assert session(make_config("sample", 10), resume=True) == []

@@ -848,7 +848,8 @@ def execute(config: RunConfig, store: RunStore, task, *, progress: bool = True,
     try:
         with Sandbox.from_section(config.sandbox) as sandbox, Mirroring(config.log, store.dir, task.direction) as mirror:
             loop = SearchLoop(config, store, engine or endpoint, sandbox, task, endpoint=endpoint,
-                              on_progress=mirror.after(bar.update_from if bar else None), on_note=on_note)
+                              on_progress=mirror.after(bar.update_from if bar else None), on_note=on_note,
+                              on_phase=bar.phase if bar else None)
             return loop.run()
     finally:
         if bar:

@@ -70,7 +70,7 @@ from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
 from coevolve.search.edits import WHOLE, EditError, edit_pattern, edited
 from coevolve.search.fingerprint import CloneIndex, fingerprint
-from coevolve.base.errors import UsageError, word_cut
+from coevolve.base.errors import UsageError, plural, word_cut
 from coevolve.search import operators
 from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (BUILTIN, DISTILL, Method, StepSpec, es_population, make_method, members_for,
@@ -361,6 +361,9 @@ class SearchLoop:
     # a line for the user's terminal (a resume's `weights:` line, es.start.start_es; a method's global draws);
     # None: stderr
     on_note: Callable[[str], None] | None = None
+    # the live step's work as it starts (a progress bar's `now=step 3: e1 10 requests`), None once it is
+    # reported: a step on the CPU engine runs for minutes without moving the bar
+    on_phase: Callable[[str | None], None] | None = None
     timing: dict = field(default_factory=lambda: Counter())
 
     def run(self) -> SearchSummary:
@@ -431,6 +434,8 @@ class SearchLoop:
                 granted = self.ledger.grant(step_count(step, spec, taken))
                 if granted == 0:
                     break
+                if self.on_phase is not None and step not in logged:
+                    self.on_phase(f"step {step}: {spec.operator} {plural(granted, 'request')}")
                 event, made = self._step(step, spec, granted, sampling, logged.get(step), event_log)
                 for candidate in made:
                     cand_log.append(candidate.to_dict())
