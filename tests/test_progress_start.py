@@ -1,6 +1,7 @@
-"""The progress bar says what it waits for before the first step ends, and a terminal's bar keeps its clock
-going: a run's first step (the engine generating on CPU) takes minutes, and the bar sat at `0/T [00:00<?]`
-the whole time, read as a hung run (s55 walkthroughs). Into a log the start is a line of its own.
+"""The progress bar says the work it waits for: each live step as it starts (the loop's on_phase), an agent
+run its first round; a terminal's bar keeps its clock going. A run's step (the engine generating on CPU) takes
+minutes, and the bar sat at `0/T [00:00<?]` the whole time, read as a hung run (s55 walkthroughs). Into a log
+each new word is a line of its own, the clock alone none.
 
 Real bars (tqdm), real run configs and plans; the search loop's fakes for a whole run."""
 
@@ -15,7 +16,7 @@ from coevolve.agents.runconfig import AgentRunConfig
 from coevolve.base.config import build_config
 from coevolve.search import progress
 from coevolve.search.progress import ProgressBar, progress_bar
-from test_search_loop import make_config, run
+from test_search_loop import make_config
 
 
 class Terminal(io.StringIO):
@@ -29,40 +30,22 @@ def step(used: int, replayed: bool = False) -> SimpleNamespace:
     return SimpleNamespace(used=used, replayed=replayed, best=1.0, valid_rate=0.5, sigma=None)
 
 
-def test_a_logs_first_line_says_the_first_step_and_the_step_after_it_takes_the_word_away(capsys):
-    bar = progress_bar(make_config("eoh", 20))  # EoH's initial population: 4 requests
-    bar.update_from(step(4))
+def test_an_agent_runs_log_says_its_first_round_until_it_ends_and_a_resumed_one_does_not(capsys):
+    config = build_config(AgentRunConfig, {"run": {"method": "esopt"}})
+    bar = progress_bar(config, unit="episode")
+    bar.update_agent(SimpleNamespace(used=4, replayed=False, mean_reward=0.5, solved_rate=0.25, sigma=None,
+                                     eval_reward=None))
     bar.close()
+    progress_bar(config, resuming=True, unit="episode").close()
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0].startswith("eoh fake:   0%") and lines[0].endswith("now=first step: 4 requests]"), lines
-    assert len(lines) == 2 and "now=" not in lines[1] and lines[1].endswith("best=1, valid=50%]"), lines
+    assert lines[0].endswith("now=first round]") and "episode" in lines[0], lines
+    assert "now=" not in lines[-1] and "(resumed)" in lines[-1], lines
 
 
-def test_a_whole_runs_log_starts_with_the_word_once(tmp_path, capsys):
-    config = make_config("sample", 10)
-    bar = progress_bar(config)
-    try:
-        run(tmp_path / "r", config)
-    finally:
-        bar.close()
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample fake:")]
-    assert [line.count("now=first step: 5 requests") for line in lines] == [1] + [0] * (len(lines) - 1), lines
-
-
-def test_a_resumed_run_and_an_agent_run_are_not_told_of_a_first_step(capsys):
-    progress_bar(make_config("eoh", 20), resuming=True).close()  # its first live step is not step 0
-    arm = progress_bar(make_config("sample", 10), label="arm")  # a comparison's arm, resumed or not: its log says
-    arm.update_from(step(5, replayed=True))
-    arm.update_from(step(10))
-    arm.close()
-    progress_bar(build_config(AgentRunConfig, {"run": {"method": "esopt"}}), unit="episode").close()
-    lines = capsys.readouterr().err.splitlines()
-    assert "now=" not in lines[0] and lines[0].startswith("eoh fake (resumed):"), lines
-    arm_lines = [line for line in lines if line.startswith("arm")]
-    # its start, then (its first report replayed) the bar resumed after the log's steps: no word of a first step
-    assert ["now=" in line for line in arm_lines] == [True] + [False] * (len(arm_lines) - 1), lines
-    assert arm_lines[1].startswith("arm (resumed):  50%"), lines
-    assert lines[-1].endswith("now=first round]") and "episode" in lines[-1], lines
+def test_a_heuristic_bar_waits_for_the_loop_to_say_its_step(capsys):
+    """Made once the engine is up, right before the first step, which the loop's on_phase names."""
+    progress_bar(make_config("eoh", 20)).close()
+    assert "now=" not in capsys.readouterr().err
 
 
 def test_a_terminals_bar_moves_its_clock_while_the_first_step_runs(monkeypatch):
@@ -105,3 +88,16 @@ def test_each_live_step_says_its_work_as_it_starts_and_a_replayed_one_says_nothi
     assert "now=" not in lines[-1], lines  # the step's end takes the word away
     # resumed after its end: every step is replayed from the log, none is live work
     assert session(make_config("sample", 10), resume=True) == []
+
+
+def test_a_log_keeps_a_new_word_whatever_the_rate_looks_like_and_drops_a_clock_alone():
+    """A slow rate is drawn `1.04s/eval`, a fast one `3.2eval/s`: the log kept the step's new word only
+    after a fast rate (it split the redraw at "/s")."""
+    out = io.StringIO()
+    log = progress.LineFile(out)
+    for rate in ("1.04s/eval", "3.20eval/s"):
+        log.write(f"\rx:  50%|#####     | 2/4 [00:02<00:02,  {rate}, best=7.004]")
+        log.write(f"\rx:  50%|#####     | 2/4 [00:03<00:02,  {rate}, best=7.004]")  # the clock alone
+        log.write(f"\rx:  50%|#####     | 2/4 [00:03<00:02,  {rate}, best=7.004, now=step 1: m1 2 requests]")
+    lines = out.getvalue().splitlines()
+    assert [line.endswith("now=step 1: m1 2 requests]") for line in lines] == [False, True] * 2, lines

@@ -3,11 +3,12 @@ episodes) with the run's figures. Shared by `coevolve run` and `coevolve compare
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from typing import Any
 
-from coevolve.search.methods import display_name, iter_planned_steps, make_method
+from coevolve.search.methods import display_name, outside_budget
 from coevolve.search.runconfig import RunConfig
 
 
@@ -141,6 +142,10 @@ def say(line: str) -> None:
     tqdm.write(line, file=sys.stderr)
 
 
+# tqdm's clock in a redraw: `[00:02<00:02,  1.04s/eval` or `[00:00<?, ?eval/s` (elapsed, remaining, rate)
+CLOCK = re.compile(r"\[[0-9:]+<[0-9:?]+(,\s*[^,\]]*)?")
+
+
 class LineFile:
     """A file that writes each of tqdm's redraws as a line (what follows its carriage return), for a
     stream that is no terminal."""
@@ -151,8 +156,9 @@ class LineFile:
 
     def write(self, text: str) -> None:
         shown = text.replace("\r", "").rstrip()
-        # a redraw that says nothing new but the clock (elapsed, rate) is left out
-        state = shown.split(" [")[0] + shown.partition("/s")[2]
+        # a redraw that says nothing new but the clock (elapsed<remaining, rate) is left out; the postfix
+        # after them is news (a step's figures, the word of the step that starts)
+        state = CLOCK.sub("[", shown)
         if shown and state != self.last:
             self.stream.write(shown + "\n")
             self.last = state
@@ -181,10 +187,6 @@ def progress_bar(config: Any, resuming: bool = False, label: str = "", unit: str
     if not isinstance(config, RunConfig):
         return ProgressBar(config.run.budget, what, unit, start=None if resuming else "first round")
     # the loop reports `used` from its ledger, outside charges included: a total of T alone ran to 12/12
-    # and then went on as a bare `16eval`
-    method = make_method(config)
-    total = config.run.budget + method.outside_budget()
-    first = next(iter_planned_steps(method, total, config.es.proposals_per_member), None)
-    # a fresh run's first step (a resumed one's comes after steps replayed from its log)
-    start = None if resuming or first is None else f"first step: {first.count} requests"
-    return ProgressBar(total, what, unit, start=start)
+    # and then went on as a bare `16eval`. Each live step says its work as it starts (the loop's on_phase),
+    # the first one too: the bar is made once the engine is up, right before it
+    return ProgressBar(config.run.budget + outside_budget(config), what, unit)
