@@ -435,9 +435,19 @@ def test_set_lines(config: CompareConfig) -> list[str]:
     return lines
 
 
+def require_one_kind(raw: dict, path: str | Path) -> None:
+    """A file with both [run] and [compare] is refused by name: each command would otherwise call the other's
+    section unknown, and the user would remove the wrong one. A UsageError, as require_settings': the line
+    names the file, not a key for a comparison's arm to name again."""
+    if "run" in raw and "compare" in raw:
+        raise UsageError(f"{HEAD}{path} has both [run] and [compare]: a file is either a run config ([run], "
+                          f"for `coevolve run`) or a comparison ([compare], for `coevolve compare`), not both")
+
+
 def load_compare_config(path: str | Path, out: str | None = None) -> CompareConfig:
     raw = read_toml(path)
     require_settings(raw, path, "examples/compare_quick.toml (its [compare] methods, tasks, budgets and seeds)")
+    require_one_kind(raw, path)
     raw = merge_overrides(raw, {"compare": {"out": out}} if out is not None else {})
     try:
         return _load_compare_config(path, raw)
@@ -598,14 +608,16 @@ def run_keys(config: ComparisonConfig, spec: RunSpec) -> Iterator[None]:
         raise comparison_key(config, spec, exc) from None
 
 
-def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) -> ConfigError:
+def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError,
+                   flags: frozenset[str] = frozenset()) -> ConfigError:
     """A run's config error named as the comparison wrote the key: the [run] keys as compare.budgets,
     compare.seeds, compare.tasks and compare.methods (a named arm's method as compare.arms.NAME.method);
     an agent task's options as task.TASK.OPTION ([task.TASK]); any other key of a named arm's run under
     compare.arms.NAME (as `keys_under`: what the arm sets, or the setting of the comparison's that the
     arm's fails with); a plain method's other keys are the comparison's, as they are, with the arm they
     fail for (and a [run] key in the problem named by its compare list). A [run] key of a named arm's
-    run says which arm."""
+    run says which arm. `flags`: the [run] keys (`run.budget`) a flag of `coevolve run COMPARISON` gave,
+    named as the run's own, since no compare list gave their value."""
     named = error_key(str(exc))
     if named is None:
         return exc
@@ -625,7 +637,7 @@ def comparison_key(config: ComparisonConfig, spec: RunSpec, exc: ConfigError) ->
         # (a [compare] table is filled in with the defaults before it is read, so the list tells, not the keys)
         defaults = AGENT_METHODS if isinstance(config, AgentCompareConfig) else registry.DEFAULT_COMPARE
         default = ", of compare.methods' default list" if list(config.compare.methods) == list(defaults) else ""
-        rest = _RUN_KEY.sub(lambda m: _RUN_KEYS[m.group()], rest)
+        rest = _RUN_KEY.sub(lambda m: m.group() if m.group() in flags else _RUN_KEYS[m.group()], rest)
         return ConfigError(f"{HEAD}{key}{rest} (arm {spec.method}{default})")
     return ConfigError(f"{HEAD}{written}{rest}")
 

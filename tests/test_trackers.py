@@ -177,6 +177,10 @@ def test_mirror_command_on_a_finished_run_and_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith(f"coevolve mirror: error: {damaged / 'events.jsonl'}: line "), err
     assert err.endswith("is not valid JSON (Expecting value)"), err
+    # a folder the tracker cannot make: refused before anything is mirrored (it was a warning, and exit 1)
+    assert main(["mirror", str(run_dir), "--to", "tensorboard", "--tensorboard-dir", "/proc/x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "log.tensorboard_dir cannot hold the event files" in err, err
 
 
 def test_a_tracker_without_its_extra_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch):

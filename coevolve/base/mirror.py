@@ -33,16 +33,20 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import re
 import sys
+import tempfile
 import time
 import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from coevolve.base.durable import atomic_write_json, read_jsonl, read_jsonl_from
+from coevolve.base.config import config_error
 from coevolve.base.errors import UsageError
 from coevolve.base.logsection import LogSection
 
@@ -61,6 +65,72 @@ def require(trackers: list[str], asked: str = "[log] {name} = true") -> None:
         if importlib.util.find_spec(module) is None:
             raise UsageError(f"{asked.format(name=name)} needs {label}, which is not installed: "
                              f"pip install 'coevolve[{name}]'")
+
+
+def check_log(log: LogSection) -> None:
+    """A run's [log], checked before its run directory or engine exists: each tracker switched on is
+    installed (`require`) and can open where [log] sends it. Mid-run, a tracker that cannot open is only
+    warned about (Mirror): the run would go on unmirrored after the engine's minutes of loading."""
+    require(log.trackers)
+    if log.mlflow and log.mlflow_uri:  # "" is the run's own SQLite store, in a folder the run creates
+        problem = mlflow_uri_problem(log.mlflow_uri)
+        if problem:
+            raise config_error("log.mlflow_uri", problem, log.mlflow_uri)
+    if log.tensorboard and log.tensorboard_dir:
+        problem = unwritable(Path(log.tensorboard_dir))
+        if problem:
+            raise config_error("log.tensorboard_dir", f"cannot hold the event files: {problem}",
+                               log.tensorboard_dir)
+
+
+def mlflow_uri_problem(uri: str) -> str | None:
+    """Why MLflow could not open a tracking store at `uri`, without building the store (a SQLite store
+    creates its file) or asking a server (one that is down now may be up when the run starts); None
+    when it can, as far as that tells."""
+    from mlflow.exceptions import MlflowException  # optional: the [mlflow] extra
+    from mlflow.tracking._tracking_service import utils  # the scheme registry MlflowClient builds its store by
+
+    registry = getattr(utils, "_tracking_store_registry", None)  # private: an MLflow without it is not checked
+    builders = getattr(registry, "_registry", None)  # scheme -> store builder
+    if not isinstance(builders, dict):
+        return None
+    try:
+        builder = registry.get_store_builder(uri)
+    except MlflowException:
+        known = ", ".join(sorted(scheme for scheme in builders if scheme))
+        return f"has a scheme MLflow has no tracking store for (it has: {known})"
+    if builder is builders.get("file") and not file_store_allowed():  # a plain path is a file store too
+        return ("is a path, which MLflow opens as a file store and refuses unless MLFLOW_ALLOW_FILE_STORE=true: "
+                "give sqlite:///PATH/mlflow.db, a server's http(s):// URI, or \"\" for the run's own store")
+    parts = urlsplit(uri)
+    if parts.scheme == "sqlite" and parts.path not in ("", "/", "/:memory:"):
+        problem = unwritable(Path(parts.path[1:]).parent)  # sqlite:///rel.db is rel.db, sqlite:////abs.db /abs.db
+        return f"cannot hold its database: {problem}" if problem else None
+    return None
+
+
+def file_store_allowed() -> bool:
+    """Whether MLflow opens a folder as a file store: MLflow 3 refuses one unless the user opts in."""
+    import mlflow.environment_variables as variables  # optional: the [mlflow] extra
+
+    allowed = getattr(variables, "MLFLOW_ALLOW_FILE_STORE", None)  # an MLflow without it takes a folder
+    return allowed is None or bool(allowed.get())
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` (made by the tracker when it is missing) could not be made or written to; None when it
+    can. Tried on its nearest existing folder by making an empty folder there and removing it at once:
+    nothing is left behind, and os.access says yes to root everywhere, /proc included, which refuses."""
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".coevolve-check-", dir=existing))
+    except OSError as exc:
+        return f"{existing} takes no new folder ({type(exc).__name__}: {exc.strerror or exc})"
+    return None
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from coevolve.base.errors import UsageError
 from coevolve.base.logsection import LogSection
-from coevolve.base.mirror import Mirror, require
+from coevolve.base.mirror import Mirror, check_log, require
 from coevolve.dashboard.reader import kind_of, task_info, toml_file
 from coevolve.runstore import RunStore
 
@@ -43,6 +43,7 @@ def handle(args: argparse.Namespace) -> int:
                                          "mlflow": "mlflow" in args.to, "tensorboard": "tensorboard" in args.to})
     except ValidationError as exc:
         raise UsageError(f"{run_dir / 'config.toml'}: [log] {exc.errors()[0]['msg']}") from None
+    check_log(log)  # where it sends them, as a run checks it: else only a warning, and exit 1
     task = str(toml_file(run_dir / "config.toml").get("run", {}).get("task", ""))
     direction = task_info(task)[0] if task else "min"  # of "best so far"
     mirror = Mirror(run_dir, log, direction, live=False)

@@ -32,7 +32,7 @@ from coevolve.base.config import (as_dict, build_config, config_error, dump_toml
                                   read_toml, require_settings, sections_with, unknown_key)
 from coevolve.base.durable import FULL, refused_write
 from coevolve.base.errors import ConfigError, UsageError
-from coevolve.base.mirror import Mirroring, require as require_trackers
+from coevolve.base.mirror import Mirroring, check_log
 from coevolve.base.sections import RunSection, task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
 from coevolve.engine.base import ENGINE, ConstraintError, ContextLengthError
@@ -43,7 +43,7 @@ from coevolve.engine import pool  # as a module: tests stand a fake engine in fo
 from coevolve.es import engine_dtype, engine_options
 from coevolve.es.start import HEURISTIC, check_same_config, config_difference, edited_line, logged_config
 from coevolve.plan import (COMPARE_CONFIG, ComparisonConfig, RunSpec, comparison_arm, comparison_key, engine_lines,
-                           files_counted, task_files_counted)
+                           files_counted, require_one_kind, task_files_counted)
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
 from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
@@ -374,6 +374,7 @@ def load_run_config(path: str | Path, overrides: dict[str, dict], new: bool = Tr
     written = read_toml(path)
     if not any(overrides.values()):  # flags alone (`--task T --method M`) may fill an empty file
         require_settings(written, path, "examples/tsp_eoh_esopt.toml (its [run] method, task and budget)")
+    require_one_kind(written, path)
     # the task as the user wrote it: `[task] name` (held as run.task from here on), unless --task overrides it
     named = (isinstance(written, dict) and isinstance(written.get("task"), dict) and "name" in written["task"]
              and not overrides.get("run", {}).get("task"))
@@ -399,7 +400,7 @@ def arm_keys(arm: tuple[ComparisonConfig, RunSpec] | None, overrides: dict[str, 
         section, _, field = named[0].partition(".") if named else ("", "", "")
         if arm is None or re.split(r"[.\[]", field)[0] in overrides.get(section, {}):
             raise
-        raise comparison_key(*arm, exc) from None
+        raise comparison_key(*arm, exc, frozenset(f"run.{key}" for key in overrides.get("run", {}))) from None
 
 
 def _load_run_config(path: Path, raw: dict, overrides: dict[str, dict], new: bool,
@@ -562,7 +563,7 @@ def check_generators(config: RunConfig | AgentRunConfig) -> dict | None:
     students = not isinstance(config, RunConfig)
     require_engine(config.run.method, config.uses_es, config.endpoint, students=students)
     check_model(config)
-    require_trackers(config.log.trackers)  # [log] mlflow / tensorboard: their extra is installed
+    check_log(config.log)  # [log] mlflow / tensorboard: their extra is installed, their store opens
     if students and not config.uses_skills:  # an agent run's endpoint is its teacher: only distilling asks it
         return None
     endpoint = open_endpoint(config.endpoint)
@@ -764,7 +765,7 @@ def handle_plan(args: argparse.Namespace) -> int:
     events = store.events() if args.resume else []  # --plan writes nothing: one read stays the log
     if args.resume and (args.budget is not None or not has_ended(store, events)):  # the run's refusal (resolve_run)
         check_unedited(store, config, events, args.budget)
-    require_trackers(config.log.trackers)  # as the run does (check_generators), before it would print a plan
+    check_log(config.log)  # as the run does (check_generators), before it would print a plan
     if args.resume and args.budget is not None:  # the plan the run would go on with, nothing written
         before = config.run.budget
         config = extended(store, config, args.budget)
