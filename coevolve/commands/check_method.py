@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from coevolve.base.config import as_dict, dump_toml
+from coevolve.base.durable import atomic_write_text
 from coevolve.base.errors import UsageError
 from coevolve.commands.run import CHECK_SECONDS, load_run_config
 from coevolve.engine.base import Completion, check_requests
@@ -152,7 +153,7 @@ def handle(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="coevolve-check-method-") as folder:
         path = Path(args.config) if args.config else Path(folder) / "empty.toml"
         if not args.config:
-            path.write_text("")  # flags alone fill an empty config: every other section its defaults
+            atomic_write_text(path, "")  # flags alone fill an empty config: every other section its defaults
         # checked as `coevolve run` checks it: the task's shape, the method's check() and check_task()
         config = load_run_config(path, {"run": run}, seconds=CHECK_SECONDS)
         if not isinstance(config, RunConfig):
