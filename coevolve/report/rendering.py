@@ -39,7 +39,7 @@ from coevolve.report.collecting import (SKILL_SIDES, aggregate, at_template, bas
 from coevolve.report.plots import plot_differences, plot_progress, plot_test_scores
 from coevolve.search import methods as registry
 from coevolve.search.methods import label as _label  # a method among others (display_name: on its own)
-from coevolve.runstore import RunStore, ended, extended_budget, log_damage
+from coevolve.runstore import RunStore, ended, extended_budget, hold_directory, log_damage, writer_of
 from coevolve.search.loop import GLOBAL_DRAW
 from coevolve.search.plot import plot_best_so_far, plot_run_progress
 from coevolve.search.runconfig import SkillSection
@@ -176,10 +176,33 @@ def _worse_than_template(row: dict, records: list[ComparisonCell], template: flo
             "runs started from."]
 
 
-def _fewer_seeds(rows: list[dict]) -> list[str]:
+def _not_scored(row: dict, records: list[ComparisonCell]) -> int:
+    """How many of an aggregate row's finished runs with a heuristic have no score on its test set at all:
+    a comparison killed before its test scoring, which scores them when it runs again."""
+    return sum(1 for c in records if (c.task, c.method, c.budget) == (row["task"], row["method"], row["budget"])
+               and c.summary is not None and c.summary.best is not None and (row["split"], row["size"]) not in c.scores)
+
+
+def _unscored(row: dict, made: int, records: list[ComparisonCell], rerun: str) -> list[str]:
+    """What `_fewer_seeds` says of a test set on which fewer than the `made` heuristics have a test
+    objective: not scored yet (the comparison's test scoring has not reached them), or scored without one."""
+    where = f"on {row['split']}{row['size']}"
+    waiting = _not_scored(row, records)
+    scored, n = made - waiting, row["objective"]["n"]
+    if not waiting:
+        return [f"{where} only {n} of them scored"]
+    said = [f"{where} {'' if waiting == made else f'{waiting} of them '}not scored yet ({rerun} to score "
+            f"{'it' if waiting == 1 else 'them'})"]
+    if n < scored:  # scored, yet without a test objective (the heuristic failed on the test set)
+        said.append(f"{where} only {n} of the other {scored} scored")
+    return said
+
+
+def _fewer_seeds(rows: list[dict], records: list[ComparisonCell], rerun: str) -> list[str]:
     """A line per arm and budget of a task (`rows`: its method rows) whose means are over fewer seeds than
     it planned: the runs that produced no valid program are left out of them, so one lucky seed can stand
-    for the arm, which the table's mean ± std alone does not show."""
+    for the arm, which the table's mean ± std alone does not show; nor do the runs not scored yet on a
+    test set (`rerun`: how to score them)."""
     out = []
     arms: dict[tuple[str, int], list[dict]] = {}
     for row in rows:
@@ -187,27 +210,29 @@ def _fewer_seeds(rows: list[dict]) -> list[str]:
     for (method, budget), sets in arms.items():
         first = sets[0]
         made, runs = first["with_heuristic"], first["runs"]
-        unscored = [f"on {r['split']}{r['size']} only {r['objective']['n']} of them scored"
-                    for r in sets if r["objective"]["n"] < made]
+        unscored = [line for r in sets if r["objective"]["n"] < made for line in _unscored(r, made, records, rerun)]
         if made == runs and not unscored:
             continue
         where = f"{task_label(first['task'])} at budget {budget}: {_label(method)}"
         waiting = first["runs"] - first["finished"]
         said = f"{made} of {plural(runs, 'seed')} produced a valid program" + (
             f" ({waiting} not finished)" if waiting else "")
-        mean = ("it has no mean to compare" if made == 0 else "its mean is that one seed's" if made == 1
-                else f"its means are over those {made}")
+        # every seed made one: the line is only about the test sets below, not the seeds the means leave out
+        mean = ("" if made == runs else "; it has no mean to compare" if made == 0 else
+                "; its mean is that one seed's" if made == 1 else f"; its means are over those {made}")
         scored = "".join(f"; {line}" for line in unscored)
-        out.append(f"{where}: {said}; {mean}{scored}.")
+        out.append(f"{where}: {said}{mean}{scored}.")
     return out
 
 
 def conclusions(config: CompareConfig, rows: list[dict], records: list[ComparisonCell],
                 template: dict[tuple[str, str, int], float], unmatched: list[str],
-                spend: Sequence[dict] = ()) -> list[str]:
+                spend: Sequence[dict] = (), root: Path | None = None) -> list[str]:
     """What the comparison can and cannot conclude, in plain sentences. `spend`: the arms that spend
-    other than T (plan.arm_spend); a Δ whose two arms spend differently says so."""
+    other than T (plan.arm_spend); a Δ whose two arms spend differently says so. `root`: the comparison
+    directory, which the way to score runs not scored yet names."""
     out = []
+    rerun = f"rerun `coevolve compare CONFIG --out {root}`" if root is not None else "rerun coevolve compare"
     spent = {(e["task"], e["budget"], e["arm"]): e["evaluations"] for e in spend}
     finished = [r for r in records if r.summary is not None]
     for task_name in config.compare.tasks:
@@ -244,7 +269,7 @@ def conclusions(config: CompareConfig, rows: list[dict], records: list[Compariso
             if row["kind"] == "method" and row["task"] == task_name:
                 out += _worse_than_template(row, records, template.get((task_name, row["split"], row["size"])),
                                             direction)
-        out += _fewer_seeds([r for r in rows if r["kind"] == "method" and r["task"] == task_name])
+        out += _fewer_seeds([r for r in rows if r["kind"] == "method" and r["task"] == task_name], records, rerun)
     for row in rows:
         if row["kind"] != "delta":
             continue
@@ -357,9 +382,29 @@ def analyst_evaluations(summary: Any) -> int:
 
 
 # --------------------------------------------------------------- rendering
+def still_running(directory: Path, writer: str) -> str:
+    """The line `coevolve report` refuses a run or a comparison with while `writer` (writer_of) writes it."""
+    return f"{directory} is still running ({writer}): report it once it has finished"
+
+
 def render_comparison(root: str | Path) -> dict[str, Path]:
-    """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison."""
+    """Write report.md, table.csv, runs.csv, results.json and plots/ for a comparison. `coevolve compare`
+    writes the same files: a comparison another process runs is refused (`still_running`), and the report
+    holds the comparison's writer lock from its first read to its last write, so a `coevolve compare`
+    started meanwhile is refused rather than outlived by a report of the runs as they stood before it.
+    The process running the comparison shares its own lock (its report at the end)."""
     root = Path(root)
+    writer = writer_of(root)
+    if writer is not None:
+        raise UsageError(still_running(root, writer))
+    release = hold_directory(root, f"`coevolve report {root}`")
+    try:
+        return _render_comparison(root)
+    finally:
+        release()
+
+
+def _render_comparison(root: Path) -> dict[str, Path]:
     # file tasks from the comparison's own copies when the originals are gone or changed (an agent
     # comparison's too: one written before its task paths were recorded absolute names them relative to
     # where it was run); method files likewise
@@ -418,7 +463,7 @@ def render_comparison(root: str | Path) -> dict[str, Path]:
         parts += ["Named arms run a method with some settings otherwise; every other setting is the comparison's, "
                   "the same for every arm, and a named arm's Δ row compares it with the method it runs, as a "
                   "+ESOpt variant's with its base:", ""] + [f"- {line}" for line in arm_lines(config)] + [""]
-    verdicts = conclusions(config, rows, records, template, unmatched, spend)
+    verdicts = conclusions(config, rows, records, template, unmatched, spend, root)
     verdicts += [line for line in [unpaired_line(config)] if line]  # once: the pairs are every task's and budget's
     if verdicts:
         parts += ["## What this comparison can and cannot conclude", ""] + [f"- {v}" for v in verdicts] + [""]
@@ -551,7 +596,7 @@ def render_run(directory: str | Path) -> dict[str, Path]:
                          "or a comparison's directory")
     writer = store.writer()  # a run still going: resuming it would make two writers (refused)
     if summary is None:
-        raise UsageError(f"{store.dir} is still running ({writer}): report it once it has finished" if writer else
+        raise UsageError(still_running(store.dir, writer) if writer else
                          f"{store.dir} has no summary.json yet: " + (
                              f"`coevolve run --resume {store.dir}` refuses to finish it: {refusal}"
                              if (refusal := _resume_refusal(store)) else
