@@ -28,8 +28,8 @@ from coevolve.base.durable import JsonlWriter, atomic_write_json, atomic_write_t
 from coevolve.base.errors import UsageError
 
 __all__ = ["RunStore", "JsonlWriter", "atomic_write_json", "atomic_write_text", "ended", "extended_budget",
-           "first_difference", "hold_directory", "kept_best_code", "log_damage", "read_jsonl", "same_settings",
-           "writer_of"]
+           "first_difference", "hold_directory", "kept_best_code", "log_damage", "logged_budget", "read_jsonl",
+           "same_settings", "writer_of"]
 
 EVENTS = "events.jsonl"
 CONFIG = "config.toml"
@@ -436,6 +436,16 @@ def extended_budget(events: list[dict]) -> int | None:
     return budgets[-1] if budgets else None
 
 
+def logged_budget(events: list[dict]) -> int | None:
+    """The budget a run's log goes on under: the last extension's, else its start event's config's (None
+    before its start event)."""
+    start = next((e for e in events if e.get("type") == "start"), {})
+    config = start.get("config") if isinstance(start.get("config"), dict) else {}
+    run = config.get("run") if isinstance(config.get("run"), dict) else {}
+    extended = extended_budget(events)
+    return run.get("budget") if extended is None else extended
+
+
 def same_settings(logged: Any, current: Any) -> bool:
     """Whether a run's logged config (its start event) is its current one, for
     `--resume`. A setting added to the code since the run started is absent
@@ -455,3 +465,9 @@ def first_difference(logged: Any, current: Any, key: str = "") -> tuple[str, Any
                 return found
         return None
     return None if logged == current else (key, logged, current)
+
+
+def scored_candidates(events: list[dict]) -> int:
+    """The candidates a run's log (store.events()) says its steps scored: what candidates.jsonl holds."""
+    # a step event holds one result per candidate it made (a skill refresh's none)
+    return sum(len(e.get("results") or []) for e in events if e.get("type") == "step")

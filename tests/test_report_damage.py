@@ -91,23 +91,27 @@ def test_resume_of_a_run_whose_log_was_deleted_is_refused_before_anything_loads(
 
 
 # -- a lost best.py: "--resume writes it again" only where it can --------------------------------------------
-def test_report_of_a_lost_best_py_whose_code_is_gone_says_it_is_lost(tmp_path, monkeypatch, capsys):
+def test_report_of_a_lost_best_py_whose_code_left_candidates_jsonl_says_the_log_writes_both_again(
+        tmp_path, monkeypatch, capsys):
+    """A run without ES replays its log with no engine (loop.rebuild_derived): a candidates.jsonl that lost the
+    best's line is written again from the log, and best.py from it; the report says so, and the resume does it."""
     run = finished_run(tmp_path, monkeypatch)
     (run / "best.py").unlink()
     best = json.loads((run / "summary.json").read_text())["best"]
+    lines = (run / "candidates.jsonl").read_bytes()
     ids = [c["id"] for c in read_jsonl(run / "candidates.jsonl")]
     drop_line(run / "candidates.jsonl", ids.index(best["id"]) + 1)
     text = report(capsys, run)
     assert (f"{run / 'best.py'} is missing: summary.json names candidate {best['id']} (objective "
-            f"{best['objective']:.6g}, step {best['step']}) the run's best, and its code is not in "
-            "candidates.jsonl as it scored either: the program is lost (the table's numbers are the summary's), "
-            "and `--resume` cannot write it again") in text, text
-    assert "writes it again" not in text, text
-    # and it cannot: the resume says so, as the report did
+            f"{best['objective']:.6g}, step {best['step']}) the run's best, and candidates.jsonl lost its code; "
+            f"`coevolve run --resume {run}` writes both again from the run's log") in text, text
+    assert "cannot write it again" not in text, text
     monkeypatch.setattr(pool, "build_engine", no_engine)
     capsys.readouterr()
     assert main(["run", "--resume", str(run), "--no-progress"]) == 0
-    assert "not restored" in capsys.readouterr().out and not (run / "best.py").exists()
+    out = capsys.readouterr().out
+    assert "written again from its log" in out and (run / "best.py").exists(), out
+    assert (run / "candidates.jsonl").read_bytes() == lines
 
 
 # -- line numbers are the file's, blank lines counted ---------------------------------------------------------

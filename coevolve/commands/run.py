@@ -35,6 +35,7 @@ from coevolve.base.errors import ConfigError, UsageError
 from coevolve.base.mirror import Mirroring, check_log
 from coevolve.base.sections import RunSection, task_named
 from coevolve.commands.check_task import check_seconds, fail, problems
+from coevolve.dashboard.reader import kind_of
 from coevolve.engine.base import ENGINE, ConstraintError, ContextLengthError
 from coevolve.engine.local import needs_engine, require_devices, require_engine, require_model
 from coevolve.engine.models import EMBEDDED_NAMES, list_models
@@ -46,9 +47,10 @@ from coevolve.plan import (COMPARE_CONFIG, ComparisonConfig, RunSpec, comparison
                            files_counted, require_one_kind, task_files_counted)
 from coevolve.report import agent_table, run_table
 from coevolve.base.records import AgentSummary, RunSummary, SearchSummary, read_summary
-from coevolve.runstore import RunStore, atomic_write_text, ended, extended_budget
+from coevolve.runstore import RunStore, atomic_write_text, ended, logged_budget
 from coevolve.sandbox import Sandbox
-from coevolve.search.loop import EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method, restore_best
+from coevolve.search.loop import (EVENT_VERSION as SEARCH_EVENTS, SearchLoop, check_same_method, rebuild_derived,
+                                  restore_best)
 from coevolve.search.methods import (BUILTIN, DISTILL, absolute_method, declared_sections,
                                      es_population, extension_problem, check_with_task, format_plan,
                                      known as known_methods, method_class, names_a_method, parse_name, path_name,
@@ -223,7 +225,7 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
         if args.config or any(overrides.values()):
             raise UsageError("--resume takes only the run directory (and --budget N, to give a heuristic search "
                              "more evaluations); its config.toml is the config")
-        store = RunStore.open_run(args.resume, write=True)  # a second writer is refused here
+        store = open_resumed(args.resume, write=True)  # a second writer is refused here
         remember_task(store, args.task_changed)
         remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
         print_copy_notes()
@@ -231,13 +233,17 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
         events = store.events()  # after remember_task, which may log a task_changed event
         if isinstance(config, RunConfig):
             check_same_method(store, config, events)
-        if budget is not None or not has_ended(store, events):  # one that has ended is only shown, with a note
-            check_unedited(store, config, events, budget)
+        check_resumable(store, config, events, budget)
+        # a run that has ended is only shown (handle), unless --budget N gives it more
+        going_on = not has_ended(store, events) or (budget is not None and budget != logged_budget(events))
+        # probed before an extension is written, as every other refusal comes before anything changes
+        endpoint = check_generators(config if budget is None else extended(store, config, budget)) \
+            if going_on else None
         if budget is not None:
             config = extend(store, raw, config, budget, events)
             events = store.events()  # with the "extend" event it may have logged: the run goes on again
-        if not has_ended(store, events):  # a run that has ended is only shown (handle)
-            record_endpoint(store.dir, check_generators(config))
+        if going_on:
+            record_endpoint(store.dir, endpoint)
         return config, store, events
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
@@ -252,6 +258,17 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
     record_methods(store.dir, [config.run.method])
     record_endpoint(store.dir, endpoint)
     return config, store, None
+
+
+def open_resumed(directory: str, write: bool = False) -> RunStore:
+    """RunStore.open_run for `--resume DIR`: a comparison's folder (dashboard kind_of) is refused naming
+    the command that goes on with a comparison, before the run's refusal of a folder without config.toml."""
+    path = Path(directory)
+    if kind_of(path) == "comparison":
+        config = path / COMPARE_CONFIG if (path / COMPARE_CONFIG).is_file() else "CONFIG"
+        raise UsageError(f"{path} is a comparison, not a run: rerun `coevolve compare {config} --out {path}` to go "
+                         f"on with it")
+    return RunStore.open_run(directory, write=write)
 
 
 def resumed_config(store: RunStore) -> tuple[dict, RunConfig | AgentRunConfig]:
@@ -302,6 +319,32 @@ def check_unedited(store: RunStore, config: RunConfig | AgentRunConfig, events: 
         check_same_config(store, logged, current)
 
 
+def check_resumable(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
+                    budget: int | None = None) -> None:
+    """`--resume` (and its --plan) refused for an edited config.toml (check_unedited), or, for a run that
+    has ended and is only shown, for an extension left half done (check_extension_done)."""
+    if budget is not None or not has_ended(store, events):
+        check_unedited(store, config, events, budget)
+    else:
+        check_extension_done(store, config, events)
+
+
+def check_extension_done(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict]) -> None:
+    """A finished heuristic run whose config.toml asks more evaluations than its log ran under is what
+    `--resume DIR --budget N` leaves when killed between writing the config and logging its event
+    (extend): refused naming the command that finishes the extension, rather than shown as finished
+    with an edit nobody made."""
+    logged, current = resumed_configs(store, config, events)
+    difference = None if logged is None or not isinstance(config, RunConfig) else config_difference(logged, current)
+    if difference is None or difference[0] != "run.budget":
+        return
+    was, now = difference[1:]
+    if isinstance(was, int) and isinstance(now, int) and now > was:
+        raise UsageError(f"{store.dir} ran to run.budget = {was}, and its config.toml says {now}: an extension to "
+                         f"{now} evaluations was interrupted: `coevolve run --resume {store.dir} --budget {now}` "
+                         f"finishes it (or put back run.budget = {was})")
+
+
 def edited_note(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict]) -> str | None:
     """What `--resume` of a run that has ended (its log: `events`) says of a config.toml edited since:
     nothing will read it."""
@@ -344,12 +387,10 @@ def extend(store: RunStore, raw: dict, config: RunConfig | AgentRunConfig, budge
     changes nothing more."""
     larger = extended(store, config, budget)
     events = store.events() if events is None else events
-    logged = next((e.get("config", {}).get("run", {}).get("budget") for e in events if e.get("type") == "start"),
-                  None)
+    before = logged_budget(events)
     if budget != config.run.budget:
         atomic_write_text(store.config_path, dump_toml({**raw, "run": {**raw.get("run", {}), "budget": budget}}))
-    before = extended_budget(events) or logged
-    if logged is not None and budget != before:  # the config first: a kill in between is mended by asking again
+    if before is not None and budget != before:  # the config first: a kill in between is mended by asking again
         with store.event_writer() as log:
             log.append({"type": "extend", "budget": budget, "from": before})
         print(f"{store.dir}: budget {before} -> {budget} evaluations; the steps it took stay as they were",
@@ -614,6 +655,14 @@ def restored_best(store: RunStore, config: RunConfig | AgentRunConfig, events: l
     return f"{store.path('best.py')} was missing: written again from {source}"
 
 
+def rebuilt_derived(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict]) -> str | None:
+    """`--resume` of a finished heuristic run writes again the files it derived from its log and lost
+    (loop.rebuild_derived); its line for finished_table, None when nothing was lost."""
+    if not isinstance(config, RunConfig):
+        return None
+    return rebuild_derived(store, config, events, lambda: heuristic_task(config.run.task))
+
+
 def finished_table(store: RunStore, config: RunConfig | AgentRunConfig, events: list[dict],
                    budget: int | None = None, restored: str | None = None) -> str:
     """What `--resume` of a run that has ended (its log: `events`) prints: its table, read from its
@@ -643,6 +692,12 @@ def handle(args: argparse.Namespace) -> int:
             # the log opened for appending, as the run opens it: a directory that cannot be written (a
             # read-only mount) is refused here, not once the engine has loaded
             store.event_writer().close()
+    except KeyboardInterrupt:  # a resume stopped in its checks (the endpoint's probe) says how to go on, as later
+        if not args.resume:
+            raise
+        print("\ninterrupted", file=sys.stderr)
+        # an extension is written after the probe: the same command, --budget N included, goes on
+        return _interrupted(RunStore(args.resume), "", 130, budget=args.budget)
     except OSError as exc:
         why = _refused(exc)
         if why is None:
@@ -652,7 +707,9 @@ def handle(args: argparse.Namespace) -> int:
         return _interrupted(RunStore(args.resume), why, 2) if args.resume else 2
     resuming = events is not None
     if resuming and has_ended(store, events):
-        print(finished_table(store, config, events, args.budget, restored_best(store, config, events)))
+        rebuilt = rebuilt_derived(store, config, events)  # first: candidates.jsonl may hold best.py's code
+        restored = "\n".join(n for n in (rebuilt, restored_best(store, config, events)) if n) or None
+        print(finished_table(store, config, events, args.budget, restored))
         return 0
     # a resume is not told how to resume: a refusal it meets later would be met again by the same command
     announced = f"resuming: {store.dir}" if resuming else \
@@ -739,9 +796,9 @@ def _outgrown(store: RunStore, exc: ContextLengthError) -> int:
     return 1
 
 
-def _interrupted(store: RunStore, why: str = ANSWERS, code: int = 1) -> int:
-    print(f"every finished step is in {store.dir}: continue with `coevolve run --resume {store.dir}` {why}".rstrip(),
-          file=sys.stderr)
+def _interrupted(store: RunStore, why: str = ANSWERS, code: int = 1, budget: int | None = None) -> int:
+    again = f"coevolve run --resume {store.dir}" + ("" if budget is None else f" --budget {budget}")
+    print(f"every finished step is in {store.dir}: continue with `{again}` {why}".rstrip(), file=sys.stderr)
     return code
 
 
@@ -751,7 +808,7 @@ def handle_plan(args: argparse.Namespace) -> int:
         raise UsageError("--task-changed goes with --resume")
     notes: list[str] = []  # a new run's, printed once the config has passed the run's checks
     if args.resume:
-        store = RunStore.open_run(args.resume)
+        store = open_resumed(args.resume)
         # what --resume will run: each file's original, or the run's copy (a changed task refused, as the
         # run refuses it); nothing is logged: --plan writes nothing
         remember_tasks(store.dir, "accept" if args.task_changed else "refuse", flag="--task-changed")
@@ -763,8 +820,8 @@ def handle_plan(args: argparse.Namespace) -> int:
     else:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
     events = store.events() if args.resume else []  # --plan writes nothing: one read stays the log
-    if args.resume and (args.budget is not None or not has_ended(store, events)):  # the run's refusal (resolve_run)
-        check_unedited(store, config, events, args.budget)
+    if args.resume:  # the run's refusals (resolve_run)
+        check_resumable(store, config, events, args.budget)
     check_log(config.log)  # as the run does (check_generators), before it would print a plan
     if args.resume and args.budget is not None:  # the plan the run would go on with, nothing written
         before = config.run.budget

@@ -62,8 +62,13 @@ def logged_config(store: RunStore, events: list[dict], *, kind: str, version: in
     return logged
 
 
-# how requests reach the endpoint, not what they ask: a run that died of timeouts resumes with more time
-TRANSPORT = ("timeout_s", "retries", "concurrency")
+# how requests reach the endpoint, not what they ask: a run that died of timeouts resumes with more time, one
+# whose key moved to another environment variable resumes reading it there
+TRANSPORT = ("timeout_s", "retries", "concurrency", "api_key_env")
+# where the run's replies came from: kept, so the way out says to serve them there again
+SERVED = {"endpoint.base_url": "that server: serve it there again",
+          "endpoint.model": "that model: serve it under that name again",
+          "endpoint.models": "those models: serve them under those names again"}
 RAISABLE = ("caps",)  # limits a run may be given more of between sessions: not what it is
 
 
@@ -108,6 +113,9 @@ def check_same_config(store: RunStore, logged: Any, current: dict[str, Any]) -> 
         return
     key, was, now = difference
     way = f"put back {key} = {_shown(was)}"
+    served = next((why for name, why in SERVED.items() if key == name or key.startswith(f"{name}.")), None)
+    if served is not None:
+        way += f" (the run's replies came from {served})"
     # only a heuristic search takes more budget (an agent run's config has an [agent] section)
     if key == "run.budget" and "agent" not in current and isinstance(was, int) and isinstance(now, int) and now > was:
         way += f", or give the run more evaluations with `coevolve run --resume {store.dir} --budget {now}`"

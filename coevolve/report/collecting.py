@@ -23,7 +23,7 @@ from coevolve.base.records import (Candidate, ComparisonCell, ESCounts, SearchSu
 from coevolve.plan import (COMPARE_CONFIG, TEST_SCORES, AgentCompareConfig, CompareConfig, RunSpec, agent_runs,
                            baseline_directory, compared_pairs, config_class, logged_state, planned_runs, scored_sets)
 from coevolve.base.durable import read_jsonl
-from coevolve.runstore import RunStore, kept_best_code, log_damage
+from coevolve.runstore import RunStore, kept_best_code, log_damage, scored_candidates
 from coevolve.search import methods as registry
 from coevolve.search.population import better
 from coevolve.search.skill import requests_name_versions, shown_counts
@@ -177,26 +177,24 @@ def derived_damage(store: RunStore, events: list[dict], summary: SearchSummary) 
     candidates than the log's steps scored. The report reads them (best.py's starting point, the commonest
     failures), so a file edited or lost since would otherwise change its table without a word."""
     notes = []
-    best = summary.best
+    best, held = summary.best, candidates_damage(store, scored_candidates(events))
     if best is not None and not store.path("best.py").exists():
         named = (f"{store.path('best.py')} is missing: summary.json names candidate {best.id} (objective "
                  f"{best.objective:.6g}, step {best.step}) the run's best")
         if best.id == 0 or kept_best_code(store, events, best.id, best.objective) is not None:
             notes.append(f"{named}; `coevolve run --resume {store.dir}` writes it again")
+        elif best.id > 0 and held is not None and not registry.uses_es(summary.method):
+            # a run without ES replays its log without its engine: the resume writes candidates.jsonl again
+            # (loop.rebuild_derived), and best.py from it
+            notes.append(f"{named}, and candidates.jsonl lost its code; `coevolve run --resume {store.dir}` writes "
+                         "both again from the run's log")
         else:  # what restore_best would say: nothing the run kept holds the program
             where = "its seed event in events.jsonl" if best.id < 0 else f"{store.candidates_path.name} as it scored"
             notes.append(f"{named}, and its code is not in {where} either: the program is lost (the table's "
                          "numbers are the summary's), and `--resume` cannot write it again")
-    held = candidates_damage(store, scored_candidates(events))
     if held is not None:
         notes.append(held)
     return notes
-
-
-def scored_candidates(events: list[dict]) -> int:
-    """The candidates a run's log (store.events()) says its steps scored."""
-    # a step event holds one result per candidate it made (a skill refresh's none)
-    return sum(len(e.get("results") or []) for e in events if e.get("type") == "step")
 
 
 def candidates_damage(store: RunStore, logged: int, held: int | None = None) -> str | None:

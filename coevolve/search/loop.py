@@ -41,6 +41,7 @@ import os
 import pickle
 import random
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -52,6 +53,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np
 
 from coevolve.base.config import as_dict, dump_toml
+from coevolve.base.durable import atomic_write_bytes, read_json, read_jsonl
 from coevolve.base.records import Evaluation, SearchSummary, write_record
 from coevolve.base.sampling import Sampling
 from coevolve.base.skills import load_skill, parse_skill_text
@@ -63,14 +65,14 @@ from coevolve.es import Member
 from coevolve.es.start import HEURISTIC, ResumeError, check_same_config, logged_config, start_es, start_event
 from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
-                               kept_best_code)
+                               kept_best_code, scored_candidates)
 from coevolve.search import cascade, ensemble
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
 from coevolve.search.edits import WHOLE, EditError, edit_pattern, edited
 from coevolve.search.fingerprint import CloneIndex, fingerprint
-from coevolve.base.errors import UsageError, plural, word_cut
+from coevolve.base.errors import CorruptFileError, UsageError, plural, word_cut
 from coevolve.search import operators
 from coevolve.search.overlap import Overlap
 from coevolve.search.methods import (BUILTIN, DISTILL, Method, StepSpec, es_population, make_method, members_for,
@@ -372,6 +374,9 @@ class SearchLoop:
         cfg = self.config
         self.method: Method = make_method(cfg)  # it owns the archive (population, islands, grid)
         events = self.store.events()
+        # wall-clock time of earlier sessions (up to their last completed step): kept out of the event
+        # log, whose steps must be the same run to run; read first, so a damaged clock.json stops nothing midway
+        self.wall_before = wall_before(self.store)
         self.event_log: JsonlWriter | None = None
         # what the log says of the method's global draws: said and recorded once a run, not again on resume
         self.global_draw = next((e for e in events if e.get("type") == GLOBAL_DRAW), None)
@@ -403,10 +408,6 @@ class SearchLoop:
         refused_edits = [e for e in events if e.get("type") == "edit_constrain"]
         self.edit_patterns = not refused_edits  # an engine or endpoint refused an edit pattern earlier
         self.ledger.llm_requests += sum(e.get("requests", 0) for e in refused_edits)
-        # wall-clock time of earlier sessions (up to their last completed step): kept out of the event
-        # log, whose steps must be the same run to run
-        clock = self.store.path("clock.json")
-        self.wall_before = float(json.loads(clock.read_text())["wall_s"]) if clock.exists() else 0.0
         self.session_start = time.perf_counter()
         self.stopped: dict | None = None
         self.prompts_written: set[str] = set()  # the sha256 of each prompt prompts.jsonl holds in full
@@ -1527,6 +1528,90 @@ class SearchLoop:
             for parent in c.parents:
                 graph.add_edge(parent, c.id)
         atomic_write_json(self.store.path("genealogy.json"), nx.node_link_data(graph, edges="links"))
+
+
+class _Replaying:
+    """The engine, endpoint and sandbox of a finished run's replay (rebuild_derived): every step is in
+    the log, so nothing is asked or scored; one that would be is a bug of the replay."""
+
+    streams = False
+
+    def chat(self, *args: Any, **kwargs: Any) -> list[Completion]:
+        raise AssertionError("a finished run's replay asked a request its log should hold")
+
+    def evaluate_many(self, items: Sequence[tuple[str, Any, str, int]]) -> list[EvalResult]:
+        raise AssertionError("a finished run's replay scored a program its log should hold")
+
+
+def _unreadable_json(path: Path) -> bool:
+    """A derived JSON file that is missing or damaged (the atomic write leaves no half file)."""
+    try:
+        return read_json(path) is None
+    except CorruptFileError:
+        return True
+
+
+def damaged_derived(store: RunStore, events: list[dict]) -> list[Path]:
+    """The files a finished run derived from its log (`events`) that are missing or incomplete:
+    candidates.jsonl holding another number of candidates than the log scored, genealogy.json, a
+    logged step's population snapshot."""
+    damaged = []
+    held = read_jsonl(store.candidates_path) if store.candidates_path.exists() else None
+    if held is None or len(held) != scored_candidates(events):
+        damaged.append(store.candidates_path)
+    damaged += [path for path in [store.path("genealogy.json")] if _unreadable_json(path)]
+    steps = sorted(e["step"] for e in events if e.get("type") == "step")
+    return damaged + [store.population_path(s) for s in steps if _unreadable_json(store.population_path(s))]
+
+
+def rebuild_derived(store: RunStore, config: RunConfig, events: list[dict], task: Callable[[], Any]) -> str | None:
+    """`--resume` of a finished run (its log: `events`) writes again the derived files it lost
+    (damaged_derived): the run is replayed from its log in a scratch directory, asking and scoring
+    nothing, and the damaged files are copied back, the bytes the run wrote. `task`: the run's task,
+    loaded only then. Returns the one line saying so (starting "not rebuilt" where it could not), or
+    None when nothing was damaged. best.py is restore_best's: call this first, since candidates.jsonl
+    may hold its code."""
+    damaged = damaged_derived(store, events)
+    if not damaged:
+        return None
+    names = [str(p.relative_to(store.dir)) for p in damaged]
+    said = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    if config.uses_es:
+        return (f"not rebuilt: {said} of {store.dir}: a run with ES replays its log only with its engine, which "
+                "the resume of a finished run does not load")
+    with tempfile.TemporaryDirectory(prefix="coevolve-replay-") as scratch:
+        work = RunStore(scratch)
+        for path in (store.config_path, store.events_path):  # what the replay reads: the run's own
+            atomic_write_bytes(work.dir / path.name, path.read_bytes())
+        replaying = _Replaying()
+        try:
+            endpoint = replaying if config.endpoint.base_url else None  # the candidates' model_state says which
+            SearchLoop(config, work, replaying, replaying, task(), endpoint=endpoint, on_note=lambda line: None).run()
+        except UsageError as exc:  # its log or config.toml does not replay: the scratch copy named as the run
+            return f"not rebuilt: {said}: {str(exc).replace(scratch, str(store.dir))}"
+        try:
+            for path in damaged:
+                atomic_write_bytes(path, (work.dir / path.relative_to(store.dir)).read_bytes())
+        except OSError as exc:  # e.g. a read-only copy of the run
+            return f"not rebuilt: cannot write {path}: {exc.strerror or exc}"
+    were = "was" if len(names) == 1 else "were"
+    return f"{said} of {store.dir} {were} missing or incomplete: written again from its log"
+
+
+def wall_before(store: RunStore) -> float:
+    """The wall-clock seconds of a run's earlier sessions (clock.json), 0 before any; a damaged
+    clock.json is a UsageError of one line saying what it holds and how to go on. It is not derived
+    from the log (the log's steps must be the same run to run), so it cannot be rebuilt."""
+    clock = store.path("clock.json")
+    try:
+        data = read_json(clock)
+        seconds = 0.0 if data is None else float(data["wall_s"])
+    except (CorruptFileError, KeyError, TypeError, ValueError) as exc:
+        why = str(exc) if isinstance(exc, CorruptFileError) else f"{clock} holds no number under wall_s"
+        raise UsageError(f"{why}: it holds only the wall-clock seconds of the run's earlier sessions, which "
+                         f"caps.wall_s counts; delete it and resume again to go on (those seconds then count "
+                         f"as 0)") from None
+    return seconds
 
 
 def write_best(store: RunStore, summary: SearchSummary, code: str) -> None:
