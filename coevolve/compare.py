@@ -159,17 +159,21 @@ def check_root(root: Path) -> None:
             raise UsageError(f"{ROOT}: cannot make the directory {root}: a file is in the way ({path})")
 
 
-def begin(config: CompareConfig | AgentCompareConfig, root: Path) -> None:
+def begin(config: CompareConfig | AgentCompareConfig, root: Path) -> Callable[[], None]:
     """The comparison directory, once every check passed: made (or found), its file tasks and method
     files copied in (tasks.json, methods.json: a rerun refuses an edited one, the report reads the copy
-    when the original is gone), and the resolved config written (compare.toml)."""
+    when the original is gone), and the resolved config written (compare.toml). Returns the release of
+    its writer lock, for the caller to call once the comparison has written its last file: one comparison
+    writes it, and a process that goes on after it (a notebook, a test) must not keep `coevolve report`
+    refused."""
     make_directory(root, ROOT)
-    hold_directory(root, "run the comparison again")  # held until this process ends: one comparison writes it
+    release = hold_directory(root, "run the comparison again")
     record_tasks(root, config.compare.tasks)
     record_methods(root, [arm_method(config, m) for m in config.compare.methods])
     for line in dropped_lines(root, config):
         print(f"note: {line}", file=sys.stderr)
     atomic_write_text(root / COMPARE_CONFIG, dump_toml(as_dict(config)))
+    return release
 
 
 def dropped_lines(root: Path, config: CompareConfig | AgentCompareConfig) -> list[str]:
@@ -376,7 +380,18 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
         if run_state(spec.directory(root)) != "finished":
             with naming_endpoint(config, spec.method):
                 resources.endpoint(run_cfg.endpoint)
-    begin(config, root)
+    release = begin(config, root)
+    try:
+        _run_arms(planned, root, existing, resources, progress, log)
+        score_comparison(config, root, log=log)
+    finally:
+        release()
+    return root
+
+
+def _run_arms(planned: dict, root: Path, existing: dict, resources: "_Resources", progress: bool,
+              log: Callable[[str], None]) -> None:
+    """Each planned arm run of a heuristic comparison, finished ones skipped, the killed one resumed."""
     try:
         for number, (spec, run_cfg) in enumerate(planned.items(), start=1):
             directory = spec.directory(root)
@@ -398,8 +413,6 @@ def run_comparison(config: CompareConfig, root: str | Path, *, engine: Any = Non
                 f"{'-' if best is None else f'{best:.6g}'}, valid {summary.valid}/{summary.evaluations}")
     finally:
         resources.close()
-    score_comparison(config, root, log=log)
-    return root
 
 
 # ------------------------------------------------------------- test scores
@@ -607,12 +620,12 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     tool = SandboxTool()
     arms = len(c.seeds) * len(c.tasks) * (len(c.budgets) * sum(m != "base" for m in c.methods)
                                           + ("base" in c.methods))
-    number = 0
+    number, release = 0, (lambda: None)
     try:
         # each task's held-out set, checked apart from training, before anything is written
         tasks = {task_name: _heldout_task(config, task_name, tool) for task_name in c.tasks}
         probe_teachers(config, root, planned, resources)
-        begin(config, root)
+        release = begin(config, root)
         for seed in c.seeds:
             for task_name in c.tasks:
                 for budget in c.budgets:
@@ -628,6 +641,7 @@ def run_agent_comparison(config: AgentCompareConfig, root: str | Path, *, engine
     finally:
         tool.close()
         resources.close()
+        release()
     return root
 
 

@@ -100,3 +100,14 @@ def test_a_comparison_killed_before_its_test_scoring_says_its_runs_are_not_score
     assert line == (f"- tsp_construct at budget 2: Sample: 1 of 1 seed produced a valid program; on test20 not "
                     f"scored yet (rerun `coevolve compare CONFIG --out {root}` to score it)."), line
     assert "of them scored" not in report
+
+
+def test_a_comparison_run_in_this_process_lets_go_of_its_folder_once_it_has_written_it(stub, tmp_path, capsys):
+    """A comparison held its folder until its process ended: one run from a notebook or a test (compare in
+    process, then `coevolve report` in a shell) kept every report refused as "still running"."""
+    (tmp_path / "first").mkdir()
+    config, _ = comparison(tmp_path / "first", stub.base_url)
+    root = tmp_path / "here"
+    assert main(["compare", str(config), "--out", str(root), "--no-progress"]) == 0, capsys.readouterr().err
+    done = coevolve("report", str(root))
+    assert done.returncode == 0, done.stdout + done.stderr
