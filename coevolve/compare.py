@@ -401,11 +401,14 @@ def _run_arms(planned: dict, root: Path, existing: dict, resources: "_Resources"
             what = f"[{number}/{len(planned)}] {task} {spec.method} budget {spec.budget} seed {spec.seed}"
             store, run_cfg = open_or_create(run_cfg, directory, existing[spec])
             if state == "finished":
+                store.close()
                 log(f"{what}: finished earlier, skipped")
                 continue
-            log(f"{what}: {'resuming' if state == 'partial' else 'running'}")
             began = time.perf_counter()
-            with naming_arm(directory):
+            # the arm's lock let go however it ends (an interrupt's traceback keeps the store alive in a
+            # process that goes on: a notebook's, a test's)
+            with store, naming_arm(directory):
+                log(f"{what}: {'resuming' if state == 'partial' else 'running'}")
                 summary = execute_run(run_cfg, store, resources, progress=progress,
                                       label=f"{spec.method} {task} seed {spec.seed}")
             best = summary.best.objective if summary.best else None
