@@ -187,7 +187,7 @@ TINY = {
                 "arms": {"sample-short": {"method": "sample", "sampling": {"max_tokens": 24}}}},
     "test": {"sizes": [20], "limit": 8, "timeout_s": 120, "workers": 2},
     "sample": {"batch": 4, "population": 3},
-    "sampling": {"max_tokens": 192},
+    "sampling": {"max_tokens": 64},  # above the arm's 24: what the arm sets shows in the tokens
     "sandbox": {"timeout_s": 20, "workers": 2},
     "context": {"failures": False, "constrain": False, "seed_template": True},
 }
@@ -218,7 +218,7 @@ def test_an_arm_reaches_the_engine_resumes_and_is_reported(tmp_path, engine):
                ["ledger"] for name in ("sample", "sample-short")}
     short = ledgers["sample-short"]
     assert short["used"] == 4 == ledgers["sample"]["used"]  # the same budget, counted by the one ledger
-    # every request of the arm was cut at 24 tokens by the engine; the base arm's ran to 192
+    # every request of the arm was cut at 24 tokens by the engine; the base arm's ran past 24 (up to 64)
     assert 0 < short["completion_tokens"] <= 24 * short["llm_requests"]
     assert ledgers["sample"]["completion_tokens"] > 24 * ledgers["sample"]["llm_requests"]
     arm_config = tomllib.loads((root / "runs" / "tsp_construct" / "sample-short-b4-s0" / "config.toml").read_text())
@@ -253,7 +253,7 @@ def test_an_arm_with_its_own_endpoint_is_proposed_by_it(openai_server, tmp_path)
                        "seeds": [0], "arms": {"sample-proxied": {"method": "sample",
                                                                  "endpoint": {"base_url": proxy.base_url}}}},
            "endpoint": {"base_url": openai_server.base_url, "model": openai_server.model}}
-    raw["sampling"]["max_tokens"] = 96
+    raw["sampling"]["max_tokens"] = 32
     root = tmp_path / "cmp"
     try:
         compare_and_report(build_config(CompareConfig, raw), root, engine=None, log=lambda line: None)

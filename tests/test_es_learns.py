@@ -51,7 +51,8 @@ def train(engine, config: ESConfig, path, after=None) -> None:
 
 
 def test_es_makes_replies_shorter(engine, tmp_path):
-    # 3: at 4 the last generation added 0.172 -> 0.176 (benchmarks/results/s35/es_learns_trajectory.txt)
+    # 3: at 4 the last generation added 0.172 -> 0.176 (benchmarks/results/s35/es_learns_trajectory.txt);
+    # not 2: measured in s57, two left float32 with 0.059 -> 0.090, too thin a margin for another CPU
     generations = 3
     base_fitness, base_finished = measure(engine)
     try:
@@ -74,13 +75,15 @@ def test_lowrank_es_makes_replies_shorter(lowrank_engine, tmp_path):
     from coevolve.engine.base import MemberJob
 
     engine = lowrank_engine
-    generations = 4
+    generations = 3
     conversations = [[{"role": "user", "content": q}] for q in QUESTIONS]
     base_fitness, base_finished = measure(engine)
     # About three times the full-rank twin's noise and step: a rank-1 factor pair per
     # matrix moves far fewer directions, and at 3e-3 a float32 engine's update
     # left every greedy reply unchanged (fitness 0.0586 -> 0.0586 in all four
     # generations; at 1e-2: 0.059 -> 0.238, finished 0.125 -> 0.56: results/s32/lowrank_calibration.txt).
+    # 3 generations: measured (s57) float32 0.059 -> 0.055 -> 0.090 -> 0.199, bf16 0.027 -> 0.156;
+    # after 2 the s32 float32 run had only 0.074.
     es = ESOpt(
         ESConfig(population=8, sigma=1e-2, sigma_end=5e-3, alpha=1e-2, generations=generations,
                  noise="lowrank", rank=1),

@@ -119,23 +119,23 @@ def test_sigkill_then_resume_gives_the_uninterrupted_summary(tmp_path, engine):
 @pytest.mark.timeout(1200)
 def test_a_finished_run_given_more_budget_goes_on_from_its_steps(tmp_path, engine):
     """`coevolve run --resume DIR --budget N` on the real engine and sandbox: Sample+ESOpt's steps of
-    two perturbed members, 4 evaluations (2 ES updates), then 8 (4): the first run's candidates and
-    updates stay as they were, the rest follow, and the run passes every finished run's checks."""
+    two perturbed members, 2 evaluations (1 ES update), then 4 (2): the first run's candidates and
+    update stay as they were, the rest follow, and the run passes every finished run's checks."""
     from conftest import cli_in_process
 
     path = tmp_path / "c.toml"
-    path.write_text(dump_toml(as_dict(tiny_config("sample+esopt", 4, seed=2))))
+    path.write_text(dump_toml(as_dict(tiny_config("sample+esopt", 2, seed=2))))
     run = tmp_path / "r"
     before = engine.checksum()
     cli_in_process(engine, "run", str(path), "--out", str(run), "--no-progress")
     first = read_jsonl(run / "candidates.jsonl")
     updates = read_jsonl(run / "history.jsonl")
-    assert len(first) == 4 and len(updates) == 2
-    output = cli_in_process(engine, "run", "--resume", str(run), "--budget", "8", "--no-progress")
-    assert "budget 4 -> 8 evaluations" in output and re.search(r"budget raised +4 -> 8 \(--resume --budget", output)
+    assert len(first) == 2 and len(updates) == 1
+    output = cli_in_process(engine, "run", "--resume", str(run), "--budget", "4", "--no-progress")
+    assert "budget 2 -> 4 evaluations" in output and re.search(r"budget raised +2 -> 4 \(--resume --budget", output)
     summary = read_summary(run / "summary.json")
     records = read_jsonl(run / "history.jsonl")
-    check_finished_run(run, summary, 8, records, before, engine)
-    assert read_jsonl(run / "candidates.jsonl")[:4] == first and records[:2] == updates and len(records) == 4
+    check_finished_run(run, summary, 4, records, before, engine)
+    assert read_jsonl(run / "candidates.jsonl")[:2] == first and records[:1] == updates and len(records) == 2
     events = read_jsonl(run / "events.jsonl")
     assert [e["type"] for e in events if e["type"] in ("end", "extend")] == ["end", "extend", "end"]

@@ -131,7 +131,8 @@ def test_a_template_clone_is_asked_again_free_on_the_real_engine(tmp_path, engin
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
 
-    config = tiny("sample", 4, accounting={"clone_retries": 1})
+    # 32 tokens: the re-ask's reply is cut off, not a clone again; only the injected clone matters here
+    config = tiny("sample", 4, accounting={"clone_retries": 1}, sampling={"max_tokens": 32})
     store = RunStore.create(tmp_path / "run", dump_toml(as_dict(config)))
     recorder, counting = Recorder(engine), CountingSandbox(sandbox)
     summary = SearchLoop(config, store, recorder, counting, get_task("tsp_construct")).run()
@@ -151,12 +152,15 @@ def test_a_token_cap_stops_a_real_run_that_resumes_when_raised(tmp_path, engine,
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
 
-    capped = tiny("sample", 8, caps={"completion_tokens": 40})
+    # 32-token replies: the first step of 4 passes the cap of 40 (stopped after 4 evaluations, as before)
+    short = {"max_tokens": 32}
+    capped = tiny("sample", 8, caps={"completion_tokens": 40}, sampling=short)
     store = RunStore.create(tmp_path / "run", dump_toml(as_dict(capped)))
     stopped = SearchLoop(capped, store, engine, sandbox, get_task("tsp_construct")).run()
     assert stopped.stopped["cap"] == "completion_tokens" and stopped.evaluations == 4
-    store.config_path.write_text(dump_toml(as_dict(tiny("sample", 8))))  # the cap raised (removed)
-    resumed = SearchLoop(tiny("sample", 8), RunStore.open(store.dir), engine, sandbox,
+    raised = tiny("sample", 8, sampling=short)
+    store.config_path.write_text(dump_toml(as_dict(raised)))  # the cap raised (removed)
+    resumed = SearchLoop(raised, RunStore.open(store.dir), engine, sandbox,
                          get_task("tsp_construct")).run()
     assert resumed.stopped is None and resumed.evaluations == 8
     steps = [e["step"] for e in RunStore(store.dir).iter_events("step")]
@@ -200,14 +204,15 @@ def test_each_parents_evaluation_reaches_the_real_engine(tmp_path, engine, sandb
     from coevolve.search.loop import SearchLoop
     from tasks.registry import get_task
 
-    config = tiny("eoh", 8, context={"seed_template": True})
+    # 5: the i1 step, then one e1 step whose prompts show parents (the m1 prompt's form: test_feedback.py)
+    config = tiny("eoh", 5, context={"seed_template": True})
     recorder = Recorder(engine)
     recorder.cloned = True  # no clone substitution here
     summary = SearchLoop(config, RunStore.create(tmp_path / "run", dump_toml(as_dict(config))), recorder, sandbox,
                          get_task("tsp_construct")).run()
-    assert summary.evaluations == 8
+    assert summary.evaluations == 5
     with_parents = [u for u in recorder.users if "Current heuristic (score" in u or "Heuristic 1 (score" in u]
-    assert with_parents  # the e and m steps after the first i1 step
+    assert with_parents  # the e1 step after the first i1 step
     for user in with_parents:
         parents = user.count("Current heuristic (score") + sum(f"Heuristic {i} (score" in user for i in range(1, 9))
         assert user.count("\nEvaluation: ") == parents, user
@@ -249,17 +254,20 @@ def test_a_prompt_past_the_context_leaves_out_the_skill_on_the_real_engine(tmp_p
     rules = "\n".join(f"- Rule {i}: prefer the city whose distance to the destination is smallest." for i in range(12))
     folder = write_skill(tmp_path / "tsp-long", "Long hints for TSP construction.", f"## Ideas\n{rules}\n").path
 
+    short = {"max_tokens": 16}  # only the prompts are measured: the replies may be cut off
+
     def prompt_tokens(config, name):
         store = RunStore.create(tmp_path / name, dump_toml(as_dict(config)))
         SearchLoop(config, store, engine, sandbox, get_task("tsp_construct")).run()
         (step,) = [e for e in read_jsonl(store.events_path) if e["type"] == "step"]
         return step, {c["prompt_tokens"] for c in step["completions"]}
 
-    _, (shown,) = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}), "with")
-    _, (plain,) = prompt_tokens(tiny("sample", 4), "without")
+    _, (shown,) = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}, sampling=short), "with")
+    _, (plain,) = prompt_tokens(tiny("sample", 4, sampling=short), "without")
     assert shown > plain + 100
     limit = (shown + plain) // 2
-    step, sent = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}, model={"max_len": limit}), "fit")
+    step, sent = prompt_tokens(tiny("sample", 4, skill={"start": str(folder)}, model={"max_len": limit},
+                                      sampling=short), "fit")
     assert [r.get("lean") for r in step["requests"]] == [3] * 4 and sent == {plain}
     summary = json.loads((tmp_path / "fit" / "summary.json").read_text())
     assert summary["context"]["leaned"] == {"requests": 4, "max_len": limit, "refused": 0}

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coevolve.base.config import as_dict, build_config, dump_toml
-from coevolve.base.records import SearchSummary
+from coevolve.base.config import as_dict, build_config, dump_toml, load_config
+from coevolve.base.records import SearchSummary, read_summary
+from coevolve.plan import RunSpec
 from coevolve.runstore import RunStore, read_jsonl
 from coevolve.search.runconfig import RunConfig
 from test_run_e2e import TINY
@@ -24,6 +25,9 @@ from test_search_methods import TOY, write_toy
 # MAP-Elites over a descriptor of the decisions (tsp_construct's `nearest`, described by the sandbox's
 # worker) and one of the per-instance objectives (the sandbox's profile)
 SECTIONS = {"islands": {"islands": 2, "reset_every": 4}, "map_elites": {"descriptors": ["nearest", "wins"], "bins": 4}}
+# A small EoH for the archive methods with ES: i1 x2, e1 x1, e2 x1, then the perturbed m1 x2 (one ES update, the
+# islands' reset after 4 evaluations) within a budget of 6, every operator kind run
+SMALL_EOH = {"eoh": {"population": 2, "offspring": 1}}
 
 
 def config_for(method: str, budget: int, seed: int = 0, **extra) -> RunConfig:
@@ -88,11 +92,11 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
     from coevolve.cli import main
 
     # The template seeded into the grid: the grid holds a program whatever the model writes. (Late in the
-    # full suite the same seed's 9 proposals gave no valid program at all, while alone they fill cells:
-    # what the engine samples there differs, see the closing note of stop s27.)
-    config = config_for("map_elites+esopt", 9, seed=1, context={"seed_template": True})
+    # full suite the same seed's 9 proposals, the budget then, gave no valid program at all, while alone they
+    # fill cells: what the engine samples there differs, see the closing note of stop s27.)
+    config = config_for("map_elites+esopt", 6, seed=1, context={"seed_template": True}, **SMALL_EOH)
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
-    assert full.evaluations == 9 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
+    assert full.evaluations == 6 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
     assert full.es.updates >= 1
     grid = snapshots(tmp_path / "full")[-1]["grid"]
     assert grid["cells"]  # programs in the grid: its step-by-step equality after the stop is not vacuous
@@ -118,9 +122,9 @@ def test_map_elites_is_budget_exact_resumes_and_draws_its_grid(tmp_path, engine,
 def test_islands_spend_the_budget_and_reset_on_the_real_engine(tmp_path, engine, sandbox):
     """Uninterrupted only: the islands' resume after every step is test_search_methods.py's (fake engine,
     killed at random steps); a stop and resume of an archive method on the real engine is MAP-Elites' above."""
-    config = config_for("islands+esopt", 9, seed=4)
+    config = config_for("islands+esopt", 6, seed=4, **SMALL_EOH)
     full = run_in_process(tmp_path / "full", config, engine, sandbox)
-    assert full.evaluations == 9 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
+    assert full.evaluations == 6 == sum(full.ledger.outcomes.values()) == full.ledger.llm_requests
     assert full.es.updates >= 1
     last = snapshots(tmp_path / "full")[-1]
     assert last["resets"] and len(last["islands"]) == 2
@@ -182,12 +186,9 @@ def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
     from coevolve.compare import CompareConfig
 
     toy = str(write_toy(tmp_path))
-    config = config_for(toy, 6, toy={"width": 3})
-    full = run_in_process(tmp_path / "full", config, engine, sandbox)
-    assert full.evaluations == 6 and full.method == toy
-    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
-
-    raw = {**TINY, "toy": {"width": 2},
+    # 96 tokens a proposal: what the comparison and the resume are checked for needs no valid program (at
+    # TINY's 192 none of the toy's proposals was valid either)
+    raw = {**TINY, "toy": {"width": 2}, "sampling": {"max_tokens": 96},
            "compare": {"methods": [toy, f"{toy}+esopt"], "tasks": ["tsp_construct"], "budgets": [4], "seeds": [0]},
            "test": {"sizes": [20], "limit": 8, "timeout_s": 120, "workers": 2},
            "es": {"population": 2, "proposals_per_member": 1, "sigma": 2e-3, "sigma_end": 1e-3, "alpha": 1e-3}}
@@ -203,6 +204,14 @@ def test_a_method_file_runs_resumes_and_is_compared(tmp_path, engine, sandbox):
     assert [(r["method"], r["finished"]) for r in results["rows"] if r["kind"] == "method"] == [
         (toy, 1), (f"{toy}+esopt", 1)]
     assert [(r["base"], r["variant"]) for r in results["rows"] if r["kind"] == "delta"] == [(toy, f"{toy}+esopt")]
+
+    # the method file's arm (i1 x2, then m1 x2) is the uninterrupted run: its config, run again on the
+    # session engine, stopped after its first step and resumed, gives the arm's summary
+    arm = RunSpec("tsp_construct", toy, 4, 0).directory(root)
+    full = read_summary(arm / "summary.json")
+    assert full.evaluations == 4 and full.method == toy
+    config = load_config(RunConfig, arm / "config.toml")
+    same_run(stopped_then_resumed(tmp_path / "again", config, engine, sandbox), full)
     assert main(["report", str(root)]) == 0
     report = (root / "report.md").read_text()
     assert "| HillClimb |" in report and "| Δ HillClimb+ESOpt vs HillClimb |" in report

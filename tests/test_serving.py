@@ -31,6 +31,15 @@ def write_config(tmp_path: Path, base_url: str, model: str, extra: str = "", nam
     return path
 
 
+def short_replies(config: Path, max_tokens: int = 32) -> Path:
+    """The config with the example's 384-token replies cut to `max_tokens`: for the checks whose claim is the
+    requests and their accounting, not what the replies say (suite time: ~44 completion tokens/s on 2 cores)."""
+    text = config.read_text()
+    assert "max_tokens = 384" in text
+    config.write_text(text.replace("max_tokens = 384", f"max_tokens = {max_tokens}", 1))
+    return config
+
+
 def cli(args: list[str], env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "coevolve.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
@@ -138,11 +147,10 @@ def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_serve
     # clones rejected, as when the prompt sizes below were measured: scored template copies make the
     # e1 step's parents (and so its prompts) shorter than the ~500 tokens this step is sized for
     config = write_config(tmp_path, openai_server.base_url, openai_server.model, "[context]\nfingerprint = true\n")
-    # half the example's reply length: the batch shapes (10 and 20 requests, ~500-token prompts) are what
-    # is served here, and 40 replies of up to 384 tokens cost 2.5 minutes of a 2-core suite
-    text = config.read_text()
-    assert "max_tokens = 384" in text
-    config.write_text(text.replace("max_tokens = 384", "max_tokens = 192", 1))
+    # a quarter of the example's reply length: the batch shapes (10 and 20 requests, ~500-token prompts) are what
+    # is served here, and 40 replies of up to 384 tokens cost 2.5 minutes of a 2-core suite (with replies of
+    # up to 192 or 128 tokens the e1 prompts below were 372-382 tokens in s57)
+    config = short_replies(config, 96)
     eoh_out = tmp_path / "eoh"
     result = cli(["run", str(config), "--budget", "20", "--out", str(eoh_out), "--no-progress"], env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -169,8 +177,13 @@ def test_eoh_step_and_sample_batch_on_the_endpoint_import_no_engine(openai_serve
     record = json.loads((eoh_out / "endpoint.json").read_text())
     assert record["server"]["id"] == openai_server.model and record["seeds"] == "honoured"
 
+    # the Sample batch: 20 concurrent ~500-token prompts with seeds, which is what crashed the server at prefill;
+    # its prompts do not depend on any reply, so short replies serve the same batch shape
+    sample_config = tmp_path / "sample.toml"
+    sample_config.write_text(config.read_text().replace("max_tokens = 96", "max_tokens = 32", 1))
+    assert "max_tokens = 32" in sample_config.read_text()
     sample_out = tmp_path / "sample"
-    result = cli(["run", str(config), "--method", "sample", "--budget", "20", "--out", str(sample_out),
+    result = cli(["run", str(sample_config), "--method", "sample", "--budget", "20", "--out", str(sample_out),
                   "--no-progress"], env)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(sample_out)
@@ -217,7 +230,7 @@ def test_a_trace2skill_teacher_on_the_endpoint_distils_a_skill_without_an_engine
     config = tmp_path / "t2s.toml"
     config.write_text(
         '[run]\nmethod = "eoh+trace2skill"\ntask = "tsp_construct"\nbudget = 7\nseed = 0\n'
-        "[sampling]\nmax_tokens = 96\n[eoh]\npopulation = 3\noffspring = 2\ninit = 3\n"
+        "[sampling]\nmax_tokens = 48\n[eoh]\npopulation = 3\noffspring = 2\ninit = 3\n"
         '[skill]\nevery = 1\nanalysts = 2\nmax_tokens = 48\nteacher = "endpoint"\n[sandbox]\ntimeout_s = 20\n'
         f'[endpoint]\nbase_url = "{proxy.base_url}"\nmodel = "smollm2-135m"\n')
     out = tmp_path / "t2s"
@@ -240,7 +253,7 @@ def test_a_trace2skill_teacher_on_the_endpoint_distils_a_skill_without_an_engine
 # ------------------------------------------------------------------ retries and a dying server
 def test_retries_are_counted_in_the_ledger_and_never_charged(proxy, tmp_path):
     proxy.fail_first = 3
-    config = write_config(tmp_path, proxy.base_url, "smollm2-135m", "retries = 2\n")
+    config = short_replies(write_config(tmp_path, proxy.base_url, "smollm2-135m", "retries = 2\n"))
     out = tmp_path / "retried"
     result = cli(["run", str(config), "--method", "sample", "--budget", "4", "--out", str(out), "--no-progress"],
                  no_engine_env(tmp_path))
@@ -253,7 +266,8 @@ def test_retries_are_counted_in_the_ledger_and_never_charged(proxy, tmp_path):
 
 def test_a_server_dying_mid_run_leaves_a_resumable_run(proxy, tmp_path):
     proxy.dead_after = 4  # step 0 is served, step 1 finds the server gone
-    config = write_config(tmp_path, proxy.base_url, "smollm2-135m", "retries = 1\n[sample]\nbatch = 4\n")
+    config = short_replies(write_config(tmp_path, proxy.base_url, "smollm2-135m",
+                                        "retries = 1\n[sample]\nbatch = 4\n"))
     out = tmp_path / "dying"
     env = no_engine_env(tmp_path)
     result = cli(["run", str(config), "--method", "sample", "--budget", "8", "--out", str(out), "--no-progress"], env)
@@ -286,6 +300,7 @@ def test_an_ensemble_spreads_requests_over_its_models_and_prices_each(openai_ser
     config = tmp_path / "ensemble.toml"
     config.write_text(f'{text}\n[endpoint]\nbase_url = "{openai_server.base_url}"\nmodels = {{ "{a}" = 1.0, '
                       f'"{b}" = 1.0 }}\n[caps]\nmoney = 100.0\nprices = {{ "{a}" = [1.0, 2.0], "{b}" = [10.0, 20.0] }}\n')
+    short_replies(config)  # which model each request goes to is the seed's draw, not the reply's
     out = tmp_path / "run"
     result = cli(["run", str(config), "--budget", "8", "--out", str(out), "--no-progress"], no_engine_env(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -316,7 +331,8 @@ def test_an_adaptive_ensemble_asks_a_model_that_writes_prose_less_through_the_se
     proxy, the other's the task's template (the 135M model's own code is valid or not by the luck of the
     server's batching: bf16 on CPU is not batch-invariant, and with no valid reply from either model the
     weights can stay even). Each step's logged weights are the formula over the candidates before it
-    (recomputed here), and each request went to the model its seed draws under them."""
+    (recomputed here), and each request went to the model its seed draws under them. The proxy replaces
+    every reply's text, so the server is asked for 16 tokens only (suite time)."""
     from tasks.tsp_aco import TEMPLATE
 
     a, b = models = (openai_server.model, openai_server.alias)
@@ -329,7 +345,7 @@ budget = 12
 [sample]
 batch = 4
 [sampling]
-max_tokens = 160
+max_tokens = 16
 [endpoint]
 base_url = "{proxy.base_url}"
 models = {{ "{a}" = 1.0, "{b}" = 1.0 }}
