@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_in_process, sigkill_after
+from conftest import child_environment, cli_in_process, sigkill_after
 from coevolve.base.config import as_dict, build_config, dump_toml, read_toml
 from coevolve.base.durable import atomic_write_json
 from coevolve.base.errors import UsageError
@@ -146,7 +146,7 @@ def _tiny(tmp_path: Path) -> Path:
 
 
 def _compare(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "compare", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "coevolve.cli", "compare", *args], cwd=ROOT, env=child_environment(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

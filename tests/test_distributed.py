@@ -119,7 +119,13 @@ def reference(model_dir, _close_engines, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pool(reference):
-    with EnginePool(2, max_num_seqs=8) as p:
+    from conftest import loader_variables_as_the_session_began
+
+    # the Ray cluster starts without the loader variables the session engine left in os.environ, as
+    # `coevolve run` with [distributed] starts it (no engine in the driver)
+    with loader_variables_as_the_session_began():
+        p = EnginePool(2, max_num_seqs=8)
+    with p:
         yield p
 
 
