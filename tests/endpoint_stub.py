@@ -69,6 +69,7 @@ class StubServer:
         self.delay_s = 0.0
         self.fail: dict[str, str] = {}
         self.started: list[float] = []
+        self.bodies: list[dict] = []  # each chat request's JSON body, in arrival order
         self.models = model_list(MODEL)  # the reply to `GET /v1/models`
         self.lock = threading.Lock()
         self.closing = threading.Event()
@@ -85,6 +86,7 @@ class StubServer:
                 body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
                 with stub.lock:
                     stub.started.append(time.monotonic())
+                    stub.bodies.append(json.loads(body) if body.startswith("{") else {})
                 marked = [mode for text, mode in stub.fail.items() if text in body]
                 if marked:
                     self.reply(*REPLIES[marked[0]])

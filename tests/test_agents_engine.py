@@ -116,3 +116,31 @@ def test_the_agent_scaffolds_own_config_runs_on_the_real_engine(engine, tmp_path
     assert (tmp_path / "run" / "skills" / "guess-hints" / "SKILL.md").is_file()
     evals = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == [0, 1]
+
+
+def test_the_teacher_replies_within_agent_teacher_max_tokens_on_the_real_engine(engine, tmp_path):
+    """agent.teacher_max_tokens reaches the engine: a trace2skill round's analyses and merges are asked
+    for at most that many tokens, and the engine's replies keep to it (the run still writes its skill)."""
+    asked = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def chat(self, conversations, sampling, *args, **kwargs):
+            replies = engine.chat(conversations, sampling, *args, **kwargs)
+            if conversations[0][0]["content"].startswith(("You are an error analyst", "Merge these rules")):
+                asked.extend((sampling.max_tokens, reply.completion_tokens) for reply in replies)
+            return replies
+
+    raw = {"run": {"method": "trace2skill", "task": "sudoku", "budget": 4, "seed": 2}, "task": {"masked": 1},
+           "sampling": {"max_tokens": 8},  # the rollouts only need failures for the analysts to read
+           "agent": {"population": 2, "batch": 2, "eval_cases": 1, "distill": "online", "skill_every": 1,
+                     "skill_successes": 0, "teacher_max_tokens": 24}}
+    config = build_config(AgentRunConfig, raw)
+    store = RunStore.create(tmp_path, dump_toml(as_dict(config)))
+    summary = run_agent(config, store, Recording(), config.build_task())
+    assert asked and {limit for limit, _ in asked} == {24}
+    assert all(0 < tokens <= 24 for _, tokens in asked), asked
+    assert any(tokens == 24 for _, tokens in asked), asked  # the limit cut a reply: it, not the model, ended it
+    assert summary.skill and (tmp_path / "skills" / "distilled" / "SKILL.md").exists()

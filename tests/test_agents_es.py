@@ -24,6 +24,7 @@ class FakeEngine:
         self.perturbation = None
         self.updates = []
         self.system_prompts = []
+        self.teacher_sampling = []  # (max_tokens, temperature) of each analysis and merge request
         self.device = "fake"
 
     @contextmanager
@@ -49,6 +50,9 @@ class FakeEngine:
         out = []
         for conversation in conversations:
             self.system_prompts.append(conversation[0]["content"])
+            if conversation[0]["content"].startswith(("You are an error analyst", "You are a success analyst",
+                                                      "Merge these rules")):
+                self.teacher_sampling.append((sampling.max_tokens, sampling.temperature))
             if conversation[0]["content"].startswith(("You are an error analyst", "You are a success analyst")):
                 out.append(Completion(text="ADD Checks: Check the row, the column and the box first."))
             elif conversation[0]["content"].startswith("Merge these rules"):
@@ -181,6 +185,21 @@ def test_posthoc_distillation_runs_once_at_the_end_best_of_n_on_validation(tmp_p
     assert summary.eval_last.skills == ["distilled"]  # the final held-out evaluation uses it
     # validation puzzles are played with every candidate skill: 3 candidates x 2 puzzles
     assert sum(p.count("Skill: distilled") for p in engine.system_prompts) >= 6
+
+
+def test_the_teacher_writes_at_its_own_reply_limit(tmp_path):
+    """agent.teacher_max_tokens is every analysis and merge request's limit (160 when not given), beside
+    agent.teacher_temperature; a limit leaving the model no room for the prompt is refused naming the key."""
+    limits = []
+    for name, agent in (("default", {}), ("set", {"teacher_max_tokens": 48, "teacher_temperature": 0.9})):
+        engine = FakeEngine()
+        config = make_config(method="trace2skill", budget=16, batch=2, eval_cases=1, distill="online", **agent)
+        play(config, start(tmp_path, config, name), engine)
+        assert engine.teacher_sampling, name  # analysts and merges were asked
+        limits.append(set(engine.teacher_sampling))
+    assert limits == [{(160, 0.3)}, {(48, 0.9)}]
+    with pytest.raises(UsageError, match=r"agent\.teacher_max_tokens must be < model\.max_len \(2048\)"):
+        make_config(teacher_max_tokens=2048)
 
 
 def test_bad_distill_mode_is_a_config_error():

@@ -29,7 +29,8 @@ OLD = ROOT / "tests" / "data" / "old_configs"
 ADDED_SINCE = {"context": {"seed_template": False, "feedback": True}, "model": {"dtype": "auto", "max_len": 2048}, "accounting": {"clone_retries": 0},
                "skill": {"start": "", "keep": "latest"}, "endpoint": {"models": {}, "select": "fixed", "timeout_s": 300.0},
                "sandbox": {"overlap": True, "seeds": 1}, "start": {"programs": []}, "test": {"seeds": 1},
-               "eoh": {"tie_break": []}, "distributed": {"tensor_parallel_size": 1}}
+               "eoh": {"tie_break": []}, "distributed": {"tensor_parallel_size": 1},
+               "agent": {"teacher_max_tokens": 160}}
 
 
 def with_added(raw: dict) -> dict:

@@ -173,3 +173,21 @@ def test_json_that_lists_no_named_models_is_one_line_before_anything_is_written(
                            f"{NO_MODEL_LIST[body][0]!r}; is base_url an OpenAI-compatible server (not a "
                            "proxy's sign-in page)?")
     assert not out.exists() and stub.chats == 0
+
+
+def test_distill_asks_the_teacher_for_max_tokens(stub, tmp_path, capsys):
+    """`coevolve distill --max-tokens N`: every analyst's request to the teacher carries N (160 when not
+    given, the runs' default); N below 1 is refused before any request."""
+    run = distill_run(tmp_path / "r")
+    asked = []
+    for name, flags in (("default", []), ("set", ["--max-tokens", "600"])):
+        stub.bodies.clear()
+        code = main(["distill", str(run), "--out", str(tmp_path / name), "--endpoint-base-url", stub.base_url,
+                     "--endpoint-model", MODEL, "--no-progress", *flags])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        asked.append({body.get("max_tokens", body.get("max_completion_tokens")) for body in stub.bodies})
+    assert asked == [{160}, {600}]
+    code = main(["distill", str(run), "--out", str(tmp_path / "none"), "--endpoint-base-url", stub.base_url,
+                 "--endpoint-model", MODEL, "--no-progress", "--max-tokens", "0"])
+    assert code == 2 and capsys.readouterr().err.strip() == "coevolve distill: error: --max-tokens must be >= 1 (got 0)"

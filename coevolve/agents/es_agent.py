@@ -353,7 +353,8 @@ class _AgentRun:
     def _distill_settings(self, round_index: int) -> DistillSettings:
         return DistillSettings(successes=self.config.agent.skill_successes,
                                sampling=dataclasses.replace(DEFAULT_SAMPLING,
-                                                            temperature=self.config.agent.teacher_temperature),
+                                                            temperature=self.config.agent.teacher_temperature,
+                                                            max_tokens=self.config.agent.teacher_max_tokens),
                                seed=derive_seed(self.config.run.seed, "distill", round_index))
 
     @property

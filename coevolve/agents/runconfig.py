@@ -59,6 +59,9 @@ class AgentSection(Section):
     # the teacher's sampling temperature when it analyses traces and merges patches
     # (ours 0.3: steadier small-model output; the paper's Trace2Skill runs it at 1.0)
     teacher_temperature: float = Field(0.3, ge=0, le=MAX_TEMPERATURE, description=TEMPERATURE)
+    # the teacher's reply limit for each analysis and merge: 160 suits the embedded model's short patches;
+    # a larger served teacher writes longer analyses
+    teacher_max_tokens: int = Field(160, ge=1)
     # held-out evaluation; training rollouts sample as [sampling] says
     eval_temperature: float = Field(0.0, ge=0, le=MAX_TEMPERATURE, description=TEMPERATURE)
     history_turns: int | None = Field(None, ge=0)  # keep only the last k (action, observation) pairs in the prompt
@@ -130,6 +133,7 @@ class AgentRunConfig(Config):
             require(not self.es.antithetic or self.agent.population % 2 == 0, "agent.population",
                     "must be even when es.antithetic", self.agent.population)
         self.model.require_room(self.sampling.max_tokens, "sampling.max_tokens")
+        self.model.require_room(self.agent.teacher_max_tokens, "agent.teacher_max_tokens")
         return self
 
     # ------------------------------------------------------------ builders

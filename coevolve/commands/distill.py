@@ -10,6 +10,7 @@ embedded model or --model) or by any OpenAI-compatible endpoint
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import threading
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from coevolve.base.config import build_config, read_toml
 from coevolve.base.durable import atomic_write_bytes, refused_write
 from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
-from coevolve.base.skillpatch import RuleOrigins, plural
+from coevolve.base.skillpatch import DEFAULT_SAMPLING, RuleOrigins, plural
 from coevolve.base.skills import SkillError, load_skill, name_problem
 from coevolve.engine.local import INSTALL, engine_installed
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
@@ -56,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="agent runs: failed trajectories analysed per case (default 1)")
     p.add_argument("--include-eval", action="store_true", help="also use held-out evaluation trajectories")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of the analysts' requests (default 0)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_SAMPLING.max_tokens,
+                   help=f"the teacher's reply limit per analysis and merge (default {DEFAULT_SAMPLING.max_tokens}, "
+                        "for the embedded model; a larger served teacher writes longer analyses)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar over the teacher's requests")
     p.set_defaults(handler=handle)
 
@@ -125,6 +129,8 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError("--endpoint-model is required with --endpoint-base-url")
     if args.successes < 0 or args.max_failed_per_case < 1:
         raise UsageError("--successes must be >= 0 and --max-failed-per-case >= 1")
+    if args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be >= 1 (got {args.max_tokens})")
     if run_dir.is_dir() and (run_dir / "candidates.jsonl").exists() and not (run_dir / "trajectories").exists():
         return distill_heuristic_run(args, run_dir)
     try:
@@ -135,7 +141,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"{run_dir}: the trajectory files hold no episodes")
     previous = previous_skill(args)
     settings = DistillSettings(max_failed_per_case=args.max_failed_per_case, successes=args.successes,
-                               seed=args.seed)
+                               seed=args.seed, sampling=teacher_sampling(args))
     analysts = len(select_traces(trajectories, settings.max_failed_per_case, settings.successes))
     generator, engine = teacher(args)
     try:
@@ -252,6 +258,11 @@ def teacher(args: argparse.Namespace):
     return engine, engine
 
 
+def teacher_sampling(args: argparse.Namespace) -> Any:
+    """The analysts' and merges' sampling: the runs' default, at --max-tokens."""
+    return dataclasses.replace(DEFAULT_SAMPLING, max_tokens=args.max_tokens)
+
+
 def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
     """A heuristic run: error analysts on its failures, success analysts on its
     best programs (--successes of them, 1 at least when any is valid)."""
@@ -270,7 +281,7 @@ def distill_heuristic_run(args: argparse.Namespace, run_dir: Path) -> int:
         with watched(generator, analysts, f"distill {task.name}", args.no_progress) as watched_teacher:
             _, origins = distill_candidates(watched_teacher, candidates, task, args.out, previous=previous,
                                             analysts=analysts, successes=args.successes, seed=args.seed,
-                                            description=args.description)
+                                            sampling=teacher_sampling(args), description=args.description)
     except (SkillError, ValueError, EndpointError) as exc:
         raise UsageError(str(exc)) from None
     finally:

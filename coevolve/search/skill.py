@@ -22,9 +22,9 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from coevolve.base.skillpatch import (Patch, PatchSet, RuleOrigins, apply_patches, count_origins, derive_seed,
-                                      merge_hierarchically, parse_patches, parse_sections, render_skill_body,
-                                      skill_outline)
+from coevolve.base.skillpatch import (DEFAULT_SAMPLING, Patch, PatchSet, RuleOrigins, apply_patches, count_origins,
+                                      derive_seed, merge_hierarchically, parse_patches, parse_sections,
+                                      render_skill_body, skill_outline)
 from coevolve.base.config import config_error
 from coevolve.base.skills import Skill, SkillError, load_skill, write_skill
 from coevolve.base.untrusted import fence
@@ -326,7 +326,7 @@ def write_version(run_dir: Path, version: int, name: str, description: str, body
 
 def distill_candidates(teacher: Any, candidates: Sequence[Candidate], task: Any, out_dir: str | Path,
                        previous: Skill | None = None, analysts: int = 4, successes: int = 1, seed: int = 0,
-                       sampling: Sampling = Sampling(temperature=0.3, max_tokens=160),
+                       sampling: Sampling = DEFAULT_SAMPLING,
                        failure_chars: int = 300, description: str | None = None) -> tuple[Skill, RuleOrigins]:
     """`coevolve distill` on a heuristic run: one refresh over all its candidates,
     written to `out_dir/SKILL.md` (patching `previous` when given), and where its rules came from."""
