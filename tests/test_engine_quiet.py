@@ -25,6 +25,11 @@ NOISE = [
     ("vllm.config.vllm", "Model Runner V2 requires Triton; using the V1 model runner instead."),
     ("vllm.v1.worker.cpu_worker", "CPU backend doesn't allow to use `torch.set_num_threads` after the thread "
                                   "binding, skip it."),
+    # at a low-rank run's first member batch (s57 demo)
+    ("vllm.v1.engine.input_processor", "vLLM has deprecated support for supporting different tokenizers for "
+                                       "different LoRAs. By default, vLLM uses base model's tokenizer. If you "
+                                       "are using a LoRA with its own tokenizer, consider specifying "
+                                       "`--tokenizer [lora_path]` to use the LoRA tokenizer."),
 ]
 KEPT = [
     ("warning", "vllm.v1.worker.cpu_worker", "libtcmalloc is not found in LD_PRELOAD. For best performance"),

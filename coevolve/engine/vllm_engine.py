@@ -90,6 +90,9 @@ KNOWN_NOISE = {
                               "This model does not officially support disabling chunked prefill"),
     # torch.set_num_threads is pinned by vLLM's own thread binding: harmless, said on every batch
     "vllm.v1.worker.cpu_worker": ("CPU backend doesn't allow to use `torch.set_num_threads`",),
+    # low-rank ES members ride in LoRA slots that have no tokenizer of their own: said at a low-rank run's
+    # first member batch, in the middle of its progress bar
+    "vllm.v1.engine.input_processor": ("vLLM has deprecated support for supporting different tokenizers",),
 }
 
 
