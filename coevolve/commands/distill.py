@@ -25,6 +25,7 @@ from coevolve.base.errors import UsageError
 from coevolve.base.sections import EndpointSection
 from coevolve.base.skillpatch import DEFAULT_SAMPLING, RuleOrigins, plural
 from coevolve.base.skills import SkillError, load_skill, name_problem
+from coevolve.engine.base import Sampling
 from coevolve.engine.local import INSTALL, engine_installed
 from coevolve.engine.openai_client import EndpointError, OpenAIGenerator
 from coevolve.engine import vllm_engine  # as a module: tests stand a fake in for vllm_engine.Engine
@@ -258,7 +259,7 @@ def teacher(args: argparse.Namespace):
     return engine, engine
 
 
-def teacher_sampling(args: argparse.Namespace) -> Any:
+def teacher_sampling(args: argparse.Namespace) -> Sampling:
     """The analysts' and merges' sampling: the runs' default, at --max-tokens."""
     return dataclasses.replace(DEFAULT_SAMPLING, max_tokens=args.max_tokens)
 
