@@ -1011,7 +1011,7 @@ def test_coevolve_distill_works_on_a_heuristic_run(tmp_path, monkeypatch):
     args = argparse.Namespace(run_dir=str(tmp_path / "r"), out=str(tmp_path / "skills" / "tsp-learnt"),
                               endpoint_base_url=None, endpoint_model=None, api_key_env="X", model=None,
                               previous=None, description=None, successes=1, max_failed_per_case=1,
-                              include_eval=False, seed=0, no_progress=True)
+                              include_eval=False, seed=0, max_tokens=160, no_progress=True)
     assert command.handle(args) == 0
     skill = load_skill(tmp_path / "skills" / "tsp-learnt")
     assert "## Contract" in skill.body and "def select_next_node(current_node" in skill.body
