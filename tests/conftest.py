@@ -27,11 +27,7 @@ _LOADER_VARIABLES = {name: os.environ.get(name) for name in ("LD_PRELOAD", "LD_L
 def child_environment(extra: dict | None = None) -> dict:
     """os.environ (with what tests set) for a child process, the loader variables as the session began."""
     env = {**os.environ, **(extra or {})}
-    for name, value in _LOADER_VARIABLES.items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
+    _set_loader_variables(_LOADER_VARIABLES, env)
     return env
 
 
@@ -41,19 +37,20 @@ def loader_variables_as_the_session_began() -> Iterator[None]:
     it gives its workers those): under the LD_PRELOAD of libgomp an in-process engine leaves behind, a
     two-engine pool's ES generation took 47 s instead of 12 s here (benchmarks/results/s57)."""
     now = {name: os.environ.get(name) for name in _LOADER_VARIABLES}
-    _set_loader_variables(_LOADER_VARIABLES)
+    _set_loader_variables(_LOADER_VARIABLES, os.environ)
     try:
         yield
     finally:
-        _set_loader_variables(now)
+        _set_loader_variables(now, os.environ)
 
 
-def _set_loader_variables(values: dict) -> None:
+def _set_loader_variables(values: dict, env) -> None:
+    """`values` into the environment mapping `env`, a None one removed."""
     for name, value in values.items():
         if value is None:
-            os.environ.pop(name, None)
+            env.pop(name, None)
         else:
-            os.environ[name] = value
+            env[name] = value
 
 
 @pytest.fixture(autouse=True)
