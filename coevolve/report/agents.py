@@ -27,7 +27,7 @@ from coevolve.base.errors import UsageError, plural
 from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, RunSpec, arm_lines, arm_method,
                            base_directory, run_state)
 from coevolve.report.collecting import es_counts
-from coevolve.search.plot import save_figure
+from coevolve.search.plot import pyplot, save_figure
 from coevolve.stats import Interval, mean_at_k, paired_change, pass_at_k, problem_means
 from tasks.loader import task_label
 
@@ -234,11 +234,7 @@ def _csv(rows: list[dict]) -> str:
 
 def plot(config: AgentCompareConfig, rows: list[dict], path: Path) -> Path:
     """Mean@k and Pass@k bars with their intervals, one panel per task and budget."""
-    import matplotlib  # heavy, only when drawing (as coevolve.search.plot)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = [(t, b) for t in config.compare.tasks for b in config.compare.budgets]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
     for ax, (task, budget) in zip(axes[0], panels):

@@ -10,20 +10,10 @@ from coevolve.base.errors import plural
 from coevolve.base.records import ComparisonCell
 from coevolve.plan import CompareConfig, ordered_arms
 from coevolve.search.methods import label  # the one label of a method among others
-from coevolve.search.plot import LINE_STYLES, save_figure
+from coevolve.search.plot import LINE_STYLES, pyplot, save_figure
 from coevolve.stats import band
 from tasks.loader import task_label
 from tasks.registry import heuristic_task
-
-
-def _pyplot():
-    # matplotlib on first drawing (as coevolve.search.plot): `coevolve run`'s end table needs none of it
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _steps(ax, curve: Sequence[Sequence[float]], end: int, **style):
@@ -40,7 +30,7 @@ def plot_progress(config: CompareConfig, cells: list[ComparisonCell], task_name:
     one: a mean over the seeds started so far would jump when a late seed enters it, an improvement no
     run made. Each as far as its runs spent (T, plus what a run charged outside T: EoH's initial
     population under eoh.init_in_budget = false), the axis to the most any arm spent."""
-    plt = _pyplot()
+    plt = pyplot()
     direction = heuristic_task(task_name).direction
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     end = budget
@@ -90,12 +80,7 @@ def plot_test_scores(config: CompareConfig, rows: list[dict], cells: list[Compar
     """Final test objective per method: a bar at the mean, a std whisker, a dot per seed, and under each
     bar how many of its runs gave a heuristic (a run with none has no dot: 1/2 is not 2/2); one group of
     bars per budget; a dashed line at the task template's objective, the starting point to beat."""
-    # matplotlib on first drawing (as coevolve.search.plot): `coevolve run`'s end table needs none of it
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     methods = ordered_arms(config)
     budgets = config.compare.budgets
     width = 0.8 / len(methods)
@@ -160,7 +145,7 @@ def difference_points(rows: list[dict], task_name: str) -> list[tuple[str, float
 def plot_differences(rows: list[dict], task_name: str, direction: str, path: Path) -> Path:
     """One line per Δ row of the task: the difference of mean test objectives with Welch's 95% interval,
     in % of the base's mean; a line that crosses 0 is a pair that cannot be told apart."""
-    plt = _pyplot()
+    plt = pyplot()
     points = difference_points(rows, task_name)
     fig, ax = plt.subplots(figsize=(8.0, 1.6 + 0.45 * max(1, len(points))), dpi=100)
     for y, (name, middle, low, high, apart) in enumerate(reversed(points)):

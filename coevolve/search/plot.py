@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from coevolve.base.durable import atomic_path
 from coevolve.search.methods import display_name
 
 if TYPE_CHECKING:
     from coevolve.base.records import SearchSummary
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on its file-only backend (Agg: no display needed), imported on first drawing:
+    it is heavy, and `coevolve run`'s start and end table need none of it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def best_so_far(points: Sequence[tuple[int, float]], direction: str) -> list[tuple[int, float]]:
@@ -47,12 +58,7 @@ def plot_best_so_far(curves: Mapping[str, Sequence[tuple[int, float]]], path: st
     what the x axis counts (an agent run's training episodes); `ylim` fixes the y range (a reward's [0, 1],
     so a flat zero curve is drawn at the bottom, not centred on a range below zero); `marks`: levels drawn
     across the plot, each with its legend label (a run's template and reference, plot_run_progress)."""
-    import matplotlib  # heavy, only when drawing: `coevolve run`'s start needs none
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # heavy, only when drawing
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(6, 4), dpi=100)
     for index, (label, curve) in enumerate(curves.items()):
         if not curve:
             continue
@@ -101,8 +107,6 @@ def plot_run_progress(summary: "SearchSummary", path: str | Path) -> Path:
 
 def save_figure(fig, path: str | Path) -> Path:
     """Write a PNG atomically (a reader never sees half a file) and free the figure."""
-    import matplotlib.pyplot as plt  # heavy, only when drawing
-
     with warnings.catch_warnings():
         # a figure whose labels cannot fit (many arms, a long title) keeps its layout and is still
         # written: matplotlib's warning would only reach the terminal
@@ -113,5 +117,5 @@ def save_figure(fig, path: str | Path) -> Path:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
     return path

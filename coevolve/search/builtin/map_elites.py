@@ -46,7 +46,7 @@ from coevolve.base.errors import UsageError, did_you_mean
 from coevolve.base.records import Grid, GridCell, MapElitesSnapshot
 from coevolve.search.builtin.over import OverMethod
 from coevolve.search.methods import method_section
-from coevolve.search.plot import save_figure
+from coevolve.search.plot import pyplot, save_figure
 from coevolve.search.population import Candidate, Population, better, outranks
 from tasks.base import declared_behaviour, template_profile
 
@@ -268,11 +268,7 @@ def _finite(value: Any) -> bool:
 
 def heat_map(grid: dict, path: Path, direction: str) -> Path:
     """The best objective per cell over the first two descriptors (a one-descriptor grid is one row)."""
-    import matplotlib  # heavy, only when drawing (as coevolve.search.plot)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     bins, names = grid["bins"], grid["descriptors"]
     table = np.full((bins, bins) if len(names) > 1 else (1, bins), np.nan)
     for cell in grid["cells"]:
