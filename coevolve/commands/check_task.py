@@ -42,6 +42,8 @@ import math
 import sys
 from typing import Any
 
+import numpy as np
+
 from coevolve.agents.tools import SandboxTool
 from coevolve.base.errors import UsageError
 from coevolve.base.untrusted import clean
@@ -237,8 +239,6 @@ def template_value(task: Any, split: str | None = None, size: int | None = None)
     if values[0] != values[1]:
         return None, [f"score(): not deterministic, the same decisions scored {values[0]!r} then {values[1]!r}"]
     if profile is not None:
-        import numpy as np
-
         mean = float(np.mean(profile)) if profile else math.nan
         if len(profile) != count or mean != values[0]:
             why = ("score_is_instance_mean = True declares score() their mean, and the sandbox then scores every "
