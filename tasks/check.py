@@ -42,19 +42,19 @@ class Exited(StillRunning):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float, what: str) -> Iterator[None]:
+def time_limit(seconds: float, what: str, code: str = "a task's code") -> Iterator[None]:
     """Run the block with an alarm: after `seconds` of wall time it raises
     StillRunning naming `what` and the user's line it was on. The task's code runs
     in this process (it is trusted, unlike a candidate), so a loop that never ends
     would otherwise hang the check with no word. Only in the main thread (signals);
     elsewhere, or with seconds <= 0, no limit. Whatever the limit, the block is
     `guarded`: task code that exits (sys.exit, os._exit, its own KeyboardInterrupt)
-    raises Exited naming its line instead of ending the command with no word."""
+    raises Exited naming its line (and `code`, whose it is) instead of ending the command with no word."""
     try:
         with guarded(), _alarm(seconds, what):
             yield
     except TaskExited as exc:
-        raise Exited(exited(exc, what)) from None
+        raise Exited(exited(exc, what, code)) from None
 
 
 @contextlib.contextmanager

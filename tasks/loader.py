@@ -153,17 +153,18 @@ def _raised_by_name(exc: SystemExit) -> bool:
     return at is not None and "SystemExit" in (frames[at].line or "")
 
 
-def exited(exc: TaskExited, what: str = "") -> str:
+def exited(exc: TaskExited, what: str = "", code: str = "a task's code") -> str:
     """The one line for a task's code that tried to end the process: the method the framework called
     (the outermost frame of the user's code; "importing it" at a file's top level), what it did, the
     line it did it on (with the function that line is in when it is another) and `what` was being
     done (a check's stage), where it says more: `score() exited the process (sys.exit(3)) at
     /me/task.py:104, during the template's decide() and score() on train 50: a task's code must
-    return a value or raise an exception, not exit`. Without `what`, the one `guarded` was given."""
+    return a value or raise an exception, not exit`. Without `what`, the one `guarded` was given; `code` says
+    whose code it is (check-method's hooks: "a method's code")."""
     what = what or exc.what
     frames = traceback.extract_tb(exc.original.__traceback__)
     at = user_frame_index(frames)
-    rule = "a task's code must return a value or raise an exception, not exit"
+    rule = f"{code} must return a value or raise an exception, not exit"
     if at is None:
         return f"{what or 'the task'} exited the process ({exc.how}): {rule}"
     first = next(i for i in range(len(frames)) if _is_user(frames[i].filename))

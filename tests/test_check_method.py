@@ -1,11 +1,15 @@
 """`coevolve check-method FILE`: a method file's plan, then its hooks driven twice by the real search
 loop with a proposer that needs no model and the real sandbox; PASS, or the method's first fault as
-one line (a hook that raised, a draw from a global generator, two runs with one seed that differ)."""
+one line (a hook that raised, one still running after --hook-timeout, a draw from a global generator,
+two runs with one seed that differ)."""
 
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
+
+import pytest
 
 from coevolve.cli import main
 from coevolve.commands.check_method import TemplateVariants, varied
@@ -57,6 +61,19 @@ def check(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def alarm() -> tuple:
+    """SIGALRM's handler and the ITIMER_REAL timer (pytest-timeout's, when it runs with one)."""
+    return signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
+
+
+def restored(before: tuple, limit: float) -> None:
+    """The alarm as it was before a check with --hook-timeout `limit`: the handler itself, and no timer or
+    the outer one again, not what was left of a hook's (at most `limit` seconds)."""
+    handler, (left, every) = alarm()
+    assert handler is before[0] and every == before[1][1]
+    assert left == 0.0 if before[1][0] == 0.0 else limit < left <= before[1][0]
+
+
 def test_a_good_method_passes_with_its_plan_and_each_step(tmp_path, capsys):
     path = method_file(tmp_path)
     code, out, err = check(capsys, str(path))
@@ -77,7 +94,8 @@ def test_config_budget_and_seed_reach_the_plan(tmp_path, capsys):
     path = method_file(tmp_path)
     config = tmp_path / "run.toml"
     config.write_text('[run]\nmethod = "eoh"\ntask = "tsp_aco"\nbudget = 500\n\n[hill]\nwidth = 3\n')
-    code, out, err = check(capsys, str(path), "--config", str(config), "--budget", "9", "--seed", "4")
+    code, out, err = check(capsys, str(path), "--config", str(config), "--budget", "9", "--seed", "4",
+                           "--hook-timeout", "1")
     assert code == 0, err
     assert "budget T = 9" in out and "i1 3" in out  # the method's own section from the config
     assert "on " + str(Path(__file__).parents[1] / "coevolve/commands/check_method_task.py") in out  # not tsp_aco
@@ -88,12 +106,46 @@ def test_config_budget_and_seed_reach_the_plan(tmp_path, capsys):
 def test_a_pick_that_raises_is_one_line_naming_the_file_line_and_hook(tmp_path, capsys):
     path = method_file(tmp_path, 'ranked[0] if step < 2 else {}["missing"]')
     line = 1 + HILL.splitlines().index("        return [PICK]")
+    before = alarm()
     code, out, err = check(capsys, str(path))
     assert code == 1
     assert out.startswith("plan: HillClimb")  # the plan came first
     assert "PASS" not in out
     assert err.splitlines() == [f"coevolve check-method: error: method file {path}: pick() in step 2 raised "
                                 f"KeyError: 'missing' (at {path}:{line})"]
+    restored(before, 10)  # the hook's time limit ended with the hook that raised
+
+
+def test_a_hook_that_never_returns_is_stopped_at_the_limit_naming_its_line(tmp_path, capsys):
+    path = method_file(tmp_path, "ranked[0] if step < 2 else [x for x in iter(int, 1)]")  # iter(int, 1): endless
+    line = 1 + HILL.splitlines().index("        return [PICK]")
+    before = alarm()
+    code, out, err = check(capsys, str(path), "--hook-timeout", "1")
+    assert code == 1 and out.startswith("plan: HillClimb") and "PASS" not in out
+    assert err.splitlines() == [f"coevolve check-method: error: method file {path}: pick() in step 2: still running "
+                                f"after 1 s (at {path}:{line}); a loop that never ends? (--hook-timeout S gives "
+                                "each hook longer)"]
+    restored(before, 1)
+
+
+def test_a_steps_that_never_yields_is_stopped_while_planning(tmp_path, capsys):
+    path = tmp_path / "endless.py"
+    path.write_text(HILL.replace("[PICK]", f"[{GOOD}]").replace("        width = self.settings().width\n",
+                                                                  "        while True: pass\n"))
+    line = 1 + path.read_text().splitlines().index("        while True: pass")
+    code, out, err = check(capsys, str(path), "--hook-timeout", "1")
+    assert code == 1 and out == ""  # before the plan is printed: steps() is what --plan runs
+    assert err.splitlines() == [f"coevolve check-method: error: method file {path}: its plan: still running after "
+                                f"1 s (at {path}:{line}); a loop that never ends? (--hook-timeout S gives each "
+                                "hook longer)"]
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "2e6"])
+def test_a_hook_timeout_not_a_positive_number_of_seconds_is_refused(tmp_path, capsys, seconds):
+    code, out, err = check(capsys, str(method_file(tmp_path)), f"--hook-timeout={seconds}")
+    assert code == 2 and out == ""  # refused before the method is loaded
+    assert err.splitlines() == ["coevolve check-method: error: --hook-timeout must be a number of seconds in "
+                                f"(0, 1000000] (got {float(seconds):g})"]
 
 
 def test_a_method_file_that_does_not_import_is_the_loaders_error(tmp_path, capsys):
@@ -150,3 +202,13 @@ def test_an_agent_task_is_refused(capsys):
     code, out, err = check(capsys, "esopt", "--task", "sudoku", "--budget", "64")
     assert code == 2 and out == ""
     assert err.strip() == "coevolve check-method: error: sudoku is an agent task: methods search heuristic tasks"
+
+
+def test_a_hook_that_calls_sys_exit_is_one_line_saying_a_methods_code_must_not_exit(tmp_path, capsys):
+    path = method_file(tmp_path, 'ranked[0] if step < 2 else __import__("sys").exit(3)')
+    line = 1 + HILL.splitlines().index("        return [PICK]")
+    code, out, err = check(capsys, str(path), "--hook-timeout", "5")
+    assert code == 1 and "PASS" not in out  # not a silent end with the hook's own status 3
+    assert len(err.splitlines()) == 1, err
+    assert f"exited the process (sys.exit(3)) at {path}:{line}" in err
+    assert err.rstrip().endswith("a method's code must return a value or raise an exception, not exit"), err
