@@ -687,22 +687,23 @@ def _agent_arm(config: AgentCompareConfig, root: Path, spec: RunSpec, planned: t
         state = run_state(directory)
         run_cfg, existing = planned
         store, run_cfg = open_or_create(run_cfg, directory, existing)
-        if state == "finished":
-            log(f"{what}: trained earlier, skipped")
-        else:
-            log(f"{what}: {'resuming' if state == 'partial' else 'training'}")
-            began = time.perf_counter()
-            try:
-                with naming_arm(directory):
-                    summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
-                                            label=f"{spec.method} {task_label(spec.task)} seed {spec.seed}",
-                                            progress=progress)
-            finally:
-                if run_cfg.uses_es:
-                    resources.engine().reset()
-            log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary.rounds} rounds, "
-                f"held-out mean reward {summary.eval_first.mean_reward:.3f} -> "
-                f"{summary.eval_last.mean_reward:.3f}")
+        with store:  # the arm's lock let go once trained, as a heuristic arm's (_run_arms)
+            if state == "finished":
+                log(f"{what}: trained earlier, skipped")
+            else:
+                log(f"{what}: {'resuming' if state == 'partial' else 'training'}")
+                began = time.perf_counter()
+                try:
+                    with naming_arm(directory):
+                        summary = execute_agent(run_cfg, store, resources.engine(), resuming=state == "partial",
+                                                label=f"{spec.method} {task_label(spec.task)} seed {spec.seed}",
+                                                progress=progress)
+                finally:
+                    if run_cfg.uses_es:
+                        resources.engine().reset()
+                log(f"{what}: trained in {time.perf_counter() - began:.0f} s, {summary.rounds} rounds, "
+                    f"held-out mean reward {summary.eval_first.mean_reward:.3f} -> "
+                    f"{summary.eval_last.mean_reward:.3f}")
     history, skills = run_inputs(run_dir) if run_dir is not None else (None, [])
     # a trained arm's seed skills as its run pinned them (the texts it played with), the base arm's read now
     seeded = (run_seed_skills(run_dir, run_cfg.skills.paths) if run_dir is not None

@@ -7,7 +7,9 @@ follow coevolve.base.durable's rules (the torn-line rule, fsync, atomic
 replace); the names are re-exported here for the modules that use a run store.
 
 One process writes a run directory: `create` and `open(..., write=True)` hold its
-lock (`hold_directory`), and a second writer is refused before it writes anything.
+lock (`hold_directory`), as `coevolve report` does while it writes a run's report, and
+a second writer is refused before it writes anything. Whoever holds a store closes it
+(`with`, `close`) where its work ends; letting go of a collected store is a last resort.
 """
 
 from __future__ import annotations
@@ -177,9 +179,10 @@ def _refusal(directory: Path, record: dict, again: str) -> str:
 
 def writer_of(directory: str | Path) -> str | None:
     """Who writes `directory` now ("pid 1234 on HOST, since 03:41", or "another process" when it left no
-    record), or None when no other process holds its lock. For readers (`coevolve report`): the lock is
-    only tested, a shared lock taken and dropped at once (a writer starting then retries), never held,
-    and a directory without a lock file is left without one."""
+    record), or None when no other process holds its lock. For readers (the dashboard, `coevolve eval`,
+    `coevolve report` before it holds the lock to write its files): the lock is only tested, a shared lock
+    taken and dropped at once (a writer starting then retries), never held, and a directory without a lock
+    file is left without one."""
     try:
         fd = os.open(Path(directory) / LOCK, os.O_RDONLY)
     except OSError:
@@ -284,12 +287,14 @@ class RunStore:
             store.hold()
         return store
 
-    def hold(self) -> None:
-        """Hold the directory for writing until `close` (or until this store is collected, or the process
-        ends): a second process's `hold` is refused with one line naming this one. Stores of one process
-        share the hold, so a run resumed in the process that ran it (a test) is not refused."""
+    def hold(self, again: str | None = None) -> None:
+        """Hold the directory for writing until `close` (collection, or the process's end, only where an
+        owner failed to close it); a second process's `hold` meanwhile is refused with one line naming this
+        one. Where another process holds it, this one is refused so, the line ending with `again`, what to
+        do once it is gone (default: resume the run; a report's: report again). Stores of one process share
+        the hold, so a run resumed in the process that ran it (a test) is not refused."""
         if self._release is None:
-            again = f"`coevolve run --resume {self.dir}`"
+            again = again or f"`coevolve run --resume {self.dir}`"
             for above in list(self.dir.resolve().parents)[:ARM_DEPTH]:
                 # a comparison's arm run (ROOT/runs/TASK/ARM): the comparison holds its root while it runs and
                 # would reach this arm later, so a second writer here is refused before it writes

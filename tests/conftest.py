@@ -185,13 +185,33 @@ def kill_and_resume(config: Path, root: Path, kind: str, jitter_s: float, *flags
                       root / "killed", resumed_output)
 
 
-def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
-    """`coevolve ARGV` in this process (in `cwd`) with `engine` where the command builds one (it is
-    neither closed nor left moved: reset after); its stdout and stderr together. It must exit 0."""
-    import contextlib
+def coevolve_here(*argv: str, engine=None, cwd: Path | None = None,
+                  merged: bool = False) -> subprocess.CompletedProcess:
+    """`coevolve ARGV` by main() in this process (in `cwd`), where a process of its own is not what is
+    tested: its exit status and stdout and stderr as a child's would be (`merged`: both in stdout in the
+    order written, as stderr=STDOUT gives them). With `engine`, the command is lent that engine where it
+    builds one (`_lent`)."""
     import io
 
     from coevolve.cli import main
+
+    out = io.StringIO()
+    err = out if merged else io.StringIO()
+    here = Path.cwd()
+    with contextlib.ExitStack() as stack:
+        if engine is not None:
+            stack.enter_context(_lent(engine))
+        stack.callback(os.chdir, here)
+        os.chdir(cwd or here)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    return subprocess.CompletedProcess(["coevolve", *argv], code, out.getvalue(), "" if merged else err.getvalue())
+
+
+@contextlib.contextmanager
+def _lent(engine) -> Iterator[None]:
+    """While the block runs, a command that builds an engine gets `engine` (it must ask for the session's
+    kind); the command neither closes it nor leaves it moved: reset after."""
     from coevolve.engine import pool
     from coevolve.engine.vllm_engine import resolve_dtype
 
@@ -209,20 +229,20 @@ def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
             f"the command asks for a {asked} engine, not the session's"
         return Borrowed()
 
-    captured = io.StringIO()
     saved = pool.build_engine
     pool.build_engine = borrow
-    here = Path.cwd()
     try:
-        os.chdir(cwd or here)
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            code = main(list(argv))
+        yield
     finally:
-        os.chdir(here)
         pool.build_engine = saved
         engine.reset()
-    assert code == 0, captured.getvalue()
-    return captured.getvalue()
+
+
+def cli_in_process(engine, *argv: str, cwd: Path | None = None) -> str:
+    """`coevolve ARGV` here with `engine` lent (coevolve_here): its stdout and stderr together. It must exit 0."""
+    done = coevolve_here(*argv, engine=engine, cwd=cwd, merged=True)
+    assert done.returncode == 0, done.stdout
+    return done.stdout
 
 
 def kill_run(config: Path, directory: Path, kind: str, events: int, jitter_s: float, *flags: str) -> None:

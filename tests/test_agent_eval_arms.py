@@ -150,10 +150,10 @@ def test_a_checkpoint_is_checked_one_way_and_named_by_who_gave_it(tmp_path):
     gone = ModelSection.model_construct(path=str(tmp_path / "gone"), max_len=2048)
     with pytest.raises(UsageError) as config:
         require_model(gone)
-    assert str(config.value) == f"config error: model.path: model directory {tmp_path / 'gone'} does not exist"
+    assert str(config.value) == f"config error: model.path: model directory {str(tmp_path / 'gone')!r} does not exist"
     with pytest.raises(UsageError) as flag:
         require_model(gone, said="--model")
-    assert str(flag.value) == f"--model: model directory {tmp_path / 'gone'} does not exist"
+    assert str(flag.value) == f"--model: model directory {str(tmp_path / 'gone')!r} does not exist"
 
 
 class Measuring(Tracked):

@@ -139,7 +139,8 @@ def test_eval_of_an_agent_refuses_the_heuristic_flags(capsys):
     (["--seed", "-1"], "--seed must be >= 0 (got -1)"),
     (["--k", "0"], "--k must be in 1..32 (got 0)"),
     (["--problems", "0"], "--problems must be >= 1 (got 0)"),
-    (["--model", "/nonexistent"], "--model: model directory /nonexistent does not exist"),
+    (["--model", "/nonexistent"], "--model: model directory '/nonexistent' does not exist"),
+    (["--model", "/nonexistent "], "--model: model directory '/nonexistent ' does not exist"),  # the blank shows
 ])
 def test_eval_of_an_agent_checks_its_numbers_and_model_before_the_engine(capsys, flags, message):
     line = refused(capsys, ["eval", "--task", "sudoku", "--option", "masked=1", "--problems", "2", *flags])
@@ -152,7 +153,7 @@ def test_eval_names_the_runs_model_path_it_cannot_load(tmp_path, capsys):
     write(run, "config.toml",
           f'[run]\nmethod = "trace2skill"\ntask = "sudoku"\n\n[model]\npath = "{tmp_path / "gone"}"\n')
     line = refused(capsys, ["eval", "--task", "sudoku", "--run", str(run), "--problems", "2"])
-    assert f"{run / 'config.toml'}: model.path: model directory {tmp_path / 'gone'} does not exist" in line, line
+    assert f"{run / 'config.toml'}: model.path: model directory {str(tmp_path / 'gone')!r} does not exist" in line, line
 
 
 @pytest.mark.parametrize("value", ["-5", "nan", "inf", "1e12"])
@@ -174,10 +175,10 @@ def test_stage_seconds_out_of_range_is_refused(capsys):
 def test_plan_refuses_a_model_the_run_would_refuse(tmp_path, capsys):
     config = write(tmp_path, "c.toml", HEURISTIC)
     line = refused(capsys, ["run", config, "--plan", "--model", "/nonexistent"])
-    assert line.endswith("config error: model.path: model directory /nonexistent does not exist"), line
+    assert line.endswith("config error: model.path: model directory '/nonexistent' does not exist"), line
     config = write(tmp_path, "d.toml", HEURISTIC + '[model]\npath = "no_model"\n')
     line = refused(capsys, ["run", config, "--plan"])
-    assert f"model.path: model directory {tmp_path / 'no_model'} does not exist" in line, line
+    assert f"model.path: model directory {str(tmp_path / 'no_model')!r} does not exist" in line, line
 
 
 def test_plan_of_an_endpoint_run_asks_for_no_checkpoint(tmp_path, capsys):

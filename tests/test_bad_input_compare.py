@@ -246,4 +246,4 @@ def test_two_tasks_whose_runs_would_share_a_folder_are_refused_before_any_run(tm
 def test_a_plan_refuses_a_model_path_that_names_no_checkpoint(tmp_path, capsys, monkeypatch, base):
     """As `coevolve run --plan` does, and as the comparison itself does when it starts its engine."""
     err = refused(tmp_path, capsys, monkeypatch, changed(base, model={"path": str(tmp_path / "no-checkpoint")}))
-    assert err == f"config error: model.path: model directory {tmp_path / 'no-checkpoint'} does not exist", err
+    assert err == f"config error: model.path: model directory {str(tmp_path / 'no-checkpoint')!r} does not exist", err

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import coevolve_here
 from coevolve.base.errors import UsageError
 from coevolve.commands.compare import compare_and_report as run_comparison
 from coevolve.compare import CompareConfig, LimitedTask, limits_apply, load_compare_config, planned_runs, score_files
@@ -26,20 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def coevolve(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / "coevolve"), *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
-
-
-def coevolve_here(*args: str) -> subprocess.CompletedProcess:
-    """`coevolve ARGS` by the command's main() in this process (where a process of its own is not what
-    is tested), its exit status and captured output as `coevolve` gives them."""
-    import contextlib
-    import io
-
-    from coevolve.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return subprocess.CompletedProcess(["coevolve", *args], code, out.getvalue(), err.getvalue())
 
 
 def eval_objective(path: Path, task: str, split: str, size: int, in_process: bool = False) -> str:

@@ -118,7 +118,7 @@ def test_the_embedded_folder_named_as_a_directory_says_how_to_mend_it(embedded):
     (embedded / "model.safetensors").unlink()
     with pytest.raises(models.ModelError) as caught:
         models.resolve(str(embedded))
-    assert str(caught.value) == (f"model directory {embedded} has no weight files (*.safetensors or *.bin); "
+    assert str(caught.value) == (f"model directory {str(embedded)!r} has no weight files (*.safetensors or *.bin); "
                                  "run `coevolve models prepare` to prepare it again")
 
 
@@ -129,7 +129,7 @@ def test_require_model_refuses_weights_that_are_not_safetensors_naming_the_file(
     (folder / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(1_000_000))
     with pytest.raises(UsageError) as caught:
         require_model(ModelSection(path=str(folder)))
-    assert str(caught.value) == (f"config error: model.path: model directory {folder} has a model.safetensors "
+    assert str(caught.value) == (f"config error: model.path: model directory {str(folder)!r} has a model.safetensors "
                                  "that is not a safetensors file (its header does not fit in its 1000000 bytes)")
     (folder / "model.safetensors").write_bytes(b"")
     with pytest.raises(UsageError, match=r"^--model: .* has an empty model\.safetensors$"):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import coevolve_here
 from coevolve.cli import build_parser, main
 from test_task_registry import ToyEcho, ToyPick
 
@@ -65,10 +66,10 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+def cli(*argv: str) -> tuple[int, str, str]:
+    """coevolve_here's exit status, stdout and stderr, as the tests below take them."""
+    done = coevolve_here(*argv)
+    return done.returncode, done.stdout, done.stderr
 
 
 # -- bad input: one line, exit 2, nothing under runs/ ------------------------------------------
@@ -100,7 +101,7 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_bad_task_file_is_one_line_exit_2_nothing_written(tmp_path, monkeypatch, capsys, case):
+def test_bad_task_file_is_one_line_exit_2_nothing_written(tmp_path, monkeypatch, case):
     text, expected = BAD_FILES[case]
     monkeypatch.chdir(tmp_path)
     name = "missing.py" if text is None else "bad.py"
@@ -108,37 +109,37 @@ def test_bad_task_file_is_one_line_exit_2_nothing_written(tmp_path, monkeypatch,
         write(tmp_path, name, text)
     config = write(tmp_path, "c.toml", CONFIG.format(task=name, budget=2) + NO_MODEL)
     for plan in ([], ["--plan"]):  # the plan of a run that would be refused is refused
-        code, out, err = cli(capsys, "run", str(config), "--no-progress", *plan)
+        code, out, err = cli("run", str(config), "--no-progress", *plan)
         assert code == 2 and not out, (out, err)
         assert expected in err, err
         assert err.strip().count("\n") == 0 or case in ("random_instances", "instances_raise"), err  # a line a problem
         assert "Traceback" not in err and "bad.py" in err or case == "missing"
         assert not (tmp_path / "runs").exists()
     if text is not None:  # check-task names the same problem
-        code, _, err2 = cli(capsys, "check-task", name, "--no-sandbox")
+        code, _, err2 = cli("check-task", name, "--no-sandbox")
         assert code == 2 and expected in err2, err2
 
 
-def test_class_spec_picks_one_of_two(tmp_path, monkeypatch, capsys):
+def test_class_spec_picks_one_of_two(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(tmp_path, "two.py", SECOND_CLASS)
-    code, out, err = cli(capsys, "check-task", "two.py:Other", "--no-sandbox")
+    code, out, err = cli("check-task", "two.py:Other", "--no-sandbox")
     assert code == 0 and "other: passed every check" in out, err
-    code, _, err = cli(capsys, "check-task", "two.py:Nope")
+    code, _, err = cli("check-task", "two.py:Nope")
     assert code == 2 and "no class 'Nope' (task classes in the file: ToyPick, Other)" in err
 
 
-def test_module_spec_and_unknown_names(tmp_path, monkeypatch, capsys):
+def test_module_spec_and_unknown_names(tmp_path, monkeypatch):
     write(tmp_path / "userpkg", "__init__.py", "")
     write(tmp_path / "userpkg", "picking.py", PICK)
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, out, err = cli(capsys, "tasks", "userpkg.picking:ToyPick")
+    code, out, err = cli("tasks", "userpkg.picking:ToyPick")
     assert code == 0 and "userpkg.picking:ToyPick  [module]  pick()  maximise" in out, err
-    code, _, err = cli(capsys, "check-task", "userpkg.picking:Nope")
+    code, _, err = cli("check-task", "userpkg.picking:Nope")
     assert code == 2 and "module userpkg.picking has no 'Nope'" in err
-    code, _, err = cli(capsys, "check-task", "no_such_task")
+    code, _, err = cli("check-task", "no_such_task")
     assert code == 2 and "unknown task 'no_such_task'" in err and "path/to/problem.py" in err
-    code, out, err = cli(capsys, "tasks", "no_such_task")  # refused in one line before the list is printed
+    code, out, err = cli("tasks", "no_such_task")  # refused in one line before the list is printed
     assert code == 2 and out == "" and err.strip().count("\n") == 0, err
     assert err.startswith("coevolve tasks: error: unknown task 'no_such_task' (known: asp, "), err
 
@@ -165,32 +166,32 @@ def plugin(site: Path, dist: str, entries: dict[str, str]) -> None:
     clear_cache()
 
 
-def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch, capsys):
+def test_plugins_load_list_and_fail_clearly(tmp_path, monkeypatch):
     site = tmp_path / "site"
     write(site / "pickplugin", "__init__.py", PICK)
     monkeypatch.syspath_prepend(str(site))
     plugin(site, "pickplugin", {"plugged_pick": "pickplugin:ToyPick", "broken_task": "nosuchmodule_xyz:Task"})
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, "check-task", "plugged_pick", "--no-sandbox")
+    code, out, err = cli("check-task", "plugged_pick", "--no-sandbox")
     assert code == 0 and "toy_pick: passed every check" in out, err
-    code, out, _ = cli(capsys, "tasks")
+    code, out, _ = cli("tasks")
     assert "plugged_pick  [plugin]  pick()" in out
     config = write(tmp_path, "c.toml", CONFIG.format(task="broken_task", budget=2) + NO_MODEL)
-    code, _, err = cli(capsys, "run", str(config))
+    code, _, err = cli("run", str(config))
     assert code == 2 and ("plugin task 'broken_task' (entry point nosuchmodule_xyz:Task): cannot import "
                           "nosuchmodule_xyz: ModuleNotFoundError") in err, err
     assert not (tmp_path / "runs").exists()
 
     plugin(site, "otherplugin", {"plugged_pick": "otherplugin:ToyPick"})
-    code, _, err = cli(capsys, "tasks")
+    code, _, err = cli("tasks")
     assert code == 2 and "task name 'plugged_pick' is registered twice: by otherplugin:ToyPick (from otherplugin) " \
                          "and by pickplugin:ToyPick (from pickplugin)" in err, err
     config = write(tmp_path, "d.toml", CONFIG.format(task="plugged_pick", budget=2) + NO_MODEL)
-    code, _, err = cli(capsys, "run", str(config))
+    code, _, err = cli("run", str(config))
     assert code == 2 and "registered twice" in err and not (tmp_path / "runs").exists()
 
 
-def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
+def test_agent_task_from_a_file(tmp_path, monkeypatch):
     from coevolve.agents.runconfig import AgentRunConfig
     from coevolve.base.config import build_config
     from coevolve.base.errors import ConfigError
@@ -207,25 +208,25 @@ def test_agent_task_from_a_file(tmp_path, monkeypatch, capsys):
     assert config.build_task().number == 3
     with pytest.raises(ConfigError, match="task.colour is not an option of .*echo.py \\(its options: number\\)"):
         build_config(AgentRunConfig, {"run": {"task": spec, "method": "esopt"}, "task": {"colour": 3}}).build_task()
-    code, out, err = cli(capsys, "tasks", "echo.py")
+    code, out, err = cli("tasks", "echo.py")
     assert code == 0 and f"{spec}:ToyEcho  [file]  (agent task: multi-turn environment)" in out, err
     # check-task runs the agent checks (tests/test_own_agent_task.py): every echo case is the same problem
-    code, _, err = cli(capsys, "check-task", "echo.py")
+    code, _, err = cli("check-task", "echo.py")
     assert code == 2 and "cases(): eval cases are training problems (eval-0-0 = train-0-3" in err
 
 
 # -- check-task, new-task, examples ----------------------------------------------------------------
-def test_new_task_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys):
-    code, out, _ = cli(capsys, "new-task", "my_problem", "--dir", str(tmp_path))
+def test_new_task_scaffold_passes_check_task_and_its_own_test(tmp_path):
+    code, out, _ = cli("new-task", "my_problem", "--dir", str(tmp_path))
     folder = tmp_path / "my_problem"
     assert code == 0 and {p.name for p in folder.iterdir()} == {"problem.py", "config.toml", "test_problem.py"}
-    code, out, err = cli(capsys, "check-task", str(folder / "problem.py"))
+    code, out, err = cli("check-task", str(folder / "problem.py"))
     assert code == 0, err
     assert "ok  sandbox: the template scores" in out and "my_problem: passed every check" in out
     assert "ok  feedback: the template's note: worst on instance " in out  # the scaffold shows the hook
-    code, _, err = cli(capsys, "new-task", "my_problem", "--dir", str(tmp_path))
+    code, _, err = cli("new-task", "my_problem", "--dir", str(tmp_path))
     assert code == 2 and "already exists and is not empty" in err
-    code, _, err = cli(capsys, "new-task", "My-Problem")
+    code, _, err = cli("new-task", "My-Problem")
     assert code == 2 and "use lowercase letters" in err
     test = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -234,30 +235,30 @@ def test_new_task_scaffold_passes_check_task_and_its_own_test(tmp_path, capsys):
 
 @pytest.mark.parametrize("example,template,reference", [
     ("bin_packing", "1.0572", "1.0075"), ("flow_shop", "1575.2", "1313.2")])
-def test_examples_check_and_eval_through_the_cli(tmp_path, capsys, example, template, reference):
+def test_examples_check_and_eval_through_the_cli(tmp_path, example, template, reference):
     problem = EXAMPLES / example / "problem.py"
-    code, out, err = cli(capsys, "check-task", str(problem))
+    code, out, err = cli("check-task", str(problem))
     assert code == 0 and f"score() = {template}" in out, err
     from tasks.registry import heuristic_task
 
     task = heuristic_task(str(problem))
     program = write(tmp_path, "template.py", task.template)
-    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem), "--split", "train")
+    code, out, err = cli("eval", str(program), "--task", str(problem), "--split", "train")
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.strip().startswith(str(task.train[1])))
     assert row.split()[1].startswith(template) and row.split()[2] == f"{float(reference):.4f}", out
     assert "reference: best-known" in out
 
 
-def test_eval_says_a_reference_shared_by_every_size_once(tmp_path, capsys):
+def test_eval_says_a_reference_shared_by_every_size_once(tmp_path):
     """The scaffold's test split has two sizes, each with its own reference value but one kind and source:
     one `reference:` line, not one per size."""
     from tasks.registry import heuristic_task
 
-    assert cli(capsys, "new-task", "my_problem", "--dir", str(tmp_path))[0] == 0
+    assert cli("new-task", "my_problem", "--dir", str(tmp_path))[0] == 0
     problem = tmp_path / "my_problem" / "problem.py"
     program = write(tmp_path, "template.py", heuristic_task(str(problem)).template)
-    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem), "--split", "test")
+    code, out, err = cli("eval", str(program), "--task", str(problem), "--split", "test")
     assert code == 0, err
     sizes = [line.split()[0] for line in out.splitlines() if line.split()[:1] in (["50"], ["200"])]
     assert sizes == ["50", "200"], out
@@ -273,7 +274,7 @@ def test_eval_says_a_reference_shared_by_every_size_once(tmp_path, capsys):
     ("decide", "yield fn(list(values))", "while values:\n                pass",
      "the template's decide() and score() on train 5"),
 ])
-def test_check_task_names_a_step_that_never_returns(tmp_path, capsys, where, old, new, step):
+def test_check_task_names_a_step_that_never_returns(tmp_path, where, old, new, step):
     """The task's own code runs in check-task's process: a step that never returns ends at
     --stage-seconds with one line naming the step and the user's line, not a silent hang."""
     import time
@@ -282,14 +283,14 @@ def test_check_task_names_a_step_that_never_returns(tmp_path, capsys, where, old
     problem = write(tmp_path / where, "problem.py", text)
     line = text[:text.index(new.split("\n")[0] if where != "import" else "while True")].count("\n") + 1
     start = time.monotonic()
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox", "--stage-seconds", "1")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox", "--stage-seconds", "1")
     assert code == 2 and time.monotonic() - start < 30, err
     last = err.strip().splitlines()[-1]
     assert step in last and "still running after 1 s" in last and f"{problem}:{line}" in last, (err, line)
     assert "Traceback" not in err
 
 
-def test_a_run_of_a_task_whose_decide_never_returns_stops_at_check_seconds(tmp_path, capsys):
+def test_a_run_of_a_task_whose_decide_never_returns_stops_at_check_seconds(tmp_path):
     """`coevolve run` checks a file task's template in its own process before anything is written: a
     `decide` that never returns ends at --check-seconds naming the user's line and the flag that gives
     more (it waited silently before); --check-seconds 0 is no limit (not run here: it would hang)."""
@@ -300,7 +301,7 @@ def test_a_run_of_a_task_whose_decide_never_returns_stops_at_check_seconds(tmp_p
     line = text[:text.index("while values:")].count("\n") + 1
     config = write(tmp_path / "hang", "config.toml", CONFIG.format(task=problem, budget=4) + NO_MODEL)
     start = time.monotonic()
-    code, _, err = cli(capsys, "run", str(config), "--out", str(tmp_path / "runs"), "--check-seconds", "1")
+    code, _, err = cli("run", str(config), "--out", str(tmp_path / "runs"), "--check-seconds", "1")
     last = err.strip().splitlines()[-1]
     assert code == 2 and time.monotonic() - start < 30 and not (tmp_path / "runs").exists(), err
     assert "the template's decide() and score() on train 5: still running after 1 s" in last, last
@@ -308,7 +309,7 @@ def test_a_run_of_a_task_whose_decide_never_returns_stops_at_check_seconds(tmp_p
     assert last.endswith("(`--check-seconds S` gives each check longer, 0 none)"), last
     # a comparison of it: the same check, the same flag, no comparison directory
     compare = write(tmp_path / "hang", "compare.toml", COMPARE.replace("[2]", "[4]").replace("[50]", "[5]") + NO_MODEL)
-    code, _, err = cli(capsys, "compare", str(compare), "--out", str(tmp_path / "cmp"), "--check-seconds", "1")
+    code, _, err = cli("compare", str(compare), "--out", str(tmp_path / "cmp"), "--check-seconds", "1")
     last = err.strip().splitlines()[-1]
     assert code == 2 and not (tmp_path / "cmp").exists() and "still running after 1 s" in last, err
     assert last.endswith("(`--check-seconds S` gives each check longer, 0 none)"), last
@@ -354,23 +355,23 @@ def profiled(old: str, new: str) -> str:
     return PROFILED.replace(old, new)
 
 
-def test_a_users_score_judges_even_with_instance_scores(tmp_path, capsys):
+def test_a_users_score_judges_even_with_instance_scores(tmp_path):
     """The user's report: with instance_scores() defined, a check only score() made was skipped and
     `coevolve eval` scored the program (exit 0). score() judges; instance_scores() gives the profile."""
     refusing = profiled("total += values[index]", "if index == 3:\n"
                         "                raise InvalidSolution('score() refuses index 3')\n"
                         "            total += values[index]")
     problem = write(tmp_path / "mine", "problem.py", refusing)
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 0, err
     program = write(tmp_path, "p.py", "def pick(values):\n    return 3\n")
-    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem))
+    code, out, err = cli("eval", str(program), "--task", str(problem))
     assert code == 1 and "score() refuses index 3" in out + err, out + err
     # instance_scores() raising on decisions score() accepted: the verdict names it and its line
     raising = profiled("return [float(values[index]) for", "return [float({0: values[0]}[index]) for")
     problem = write(tmp_path / "raising", "problem.py", raising)
     line = raising[:raising.index("return [float({0: ")].count("\n") + 1
-    code, out, err = cli(capsys, "eval", str(program), "--task", str(problem))
+    code, out, err = cli("eval", str(program), "--task", str(problem))
     assert code == 1 and f"unusable decisions: instance_scores() raised KeyError: 3 (at {problem}:{line})" in out, \
         out + err
 
@@ -392,19 +393,19 @@ OTHER_MEAN = PROFILED.replace("return [float(values[index]) for", "return [1.0 +
     ("other_mean", OTHER_MEAN, "; score() must be their mean (the sandbox's objective is score(), and the search "
                                "compares programs instance by instance by these values)"),
 ])
-def test_check_task_holds_score_to_the_mean_of_instance_scores(tmp_path, capsys, case, text, expected):
+def test_check_task_holds_score_to_the_mean_of_instance_scores(tmp_path, case, text, expected):
     """check-task compares score() with the mean of instance_scores() on the template; with
     score_is_instance_mean that is the declaration itself, and the message says so."""
     problem = write(tmp_path / case, "problem.py", text)
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 2 and expected in err, err
     if case.endswith("other_mean"):
         assert "instance_scores(): the template's 4 values for 4 instances average " in err, err
 
 
-def test_check_task_says_when_score_is_declared_the_mean(tmp_path, capsys):
+def test_check_task_says_when_score_is_declared_the_mean(tmp_path):
     problem = write(tmp_path / "flag", "problem.py", declaring(PROFILED))
-    code, out, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, out, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 0, err
     assert "twice, the mean of instance_scores() as score_is_instance_mean declares" in out, out
 
@@ -431,7 +432,7 @@ def test_hostile_user_decide_is_contained(tmp_path):
     assert not wrote.ok and not outside.exists(), wrote
 
 
-def test_user_task_errors_name_the_users_file_and_line(tmp_path, capsys):
+def test_user_task_errors_name_the_users_file_and_line(tmp_path):
     """A user's score() that raises, a decide() that raises and instances that
     cannot be drawn, met while candidates are scored (check-task passed: the
     template never trips them): typed verdicts naming the file and line, and
@@ -448,7 +449,7 @@ def test_user_task_errors_name_the_users_file_and_line(tmp_path, capsys):
     problem = write(tmp_path / "mine", "problem.py", text)
     line = {needle: text[:text.index(needle)].count("\n") + 1
             for needle in ("1 / 0", "raise RuntimeError", "assert size != 9")}
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 0, err
     task = heuristic_task(str(problem))
     with Sandbox(workers=1, timeout_s=20) as sandbox:
@@ -463,13 +464,13 @@ def test_user_task_errors_name_the_users_file_and_line(tmp_path, capsys):
     assert str(drawn.value) == (f"task {problem}:ToyPick: instances('test', 9) could not be drawn in the sandbox "
                                 f"worker: AssertionError: no size-9 data (at {problem}:{line['assert size != 9']})")
     program = write(tmp_path, "p.py", "def pick(values):\n    return 0\n")
-    code, _, err = cli(capsys, "eval", str(program), "--task", str(problem), "--split", "test", "--size", "9")
+    code, _, err = cli("eval", str(program), "--task", str(problem), "--split", "test", "--size", "9")
     assert code == 2 and "instances('test', 9) could not be drawn" in err and f"{problem}:" in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 # -- runs remember their task ----------------------------------------------------------------------
-def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsys):
+def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch):
     """The record (spec, path, sha256, copy), without an engine: a store made
     by the run command's own resolution, then the refusal of a changed file,
     --task-changed logged, and the copy used when the file is gone."""
@@ -491,7 +492,7 @@ def test_run_directory_records_and_refinds_its_task(tmp_path, monkeypatch, capsy
         log.append({"type": "start", "version": 0, "config": {}})
 
     problem.write_text(broken("larger is better", "larger wins"))
-    code, _, err = cli(capsys, "run", "--resume", str(store.dir))
+    code, _, err = cli("run", "--resume", str(store.dir))
     assert code == 2 and f"task file {problem.resolve()} changed since the run started" in err
     assert "--task-changed" in err
     run_command.remember_task(RunStore.open(store.dir), accept_changed=True)
@@ -539,7 +540,7 @@ def cli_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.engine
 @pytest.mark.timeout(1800)
-def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path, engine, capsys):
+def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path, engine):
     """A scaffolded task in a folder outside the checkout: `coevolve run` (two steps),
     SIGKILLed in a process of its own after the first and resumed to the uninterrupted run's
     summary (both in this process, as is `coevolve compare` of it); then, with the task file
@@ -583,8 +584,7 @@ def test_user_task_runs_resumes_reports_and_evals_from_fresh_processes(tmp_path,
 
     (folder / "moved.py").rename(problem)
     problem.write_text(problem.read_text() + "\n# edited\n")
-    capsys.readouterr()
-    code, _, err = cli(capsys, "run", "--resume", str(killed))
+    code, _, err = cli("run", "--resume", str(killed))
     assert code == 2 and "changed since the run started" in err, err
 
 

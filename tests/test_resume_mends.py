@@ -5,7 +5,8 @@ kill_sweep.md, findings 4, 6, 7 and 9):
 - an extension (`--resume DIR --budget N`) of a finished run killed between its config.toml and its
   `extend` event is named as such by a plain resume, with the command that finishes it;
 - `--resume DIR --budget N` probes the endpoint before it writes the extension;
-- a comparison's folder is named as one, with the command that goes on with it;
+- a comparison's folder is named as one, with the command that goes on with it; its runs/ and runs/TASK
+  as folders of its arms, with one arm's folder and that command;
 - Ctrl-C while a resume probes its endpoint prints the resume line, as a later Ctrl-C does.
 
 The CLI against the endpoint stub (tests/endpoint_stub.py) and the real sandbox on tsp_construct; no engine."""
@@ -122,7 +123,8 @@ def test_an_extension_probes_the_endpoint_before_it_writes(stub, tmp_path, capsy
 
 
 # -- 9a: a comparison's folder ------------------------------------------------------------------------------
-def test_resuming_a_comparisons_folder_names_the_compare_command(stub, tmp_path, capsys):
+def comparison(stub, tmp_path: Path) -> Path:
+    """A finished comparison of one arm (sample, budget 2) on tsp_construct: its folder."""
     config = tmp_path / "cmp.toml"
     config.write_text(dump_toml({
         "compare": {"methods": ["sample"], "tasks": ["tsp_construct"], "budgets": [2], "seeds": [0]},
@@ -131,6 +133,11 @@ def test_resuming_a_comparisons_folder_names_the_compare_command(stub, tmp_path,
         "endpoint": {"base_url": stub.base_url, "model": MODEL}}))
     root = tmp_path / "cmp"
     assert main(["compare", str(config), "--out", str(root), "--no-progress"]) == 0
+    return root
+
+
+def test_resuming_a_comparisons_folder_names_the_compare_command(stub, tmp_path, capsys):
+    root = comparison(stub, tmp_path)
     expected = (f"coevolve run: error: {root} is a comparison, not a run: rerun `coevolve compare "
                 f"{root / 'compare.toml'} --out {root}` to go on with it")
     assert refused(capsys, ["run", "--resume", str(root)], tmp_path) == expected
@@ -138,6 +145,20 @@ def test_resuming_a_comparisons_folder_names_the_compare_command(stub, tmp_path,
     # the command it names goes on with the comparison (here: finds it finished)
     assert main(["compare", str(root / "compare.toml"), "--out", str(root), "--no-progress"]) == 0
     assert "finished earlier, skipped" in capsys.readouterr().out
+
+
+def test_resuming_a_comparisons_runs_folder_names_an_arm_and_the_compare_command(stub, tmp_path, capsys):
+    """runs/ and runs/TASK hold the arms, no run: the line names one arm's folder (which resumes) and the
+    command that goes on with the comparison, not a folder without config.toml."""
+    root = comparison(stub, tmp_path)
+    arm = root / "runs" / "tsp_construct" / "sample-b2-s0"
+    for folder in (root / "runs", root / "runs" / "tsp_construct"):
+        expected = (f"coevolve run: error: {folder} holds arms of the comparison in {root}, not a run: resume one "
+                    f"arm (`coevolve run --resume {arm}`) or rerun `coevolve compare {root / 'compare.toml'} "
+                    f"--out {root}` to go on with them all")
+        assert refused(capsys, ["run", "--resume", str(folder)], tmp_path) == expected
+        assert refused(capsys, ["run", "--resume", str(folder), "--plan"], tmp_path) == expected
+    assert main(["run", "--resume", str(arm), "--no-progress"]) == 0  # the arm it names is a run (finished)
 
 
 # -- 9c: Ctrl-C during a resume's endpoint probe ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 """One writer per run directory: `coevolve run --resume DIR` while another process writes DIR, or a second
 `coevolve compare` on the same --out, is refused with one line naming the writer, before anything is written
 or any engine loads; a SIGKILLed writer leaves no stale lock (the kernel drops its flock); readers
-(`coevolve report`, RunStore.writer) never hold it.
+(the dashboard, `coevolve eval`, RunStore.writer) never hold it; `coevolve report` holds it only while it
+writes a finished run's or comparison's files (tests/test_store_closing.py).
 
 The writers here are real processes: a helper that holds the directory as `coevolve run --resume` and
 `coevolve compare` do and then sleeps, and the real CLI as the second writer. The run under test asks an

@@ -155,12 +155,12 @@ def drive(config: RunConfig, directory: Path, sandbox: Any,
     config = config.model_copy(deep=True)
     config.run.out = str(directory)
     task = heuristic_task(config.run.task)
-    store = RunStore.create(config.run.out, dump_toml(as_dict(config)))
-    loop = SizedLoop(config, store, TemplateVariants(task.template), sandbox, task, on_note=lambda line: None,
-                     hook_seconds=hook_seconds)
-    loop.run()
-    drew = loop.global_draw["note"] if loop.global_draw is not None else None
-    return [e for e in store.events() if e.get("type") == "step"], loop.sizes, drew
+    with RunStore.create(config.run.out, dump_toml(as_dict(config))) as store:
+        loop = SizedLoop(config, store, TemplateVariants(task.template), sandbox, task, on_note=lambda line: None,
+                         hook_seconds=hook_seconds)
+        loop.run()
+        drew = loop.global_draw["note"] if loop.global_draw is not None else None
+        return [e for e in store.events() if e.get("type") == "step"], loop.sizes, drew
 
 
 def picked(events: list[dict]) -> list[tuple[int, int, str, list[int]]]:

@@ -226,24 +226,25 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
             raise UsageError("--resume takes only the run directory (and --budget N, to give a heuristic search "
                              "more evaluations); its config.toml is the config")
         store = open_resumed(args.resume, write=True)  # a second writer is refused here
-        remember_task(store, args.task_changed)
-        remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
-        print_copy_notes()
-        raw, config = resumed_config(store)  # raw as written: what extend rewrites with the larger budget
-        events = store.events()  # after remember_task, which may log a task_changed event
-        if isinstance(config, RunConfig):
-            check_same_method(store, config, events)
-        check_resumable(store, config, events, budget)
-        # a run that has ended is only shown (handle), unless --budget N gives it more
-        going_on = not has_ended(store, events) or (budget is not None and budget != logged_budget(events))
-        # probed before an extension is written, as every other refusal comes before anything changes
-        endpoint = check_generators(config if budget is None else extended(store, config, budget)) \
-            if going_on else None
-        if budget is not None:
-            config = extend(store, raw, config, budget, events)
-            events = store.events()  # with the "extend" event it may have logged: the run goes on again
-        if going_on:
-            record_endpoint(store.dir, endpoint)
+        with closed_unless_returned(store):
+            remember_task(store, args.task_changed)
+            remember_methods(store.dir)  # a method file: the original if unchanged, else the run's copy
+            print_copy_notes()
+            raw, config = resumed_config(store)  # raw as written: what extend rewrites with the larger budget
+            events = store.events()  # after remember_task, which may log a task_changed event
+            if isinstance(config, RunConfig):
+                check_same_method(store, config, events)
+            check_resumable(store, config, events, budget)
+            # a run that has ended is only shown (handle), unless --budget N gives it more
+            going_on = not has_ended(store, events) or (budget is not None and budget != logged_budget(events))
+            # probed before an extension is written, as every other refusal comes before anything changes
+            endpoint = check_generators(config if budget is None else extended(store, config, budget)) \
+                if going_on else None
+            if budget is not None:
+                config = extend(store, raw, config, budget, events)
+                events = store.events()  # with the "extend" event it may have logged: the run goes on again
+            if going_on:
+                record_endpoint(store.dir, endpoint)
         return config, store, events
     if not args.config:
         raise UsageError("give a CONFIG.toml (see examples/) or --resume DIR")
@@ -254,20 +255,43 @@ def resolve_run(args: argparse.Namespace) -> tuple[RunConfig | AgentRunConfig, R
     endpoint = check_generators(config)
     print_notes(notes)
     store = create_store(config)
-    record_tasks(store.dir, [config.run.task])
-    record_methods(store.dir, [config.run.method])
-    record_endpoint(store.dir, endpoint)
+    with closed_unless_returned(store):
+        record_tasks(store.dir, [config.run.task])
+        record_methods(store.dir, [config.run.method])
+        record_endpoint(store.dir, endpoint)
     return config, store, None
 
 
+@contextmanager
+def closed_unless_returned(store: RunStore) -> Iterator[None]:
+    """`store` closed when its block raises (a refusal, Ctrl-C): resolve_run hands it to its caller, who
+    closes it, only once every check has passed; a refused resume must not keep the run locked in a
+    process that goes on (a notebook, a test) until the store is collected."""
+    try:
+        yield
+    except BaseException:
+        store.close()
+        raise
+
+
 def open_resumed(directory: str, write: bool = False) -> RunStore:
-    """RunStore.open_run for `--resume DIR`: a comparison's folder (dashboard kind_of) is refused naming
-    the command that goes on with a comparison, before the run's refusal of a folder without config.toml."""
+    """RunStore.open_run for `--resume DIR`: a comparison's folder (dashboard kind_of), or its runs/ or
+    runs/TASK, is refused naming the command that goes on with a comparison (and an arm's folder, for the
+    runs/ ones), before the run's refusal of a folder without config.toml."""
     path = Path(directory)
     if kind_of(path) == "comparison":
         config = path / COMPARE_CONFIG if (path / COMPARE_CONFIG).is_file() else "CONFIG"
         raise UsageError(f"{path} is a comparison, not a run: rerun `coevolve compare {config} --out {path}` to go "
                          f"on with it")
+    inside = path.resolve()
+    root = next((above for above in inside.parents[:2] if kind_of(above) == "comparison"), None)
+    if root is not None and inside.relative_to(root).parts[0] == "runs" and kind_of(path) is None:
+        # ROOT/runs or ROOT/runs/TASK: the arms' runs lie at ROOT/runs/TASK/ARM (coevolve.plan)
+        arm = min((p for p in path.glob("*" if inside.parent == root / "runs" else "*/*") if kind_of(p)),
+                  default=root / "runs" / "TASK" / "ARM")
+        config = root / COMPARE_CONFIG if (root / COMPARE_CONFIG).is_file() else "CONFIG"
+        raise UsageError(f"{path} holds arms of the comparison in {root}, not a run: resume one arm (`coevolve run "
+                         f"--resume {arm}`) or rerun `coevolve compare {config} --out {root}` to go on with them all")
     return RunStore.open_run(directory, write=write)
 
 
@@ -691,7 +715,8 @@ def handle(args: argparse.Namespace) -> int:
         if events is not None and not has_ended(store, events):
             # the log opened for appending, as the run opens it: a directory that cannot be written (a
             # read-only mount) is refused here, not once the engine has loaded
-            store.event_writer().close()
+            with closed_unless_returned(store):
+                store.event_writer().close()
     except KeyboardInterrupt:  # a resume stopped in its checks (the endpoint's probe) says how to go on, as later
         if not args.resume:
             raise
@@ -705,6 +730,14 @@ def handle(args: argparse.Namespace) -> int:
         # nothing has run: refused (2) as a run directory that cannot be made is; a killed run that is
         # resumed has every finished step still in its directory
         return _interrupted(RunStore(args.resume), why, 2) if args.resume else 2
+    with store:  # the run's writer lock let go as this command ends, however it ends
+        return _go_on(args, config, store, events)
+
+
+def _go_on(args: argparse.Namespace, config: RunConfig | AgentRunConfig, store: RunStore,
+           events: list[dict] | None) -> int:
+    """handle, once resolve_run has passed: a finished run shown, any other run (`events`: its log, None
+    for a new one) run to its end; its exit status."""
     resuming = events is not None
     if resuming and has_ended(store, events):
         rebuilt = rebuilt_derived(store, config, events)  # first: candidates.jsonl may hold best.py's code

@@ -320,15 +320,15 @@ def resolve(model: str | Path | None) -> Path:
         return default_model_dir()
     path = Path(model).expanduser()
     if not path.exists():
-        raise ModelError(f"model directory {path} does not exist")
+        raise ModelError(f"model directory {str(path)!r} does not exist")
     if not path.is_dir():
-        raise ModelError(f"model {path} is not a directory (expected an HF checkpoint directory)")
+        raise ModelError(f"model {str(path)!r} is not a directory (expected an HF checkpoint directory)")
     problem = checkpoint_problem(path)
     if problem is not None:
         # the embedded model's folder named as a directory is not prepared again here: say how
         mend = ("; run `coevolve models prepare` to prepare it again"
                 if path.resolve() == (cache_dir() / "models" / DEFAULT_MODEL).resolve() else "")
-        raise ModelError(f"model directory {path} {problem}{mend}")
+        raise ModelError(f"model directory {str(path)!r} {problem}{mend}")
     return path
 
 

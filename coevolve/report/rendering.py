@@ -588,19 +588,28 @@ def _resume_refusal(store: RunStore) -> str | None:
 
 def render_run(directory: str | Path) -> dict[str, Path]:
     """One run: progress.png again from summary.json, and report.md with its
-    table (the one `coevolve run` prints) and any test scores."""
+    table (the one `coevolve run` prints) and any test scores. As render_comparison: a run another
+    process writes is refused (`still_running`), and the report holds the run's writer lock from its
+    first read to its last write, so a `coevolve run --resume` started meanwhile is refused rather than
+    outlived by a report of the run as it stood before it."""
     store = RunStore.open(directory)
-    summary = read_summary(store.path("summary.json"))
-    if summary is None and not store.events_path.exists():  # e.g. the folder `coevolve new-task` wrote
+    # every refusal before the hold, which would leave a lock file in a folder that is no run (new-task's)
+    if not store.path("summary.json").exists() and not store.events_path.exists():
         raise UsageError(f"{store.dir} is not a run directory (no events.jsonl, no summary.json): give a run's "
                          "or a comparison's directory")
     writer = store.writer()  # a run still going: resuming it would make two writers (refused)
-    if summary is None:
-        raise UsageError(still_running(store.dir, writer) if writer else
-                         f"{store.dir} has no summary.json yet: " + (
-                             f"`coevolve run --resume {store.dir}` refuses to finish it: {refusal}"
-                             if (refusal := _resume_refusal(store)) else
-                             f"finish it with `coevolve run --resume {store.dir}`"))
+    if writer is not None:
+        raise UsageError(still_running(store.dir, writer))
+    if read_summary(store.path("summary.json")) is None:
+        raise UsageError(f"{store.dir} has no summary.json yet: " + (
+            f"`coevolve run --resume {store.dir}` refuses to finish it: {refusal}"
+            if (refusal := _resume_refusal(store)) else f"finish it with `coevolve run --resume {store.dir}`"))
+    store.hold(f"`coevolve report {store.dir}`")
+    with store:
+        return _render_run(store, read_summary(store.path("summary.json")))  # read again, under the hold
+
+
+def _render_run(store: RunStore, summary: SearchSummary | AgentSummary) -> dict[str, Path]:
     if isinstance(summary, AgentSummary):
         return render_agent_run(store, summary)
     direction = summary.train.direction
@@ -623,9 +632,8 @@ def render_run(directory: str | Path) -> dict[str, Path]:
         more = extended_budget(events)
         going = f"its extension to {more} evaluations (`--resume --budget`) has not finished" if more else \
             "its log goes on past this summary (it was killed before its end)"
-        refusal = None if writer else _resume_refusal(store)
-        then = (f"it is still running ({writer})" if writer else
-                f"`coevolve run --resume {store.dir}` refuses to go on: {refusal}" if refusal else
+        refusal = _resume_refusal(store)
+        then = (f"`coevolve run --resume {store.dir}` refuses to go on: {refusal}" if refusal else
                 f"`coevolve run --resume {store.dir}` goes on")
         parts += [f"**This run is not finished: {going}; the table is the summary it last wrote. {then}.**", ""]
     drew = next((e for e in events if e.get("type") == GLOBAL_DRAW), None)
