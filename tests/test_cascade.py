@@ -45,25 +45,25 @@ BAD_CASCADES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CASCADES))
-def test_a_bad_cascade_is_one_line_from_check_task(tmp_path, capsys, case):
+def test_a_bad_cascade_is_one_line_from_check_task(tmp_path, case):
     lines, expected = BAD_CASCADES[case]
     problem = write(tmp_path, "bad.py", pick_with(lines))
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_bad_cascade_stops_run_before_anything_is_written(tmp_path, monkeypatch, capsys):
+def test_a_bad_cascade_stops_run_before_anything_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(tmp_path, "bad.py", pick_with('cascade_stage = ("test", 5)\ncascade_against = "mean"'))
     config = write(tmp_path, "c.toml", CONFIG.format(task="bad.py", budget=2) + NO_MODEL)
-    code, _, err = cli(capsys, "run", str(config))
+    code, _, err = cli("run", str(config))
     assert code == 2 and "cascade_against: expected one of worst, median, best" in err
     assert not (tmp_path / "runs").exists()
 
 
-def test_check_task_scores_the_template_on_the_first_stage(tmp_path, capsys):
+def test_check_task_scores_the_template_on_the_first_stage(tmp_path):
     problem = write(tmp_path, "ok.py", pick_with('cascade_stage = ("test", 5)\ncascade_margin = 0.1'))
-    code, out, err = cli(capsys, "check-task", str(problem))
+    code, out, err = cli("check-task", str(problem))
     assert code == 0, err
     assert "ok  cascade: the template scores" in out and "within 10% of the archive's worst" in out
     assert "ok  sandbox: the template scores" in out and "on its first stage in the real sandbox" in out
@@ -252,12 +252,12 @@ class Scored:
 '''
 
 
-def test_file_task_cascade_through_the_real_sandbox(tmp_path, capsys):
+def test_file_task_cascade_through_the_real_sandbox(tmp_path):
     from coevolve.sandbox import Sandbox
     from tasks.registry import heuristic_task
 
     problem = write(tmp_path / "elsewhere", "problem.py", SCORED)
-    code, _, err = cli(capsys, "check-task", str(problem))
+    code, _, err = cli("check-task", str(problem))
     assert code == 0, err
     config = fake_config(15, method="sample")
     store = RunStore.create(tmp_path / "r", dump_toml(as_dict(config)))

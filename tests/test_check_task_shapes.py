@@ -54,27 +54,27 @@ def _fresh_task_lookups():
     ("nested", rows(ROW.replace("self.size = len(values)", "self.size = Size(len(values))")
                     + "\n\nclass Size:\n    def __init__(self, n):\n        self.n = n\n")),
 ])
-def test_deterministic_plain_object_instances_pass(tmp_path, capsys, case, text):
+def test_deterministic_plain_object_instances_pass(tmp_path, case, text):
     """Equal draws of objects without __eq__ (by their __dict__, their __slots__, objects inside objects)
     pass check-task, as they pass `coevolve eval`; before, they were called non-deterministic."""
     problem = write(tmp_path / case, "problem.py", text)
-    code, out, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, out, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 0, err
     assert "ok  instances: drawn twice, equal" in out, out
 
 
-def test_plain_object_instances_that_differ_still_fail(tmp_path, capsys):
+def test_plain_object_instances_that_differ_still_fail(tmp_path):
     problem = write(tmp_path / "random", "problem.py", rows().replace("[size, 0 if split == \"train\" else 1]", "None"))
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 2 and "instances('test', 5): two draws differ; draw from a fixed seed" in err, err
 
 
-def test_instances_whose_content_cannot_be_compared_are_named(tmp_path, capsys):
+def test_instances_whose_content_cannot_be_compared_are_named(tmp_path):
     """An object that compares by identity and holds a value with no content to compare (a generator):
     check-task says what it cannot compare, where, and what to do, instead of blaming randomness."""
     text = rows(ROW.replace("self.size = len(values)", "self.pending = (v for v in values)"))
     problem = write(tmp_path / "generator", "problem.py", text)
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 2, err
     assert ("instances('train', 5): cannot tell whether two draws are equal: [0].pending is a generator, which "
             "compares by identity and has no content to compare (cannot pickle 'generator' object); ") in err, err
@@ -132,14 +132,14 @@ SIGNATURES = {
 
 
 @pytest.mark.parametrize("case", sorted(SIGNATURES))
-def test_a_wrong_signature_is_named_by_the_shape_check(tmp_path, capsys, case):
+def test_a_wrong_signature_is_named_by_the_shape_check(tmp_path, case):
     """Before: `ok  shape` then a bare `TypeError: ...score() takes 2 positional arguments but 3 were given`."""
     old, new, expected = SIGNATURES[case]
     text = broken(old, new)
     problem = write(tmp_path / case, "problem.py", text)
     name = new.strip().removeprefix("def ").split("(")[0] if case != "optional" else "instance_scores"
     line = text[:text.index(f"def {name}(")].count("\n") + 1
-    code, out, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, out, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 2 and "ok  shape" not in out, out + err
     assert err.strip().splitlines() == [f"coevolve check-task: error: {expected.format(at=f'{problem}:{line}')}"], err
 
@@ -150,15 +150,15 @@ def test_a_wrong_signature_is_named_by_the_shape_check(tmp_path, capsys, case):
     ("def decide(self, fn, instances):", "def decide(self, fn, instances=None, /):"),
     ("def instance_seconds(self, size):", "@staticmethod\n    def instance_seconds(size):"),
 ])
-def test_signatures_the_framework_can_call_pass(tmp_path, capsys, old, new):
+def test_signatures_the_framework_can_call_pass(tmp_path, old, new):
     """*args, **kwargs, defaults, positional-only parameters and static methods all take the call."""
     problem = write(tmp_path / "ok", "problem.py", broken(old, new))
-    code, out, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, out, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 0 and "method signatures" in out, out + err
 
 
 # -- finding 7: an error in a function score() calls names that function ----------------------
-def test_an_error_in_a_helper_of_score_names_the_helper_as_the_sandbox_does(tmp_path, capsys):
+def test_an_error_in_a_helper_of_score_names_the_helper_as_the_sandbox_does(tmp_path):
     """score() calling instance_scores(), which raises: check-task names the line and the function, as
     the sandbox's verdict does for a candidate (`... (at problem.py:N, in instance_scores)`)."""
     from coevolve.sandbox import Sandbox
@@ -171,7 +171,7 @@ def test_an_error_in_a_helper_of_score_names_the_helper_as_the_sandbox_does(tmp_
                   "    def _unused(self, decisions, instances):")
     problem = write(tmp_path / "helper", "problem.py", text)
     line = text[:text.index("return [float({1: ")].count("\n") + 1
-    code, _, err = cli(capsys, "check-task", str(problem), "--no-sandbox")
+    code, _, err = cli("check-task", str(problem), "--no-sandbox")
     assert code == 2, err
     assert (f"score(): with the template's decisions raised KeyError: 0 (at {problem}:{line}, in instance_scores)"
             in err), err

@@ -98,31 +98,31 @@ def test_the_real_sandbox_hands_back_the_tasks_note_on_valid_training_results_on
     assert feedback_of(object(), [], []) == ""
 
 
-def test_check_task_shows_the_templates_note_and_names_a_broken_feedback(tmp_path, capsys):
+def test_check_task_shows_the_templates_note_and_names_a_broken_feedback(tmp_path):
     noted = write(tmp_path / "noted", "problem.py", NOTED)
-    code, out, err = cli(capsys, "check-task", "--no-sandbox", str(noted))
+    code, out, err = cli("check-task", "--no-sandbox", str(noted))
     assert code == 0, err
     assert "ok  feedback: the template's note: missed the largest value on " in out
     line = NOTED.splitlines().index("        return f\"missed the largest value on {missed} of {len(instances)} lists\"") + 1
     raising = write(tmp_path / "raising", "problem.py", NOTED.replace("return f\"missed", "return 1 / 0 or f\""))
-    code, out, err = cli(capsys, "check-task", "--no-sandbox", str(raising))
+    code, out, err = cli("check-task", "--no-sandbox", str(raising))
     assert code == 2 and (f"feedback(): with the template's decisions raised ZeroDivisionError: division by zero "
                           f"(at {raising}:{line})") in err
     wrong = write(tmp_path / "wrong", "problem.py", NOTED.replace("return f\"missed", "return 3 or f\""))
-    code, out, err = cli(capsys, "check-task", "--no-sandbox", str(wrong))
+    code, out, err = cli("check-task", "--no-sandbox", str(wrong))
     assert code == 2 and 'feedback(): returned int, expected a str ("" for no note)' in err
     attribute = write(tmp_path / "attribute", "problem.py", PICK + "\n    feedback = 'always this'\n")
-    code, out, err = cli(capsys, "check-task", "--no-sandbox", str(attribute))
+    code, out, err = cli("check-task", "--no-sandbox", str(attribute))
     assert code == 2 and "feedback: expected a method feedback(decisions, instances) -> str, got 'always this'" in err
 
 
-def test_eval_prints_the_note_the_proposer_would_read(tmp_path, capsys):
+def test_eval_prints_the_note_the_proposer_would_read(tmp_path):
     noted = write(tmp_path / "noted", "problem.py", NOTED)
     best = write(tmp_path, "best.py", LARGEST)
-    code, out, err = cli(capsys, "eval", str(best), "--task", str(noted), "--no-reference")
+    code, out, err = cli("eval", str(best), "--task", str(noted), "--no-reference")
     assert code == 0, err
     assert "the task's note: missed the largest value on 0 of 4 lists" in out  # the training set: the note
-    code, out, err = cli(capsys, "eval", str(best), "--task", str(noted), "--split", "test", "--no-reference")
+    code, out, err = cli("eval", str(best), "--task", str(noted), "--split", "test", "--no-reference")
     assert code == 0 and "the task's note" not in out  # another split: none, as in a run
 
 
