@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Callable
 
 import pytest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,7 +62,10 @@ class StubServer:
     `bad_times` times (None: forever), then well again. Each chat request waits `delay_s` before its
     reply (a slow server; `close` ends the waits) and its arrival time (time.monotonic) is in `started`.
     `fail` maps a text to a mode: a chat request whose body holds that text is answered at once with that
-    mode's reply, every time, outside the count above (one request of a call that fails)."""
+    mode's reply, every time, outside the count above (one request of a call that fails).
+    `content`, when set, makes a good reply's text from the request's JSON body (replies that differ by
+    prompt and seed). `hold_after`, when set, holds every chat request after that many until `release`
+    is set (or `close`): a run whose step is out, part of it answered."""
 
     def __init__(self) -> None:
         self.mode, self.good_first, self.bad_times = "good", 0, None
@@ -71,6 +75,9 @@ class StubServer:
         self.started: list[float] = []
         self.bodies: list[dict] = []  # each chat request's JSON body, in arrival order
         self.models = model_list(MODEL)  # the reply to `GET /v1/models`
+        self.content: Callable[[dict], str] | None = None
+        self.hold_after: int | None = None
+        self.release = threading.Event()
         self.lock = threading.Lock()
         self.closing = threading.Event()
         stub = self
@@ -87,6 +94,9 @@ class StubServer:
                 with stub.lock:
                     stub.started.append(time.monotonic())
                     stub.bodies.append(json.loads(body) if body.startswith("{") else {})
+                    held = stub.hold_after is not None and len(stub.bodies) > stub.hold_after
+                if held:
+                    stub.release.wait()  # (close sets it too)
                 marked = [mode for text, mode in stub.fail.items() if text in body]
                 if marked:
                     self.reply(*REPLIES[marked[0]])
@@ -97,6 +107,10 @@ class StubServer:
                     stub.chats += 1
                     bad = stub.chats - stub.good_first
                     broken = bad > 0 and (stub.bad_times is None or bad <= stub.bad_times)
+                if stub.content is not None and (stub.mode == "good" or not broken):
+                    text = stub.content(json.loads(body))
+                    self.reply(200, "application/json", json.dumps(completion({"role": "assistant", "content": text})))
+                    return
                 self.reply(*REPLIES[stub.mode if broken else "good"])
 
             def reply(self, status: int, content_type: str, body: str) -> None:
@@ -118,6 +132,7 @@ class StubServer:
 
     def close(self) -> None:
         self.closing.set()
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 

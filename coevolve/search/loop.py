@@ -67,6 +67,7 @@ from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
                                kept_best_code, scored_candidates)
 from coevolve.search import cascade, ensemble
+from coevolve.search.answered import ANSWERED, Answered
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
@@ -416,8 +417,11 @@ class SearchLoop:
         sampling = cfg.sampling
         prompts = (JsonlWriter(self.store.path(PROMPTS), fsync=False) if cfg.log.prompts
                    else contextlib.nullcontext())
+        # an endpoint's replies to the step a kill interrupted: the first step not logged (logged steps run from 0)
+        self.answered = Answered(self.store.path(ANSWERED), max(logged, default=-1) + 1, completion_record)
+        self.asking = -1  # the live step whose requests are out
         with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log, \
-                prompts as prompt_log:
+                prompts as prompt_log, self.answered:
             self.event_log, self.prompt_log = event_log, prompt_log
             if not events:
                 event_log.append({**start_event(HEURISTIC, EVENT_VERSION, as_dict(cfg)), "rules": RULES})
@@ -631,7 +635,7 @@ class SearchLoop:
             self.refused_long += refused
         else:
             members = self._ask(members_for(granted, per_member), spec.generation) if perturbed else []
-            before = self.refused_long
+            before, self.asking = self.refused_long, step
             requests, completions = self._generate(self._fit(requests), members, sampling)
             retried = None
         # once (the re-asks and candidates read it; a reply the overlap hook parsed is not parsed again)
@@ -673,6 +677,7 @@ class SearchLoop:
             event["refused_long"] = refused
         if logged is None:
             event_log.append(event)  # before the ES update: a kill in between re-applies it on resume
+            self.answered.clear()  # its replies are in the log now
         if es_record is not None:
             self._tell(es_record, members)
 
@@ -1056,9 +1061,12 @@ class SearchLoop:
         return fewer
 
     def _ask_endpoint(self, requests: list[Request], sampling: Sampling) -> list[Completion]:
+        """The endpoint's replies to `requests`; those a killed session was given for this step are served
+        from answered.jsonl, not asked again, and each new one is kept there as it arrives (answered.py)."""
         early = self._early(requests) if self.overlap is not None else None
+        endpoint = self.answered.serving(self.endpoint, self.asking, [r.slot for r in requests])
         try:
-            return self._constrained(lambda: self._batch(requests).chat(self.endpoint, sampling, on_each=early),
+            return self._constrained(lambda: self._batch(requests).chat(endpoint, sampling, on_each=early),
                                      requests, reached=True)
         except ConstraintError as exc:
             # An endpoint that cannot constrain: free decoding from here on, recorded; the refused
@@ -1068,7 +1076,7 @@ class SearchLoop:
             refused = sent_before(exc, requests)
             self.ledger.llm_requests += refused
             self.event_log.append({"type": "constrain", "state": self.constrain_state, "requests": refused})
-            return self._batch(requests).chat(self.endpoint, sampling, constrained=False, on_each=early)
+            return self._batch(requests).chat(endpoint, sampling, constrained=False, on_each=early)
 
     def _early(self, requests: list[Request]) -> Callable[[int, Completion], None]:
         """What the endpoint calls, from its threads, as the reply to requests[index] arrives: the program
