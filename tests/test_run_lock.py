@@ -33,6 +33,13 @@ from search_fakes import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 SINCE = r"since \d\d:\d\d"
+
+
+def two_writers(head: str, directory: Path, pid: int, then: str) -> str:
+    """The pattern of the line refusing a second writer of `directory` held by process `pid`: `head`, then
+    who holds it and since when, then `then`, what to do once it is gone."""
+    return (re.escape(f"{head}{directory} is being written by another process (pid {pid} on {socket.gethostname()}, ")
+            + SINCE + re.escape(f"): wait for it, or stop it, then {then}"))
 # an endpoint no one serves (the discard port): a resume the lock did not stop is refused at its probe
 RUN_TOML = ('[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = 6\n[sample]\nbatch = 3\n'
             '[endpoint]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "nobody"\n')
@@ -96,10 +103,8 @@ def test_a_resume_while_another_process_writes_the_run_is_refused_before_anythin
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1, done.stderr
-        assert re.fullmatch(
-            re.escape(f"coevolve run: error: {run} is being written by another process (pid {holder.pid} on "
-                      f"{socket.gethostname()}, ") + SINCE
-            + re.escape(f"): wait for it, or stop it, then `coevolve run --resume {run}`"), lines[0]), lines[0]
+        assert re.fullmatch(two_writers("coevolve run: error: ", run, holder.pid, f"`coevolve run --resume {run}`"),
+                            lines[0]), lines[0]
         assert snapshot(tmp_path) == before, "a refused resume wrote files"
         # its plan, a report and RunStore.writer only read: none is refused, none holds the lock
         assert coevolve("run", "--resume", str(run), "--plan").returncode == 0
@@ -201,10 +206,8 @@ def test_a_second_compare_on_the_same_out_is_refused(tmp_path):
         done = coevolve("compare", str(config), "--out", str(root), "--no-progress")
         assert done.returncode == 2, done.stdout + done.stderr
         last = done.stderr.strip().splitlines()[-1]
-        assert re.fullmatch(
-            re.escape(f"coevolve compare: error: {root} is being written by another process (pid {holder.pid} on "
-                      f"{socket.gethostname()}, ") + SINCE
-            + re.escape("): wait for it, or stop it, then run the comparison again"), last), done.stderr
+        assert re.fullmatch(two_writers("coevolve compare: error: ", root, holder.pid, "run the comparison again"),
+                            last), done.stderr
         assert "Traceback" not in done.stderr
         assert snapshot(tmp_path) == before, "a refused comparison wrote files"
     finally:

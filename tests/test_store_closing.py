@@ -18,7 +18,6 @@ import fcntl
 import gc
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from coevolve.report import rendering
 from coevolve.runstore import LOCK, RunStore, read_jsonl
 from search_fakes import FakeEngine
 from test_agents_es import FakeEngine as AgentEngine
-from test_run_lock import ROOT, SINCE, coevolve, start_holder, stop
+from test_run_lock import ROOT, coevolve, start_holder, stop, two_writers
 from conftest import child_environment
 
 RUN_TOML = '[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = 6\n[sample]\nbatch = 3\n'
@@ -120,10 +119,8 @@ def test_a_resume_started_while_a_report_writes_the_run_is_refused(tmp_path, mon
     assert resume.returncode == 2, resume.stdout + resume.stderr
     lines = resume.stderr.strip().splitlines()
     assert len(lines) == 1, resume.stderr
-    assert re.fullmatch(
-        re.escape(f"coevolve run: error: {run} is being written by another process (pid {os.getpid()} on "
-                  f"{socket.gethostname()}, ") + SINCE
-        + re.escape(f"): wait for it, or stop it, then `coevolve run --resume {run}`"), lines[0]), lines[0]
+    assert re.fullmatch(two_writers("coevolve run: error: ", run, os.getpid(), f"`coevolve run --resume {run}`"),
+                        lines[0]), lines[0]
     assert (run / "events.jsonl").read_bytes() == events
     assert written["report.md"].is_file() and written["progress.png"].is_file()
     assert not locked(run)  # the report let go of it: the same resume goes on now
@@ -146,9 +143,7 @@ def test_a_report_of_a_run_another_process_writes_is_refused_and_writes_nothing(
         monkeypatch.setattr(RunStore, "writer", lambda self: None)
         with pytest.raises(UsageError) as refused:
             rendering.render_run(run)
-        assert re.fullmatch(
-            re.escape(f"{run} is being written by another process (pid {holder.pid} on {socket.gethostname()}, ")
-            + SINCE + re.escape(f"): wait for it, or stop it, then `coevolve report {run}`"), str(refused.value))
+        assert re.fullmatch(two_writers("", run, holder.pid, f"`coevolve report {run}`"), str(refused.value))
         assert not (run / "report.md").exists()
     finally:
         stop(holder)
