@@ -33,9 +33,16 @@ def program(body: dict) -> str:
     return f"```python\n{code}\n```"
 
 
-def write_config(tmp_path: Path, base_url: str) -> Path:
+# sample+trace2skill: step 0 proposes BATCH programs, step 1 is a skill refresh of BATCH analysts (asked of
+# the endpoint too: the run has no engine), step 2 proposes BATCH more
+DISTILLING = ('method = "sample+trace2skill"', f"budget = {3 * BATCH}",
+              f'[skill]\nevery = 1\nanalysts = {BATCH}\nteacher = "endpoint"\n')
+
+
+def write_config(tmp_path: Path, base_url: str, method: str = 'method = "sample"', budget: str = f"budget = {2 * BATCH}",
+                 more: str = "") -> Path:
     path = tmp_path / "run.toml"
-    path.write_text(f'[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = {2 * BATCH}\nseed = 0\n'
+    path.write_text(f'[run]\n{method}\ntask = "tsp_construct"\n{budget}\nseed = 0\n{more}'
                     f'[sample]\nbatch = {BATCH}\n[sandbox]\ntimeout_s = 10\n[context]\nconstrain = false\n'
                     f'[endpoint]\nbase_url = "{base_url}"\nmodel = "{MODEL}"\nretries = 0\n'
                     f'concurrency = {BATCH}\ntimeout_s = 120\n')
@@ -169,3 +176,32 @@ def test_after_a_step_the_file_is_empty(stub, tmp_path):
     assert main(["run", str(write_config(tmp_path, stub.base_url)), "--out", str(run), "--no-progress"]) == 1
     assert [e["step"] for e in read_jsonl(run / "events.jsonl") if e["type"] == "step"] == [0]
     assert (run / ANSWERED).exists() and (run / ANSWERED).read_bytes() == b""
+
+
+def test_an_interrupted_skill_refresh_asks_only_the_analysts_not_answered(stub, tmp_path, tmp_path_factory, capsys):
+    server = StubServer()  # the uninterrupted reference
+    server.content = program
+    folder = tmp_path_factory.mktemp("reference")
+    try:
+        reference = folder / "run"
+        assert main(["run", str(write_config(folder, server.base_url, *DISTILLING)), "--out", str(reference),
+                     "--no-progress"]) == 0, capsys.readouterr().err
+        assert len(server.bodies) == 3 * BATCH
+    finally:
+        server.close()
+    stub.content = program
+    run = tmp_path / "run"
+    assert interrupted(stub, write_config(tmp_path, stub.base_url, *DISTILLING), run, answered=2) == 130
+    held = stub.bodies[2 * BATCH - 1]  # the refresh's third analyst
+    first = len(stub.bodies)
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 0, capsys.readouterr().err
+    asked = stub.bodies[first:]
+    # the one analyst not answered, then the last step's proposals: not the two analysts kept
+    assert [b["seed"] for b in asked[:1]] == [held["seed"]] and asked[0]["messages"] == held["messages"]
+    assert len(asked) == 1 + BATCH
+    assert steps(run) == steps(reference)
+    refresh = [e for e in read_jsonl(run / "events.jsonl") if e["type"] == "step" and e["step"] == 1]
+    assert refresh[0]["skill"]["text"] == [e for e in read_jsonl(reference / "events.jsonl")
+                                           if e["type"] == "step" and e["step"] == 1][0]["skill"]["text"]
+    assert ledger(run) == ledger(reference)
+    assert (run / ANSWERED).read_bytes() == b""

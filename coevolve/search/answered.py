@@ -10,8 +10,8 @@ never holds more than the step in progress. A resumed run reads it once: a reque
 whose key has a kept reply is answered from it and not sent; a request whose key differs (a prompt
 changed since) is asked again. An unreadable line is a reply lost, never a failed resume.
 
-Only the search loop's proposer requests to an endpoint are kept: the in-process engine bills
-nothing, and skill analysts and agent runs are asked again.
+Only the search loop's requests to an endpoint are kept (the proposer's, and the skill analysts' under
+`skill.teacher = "endpoint"`): the in-process engine bills nothing, and agent runs are asked again.
 """
 
 from __future__ import annotations

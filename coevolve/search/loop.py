@@ -837,7 +837,9 @@ class SearchLoop:
                                                          cfg.context.failure_chars, self.template_scores)
             batch = Batch(conversations, seeds)
             began = time.perf_counter()
-            completions = self._analyses(teacher, batch, Sampling(temperature=cfg.skill.temperature,
+            # an endpoint's replies kept as they arrive, as the proposer's are (_ask_endpoint)
+            asked = self.answered.serving(teacher, step, range(len(cases))) if teacher is self.endpoint else teacher
+            completions = self._analyses(asked, batch, Sampling(temperature=cfg.skill.temperature,
                                                                   max_tokens=cfg.skill.max_tokens))
             self.timing["distill_s"] += time.perf_counter() - began
             self._log_prompts(step, conversations, analysts=True)
@@ -882,6 +884,7 @@ class SearchLoop:
                  **({"weights": weights} if weights else {})}
         if logged is None:
             event_log.append(event)
+            self.answered.clear()  # its replies are in the log now
         return event
 
     @staticmethod
