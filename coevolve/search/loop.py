@@ -441,9 +441,11 @@ class SearchLoop:
                     break
                 if self.on_phase is not None and step not in logged:
                     self.on_phase(f"step {step}: {spec.operator} {plural(granted, 'request')}")
-                event, made = self._step(step, spec, granted, sampling, logged.get(step), event_log)
+                event, made, update = self._step(step, spec, granted, sampling, logged.get(step), event_log)
                 for candidate in made:
                     cand_log.append(candidate.to_dict())
+                if update is not None:  # after the step's candidates: readers of the run (the dashboard's count of
+                    update()            # evaluations) see the step whole while the weights move (seconds)
                 atomic_write_json(self.store.path("clock.json"), {"wall_s": round(self._wall(), 3)})
                 atomic_write_json(self.store.population_path(step), {
                     "step": step, "operator": spec.operator, "evaluations": self.ledger.used,
@@ -590,7 +592,9 @@ class SearchLoop:
 
     # one step -----------------------------------------------------------------
     def _step(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
-              event_log: JsonlWriter) -> tuple[dict, list[Candidate]]:
+              event_log: JsonlWriter) -> tuple[dict, list[Candidate], Callable[[], None] | None]:
+        """The step's event (logged before it returns), its candidates, and its ES update still to apply
+        (None: none): the caller applies it once the candidates are written."""
         # an endpoint's replies are scored as they arrive, while the rest are generated (coevolve/search/overlap.py)
         streams = (logged is None and self.config.sandbox.overlap and self.endpoint is not None
                    and getattr(self.endpoint, "streams", False))
@@ -604,10 +608,10 @@ class SearchLoop:
                 self.overlap = None
 
     def _step_body(self, step: int, spec: StepSpec, granted: int, sampling: Sampling, logged: dict | None,
-                   event_log: JsonlWriter) -> tuple[dict, list[Candidate]]:
+                   event_log: JsonlWriter) -> tuple[dict, list[Candidate], Callable[[], None] | None]:
         weights = self._reweight() if logged is None else logged.get("weights")
         if spec.operator == DISTILL:
-            return self._distill(step, granted, logged, event_log, weights), []
+            return self._distill(step, granted, logged, event_log, weights), [], None
         cfg = self.config
         per_member = cfg.es.proposals_per_member
         perturbed = spec.perturbed and members_for(granted, per_member) >= 2
@@ -678,11 +682,10 @@ class SearchLoop:
         if logged is None:
             event_log.append(event)  # before the ES update: a kill in between re-applies it on resume
             self.answered.clear()  # its replies are in the log now
-        if es_record is not None:
-            self._tell(es_record, members)
 
         self._hook("admit", step, step, step_candidates, self.ledger.used)
-        return event, step_candidates
+        update = (lambda: self._tell(es_record, members)) if es_record is not None else None
+        return event, step_candidates, update
 
     # context ----------------------------------------------------------------------
     def _operator_parents(self, operator: str, rng: np.random.Generator, step: int,
