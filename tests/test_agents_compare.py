@@ -29,6 +29,7 @@ from coevolve.plan import (COMPARE_CONFIG, HELDOUT_SCORES, AgentCompareConfig, R
                            comparison_run, load_compare_config)
 from coevolve.report import render
 from coevolve.runstore import RunStore, read_jsonl
+from test_agents_es import FakeEngine as AgentFakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "agents_compare.toml"
@@ -198,26 +199,28 @@ class _Killed(Exception):
     pass
 
 
+class Resettable(AgentFakeEngine):
+    """A comparison's shared fake engine (reset between arms); `crash_at`: the perturbed chat call that
+    raises _Killed (a member's turn), a crash mid-training."""
+
+    crash_at: int | None = None
+
+    def reset(self):
+        self.updates = []
+
+    def chat(self, conversations, sampling, seeds=None, constraints=None):
+        if self.perturbation is not None and self.crash_at is not None:
+            self.crash_at -= 1
+            if self.crash_at == 0:
+                raise _Killed()
+        return super().chat(conversations, sampling, seeds, constraints)
+
+
 def test_the_comparison_flow_resumes_after_a_crash_with_a_fake_engine(tmp_path):
     """The control flow fast (real ESOpt, ledger, rollouts, files; a fake
     engine): a crash mid-training leaves the base arm scored and the run
     partial; rerunning scores nothing twice and gives the uninterrupted table."""
-    from test_agents_es import FakeEngine
-
     from coevolve.compare import run_comparison
-
-    class Resettable(FakeEngine):
-        crash_at: int | None = None  # the perturbed chat call that raises (a member's turn)
-
-        def reset(self):
-            self.updates = []
-
-        def chat(self, conversations, sampling, seeds=None, constraints=None):
-            if self.perturbation is not None and self.crash_at is not None:
-                self.crash_at -= 1
-                if self.crash_at == 0:
-                    raise _Killed()
-            return super().chat(conversations, sampling, seeds, constraints)
 
     config = load_compare_config(_tiny(tmp_path))
     run_comparison(config, tmp_path / "full", engine=Resettable(), log=lambda line: None)
@@ -335,11 +338,9 @@ def test_a_comparison_recording_its_task_file_relative_renders_from_its_copy(tmp
 def test_held_out_prompts_keep_the_history_the_comparisons_agent_section_keeps(tmp_path):
     """[agent] history_turns cuts the held-out prompts of every arm as it cuts the training ones (a 9x9
     episode's whole history outgrows the engine's context), and is part of what a score was made under."""
-    from test_agents_es import FakeEngine
-
     from coevolve.compare import run_comparison
 
-    class Measuring(FakeEngine):
+    class Measuring(AgentFakeEngine):
         longest = 0
 
         def reset(self):

@@ -29,29 +29,15 @@ from coevolve.cli import main
 from coevolve.engine import pool
 from coevolve.report import rendering
 from coevolve.runstore import LOCK, RunStore, read_jsonl
-from search_fakes import FakeEngine
 from test_agents_es import FakeEngine as AgentEngine
 from test_run_lock import ROOT, coevolve, start_holder, stop, two_writers
+from test_write_failures import ClosingFakeEngine, Interrupting
 from conftest import child_environment
 
 RUN_TOML = '[run]\nmethod = "sample"\ntask = "tsp_construct"\nbudget = 6\n[sample]\nbatch = 3\n'
 AGENT_TOML = ('[run]\ntask = "sudoku"\nmethod = "esopt"\nbudget = 24\nseed = 3\n[task]\nmasked = 2\n'
               '[agent]\npopulation = 4\nbatch = 2\neval_cases = 2\n[es]\nsigma = 1e-3\nalpha = 1e-3\n'
               'generations = 10\n')
-
-
-class Closing(FakeEngine):
-    def close(self) -> None:
-        pass
-
-
-class Interrupting(Closing):
-    """Ctrl-C during the run's second generation: its first step is logged, the rest is not."""
-
-    def chat(self, *args, **kwargs):
-        if self.calls:
-            raise KeyboardInterrupt
-        return super().chat(*args, **kwargs)
 
 
 class ClosingAgentEngine(AgentEngine):
@@ -93,7 +79,7 @@ def locked(directory: Path) -> bool:
     return False
 
 
-def heuristic_run(tmp_path: Path, monkeypatch, engine: type = Closing) -> tuple[Path, int]:
+def heuristic_run(tmp_path: Path, monkeypatch, engine: type = ClosingFakeEngine) -> tuple[Path, int]:
     config = tmp_path / "c.toml"
     config.write_text(RUN_TOML)
     run = tmp_path / "r"
@@ -163,7 +149,7 @@ def test_coevolve_run_lets_go_of_the_run_as_it_returns(tmp_path, monkeypatch, ca
     """New, interrupted, resumed, finished and shown, refused: each leaves the run unlocked."""
     run, code = heuristic_run(tmp_path, monkeypatch, Interrupting)
     assert code == 130 and kept_alive and not locked(run)
-    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: Closing())
+    monkeypatch.setattr(pool, "build_engine", lambda *a, **k: ClosingFakeEngine())
     assert main(["run", "--resume", str(run), "--no-progress"]) == 0, capsys.readouterr().err
     assert read_jsonl(run / "events.jsonl")[-1]["type"] == "end" and not locked(run)
     assert main(["run", "--resume", str(run), "--no-progress"]) == 0  # finished: only shown
@@ -191,41 +177,20 @@ def test_an_agent_run_lets_go_of_the_run_as_it_returns(tmp_path, monkeypatch, ca
     assert done.stdout.strip() == "held", done.stderr
 
 
-class Crashed(Exception):
-    pass
-
-
-class ResettableAgentEngine(AgentEngine):
-    """A comparison's shared engine (tests/test_agents_compare.py's): `crash_at`, the perturbed chat call that
-    raises, a crash mid-training."""
-
-    crash_at: int | None = None
-
-    def reset(self) -> None:
-        self.updates = []
-
-    def chat(self, conversations, sampling, seeds=None, constraints=None):
-        if self.perturbation is not None and self.crash_at is not None:
-            self.crash_at -= 1
-            if self.crash_at == 0:
-                raise Crashed()
-        return super().chat(conversations, sampling, seeds, constraints)
-
-
 def test_an_agent_comparison_lets_go_of_its_arms_crashed_or_done(tmp_path, kept_alive):
     """The crash's traceback (pytest.raises keeps it) holds the arm's store: the arm is let go all the same."""
     from coevolve.compare import run_comparison
     from coevolve.plan import RunSpec, load_compare_config
-    from test_agents_compare import _tiny
+    from test_agents_compare import _Killed, Resettable, _tiny
 
     config = load_compare_config(_tiny(tmp_path))
     root = tmp_path / "cmp"
     arm = RunSpec("sudoku", "esopt", 8, 0).directory(root)
-    crashing = ResettableAgentEngine()
+    crashing = Resettable()
     crashing.crash_at = 3  # in the arm's second round
-    with pytest.raises(Crashed):
+    with pytest.raises(_Killed):
         run_comparison(config, root, engine=crashing, log=lambda line: None)
     assert (arm / "events.jsonl").is_file() and not (arm / "summary.json").exists()
     assert kept_alive and not locked(arm) and not locked(root)
-    run_comparison(config, root, engine=ResettableAgentEngine(), log=lambda line: None)
+    run_comparison(config, root, engine=Resettable(), log=lambda line: None)
     assert (arm / "summary.json").is_file() and not locked(arm) and not locked(root)
