@@ -42,7 +42,7 @@ from coevolve.engine.base import Completion, check_requests
 from coevolve.runstore import RunStore
 from coevolve.sandbox import Sandbox
 from coevolve.search.loop import MethodError, SearchLoop, method_named
-from coevolve.search.methods import BUILTIN, Method, StepSpec, absolute_method, format_plan, parse_name, run_plan
+from coevolve.search.methods import BUILTIN, StepSpec, absolute_method, format_plan, parse_name, run_plan
 from coevolve.search.runconfig import RunConfig
 from tasks.check import StillRunning, overdue, time_limit
 from tasks.registry import heuristic_task
@@ -140,11 +140,9 @@ class SizedLoop(SearchLoop):
         # The timer is armed only while the method's code runs, so the sandbox's scoring (subprocesses with
         # their own timers; a fork does not inherit this one) never runs under it; it is cleared and the
         # previous SIGALRM handler restored however the call ends.
-        if hook == "pick" and type(self.method).pick is Method.pick:
-            hook = "parents"  # the base pick only calls it: the hook the user wrote
         at = f" in step {step}" if step is not None else ""
         return time_limit(hook_limit(self.config.run.method, self.hook_seconds),
-                          f"{method_named(self.config.run.method)}: {hook}(){at}", METHOD_CODE)
+                          f"{method_named(self.config.run.method)}: {self._written_hook(hook)}(){at}", METHOD_CODE)
 
 
 def drive(config: RunConfig, directory: Path, sandbox: Any,

@@ -748,11 +748,13 @@ class SearchLoop:
         changed = tuple(a != b for a, b in zip(before, global_generators()))
         if not any(changed):
             return
-        if hook == "pick" and type(self.method).pick is Method.pick:
-            hook = "parents"  # the base pick only calls it: the hook the user wrote
-        self.global_draw = global_draw_event(self.config.run.method, hook, changed)
+        self.global_draw = global_draw_event(self.config.run.method, self._written_hook(hook), changed)
         (self.on_note or _to_stderr)(f"warning: {self.global_draw['note']}")
         self._log_global_draw()
+
+    def _written_hook(self, hook: str) -> str:
+        """The hook of the user's method that a call of `hook` runs, named so: the base pick only calls parents."""
+        return "parents" if hook == "pick" and type(self.method).pick is Method.pick else hook
 
     def _log_global_draw(self) -> None:
         """The global-draw event into the log, once a run (the start event first: a draw in start() waits)."""
