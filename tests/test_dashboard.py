@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -1199,10 +1200,30 @@ def test_the_startup_line_counts_the_runs_and_comparisons_found_under_the_direct
     try:
         line = dashboard.stdout.readline()
     finally:
-        dashboard.terminate()
-        dashboard.wait(timeout=30)
+        dashboard.terminate()  # at once: the stop right after the line is uvicorn's graceful one
+        rest = dashboard.communicate(timeout=30)[0]
     assert re.fullmatch(r"coevolve dashboard: http://127\.0\.0\.1:\d+/  \(2 runs and 1 comparison under 2 "
                         r"directories; Ctrl-C stops\)\n", line), line
+    assert (dashboard.returncode, rest) == (130, "interrupted\n")
+
+
+def test_the_startup_line_comes_once_a_signal_stops_the_server_gracefully(tmp_path):
+    """The line is printed from uvicorn's start-up, with uvicorn's signal handlers in place: a signal sent on
+    reading it is a graceful stop (the KeyboardInterrupt comes after the shutdown), not an exception raised
+    wherever the start-up happened to be. Announced before uvicorn ran (stop 59's CI), a `kill` on the line
+    once left the process running past the test's 30 s wait."""
+    from coevolve.dashboard.app import serve
+
+    make_run(tmp_path / "runs" / "a", [candidate(1, 0, [], 7.0)])
+    handlers = []
+
+    def announce(line: str) -> None:
+        handlers.append(signal.getsignal(signal.SIGINT))
+        signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        serve(reader.Registry.open([tmp_path / "runs"]), "127.0.0.1", 0, announce=announce)
+    assert [getattr(h, "__name__", h) for h in handlers] == ["handle_exit"]
 
 
 # -- the archive panel: islands, MAP-Elites and Pareto runs made by the real loop on the fake engine ----------

@@ -63,13 +63,15 @@ def _reply(seed: int) -> tuple[str, str | None]:
 
 
 class ScriptedEndpoint:
-    """Replies one by one, as a server's arrive; with `on_each` it waits after each reply holding a
-    program until the sandbox has scored that program (so scoring happens during generation)."""
+    """Replies one by one, as a server's arrive, each handed to `on_each`; when the run overlaps it waits
+    after each reply holding a program until the sandbox has scored that program (so scoring happens
+    during generation). Without overlap `on_each` still comes (answered.jsonl keeps each reply), and a
+    wait there would be 30 s per program for a scoring that comes only after the step's replies."""
 
     streams = True
 
-    def __init__(self, log: list, scored: set, lock: threading.Lock) -> None:
-        self.log, self.scored, self.lock = log, scored, lock
+    def __init__(self, log: list, scored: set, lock: threading.Lock, overlap: bool) -> None:
+        self.log, self.scored, self.lock, self.overlap = log, scored, lock, overlap
 
     def chat(self, conversations, sampling, seeds=None, constraints=None, on_each=None):
         out = []
@@ -80,6 +82,7 @@ class ScriptedEndpoint:
                 self.log.append(("reply", seed))
             if on_each is not None:
                 on_each(index, completion)
+            if self.overlap:
                 deadline = time.monotonic() + 30
                 while program is not None and _digest(program) not in self.scored and time.monotonic() < deadline:
                     # a program seen in an earlier step is not scored again: nothing to wait for
@@ -120,7 +123,7 @@ def config(overlap: bool) -> RunConfig:
 
 def run(directory, overlap: bool, sandbox: Sandbox):
     log, scored, lock = [], set(), threading.Lock()
-    endpoint, evaluator = ScriptedEndpoint(log, scored, lock), Recording(sandbox, log, scored, lock)
+    endpoint, evaluator = ScriptedEndpoint(log, scored, lock, overlap), Recording(sandbox, log, scored, lock)
     cfg = config(overlap)
     loop = SearchLoop(cfg, RunStore.create(directory, dump_toml(as_dict(cfg))), endpoint, evaluator,
                       get_task("tsp_construct"), endpoint=endpoint)

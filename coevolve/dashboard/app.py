@@ -230,7 +230,7 @@ def found(registry: reader.Registry) -> str:
 
 def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
           announce: Callable[[str], None] = print) -> None:
-    """Serve until interrupted; announces the URL once the socket listens."""
+    """Serve until interrupted; announces the URL once the app serves and a signal stops it gracefully."""
     try:
         import uvicorn  # optional: the [dashboard] extra
     except ImportError:
@@ -239,6 +239,17 @@ def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    announce(f"coevolve dashboard: http://{shown}:{actual}/  ({found(registry)}; Ctrl-C stops)")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    line = f"coevolve dashboard: http://{shown}:{actual}/  ({found(registry)}; Ctrl-C stops)"
+
+    class AnnouncingServer(uvicorn.Server):
+        # The line goes out once uvicorn's own SIGINT/SIGTERM handlers are in place and the app serves, so
+        # a signal from then on is uvicorn's graceful stop. Announced before server.run, a `kill` right
+        # after the line raised KeyboardInterrupt wherever uvicorn's start-up happened to be (a coroutine
+        # "never awaited"), and once (stop 59's CI) the process outlived the test's 30 s wait.
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                announce(line)
+
+    server = AnnouncingServer(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     server.run(sockets=[sock])
