@@ -1207,7 +1207,8 @@ def test_the_startup_line_counts_the_runs_and_comparisons_found_under_the_direct
     assert (dashboard.returncode, rest) == (130, "interrupted\n")
 
 
-def test_the_startup_line_comes_once_a_signal_stops_the_server_gracefully(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_startup_line_comes_once_a_signal_stops_the_server_gracefully(tmp_path, signum):
     """The line is printed from uvicorn's start-up, with uvicorn's signal handlers in place: a signal sent on
     reading it is a graceful stop (the KeyboardInterrupt comes after the shutdown), not an exception raised
     wherever the start-up happened to be. Announced before uvicorn ran (stop 59's CI), a `kill` on the line
@@ -1218,12 +1219,14 @@ def test_the_startup_line_comes_once_a_signal_stops_the_server_gracefully(tmp_pa
     handlers = []
 
     def announce(line: str) -> None:
-        handlers.append(signal.getsignal(signal.SIGINT))
-        signal.raise_signal(signal.SIGINT)
+        handlers.append(signal.getsignal(signum))
+        signal.raise_signal(signum)
 
-    with pytest.raises(KeyboardInterrupt):
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):  # a SIGTERM too: after the graceful stop, an interruption
         serve(reader.Registry.open([tmp_path / "runs"]), "127.0.0.1", 0, announce=announce)
     assert [getattr(h, "__name__", h) for h in handlers] == ["handle_exit"]
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 # -- the archive panel: islands, MAP-Elites and Pareto runs made by the real loop on the fake engine ----------

@@ -11,7 +11,9 @@ websocket, works through an SSH tunnel.
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -252,4 +254,22 @@ def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
                 announce(line)
 
     server = AnnouncingServer(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    server.run(sockets=[sock])
+    if threading.current_thread() is not threading.main_thread():
+        server.run(sockets=[sock])
+        return
+    # Before uvicorn's handlers are in (the event loop's first milliseconds) a SIGTERM asks for the same
+    # graceful stop instead of raising KeyboardInterrupt (cli.py's SIGTERM) inside uvloop, which can leave the
+    # loop waiting forever (benchmarks/results/s59/dashboard_kill). Once stopped, it is an interruption.
+    terminated: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        terminated.append(signum)
+        server.should_exit = True
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if terminated:
+        raise KeyboardInterrupt
