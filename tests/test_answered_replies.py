@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import endpoint_stub
 import pytest
@@ -67,31 +68,40 @@ def kept(run: Path) -> list[dict]:
 def interrupted(stub: StubServer, config: Path, run: Path, answered: int) -> int:
     """`coevolve run` interrupted (Ctrl-C, as SIGTERM is) in its second step, once `answered` of its
     requests were answered and kept and the others are out, held by the stub. Returns the run's exit code."""
-    stub.hold_after = BATCH + answered
+    return interrupt(stub, run, BATCH + answered, 2 * BATCH, 1, answered,
+                     lambda: main(["run", str(config), "--out", str(run), "--no-progress"]))
+
+
+def interrupt(stub: StubServer, run: Path, hold_after: int, sent: int, step: int, answered: int,
+              go: Callable[[], object]) -> object:
+    """`go()` interrupted (SIGINT in the main thread) once `sent` requests reached the stub, those after
+    `hold_after` held there, and `answered` replies of `step` are kept in the run's answered.jsonl.
+    Returns what `go` returned (the CLI's exit code: it takes the interrupt)."""
+    stub.hold_after = hold_after
     ready = threading.Event()
 
     def watch() -> None:
         deadline = time.monotonic() + 60  # only a run that never keeps its replies waits this long
         while time.monotonic() < deadline:
-            if len(stub.bodies) == 2 * BATCH and len([e for e in kept(run) if e.get("step") == 1]) == answered:
+            if len(stub.bodies) == sent and len([e for e in kept(run) if e.get("step") == step]) == answered:
                 ready.set()
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
                 return
             time.sleep(0.02)
-        stub.release.set()  # the run finishes uninterrupted: the test fails on its exit code
+        stub.release.set()  # the run finishes uninterrupted: the test fails on what go returns
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        code = main(["run", str(config), "--out", str(run), "--no-progress"])
+        result = go()
     finally:
         watcher.join()
         signal.signal(signal.SIGINT, previous)
     assert ready.is_set(), "the run never kept the replies it was given"
     stub.release.set()  # the held requests are answered into a closed call (nobody keeps them)
     stub.hold_after = None
-    return code
+    return result
 
 
 def untimed(record: dict) -> dict:
@@ -205,3 +215,72 @@ def test_an_interrupted_skill_refresh_asks_only_the_analysts_not_answered(stub, 
                                            if e["type"] == "step" and e["step"] == 1][0]["skill"]["text"]
     assert ledger(run) == ledger(reference)
     assert (run / ANSWERED).read_bytes() == b""
+
+
+# -- an agent run's teacher (Trace2Skill's analysts on the endpoint); the agent's episodes on test_agents_es's
+# fake engine, the teacher through the real OpenAI client to the stub
+def analysis(body: dict) -> str:
+    """An analyst's reply that differs by request (its seed), so a reply served to the wrong one shows."""
+    return f"ADD Checks {body.get('seed', 0) % 97}: Check the row, the column and the box first."
+
+
+def agent_config(base_url: str):
+    from coevolve.agents.runconfig import AgentRunConfig
+    from coevolve.base.config import build_config
+
+    # posthoc: one distillation at the end, best of 3 seeds, each asking 2 analysts (6 requests, 2 at a time)
+    return build_config(AgentRunConfig, {
+        "run": {"method": "trace2skill", "task": "sudoku", "budget": 12, "seed": 3}, "task": {"masked": 2},
+        "agent": {"population": 4, "batch": 3, "eval_cases": 2, "distill": "posthoc"},
+        "endpoint": {"base_url": base_url, "model": MODEL, "retries": 0, "concurrency": 3, "timeout_s": 120}})
+
+
+def play_agent(config, store):
+    from test_agents_es import FakeEngine
+
+    from coevolve.agents.es_agent import run_agent
+    from coevolve.engine.openai_client import open_endpoint
+
+    with store:
+        return run_agent(config, store, FakeEngine(), config.build_task(), endpoint=open_endpoint(config.endpoint))
+
+
+def test_an_interrupted_agent_distillation_asks_only_the_analysts_not_answered(stub, tmp_path):
+    from coevolve.base.config import as_dict, dump_toml
+    from coevolve.runstore import RunStore
+
+    server = StubServer()  # the uninterrupted reference
+    server.content = analysis
+    try:
+        config = agent_config(server.base_url)
+        whole = play_agent(config, RunStore.create(tmp_path / "whole", dump_toml(as_dict(config))))
+        assert len(server.bodies) == 6
+    finally:
+        server.close()
+    stub.content = analysis
+    config = agent_config(stub.base_url)
+    run = tmp_path / "run"
+
+    def go() -> str:
+        try:
+            play_agent(config, RunStore.create(run, dump_toml(as_dict(config))))
+        except KeyboardInterrupt:
+            return "interrupted"
+        return "finished"
+
+    # the third seed's two analysts are out, held; the first two seeds' four replies are kept
+    assert interrupt(stub, run, 4, 6, 1, 4, go) == "interrupted"
+    held = stub.bodies[4:6]
+    assert [e["step"] for e in read_jsonl(run / ANSWERED)] == [1] * 4  # the round the skill is distilled at
+    first = len(stub.bodies)
+    resumed = play_agent(config, RunStore.open(run, write=True))
+    asked = stub.bodies[first:]
+    # the two analysts not answered, nothing else
+    assert sorted(b["seed"] for b in asked) == sorted(b["seed"] for b in held)
+    assert sorted(json.dumps(b["messages"]) for b in asked) == sorted(json.dumps(b["messages"]) for b in held)
+    # the same evaluations (the configs differ only in the stub's address, the skill's path in the folder)
+    assert resumed.model_dump(exclude={"config", "skill"}) == whole.model_dump(exclude={"config", "skill"})
+    skill, reference = ([e for e in read_jsonl(folder / "events.jsonl") if e["type"] == "skill"]
+                        for folder in (run, tmp_path / "whole"))
+    assert skill == reference  # the same candidates (each seed's skill and score) and the same one chosen
+    assert (run / ANSWERED).read_bytes() == b""  # emptied once the skill's event was logged

@@ -42,9 +42,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from coevolve.agents.rollout import (Trajectory, derive_seed, drawn_cases, load_trajectories, mean_metrics,
                                      mean_reward, rollout, save_trajectories)
@@ -63,6 +64,7 @@ from coevolve.es.config import ESConfig
 from coevolve.es.optimizer import engine_dtype, engine_options, sigma_at
 from coevolve.es.start import ResumeError, check_start, start_es, start_event
 from coevolve.runstore import RunStore
+from coevolve.search.answered import ANSWERED, Answered
 from coevolve.search.ledger import Ledger
 from coevolve.search.progress import progress_bar
 
@@ -311,11 +313,26 @@ class _AgentRun:
             self.distilled = load_skill(folder)
             return
         self._phase("distilling")
-        self.distilled, origins = distill(self.distiller, trajectories, folder, previous=self.distilled,
-                                    settings=self._distill_settings(round_index))
-        # the counts the table prints (`2 rules (2 from the environment's own error lines; ...)`)
-        log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
-                    "origins": dataclasses.asdict(origins), "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+        with self._teacher(round_index) as teacher:
+            self.distilled, origins = distill(teacher, trajectories, folder, previous=self.distilled,
+                                              settings=self._distill_settings(round_index))
+            # the counts the table prints (`2 rules (2 from the environment's own error lines; ...)`)
+            log.append({"type": "skill", "round": round_index, "name": self.distilled.name,
+                        "origins": dataclasses.asdict(origins),
+                        "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+
+    @contextmanager
+    def _teacher(self, round_index: int) -> Iterator[Generator]:
+        """Who distils round `round_index`'s skill. An endpoint's replies are kept in answered.jsonl as they
+        arrive and served to a resume of this distillation (a hosted teacher would bill them twice, and a
+        distillation asks it many times); the file is emptied once the block, which logs the skill's event,
+        ends. The engine bills nothing: asked again."""
+        if self.distiller is self.engine:
+            yield self.distiller
+            return
+        with Answered(self.store.path(ANSWERED), round_index) as answered:
+            yield answered.serving(self.distiller, round_index)
+            answered.clear()
 
     def _distill_posthoc(self, round_index: int, logged: dict | None, log: JsonlWriter) -> None:
         """Trace2Skill's published setting: one distillation from every
@@ -342,13 +359,14 @@ class _AgentRun:
             # the dense progress metric breaks ties when no candidate solves anything
             return mean_reward(played) + 0.01 * mean_metrics(played).get("progress", 0.0)
 
-        self.distilled, candidates = distill_best_of(self.distiller, trajectories, folder, score,
-                                                     n=config.agent.distill_seeds,
-                                                     settings=self._distill_settings(round_index))
-        chosen = next((c.pop("origins") for c in candidates if "origins" in c), None)  # the skill's, as online logs it
-        log.append({"type": "skill", "round": round_index, "name": self.distilled.name, "mode": "posthoc",
-                    "candidates": candidates, **({"origins": chosen} if chosen is not None else {}),
-                    "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
+        with self._teacher(round_index) as teacher:
+            self.distilled, candidates = distill_best_of(teacher, trajectories, folder, score,
+                                                         n=config.agent.distill_seeds,
+                                                         settings=self._distill_settings(round_index))
+            chosen = next((c.pop("origins") for c in candidates if "origins" in c), None)  # as online logs it
+            log.append({"type": "skill", "round": round_index, "name": self.distilled.name, "mode": "posthoc",
+                        "candidates": candidates, **({"origins": chosen} if chosen is not None else {}),
+                        "text": (folder / "SKILL.md").read_text(encoding="utf-8")})
 
     def _distill_settings(self, round_index: int) -> DistillSettings:
         return DistillSettings(successes=self.config.agent.skill_successes,

@@ -10,8 +10,10 @@ never holds more than the step in progress. A resumed run reads it once: a reque
 whose key has a kept reply is answered from it and not sent; a request whose key differs (a prompt
 changed since) is asked again. An unreadable line is a reply lost, never a failed resume.
 
-Only the search loop's requests to an endpoint are kept (the proposer's, and the skill analysts' under
-`skill.teacher = "endpoint"`): the in-process engine bills nothing, and agent runs are asked again.
+Requests to an endpoint are kept: the search loop's (the proposer's, and the skill analysts' under
+`skill.teacher = "endpoint"`) and an agent run's teacher's (its distillations; there "step" is the round the
+skill is distilled at, and the file is emptied once the skill's event is logged). The in-process engine
+bills nothing and is asked again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ def reply_key(messages: Sequence[Message], seed: int | None, constraint: str | N
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def completion_record(completion: Completion) -> dict:
+    """A reply as the event log (and this file) keeps it: `Completion(**record)` reads it back."""
+    return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens, "finish_reason": completion.finish_reason,
+            "retries": completion.retries, **({"model": completion.model} if completion.model else {})}
+
+
 def _kept(path: Path, step: int) -> dict[str, list[Completion]]:
     """The replies the file keeps for `step`, by key. Only completed lines count (a torn tail is a write
     that never returned); a line that does not read as an entry is skipped: its request is asked again."""
@@ -62,11 +71,10 @@ def _kept(path: Path, step: int) -> dict[str, list[Completion]]:
 
 class Answered:
     """The run directory's kept replies: those of `step` (the step a resumed run runs live next) read at
-    start, and each new reply appended (`keep`, from the endpoint's threads) until `clear`.
-    `record`: a reply as the event log keeps it (`Completion(**record)` reads it back)."""
+    start, and each new reply appended (`keep`, from the endpoint's threads) until `clear`."""
 
-    def __init__(self, path: Path, step: int, record: Callable[[Completion], dict]) -> None:
-        self.path, self.step, self.record = path, step, record
+    def __init__(self, path: Path, step: int) -> None:
+        self.path, self.step = path, step
         self.kept = _kept(path, step)
         self.lock = threading.Lock()  # replies arrive on the endpoint's threads
         self.writer: JsonlWriter | None = None
@@ -84,7 +92,7 @@ class Answered:
                 return
             if self.writer is None:  # (opening cuts the torn tail of a writer killed mid-line)
                 self.writer = JsonlWriter(self.path)
-            self.writer.append({"step": step, "slot": slot, "key": key, "reply": self.record(reply)})
+            self.writer.append({"step": step, "slot": slot, "key": key, "reply": completion_record(reply)})
             self.written = True
 
     def clear(self) -> None:
@@ -104,10 +112,11 @@ class Answered:
                 self.writer.close()
                 self.writer = None
 
-    def serving(self, endpoint: Generator, step: int, slots: Sequence[int]) -> Generator:
-        """`endpoint` for one call of `step` whose requests are these slots: each request with a kept
-        reply answered from it, the others asked, and their replies kept as they arrive."""
-        return _Serving(self, endpoint, step, list(slots))
+    def serving(self, endpoint: Generator, step: int, slots: Sequence[int] | None = None) -> Generator:
+        """`endpoint` for the calls of `step` (whose requests are these slots; default: their places in
+        each call): each request with a kept reply answered from it, the others asked, and their replies
+        kept as they arrive."""
+        return _Serving(self, endpoint, step, None if slots is None else list(slots))
 
     def __enter__(self) -> "Answered":
         return self
@@ -121,7 +130,7 @@ class _Serving:
 
     streams = True
 
-    def __init__(self, answered: Answered, endpoint: Generator, step: int, slots: list[int]) -> None:
+    def __init__(self, answered: Answered, endpoint: Generator, step: int, slots: list[int] | None) -> None:
         self.answered, self.endpoint, self.step, self.slots = answered, endpoint, step, slots
 
     def _model(self, seed: int | None) -> str | None:
@@ -145,7 +154,7 @@ class _Serving:
 
         def arrived(j: int, reply: Completion) -> None:
             i = asked[j]
-            self.answered.keep(self.step, self.slots[i], keys[i], reply)
+            self.answered.keep(self.step, i if self.slots is None else self.slots[i], keys[i], reply)
             if on_each is not None:
                 on_each(i, reply)
 

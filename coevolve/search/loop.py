@@ -67,7 +67,7 @@ from coevolve.sandbox.results import EvalResult
 from coevolve.runstore import (PROMPTS, JsonlWriter, RunStore, atomic_write_json, atomic_write_text, ended,
                                kept_best_code, scored_candidates)
 from coevolve.search import cascade, ensemble
-from coevolve.search.answered import ANSWERED, Answered
+from coevolve.search.answered import ANSWERED, Answered, completion_record
 from coevolve.search.ledger import Ledger
 from coevolve.search import skill as skills
 from coevolve.search.feedback import parent_note
@@ -297,13 +297,6 @@ def request_record(request: Request) -> dict:
             **({"lean": request.lean} if request.lean else {})}
 
 
-def completion_record(completion: Completion) -> dict:
-    """A reply as the event log keeps it: `Completion(**record)` reads it back."""
-    return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens, "finish_reason": completion.finish_reason,
-            "retries": completion.retries, **({"model": completion.model} if completion.model else {})}
-
-
 @dataclass(frozen=True)
 class Batch:
     """One generator call: a conversation and a sampling seed per request, and
@@ -418,7 +411,7 @@ class SearchLoop:
         prompts = (JsonlWriter(self.store.path(PROMPTS), fsync=False) if cfg.log.prompts
                    else contextlib.nullcontext())
         # an endpoint's replies to the step a kill interrupted: the first step not logged (logged steps run from 0)
-        self.answered = Answered(self.store.path(ANSWERED), max(logged, default=-1) + 1, completion_record)
+        self.answered = Answered(self.store.path(ANSWERED), max(logged, default=-1) + 1)
         self.asking = -1  # the live step whose requests are out
         with self.store.event_writer() as event_log, JsonlWriter(self.store.candidates_path, truncate=True) as cand_log, \
                 prompts as prompt_log, self.answered:
