@@ -25,12 +25,14 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import signal
 import sys
 import threading
 import traceback
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
@@ -360,8 +362,6 @@ def _group() -> tuple[Any, ...]:
     per task name, so the scan is kept for the process (`clear_cache` drops it)."""
     global _entry_points
     if _entry_points is None:
-        from importlib.metadata import entry_points
-
         _entry_points = tuple(entry_points(group=ENTRY_POINT_GROUP))
     return _entry_points
 
@@ -531,8 +531,6 @@ def record_tasks(directory: str | Path, specs: list[str]) -> None:
 
 
 def read_record(directory: str | Path, record: str = RECORD) -> dict[str, dict]:
-    import json
-
     path = Path(directory) / record
     if not path.exists():
         return {}
