@@ -6,7 +6,8 @@ conflict rules below, `apply_patches` applies the merged patch to a skill's
 sections and `render_skill_body` assembles the SKILL.md body by code, so the
 file is valid whatever the teacher wrote. Conflicts: a delete wins only with
 more analysts behind it than the edits and adds of that section together;
-edits and adds of one section become one edit (most supported rules first);
+edits and adds of one section become one edit, or one add appended to the section when none
+edited it (most supported rules first);
 a section with more than MAX_RULES rules is condensed by the teacher, or cut
 to its best-supported rules when there is no teacher or its answer is unusable.
 """
@@ -196,7 +197,7 @@ def merge_hierarchically(
 ) -> PatchSet:
     """Merge `group_size` patch sets per node, level by level, until one
     remains; at each level the sections that grew past MAX_RULES are
-    condensed by the teacher in one batched call (None: cut by support)."""
+    condensed by the teacher, one batched call per merged node (None: cut by support)."""
     if group_size < 2:
         raise ValueError(f"group_size must be >= 2, got {group_size}")
     sets = [s for s in patch_sets if s]
