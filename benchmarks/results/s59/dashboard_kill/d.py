@@ -21,6 +21,8 @@ for i in range(int(sys.argv[1])):
     except subprocess.TimeoutExpired:
         hangs += 1
         print(i, d, "HANG", flush=True)
-        os.system(f"cat /proc/{p.pid}/status | grep -i state; ls /proc/{p.pid}/task | wc -l")
+        spy = os.environ.get("PYSPY")  # a py-spy binary: where the process waits
+        os.system(f"{spy} dump --pid {p.pid} 2>&1 | head -60" if spy else
+                  f"cat /proc/{p.pid}/status | grep -i state; ls /proc/{p.pid}/task | wc -l")
         p.kill(); p.wait()
 print("hangs", hangs)
