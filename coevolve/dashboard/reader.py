@@ -1045,7 +1045,7 @@ ARCHIVES: dict[str, Archive] = {
 def archive_key(method: str) -> str | None:
     """The ARCHIVES key of a run's method: by its class (a subclass of one of theirs counts), so a run
     shows its panel before its first snapshot; None for other methods. A method file or module is not
-    imported here (that would run its code in the dashboard): its snapshots tell. Memoised: the page
+    looked up here: its snapshots tell (naming the run, display_name, imports a method file). Memoised: the page
     asks on every poll, and the registry looks its plugins up each time."""
     base = parse_name(method).base
     if not is_method(base):
