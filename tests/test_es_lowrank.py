@@ -46,6 +46,14 @@ def test_bad_settings_fail_before_an_engine_starts():
         ESConfig(noise="lowrank", rank=0)
 
 
+def test_a_decode_that_stops_where_another_goes_on_is_closest_to_an_equal_one():
+    # the check below that a θ request in a batch with a member ran on θ: the member's decode may begin with
+    # θ's whole reply and go on (s59's suite); agreeing where to stop tells them apart
+    base, member = "The capital of France is Paris.", "The capital of France is Paris. I can add that"
+    assert closest([base], [[base], [member]]) == 0 and closest([member], [[base], [member]]) == 1
+    assert closest(["The capital"], [["The capital of"], ["The capital is"]]) is None  # still undecided
+
+
 @pytest.mark.engine
 def test_one_batch_serves_every_member_and_leaves_theta_alone(lowrank_engine):
     engine = lowrank_engine
