@@ -254,9 +254,6 @@ def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
                 announce(line)
 
     server = AnnouncingServer(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    if threading.current_thread() is not threading.main_thread():
-        server.run(sockets=[sock])
-        return
     # Before uvicorn's handlers are in (the event loop's first milliseconds) a SIGTERM asks for the same
     # graceful stop instead of raising KeyboardInterrupt (cli.py's SIGTERM) inside uvloop, which can leave the
     # loop waiting forever (benchmarks/results/s59/dashboard_kill). Once stopped, it is an interruption.
@@ -266,10 +263,12 @@ def serve(registry: reader.Registry, host: str, port: int, refresh: float = 2.0,
         terminated.append(signum)
         server.should_exit = True
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    in_main = threading.current_thread() is threading.main_thread()  # (signals are the main thread's)
+    previous = signal.signal(signal.SIGTERM, stop) if in_main else None
     try:
         server.run(sockets=[sock])
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
     if terminated:
         raise KeyboardInterrupt

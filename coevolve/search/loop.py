@@ -836,7 +836,7 @@ class SearchLoop:
             batch = Batch(conversations, seeds)
             began = time.perf_counter()
             # an endpoint's replies kept as they arrive, as the proposer's are (_ask_endpoint)
-            asked = self.answered.serving(teacher, step, range(len(cases))) if teacher is self.endpoint else teacher
+            asked = self.answered.serving(teacher, step) if teacher is self.endpoint else teacher
             completions = self._analyses(asked, batch, Sampling(temperature=cfg.skill.temperature,
                                                                   max_tokens=cfg.skill.max_tokens))
             self.timing["distill_s"] += time.perf_counter() - began
